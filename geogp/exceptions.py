@@ -1,0 +1,62 @@
+"""Exceptions raised by geogp.
+
+Every error about bad input subclasses :class:`ValueError` (via :class:`InputError`), so
+``except ValueError`` keeps working, as in scikit-learn. Messages state what was expected, what
+arrived, and how to fix it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "GeogpError",
+    "InputError",
+    "MissingCRSError",
+    "IrregularGridError",
+    "AllMissingError",
+    "MemoryEstimateError",
+    "NotPositiveDefiniteError",
+    "OutsideWindowError",
+]
+
+
+class GeogpError(Exception):
+    """Base class of all geogp errors."""
+
+
+class InputError(GeogpError, ValueError):
+    """Input data or arguments that geogp cannot use (NaN, shapes, units...)."""
+
+
+class MissingCRSError(InputError):
+    """A raster has no coordinate reference system where one is required."""
+
+
+class IrregularGridError(InputError):
+    """Coordinates are not monotonic, duplicated, or not regularly spaced."""
+
+
+class AllMissingError(InputError):
+    """Every cell of the input is missing (NaN or nodata)."""
+
+
+class OutsideWindowError(InputError):
+    """Prediction points lie outside the window in which the features are valid."""
+
+
+class MemoryEstimateError(GeogpError, MemoryError):
+    """A computation would need more memory than allowed; carries the estimate in bytes."""
+
+    def __init__(self, what: str, needed_bytes: float, limit_bytes: float, hint: str = ""):
+        self.needed_bytes = float(needed_bytes)
+        self.limit_bytes = float(limit_bytes)
+        msg = (
+            f"{what} would need about {needed_bytes / 2**30:.2f} GiB, above the limit of "
+            f"{limit_bytes / 2**30:.2f} GiB."
+        )
+        if hint:
+            msg += " " + hint
+        super().__init__(msg)
+
+
+class NotPositiveDefiniteError(GeogpError, ArithmeticError):
+    """A matrix that must be symmetric positive definite is not (Cholesky failed)."""

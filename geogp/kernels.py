@@ -1,0 +1,318 @@
+"""Stationary kernels with their spectral densities (SPEC.md §2).
+
+Every kernel is an immutable JAX pytree whose leaves are its (constrained, positive) parameters:
+``lengthscale`` (shape (D,) for ARD, or a scalar shared by all dimensions) and ``variance`` (σ_f²).
+A kernel gives
+
+- ``k(r)`` for difference vectors r of shape (..., D) via :meth:`StationaryKernel.evaluate`;
+- the Gram matrix ``k(X1, X2)`` of shape (N1, N2) via ``kernel(X1, X2)``;
+- the spectral density ``S(ξ) = ∫ k(r) exp(-2πi ξ·r) dr`` (ξ in cycles per input unit) via
+  :meth:`StationaryKernel.spectral_density`, so that ``∫ S = k(0) = σ_f²``.
+
+Sums of kernels (``k1 + k2``) are kernels too: the spectral density of a sum is the sum of the
+spectral densities, so the Fourier features support them at no extra cost.
+
+Example:
+    >>> import numpy as np, geogp
+    >>> k = geogp.Matern32(lengthscale=[0.5, 2.0], variance=1.5)
+    >>> float(k.evaluate(np.zeros(2)))
+    1.5
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from geogp.exceptions import InputError
+
+__all__ = [
+    "StationaryKernel",
+    "SquaredExponential",
+    "Matern12",
+    "Matern32",
+    "Matern52",
+    "SumKernel",
+    "KERNELS",
+    "make_kernel",
+]
+
+
+def _is_concrete(x) -> bool:
+    return not isinstance(x, jax.core.Tracer)
+
+
+def _safe_norm(r2):
+    """sqrt with a finite gradient at 0 (the Matérn profiles are evaluated at ρ = 0 on diagonals)."""
+    pos = r2 > 0
+    return jnp.where(pos, jnp.sqrt(jnp.where(pos, r2, 1.0)), 0.0)
+
+
+class Kernel:
+    """Base class: anything with ``evaluate(r)``, ``spectral_density(xi)`` and ``variance_at_zero``."""
+
+    def __call__(self, X1, X2):
+        """Gram matrix k(X1, X2) of shape (N1, N2) for X1 (N1, D), X2 (N2, D). Cost O(N1 N2 D)."""
+        X1 = jnp.atleast_2d(jnp.asarray(X1))
+        X2 = jnp.atleast_2d(jnp.asarray(X2))
+        return self.evaluate(X1[:, None, :] - X2[None, :, :])
+
+    def __add__(self, other: Kernel) -> SumKernel:
+        if not isinstance(other, Kernel):
+            return NotImplemented
+        left = self.parts if isinstance(self, SumKernel) else (self,)
+        right = other.parts if isinstance(other, SumKernel) else (other,)
+        return SumKernel(left + right)
+
+
+@jax.tree_util.register_pytree_node_class
+class StationaryKernel(Kernel):
+    """A stationary ARD kernel k(r) = σ_f² κ(ρ), ρ = ‖r / ℓ‖ (SPEC.md §2).
+
+    Args:
+        lengthscale: positive, scalar or shape (D,) (one per input dimension, ARD).
+        variance: positive scalar σ_f² = k(0).
+    """
+
+    name = "stationary"
+
+    def __init__(self, lengthscale=1.0, variance=1.0):
+        if _is_concrete(lengthscale) and _is_concrete(variance):
+            ell = np.asarray(lengthscale, dtype=np.float64)
+            var = np.asarray(variance, dtype=np.float64)
+            if ell.ndim > 1 or ell.size == 0:
+                raise InputError(f"lengthscale must be a scalar or a vector (D,); got shape {ell.shape}.")
+            if var.ndim != 0:
+                raise InputError(f"variance must be a scalar; got shape {var.shape}.")
+            for nm, v in (("lengthscale", ell), ("variance", var)):
+                if not np.all(np.isfinite(v)) or np.any(v <= 0):
+                    raise InputError(
+                        f"{type(self).__name__}: {nm} must be finite and > 0; got {v.tolist()}. "
+                        "Hyperparameters are positive; pass e.g. lengthscale=0.2."
+                    )
+        self.lengthscale = jnp.asarray(lengthscale, dtype=jnp.float64)
+        self.variance = jnp.asarray(variance, dtype=jnp.float64)
+
+    # pytree protocol: leaves are the parameters, no validation on unflatten (tracers pass through)
+    def tree_flatten(self):
+        return (self.lengthscale, self.variance), None
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        obj = object.__new__(cls)
+        obj.lengthscale, obj.variance = children
+        return obj
+
+    def __repr__(self) -> str:
+        ell = np.round(np.asarray(self.lengthscale), 6).tolist()
+        return f"{type(self).__name__}(lengthscale={ell}, variance={float(self.variance):.6g})"
+
+    @property
+    def variance_at_zero(self):
+        """k(0) = σ_f²."""
+        return self.variance
+
+    def _ell(self, d: int):
+        return jnp.broadcast_to(self.lengthscale, (d,))
+
+    def profile(self, rho):
+        """κ(ρ) with κ(0) = 1, for the scaled distance ρ ≥ 0 (any shape)."""
+        raise NotImplementedError
+
+    def evaluate(self, r):
+        """k(r) for difference vectors r of shape (..., D); returns shape (...)."""
+        r = jnp.asarray(r)
+        ell = self._ell(r.shape[-1])
+        rho2 = jnp.sum((r / ell) ** 2, axis=-1)
+        return self.variance * self.profile_sq(rho2)
+
+    def profile_sq(self, rho2):
+        """κ as a function of ρ² (overridden by SE, which needs no square root)."""
+        return self.profile(_safe_norm(rho2))
+
+    def spectral_density(self, xi):
+        """S(ξ) for frequencies ξ of shape (..., D) (cycles per unit); returns shape (...)."""
+        raise NotImplementedError
+
+
+@jax.tree_util.register_pytree_node_class
+class SquaredExponential(StationaryKernel):
+    r"""Squared exponential: k = σ_f² exp(−ρ²/2); S(ξ) = σ_f² (2π)^{D/2} ∏ℓ_d exp(−2π² Σ ℓ_d² ξ_d²).
+
+    .. math:: k(r) = \sigma_f^2 e^{-\rho^2/2} \quad (\text{SPEC.md §2})
+    """
+
+    name = "se"
+
+    def profile(self, rho):
+        return jnp.exp(-0.5 * rho**2)
+
+    def profile_sq(self, rho2):
+        return jnp.exp(-0.5 * rho2)
+
+    def spectral_density(self, xi):
+        xi = jnp.asarray(xi)
+        d = xi.shape[-1]
+        ell = self._ell(d)
+        q = jnp.sum((ell * xi) ** 2, axis=-1)
+        return self.variance * (2 * jnp.pi) ** (d / 2) * jnp.prod(ell) * jnp.exp(-2 * jnp.pi**2 * q)
+
+    def log_spectral_density(self, xi):
+        """log S(ξ), finite where S underflows (used to form λ^{1/2} stably)."""
+        xi = jnp.asarray(xi)
+        d = xi.shape[-1]
+        ell = self._ell(d)
+        q = jnp.sum((ell * xi) ** 2, axis=-1)
+        return (
+            jnp.log(self.variance) + 0.5 * d * jnp.log(2 * jnp.pi) + jnp.sum(jnp.log(ell))
+            - 2 * jnp.pi**2 * q
+        )
+
+
+class _Matern(StationaryKernel):
+    """Matérn-ν: S(ξ) = σ_f² ∏ℓ_d c_{ν,D} (2ν + 4π² q(ξ))^{−(ν + D/2)} (SPEC.md §2)."""
+
+    nu: float = 0.5
+
+    @classmethod
+    def log_constant(cls, d: int) -> float:
+        """log c_{ν,D} = log[2^D π^{D/2} Γ(ν + D/2) (2ν)^ν / Γ(ν)]."""
+        nu = cls.nu
+        return (
+            d * math.log(2) + 0.5 * d * math.log(math.pi) + math.lgamma(nu + d / 2)
+            + nu * math.log(2 * nu) - math.lgamma(nu)
+        )
+
+    def log_spectral_density(self, xi):
+        xi = jnp.asarray(xi)
+        d = xi.shape[-1]
+        ell = self._ell(d)
+        q = jnp.sum((ell * xi) ** 2, axis=-1)
+        return (
+            jnp.log(self.variance) + jnp.sum(jnp.log(ell)) + self.log_constant(d)
+            - (self.nu + d / 2) * jnp.log(2 * self.nu + 4 * jnp.pi**2 * q)
+        )
+
+    def spectral_density(self, xi):
+        return jnp.exp(self.log_spectral_density(xi))
+
+
+@jax.tree_util.register_pytree_node_class
+class Matern12(_Matern):
+    """Matérn-1/2 (exponential): k = σ_f² exp(−ρ)."""
+
+    name = "matern12"
+    nu = 0.5
+
+    def profile(self, rho):
+        return jnp.exp(-rho)
+
+
+@jax.tree_util.register_pytree_node_class
+class Matern32(_Matern):
+    """Matérn-3/2: k = σ_f² (1 + √3ρ) exp(−√3ρ)."""
+
+    name = "matern32"
+    nu = 1.5
+
+    def profile(self, rho):
+        s = math.sqrt(3.0) * rho
+        return (1 + s) * jnp.exp(-s)
+
+
+@jax.tree_util.register_pytree_node_class
+class Matern52(_Matern):
+    """Matérn-5/2: k = σ_f² (1 + √5ρ + 5ρ²/3) exp(−√5ρ)."""
+
+    name = "matern52"
+    nu = 2.5
+
+    def profile(self, rho):
+        s = math.sqrt(5.0) * rho
+        return (1 + s + s**2 / 3) * jnp.exp(-s)
+
+
+@jax.tree_util.register_pytree_node_class
+class SumKernel(Kernel):
+    """k = Σ_i k_i; S = Σ_i S_i. E.g. a short-range plus a long-range Matérn."""
+
+    name = "sum"
+
+    def __init__(self, parts):
+        parts = tuple(parts)
+        if not parts or not all(isinstance(p, StationaryKernel) for p in parts):
+            raise InputError("SumKernel needs one or more stationary kernels.")
+        self.parts = parts
+
+    def tree_flatten(self):
+        return self.parts, None
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        obj = object.__new__(cls)
+        obj.parts = tuple(children)
+        return obj
+
+    def __repr__(self) -> str:
+        return " + ".join(repr(p) for p in self.parts)
+
+    @property
+    def variance_at_zero(self):
+        return sum(p.variance for p in self.parts)
+
+    def evaluate(self, r):
+        return sum(p.evaluate(r) for p in self.parts)
+
+    def spectral_density(self, xi):
+        return sum(p.spectral_density(xi) for p in self.parts)
+
+    def log_spectral_density(self, xi):
+        logs = jnp.stack([p.log_spectral_density(xi) for p in self.parts])
+        return jax.scipy.special.logsumexp(logs, axis=0)
+
+
+KERNELS = {
+    "se": SquaredExponential,
+    "rbf": SquaredExponential,
+    "squared_exponential": SquaredExponential,
+    "matern12": Matern12,
+    "exponential": Matern12,
+    "matern32": Matern32,
+    "matern52": Matern52,
+}
+
+
+def make_kernel(spec, n_dims: int, lengthscale=0.2, variance=1.0) -> Kernel:
+    """Build a kernel from a name such as ``"matern32"`` or ``"matern12+matern32"``.
+
+    Args:
+        spec: a :class:`Kernel` (returned unchanged) or a name; ``+`` joins a sum. Names:
+            ``se`` (``rbf``), ``matern12`` (``exponential``), ``matern32``, ``matern52``.
+        n_dims: input dimension D; lengthscales are broadcast to shape (D,).
+        lengthscale: initial lengthscale(s). For a sum, the i-th part gets
+            ``lengthscale * 4**i`` (short range first, then longer), so the parts start distinct.
+        variance: initial total variance, split evenly across the parts of a sum.
+
+    Returns:
+        The kernel.
+    """
+    if isinstance(spec, Kernel):
+        return spec
+    if not isinstance(spec, str):
+        raise InputError(f"kernel must be a name like 'matern32' or a Kernel; got {spec!r}.")
+    names = [s.strip().lower() for s in spec.split("+")]
+    unknown = [n for n in names if n not in KERNELS]
+    if unknown:
+        raise InputError(
+            f"unknown kernel name(s) {unknown}; choose from {sorted(set(KERNELS))}, joined by '+'."
+        )
+    ell = np.broadcast_to(np.asarray(lengthscale, dtype=np.float64), (n_dims,))
+    parts = [
+        KERNELS[n](lengthscale=ell * 4.0**i, variance=variance / len(names))
+        for i, n in enumerate(names)
+    ]
+    return parts[0] if len(parts) == 1 else SumKernel(parts)
+

@@ -1,0 +1,83 @@
+"""Shared pieces of the estimators: predictions and standardisation (SPEC.md §1)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from geogp.exceptions import InputError
+
+__all__ = ["Prediction", "Standardizer"]
+
+
+class Prediction(NamedTuple):
+    """Predictive moments at N* points, on the original scale of the data.
+
+    Attributes:
+        mean: (N*,) predictive mean of f (= of y).
+        var_latent: (N*,) variance of the latent f(x*).
+        var_observed: (N*,) variance of a new noisy observation y* = f(x*) + noise.
+    """
+
+    mean: np.ndarray
+    var_latent: np.ndarray
+    var_observed: np.ndarray
+
+    @property
+    def std_latent(self) -> np.ndarray:
+        return np.sqrt(np.maximum(self.var_latent, 0.0))
+
+    @property
+    def std_observed(self) -> np.ndarray:
+        return np.sqrt(np.maximum(self.var_observed, 0.0))
+
+
+@dataclass(frozen=True)
+class Standardizer:
+    """z-scores inputs per dimension and outputs with training statistics (SPEC.md §1).
+
+    x̃_d = (x_d − x_mean_d)/x_scale_d, ỹ = (y − y_mean)/y_scale. Lengthscales learnt in
+    standardised units are reported as ℓ_d·x_scale_d; signal and noise sd as ·y_scale.
+    """
+
+    x_mean: np.ndarray
+    x_scale: np.ndarray
+    y_mean: float
+    y_scale: float
+
+    @classmethod
+    def from_data(cls, X: np.ndarray, y: np.ndarray) -> Standardizer:
+        """Statistics of X (N, D) and y (N,); refuses constant targets or a degenerate input axis."""
+        x_scale = X.std(axis=0)
+        y_scale = float(y.std())
+        if not y_scale > 0:
+            raise InputError(
+                f"the targets are constant (all equal to {y[0]!r}); there is nothing to model. "
+                "A Gaussian process needs varying observations."
+            )
+        if np.any(x_scale <= 0):
+            bad = np.flatnonzero(x_scale <= 0).tolist()
+            raise InputError(
+                f"input dimension(s) {bad} have a single value across all points; drop them or "
+                "provide points spread along every axis."
+            )
+        return cls(X.mean(axis=0), x_scale, float(y.mean()), y_scale)
+
+    @classmethod
+    def identity(cls, n_dims: int) -> Standardizer:
+        return cls(np.zeros(n_dims), np.ones(n_dims), 0.0, 1.0)
+
+    def x(self, X: np.ndarray) -> np.ndarray:
+        return (X - self.x_mean) / self.x_scale
+
+    def y(self, y: np.ndarray) -> np.ndarray:
+        return (y - self.y_mean) / self.y_scale
+
+    def unscale(self, mean: np.ndarray, var_latent: np.ndarray, noise: float) -> Prediction:
+        """Map standardised predictive moments back to the data's scale."""
+        s2 = self.y_scale**2
+        mean = self.y_mean + self.y_scale * np.asarray(mean)
+        var_f = s2 * np.asarray(var_latent)
+        return Prediction(mean, var_f, var_f + s2 * float(noise))

@@ -1,0 +1,232 @@
+"""Approximate-Fourier-series (AFS) features: frequency lattices, masks and φ(x) (SPEC.md §4).
+
+A :class:`FourierFeatures` object is a fixed set of M real features
+
+    φ_m(x) = ∏_d √2 · {cos | sin}(2π z_{m,d} (x_d − c_d))
+
+on a window of width W_d centred at c_d. Frequencies lie on the **odd lattice**
+z = (k + ½)/W_d (default, SPEC.md §4.1) or the **full lattice** z = k/(2W_d) (where z = 0 gives
+the constant row 1). Rows are kept inside the ellipsoid Σ_d (z_d/F_d)² ≤ 1, F_d = K_d/W_d,
+built dimension by dimension (Khatri–Rao, SPEC.md §4.2).
+
+The prior precision is diagonal: λ_m = (K_uu⁻¹)_mm = S(|z_m|)/∏_d T_d with T_d = W_d (odd) or
+2W_d (full), where S is the kernel's spectral density. Only λ depends on the hyperparameters,
+so the statistics ΦΦᵀ and Φy are computed once (SPEC.md §3).
+
+Every frequency is stored as an integer or half-integer *numerator* n = z·T_d, so that sums and
+differences of frequencies fall on integer bins of the period T_d; :mod:`geogp.features.trig`
+uses this to get ΦΦᵀ, Φy and grid predictions from FFTs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax.numpy as jnp
+import numpy as np
+
+from geogp.exceptions import InputError, MemoryEstimateError, OutsideWindowError
+
+__all__ = ["FourierFeatures", "lattice_rows", "DEFAULT_WIDTH_FACTOR"]
+
+DEFAULT_WIDTH_FACTOR = 1 / 0.95  # W_d = W_xd / 0.95 (SPEC.md §4.1, thesis C.1.6)
+
+COS, SIN, CONST = 0, 1, 2
+
+
+def lattice_rows(n_freq: int, lattice: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per-dimension rows: (numerators n = z·T, kinds), one entry per real 1-D feature.
+
+    Odd lattice: for k = 0..K−1, rows (cos, k+½) and (sin, k+½): 2K rows.
+    Full lattice: the constant row (z = 0), then (cos, k), (sin, k) for k = 1..K−1: 2K − 1 rows.
+    """
+    if lattice == "odd":
+        k = np.arange(n_freq) + 0.5
+        num = np.repeat(k, 2)
+        kind = np.tile([COS, SIN], n_freq)
+    elif lattice == "full":
+        k = np.arange(1, n_freq, dtype=np.float64)
+        num = np.concatenate([[0.0], np.repeat(k, 2)])
+        kind = np.concatenate([[CONST], np.tile([COS, SIN], n_freq - 1)]).astype(int)
+    else:
+        raise InputError(f"lattice must be 'odd' or 'full'; got {lattice!r}.")
+    return num, kind.astype(np.int8)
+
+
+def _khatri_rao_rows(n_freq, lattice: str) -> np.ndarray:
+    """Per-dimension row indices (M, D) of the masked Khatri–Rao product (SPEC.md §4.2).
+
+    Rows are built one dimension at a time; after adding dimension d, rows whose partial sum
+    Σ_{d'≤d} (z_{d'}/F_{d'})² already exceeds 1 are dropped. Partial sums are monotone, so this
+    equals masking the full cube, with the same rows in the same order.
+    """
+    idx = np.zeros((1, 0), dtype=np.int64)
+    partial = np.zeros(1)
+    for K in n_freq:
+        num, _ = lattice_rows(K, lattice)
+        # z/F = (num/T)/(K/W); T = W (odd) or 2W (full)
+        ratio2 = (num / K) ** 2 if lattice == "odd" else (num / (2 * K)) ** 2
+        R = num.size
+        new_partial = (partial[:, None] + ratio2[None, :]).ravel()
+        new_idx = np.concatenate(
+            [np.repeat(idx, R, axis=0), np.tile(np.arange(R), idx.shape[0])[:, None]], axis=1
+        )
+        keep = new_partial <= 1.0 + 1e-12
+        idx, partial = new_idx[keep], new_partial[keep]
+    return idx
+
+
+@dataclass(frozen=True, eq=False)
+class FourierFeatures:
+    """A fixed AFS feature set on a window.
+
+    Attributes:
+        center: (D,) window centre c.
+        width: (D,) window width W (predictions are valid inside c ± W/2).
+        n_freq: (D,) positive frequencies per dimension K_d.
+        lattice: ``"odd"`` or ``"full"``.
+        rows: (M, D) per-dimension row index of each feature (into :func:`lattice_rows`).
+        numerators: (M, D) z_{m,d}·T_d; kinds: (M, D) COS/SIN/CONST.
+    """
+
+    center: np.ndarray
+    width: np.ndarray
+    n_freq: tuple
+    lattice: str
+    rows: np.ndarray
+    numerators: np.ndarray
+    kinds: np.ndarray
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def build(cls, center, width, n_freq, lattice: str = "odd", mask: bool = True,
+              max_bytes: float = 4 * 2**30) -> FourierFeatures:
+        """Features on window (center, width) with K_d = n_freq[d] frequencies per dimension.
+
+        Args:
+            center, width: (D,) window centre and width W_d (> 0).
+            n_freq: int or (D,) K_d ≥ 1.
+            lattice: ``"odd"`` (default, SPEC.md §4.1) or ``"full"``.
+            mask: keep the ellipsoid Σ(z_d/F_d)² ≤ 1 (default); False keeps the full cube.
+            max_bytes: refuse feature sets whose dense M×M statistics would exceed this.
+        """
+        center = np.atleast_1d(np.asarray(center, dtype=np.float64))
+        width = np.atleast_1d(np.asarray(width, dtype=np.float64))
+        D = center.size
+        n_freq = tuple(int(k) for k in np.broadcast_to(np.asarray(n_freq), (D,)))
+        if width.shape != (D,) or np.any(~np.isfinite(width)) or np.any(width <= 0):
+            raise InputError(f"window width must be (D,) finite and > 0; got {width}.")
+        if min(n_freq) < 1:
+            raise InputError(f"n_freq must be ≥ 1 per dimension; got {n_freq}.")
+        if mask:
+            rows = _khatri_rao_rows(n_freq, lattice)
+        else:
+            grids = np.meshgrid(*[np.arange(lattice_rows(K, lattice)[0].size) for K in n_freq],
+                                indexing="ij")
+            rows = np.stack([g.ravel() for g in grids], axis=1)
+        M = rows.shape[0]
+        needed = 8.0 * M * M
+        if needed > max_bytes:
+            raise MemoryEstimateError(
+                f"{M} Fourier features (dense {M}×{M} statistics)", needed, max_bytes,
+                "Reduce n_features, or raise max_bytes if the machine has the memory.",
+            )
+        num = np.empty(rows.shape)
+        kinds = np.empty(rows.shape, dtype=np.int8)
+        for d, K in enumerate(n_freq):
+            nd, kd = lattice_rows(K, lattice)
+            num[:, d], kinds[:, d] = nd[rows[:, d]], kd[rows[:, d]]
+        return cls(center, width, n_freq, lattice, rows, num, kinds)
+
+    @classmethod
+    def for_budget(cls, center, width, n_features: int, lattice: str = "odd", mask: bool = True,
+                   **kw) -> FourierFeatures:
+        """Features with about ``n_features`` rows (at most), common bandwidth F_d = F.
+
+        Searches the largest common F (cycles per unit) such that K_d = max(1, round(F·W_d))
+        gives M ≤ n_features (SPEC.md §4.2 "Sizing"); the realised M is ``n_features`` attribute.
+        """
+        width = np.atleast_1d(np.asarray(width, dtype=np.float64))
+        if n_features < 2 ** width.size:
+            raise InputError(f"n_features must be ≥ {2 ** width.size}; got {n_features}.")
+
+        def count(F):
+            K = np.maximum(1, np.round(F * width)).astype(int)
+            return _khatri_rao_rows(K, lattice).shape[0] if mask else int(
+                np.prod([lattice_rows(k, lattice)[0].size for k in K])), K
+
+        lo, hi = 0.0, 1.0
+        while count(hi)[0] <= n_features:
+            lo, hi = hi, hi * 2
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if count(mid)[0] <= n_features else (lo, mid)
+        return cls.build(np.asarray(center), width, count(lo)[1], lattice, mask, **kw)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def n_features(self) -> int:
+        return int(self.rows.shape[0])
+
+    @property
+    def n_dims(self) -> int:
+        return int(self.center.size)
+
+    @property
+    def period(self) -> np.ndarray:
+        """(D,) T_d: W_d on the odd lattice, 2W_d on the full lattice."""
+        return self.width if self.lattice == "odd" else 2 * self.width
+
+    @property
+    def frequencies(self) -> np.ndarray:
+        """(M, D) |z_m| in cycles per input unit."""
+        return self.numerators / self.period
+
+    @property
+    def log_norm(self) -> float:
+        """log ∏_d T_d, the constant in λ = S(z)/∏T_d (SPEC.md §4.1)."""
+        return float(np.sum(np.log(self.period)))
+
+    def log_lambda(self, kernel):
+        """log λ_m = log S(|z_m|) − log ∏T_d, shape (M,). Never forms K_uu (SPEC.md §3)."""
+        return kernel.log_spectral_density(jnp.asarray(self.frequencies)) - self.log_norm
+
+    def describe(self) -> str:
+        return (f"{self.n_features} {self.lattice}-lattice Fourier features, K = {list(self.n_freq)}, "
+                f"window {np.round(self.width, 6).tolist()} centred at "
+                f"{np.round(self.center, 6).tolist()}")
+
+    # ------------------------------------------------------------------ evaluation
+    def check_inside(self, X: np.ndarray, outside: str = "raise") -> np.ndarray:
+        """Boolean (N,) mask of points inside the window; raises if any is outside and outside='raise'."""
+        half = self.width / 2
+        inside = np.all(np.abs(X - self.center) <= half * (1 + 1e-12), axis=1)
+        if outside == "raise" and not inside.all():
+            n_out = int((~inside).sum())
+            raise OutsideWindowError(
+                f"{n_out} prediction point(s) lie outside the feature window "
+                f"[{(self.center - half).tolist()}, {(self.center + half).tolist()}] where the Fourier "
+                "features are valid (SPEC.md §4.3). Widen the window (window_factor/margin) when "
+                "fitting, or pass outside='nan'."
+            )
+        return inside
+
+    def per_dim_blocks(self, X) -> list:
+        """Per-dimension 1-D feature values: list of (N, R_d) arrays (jax or numpy in → same)."""
+        xp = jnp if not isinstance(X, np.ndarray) else np
+        blocks = []
+        for d, K in enumerate(self.n_freq):
+            num, kind = lattice_rows(K, self.lattice)
+            ang = 2 * np.pi * (X[:, d:d + 1] - self.center[d]) * (num / self.period[d])[None, :]
+            vals = xp.where(kind[None, :] == COS, np.sqrt(2) * xp.cos(ang),
+                            xp.where(kind[None, :] == SIN, np.sqrt(2) * xp.sin(ang), 1.0))
+            blocks.append(vals)
+        return blocks
+
+    def __call__(self, X):
+        """Feature matrix Φᵀ of shape (N, M) at X (N, D). Cost O(N M D)."""
+        blocks = self.per_dim_blocks(X)
+        out = blocks[0][:, self.rows[:, 0]]
+        for d in range(1, self.n_dims):
+            out = out * blocks[d][:, self.rows[:, d]]
+        return out

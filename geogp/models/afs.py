@@ -1,0 +1,340 @@
+"""The AFS variational GP estimator: statistics once, then L-BFGS on θ at no cost in N.
+
+Data flow (SPEC.md §3–4): inputs → standardise → window and :class:`FourierFeatures` →
+:class:`SufficientStats` (once) → ``collapsed_bound(θ, stats)`` → L-BFGS → :class:`Posterior`
+→ predictions at points (NUFFT) or on grids (separable transforms), never an (N* × M) matrix.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import jax.numpy as jnp
+import numpy as np
+
+from geogp._validation import as_points, as_targets, check_positive, check_same_length
+from geogp.exceptions import InputError
+from geogp.features import trig
+from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures
+from geogp.fit import FitReport, minimize_lbfgs
+from geogp.kernels import make_kernel
+from geogp.models.base import Prediction, Standardizer
+from geogp.models.collapsed import collapsed_bound, posterior, trace_term
+from geogp.stats import DEFAULT_CHUNK_BYTES, dense_stats, grid_stats, points_stats
+
+__all__ = ["AFSRegressor", "grid_axes_info"]
+
+_DENSE_PREDICT_MAX = 2048  # below this many points, predict with explicit features
+
+
+def grid_axes_info(axes) -> tuple[np.ndarray, np.ndarray]:
+    """(first coordinate, spacing) per axis; raises unless each axis is regular and monotone."""
+    from geogp.exceptions import IrregularGridError
+
+    x0, eta = [], []
+    for d, a in enumerate(axes):
+        a = np.asarray(a, dtype=np.float64)
+        if a.ndim != 1 or a.size < 2:
+            raise InputError(f"grid axis {d} must be a vector with ≥ 2 coordinates; got shape {a.shape}.")
+        step = np.diff(a)
+        if not np.all(np.isfinite(a)):
+            raise IrregularGridError(f"grid axis {d} has NaN/inf coordinates.")
+        if np.any(step == 0) or not (np.all(step > 0) or np.all(step < 0)):
+            raise IrregularGridError(
+                f"grid axis {d} is not strictly monotonic (duplicated or unsorted coordinates); "
+                "sort the array along that axis (da.sortby) or drop duplicates."
+            )
+        if not np.allclose(step, step[0], rtol=1e-6, atol=0):
+            raise IrregularGridError(
+                f"grid axis {d} is not regularly spaced (spacing from {step.min():.6g} to "
+                f"{step.max():.6g}); irregular coordinates are fitted as scattered points."
+            )
+        x0.append(a[0])
+        eta.append(abs(step[0]))
+    return np.array(x0), np.array(eta)
+
+
+class AFSRegressor:
+    """Precomputable approximate-Fourier-series variational GP (SPEC.md §3–4).
+
+    Args:
+        kernel: ``"matern32"`` (default), ``"se"``, ``"matern12"``, ``"matern52"``, sums such as
+            ``"matern12+matern32"``, or a Kernel (initial parameters, standardised units).
+        n_features: target number of features M (the realised M is ``features_.n_features``).
+        n_freq: explicit K_d per dimension (overrides ``n_features``).
+        lattice: ``"odd"`` (default) or ``"full"``.
+        window_factor: W_d = window_factor · W_xd (default 1/0.95, SPEC.md §4.1).
+        margin: extra window width on each side, in units of the data's extent (e.g. 0.1).
+        lengthscale, variance, noise: initial hyperparameters in standardised units
+            (defaults ℓ = 0.2, σ_f² = 1, σ² = 1: SPEC.md §1).
+        grid_mode: for complete rasters, ``"auto"`` uses G = N·I (Lemma 3.1, O(M) per step)
+            when it holds, ``"exact"`` always uses the dense G.
+        stats_method: scattered points: ``"auto"`` (NUFFT above 2,000 points), ``"nufft"``,
+            ``"dense"``.
+        optimize: learn θ by L-BFGS (else keep the initial values).
+        maxiter: L-BFGS iterations. chunk_bytes: memory bound of one statistics chunk.
+        max_bytes: refuse feature sets whose M×M statistics would exceed this.
+        progress: optional callback ``progress(iteration, objective)`` during the fit.
+
+    Attributes:
+        features_, stats_, kernel_ (standardised units), noise_, posterior_, report_, scaler_,
+        stats_time_s_: seconds spent reading the data into statistics.
+    """
+
+    def __init__(self, kernel="matern32", *, n_features=1000, n_freq=None, lattice="odd",
+                 window_factor=DEFAULT_WIDTH_FACTOR, margin=0.0, lengthscale=0.2, variance=1.0,
+                 noise=1.0, grid_mode="auto", stats_method="auto", optimize=True, maxiter=300,
+                 chunk_bytes=DEFAULT_CHUNK_BYTES, max_bytes=4 * 2**30, progress=None):
+        self.kernel = kernel
+        self.n_features = n_features
+        self.n_freq = n_freq
+        self.lattice = lattice
+        self.window_factor = window_factor
+        self.margin = margin
+        self.lengthscale = lengthscale
+        self.variance = variance
+        self.noise = noise
+        self.grid_mode = grid_mode
+        self.stats_method = stats_method
+        self.optimize = optimize
+        self.maxiter = maxiter
+        self.chunk_bytes = chunk_bytes
+        self.max_bytes = max_bytes
+        self.progress = progress
+
+    # ------------------------------------------------------------------ set-up
+    def _features(self, center, width) -> FourierFeatures:
+        if self.n_freq is not None:
+            return FourierFeatures.build(center, width, self.n_freq, self.lattice,
+                                         max_bytes=self.max_bytes)
+        return FourierFeatures.for_budget(center, width, int(self.n_features), self.lattice,
+                                          max_bytes=self.max_bytes)
+
+    def _window(self, lo, hi):
+        extent = hi - lo
+        if self.window_factor < 1:
+            raise InputError(f"window_factor must be ≥ 1 (window covers the data); got {self.window_factor}.")
+        return (lo + hi) / 2, extent * self.window_factor + 2 * self.margin * extent
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, X, y) -> AFSRegressor:
+        """Fit on scattered points X (N, D), y (N,). Returns self."""
+        X = as_points(X)
+        y = as_targets(y)
+        check_same_length(X, y)
+        self._check_counts(X.shape[0], X.shape[1])
+        self.scaler_ = Standardizer.from_data(X, y)
+        Xs, ys = self.scaler_.x(X), self.scaler_.y(y)
+        center, width = self._window(Xs.min(axis=0), Xs.max(axis=0))
+        self.features_ = self._features(center, width)
+        t0 = time.perf_counter()
+        method = self.stats_method
+        if method == "auto":
+            method = "nufft" if X.shape[0] > 2000 else "dense"
+        if method == "dense":
+            self.stats_ = dense_stats(self.features_, Xs, ys, self.chunk_bytes)
+        elif method == "nufft":
+            self.stats_ = points_stats(self.features_, Xs, ys, "nufft", self.chunk_bytes)
+        else:
+            raise InputError(f"stats_method must be 'auto', 'dense' or 'nufft'; got {method!r}.")
+        self.stats_time_s_ = time.perf_counter() - t0
+        return self._learn(X.shape[1])
+
+    def fit_grid(self, axes, values) -> AFSRegressor:
+        """Fit on a regular grid: ``values`` (N_1, ..., N_D) with NaN = missing, axis coordinates.
+
+        Complete grids use G = N·I when Lemma 3.1 holds and ``grid_mode='auto'``; gappy grids use
+        the exact statistics of the observed cells from separable transforms (SPEC.md §4.6).
+        """
+        axes = [np.asarray(a, dtype=np.float64) for a in axes]
+        x0, eta = grid_axes_info(axes)
+        shape = tuple(int(s) for s in values.shape)
+        if len(axes) != len(shape):
+            raise InputError(f"values have {len(shape)} dims but {len(axes)} axes were given.")
+        # observed-cell statistics for standardisation (one pass)
+        n_obs, s1, s2, ax_w = self._grid_moments(axes, values)
+        self._check_counts(n_obs, len(axes))
+        if n_obs == 0:
+            from geogp.exceptions import AllMissingError
+
+            raise AllMissingError("every grid cell is missing (NaN); nothing to fit.")
+        y_mean = s1 / n_obs
+        y_std = np.sqrt(max(s2 / n_obs - y_mean**2, 0.0))
+        if not y_std > 0:
+            raise InputError("the observed cells all have the same value; there is nothing to model.")
+        x_mean = np.array([np.sum(w * a) / n_obs for a, w in zip(axes, ax_w)])
+        x_std = np.array([np.sqrt(np.sum(w * (a - m) ** 2) / n_obs) for a, w, m in zip(axes, ax_w, x_mean)])
+        x_std = np.where(x_std > 0, x_std, eta)
+        self.scaler_ = Standardizer(x_mean, x_std, float(y_mean), float(y_std))
+        saxes = [(a - m) / s for a, m, s in zip(axes, x_mean, x_std)]
+        seta = eta / x_std
+        lo = np.array([a.min() for a in saxes])
+        hi = np.array([a.max() for a in saxes])
+        complete = n_obs == int(np.prod(shape))
+        t0 = time.perf_counter()
+        diagonal = False
+        if complete and self.grid_mode == "auto" and self.lattice == "odd":
+            # Lemma 3.1 mode: W_d = N_d η_d exactly, centred on the grid cells
+            center = (lo + hi) / 2
+            width = np.array(shape) * seta
+            ff = self._features(center, width)
+            if all(2 * k <= n for k, n in zip(ff.n_freq, shape)):
+                diagonal = True
+        if not diagonal:
+            center, width = self._window(lo, hi)
+            ff = self._features(center, width)
+        self.features_ = ff
+        values_std = (values - y_mean) / y_std  # lazy for dask
+        self.stats_ = grid_stats(ff, saxes, values_std, diagonal=diagonal,
+                                 chunk_bytes=self.chunk_bytes)
+        self.stats_time_s_ = time.perf_counter() - t0
+        return self._learn(len(axes))
+
+    @staticmethod
+    def _grid_moments(axes, values):
+        """Count, Σy, Σy² of observed cells and per-axis observed-cell counts, chunked."""
+        shape = values.shape
+        ax_w = [np.zeros(s) for s in shape]
+        n, s1, s2 = 0, 0.0, 0.0
+        chunks = getattr(values, "chunks", None)
+        if chunks is not None:
+            b = np.cumsum((0,) + tuple(chunks[0]))
+            slices = [slice(int(p), int(q)) for p, q in zip(b[:-1], b[1:])]
+        else:
+            step = max(1, int(2**24 // max(1, int(np.prod(shape[1:])))))
+            slices = [slice(i, i + step) for i in range(0, shape[0], step)]
+        for sl in slices:
+            block = np.asarray(values[sl], dtype=np.float64)
+            if np.isinf(block).any():
+                raise InputError("the grid contains infinite values; replace them by NaN "
+                                 "(missing) or finite numbers.")
+            obs = np.isfinite(block)
+            yb = np.where(obs, block, 0.0)
+            n += int(obs.sum())
+            s1 += float(yb.sum())
+            s2 += float((yb * yb).sum())
+            for d in range(len(shape)):
+                other = tuple(i for i in range(len(shape)) if i != d)
+                cnt = obs.sum(axis=other)
+                if d == 0:
+                    ax_w[0][sl] += cnt
+                else:
+                    ax_w[d] += cnt
+        return n, s1, s2, ax_w
+
+    @staticmethod
+    def _check_counts(n, d):
+        n_params = d + 2
+        if n <= n_params:
+            raise InputError(
+                f"only {n} observation(s) for {n_params} hyperparameters; a GP fit needs more "
+                "observed points than parameters."
+            )
+
+    def _init_params(self, d):
+        check_positive(self.noise, "noise")
+        kern = make_kernel(self.kernel, d, self.lengthscale, self.variance)
+        return {"kernel": kern, "noise": jnp.asarray(float(self.noise))}
+
+    def _learn(self, d) -> AFSRegressor:
+        ff, stats = self.features_, self.stats_
+        params = self._init_params(d)
+        n = float(stats.n)
+
+        def loss(p):
+            log_lam = ff.log_lambda(p["kernel"])
+            return -collapsed_bound(log_lam, p["noise"], p["kernel"].variance_at_zero, stats) / n
+
+        if self.optimize:
+            params, report = minimize_lbfgs(loss, params, maxiter=self.maxiter,
+                                            progress=self.progress)
+            report.objective *= n
+            report.history = [h * n for h in report.history]
+        else:
+            report = FitReport(float(loss(params)) * n, 0, 1, True, "not optimised", 0.0)
+        self.kernel_, self.noise_ = params["kernel"], float(params["noise"])
+        self.report_ = report
+        self._diagnose()
+        self.posterior_ = posterior(ff.log_lambda(self.kernel_), self.noise_,
+                                    self.kernel_.variance_at_zero, stats)
+        return self
+
+    def _diagnose(self):
+        ells = [np.min(np.asarray(p.lengthscale)) for p in getattr(self.kernel_, "parts", [self.kernel_])]
+        if min(ells) * 3 > np.min(self.features_.width):
+            warnings.warn("a learnt lengthscale is not small compared with the window "
+                          "(SPEC.md §4.3): aliasing may bias the fit; widen the window (margin).",
+                          stacklevel=3)
+
+    # ------------------------------------------------------------------ results
+    def bound(self) -> float:
+        """The collapsed bound L'' at the fitted parameters (standardised scale)."""
+        ll = self.features_.log_lambda(self.kernel_)
+        return float(collapsed_bound(ll, self.noise_, self.kernel_.variance_at_zero, self.stats_))
+
+    def trace_diagnostic(self) -> float:
+        """t = N k(0) − Σ λ_m G_mm at the fitted parameters (0 would mean M saturates)."""
+        ll = self.features_.log_lambda(self.kernel_)
+        return float(trace_term(ll, self.kernel_.variance_at_zero, self.stats_))
+
+    @property
+    def lengthscale_(self):
+        """Lengthscales in the user's units (ℓ_d · x_scale_d), one array per kernel part."""
+        parts = getattr(self.kernel_, "parts", (self.kernel_,))
+        return [np.broadcast_to(np.asarray(p.lengthscale), self.scaler_.x_scale.shape)
+                * self.scaler_.x_scale for p in parts]
+
+    @property
+    def noise_variance_(self) -> float:
+        return self.noise_ * self.scaler_.y_scale**2
+
+    def predict(self, X, outside: str = "raise") -> Prediction:
+        """Predictive mean and variances at X (N*, D) on the original scale.
+
+        Points outside the feature window raise (``outside='raise'``) or get NaN
+        (``outside='nan'``). Cost O(M² + N*) via NUFFT (O(N* M²) below 2,048 points).
+        """
+        X = as_points(X, "X (prediction points)")
+        Xs = self.scaler_.x(X)
+        inside = self.features_.check_inside(Xs, outside)
+        mean = np.full(X.shape[0], np.nan)
+        var = np.full(X.shape[0], np.nan)
+        if inside.any():
+            m, v = self._predict_std(Xs[inside])
+            mean[inside], var[inside] = m, v
+        return self.scaler_.unscale(mean, var, self.noise_)
+
+    def _predict_std(self, Xs):
+        ff, post = self.features_, self.posterior_
+        if Xs.shape[0] <= _DENSE_PREDICT_MAX:
+            Phi = ff(Xs)
+            mean = Phi @ post.weights
+            var = post.kvar0 + np.einsum("nm,mk,nk->n", Phi, post.quad, Phi)
+        else:
+            mean = trig.evaluate_points(ff, Xs, trig.linear_coefficients(ff, post.weights), "linear")
+            var = post.kvar0 + trig.evaluate_points(ff, Xs, trig.quad_coefficients(ff, post.quad), "quad")
+        return mean, np.maximum(var, 0.0)
+
+    def predict_grid(self, axes, outside: str = "raise") -> Prediction:
+        """Predictions on the tensor grid ``axes`` (D vectors); arrays of shape (N_1, ..., N_D).
+
+        Cost O(M² + N·P) through separable transforms: no (N* × M) matrix is formed.
+        """
+        axes = [np.asarray(a, dtype=np.float64) for a in axes]
+        saxes = [(a - m) / s for a, m, s in zip(axes, self.scaler_.x_mean, self.scaler_.x_scale)]
+        ff, post = self.features_, self.posterior_
+        half = ff.width / 2 * (1 + 1e-12)
+        inside_axes = [np.abs(a - c) <= h for a, c, h in zip(saxes, ff.center, half)]
+        if outside == "raise" and not all(m.all() for m in inside_axes):
+            ff.check_inside(np.array([[a.min() for a in saxes], [a.max() for a in saxes]]), "raise")
+        mean = trig.evaluate_grid(ff, saxes, trig.linear_coefficients(ff, post.weights), "linear")
+        var = post.kvar0 + trig.evaluate_grid(ff, saxes, trig.quad_coefficients(ff, post.quad), "quad")
+        var = np.maximum(var, 0.0)
+        inside = inside_axes[0]
+        for m in inside_axes[1:]:
+            inside = np.multiply.outer(inside, m)
+        mean = np.where(inside, mean, np.nan)
+        var = np.where(inside, var, np.nan)
+        return self.scaler_.unscale(mean, var, self.noise_)
+

@@ -1,0 +1,106 @@
+"""Collapsed (Titsias) bound and optimal posterior from precomputed statistics (SPEC.md §3).
+
+Everything here is a pure function of (log λ, σ², k(0), :class:`~geogp.stats.SufficientStats`):
+the data are not touched. With A = I + σ⁻² Λ^{1/2} G Λ^{1/2} = L_A L_Aᵀ and
+c = σ⁻² L_A⁻¹ (λ^{1/2} ⊙ r), the bound is
+
+    L = −½ [N log 2πσ² + 2 Σ log diag L_A + σ⁻² yᵀy − ‖c‖² + σ⁻² (N k(0) − Σ_m λ_m G_mm)]
+
+(whitened, stable: A ⪰ I, K_uu = Λ⁻¹ is never formed). Per evaluation O(M³) (Cholesky) or O(M)
+when G is diagonal (complete grid, Lemma 3.1, SPEC.md §4.6).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+import numpy as np
+
+from geogp.stats import SufficientStats
+
+__all__ = ["collapsed_bound", "trace_term", "Posterior", "posterior"]
+
+
+def trace_term(log_lam, kvar0, stats: SufficientStats):
+    """t = tr K_ff − Σ_m λ_m G_mm = N k(0) − Σ λ_m G_mm: the "is M large enough?" diagnostic.
+
+    For exact inter-domain features t/(2σ²) ≤ E[L − L'] ≤ t/σ² (SPEC.md §3, Theorem 2.10).
+    """
+    return stats.n * kvar0 - jnp.sum(jnp.exp(log_lam) * stats.G_diag)
+
+
+def collapsed_bound(log_lam, noise, kvar0, stats: SufficientStats):
+    """The collapsed bound L'' (SPEC.md §3, whitened form; §4.6 when G is diagonal).
+
+    Args:
+        log_lam: (M,) log λ_m = log (K_uu⁻¹)_mm.
+        noise: σ² (scalar); kvar0: k(0) of the true kernel (scalar).
+        stats: the sufficient statistics.
+
+    Returns:
+        Scalar bound. Cost O(M³) (dense G) or O(M) (diagonal G); memory O(M²).
+    """
+    N = stats.n
+    lam = jnp.exp(log_lam)
+    sl = jnp.exp(0.5 * log_lam)
+    if stats.diagonal:
+        kappa = 1.0 + stats.G * lam / noise  # eigenvalues of A
+        logdet_a = jnp.sum(jnp.log(kappa))
+        c2 = jnp.sum(lam * stats.r**2 / kappa) / noise**2
+    else:
+        M = stats.r.shape[0]
+        A = jnp.eye(M) + (sl[:, None] * stats.G * sl[None, :]) / noise  # A = I + σ⁻²Λ½GΛ½
+        L = jnp.linalg.cholesky(A)
+        c = jsl.solve_triangular(L, sl * stats.r, lower=True) / noise  # c = σ⁻² L⁻¹ Λ½ r
+        logdet_a = 2.0 * jnp.sum(jnp.log(jnp.diagonal(L)))
+        c2 = c @ c
+    t = trace_term(log_lam, kvar0, stats)
+    return -0.5 * (N * jnp.log(2 * math.pi * noise) + logdet_a + stats.yy / noise - c2 + t / noise)
+
+
+class Posterior(NamedTuple):
+    """Optimal q(u) in whitened form, ready for prediction (SPEC.md §3, eq. 2.30).
+
+    Attributes:
+        sqrt_lam: (M,) λ^{1/2}.
+        weights: (M,) w with mean(x) = φ(x)ᵀ w = σ⁻² φᵀ B⁻¹ r.
+        quad: (M, M) Q = Λ^{1/2} A⁻¹ Λ^{1/2} − Λ, so var_f(x) = k(0) + φ(x)ᵀ Q φ(x).
+        chol: (M, M) lower Cholesky factor of A, or (M,) diag of A when diagonal.
+        noise: σ²; kvar0: k(0).
+    """
+
+    sqrt_lam: np.ndarray
+    weights: np.ndarray
+    quad: np.ndarray
+    chol: np.ndarray
+    noise: float
+    kvar0: float
+
+
+def posterior(log_lam, noise, kvar0, stats: SufficientStats) -> Posterior:
+    """q(u) at fixed hyperparameters. Cost O(M³) once (A⁻¹ is formed for fast variance maps)."""
+    log_lam = np.asarray(log_lam)
+    noise = float(noise)
+    sl = np.exp(0.5 * log_lam)
+    lam = sl**2
+    r = np.asarray(stats.r)
+    if stats.diagonal:
+        a = 1.0 + np.asarray(stats.G) * lam / noise
+        weights = lam * r / (a * noise)
+        quad = np.diag(lam / a - lam)
+        chol = np.sqrt(a)
+    else:
+        G = np.asarray(stats.G)
+        A = np.eye(lam.size) + sl[:, None] * G * sl[None, :] / noise
+        chol = np.linalg.cholesky(A)
+        import scipy.linalg as sla
+
+        Ainv = sla.cho_solve((chol, True), np.eye(lam.size))
+        weights = sl * (Ainv @ (sl * r)) / noise
+        quad = sl[:, None] * Ainv * sl[None, :]
+        quad[np.diag_indices_from(quad)] -= lam
+        quad = 0.5 * (quad + quad.T)
+    return Posterior(sl, weights, quad, chol, noise, float(kvar0))

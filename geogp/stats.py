@@ -1,0 +1,208 @@
+"""Sufficient statistics of AFS models, read from the data once (SPEC.md §3, §4.3, §4.6).
+
+After :func:`dense_stats`, :func:`grid_stats` or :func:`points_stats`, the data are never
+touched again: the collapsed bound, its gradient and the posterior are functions of
+(θ, :class:`SufficientStats`) only.
+
+Routes (all give the same numbers; tests check them against each other):
+
+============================  ===================================  ==========================
+route                          cost                                 when
+============================  ===================================  ==========================
+``dense_stats``                O(N M²), chunked rows                reference, small N
+``points_stats`` (NUFFT)       O(N + P^D log P + M²)                scattered points
+``grid_stats``                 O(N·P + M²), chunked rows            raster with gaps (NaN)
+``grid_stats(diagonal=True)``  O(N·P), G = N·I (Lemma 3.1)          complete raster
+============================  ===================================  ==========================
+
+P ≈ 4K is the number of frequency bins per axis. Chunks are summed, so the statistics are the
+same for any chunk size, and a dask array is processed block by block (bounded memory).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from geogp.exceptions import AllMissingError, InputError
+from geogp.features import trig
+from geogp.features.fourier import FourierFeatures
+
+__all__ = ["SufficientStats", "dense_stats", "points_stats", "grid_stats", "grid_lemma_holds",
+           "DEFAULT_CHUNK_BYTES"]
+
+DEFAULT_CHUNK_BYTES = 256 * 2**20  # peak extra memory per chunk: well under 1 GB
+
+
+@jax.tree_util.register_pytree_node_class
+@dataclass
+class SufficientStats:
+    """G = ΦΦᵀ (M, M) or its diagonal (M,) when ``diagonal``; r = Φy (M,); yy = yᵀy; n = N.
+
+    Statistics add: ``s1 + s2`` is the statistics of the union of two disjoint data sets.
+    """
+
+    G: jnp.ndarray
+    r: jnp.ndarray
+    yy: jnp.ndarray
+    n: jnp.ndarray
+    diagonal: bool = False
+
+    def tree_flatten(self):
+        return (self.G, self.r, self.yy, self.n), self.diagonal
+
+    @classmethod
+    def tree_unflatten(cls, diagonal, children):
+        return cls(*children, diagonal=diagonal)
+
+    def __post_init__(self):
+        G, r = np.shape(self.G), np.shape(self.r)
+        if len(r) != 1 or (G != (r[0], r[0]) and not (self.diagonal and G == r)):
+            raise InputError(f"inconsistent statistics: G has shape {G}, r has shape {r}.")
+
+    def __add__(self, other: SufficientStats) -> SufficientStats:
+        if self.diagonal != other.diagonal:
+            raise InputError("cannot add diagonal and dense statistics.")
+        return SufficientStats(self.G + other.G, self.r + other.r, self.yy + other.yy,
+                               self.n + other.n, self.diagonal)
+
+    @property
+    def n_features(self) -> int:
+        return int(np.shape(self.r)[0])
+
+    @property
+    def G_diag(self):
+        return self.G if self.diagonal else jnp.diagonal(self.G)
+
+
+def _make(G, r, yy, n, diagonal=False) -> SufficientStats:
+    if n == 0:
+        raise AllMissingError("no observed values: every cell/point is missing (NaN).")
+    return SufficientStats(jnp.asarray(G), jnp.asarray(r), jnp.asarray(float(yy)),
+                           jnp.asarray(float(n)), diagonal)
+
+
+def _rows_per_chunk(row_bytes: float, chunk_bytes: float) -> int:
+    return max(1, int(chunk_bytes // max(row_bytes, 1.0)))
+
+
+def dense_stats(ff: FourierFeatures, X, y, chunk_bytes: float = DEFAULT_CHUNK_BYTES,
+                chunk_rows: int | None = None) -> SufficientStats:
+    """G and r by explicit feature matrices, summed over row chunks (the reference route).
+
+    Args:
+        ff: the feature set; X: (N, D) numpy or dask array; y: (N,) numpy or dask array.
+        chunk_bytes: bound on the feature-matrix chunk (N_c × M × 8 bytes).
+        chunk_rows: explicit rows per chunk (overrides chunk_bytes).
+
+    Cost: O(N M²) time, O(M² + N_c M) memory.
+    """
+    M = ff.n_features
+    step = chunk_rows or _rows_per_chunk(8.0 * M * 2, chunk_bytes)
+    G = np.zeros((M, M))
+    r = np.zeros(M)
+    yy = 0.0
+    N = int(X.shape[0])
+    for start in range(0, N, step):
+        Xc = np.asarray(X[start:start + step], dtype=np.float64)
+        yc = np.asarray(y[start:start + step], dtype=np.float64)
+        Phi = ff(Xc)
+        G += Phi.T @ Phi
+        r += Phi.T @ yc
+        yy += float(yc @ yc)
+    return _make(0.5 * (G + G.T), r, yy, N)
+
+
+def points_stats(ff: FourierFeatures, X, y, method: str = "nufft",
+                 chunk_bytes: float = DEFAULT_CHUNK_BYTES) -> SufficientStats:
+    """G and r at scattered points through type-1 NUFFTs of the weights 1 and y (SPEC.md §4.3).
+
+    Cost: O(N + P^D log P) for the transforms plus O(M²) to assemble G.
+    """
+    N = int(X.shape[0])
+    step = _rows_per_chunk(8.0 * 8, chunk_bytes)
+    C = np.zeros(trig.bin_sizes(ff, "quad"), dtype=np.complex128)
+    L = np.zeros(trig.bin_sizes(ff, "linear"), dtype=np.complex128)
+    yy = 0.0
+    for start in range(0, N, step):
+        Xc = np.asarray(X[start:start + step], dtype=np.float64)
+        yc = np.asarray(y[start:start + step], dtype=np.float64)
+        C += trig.points_bins(ff, Xc, np.ones_like(yc), "quad", method)
+        L += trig.points_bins(ff, Xc, yc, "linear", method)
+        yy += float(yc @ yc)
+    return _make(trig.assemble_gram(ff, C), trig.assemble_linear(ff, L), yy, N)
+
+
+def grid_lemma_holds(n_cells, n_freq) -> bool:
+    """Lemma 3.1 (SPEC.md §4.6) for the odd lattice with W_d = N_d η_d exactly.
+
+    Then a_d = 1 and M_d = 2K_d distinct complex frequencies, and the complex Gram matrix of a
+    complete grid is N·I iff N_d / gcd(1, N_d) = N_d ≥ 2K_d in every dimension. The real
+    features are a unitary transform of the complex ones, so G = N·I too (eq. 3.94).
+    """
+    return all(int(N) >= 2 * int(K) for N, K in zip(n_cells, n_freq))
+
+
+def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
+               chunk_bytes: float = DEFAULT_CHUNK_BYTES) -> SufficientStats:
+    """Statistics of a regular grid whose missing cells are NaN (SPEC.md §4.6).
+
+    Args:
+        ff: the feature set.
+        axes: D coordinate vectors (N_d,) matching the axes of ``values``.
+        values: (N_1, ..., N_D) numpy or dask array; NaN marks a missing cell.
+        diagonal: use G = N·I (Lemma 3.1). Valid only for a complete grid, the odd lattice and
+            W_d = N_d·η_d with 2K_d ≤ N_d; checked here, a violation raises.
+        chunk_bytes: bound on the memory of one block of rows (the first axis is chunked).
+
+    Cost: O(N Σ_d P_d) for the bins, O(M²) to assemble G (skipped when ``diagonal``).
+    """
+    shape = tuple(int(s) for s in values.shape)
+    if len(shape) != ff.n_dims or any(len(a) != s for a, s in zip(axes, shape)):
+        raise InputError(f"grid values of shape {shape} do not match axes of lengths "
+                         f"{[len(a) for a in axes]}.")
+    Pq = trig.bin_sizes(ff, "quad")
+    Pl = trig.bin_sizes(ff, "linear")
+    C = np.zeros(Pq, dtype=np.complex128)
+    L = np.zeros(Pl, dtype=np.complex128)
+    yy, n = 0.0, 0
+    row_cells = int(np.prod(shape[1:]))
+    row_bytes = 16.0 * (row_cells + max(Pq[-1], 1) * int(np.prod(shape[1:-1] or (1,))) + 4)
+    step = _rows_per_chunk(row_bytes * 4, chunk_bytes)
+    chunks = getattr(values, "chunks", None)
+    if chunks is not None:  # dask: follow its blocks along the first axis
+        bounds = np.cumsum((0,) + tuple(chunks[0]))
+        slices = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+    else:
+        slices = [slice(s, s + step) for s in range(0, shape[0], step)]
+    for sl in slices:
+        block = np.asarray(values[sl], dtype=np.float64)
+        obs = np.isfinite(block)
+        yb = np.where(obs, block, 0.0)
+        sub_axes = [np.asarray(axes[0])[sl]] + [np.asarray(a) for a in axes[1:]]
+        if not diagonal:
+            C += trig.grid_bins(ff, sub_axes, obs.astype(np.float64), "quad")
+        L += trig.grid_bins(ff, sub_axes, yb, "linear")
+        yy += float(np.sum(yb * yb))
+        n += int(obs.sum())
+    if diagonal:
+        if ff.lattice != "odd":
+            raise InputError("the diagonal (Lemma 3.1) grid mode needs the odd lattice.")
+        eta = np.array([abs(a[1] - a[0]) if len(a) > 1 else 0.0 for a in axes])
+        if n != int(np.prod(shape)):
+            raise InputError(
+                f"G = N·I holds only for a complete grid; {int(np.prod(shape)) - n} cells are "
+                "missing. Use the exact gappy-grid route (diagonal=False)."
+            )
+        if not np.allclose(ff.width, np.array(shape) * eta, rtol=1e-9):
+            raise InputError(f"G = N·I needs W_d = N_d·η_d = {np.array(shape) * eta}; the "
+                             f"window is {ff.width}.")
+        if not grid_lemma_holds(shape, ff.n_freq):
+            raise InputError(f"Lemma 3.1 violated: need 2K_d ≤ N_d, got K = {list(ff.n_freq)} "
+                             f"for grid {list(shape)}. Use fewer features.")
+        return _make(np.full(ff.n_features, float(n)), trig.assemble_linear(ff, L), yy, n,
+                     diagonal=True)
+    return _make(trig.assemble_gram(ff, C), trig.assemble_linear(ff, L), yy, n)

@@ -90,9 +90,10 @@ class FitReport:
 
 
 def minimize_lbfgs(
-    loss: Callable[[dict], Any],
+    loss: Callable[..., Any],
     params: dict,
     *,
+    args: tuple = (),
     unconstrained=(),
     fixed=(),
     maxiter: int = 500,
@@ -103,7 +104,10 @@ def minimize_lbfgs(
     """Minimise ``loss(params)`` over positive (softplus) parameters by L-BFGS.
 
     Args:
-        loss: pure JAX function of the constrained parameter dict returning a scalar.
+        loss: pure JAX function ``loss(params, *args)`` of the constrained parameter dict
+            returning a scalar.
+        args: data passed to ``loss`` as jit arguments (e.g. the sufficient statistics); large
+            arrays belong here rather than in a closure, where XLA would embed them as constants.
         params: initial constrained parameters (dict pytree).
         unconstrained: top-level keys whose leaves are real-valued (identity transform).
         fixed: top-level keys held at their initial value.
@@ -123,15 +127,15 @@ def minimize_lbfgs(
         raise GeogpError("nothing to optimise: every parameter is fixed.")
     u0, unravel = ravel_pytree(unconstrain(free, unconstrained))
 
-    def u_loss(u):
+    def u_loss(u, *a):
         p = constrain(unravel(u), unconstrained)
-        return loss({**p, **held})
+        return loss({**p, **held}, *a)
 
     vg = jax.jit(jax.value_and_grad(u_loss))
     state = {"best": np.inf, "n_eval": 0, "history": []}
 
     def fun(u):
-        value, grad = vg(jnp.asarray(u))
+        value, grad = vg(jnp.asarray(u), *args)
         value = float(value)
         grad = np.asarray(grad, dtype=np.float64)
         state["n_eval"] += 1

@@ -242,17 +242,19 @@ class AFSRegressor:
         params = self._init_params(d)
         n = float(stats.n)
 
-        def loss(p):
-            log_lam = ff.log_lambda(p["kernel"])
-            return -collapsed_bound(log_lam, p["noise"], p["kernel"].variance_at_zero, stats) / n
+        freqs = jnp.asarray(ff.frequencies)
+
+        def loss(p, st, z):
+            log_lam = p["kernel"].log_spectral_density(z) - ff.log_norm
+            return -collapsed_bound(log_lam, p["noise"], p["kernel"].variance_at_zero, st) / n
 
         if self.optimize:
-            params, report = minimize_lbfgs(loss, params, maxiter=self.maxiter,
-                                            progress=self.progress)
+            params, report = minimize_lbfgs(loss, params, args=(stats, freqs),
+                                            maxiter=self.maxiter, progress=self.progress)
             report.objective *= n
             report.history = [h * n for h in report.history]
         else:
-            report = FitReport(float(loss(params)) * n, 0, 1, True, "not optimised", 0.0)
+            report = FitReport(float(loss(params, stats, freqs)) * n, 0, 1, True, "not optimised", 0.0)
         self.kernel_, self.noise_ = params["kernel"], float(params["noise"])
         self.report_ = report
         self._diagnose()

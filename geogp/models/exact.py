@@ -108,15 +108,15 @@ class ExactGP:
         params = {"kernel": kern, "noise": jnp.asarray(float(self.noise))}
         n = X.shape[0]
 
-        def loss(p):
-            return -log_marginal_likelihood(p["kernel"], p["noise"], Xs, ys) / n
+        def loss(p, X_, y_):
+            return -log_marginal_likelihood(p["kernel"], p["noise"], X_, y_) / n
 
         if self.optimize:
-            params, report = minimize_lbfgs(loss, params, maxiter=self.maxiter)
+            params, report = minimize_lbfgs(loss, params, args=(Xs, ys), maxiter=self.maxiter)
             report.objective *= n
             report.history = [h * n for h in report.history]
         else:
-            report = FitReport(float(loss(params)) * n, 0, 1, True, "not optimised", 0.0)
+            report = FitReport(float(loss(params, Xs, ys)) * n, 0, 1, True, "not optimised", 0.0)
         self.kernel_, self.noise_ = params["kernel"], float(params["noise"])
         self.report_ = report
         self.X_train_, self.y_train_ = Xs, ys

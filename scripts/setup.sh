@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install everything geogp needs on a fresh Debian/Ubuntu machine (run as root, or with sudo
+# available): the CHOLMOD headers (libsuitesparse-dev) and a C compiler for scikit-sparse, then a
+# virtual environment in .venv with geogp and its test extra. Safe to run again: it skips
+# what is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+[ -f /usr/include/suitesparse/cholmod.h ] || need_apt+=(libsuitesparse-dev)
+command -v gcc >/dev/null 2>&1 || need_apt+=(build-essential)
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+python3 -c "import venv, ensurepip" >/dev/null 2>&1 || need_apt+=(python3-venv)
+python3 -c "import sysconfig, os, sys; sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')) else 1)" \
+  >/dev/null 2>&1 || need_apt+=(python3-dev)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "[geogp setup] installing system packages: ${need_apt[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "[geogp setup] creating .venv"
+  python3 -m venv .venv
+fi
+stamp=.venv/.geogp-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "[geogp setup] installing geogp and dependencies into .venv (first time: a few minutes)"
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -e ".[test]"
+  touch "$stamp"
+fi
+echo "[geogp setup] ready: $(.venv/bin/python -c 'import geogp; print("geogp", geogp.__version__)')"

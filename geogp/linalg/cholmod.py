@@ -1,0 +1,425 @@
+"""Sparse ``(log|B|, B⁻¹b)`` with CHOLMOD behind a custom JAX VJP (SPEC.md §6).
+
+``B`` is symmetric positive definite on a fixed :class:`~geogp.linalg.pattern.SparsePattern`
+while its values change with the hyperparameters. The pattern is analysed once (fill-reducing
+ordering + symbolic factor, SPEC.md §6.4); every call then does one numeric factorisation on
+the host through ``jax.pure_callback``. The reverse rule (SPEC.md §6.2, storage convention (a))
+is::
+
+    b̄ = B⁻¹ γ̄ ,    B̄ = δ̄ B⁻¹ − b̄ γᵀ      evaluated on the pattern only
+
+per stored entry ``(i, j)``: ``δ̄ Z_ii − Σ_k b̄_ik γ_ik`` on the diagonal and
+``2 δ̄ Z_ij − Σ_k (b̄_ik γ_jk + b̄_jk γ_ik)`` below it, with ``Z = B⁻¹`` on the pattern from the
+supernodal Takahashi recursion of :mod:`geogp.linalg.selinv` (SPEC.md §6.3). No dense inverse
+is formed anywhere; memory is ``O(nnz(L))``.
+
+Factorisation cache: the backward pass needs the factor of the same values as the forward
+pass. The factor of the last values seen is kept, keyed by an exact copy of those values, so a
+``value_and_grad`` costs one factorisation; any other values refactorise (SPEC.md §6.5). The
+shared factor is mutated by callbacks, so every use holds a per-pattern lock.
+
+Failure handling (STYLE.md guideline 8): inside a callback nothing raises. A matrix that is
+not positive definite gives NaN value and gradients under tracing, so an L-BFGS line search
+rejects the step. Called eagerly (concrete arrays), :func:`logdet_and_solve` raises
+:class:`~geogp.exceptions.NotPositiveDefiniteError`, as does :func:`check_positive_definite`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from types import ModuleType
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from geogp.exceptions import InputError, NotPositiveDefiniteError
+from geogp.linalg._checks import check_inputs
+from geogp.linalg._sksparse import CholmodBackend, make_backend
+from geogp.linalg.pattern import SparsePattern
+from geogp.linalg.selinv import gather_on_pattern, takahashi
+
+__all__ = [
+    "CholmodFactorization",
+    "analyze",
+    "logdet_and_solve",
+    "selected_inverse",
+    "check_positive_definite",
+    "NotPositiveDefiniteError",
+]
+
+_log = logging.getLogger(__name__)
+_CACHE_LOCK = threading.Lock()
+
+
+class CholmodFactorization:
+    """Symbolic analysis of one pattern plus its JAX operation (one per pattern and ordering).
+
+    Holds the CHOLMOD factor (mutated by every numeric factorisation), a lock guarding it, and
+    a cache keyed by the values of the current numeric factor. Build with :func:`analyze`.
+
+    Attributes:
+        pattern: The analysed pattern.
+        backend: The scikit-sparse adapter (:class:`~geogp.linalg._sksparse.CholmodBackend`).
+        lock: Guards ``backend`` and the cache.
+        last_error: Repr of the last unexpected exception caught inside a callback, or None.
+    """
+
+    def __init__(
+        self,
+        pattern: SparsePattern,
+        ordering: str = "amd",
+        mode: str = "auto",
+        module: ModuleType | None = None,
+    ) -> None:
+        """Analyse ``pattern`` (once) and build the custom-VJP operation for it."""
+        self.pattern = pattern
+        self.backend: CholmodBackend = make_backend(pattern, ordering, mode, module)
+        self.lock = threading.Lock()
+        self.last_error: str | None = None
+        perm = self.backend.perm
+        pinv = np.empty_like(perm)
+        pinv[perm] = np.arange(perm.shape[0])
+        # Pattern entries in the factor's ordering: (B⁻¹)_{p[a], p[b]} = Z_ab (SPEC.md §6.3).
+        self._prow, self._pcol = pinv[pattern.rows], pinv[pattern.cols]
+        self._values: np.ndarray | None = None  # values of the current numeric factor
+        self._zpattern: np.ndarray | None = None  # B⁻¹ on the pattern, for those values
+        self.op = _build_op(self)
+
+    # ------------------------------------------------------------ host side (numpy only)
+    def _ensure_factor(self, values: np.ndarray) -> bool:
+        """Factorise ``values`` unless the current factor already holds them. Hold the lock."""
+        if self._values is not None and np.array_equal(values, self._values):
+            return self.backend.positive_definite
+        self._values, self._zpattern = None, None
+        positive = self.backend.factorize(values)
+        self._values = np.array(values, dtype=np.float64, copy=True)
+        return positive
+
+    def _selected_inverse_locked(self) -> np.ndarray:
+        """``B⁻¹`` on the pattern for the current factor (cached). Hold the lock."""
+        if self._zpattern is None:
+            lfac, _ = self.backend.factor_and_perm()
+            if not lfac.has_sorted_indices:
+                lfac.sort_indices()
+            z = takahashi(lfac.indptr, lfac.indices, lfac.data)
+            self._zpattern = gather_on_pattern(
+                lfac.indptr, lfac.indices, z, self._prow, self._pcol
+            )
+        return self._zpattern
+
+    def host_forward(self, values: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(log|B|, B⁻¹ b)`` on the host; NaN when ``B`` is not positive definite. Never raises.
+
+        Args:
+            values: float64, shape ``(nnz,)``.
+            rhs: float64, shape ``(n,)`` or ``(n, k)``.
+
+        Returns:
+            A 0-d array and an array shaped like ``rhs``.
+
+        Cost: one numeric factorisation (none if the factor already holds ``values``) and one
+        solve.
+        """
+        values = np.asarray(values, dtype=np.float64)
+        rhs = np.asarray(rhs, dtype=np.float64)
+        nan = (np.asarray(np.nan), np.full(rhs.shape, np.nan))
+        try:
+            with self.lock:
+                if not self._ensure_factor(values):
+                    return nan
+                logdet = self.backend.logdet()
+                solution = self.backend.solve(rhs)
+        except Exception as exc:  # noqa: BLE001 - a callback must not raise (STYLE.md §2.8)
+            return self._failed(exc, nan)
+        return np.asarray(logdet, dtype=np.float64), solution
+
+    def host_backward(
+        self,
+        values: np.ndarray,
+        solution: np.ndarray,
+        g_logdet: np.ndarray,
+        g_solution: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Cotangents ``(values̄, b̄)`` of SPEC.md §6.2, convention (a). Never raises.
+
+        Args:
+            values: float64, shape ``(nnz,)``.
+            solution: ``γ = B⁻¹ b``, shape ``(n,)`` or ``(n, k)``.
+            g_logdet: ``δ̄``, 0-d.
+            g_solution: ``γ̄``, shaped like ``solution``.
+
+        Returns:
+            ``values̄`` of shape ``(nnz,)`` and ``b̄ = B⁻¹ γ̄`` shaped like ``solution``.
+
+        Cost: one solve, plus one selected inversion (about one factorisation) when
+        ``δ̄ ≠ 0``; a refactorisation only if the factor holds other values.
+        """
+        values = np.asarray(values, dtype=np.float64)
+        solution = np.asarray(solution, dtype=np.float64)
+        g_solution = np.asarray(g_solution, dtype=np.float64)
+        g_logdet = float(np.asarray(g_logdet))
+        nan = (np.full(values.shape, np.nan), np.full(solution.shape, np.nan))
+        try:
+            with self.lock:
+                if not self._ensure_factor(values):
+                    return nan
+                if np.any(g_solution):
+                    g_rhs = self.backend.solve(g_solution)  # b̄ = B⁻¹ γ̄
+                else:
+                    g_rhs = np.zeros_like(g_solution)
+                zpattern = self._selected_inverse_locked() if g_logdet != 0.0 else None
+        except Exception as exc:  # noqa: BLE001 - a callback must not raise (STYLE.md §2.8)
+            return self._failed(exc, nan)
+        return values_cotangent(self.pattern, g_logdet, zpattern, g_rhs, solution), g_rhs
+
+    def _failed(self, exc: Exception, nan: tuple[np.ndarray, np.ndarray]) -> Any:
+        self.last_error = repr(exc)
+        _log.error("CHOLMOD callback failed; returning NaN", exc_info=exc)
+        return nan
+
+    # ------------------------------------------------------------ eager helpers
+    def check_positive_definite(self, values: Any) -> None:
+        """Raise :class:`NotPositiveDefiniteError` unless ``B`` is positive definite (eager)."""
+        values = _concrete(values, "values")
+        with self.lock:
+            positive = self._ensure_factor(values)
+            bad = self.backend.first_bad_pivot()
+            perm = self.backend.perm
+        if positive:
+            return
+        where = ""
+        if bad >= 0:
+            where = f" The pivot of row/column {int(perm[bad])} (step {bad} of the factorisation) is ≤ 0."
+        raise NotPositiveDefiniteError(
+            f"Expected a symmetric positive definite matrix, but its Cholesky factorisation "
+            f"failed (n={self.pattern.n}, nnz={self.pattern.nnz}).{where} Check the values and "
+            "the storage convention (lower triangle with diagonal, SPEC.md §6.2), or add a "
+            "small jitter to the diagonal."
+        )
+
+    def selected_inverse(self, values: Any) -> np.ndarray:
+        """``B⁻¹`` on the pattern entries, shape ``(nnz,)``; see :func:`selected_inverse`."""
+        self.check_positive_definite(values)
+        values = _concrete(values, "values")
+        with self.lock:
+            self._ensure_factor(values)
+            return self._selected_inverse_locked().copy()
+
+    def logdet_and_solve(self, values: Any, rhs: Any) -> tuple[jax.Array, jax.Array]:
+        """See :func:`logdet_and_solve` (this pattern, ordering and mode)."""
+        values, rhs = check_inputs(self.pattern, values, rhs)
+        logdet, solution = self.op(jnp.asarray(values), jnp.asarray(rhs))
+        if not isinstance(logdet, jax.core.Tracer) and bool(jnp.isnan(logdet)):
+            self.check_positive_definite(values)  # raises if B is not positive definite
+            raise InputError(
+                "log|B| is NaN although B is positive definite: values or rhs contain NaN "
+                f"or inf (last callback error: {self.last_error})."
+            )
+        return logdet, solution
+
+
+def values_cotangent(
+    pattern: SparsePattern,
+    g_logdet: float,
+    zpattern: np.ndarray | None,
+    g_rhs: np.ndarray,
+    solution: np.ndarray,
+) -> np.ndarray:
+    """Per-entry cotangent of ``values`` (SPEC.md §6.2, convention (a)).
+
+    ``(i, j)``, ``i > j``: ``2 δ̄ Z_ij − Σ_k (b̄_ik γ_jk + b̄_jk γ_ik)``; diagonal: half of it.
+
+    Args:
+        pattern: The pattern.
+        g_logdet: ``δ̄``.
+        zpattern: ``B⁻¹`` on the pattern, shape ``(nnz,)``; None when ``δ̄ = 0``.
+        g_rhs: ``b̄``, shape ``(n,)`` or ``(n, k)``.
+        solution: ``γ``, same shape.
+
+    Returns:
+        float64, shape ``(nnz,)``.
+
+    Cost: ``O(nnz · k)``.
+    """
+    r, c = pattern.rows, pattern.cols
+    b2 = g_rhs.reshape(pattern.n, -1)
+    s2 = solution.reshape(pattern.n, -1)
+    out = -(np.einsum("ek,ek->e", b2[r], s2[c]) + np.einsum("ek,ek->e", b2[c], s2[r]))
+    if zpattern is not None:
+        out += 2.0 * g_logdet * zpattern
+    out[pattern.diag_index] *= 0.5
+    return out
+
+
+def _build_op(state: CholmodFactorization) -> Any:
+    f64 = jnp.float64
+
+    def forward(values: jax.Array, rhs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        shapes = (jax.ShapeDtypeStruct((), f64), jax.ShapeDtypeStruct(rhs.shape, f64))
+        return jax.pure_callback(
+            state.host_forward, shapes, values, rhs, vmap_method="sequential"
+        )
+
+    @jax.custom_vjp
+    def op(values: jax.Array, rhs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return forward(values, rhs)
+
+    def op_fwd(values: jax.Array, rhs: jax.Array) -> Any:
+        logdet, solution = forward(values, rhs)
+        return (logdet, solution), (values, solution)
+
+    def op_bwd(residuals: Any, cotangents: Any) -> tuple[jax.Array, jax.Array]:
+        values, solution = residuals
+        g_logdet, g_solution = cotangents
+        shapes = (
+            jax.ShapeDtypeStruct(values.shape, f64),
+            jax.ShapeDtypeStruct(solution.shape, f64),
+        )
+        return jax.pure_callback(
+            state.host_backward,
+            shapes,
+            values,
+            solution,
+            jnp.asarray(g_logdet, f64),
+            jnp.asarray(g_solution, f64),
+            vmap_method="sequential",
+        )
+
+    op.defvjp(op_fwd, op_bwd)
+    return op
+
+
+def _concrete(values: Any, name: str) -> np.ndarray:
+    if isinstance(values, jax.core.Tracer):
+        raise InputError(
+            f"{name} must be concrete here (an eager helper): it cannot run under jit, grad or "
+            "vmap. Call it outside the traced function."
+        )
+    return np.asarray(values, dtype=np.float64)
+
+
+def analyze(
+    pattern: SparsePattern,
+    *,
+    ordering: str = "amd",
+    mode: str = "auto",
+) -> CholmodFactorization:
+    """Symbolic analysis of ``pattern``, done once and cached on the pattern (SPEC.md §6.4).
+
+    Args:
+        pattern: Sparsity pattern (lower triangle with diagonal).
+        ordering: Fill-reducing ordering passed to CHOLMOD: ``"amd"`` (default), ``"metis"``,
+            ``"nesdis"``, ``"colamd"`` or ``"natural"``.
+        mode: CHOLMOD factorisation mode: ``"auto"``, ``"simplicial"`` or ``"supernodal"``.
+
+    Returns:
+        The :class:`CholmodFactorization` for ``(pattern, ordering, mode)``.
+
+    Cost: one CHOLMOD analysis on first use, then a dictionary lookup.
+    """
+    key = ("cholmod", ordering, mode)
+    with _CACHE_LOCK:
+        state = pattern._cache.get(key)
+        if state is None:
+            state = CholmodFactorization(pattern, ordering, mode)
+            pattern._cache[key] = state
+    return state
+
+
+def logdet_and_solve(
+    pattern: SparsePattern,
+    values: Any,
+    rhs: Any,
+    *,
+    ordering: str = "amd",
+    mode: str = "auto",
+) -> tuple[jax.Array, jax.Array]:
+    """``(log|B|, B⁻¹ b)`` for sparse SPD ``B`` by CHOLMOD, differentiable (SPEC.md §6).
+
+    Usable under ``jax.jit``, ``jax.vmap`` (sequential host calls) and ``jax.grad`` with
+    respect to ``values`` and ``rhs``. Same contract as :func:`geogp.linalg.dense.logdet_and_solve`.
+
+    Args:
+        pattern: Sparsity pattern of ``B`` (static; analysed once, see :func:`analyze`).
+        values: Values of ``B`` on the pattern, float64, shape ``(nnz,)``; storage convention
+            (a) of SPEC.md §6.2: lower triangle with diagonal, ``B = tril + trilᵀ − diag``.
+        rhs: ``b``, float64, shape ``(n,)`` or ``(n, k)``.
+        ordering: Fill-reducing ordering (see :func:`analyze`).
+        mode: CHOLMOD mode (see :func:`analyze`).
+
+    Returns:
+        ``(logdet, solution)``: a scalar and ``B⁻¹ b`` shaped like ``rhs``. Under tracing both
+        are NaN (and so are the gradients) when ``B`` is not positive definite.
+
+    Raises:
+        NotPositiveDefiniteError: Called eagerly with a matrix that is not positive definite.
+        InputError: Wrong shapes or dtypes.
+
+    Cost: one numeric factorisation and one solve forward; backward one solve and one
+    selected inversion (about one factorisation), reusing the forward factor. Memory
+    ``O(nnz(L))``. Callbacks run on the host CPU (a device↔host copy per call on GPU).
+
+    Example:
+        >>> import numpy as np, scipy.sparse as sp
+        >>> a = sp.csc_matrix(np.array([[4.0, 1.0], [1.0, 3.0]]))
+        >>> p = SparsePattern.from_scipy(a)
+        >>> logdet, x = logdet_and_solve(p, p.values_from_scipy(a), np.ones(2))
+        >>> round(float(logdet), 6) == round(float(np.log(11.0)), 6)
+        True
+    """
+    return analyze(pattern, ordering=ordering, mode=mode).logdet_and_solve(values, rhs)
+
+
+def selected_inverse(
+    pattern: SparsePattern,
+    values: Any,
+    *,
+    ordering: str = "amd",
+    mode: str = "auto",
+) -> np.ndarray:
+    """Entries of ``B⁻¹`` on the pattern, by Takahashi's recursion (SPEC.md §6.3). Eager.
+
+    Args:
+        pattern: Sparsity pattern of ``B``.
+        values: Values of ``B`` on the pattern, shape ``(nnz,)``, convention (a).
+        ordering: Fill-reducing ordering (see :func:`analyze`).
+        mode: CHOLMOD mode (see :func:`analyze`).
+
+    Returns:
+        ``(B⁻¹)[rows[e], cols[e]]`` for each stored entry ``e``, float64, shape ``(nnz,)``.
+
+    Raises:
+        NotPositiveDefiniteError: ``B`` is not positive definite.
+
+    Cost: one factorisation and one selected inversion; memory ``O(nnz(L))``.
+    """
+    return analyze(pattern, ordering=ordering, mode=mode).selected_inverse(values)
+
+
+def check_positive_definite(
+    pattern: SparsePattern,
+    values: Any,
+    *,
+    ordering: str = "amd",
+    mode: str = "auto",
+) -> None:
+    """Raise :class:`NotPositiveDefiniteError` unless ``B`` is positive definite. Eager.
+
+    CHOLMOD's simplicial mode does not fail on an indefinite matrix; this checks every pivot
+    (``diag(L) > 0`` or ``D > 0``) explicitly (SPEC.md §6.5).
+
+    Args:
+        pattern: Sparsity pattern of ``B``.
+        values: Values of ``B`` on the pattern, shape ``(nnz,)``, convention (a).
+        ordering: Fill-reducing ordering (see :func:`analyze`).
+        mode: CHOLMOD mode (see :func:`analyze`).
+
+    Raises:
+        NotPositiveDefiniteError: With the first failing row/column when known.
+
+    Cost: one numeric factorisation (none if the cached factor holds ``values``).
+    """
+    analyze(pattern, ordering=ordering, mode=mode).check_positive_definite(values)

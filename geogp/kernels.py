@@ -51,13 +51,22 @@ def _safe_norm(r2):
     return jnp.where(pos, jnp.sqrt(jnp.where(pos, r2, 1.0)), 0.0)
 
 
+def _as_points(X):
+    """(N, D) view of X; a vector (N,) is N one-dimensional points, a scalar one point."""
+    X = jnp.asarray(X)
+    return X[:, None] if X.ndim == 1 else jnp.atleast_2d(X)
+
+
 class Kernel:
     """Base class: anything with ``evaluate(r)``, ``spectral_density(xi)`` and ``variance_at_zero``."""
 
     def __call__(self, X1, X2):
-        """Gram matrix k(X1, X2) of shape (N1, N2) for X1 (N1, D), X2 (N2, D). Cost O(N1 N2 D)."""
-        X1 = jnp.atleast_2d(jnp.asarray(X1))
-        X2 = jnp.atleast_2d(jnp.asarray(X2))
+        """Gram matrix k(X1, X2) of shape (N1, N2) for X1 (N1, D), X2 (N2, D). Cost O(N1 N2 D).
+
+        A vector of shape (N,) is read as N points in one dimension, shape (N, 1).
+        """
+        X1 = _as_points(X1)
+        X2 = _as_points(X2)
         return self.evaluate(X1[:, None, :] - X2[None, :, :])
 
     def __add__(self, other: Kernel) -> SumKernel:
@@ -309,7 +318,13 @@ def make_kernel(spec, n_dims: int, lengthscale=0.2, variance=1.0) -> Kernel:
         raise InputError(
             f"unknown kernel name(s) {unknown}; choose from {sorted(set(KERNELS))}, joined by '+'."
         )
-    ell = np.broadcast_to(np.asarray(lengthscale, dtype=np.float64), (n_dims,))
+    ell = np.asarray(lengthscale, dtype=np.float64)
+    if ell.ndim > 1 or ell.size not in (1, n_dims):
+        raise InputError(
+            f"lengthscale must be a scalar or have one value per input dimension (D={n_dims}); "
+            f"got shape {ell.shape}."
+        )
+    ell = np.broadcast_to(ell.reshape(-1), (n_dims,))
     parts = [
         KERNELS[n](lengthscale=ell * 4.0**i, variance=variance / len(names))
         for i, n in enumerate(names)

@@ -163,7 +163,9 @@ def minimize_lbfgs(
         converged=bool(res.success), message=str(res.message),
         time_s=time.perf_counter() - t0, history=state["history"],
     )
-    if not np.isfinite(report.objective) or report.objective > 1e9 * (1 + abs(state["best"])):
+    # best = inf: no evaluation was ever finite (the start included), so res.fun is the penalty
+    if (not np.isfinite(state["best"]) or not np.isfinite(report.objective)
+            or report.objective > 1e9 * (1 + abs(state["best"]))):
         raise GeogpError(
             "optimisation failed: the objective was not finite at any accepted point. Check the "
             "data for outliers and the initial hyperparameters."

@@ -384,5 +384,5 @@ def test_kernel_outputs_are_float64():
 
 
 def test_make_kernel_rejects_lengthscale_of_wrong_length():
-    with pytest.raises(InputError, match=r"one value per input dimension \(D=2\); got shape \(3,\)"):
+    with pytest.raises(InputError, match=r"per input dimension \(D=2\); got shape \(3,\)"):
         gk.make_kernel("matern32", n_dims=2, lengthscale=[0.1, 0.2, 0.3])

@@ -54,8 +54,8 @@ class Standardizer:
         y_scale = float(y.std())
         if not y_scale > 0:
             raise InputError(
-                f"the targets are constant (all equal to {y[0]!r}); there is nothing to model. "
-                "A Gaussian process needs varying observations."
+                f"the targets are constant (all equal to {float(y[0])!r}); there is nothing to "
+                "model. A Gaussian process needs varying observations."
             )
         if np.any(x_scale <= 0):
             bad = np.flatnonzero(x_scale <= 0).tolist()

@@ -56,7 +56,8 @@ def _euler_average(partial_sums: np.ndarray, rounds: int) -> float:
     return float(s[-1])
 
 
-def hankel_2d(f, t: float, *, n_panels: int = 400, split: int = 4, scale: float | None = None) -> float:
+def hankel_2d(f, t: float, *, n_panels: int = 400, split: int = 4,
+              scale: float | None = None) -> float:
     """2π∫₀^∞ f(s) J₀(2π t s) s ds for t > 0.
 
     The half-line is cut at the zeros of J₀(2π t s); each interval is split into ``split``

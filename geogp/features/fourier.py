@@ -7,7 +7,8 @@ A :class:`FourierFeatures` object is a fixed set of M real features
 on a window of width W_d centred at c_d. Frequencies lie on the **odd lattice**
 z = (k + ½)/W_d (default, SPEC.md §4.1) or the **full lattice** z = k/(2W_d) (where z = 0 gives
 the constant row 1). Rows are kept inside the ellipsoid Σ_d (z_d/F_d)² ≤ 1, F_d = K_d/W_d,
-built dimension by dimension (Khatri–Rao, SPEC.md §4.2).
+built dimension by dimension (Khatri–Rao, SPEC.md §4.2); F_d = K_d/(2W_d) on the full
+lattice, whose highest frequency is (K_d − 1)/(2W_d).
 
 The prior precision is diagonal: λ_m = (K_uu⁻¹)_mm = S(|z_m|)/∏_d T_d with T_d = W_d (odd) or
 2W_d (full), where S is the kernel's spectral density. Only λ depends on the hyperparameters,
@@ -64,8 +65,9 @@ def _khatri_rao_rows(n_freq, lattice: str) -> np.ndarray:
     partial = np.zeros(1)
     for K in n_freq:
         num, _ = lattice_rows(K, lattice)
-        # z/F = (num/T)/(K/W); T = W (odd) or 2W (full)
-        ratio2 = (num / K) ** 2 if lattice == "odd" else (num / (2 * K)) ** 2
+        # z/F = num/K with F = K/T the highest frequency represented: F = K/W on the odd
+        # lattice (z = (k+½)/W), K/(2W) on the full lattice (z = k/(2W))
+        ratio2 = (num / K) ** 2
         R = num.size
         new_partial = (partial[:, None] + ratio2[None, :]).ravel()
         new_idx = np.concatenate(

@@ -1,0 +1,454 @@
+"""Multiresolution (wavelet) variational GP with sparse precomputation (SPEC.md §3, §5, §6).
+
+The prior is the finite wavelet expansion f(x) = Σ_m u_m φ_m(x), u_m ~ N(0, λ_m(θ)) ("option A"
+of SPEC.md §5.3: the model kernel is the truncated sum, K_ff = ΦᵀΛΦ). Only λ depends on θ, so the
+data enter once, through the sparse statistics G = ΦΦᵀ, r = Φy, yᵀy and N
+(:func:`geogp.features.wavelet.wavelet_statistics`). The collapsed bound in whitened form is
+
+    A = I + σ⁻² Λ^{1/2} G Λ^{1/2}  (lower triangle on the fixed pattern P),   b = σ⁻² Λ^{1/2} r
+    (δ, γ) = (log|A|, A⁻¹b)                       sparse Cholesky behind a custom VJP (SPEC.md §6)
+    L′ = −½ [N log 2πσ² + δ + σ⁻² yᵀy − bᵀγ]
+
+and, because the trace term vanishes for the truncated prior, L′ equals the exact log marginal
+likelihood log N(y | 0, ΦᵀΛΦ + σ²I) (SPEC.md T20). Features with no data in their support are
+pruned from the bound (they cancel) but kept for prediction, where they add their prior variance.
+
+Example:
+    >>> import numpy as np
+    >>> X = np.linspace(-5, 5, 120)[:, None]; y = np.sin(X[:, 0]) + np.sin(3 * X[:, 0]) * (X[:, 0] > 1)
+    >>> model = WaveletRegressor("db4", iota=-2, j_max=2, maxiter=50).fit(X, y)
+    >>> float(np.sqrt(np.mean((model.predict(X).mean - y) ** 2))) < 0.1
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from geogp._validation import as_points, as_targets, check_same_length
+from geogp.exceptions import InputError
+from geogp.features.wavelet import WaveletStatistics, make_basis, wavelet_statistics
+from geogp.features.wavelet_basis import canonical_family
+from geogp.fit import FitReport, minimize_lbfgs
+from geogp.models.base import Prediction, Standardizer
+from geogp.models.wavelet_prior import (
+    NORMALISATIONS,
+    effective_lengthscale,
+    init_params,
+    log_coefficients,
+    log_precisions,
+)
+
+__all__ = [
+    "WaveletProblem",
+    "WaveletPosterior",
+    "make_problem",
+    "collapsed_bound",
+    "posterior",
+    "WaveletRegressor",
+]
+
+BACKENDS = ("auto", "cholmod", "dense")
+_PREDICT_ENTRIES = 2**22  # entries of the dense (M_a, chunk) right-hand sides in prediction
+
+
+def _load_linalg(backend: str):
+    """Return ``(SparsePattern, logdet_and_solve)`` of the chosen backend (SPEC.md §6.1)."""
+    if backend not in BACKENDS:
+        raise InputError(f"backend must be one of {BACKENDS}; got {backend!r}.")
+    from geogp import linalg
+
+    if backend == "dense" or (backend == "auto" and not linalg.HAVE_CHOLMOD):
+        return linalg.SparsePattern, linalg.dense.logdet_and_solve
+    if not linalg.HAVE_CHOLMOD:
+        raise InputError(
+            "backend='cholmod' needs scikit-sparse (CHOLMOD), which is not installed; install "
+            "scikit-sparse or use backend='dense' (small problems only)."
+        )
+    return linalg.SparsePattern, linalg.cholmod.logdet_and_solve
+
+
+@jax.tree_util.register_pytree_node_class
+@dataclass(frozen=True, eq=False)
+class WaveletProblem:
+    """Everything the bound needs besides θ: statistics, pattern and solver (all constant).
+
+    A JAX pytree: the index and value arrays are leaves, so a jitted objective receives them as
+    arguments rather than as compiled-in constants; the rest is static (compared by identity).
+
+    Attributes:
+        stats: the :class:`~geogp.features.wavelet.WaveletStatistics`.
+        pattern: the ``geogp.linalg.SparsePattern`` of P (lower triangle, CSC order).
+        solve: ``logdet_and_solve(pattern, values, rhs) -> (logdet, solution)``.
+        rows, cols: (nnz,) row and column of each stored entry of P (pattern order).
+        g_vals: (nnz,) G on P in pattern order.
+        r: (M_a,) r = Φy of the active features.
+        index: (D, M_a) per-dimension function indices of the active features.
+        normalisation: ``"amplitude"`` or ``"l2"``.
+    """
+
+    stats: WaveletStatistics
+    pattern: object = field(repr=False)
+    solve: object = field(repr=False)
+    rows: np.ndarray = field(repr=False)
+    cols: np.ndarray = field(repr=False)
+    g_vals: np.ndarray = field(repr=False)
+    r: np.ndarray = field(repr=False)
+    index: np.ndarray = field(repr=False)
+    normalisation: str = "amplitude"
+
+    @property
+    def basis(self):
+        return self.stats.basis
+
+    def tree_flatten(self):
+        leaves = (self.rows, self.cols, self.g_vals, self.r, self.index)
+        return leaves, (self.stats, self.pattern, self.solve, self.normalisation)
+
+    @classmethod
+    def tree_unflatten(cls, aux, leaves):
+        stats, pattern, solve, normalisation = aux
+        return cls(stats, pattern, solve, *leaves, normalisation)
+
+
+def make_problem(stats: WaveletStatistics, backend: str = "auto",
+                 normalisation: str = "amplitude") -> WaveletProblem:
+    """Fix the sparse pattern (and, in the CHOLMOD backend, its analysis) for the bound.
+
+    Args:
+        stats: precomputed statistics.
+        backend: ``"cholmod"``, ``"dense"`` (reference; densifies A) or ``"auto"``.
+        normalisation: ``"amplitude"`` (default) or ``"l2"`` (SPEC.md §5.2).
+
+    Returns:
+        A :class:`WaveletProblem`.
+
+    Cost: O(nnz(P)) here, plus the backend's symbolic analysis.
+    """
+    if normalisation not in NORMALISATIONS:
+        raise InputError(f"normalisation must be one of {NORMALISATIONS}; got {normalisation!r}.")
+    pattern_cls, solve = _load_linalg(backend)
+    pattern = pattern_cls.from_scipy(stats.gram)
+    rows = np.asarray(pattern.rows, dtype=np.int64)
+    cols = np.asarray(pattern.cols, dtype=np.int64)
+    g_vals = np.asarray(pattern.values_from_scipy(stats.gram), dtype=np.float64)
+    index = stats.basis.unravel(stats.active)
+    return WaveletProblem(stats, pattern, solve, rows, cols, g_vals, stats.r.copy(), index,
+                          normalisation)
+
+
+def _whitened_system(params: dict, problem: WaveletProblem):
+    """A on P (pattern order) and b = σ⁻² Λ^{1/2} r for the active features."""
+    log_lam = log_precisions(params, problem.basis.dims, problem.index, problem.normalisation)
+    sqrt_lam = jnp.exp(0.5 * log_lam)  # Λ^{1/2}, never formed from 1/λ (SPEC.md §3)
+    inv_noise = 1.0 / params["noise"]
+    rows, cols = problem.rows, problem.cols
+    # A_vals = 1[row = col] + σ⁻² √λ_row G_vals √λ_col                   (SPEC.md §5.3)
+    a_vals = (rows == cols) + inv_noise * sqrt_lam[rows] * problem.g_vals * sqrt_lam[cols]
+    b = inv_noise * sqrt_lam * problem.r  # b = σ⁻² Λ^{1/2} r
+    return a_vals, b
+
+
+@jax.jit
+def _bound_and_solution(params: dict, problem: WaveletProblem):
+    a_vals, b = _whitened_system(params, problem)
+    logdet, gamma = problem.solve(problem.pattern, a_vals, b)  # (log|A|, A⁻¹b)
+    noise = params["noise"]
+    st = problem.stats
+    # L′ = −½ [N log 2πσ² + log|A| + σ⁻² yᵀy − bᵀA⁻¹b]
+    bound = -0.5 * (st.n * jnp.log(2.0 * math.pi * noise) + logdet + st.yy / noise - b @ gamma)
+    return bound, gamma, a_vals
+
+
+def collapsed_bound(params: dict, problem: WaveletProblem):
+    """The collapsed (Titsias) bound L′ with sparse A (SPEC.md §3, §5.3).
+
+    For the truncated prior it equals the exact log marginal likelihood
+    log N(y | 0, ΦᵀΛΦ + σ²I) of the finite wavelet model.
+
+    Args:
+        params: constrained parameters (see :func:`geogp.models.wavelet_prior.init_params`).
+        problem: from :func:`make_problem` (a pytree: its arrays are traced, not compiled in).
+
+    Returns:
+        Scalar L′ (standardised units). Differentiable in ``params`` (custom VJP of the solver).
+
+    Cost: one sparse Cholesky of A (O(nnz(L)) memory) and O(nnz(P) + Σ_d M_d Q) other work.
+    """
+    return _bound_and_solution(params, problem)[0]
+
+
+@dataclass(frozen=True, eq=False)
+class WaveletPosterior:
+    """Optimal q(u) at fixed θ (SPEC.md §3, eq. 2.30), in whitened coordinates.
+
+    Attributes:
+        params: the parameters. problem: the :class:`WaveletProblem`.
+        gamma: (M_a,) A⁻¹b, so that the mean at x* is ψ*ᵀγ with ψ* = Λ^{1/2}φ(x*).
+        bound: L′ at ``params``.
+        a_vals: (nnz,) A on P at ``params``.
+        log_coeffs: per dimension, (M_d,) log β^{(d)} of every 1-D function (normalisation
+            included).
+    """
+
+    params: dict = field(repr=False)
+    problem: WaveletProblem = field(repr=False)
+    gamma: np.ndarray = field(repr=False)
+    bound: float
+    a_vals: object = field(repr=False)
+    log_coeffs: tuple = field(repr=False)
+
+    @cached_property
+    def _solve_many(self):
+        """Jitted X ↦ A⁻¹X at this posterior's A (compiled once per right-hand-side width)."""
+        pattern, solve = self.problem.pattern, self.problem.solve
+        return jax.jit(lambda vals, rhs: solve(pattern, vals, rhs)[1])
+
+    def _local(self, X: np.ndarray):
+        """Local features at X (N, D): flat rows (N, K) and ψ = √λ·φ values (N, K)."""
+        basis = self.problem.basis
+        rows, vals = basis.local_features(X)
+        idx = basis.unravel(rows)
+        log_lam = np.log(float(self.params["amplitude"])) + sum(
+            c[i] for c, i in zip(self.log_coeffs, idx))
+        return rows, np.exp(0.5 * log_lam) * vals
+
+    def prior_variance(self, X) -> np.ndarray:
+        """k(x, x) = Σ_m λ_m φ_m(x)² of the finite prior at X (N, D). Cost O(N·K)."""
+        _, psi = self._local(np.asarray(X, dtype=np.float64))
+        return np.sum(psi**2, axis=1)
+
+    def predict(self, X, chunk_size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean and latent variance of f at X (standardised units).
+
+        mean = ψ*ᵀγ (= σ⁻² φ*ᵀB⁻¹r) and var = Σ_{pruned} λ_m φ_m(x*)² + ψ_aᵀA⁻¹ψ_a
+        (= φ*ᵀB⁻¹φ* over the unpruned basis, SPEC.md §5.3).
+
+        Args:
+            X: (N*, D) points inside the window.
+            chunk_size: points per batch of solves; default keeps M_a·chunk ≤ 2^22.
+
+        Returns:
+            ``(mean, var)``, each (N*,).
+
+        Cost: per chunk one factorisation of A and a solve with chunk right-hand sides;
+        O(N*·K) other work.
+        """
+        X = np.asarray(X, dtype=np.float64)
+        st = self.problem.stats
+        pos_of = st.position
+        ma = st.n_active
+        n_pts = X.shape[0]
+        step = max(1, _PREDICT_ENTRIES // max(ma, 1)) if chunk_size is None else int(chunk_size)
+        step = min(step, 1 << max(n_pts - 1, 1).bit_length())  # few distinct shapes to compile
+        solve_many = self._solve_many
+        means, variances = [], []
+        for start in range(0, n_pts, step):
+            rows, psi = self._local(X[start:start + step])
+            pos = pos_of[rows]
+            act = pos >= 0
+            means.append(np.sum(np.where(act, psi * self.gamma[np.where(act, pos, 0)], 0.0), 1))
+            var_pruned = np.sum(np.where(act, 0.0, psi**2), axis=1)
+            rhs = np.zeros((ma, step))  # fixed width: the last chunk is zero-padded
+            cols = np.broadcast_to(np.arange(rows.shape[0])[:, None], rows.shape)
+            rhs[pos[act], cols[act]] = psi[act]
+            sol = np.asarray(solve_many(self.a_vals, jnp.asarray(rhs)))
+            var_act = np.sum(rhs * sol, axis=0)[: rows.shape[0]]  # ψ_aᵀ A⁻¹ ψ_a
+            variances.append(var_pruned + var_act)
+        return np.concatenate(means), np.concatenate(variances)
+
+
+def posterior(params: dict, problem: WaveletProblem) -> WaveletPosterior:
+    """Build the posterior at θ: one sparse factorisation. Cost as :func:`collapsed_bound`."""
+    bound, gamma, a_vals = _bound_and_solution(params, problem)
+    log_coeffs = tuple(np.asarray(c) for c in _log_coefficients_jit(
+        params, problem.basis.dims, problem.normalisation))
+    return WaveletPosterior(params, problem, np.asarray(gamma), float(bound), a_vals,
+                            log_coeffs)
+
+
+_log_coefficients_jit = jax.jit(log_coefficients, static_argnums=(1, 2))
+
+
+class WaveletRegressor:
+    """Non-stationary GP regression with a multiresolution (wavelet) prior (SPEC.md §5).
+
+    Inputs and targets are z-scored with training statistics (SPEC.md §1); the basis, window
+    and parameters live in standardised units. ``fit`` learns θ = (a_0, a_q, c_q, s_q, σ², and
+    optionally b_q and σ_f²) per input dimension by L-BFGS on the collapsed bound.
+
+    Args:
+        family: ``"haar"`` or ``"db1"`` … ``"db8"``.
+        iota: canonical scale ι (coarsest level). j_max: finest wavelet level.
+        n_components: Q, localised fine-scale components per dimension (eq. 4.26).
+        normalisation: ``"amplitude"`` (unit-amplitude basis, default) or ``"l2"``.
+        decay, component_decay, component_weight, component_centre, component_width, noise,
+            amplitude: initial values (thesis App. C.2.2 defaults; standardised units).
+        learn_weights: optimise b_q (the thesis keeps them fixed at 1).
+        learn_amplitude: optimise σ_f² (fixed at 1 by default, as in the thesis).
+        margin: widen the data's bounding box by this much (standardised units) to form the
+            window; predictions outside the window raise ``OutsideWindowError``.
+        level: cascade level of the tabulated wavelets.
+        standardize: z-score inputs and targets (SPEC.md §1).
+        optimize: learn θ (else keep the initial values).
+        maxiter: L-BFGS iteration limit.
+        backend: ``"auto"`` (CHOLMOD when available), ``"cholmod"`` or ``"dense"``.
+        chunk_size: data points per chunk when accumulating statistics.
+
+    Attributes:
+        params_: fitted parameters (standardised units). report_: :class:`geogp.fit.FitReport`.
+        bound_: collapsed bound at ``params_`` (= exact LML of the finite prior, standardised).
+        scaler_: the :class:`~geogp.models.base.Standardizer`. basis_, stats_, problem_,
+        posterior_: the basis, statistics, problem and posterior.
+        n_features_: M (all basis functions). n_active_features_: M_a (with data in support).
+
+    Example:
+        >>> import numpy as np
+        >>> X = np.linspace(0, 1, 50)[:, None]; y = np.cos(4 * X[:, 0])
+        >>> m = WaveletRegressor("haar", iota=0, j_max=2, n_components=0, optimize=False).fit(X, y)
+        >>> m.predict(X[:2]).mean.shape
+        (2,)
+    """
+
+    def __init__(self, family="db4", *, iota=-2, j_max=3, n_components=1,
+                 normalisation="amplitude", decay=0.5, component_decay=0.5, component_weight=1.0,
+                 component_centre=None, component_width=1.0, noise=0.5, amplitude=1.0,
+                 learn_weights=False, learn_amplitude=False, margin=0.0, level=12,
+                 standardize=True, optimize=True, maxiter=500, backend="auto", chunk_size=None):
+        self.family = family
+        self.iota = iota
+        self.j_max = j_max
+        self.n_components = n_components
+        self.normalisation = normalisation
+        self.decay = decay
+        self.component_decay = component_decay
+        self.component_weight = component_weight
+        self.component_centre = component_centre
+        self.component_width = component_width
+        self.noise = noise
+        self.amplitude = amplitude
+        self.learn_weights = learn_weights
+        self.learn_amplitude = learn_amplitude
+        self.margin = margin
+        self.level = level
+        self.standardize = standardize
+        self.optimize = optimize
+        self.maxiter = maxiter
+        self.backend = backend
+        self.chunk_size = chunk_size
+
+    def _check_args(self):
+        canonical_family(self.family)
+        if int(self.n_components) != self.n_components or self.n_components < 0:
+            raise InputError(
+                f"n_components must be a non-negative integer; got {self.n_components!r}.")
+        if not (np.isfinite(self.margin) and self.margin >= 0):
+            raise InputError(f"margin must be finite and ≥ 0; got {self.margin!r}.")
+        if self.normalisation not in NORMALISATIONS:
+            raise InputError(
+                f"normalisation must be one of {NORMALISATIONS}; got {self.normalisation!r}.")
+        if self.backend not in BACKENDS:
+            raise InputError(f"backend must be one of {BACKENDS}; got {self.backend!r}.")
+
+    def fit(self, X, y) -> WaveletRegressor:
+        """Precompute the statistics of X (N, D ≤ 2), y (N,) and learn θ. Returns self.
+
+        Cost: O(N·K²) once for the statistics (K = nonzeros per column of Φ), then one sparse
+        Cholesky of A per L-BFGS evaluation, independent of N.
+        """
+        self._check_args()
+        X = as_points(X, max_dims=2)
+        y = as_targets(y)
+        check_same_length(X, y)
+        self.scaler_ = (Standardizer.from_data(X, y) if self.standardize
+                        else Standardizer.identity(X.shape[1]))
+        Xs, ys = self.scaler_.x(X), self.scaler_.y(y)
+        window = np.stack([Xs.min(axis=0) - self.margin, Xs.max(axis=0) + self.margin], axis=1)
+        self.basis_ = make_basis(self.family, self.iota, self.j_max, window, self.level)
+        self.stats_ = wavelet_statistics(self.basis_, Xs, ys, self.chunk_size)
+        self.problem_ = make_problem(self.stats_, self.backend, self.normalisation)
+        params = init_params(
+            X.shape[1], int(self.n_components), decay=self.decay,
+            component_decay=self.component_decay, component_weight=self.component_weight,
+            component_centre=self.component_centre, component_width=self.component_width,
+            noise=self.noise, amplitude=self.amplitude)
+        n = self.stats_.n
+        problem = self.problem_
+
+        def loss(p, prob):
+            return -collapsed_bound(p, prob) / n
+
+        fixed = tuple(k for k, learn in (("component_weight", self.learn_weights),
+                                         ("amplitude", self.learn_amplitude)) if not learn)
+        if self.optimize:
+            params, report = minimize_lbfgs(loss, params, args=(problem,),
+                                            unconstrained=("component_centre",), fixed=fixed,
+                                            maxiter=self.maxiter)
+            report.objective *= n
+            report.history = [h * n for h in report.history]
+        else:
+            report = FitReport(float(loss(params, problem)) * n, 0, 1, True, "not optimised", 0.0)
+        self.params_ = params
+        self.report_ = report
+        self.posterior_ = posterior(params, problem)
+        self.bound_ = self.posterior_.bound
+        self.n_features_ = self.basis_.n_features
+        self.n_active_features_ = self.stats_.n_active
+        return self
+
+    def _points(self, X, what="X (prediction points)") -> np.ndarray:
+        X = as_points(X, what, max_dims=2)
+        if X.shape[1] != self.basis_.n_dims:
+            raise InputError(f"{what} must have {self.basis_.n_dims} column(s) like the training "
+                             f"inputs; got {X.shape[1]}.")
+        return self.scaler_.x(X)
+
+    def predict(self, X) -> Prediction:
+        """Predictive mean and latent/observed variances at X (N*, D), original scale.
+
+        Cost: see :meth:`WaveletPosterior.predict`.
+        """
+        mean, var = self.posterior_.predict(self._points(X), self.chunk_size)
+        return self.scaler_.unscale(mean, var, float(self.params_["noise"]))
+
+    def predict_grid(self, *axes) -> Prediction:
+        """Predictions on the grid spanned by one coordinate vector per dimension.
+
+        Args:
+            axes: D 1-D arrays of coordinates (original units).
+
+        Returns:
+            :class:`~geogp.models.base.Prediction` with arrays of shape (len(axes[0]), …).
+        """
+        if len(axes) != self.basis_.n_dims:
+            raise InputError(f"expected {self.basis_.n_dims} coordinate vector(s); got {len(axes)}.")
+        axes = [np.asarray(a, dtype=np.float64).ravel() for a in axes]
+        mesh = np.meshgrid(*axes, indexing="ij")
+        pred = self.predict(np.stack([m.ravel() for m in mesh], axis=1))
+        shape = mesh[0].shape
+        return Prediction(*(np.reshape(v, shape) for v in pred))
+
+    def prior_variance(self, X) -> np.ndarray:
+        """Prior variance k(x, x) of f at X (N*, D), original scale (s_y² · Σ_m λ_m φ_m(x)²)."""
+        return self.scaler_.y_scale**2 * self.posterior_.prior_variance(self._points(X))
+
+    def signal_to_noise(self, X) -> np.ndarray:
+        """Learnt SNR √(k(x, x)/σ²) at X (N*, D) (thesis eq. 4.37)."""
+        return np.sqrt(self.posterior_.prior_variance(self._points(X))
+                       / float(self.params_["noise"]))
+
+    def effective_lengthscale(self, X) -> np.ndarray:
+        """Heuristic local lengthscale (N*, D) in original units (SPEC.md §5.4)."""
+        X = as_points(X, "X", max_dims=2)
+        ell = effective_lengthscale(self.params_, self.basis_.dims[0].iota, self.scaler_.x(X))
+        return np.asarray(ell) * self.scaler_.x_scale
+
+    def log_marginal_likelihood(self) -> float:
+        """The bound at the fitted θ (= exact LML of the finite prior), standardised scale."""
+        return self.bound_

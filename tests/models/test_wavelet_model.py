@@ -1,0 +1,383 @@
+"""Wavelet coefficient prior, collapsed bound, posterior and estimator (SPEC.md §5; T19, T20, T25).
+
+Every check compares with an independent reference: the thesis formulas written out in plain
+numpy, dense N×N Gaussian-process algebra with K = ΦᵀΛΦ (``_reference.dense_gp``), a dense
+JAX log marginal likelihood for gradients, and central finite differences.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from _reference import dense_gp
+
+from geogp.exceptions import InputError, OutsideWindowError
+from geogp.features.wavelet import make_basis, wavelet_statistics
+from geogp.linalg import HAVE_CHOLMOD
+from geogp.models import wavelet as wm
+from geogp.models.wavelet_prior import (
+    effective_lengthscale,
+    init_params,
+    log_coefficients_1d,
+    log_precisions,
+)
+
+
+# --------------------------------------------------------------------------- backends
+BACKENDS = ["dense", pytest.param("cholmod", marks=pytest.mark.skipif(
+    not HAVE_CHOLMOD, reason="scikit-sparse (CHOLMOD) not installed"))]
+
+
+def _problem(stats, backend="dense", normalisation="amplitude"):
+    return wm.make_problem(stats, backend, normalisation)
+
+
+# --------------------------------------------------------------------------- helpers
+def _params(d, q, rng, **kw):
+    p = init_params(d, q, decay=rng.uniform(0.3, 1.5, d),
+                    component_decay=rng.uniform(0.1, 2.0, (d, q)),
+                    component_weight=rng.uniform(0.3, 2.0, (d, q)),
+                    component_centre=rng.uniform(-1, 1, (d, q)),
+                    component_width=rng.uniform(0.3, 1.0, (d, q)), noise=0.3, amplitude=1.3)
+    p.update({k: jnp.asarray(v, dtype=jnp.float64) for k, v in kw.items()})
+    return p
+
+
+def _dense_phi_lambda(basis, params, X, normalisation="amplitude"):
+    """All M features at X, and λ of all M features."""
+    phi = basis.feature_matrix(X).toarray()
+    idx = basis.unravel(np.arange(basis.n_features))
+    lam = np.exp(np.asarray(log_precisions(params, basis.dims, idx, normalisation)))
+    return phi, lam
+
+
+def _beta_thesis(a0, a, b, c, s, level, shift, iota):
+    """Eqs. 4.25–4.27 written out directly (no logs)."""
+    C = lambda x: (2 ** (1 + x) - 1) * 2 ** (1 + x)  # noqa: E731
+    jj = level - iota + 2
+    num = C(a0) * 2.0 ** (-(1 + a0) * jj)
+    z = 1.0
+    for q in range(len(a)):
+        g = 2.0 ** (-(((shift * 2.0**-level) - c[q]) / s[q]) ** 2)
+        num = num + b[q] * C(a[q]) * 2.0 ** (-(1 + a[q]) * jj) * g
+        z = z + b[q] * g
+    return num / (2 * z)
+
+
+@pytest.fixture(scope="module")
+def data1d():
+    rng = np.random.default_rng(5)
+    X = np.sort(rng.uniform(-1.5, 1.5, (70, 1)), axis=0)
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=70)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def data2d():
+    rng = np.random.default_rng(6)
+    X = rng.uniform(-1.0, 1.0, (60, 2))
+    y = np.cos(2 * X[:, 0]) * X[:, 1] + 0.1 * rng.normal(size=60)
+    return X, y
+
+
+# --------------------------------------------------------------------------- prior (T19)
+def test_coefficients_match_thesis_formulas(rng):
+    level = np.repeat(np.arange(-2, 4), 9)
+    shift = np.tile(np.arange(-4, 5), 6)
+    kind = np.ones_like(level)
+    kind[:3] = 0
+    for q in (0, 1, 3):
+        p = _params(1, q, rng)
+        got = np.exp(np.asarray(log_coefficients_1d(
+            p["decay"][0], p["component_decay"][0], p["component_weight"][0],
+            p["component_centre"][0], p["component_width"][0], kind, level, shift, -2)))
+        a0 = float(p["decay"][0])
+        args = [np.asarray(p[k][0]) for k in ("component_decay", "component_weight",
+                                                "component_centre", "component_width")]
+        want = np.array([_beta_thesis(a0, *args, j, t, -2) for j, t in zip(level, shift)])
+        want[kind == 0] = 0.5  # α_t = ½ (4.24)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("a0", [0.3, 0.5, 2.0])
+def test_normalisation_identities(a0):
+    """T19: α + Σβ = 1 (Q = 0); Haar k(x,x) = 1 − ½·2^{−(1+a0)(j_max−ι+1)}; "l2" variant."""
+    iota, j_max = -2, 3
+    levels = np.arange(iota, j_max + 1)
+    beta = np.exp(np.asarray(log_coefficients_1d(
+        jnp.asarray(a0), jnp.zeros(0), jnp.zeros(0), jnp.zeros(0), jnp.zeros(0),
+        np.ones_like(levels), levels, np.zeros_like(levels), iota)))
+    r = 2.0 ** -(1 + a0)
+    C = (2 ** (1 + a0) - 1) * 2 ** (1 + a0)
+    tail = 0.5 * C * r ** (j_max - iota + 3) / (1 - r)  # Σ_{j > j_max} β_j in closed form
+    assert abs(0.5 + beta.sum() + tail - 1.0) < 1e-14
+
+    basis = make_basis("haar", iota, j_max, [[-2.3, 1.9]])
+    X = np.random.default_rng(0).uniform(-2.3, 1.9, (200, 1))
+    params = init_params(1, 0, decay=a0)
+    for norm, want in [("amplitude", 1 - 0.5 * r ** (j_max - iota + 1)),
+                       ("l2", 2.0**iota * 0.5 + np.sum(2.0**levels * beta))]:
+        phi, lam = _dense_phi_lambda(basis, params, X, norm)
+        np.testing.assert_allclose(lam @ phi**2, want, rtol=0, atol=1e-12)
+    if a0 == 0.5:  # the values quoted in SPEC.md §5.2 for the L² convention
+        assert abs(2.0**iota * 0.5 + np.sum(2.0**levels * beta) - 0.37) < 0.005
+
+
+def test_product_kernel_and_psd(data2d, rng):
+    """2-D: ΦᵀΛΦ = σ_f² k₁ ⊙ k₂ with per-dimension parameters, and it is PSD."""
+    X, _ = data2d
+    basis = make_basis("db2", -1, 1, [[-1.0, 1.0], [-1.0, 1.0]])
+    p = _params(2, 1, rng)
+    phi, lam = _dense_phi_lambda(basis, p, X)
+    K = phi.T @ (lam[:, None] * phi)
+    factors = []
+    for d, b in enumerate(basis.dims):
+        basis_d = make_basis("db2", -1, 1, [[b.lo, b.hi]])
+        p_d = {k: (v[d:d + 1] if np.ndim(v) else v) for k, v in p.items()}
+        p_d["amplitude"] = jnp.asarray(1.0)
+        phi_d, lam_d = _dense_phi_lambda(basis_d, p_d, X[:, d:d + 1])
+        factors.append(phi_d.T @ (lam_d[:, None] * phi_d))
+    np.testing.assert_allclose(K, 1.3 * factors[0] * factors[1], rtol=1e-12, atol=1e-14)
+    for k in [K] + factors:
+        eig = np.linalg.eigvalsh(k)
+        assert eig.min() >= -1e-10 * eig.max()
+
+
+# --------------------------------------------------------------------------- bound (T20)
+@pytest.fixture(scope="module")
+def problems(data1d, data2d):
+    """(name, X, y, basis, params, stats) for a few configurations."""
+    rng = np.random.default_rng(7)
+    out = []
+    for name, fam, iota, jm, (X, y), q in [("db4-1d", "db4", -2, 2, data1d, 1),
+                                            ("haar-1d", "haar", -2, 3, data1d, 2),
+                                            ("db2-2d", "db2", -1, 0, data2d, 1)]:
+        d = X.shape[1]
+        window = np.stack([X.min(0), X.max(0)], 1)
+        basis = make_basis(fam, iota, jm, window)
+        out.append((name, X, y, basis, _params(d, q, rng), wavelet_statistics(basis, X, y)))
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", [0, 1, 2])
+def test_bound_equals_exact_lml_of_finite_prior(problems, case, backend):
+    name, X, y, basis, params, stats = problems[case]
+    problem = _problem(stats, backend)
+    phi, lam = _dense_phi_lambda(basis, params, X)
+    want = dense_gp.log_marginal_likelihood(phi.T @ (lam[:, None] * phi), y, float(params["noise"]))
+    got = float(wm.collapsed_bound(params, problem))
+    np.testing.assert_allclose(got, want, rtol=1e-9, err_msg=name)
+
+
+def test_l2_normalisation_bound(problems):
+    name, X, y, basis, params, stats = problems[0]
+    phi, lam = _dense_phi_lambda(basis, params, X, "l2")
+    want = dense_gp.log_marginal_likelihood(phi.T @ (lam[:, None] * phi), y, float(params["noise"]))
+    got = float(wm.collapsed_bound(params, _problem(stats, "dense", "l2")))
+    np.testing.assert_allclose(got, want, rtol=1e-9)
+
+
+def test_pruning_and_chunk_invariance(problems):
+    """A wider window adds only data-free (pruned) features; chunking changes nothing."""
+    name, X, y, basis, params, stats = problems[0]
+    ref = float(wm.collapsed_bound(params, _problem(stats)))
+    wide = make_basis("db4", -2, 2, basis.window + np.array([[-3.0, 3.0]]))
+    st_wide = wavelet_statistics(wide, X, y, chunk_size=7)
+    assert wide.n_features > basis.n_features and st_wide.n_active == stats.n_active
+    np.testing.assert_allclose(float(wm.collapsed_bound(params, _problem(st_wide))), ref,
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("case", [0, 2])
+def test_predictions_match_exact_gp(problems, case):
+    """Mean and latent variance = dense GP with K = ΦᵀΛΦ, also where features are pruned."""
+    name, X, y, _, params, _ = problems[case]
+    d = X.shape[1]
+    basis = make_basis(problems[case][3].dims[0].table.family, problems[case][3].dims[0].iota,
+                       problems[case][3].dims[0].j_max,
+                       np.stack([X.min(0) - 1.0, X.max(0) + 1.0], 1))
+    stats = wavelet_statistics(basis, X, y)
+    post = wm.posterior(params, _problem(stats))
+    Xs = np.random.default_rng(3).uniform(X.min(0) - 1.0, X.max(0) + 1.0, (40, d))
+    phi, lam = _dense_phi_lambda(basis, params, X)
+    phis, _ = _dense_phi_lambda(basis, params, Xs)
+    K, Ks, Kss = (a.T @ (lam[:, None] * b) for a, b in ((phi, phi), (phi, phis), (phis, phis)))
+    mean, cov = dense_gp.predict(K, Ks, Kss, y, float(params["noise"]))
+    got_mean, got_var = post.predict(Xs, chunk_size=13)  # several chunks, last one padded
+    np.testing.assert_allclose(got_mean, mean, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(got_var, np.diag(cov), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(post.prior_variance(Xs), np.diag(Kss), rtol=1e-12)
+    np.testing.assert_allclose(post.bound, float(wm.collapsed_bound(params, post.problem)),
+                               rtol=1e-12)
+
+
+def _dense_lml_jax(params, basis, X, y):
+    phi = jnp.asarray(basis.feature_matrix(X).toarray())
+    idx = basis.unravel(np.arange(basis.n_features))
+    lam = jnp.exp(log_precisions(params, basis.dims, idx))
+    n = y.shape[0]
+    C = phi.T @ (lam[:, None] * phi) + params["noise"] * jnp.eye(n)
+    L = jnp.linalg.cholesky(C)
+    a = jax.scipy.linalg.solve_triangular(L, y, lower=True)
+    return -0.5 * a @ a - jnp.sum(jnp.log(jnp.diag(L))) - 0.5 * n * math.log(2 * math.pi)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gradients_match_dense_and_finite_differences(problems, backend):
+    name, X, y, basis, params, stats = problems[0]
+    problem = _problem(stats, backend)
+    grad = jax.grad(lambda p: wm.collapsed_bound(p, problem))(params)
+    grad_dense = jax.grad(_dense_lml_jax)(params, basis, X, y)
+    for k in params:
+        np.testing.assert_allclose(grad[k], grad_dense[k], rtol=1e-8, atol=1e-10, err_msg=k)
+    f = jax.jit(lambda p: wm.collapsed_bound(p, problem))
+    for k in ("decay", "component_decay", "component_centre", "component_width", "noise"):
+        v = np.asarray(params[k], dtype=np.float64)
+        i = np.unravel_index(0, v.shape) if v.ndim else ()
+        h = 1e-5
+        vals = []
+        for sgn in (1, -1):  # central difference in log θ (c_q: in θ)
+            w = v.copy()
+            if k == "component_centre":
+                w[i] = v[i] + sgn * h
+            else:
+                w[i] = v[i] * math.exp(sgn * h)
+            vals.append(float(f({**params, k: jnp.asarray(w)})))
+        fd = (vals[0] - vals[1]) / (2 * h)
+        g = float(np.asarray(grad[k])[i]) * (1.0 if k == "component_centre" else v[i])
+        np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-7, err_msg=k)
+
+
+@pytest.mark.skipif(not HAVE_CHOLMOD, reason="scikit-sparse (CHOLMOD) not installed")
+def test_cholmod_and_dense_backends_agree(problems):
+    name, X, y, basis, params, stats = problems[2]
+    vals = {}
+    for backend in ("dense", "cholmod"):
+        problem = _problem(stats, backend)
+        vals[backend] = jax.value_and_grad(lambda p: wm.collapsed_bound(p, problem))(params)
+    np.testing.assert_allclose(vals["cholmod"][0], vals["dense"][0], rtol=1e-10)
+    for k in params:
+        np.testing.assert_allclose(vals["cholmod"][1][k], vals["dense"][1][k], rtol=1e-8,
+                                   atol=1e-10)
+
+
+# --------------------------------------------------------------------------- lengthscale
+def test_effective_lengthscale_formula(rng):
+    p = _params(2, 2, rng)
+    X = rng.normal(size=(15, 2))
+    got = np.asarray(effective_lengthscale(p, -2, X))
+    c = 0.5 * math.log2(math.e)
+    for d in range(2):
+        a0 = float(p["decay"][d])
+        num = 2.0 ** -(-2 + c / (1 + a0))
+        den = 1.0
+        for q in range(2):
+            g = 2.0 ** -(((X[:, d] - float(p["component_centre"][d, q]))
+                          / float(p["component_width"][d, q])) ** 2)
+            bq = float(p["component_weight"][d, q])
+            num = num + bq * g * 2.0 ** -(-2 + c / (1 + float(p["component_decay"][d, q])))
+            den = den + bq * g
+        np.testing.assert_allclose(got[:, d], num / den, rtol=1e-13)
+    p0 = {**p, "component_weight": jnp.zeros((2, 2))}  # no components: ℓ₀ = 2^{−j′} everywhere
+    np.testing.assert_allclose(np.asarray(effective_lengthscale(p0, -2, X)),
+                               np.broadcast_to(2.0 ** -(-2 + c / (1 + np.asarray(p["decay"]))),
+                                               (15, 2)), rtol=1e-14)
+
+
+# --------------------------------------------------------------------------- estimator
+def test_regressor_fit_predict_on_original_scale(data2d):
+    X, y = data2d
+    X = X * np.array([100.0, 3.0]) + np.array([5e5, -7.0])  # projected-metre-like coordinates
+    y = 10.0 + 4.0 * y
+    m = wm.WaveletRegressor("haar", iota=-1, j_max=1, n_components=1, maxiter=10).fit(X, y)
+    assert m.report_.history[-1] < m.report_.history[0]
+    assert m.n_active_features_ <= m.n_features_
+    # the fitted model equals a dense GP on the standardised data, mapped back
+    Xs_tr = (X - X.mean(0)) / X.std(0)
+    ys = (y - y.mean()) / y.std()
+    phi, lam = _dense_phi_lambda(m.basis_, m.params_, Xs_tr)
+    noise = float(m.params_["noise"])
+    K = phi.T @ (lam[:, None] * phi)
+    np.testing.assert_allclose(m.bound_, dense_gp.log_marginal_likelihood(K, ys, noise), rtol=1e-9)
+    Xt = X[:7] * 0.999 + 0.001 * X.mean(0)
+    phis, _ = _dense_phi_lambda(m.basis_, m.params_, (Xt - X.mean(0)) / X.std(0))
+    mean, cov = dense_gp.predict(K, phi.T @ (lam[:, None] * phis),
+                                 phis.T @ (lam[:, None] * phis), ys, noise)
+    pred = m.predict(Xt)
+    np.testing.assert_allclose(pred.mean, y.mean() + y.std() * mean, rtol=1e-8)
+    np.testing.assert_allclose(pred.var_latent, y.var() * np.diag(cov), rtol=1e-8)
+    np.testing.assert_allclose(pred.var_observed, pred.var_latent + y.var() * noise, rtol=1e-12)
+    np.testing.assert_allclose(m.signal_to_noise(Xt) ** 2,
+                               np.diag(phis.T @ (lam[:, None] * phis)) / noise, rtol=1e-10)
+    ell = m.effective_lengthscale(Xt)
+    np.testing.assert_allclose(
+        ell, np.asarray(effective_lengthscale(m.params_, -1, (Xt - X.mean(0)) / X.std(0)))
+        * X.std(0), rtol=1e-12)
+    grid = m.predict_grid(np.linspace(X[:, 0].min(), X[:, 0].max(), 4),
+                          np.linspace(X[:, 1].min(), X[:, 1].max(), 3))
+    assert grid.mean.shape == (4, 3) and np.all(grid.var_latent >= 0)
+    with pytest.raises(OutsideWindowError, match="margin"):
+        m.predict(X[:1] + np.array([1e4, 0.0]))
+    with pytest.raises(InputError, match="2 column"):
+        m.predict(X[:3, :1])
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"family": "sym4"}, "unknown wavelet family"),
+    ({"n_components": -1}, "n_components"),
+    ({"margin": -1.0}, "margin"),
+    ({"normalisation": "unit"}, "normalisation"),
+    ({"backend": "gpu"}, "backend"),
+    ({"decay": -0.5}, "decay"),
+    ({"iota": 2, "j_max": 1}, "j_max"),
+])
+def test_regressor_rejects_bad_arguments(kwargs, match):
+    X = np.linspace(0, 1, 20)[:, None]
+    with pytest.raises(InputError, match=match):
+        wm.WaveletRegressor(**kwargs).fit(X, np.sin(X[:, 0]))
+
+
+def test_regressor_rejects_bad_data():
+    m = wm.WaveletRegressor("haar", n_components=0, optimize=False)
+    with pytest.raises(InputError, match="1 to 2 columns"):
+        m.fit(np.zeros((5, 3)), np.arange(5.0))
+    with pytest.raises(InputError, match="rows"):
+        m.fit(np.zeros((5, 1)), np.arange(4.0))
+    with pytest.raises(ValueError, match="NaN"):
+        m.fit(np.array([[0.0], [np.nan], [1.0]]), np.arange(3.0))
+
+
+# --------------------------------------------------------------------------- T25 (slow)
+def _toy(seed):
+    """SPEC.md §10 non-stationary toy: 180 points on [−5, 5], patch of 18 around x = 2."""
+    rng = np.random.default_rng(seed)
+    x = np.linspace(-5, 5, 180)
+    u = (x + 5) / 10
+    g = 0.3 * u + 0.7 / (1 + np.exp(-21 * (u - 0.7)))
+    K = np.exp(-0.5 * (g[:, None] - g[None]) ** 2 / 0.4**2)
+    f = np.linalg.cholesky(K + 1e-10 * np.eye(180)) @ rng.standard_normal(180)
+    y = f + 0.05 * rng.standard_normal(180)
+    test = np.zeros(180, bool)
+    test[np.argsort(np.abs(x - 2))[:18]] = True
+    return x[:, None], y, test
+
+
+@pytest.mark.slow
+def test_t25_patch_reproduction():
+    from geogp.models.exact import ExactGP
+
+    x, y, test = _toy(0)
+    rmse = {}
+    for name, model in [("stationary", ExactGP("se", lengthscale=0.02, noise=0.05)),
+                        ("haar", wm.WaveletRegressor("haar")),
+                        ("db4", wm.WaveletRegressor("db4"))]:
+        pred = model.fit(x[~test], y[~test]).predict(x[test])
+        rmse[name] = float(np.sqrt(np.mean((pred.mean - y[test]) ** 2)))
+    assert rmse["db4"] < rmse["stationary"]
+    assert rmse["haar"] > rmse["db4"]
+    assert rmse["db4"] < 2 * 0.046 and 0.425 / 2 < rmse["stationary"] < 2 * 0.425

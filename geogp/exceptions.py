@@ -16,6 +16,9 @@ __all__ = [
     "MemoryEstimateError",
     "NotPositiveDefiniteError",
     "OutsideWindowError",
+    "OutputExistsError",
+    "ReadError",
+    "MissingCRSWarning",
 ]
 
 
@@ -60,3 +63,15 @@ class MemoryEstimateError(GeogpError, MemoryError):
 
 class NotPositiveDefiniteError(GeogpError, ArithmeticError):
     """A matrix that must be symmetric positive definite is not (Cholesky failed)."""
+
+
+class OutputExistsError(InputError, FileExistsError):
+    """An output file already exists and overwriting was not asked for."""
+
+
+class ReadError(InputError):
+    """A file could not be read as a raster (missing, unreadable, or not a GeoTIFF/NetCDF)."""
+
+
+class MissingCRSWarning(UserWarning):
+    """A raster has no CRS; the warning says what geogp assumed instead."""

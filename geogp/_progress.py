@@ -1,0 +1,46 @@
+"""Progress bars (tqdm, on stderr) for the stages of a geodata fit; silent when disabled."""
+
+from __future__ import annotations
+
+import sys
+
+from tqdm.auto import tqdm
+
+__all__ = ["bar", "TrainingBar"]
+
+
+def bar(desc: str, total: int | None, enabled: bool, unit: str = "it"):
+    """A tqdm bar, or a disabled one (same methods, no output) when ``enabled`` is False."""
+    return tqdm(total=total, desc=desc, unit=unit, disable=not enabled, file=sys.stderr,
+                leave=True, dynamic_ncols=True)
+
+
+class TrainingBar:
+    """Statistics, then L-BFGS iterations with the objective, for one fit.
+
+    Use as the estimator's ``progress(iteration, objective)`` callback: the "statistics" bar
+    (reading the data once, plus compiling the objective) closes at the first iteration, and the
+    "training" bar counts iterations up to ``maxiter``.
+    """
+
+    def __init__(self, label: str, maxiter: int, enabled: bool):
+        self.label, self.maxiter, self.enabled = label, int(maxiter), enabled
+        self._stats = bar(f"{label}statistics", 1, enabled, unit="pass")
+        self._train = None
+
+    def __call__(self, iteration: int, objective: float) -> None:
+        if self._train is None:
+            self._stats.update(1)
+            self._stats.close()
+            self._train = bar(f"{self.label}training", self.maxiter, self.enabled, unit="iter")
+        self._train.update(iteration - self._train.n)
+        self._train.set_postfix(objective=f"{objective:.6g}", refresh=False)
+
+    def close(self) -> None:
+        if self._train is None:
+            self._stats.update(1)
+        self._stats.close()
+        if self._train is not None:
+            self._train.total = self._train.n
+            self._train.refresh()
+            self._train.close()

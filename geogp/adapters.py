@@ -1,0 +1,610 @@
+"""xarray / pandas ⇄ numpy adapters: the one border between geodata and the numerical core.
+
+Everything that knows about DataArrays, CRSs, nodata values and coordinate names lives here
+(SPEC.md §1 "xarray adapters"; STYLE.md §3 "xarray only at the edges"). The core sees numpy or
+dask arrays in *model coordinates*:
+
+- the model's input dimensions are always ordered (y, x), the raster's row-major order;
+- projected CRSs (and rasters without a CRS) are used as planar coordinates, unchanged;
+- **geographic CRSs** (longitude/latitude in degrees, e.g. EPSG:4326): longitude is multiplied
+  by cos(φ̄), φ̄ the mean latitude of the grid (or of the points), so that one unit is about one
+  degree of latitude (≈ 111.2 km) along both axes and distances are isotropic. Lengthscales of
+  geographic inputs are therefore reported in *degrees of latitude*, and converted to km
+  (× 111.195) in summaries. This local equirectangular scaling is accurate while the data span a
+  few degrees of latitude (the scale error at latitude φ is cos φ / cos φ̄ − 1).
+
+Normalisers (STYLE.md guideline 11): :func:`as_crs` for anything CRS-like,
+:func:`find_spatial_dims` for the (y, x) dimension names, :func:`check_axis` for coordinates
+(monotone, no duplicates; regular or not), :func:`masked_values` for nodata.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import rioxarray  # noqa: F401  (registers the .rio accessor used below)
+import xarray as xr
+
+from geogp.exceptions import (
+    AllMissingError,
+    InputError,
+    IrregularGridError,
+    MissingCRSWarning,
+)
+
+__all__ = [
+    "KM_PER_DEGREE",
+    "GridSpec",
+    "GridData",
+    "PointData",
+    "as_crs",
+    "find_spatial_dims",
+    "check_axis",
+    "masked_values",
+    "select_variable",
+    "to_grid_data",
+    "to_point_data",
+    "target_from",
+    "prediction_dataset",
+]
+
+KM_PER_DEGREE = math.pi * 6371.0088 / 180.0  # one degree of latitude on the mean Earth sphere
+
+_Y_NAMES = ("y", "lat", "latitude", "northing", "rlat", "nav_lat")
+_X_NAMES = ("x", "lon", "long", "longitude", "easting", "rlon", "nav_lon")
+_Y_STANDARD = ("latitude", "projection_y_coordinate", "grid_latitude")
+_X_STANDARD = ("longitude", "projection_x_coordinate", "grid_longitude")
+_LAT_NAMES = ("lat", "latitude", "nav_lat")
+
+
+# --------------------------------------------------------------------------- normalisers
+def as_crs(crs_like):
+    """Return a :class:`rasterio.crs.CRS` for any CRS-like input (EPSG int/str, WKT, pyproj CRS).
+
+    ``None`` stays ``None``. Raises :class:`InputError` for input that is not a CRS.
+    """
+    if crs_like is None:
+        return None
+    from rioxarray.crs import crs_from_user_input
+
+    try:
+        return crs_from_user_input(crs_like)
+    except Exception as err:  # rasterio/pyproj raise several types
+        raise InputError(
+            f"could not understand the CRS {crs_like!r} ({err}); pass e.g. 'EPSG:32633', 4326 or "
+            "a WKT string."
+        ) from err
+
+
+def _cf_axis(coord: xr.DataArray) -> str | None:
+    attrs = coord.attrs
+    axis = str(attrs.get("axis", "")).upper()
+    std = str(attrs.get("standard_name", "")).lower()
+    units = str(attrs.get("units", "")).lower()
+    if axis == "Y" or std in _Y_STANDARD or units in ("degrees_north", "degree_north"):
+        return "y"
+    if axis == "X" or std in _X_STANDARD or units in ("degrees_east", "degree_east"):
+        return "x"
+    return None
+
+
+def find_spatial_dims(obj) -> tuple[str, str]:
+    """Names of the (y, x) dimensions of a DataArray or Dataset.
+
+    Looked up in order: rioxarray's spatial dims, CF attributes (``axis``, ``standard_name``,
+    ``units`` degrees_north/east), then usual names (y/x, lat/lon, latitude/longitude, ...).
+    """
+    found: dict[str, str] = {}
+    try:
+        found = {"y": obj.rio.y_dim, "x": obj.rio.x_dim}
+    except Exception:  # rioxarray raises MissingSpatialDimensionError
+        found = {}
+    if set(found) != {"y", "x"} or not all(v in obj.dims for v in found.values()):
+        found = {}
+        for dim in obj.dims:
+            if dim in obj.coords:
+                kind = _cf_axis(obj.coords[dim])
+                if kind and kind not in found:
+                    found[kind] = dim
+        for kind, names in (("y", _Y_NAMES), ("x", _X_NAMES)):
+            if kind not in found:
+                for dim in obj.dims:
+                    if str(dim).lower() in names and dim not in found.values():
+                        found[kind] = dim
+                        break
+    if set(found) != {"y", "x"} or found["y"] == found["x"]:
+        raise InputError(
+            f"could not find the two spatial dimensions among {list(obj.dims)}; expected names "
+            "such as ('y', 'x') or ('lat', 'lon'), or CF attributes axis='Y'/'X'. Rename them "
+            "(da.rename(...)) or call da.rio.set_spatial_dims(x_dim=..., y_dim=...)."
+        )
+    return found["y"], found["x"]
+
+
+def check_axis(values, name: str) -> tuple[np.ndarray, bool]:
+    """Validate one coordinate vector; return it as float64 and whether it is regularly spaced.
+
+    Raises :class:`IrregularGridError` for non-finite, duplicated or non-monotonic coordinates.
+    Regular means constant spacing within rtol 1e-9 (SPEC.md §1), or within the rounding of the
+    coordinates' own dtype (float32 coordinates from files are accepted as regular).
+    """
+    raw = np.asarray(values)
+    if raw.ndim != 1:
+        raise IrregularGridError(f"coordinate {name!r} must be 1-D; got shape {raw.shape}.")
+    if not np.issubdtype(raw.dtype, np.number):
+        raise IrregularGridError(
+            f"coordinate {name!r} must be numeric; got dtype {raw.dtype}. Spatial coordinates "
+            "are numbers (metres, degrees...)."
+        )
+    a = raw.astype(np.float64)
+    if not np.all(np.isfinite(a)):
+        raise IrregularGridError(f"coordinate {name!r} contains NaN/inf values.")
+    if a.size < 2:
+        raise InputError(
+            f"coordinate {name!r} has {a.size} value(s); a raster needs at least 2 cells along "
+            "each spatial dimension."
+        )
+    step = np.diff(a)
+    if np.any(step == 0):
+        i = int(np.flatnonzero(step == 0)[0])
+        raise IrregularGridError(
+            f"coordinate {name!r} has duplicated values (e.g. {a[i]!r} at positions {i} and "
+            f"{i + 1}); drop duplicates first (da.drop_duplicates({name!r}))."
+        )
+    if not (np.all(step > 0) or np.all(step < 0)):
+        raise IrregularGridError(
+            f"coordinate {name!r} is not monotonic; sort it first (da.sortby({name!r}))."
+        )
+    eps = np.finfo(raw.dtype).eps if np.issubdtype(raw.dtype, np.floating) else 0.0
+    tol = max(1e-9 * abs(step.mean()), 8 * eps * float(np.abs(a).max()))
+    regular = bool(np.all(np.abs(step - step.mean()) <= tol))
+    return a, regular
+
+
+def masked_values(da: xr.DataArray, nodata=None) -> xr.DataArray:
+    """``da`` as float64 with every missing cell set to NaN (lazy for dask-backed arrays).
+
+    Missing cells: NaN, and cells equal to the nodata value, taken from ``nodata`` or else from
+    ``da.rio.nodata`` / ``da.rio.encoded_nodata`` / the ``_FillValue``, ``missing_value`` or
+    ``nodata`` attributes. Integer rasters with a nodata value are supported this way. Float32
+    values are upcast exactly (no precision is lost).
+    """
+    if not (np.issubdtype(da.dtype, np.number) or da.dtype == bool):
+        raise InputError(f"raster values must be numeric; got dtype {da.dtype}.")
+    candidates = [nodata]
+    if nodata is None:
+        try:
+            candidates += [da.rio.nodata, da.rio.encoded_nodata]
+        except Exception:
+            pass
+        candidates += [da.attrs.get(k) for k in ("_FillValue", "missing_value", "nodata")]
+        candidates += [da.encoding.get(k) for k in ("_FillValue", "missing_value")]
+    out = da.astype(np.float64)
+    seen = set()
+    for value in candidates:
+        if value is None:
+            continue
+        try:
+            value = float(np.asarray(value).ravel()[0])
+        except (TypeError, ValueError, IndexError):
+            continue
+        if np.isnan(value) or value in seen:
+            continue
+        seen.add(value)
+        out = out.where(da != value)
+    return out
+
+
+def select_variable(obj, var: str | None = None) -> xr.DataArray:
+    """The DataArray to model: ``obj`` itself, or one variable of a Dataset.
+
+    A Dataset with one data variable needs no ``var``; otherwise ``var`` must name one, and an
+    unknown name raises :class:`InputError` listing the variables.
+    """
+    if isinstance(obj, xr.DataArray):
+        if var is not None and obj.name is not None and var != obj.name:
+            raise InputError(f"variable {var!r} not found; the DataArray is named {obj.name!r}.")
+        return obj
+    if not isinstance(obj, xr.Dataset):
+        raise InputError(
+            f"expected an xarray DataArray or Dataset; got {type(obj).__name__}. Scattered points "
+            "go in a table (pandas DataFrame) with x, y and value columns."
+        )
+    names = [str(n) for n in obj.data_vars]
+    if var is None:
+        if len(names) != 1:
+            raise InputError(
+                f"the dataset has {len(names)} data variables {names}; choose one with var=NAME "
+                "(CLI: --var NAME)."
+            )
+        var = names[0]
+    if var not in obj.data_vars:
+        raise InputError(f"variable {var!r} not found; the dataset has {names}.")
+    return obj[var]
+
+
+# --------------------------------------------------------------------------- specification
+@dataclass(frozen=True)
+class GridSpec:
+    """How model coordinates relate to the user's (the CRS treatment of SPEC.md §1).
+
+    Attributes:
+        y_dim, x_dim: names of the spatial dimensions (or point-table columns).
+        crs_wkt: the CRS as WKT, or None when the data carry none.
+        geographic: the CRS is geographic (longitude/latitude in degrees).
+        lon_scale: factor applied to x in model coordinates: cos(mean latitude) when
+            geographic, 1 otherwise.
+        assumed: what was assumed when the CRS was missing ("" when it was given).
+    """
+
+    y_dim: str
+    x_dim: str
+    crs_wkt: str | None
+    geographic: bool
+    lon_scale: float = 1.0
+    assumed: str = ""
+
+    @property
+    def crs(self):
+        """The CRS as :class:`rasterio.crs.CRS`, or None."""
+        return as_crs(self.crs_wkt) if self.crs_wkt else None
+
+    @property
+    def units(self) -> str:
+        """Units of lengthscales in model coordinates."""
+        if self.geographic:
+            return "degrees of latitude"
+        crs = self.crs
+        if crs is not None:
+            unit = crs.linear_units or ""
+            return unit if unit and unit.lower() != "unknown" else "CRS units"
+        return "coordinate units"
+
+    def to_model(self, y, x) -> tuple[np.ndarray, np.ndarray]:
+        """Model coordinates (y, x·lon_scale) of user coordinates."""
+        return np.asarray(y, dtype=np.float64), np.asarray(x, dtype=np.float64) * self.lon_scale
+
+
+def _user_stacklevel() -> int:
+    """stacklevel that points a warning at the first frame outside the geogp package."""
+    import os
+    import sys
+
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(pkg):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _resolve_crs(crs_arg, obj, y_name: str, x_name: str, lat_values) -> GridSpec:
+    crs = as_crs(crs_arg)
+    if crs is None and obj is not None:
+        try:
+            crs = obj.rio.crs
+        except Exception:
+            crs = None
+    assumed = ""
+    if crs is None:
+        coords = getattr(obj, "coords", {})
+        attrs = coords[y_name].attrs if y_name in coords else {}
+        looks_geo = (str(y_name).lower() in _LAT_NAMES or str(attrs.get("units", "")).lower()
+                     in ("degrees_north", "degree_north")
+                     or str(attrs.get("standard_name", "")) == "latitude")
+        if looks_geo:
+            assumed = (f"no CRS found; the coordinates ({y_name!r}, {x_name!r}) look like "
+                       "latitude/longitude, so geogp assumed a geographic CRS (degrees, "
+                       "EPSG:4326 axes) and scaled longitude by cos(latitude).")
+        else:
+            assumed = (f"no CRS found; geogp assumed planar coordinates: ({y_name!r}, {x_name!r}) "
+                       "are used as they are, distances in coordinate units. Set the CRS with "
+                       "da.rio.write_crs(...) (or crs=...) if that is wrong.")
+        warnings.warn(assumed, MissingCRSWarning, stacklevel=_user_stacklevel())
+        geographic = bool(looks_geo)
+        wkt = None
+    else:
+        geographic = bool(crs.is_geographic)
+        wkt = crs.to_wkt()
+    lon_scale = 1.0
+    if geographic:
+        lat = np.asarray(lat_values, dtype=np.float64)
+        lat = lat[np.isfinite(lat)]
+        if lat.size == 0 or np.abs(lat).max() > 90:
+            raise InputError(
+                f"geographic CRS but the latitudes ({y_name!r}) are not within [-90, 90]; check "
+                "the CRS and the coordinate order."
+            )
+        lon_scale = float(np.cos(np.deg2rad(lat.mean())))
+    return GridSpec(str(y_name), str(x_name), wkt, geographic, lon_scale, assumed)
+
+
+# --------------------------------------------------------------------------- grids
+@dataclass
+class GridData:
+    """A raster ready for the core.
+
+    Attributes:
+        values: (S, N_y, N_x) float64 numpy or dask array, NaN = missing (S slices of the
+            extra dimension; S = 1 without one).
+        y, x: (N_y,), (N_x,) user coordinates. axes: [y, x·lon_scale] model coordinates,
+            idealised to exact regular spacing when ``regular``.
+        regular: both axes are regularly spaced (the fast grid path applies).
+        spec: the :class:`GridSpec`. extra_dim: name of the extra dimension or None.
+        coords: spatial and scalar coordinates (e.g. ``spatial_ref``) to copy to predictions.
+        extra_coords: coordinates along the extra dimension.
+        attrs, name: the input's attributes (nodata keys removed) and name.
+    """
+
+    values: object
+    y: np.ndarray
+    x: np.ndarray
+    axes: list
+    regular: bool
+    spec: GridSpec
+    extra_dim: str | None = None
+    coords: dict = field(default_factory=dict)
+    extra_coords: dict = field(default_factory=dict)
+    attrs: dict = field(default_factory=dict)
+    name: str | None = None
+
+    @property
+    def n_slices(self) -> int:
+        return int(self.values.shape[0])
+
+    def target(self) -> Target:
+        """The input grid as a prediction target."""
+        return Target(self.spec.y_dim, self.spec.x_dim, self.y, self.x, dict(self.coords),
+                      self.spec.crs_wkt)
+
+
+_NODATA_KEYS = ("_FillValue", "missing_value", "nodata", "scale_factor", "add_offset")
+
+
+def _ideal(a: np.ndarray) -> np.ndarray:
+    return a[0] + (a[-1] - a[0]) / (a.size - 1) * np.arange(a.size)
+
+
+def _keep_coords(da: xr.DataArray, dims: set, need: str | None = None) -> dict:
+    """Coordinates of ``da`` on ``dims`` only (scalars such as spatial_ref included), or, with
+    ``need``, those that involve dimension ``need``."""
+    return {k: v.variable for k, v in da.coords.items()
+            if set(v.dims) <= dims and (need is None or need in v.dims)}
+
+
+def to_grid_data(da, *, var: str | None = None, crs=None, nodata=None) -> GridData:
+    """Translate a raster DataArray (or one variable of a Dataset) for the core.
+
+    Args:
+        da: DataArray with two spatial dimensions and at most one extra dimension (time,
+            band...); a singleton ``band`` dimension (GeoTIFF) is squeezed. numpy- or
+            dask-backed. Missing cells are NaN or the nodata value (see :func:`masked_values`).
+        var: variable name when ``da`` is a Dataset.
+        crs: CRS override (anything :func:`as_crs` accepts); default ``da.rio.crs``. Without
+            any CRS a :class:`MissingCRSWarning` says what was assumed.
+        nodata: nodata override.
+
+    Returns:
+        :class:`GridData` with values of shape (S, N_y, N_x).
+    """
+    da = select_variable(da, var)
+    if "band" in da.dims and da.sizes["band"] == 1:
+        da = da.squeeze("band", drop=True)
+    if da.ndim < 2:
+        raise InputError(
+            f"expected a raster with two spatial dimensions (y, x); got {da.ndim} dimension(s) "
+            f"{list(da.dims)}. Scattered points go in a table: geogp.fit(table, x=..., y=..., "
+            "value=..., grid=...)."
+        )
+    y_dim, x_dim = find_spatial_dims(da)
+    extra = [d for d in da.dims if d not in (y_dim, x_dim)]
+    if len(extra) > 1:
+        raise InputError(
+            f"expected at most one dimension besides ({y_dim!r}, {x_dim!r}); got {extra} "
+            f"(shape {dict(da.sizes)}). Select slices (da.isel(...)) or stack them into one "
+            "dimension (da.stack(sample=[...]))."
+        )
+    for dim in (y_dim, x_dim):
+        if dim not in da.coords:
+            raise InputError(
+                f"spatial dimension {dim!r} has no coordinates; assign them "
+                f"(da.assign_coords({dim}=...)) or write a transform with rioxarray."
+            )
+    da = da.transpose(*extra, y_dim, x_dim)
+    y, reg_y = check_axis(da[y_dim].values, y_dim)
+    x, reg_x = check_axis(da[x_dim].values, x_dim)
+    spec = _resolve_crs(crs, da, y_dim, x_dim, y)
+    vals = masked_values(da, nodata).data
+    if not extra:
+        vals = vals[None]
+    if isinstance(vals, np.ndarray):
+        if np.isinf(vals).any():
+            raise InputError(
+                f"the raster {da.name or ''!s} contains {int(np.isinf(vals).sum())} infinite "
+                "value(s); replace them by NaN (missing) or finite numbers."
+            )
+        if not np.isfinite(vals).any():
+            raise AllMissingError(
+                "every cell of the raster is missing (NaN or nodata); there is nothing to fit. "
+                "Check the nodata value and the variable."
+            )
+    else:  # dask: one cheap reduction, so that the error is the right one
+        if not bool(np.isfinite(vals).any().compute()):
+            raise AllMissingError(
+                "every cell of the raster is missing (NaN or nodata); there is nothing to fit."
+            )
+    regular = reg_y and reg_x
+    my, mx = spec.to_model(_ideal(y) if regular else y, _ideal(x) if regular else x)
+    attrs = {k: v for k, v in da.attrs.items() if k not in _NODATA_KEYS}
+    extra_dim = extra[0] if extra else None
+    extra_coords = _keep_coords(da, {extra_dim}, extra_dim) if extra_dim else {}
+    return GridData(vals, y, x, [my, mx], regular, spec, extra_dim,
+                    _keep_coords(da, {y_dim, x_dim}), extra_coords, attrs, da.name)
+
+
+# --------------------------------------------------------------------------- points
+@dataclass
+class PointData:
+    """Scattered observations for the core: X (N, 2) in model (y, x) order, values (N,)."""
+
+    X: np.ndarray
+    values: np.ndarray
+    spec: GridSpec
+    name: str | None = None
+
+
+def _column(table, name: str) -> np.ndarray:
+    try:
+        col = table[name]
+    except (KeyError, IndexError, TypeError) as err:
+        cols = list(getattr(table, "columns", getattr(table, "keys", lambda: [])()))
+        raise InputError(f"column {name!r} not found; the table has {cols}.") from err
+    return np.asarray(col, dtype=np.float64).ravel()
+
+
+def to_point_data(table, *, x: str = "x", y: str = "y", value: str = "value", crs=None,
+                  grid=None) -> PointData:
+    """Translate a table of points (pandas/GeoPandas DataFrame or dict of arrays).
+
+    A GeoDataFrame's point geometry replaces the ``x``/``y`` columns and its ``crs`` is used.
+    Rows with a missing (NaN) value are dropped; NaN/inf coordinates and infinite values raise.
+    The CRS comes from ``crs``, the table, or the target ``grid``, in that order.
+    """
+    geom = getattr(table, "geometry", None)
+    if geom is not None and hasattr(geom, "x"):
+        xs, ys = np.asarray(geom.x, dtype=np.float64), np.asarray(geom.y, dtype=np.float64)
+        crs = crs if crs is not None else getattr(table, "crs", None)
+    else:
+        xs, ys = _column(table, x), _column(table, y)
+    vals = _column(table, value)
+    if not (xs.size == ys.size == vals.size):
+        raise InputError(f"columns have different lengths: x {xs.size}, y {ys.size}, "
+                         f"value {vals.size}.")
+    if np.isinf(vals).any():
+        raise InputError(f"column {value!r} has {int(np.isinf(vals).sum())} infinite value(s); "
+                         "replace them by NaN (missing) or finite numbers.")
+    keep = np.isfinite(vals)
+    if not keep.any():
+        raise AllMissingError(f"every value in column {value!r} is missing (NaN).")
+    xs, ys, vals = xs[keep], ys[keep], vals[keep]
+    if not (np.all(np.isfinite(xs)) and np.all(np.isfinite(ys))):
+        raise InputError("point coordinates contain NaN/inf; drop those rows first.")
+    if crs is None and grid is not None:
+        try:
+            crs = grid.rio.crs
+        except Exception:
+            crs = None
+    spec = _resolve_crs(crs, None if crs is not None else grid, y, x, ys)
+    my, mx = spec.to_model(ys, xs)
+    return PointData(np.stack([my, mx], axis=1), vals, spec, value)
+
+
+# --------------------------------------------------------------------------- outputs
+@dataclass
+class Target:
+    """A prediction grid: dimension names, user coordinates, coordinates to attach, its CRS."""
+
+    y_dim: str
+    x_dim: str
+    y: np.ndarray
+    x: np.ndarray
+    coords: dict
+    crs_wkt: str | None = None
+
+
+def target_from(spec: GridSpec, like=None, *, x=None, y=None) -> Target:
+    """The prediction grid from ``like`` (DataArray/Dataset) or coordinate vectors ``x``, ``y``.
+
+    ``like`` must use the model's CRS (or none): reproject it first otherwise.
+    """
+    if like is not None:
+        if x is not None or y is not None:
+            raise InputError("pass either like=... or x=/y=..., not both.")
+        y_dim, x_dim = find_spatial_dims(like)
+        yy, _ = check_axis(like[y_dim].values, y_dim)
+        xx, _ = check_axis(like[x_dim].values, x_dim)
+        like_crs = None
+        try:
+            like_crs = like.rio.crs
+        except Exception:
+            pass
+        if like_crs is not None and spec.crs is not None and like_crs != spec.crs:
+            raise InputError(
+                f"the target grid's CRS ({like_crs.to_string()}) differs from the model's "
+                f"({spec.crs.to_string()}); reproject it first (like.rio.reproject(...))."
+            )
+        coords = {k: v.variable for k, v in like.coords.items()
+                  if set(v.dims) <= {y_dim, x_dim} and k != "band"}
+        return Target(y_dim, x_dim, yy, xx, coords,
+                      like_crs.to_wkt() if like_crs is not None else None)
+    if x is None or y is None:
+        raise InputError("give a target grid: like=DataArray, or both x= and y= coordinates.")
+    yy, _ = check_axis(np.atleast_1d(y), spec.y_dim)
+    xx, _ = check_axis(np.atleast_1d(x), spec.x_dim)
+    coords = {spec.y_dim: xr.Variable(spec.y_dim, yy), spec.x_dim: xr.Variable(spec.x_dim, xx)}
+    return Target(spec.y_dim, spec.x_dim, yy, xx, coords)
+
+
+def prediction_dataset(mean, var_latent, var_observed, dims: tuple, coords: dict, *,
+                       crs_wkt: str | None = None, spatial_dims: tuple | None = None,
+                       extra_dim: str | None = None, extra_coords: dict | None = None,
+                       quantiles=None, attrs: dict | None = None,
+                       name: str | None = None) -> xr.Dataset:
+    """Wrap predictive moments as an ``xr.Dataset``.
+
+    Args:
+        mean, var_latent, var_observed: arrays (S, *shape): S slices of the extra dimension
+            (S = 1 without one) on a grid (shape (N_y, N_x)) or at points (shape (N*,)).
+        dims: names of the trailing dimensions, e.g. ``("y", "x")`` or ``("point",)``.
+        coords: coordinates to attach. crs_wkt: CRS written with rioxarray ``write_crs``.
+        spatial_dims: (y_dim, x_dim) registered with rioxarray (grids).
+        extra_dim, extra_coords: the extra dimension and its coordinates.
+        quantiles: probabilities in (0, 1), or None.
+        attrs, name: the input's attributes and name (``units`` goes to every variable).
+
+    Returns:
+        Dataset with ``mean``; ``std`` (of a new observation, noise included); ``std_latent``;
+        and ``quantiles`` (dims ``quantile, ...``) of a new observation when asked for.
+    """
+    from scipy.stats import norm
+
+    dims = ((extra_dim,) if extra_dim else ()) + tuple(dims)
+
+    def squeeze(a):
+        a = np.asarray(a)
+        return a if extra_dim else a[0]
+
+    std = np.sqrt(np.maximum(var_observed, 0.0))
+    base = dict(attrs or {})
+    label = name or base.get("long_name") or "value"
+    units = base.get("units")
+    data = {
+        "mean": (dims, squeeze(mean), {"long_name": f"predictive mean of {label}"}),
+        "std": (dims, squeeze(std), {"long_name": f"predictive std of a new observation of "
+                                                  f"{label} (noise included)"}),
+        "std_latent": (dims, squeeze(np.sqrt(np.maximum(var_latent, 0.0))),
+                       {"long_name": f"predictive std of the noise-free {label}"}),
+    }
+    coords = {**coords, **(extra_coords or {})}
+    if quantiles is not None:
+        q = np.atleast_1d(np.asarray(quantiles, dtype=np.float64))
+        if q.ndim != 1 or np.any(~(q > 0) | ~(q < 1)):
+            raise InputError(
+                f"quantiles must be numbers strictly between 0 and 1; got {quantiles}.")
+        z = norm.ppf(q).reshape((-1,) + (1,) * len(dims))
+        qv = squeeze(mean)[None] + z * squeeze(std)[None]
+        data["quantiles"] = (("quantile",) + dims, qv,
+                             {"long_name": f"quantiles of a new observation of {label}"})
+        coords["quantile"] = xr.Variable("quantile", q)
+    for v in data.values():
+        if units:
+            v[2]["units"] = units
+    ds = xr.Dataset(data, coords=coords, attrs={k: v for k, v in base.items()
+                                                if k not in ("long_name", "units")})
+    if spatial_dims is not None:
+        ds = ds.rio.set_spatial_dims(y_dim=spatial_dims[0], x_dim=spatial_dims[1])
+    if crs_wkt:
+        ds = ds.rio.write_crs(crs_wkt)
+    return ds

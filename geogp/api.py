@@ -1,0 +1,336 @@
+"""Fit a Gaussian process to a raster (or to scattered points) and predict rasters.
+
+The geodata front end: :func:`fit` and :class:`GeoRegressor` take an ``xarray.DataArray`` with
+two spatial dimensions (NaN or nodata = missing) or a table of points, translate it with
+:mod:`geogp.adapters`, fit one of the models of :mod:`geogp.engines`, and predict
+``xarray.Dataset`` rasters with ``mean``, ``std`` (of a new observation, noise included),
+``std_latent`` and optional ``quantiles``, carrying the input's coordinates, attributes and CRS.
+
+Example:
+    >>> import numpy as np, xarray as xr, geogp
+    >>> y, x = np.arange(20.0), np.arange(30.0)
+    >>> z = np.sin(x / 5)[None, :] + np.cos(y / 4)[:, None]
+    >>> z[5:9, 10:15] = np.nan
+    >>> da = xr.DataArray(z, dims=("y", "x"), coords={"y": y, "x": x}).rio.write_crs(32633)
+    >>> model = geogp.fit(da, n_features=64, maxiter=20)
+    >>> pred = model.predict(like=da)
+    >>> sorted(pred.data_vars), pred["mean"].shape
+    (['mean', 'std', 'std_latent'], (20, 30))
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from geogp import engines
+from geogp._progress import TrainingBar, bar
+from geogp.adapters import (
+    KM_PER_DEGREE,
+    GridData,
+    GridSpec,
+    Target,
+    prediction_dataset,
+    target_from,
+    to_grid_data,
+    to_point_data,
+)
+from geogp.exceptions import InputError
+
+__all__ = ["GeoRegressor", "fit"]
+
+
+class GeoRegressor:
+    """Gaussian-process gap filling for rasters, with scikit-learn manners.
+
+    Args:
+        model: ``"afs"`` (default), ``"wavelet"`` (if installed) or ``"exact"`` (small data).
+        kernel: kernel name for ``afs``/``exact`` (default ``"matern32"``; also ``"se"``,
+            ``"matern12"``, ``"matern52"``, sums ``"matern12+matern32"``).
+        n_features: Fourier features M for ``afs`` (default 1000).
+        share_hyperparameters: with an extra dimension (time...), learn the hyperparameters on
+            the first slice and reuse them (no optimisation) for the others. They are shared in
+            standardised units: each slice keeps its own mean and scale, and shares the
+            lengthscales relative to its observed extent and the signal-to-noise ratio.
+            Default False: every slice is fitted independently.
+        crs: CRS override for inputs without one (EPSG code, WKT...).
+        nodata: nodata value override (cells equal to it are missing).
+        progress: show tqdm progress bars on stderr.
+        options: further keyword arguments of the model (e.g. ``maxiter``, ``margin``,
+            ``lengthscale``, ``noise``; see :class:`~geogp.models.afs.AFSRegressor`).
+
+    Attributes:
+        estimators_: the fitted model per slice (list, one element without extra dimension).
+        spec_: :class:`~geogp.adapters.GridSpec` (dimension names, CRS, longitude scaling).
+        target_: the default prediction grid (the input raster, or ``grid=`` for points).
+        extra_dim_, extra_coords_: the extra dimension and its coordinates (or None, {}).
+        n_observed_: observed cells/points per slice. fit_time_s_: seconds per slice.
+        attrs_, name_: attributes and name of the input, copied to predictions.
+    """
+
+    def __init__(self, model: str = "afs", *, kernel=None, n_features=None,
+                 share_hyperparameters: bool = False, crs=None, nodata=None,
+                 progress: bool = False, options: dict | None = None):
+        self.model = model
+        self.kernel = kernel
+        self.n_features = n_features
+        self.share_hyperparameters = share_hyperparameters
+        self.crs = crs
+        self.nodata = nodata
+        self.progress = progress
+        self.options = options
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, data, *, var: str | None = None, x: str = "x", y: str = "y",
+            value: str = "value", grid=None) -> GeoRegressor:
+        """Fit to a raster or to a table of points. Returns self.
+
+        Args:
+            data: ``xr.DataArray`` (or ``xr.Dataset`` with ``var``) with two spatial dimensions
+                and at most one extra one; or a pandas/GeoPandas table of points.
+            var: variable of a Dataset.
+            x, y, value: column names of a point table.
+            grid: for points, the target raster (DataArray/Dataset) that ``predict()`` fills
+                by default; the model's window is made to cover it.
+        """
+        if self.model not in engines.MODELS:
+            raise InputError(f"model must be one of {list(engines.MODELS)}; got {self.model!r}.")
+        if isinstance(data, (xr.DataArray, xr.Dataset)):
+            if grid is not None:
+                raise InputError("grid= is for point tables; a raster is its own grid.")
+            return self._fit_raster(to_grid_data(data, var=var, crs=self.crs,
+                                                 nodata=self.nodata))
+        return self._fit_table(data, x=x, y=y, value=value, grid=grid)
+
+    def _estimator(self, label: str, overrides: dict | None = None):
+        opts = {**(self.options or {}), **(overrides or {})}
+        tracker = None
+        if self.model == "afs":
+            maxiter = opts.get("maxiter", 300)
+            tracker = TrainingBar(label, maxiter, bool(self.progress))
+        est = engines.make_estimator(self.model, self.kernel, self.n_features, opts, tracker)
+        return est, tracker
+
+    def _finish(self, spec: GridSpec, target: Target | None, attrs: dict, name):
+        self.spec_, self.target_, self.attrs_, self.name_ = spec, target, attrs, name
+
+    def _fit_raster(self, g: GridData) -> GeoRegressor:
+        self.estimators_, self.n_observed_, self.fit_time_s_ = [], [], []
+        shared = None
+        for s in range(g.n_slices):
+            label = f"slice {s + 1}/{g.n_slices} " if g.n_slices > 1 else ""
+            est, tracker = self._estimator(label, shared)
+            t0 = time.perf_counter()
+            try:
+                engines.fit_grid(est, g.axes, g.values[s], g.regular)
+            finally:
+                if tracker is not None:
+                    tracker.close()
+            self.fit_time_s_.append(time.perf_counter() - t0)
+            self.estimators_.append(est)
+            self.n_observed_.append(_n_observed(est, g.values[s]))
+            if self.share_hyperparameters and shared is None and g.n_slices > 1:
+                shared = self._shared_from(est)
+        self.extra_dim_, self.extra_coords_ = g.extra_dim, g.extra_coords
+        self._finish(g.spec, g.target(), g.attrs, g.name)
+        return self
+
+    def _shared_from(self, est) -> dict:
+        if self.model != "afs":
+            raise InputError("share_hyperparameters=True is supported for model='afs' only.")
+        return {"kernel": est.kernel_, "noise": est.noise_, "optimize": False}
+
+    def _fit_table(self, table, *, x, y, value, grid) -> GeoRegressor:
+        if not hasattr(table, "__getitem__"):
+            raise InputError(
+                f"expected an xarray DataArray/Dataset or a table of points; got "
+                f"{type(table).__name__}."
+            )
+        pts = to_point_data(table, x=x, y=y, value=value, crs=self.crs, grid=grid)
+        target = target_from(pts.spec, like=grid) if grid is not None else None
+        axes = list(pts.spec.to_model(target.y, target.x)) if target is not None else None
+        est, tracker = self._estimator("")
+        t0 = time.perf_counter()
+        try:
+            engines.fit_points(est, pts.X, pts.values, axes)
+        finally:
+            if tracker is not None:
+                tracker.close()
+        self.estimators_, self.n_observed_ = [est], [int(pts.values.size)]
+        self.fit_time_s_ = [time.perf_counter() - t0]
+        self.extra_dim_, self.extra_coords_ = None, {}
+        attrs = dict(grid.attrs) if grid is not None else {}
+        self._finish(pts.spec, target, attrs, pts.name)
+        return self
+
+    # ------------------------------------------------------------------ prediction
+    def _check_fitted(self):
+        if not hasattr(self, "estimators_"):
+            raise InputError("this model is not fitted yet; call fit(...) first.")
+
+    def predict(self, like=None, *, x=None, y=None, quantiles=None, outside: str = "raise",
+                points: bool = False) -> xr.Dataset:
+        """Predict on a raster grid (or at points).
+
+        Args:
+            like: DataArray/Dataset whose spatial grid to fill (same CRS). Default: the input
+                raster (or the ``grid=`` given with points).
+            x, y: coordinate vectors of the target grid (in the input's CRS), instead of like.
+            quantiles: e.g. ``[0.05, 0.95]``: adds ``quantiles`` of a new observation.
+            outside: cells outside the model's window raise (``"raise"``) or are NaN (``"nan"``).
+            points: with ``x`` and ``y`` of equal length, predict at the points (x_i, y_i)
+                instead of on their grid; the result has dimension ``point``.
+
+        Returns:
+            ``xr.Dataset`` with ``mean``, ``std`` (new observation, noise included),
+            ``std_latent`` (and ``quantiles``), dims (extra, y, x), the input's coords, attrs
+            and CRS.
+        """
+        self._check_fitted()
+        if outside not in ("raise", "nan"):
+            raise InputError(f"outside must be 'raise' or 'nan'; got {outside!r}.")
+        if points:
+            return self._predict_points(x, y, quantiles, outside)
+        if like is None and x is None and y is None:
+            if self.target_ is None:
+                raise InputError("the model was fitted on points without grid=...; pass "
+                                 "like=DataArray or x=/y= coordinates to predict on.")
+            target = self.target_
+        else:
+            target = target_from(self.spec_, like, x=x, y=y)
+        axes = list(self.spec_.to_model(target.y, target.x))
+        n = len(self.estimators_)
+        with bar("prediction", n * len(axes[0]), bool(self.progress), unit="row") as pbar:
+            preds = [engines.predict_grid(est, axes, outside, on_block=pbar.update)
+                     for est in self.estimators_]
+        stack = [np.stack([getattr(p, f) for p in preds]) for f in
+                 ("mean", "var_latent", "var_observed")]
+        return prediction_dataset(
+            *stack, (target.y_dim, target.x_dim), target.coords,
+            crs_wkt=self.spec_.crs_wkt or target.crs_wkt,
+            spatial_dims=(target.y_dim, target.x_dim), extra_dim=self.extra_dim_,
+            extra_coords=self.extra_coords_, quantiles=quantiles, attrs=self.attrs_,
+            name=self.name_)
+
+    def _predict_points(self, x, y, quantiles, outside) -> xr.Dataset:
+        xs = np.atleast_1d(np.asarray(x, dtype=np.float64))
+        ys = np.atleast_1d(np.asarray(y, dtype=np.float64))
+        if xs.shape != ys.shape or xs.ndim != 1:
+            raise InputError(f"points=True needs x and y vectors of equal length; got shapes "
+                             f"{xs.shape} and {ys.shape}.")
+        my, mx = self.spec_.to_model(ys, xs)
+        X = np.stack([my, mx], axis=1)
+        preds = [engines.predict_points(est, X, outside) for est in self.estimators_]
+        stack = [np.stack([getattr(p, f) for p in preds]) for f in
+                 ("mean", "var_latent", "var_observed")]
+        coords = {self.spec_.y_dim: xr.Variable("point", ys),
+                  self.spec_.x_dim: xr.Variable("point", xs)}
+        return prediction_dataset(*stack, ("point",), coords, crs_wkt=self.spec_.crs_wkt,
+                                  extra_dim=self.extra_dim_, extra_coords=self.extra_coords_,
+                                  quantiles=quantiles, attrs=self.attrs_, name=self.name_)
+
+    # ------------------------------------------------------------------ reporting
+    def hyperparameters(self) -> pd.DataFrame:
+        """One row per slice: lengthscales (y, x) in the input's units (and km for geographic
+        inputs, whose lengthscales are in degrees of latitude), signal and noise sd, M, time."""
+        self._check_fitted()
+        rows = []
+        for s, est in enumerate(self.estimators_):
+            d = engines.describe(est)
+            row = {"slice": s}
+            ell = d["lengthscale"]
+            for p in range(0 if ell is None else ell.shape[0]):
+                sfx = "" if ell.shape[0] == 1 else f"_{p + 1}"
+                row[f"lengthscale_y{sfx}"], row[f"lengthscale_x{sfx}"] = ell[p]
+                if self.spec_.geographic:
+                    row[f"lengthscale_y_km{sfx}"] = ell[p, 0] * KM_PER_DEGREE
+                    row[f"lengthscale_x_km{sfx}"] = ell[p, 1] * KM_PER_DEGREE
+            row.update(signal_sd=d["signal_sd"], noise_sd=d["noise_sd"],
+                       n_observed=self.n_observed_[s], n_features=d["n_features"],
+                       n_iter=d["n_iter"], converged=d["converged"],
+                       fit_time_s=self.fit_time_s_[s])
+            rows.append(row)
+        return pd.DataFrame(rows).set_index("slice")
+
+    @property
+    def lengthscale_(self) -> np.ndarray:
+        """Lengthscales (y, x) of the first slice's first kernel part, in the input's units
+        (degrees of latitude for geographic inputs)."""
+        self._check_fitted()
+        ell = engines.describe(self.estimators_[0])["lengthscale"]
+        if ell is None:
+            raise InputError(f"model={self.model!r} has no single lengthscale.")
+        return ell[0]
+
+    def summary(self) -> str:
+        """A short human-readable report of the fit."""
+        table = self.hyperparameters()
+        spec = self.spec_
+        crs = spec.crs.to_string() if spec.crs is not None else "none"
+        lines = [f"geogp {self.model} model, CRS {crs}" + (f" ({spec.assumed})" if spec.assumed
+                                                             else "")]
+        for s, row in table.iterrows():
+            head = f"  slice {s}: " if len(table) > 1 else "  "
+            ell = [c for c in table.columns if c.startswith("lengthscale_") and "_km" not in c]
+            parts = []
+            for c_y, c_x in zip(ell[0::2], ell[1::2]):
+                txt = f"lengthscale (y, x) = ({row[c_y]:.4g}, {row[c_x]:.4g}) {spec.units}"
+                if spec.geographic:
+                    txt += (f" ≈ ({row[c_y.replace('_y', '_y_km', 1)]:.3g}, "
+                            f"{row[c_x.replace('_x', '_x_km', 1)]:.3g}) km")
+                parts.append(txt)
+            parts.append(f"signal sd {row['signal_sd']:.4g}, noise sd {row['noise_sd']:.4g}")
+            feats = "" if pd.isna(row["n_features"]) else f", {int(row['n_features'])} features"
+            parts.append(f"{int(row['n_observed'])} observations{feats}, fit in "
+                         f"{row['fit_time_s']:.1f} s")
+            lines.append(head + "; ".join(parts))
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path, *, overwrite: bool = False) -> None:
+        """Save the fitted model to one ``.npz`` file (no pickle); see :mod:`geogp.persist`."""
+        from geogp.persist import save_model
+
+        save_model(self, path, overwrite=overwrite)
+
+    @classmethod
+    def load(cls, path) -> GeoRegressor:
+        """Load a model saved by :meth:`save`; predictions are reproduced exactly."""
+        from geogp.persist import load_model
+
+        return load_model(path)
+
+
+def _n_observed(est, values) -> int:
+    n = getattr(getattr(est, "stats_", None), "n", None)
+    if n is not None:
+        return int(float(n))
+    return int(np.isfinite(np.asarray(values)).sum())
+
+
+_OWN = ("kernel", "n_features", "share_hyperparameters", "crs", "nodata", "progress")
+
+
+def fit(data, model: str = "afs", *, var: str | None = None, x: str = "x", y: str = "y",
+        value: str = "value", grid=None, **kwargs) -> GeoRegressor:
+    """Fit a Gaussian process to a raster or to points: ``GeoRegressor(...).fit(data)``.
+
+    Args:
+        data: ``xr.DataArray``/``xr.Dataset`` raster (NaN/nodata = missing, numpy or dask) or a
+            pandas/GeoPandas table of points.
+        model: ``"afs"`` (default), ``"wavelet"`` or ``"exact"``.
+        var: variable of a Dataset. x, y, value: columns of a point table. grid: target
+            raster for points.
+        **kwargs: :class:`GeoRegressor` arguments (``kernel``, ``n_features``,
+            ``share_hyperparameters``, ``crs``, ``nodata``, ``progress``) and model options
+            (``maxiter``, ``margin``, ``lengthscale``, ``noise``, ...).
+
+    Returns:
+        The fitted :class:`GeoRegressor`.
+    """
+    own = {k: kwargs.pop(k) for k in list(kwargs) if k in _OWN}
+    reg = GeoRegressor(model, options=kwargs or None, **own)
+    return reg.fit(data, var=var, x=x, y=y, value=value, grid=grid)

@@ -1,0 +1,198 @@
+"""The numerical models behind the geodata front end, one small contract for all of them.
+
+The front end (:mod:`geogp.api`) speaks xarray; the models speak numpy. This module is the glue,
+in numpy only: build an estimator by name, fit it on a raster or on points so that its window
+covers the prediction grid, predict in row blocks, and describe the fitted hyperparameters.
+
+Models:
+    ``"afs"``: :class:`~geogp.models.afs.AFSRegressor` (default). Regular rasters take the grid
+    path (``fit_grid``: statistics by separable transforms, O(M) per step on complete grids);
+    irregular coordinates and scattered points take ``fit``.
+    ``"wavelet"``: :class:`~geogp.models.wavelet.WaveletRegressor`, when that module is
+    installed; rasters are fitted on their observed cells as scattered points.
+    ``"exact"``: :class:`~geogp.models.exact.ExactGP`, for small data (≤ 5,000 points).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import numpy as np
+
+from geogp.exceptions import InputError
+from geogp.models.base import Prediction
+
+__all__ = ["MODELS", "make_estimator", "fit_grid", "fit_points", "predict_grid",
+           "predict_points", "describe", "EXACT_MAX_POINTS"]
+
+MODELS = ("afs", "wavelet", "exact")
+EXACT_MAX_POINTS = 5000
+_CLASSES = {
+    "afs": ("geogp.models.afs", "AFSRegressor"),
+    "wavelet": ("geogp.models.wavelet", "WaveletRegressor"),
+    "exact": ("geogp.models.exact", "ExactGP"),
+}
+
+
+def _estimator_class(model: str):
+    if model not in MODELS:
+        raise InputError(f"model must be one of {list(MODELS)}; got {model!r}.")
+    module, name = _CLASSES[model]
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as err:
+        raise InputError(
+            f"model={model!r} needs {module}.{name}, which is not available in this "
+            f"installation ({err}). Use model='afs'."
+        ) from err
+
+
+def make_estimator(model: str = "afs", kernel=None, n_features=None, options: dict | None = None,
+                   progress=None):
+    """An unfitted estimator of the named model.
+
+    Args:
+        model: one of :data:`MODELS`.
+        kernel: kernel name (``afs``, ``exact``); default ``"matern32"``.
+        n_features: number of Fourier features M (``afs`` only); default 1000.
+        options: further keyword arguments of the estimator (validated against its signature).
+        progress: ``progress(iteration, objective)`` callback (``afs`` only).
+    """
+    cls = _estimator_class(model)
+    params = dict(options or {})
+    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    if kernel is not None:
+        params["kernel"] = kernel
+    elif "kernel" in accepted and model != "wavelet":
+        params.setdefault("kernel", "matern32")
+    if n_features is not None:
+        params["n_features"] = n_features
+    if progress is not None and "progress" in accepted:
+        params["progress"] = progress
+    unknown = sorted(set(params) - accepted)
+    if unknown:
+        raise InputError(
+            f"unknown option(s) {unknown} for model={model!r}; it accepts {sorted(accepted)}."
+        )
+    return cls(**params)
+
+
+def _kind(est) -> str:
+    return {"AFSRegressor": "afs", "WaveletRegressor": "wavelet", "ExactGP": "exact"}.get(
+        type(est).__name__, "other")
+
+
+def _cover_margin(est, lo, hi, t_lo, t_hi, scale=None) -> None:
+    """Widen the estimator's window so that it covers the target box [t_lo, t_hi] (model units).
+
+    AFS: window width = extent·window_factor + 2·margin·extent, centred on the data's box.
+    Wavelet: window = data box ± margin in standardised units (``scale`` = x standard deviations).
+    """
+    if t_lo is None:
+        return
+    extent = np.maximum(hi - lo, 1e-300)
+    if _kind(est) == "afs":
+        half = np.maximum((lo + hi) / 2 - t_lo, t_hi - (lo + hi) / 2)
+        need = (2 * half * (1 + 1e-9) - extent * est.window_factor) / (2 * extent)
+        est.margin = float(max(est.margin, need.max(), 0.0))
+    elif _kind(est) == "wavelet":
+        need = np.maximum(lo - t_lo, t_hi - hi) / scale
+        est.margin = float(max(est.margin, need.max() * (1 + 1e-9) + 1e-12, 0.0))
+
+
+def fit_points(est, X: np.ndarray, y: np.ndarray, target_axes=None):
+    """Fit on scattered points X (N, 2) (model coordinates), y (N,); window covers target_axes."""
+    if _kind(est) == "exact" and X.shape[0] > EXACT_MAX_POINTS:
+        raise InputError(
+            f"model='exact' costs O(N³) and is limited to {EXACT_MAX_POINTS} points; got "
+            f"{X.shape[0]}. Use model='afs'."
+        )
+    if target_axes is not None:
+        t_lo = np.array([min(a.min(), b) for a, b in zip(target_axes, X.min(axis=0))])
+        t_hi = np.array([max(a.max(), b) for a, b in zip(target_axes, X.max(axis=0))])
+        _cover_margin(est, X.min(axis=0), X.max(axis=0), t_lo, t_hi, X.std(axis=0))
+    return est.fit(X, y)
+
+
+def fit_grid(est, axes: list, values, regular: bool):
+    """Fit on one raster slice: ``values`` (N_y, N_x) numpy or dask, NaN = missing.
+
+    ``axes`` are the model coordinates of the rows and columns. Regular rasters go to AFS's grid
+    path; otherwise (or for other models) the observed cells are fitted as scattered points with
+    a window that covers the whole raster.
+    """
+    if _kind(est) == "afs" and regular:
+        return est.fit_grid(axes, values)
+    v = np.asarray(values, dtype=np.float64)
+    if np.isinf(v).any():
+        raise InputError("the raster contains infinite values; replace them by NaN (missing) "
+                         "or finite numbers.")
+    obs = np.isfinite(v)
+    iy, ix = np.nonzero(obs)
+    X = np.stack([axes[0][iy], axes[1][ix]], axis=1)
+    return fit_points(est, X, v[obs], axes)
+
+
+def predict_grid(est, axes: list, outside: str = "raise", block_cells: int = 2**20,
+                 on_block=None) -> Prediction:
+    """Predict on the tensor grid ``axes`` (model coordinates) in blocks of rows.
+
+    Returns a :class:`Prediction` of arrays (N_y, N_x). ``on_block(n_rows)`` is called after
+    each block (progress). Cost per block: AFS O(M² + cells·P); others as their ``predict``.
+    """
+    ny, nx = len(axes[0]), len(axes[1])
+    step = max(1, int(block_cells // max(nx, 1)))
+    parts = []
+    for start in range(0, ny, step):
+        rows = axes[0][start:start + step]
+        if _kind(est) == "afs":
+            p = est.predict_grid([rows, axes[1]], outside=outside)
+        else:
+            Y, X = np.meshgrid(rows, axes[1], indexing="ij")
+            p = predict_points(est, np.stack([Y.ravel(), X.ravel()], axis=1), outside)
+            p = Prediction(*(np.reshape(a, Y.shape) for a in p))
+        parts.append(p)
+        if on_block is not None:
+            on_block(len(rows))
+    return Prediction(*(np.concatenate([getattr(p, f) for p in parts], axis=0)
+                        for f in Prediction._fields))
+
+
+def predict_points(est, X: np.ndarray, outside: str = "raise") -> Prediction:
+    """Predict at points X (N*, 2) in model coordinates."""
+    if _kind(est) == "afs":
+        return est.predict(X, outside=outside)
+    if _kind(est) == "exact":
+        parts = [est.predict(X[i:i + 2048]) for i in range(0, X.shape[0], 2048)]
+        return Prediction(*(np.concatenate([getattr(p, f) for p in parts])
+                            for f in Prediction._fields))
+    return est.predict(X)
+
+
+def describe(est) -> dict:
+    """Fitted hyperparameters on the data's scale.
+
+    Returns a dict: ``lengthscale`` ((P, 2) array in model units, rows = kernel parts, columns
+    = (y, x); None for wavelet models), ``signal_sd``, ``noise_sd``, ``n_features``,
+    ``n_iter``, ``converged``, ``objective``.
+    """
+    sc = est.scaler_
+    rep = getattr(est, "report_", None)
+    out = {"lengthscale": None, "signal_sd": np.nan, "noise_sd": np.nan, "n_features": None,
+           "n_iter": getattr(rep, "n_iter", None), "converged": getattr(rep, "converged", None),
+           "objective": getattr(rep, "objective", None)}
+    kind = _kind(est)
+    if kind in ("afs", "exact"):
+        parts = getattr(est.kernel_, "parts", (est.kernel_,))
+        out["lengthscale"] = np.stack(
+            [np.broadcast_to(np.asarray(p.lengthscale), sc.x_scale.shape) * sc.x_scale
+             for p in parts])
+        out["signal_sd"] = float(np.sqrt(float(est.kernel_.variance_at_zero)) * sc.y_scale)
+        out["noise_sd"] = float(np.sqrt(est.noise_) * sc.y_scale)
+        if kind == "afs":
+            out["n_features"] = est.features_.n_features
+    elif kind == "wavelet":
+        out["noise_sd"] = float(np.sqrt(float(est.params_["noise"])) * sc.y_scale)
+        out["n_features"] = int(est.n_features_)
+    return out

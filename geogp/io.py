@@ -1,0 +1,252 @@
+"""Read rasters and write predictions: GeoTIFF (optionally Cloud-Optimized) and CF NetCDF.
+
+Every write is atomic: the file is written under a temporary name in the destination's
+directory and moved into place with :func:`os.replace`, so a failure (full disk, interrupted
+run, bad argument) never leaves a partial file behind, and an existing file is replaced only by
+a complete one. Existing outputs are refused unless ``overwrite=True``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import rioxarray  # noqa: F401  (registers the .rio accessor)
+import xarray as xr
+
+from geogp.adapters import find_spatial_dims
+from geogp.exceptions import InputError, OutputExistsError, ReadError
+
+__all__ = ["open_raster", "atomic_path", "check_writable", "write_geotiff", "write_netcdf",
+           "GEOTIFF_BANDS"]
+
+GEOTIFF_BANDS = ("mean", "std")  # band 1, band 2; latent std and quantiles optional after them
+_TIF = (".tif", ".tiff", ".gtiff")
+_NC = (".nc", ".nc4", ".netcdf", ".cdf", ".h5", ".hdf5")
+
+
+# --------------------------------------------------------------------------- reading
+def open_raster(path, var: str | None = None) -> xr.DataArray:
+    """Open a GeoTIFF or NetCDF raster as a DataArray with missing cells as NaN.
+
+    Args:
+        path: ``.tif``/``.tiff`` (read with ``rioxarray.open_rasterio(masked=True)``: nodata
+            becomes NaN, a single band is squeezed) or ``.nc`` (xarray, engine h5netcdf,
+            ``decode_coords="all"`` so that ``spatial_ref`` is a coordinate, not a variable).
+        var: NetCDF variable; optional when the file has a single data variable.
+
+    Returns:
+        The raster, lazily loaded (data are read when used).
+
+    Raises:
+        ReadError: the file is missing or cannot be read as a raster.
+        InputError: ``var`` is not in the file (the message lists the variables).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ReadError(f"cannot read {str(path)!r}: no such file.")
+    suffix = path.suffix.lower()
+    if suffix in _NC:
+        return _open_netcdf(path, var)
+    try:
+        da = rioxarray.open_rasterio(path, masked=True)
+    except Exception as err:  # rasterio raises RasterioIOError and friends
+        msg = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ReadError(
+            f"cannot read {str(path)!r} as a raster ({msg}); geogp reads GeoTIFF (.tif) and "
+            "NetCDF (.nc) files."
+        ) from err
+    if isinstance(da, list):
+        raise ReadError(f"{str(path)!r} holds several subdatasets; convert the one you need.")
+    if isinstance(da, xr.Dataset):
+        from geogp.adapters import select_variable
+
+        da = select_variable(da, var)
+    elif var is not None:
+        names = [da.name] if da.name else []
+        long = da.attrs.get("long_name")
+        if var not in names and var != long:
+            raise InputError(f"variable {var!r} not found; {str(path)!r} is a GeoTIFF with bands "
+                             f"{list(np.atleast_1d(long)) if long else names}. Omit --var.")
+    if "band" in da.dims and da.sizes["band"] == 1:
+        da = da.squeeze("band", drop=True)
+    if da.name is None:
+        da.name = path.stem
+    return da
+
+
+def _open_netcdf(path: Path, var: str | None) -> xr.DataArray:
+    from geogp.adapters import select_variable
+
+    try:
+        ds = xr.open_dataset(path, engine="h5netcdf", decode_coords="all")
+    except Exception as err:
+        msg = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ReadError(
+            f"cannot read {str(path)!r} as NetCDF-4/HDF5 ({msg}). geogp reads NetCDF-4 files "
+            "(engine h5netcdf); convert classic NetCDF-3 files with 'nccopy -k nc4'."
+        ) from err
+    names = [str(n) for n in ds.data_vars]
+    if var is not None and var not in ds.data_vars:
+        raise InputError(f"variable {var!r} not found in {str(path)!r}; it has {names}.")
+    if var is None:
+        rasters = []
+        for n in names:
+            try:
+                find_spatial_dims(ds[n])
+                rasters.append(n)
+            except InputError:
+                pass
+        if len(rasters) == 1:
+            var = rasters[0]
+    return select_variable(ds, var)
+
+
+# --------------------------------------------------------------------------- atomic writes
+def check_writable(path, overwrite: bool = False) -> Path:
+    """Raise :class:`OutputExistsError` if ``path`` exists and not ``overwrite``; check the folder."""
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise OutputExistsError(
+            f"{str(path)!r} already exists; pass overwrite=True (CLI: --overwrite) to replace it."
+        )
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"cannot write {str(path)!r}: folder {str(parent)!r} does not exist.")
+    return path
+
+
+@contextlib.contextmanager
+def atomic_path(path, overwrite: bool = False):
+    """Context manager yielding a temporary path next to ``path``; moved into place on success.
+
+    On any exception the temporary file is removed and ``path`` is left untouched.
+    """
+    path = check_writable(path, overwrite)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}",
+                               dir=path.parent if str(path.parent) else ".")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        if path.exists() and not overwrite:  # appeared meanwhile
+            raise OutputExistsError(f"{str(path)!r} appeared while writing; not replaced.")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+
+
+# --------------------------------------------------------------------------- GeoTIFF
+def _bands(pred: xr.Dataset, latent: bool, quantiles: bool):
+    """(name, 2-D array) per band, in band order."""
+    y_dim, x_dim = find_spatial_dims(pred)
+    missing = [v for v in GEOTIFF_BANDS if v not in pred.data_vars]
+    if missing:
+        raise InputError(f"the prediction dataset lacks {missing}; expected the output of "
+                         "GeoRegressor.predict().")
+    names = list(GEOTIFF_BANDS) + (["std_latent"] if latent else [])
+    arrays = [pred[n] for n in names]
+    if quantiles and "quantiles" in pred:
+        for q in pred["quantile"].values:
+            arrays.append(pred["quantiles"].sel(quantile=q))
+            names.append(f"q{float(q):g}")
+    out = []
+    for name, a in zip(names, arrays):
+        extra = [d for d in a.dims if d not in (y_dim, x_dim)]
+        if not extra:
+            out.append((name, a.transpose(y_dim, x_dim)))
+            continue
+        if len(extra) > 1:
+            raise InputError(f"cannot write dims {extra} to a GeoTIFF; select a slice.")
+        for i in range(a.sizes[extra[0]]):
+            label = _label(a[extra[0]].values[i]) if extra[0] in a.coords else str(i)
+            out.append((f"{name} {extra[0]}={label}",
+                        a.isel({extra[0]: i}).transpose(y_dim, x_dim)))
+    return out
+
+
+def _label(value) -> str:
+    value = np.asarray(value)
+    if np.issubdtype(value.dtype, np.datetime64):
+        return str(np.datetime_as_string(value, unit="s")).replace("T00:00:00", "")
+    return str(value)
+
+
+def write_geotiff(pred: xr.Dataset, path, *, overwrite: bool = False, latent: bool = False,
+                  quantiles: bool = False, nodata: float = np.nan, compress: str = "deflate",
+                  cog: bool = False, dtype: str = "float32") -> Path:
+    """Write a prediction as a GeoTIFF on exactly its grid (CRS, transform, shape).
+
+    Band 1 = predictive mean, band 2 = std of a new observation (noise included); then
+    ``std_latent`` (``latent=True``) and one band per quantile (``quantiles=True``). Band
+    descriptions are the variable names ("mean", "std", ...). An extra dimension (time) gives one
+    band per variable and slice ("mean time=2020-01-01", ...).
+
+    Args:
+        pred: output of :meth:`geogp.api.GeoRegressor.predict`.
+        path: destination. overwrite: replace an existing file.
+        nodata: value written for cells without prediction (NaN by default).
+        compress: GDAL compression ("deflate", "lzw", "zstd", "none").
+        cog: write a Cloud-Optimized GeoTIFF (GDAL driver "COG", with overviews).
+        dtype: band data type ("float32" default, or "float64").
+
+    Returns:
+        The path written.
+    """
+    import rasterio
+
+    bands = _bands(pred, latent, quantiles)
+    ref = bands[0][1]
+    transform = ref.rio.transform(recalc=True)
+    crs = pred.rio.crs
+    profile = {"driver": "COG" if cog else "GTiff", "height": ref.shape[0],
+               "width": ref.shape[1], "count": len(bands), "dtype": dtype, "crs": crs,
+               "transform": transform, "nodata": nodata}
+    if compress and compress.lower() != "none":
+        profile["compress"] = compress.upper()
+    if not cog:
+        profile.update(tiled=ref.shape[0] >= 256 and ref.shape[1] >= 256, predictor=1)
+    with atomic_path(path, overwrite) as tmp:
+        with rasterio.open(tmp, "w", **profile) as dst:
+            for i, (name, arr) in enumerate(bands, start=1):
+                data = np.asarray(arr.values, dtype=np.float64)
+                if not np.isnan(nodata):
+                    data = np.where(np.isnan(data), nodata, data)
+                dst.write(data.astype(dtype), i)
+                dst.set_band_description(i, name)
+                units = arr.attrs.get("units")
+                if units:
+                    dst.update_tags(i, units=str(units))
+            dst.update_tags(software="geogp")
+    return Path(path)
+
+
+# --------------------------------------------------------------------------- NetCDF
+def write_netcdf(pred: xr.Dataset, path, *, overwrite: bool = False) -> Path:
+    """Write a prediction as CF NetCDF-4 (engine h5netcdf) with its grid mapping.
+
+    The CRS is stored CF-style in the ``spatial_ref`` variable (``grid_mapping_name``,
+    ``crs_wkt``, ``GeoTransform``) and every data variable names it in ``grid_mapping``;
+    :func:`open_raster` reads it back as a coordinate.
+    """
+    ds = pred.copy()
+    if ds.rio.crs is not None:
+        ds = ds.rio.write_crs(ds.rio.crs).rio.write_coordinate_system()
+        try:
+            ds = ds.rio.write_transform(ds.rio.transform(recalc=True))
+        except Exception:  # points or irregular grids have no affine transform
+            pass
+    ds.attrs.setdefault("Conventions", "CF-1.8")
+    encoding = {}
+    for v in ds.data_vars:
+        grid_mapping = ds[v].encoding.get("grid_mapping") or ds[v].attrs.pop("grid_mapping", None)
+        encoding[v] = {"zlib": True, "complevel": 4}
+        if grid_mapping:
+            encoding[v]["grid_mapping"] = grid_mapping
+    with atomic_path(path, overwrite) as tmp:
+        ds.to_netcdf(tmp, engine="h5netcdf", encoding=encoding)
+    return Path(path)

@@ -42,7 +42,9 @@ DEFAULT_CHUNK_BYTES = 256 * 2**20  # peak extra memory per chunk: well under 1 G
 class SufficientStats:
     """G = ΦΦᵀ (M, M) or its diagonal (M,) when ``diagonal``; r = Φy (M,); yy = yᵀy; n = N.
 
-    Statistics add: ``s1 + s2`` is the statistics of the union of two disjoint data sets.
+    With a mean function (:mod:`geogp.trend`) also F = ΦH (M, p), HH = HᵀH (p, p), Hy = Hᵀy (p,);
+    these are None otherwise. Statistics add: ``s1 + s2`` is the statistics of the union of two
+    disjoint data sets.
     """
 
     G: jnp.ndarray
@@ -50,13 +52,17 @@ class SufficientStats:
     yy: jnp.ndarray
     n: jnp.ndarray
     diagonal: bool = False
+    F: jnp.ndarray | None = None
+    HH: jnp.ndarray | None = None
+    Hy: jnp.ndarray | None = None
 
     def tree_flatten(self):
-        return (self.G, self.r, self.yy, self.n), self.diagonal
+        return (self.G, self.r, self.yy, self.n, self.F, self.HH, self.Hy), self.diagonal
 
     @classmethod
     def tree_unflatten(cls, diagonal, children):
-        return cls(*children, diagonal=diagonal)
+        G, r, yy, n, F, HH, Hy = children
+        return cls(G, r, yy, n, diagonal, F, HH, Hy)
 
     def __post_init__(self):
         G, r = np.shape(self.G), np.shape(self.r)
@@ -66,8 +72,13 @@ class SufficientStats:
     def __add__(self, other: SufficientStats) -> SufficientStats:
         if self.diagonal != other.diagonal:
             raise InputError("cannot add diagonal and dense statistics.")
+
+        def add(a, b):
+            return None if a is None else a + b
+
         return SufficientStats(self.G + other.G, self.r + other.r, self.yy + other.yy,
-                               self.n + other.n, self.diagonal)
+                               self.n + other.n, self.diagonal, add(self.F, other.F),
+                               add(self.HH, other.HH), add(self.Hy, other.Hy))
 
     @property
     def n_features(self) -> int:
@@ -78,11 +89,39 @@ class SufficientStats:
         return self.G if self.diagonal else jnp.diagonal(self.G)
 
 
-def _make(G, r, yy, n, diagonal=False) -> SufficientStats:
+def _make(G, r, yy, n, diagonal=False, F=None, HH=None, Hy=None) -> SufficientStats:
     if n == 0:
         raise AllMissingError("no observed values: every cell/point is missing (NaN).")
+
+    def arr(a):
+        return None if a is None else jnp.asarray(a)
+
     return SufficientStats(jnp.asarray(G), jnp.asarray(r), jnp.asarray(float(yy)),
-                           jnp.asarray(float(n)), diagonal)
+                           jnp.asarray(float(n)), diagonal, arr(F), arr(HH), arr(Hy))
+
+
+class _TrendAccumulator:
+    """Accumulates F = ΦH, HᵀH, Hᵀy chunk by chunk (nothing when ``powers`` is None)."""
+
+    def __init__(self, ff: FourierFeatures, powers):
+        self.powers = powers
+        if powers is not None:
+            p = len(powers)
+            self.L = np.zeros((p,) + trig.bin_sizes(ff, "linear"), dtype=np.complex128)
+            self.F = np.zeros((ff.n_features, p))
+            self.HH = np.zeros((p, p))
+            self.Hy = np.zeros(p)
+
+    def add_products(self, H: np.ndarray, y: np.ndarray) -> None:
+        if self.powers is not None:
+            self.HH += H.T @ H
+            self.Hy += H.T @ y
+
+    def result(self, ff: FourierFeatures):
+        if self.powers is None:
+            return {}
+        F = self.F + np.stack([trig.assemble_linear(ff, L) for L in self.L], axis=1)
+        return {"F": F, "HH": self.HH, "Hy": self.Hy}
 
 
 def _rows_per_chunk(row_bytes: float, chunk_bytes: float) -> int:
@@ -90,16 +129,20 @@ def _rows_per_chunk(row_bytes: float, chunk_bytes: float) -> int:
 
 
 def dense_stats(ff: FourierFeatures, X, y, chunk_bytes: float = DEFAULT_CHUNK_BYTES,
-                chunk_rows: int | None = None) -> SufficientStats:
+                chunk_rows: int | None = None, powers=None) -> SufficientStats:
     """G and r by explicit feature matrices, summed over row chunks (the reference route).
 
     Args:
         ff: the feature set; X: (N, D) numpy or dask array; y: (N,) numpy or dask array.
         chunk_bytes: bound on the feature-matrix chunk (N_c × M × 8 bytes).
         chunk_rows: explicit rows per chunk (overrides chunk_bytes).
+        powers: monomial exponents (p, D) of a mean function (:mod:`geogp.trend`), or None.
 
     Cost: O(N M²) time, O(M² + N_c M) memory.
     """
+    from geogp.trend import basis
+
+    trend = _TrendAccumulator(ff, powers)
     M = ff.n_features
     step = chunk_rows or _rows_per_chunk(8.0 * M * 2, chunk_bytes)
     G = np.zeros((M, M))
@@ -113,15 +156,22 @@ def dense_stats(ff: FourierFeatures, X, y, chunk_bytes: float = DEFAULT_CHUNK_BY
         G += Phi.T @ Phi
         r += Phi.T @ yc
         yy += float(yc @ yc)
-    return _make(0.5 * (G + G.T), r, yy, N)
+        if powers is not None:
+            H = basis(Xc, powers)
+            trend.F += Phi.T @ H
+            trend.add_products(H, yc)
+    return _make(0.5 * (G + G.T), r, yy, N, **trend.result(ff))
 
 
 def points_stats(ff: FourierFeatures, X, y, method: str = "nufft",
-                 chunk_bytes: float = DEFAULT_CHUNK_BYTES) -> SufficientStats:
+                 chunk_bytes: float = DEFAULT_CHUNK_BYTES, powers=None) -> SufficientStats:
     """G and r at scattered points through type-1 NUFFTs of the weights 1 and y (SPEC.md §4.3).
 
     Cost: O(N + P^D log P) for the transforms plus O(M²) to assemble G.
     """
+    from geogp.trend import basis
+
+    trend = _TrendAccumulator(ff, powers)
     N = int(X.shape[0])
     step = _rows_per_chunk(8.0 * 8, chunk_bytes)
     C = np.zeros(trig.bin_sizes(ff, "quad"), dtype=np.complex128)
@@ -133,7 +183,13 @@ def points_stats(ff: FourierFeatures, X, y, method: str = "nufft",
         C += trig.points_bins(ff, Xc, np.ones_like(yc), "quad", method)
         L += trig.points_bins(ff, Xc, yc, "linear", method)
         yy += float(yc @ yc)
-    return _make(trig.assemble_gram(ff, C), trig.assemble_linear(ff, L), yy, N)
+        if powers is not None:
+            H = basis(Xc, powers)
+            for j in range(len(powers)):
+                trend.L[j] += trig.points_bins(ff, Xc, H[:, j], "linear", method)
+            trend.add_products(H, yc)
+    return _make(trig.assemble_gram(ff, C), trig.assemble_linear(ff, L), yy, N,
+                 **trend.result(ff))
 
 
 def grid_lemma_holds(n_cells, n_freq) -> bool:
@@ -147,7 +203,7 @@ def grid_lemma_holds(n_cells, n_freq) -> bool:
 
 
 def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
-               chunk_bytes: float = DEFAULT_CHUNK_BYTES) -> SufficientStats:
+               chunk_bytes: float = DEFAULT_CHUNK_BYTES, powers=None) -> SufficientStats:
     """Statistics of a regular grid whose missing cells are NaN (SPEC.md §4.6).
 
     Args:
@@ -157,6 +213,7 @@ def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
         diagonal: use G = N·I (Lemma 3.1). Valid only for a complete grid, the odd lattice and
             W_d = N_d·η_d with 2K_d ≤ N_d; checked here, a violation raises.
         chunk_bytes: bound on the memory of one block of rows (the first axis is chunked).
+        powers: monomial exponents (p, D) of a mean function (:mod:`geogp.trend`), or None.
 
     Cost: O(N Σ_d P_d) for the bins, O(M²) to assemble G (skipped when ``diagonal``).
     """
@@ -164,6 +221,9 @@ def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
     if len(shape) != ff.n_dims or any(len(a) != s for a, s in zip(axes, shape)):
         raise InputError(f"grid values of shape {shape} do not match axes of lengths "
                          f"{[len(a) for a in axes]}.")
+    from geogp.trend import basis_grid
+
+    trend = _TrendAccumulator(ff, powers)
     Pq = trig.bin_sizes(ff, "quad")
     Pl = trig.bin_sizes(ff, "linear")
     C = np.zeros(Pq, dtype=np.complex128)
@@ -188,6 +248,12 @@ def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
         L += trig.grid_bins(ff, sub_axes, yb, "linear")
         yy += float(np.sum(yb * yb))
         n += int(obs.sum())
+        if powers is not None:
+            H = np.stack([basis_grid(sub_axes, powers, j)[obs] for j in range(len(powers))], 1)
+            for j in range(len(powers)):
+                trend.L[j] += trig.grid_bins(ff, sub_axes, obs * basis_grid(sub_axes, powers, j),
+                                             "linear")
+            trend.add_products(H, block[obs])
     if diagonal:
         if ff.lattice != "odd":
             raise InputError("the diagonal (Lemma 3.1) grid mode needs the odd lattice.")
@@ -204,5 +270,6 @@ def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
             raise InputError(f"Lemma 3.1 violated: need 2K_d ≤ N_d, got K = {list(ff.n_freq)} "
                              f"for grid {list(shape)}. Use fewer features.")
         return _make(np.full(ff.n_features, float(n)), trig.assemble_linear(ff, L), yy, n,
-                     diagonal=True)
-    return _make(trig.assemble_gram(ff, C), trig.assemble_linear(ff, L), yy, n)
+                     diagonal=True, **trend.result(ff))
+    return _make(trig.assemble_gram(ff, C), trig.assemble_linear(ff, L), yy, n,
+                 **trend.result(ff))

@@ -22,6 +22,7 @@ from geogp.kernels import make_kernel
 from geogp.models.base import Prediction, Standardizer
 from geogp.models.collapsed import collapsed_bound, posterior, trace_term
 from geogp.stats import DEFAULT_CHUNK_BYTES, dense_stats, grid_stats, points_stats
+from geogp.trend import basis, basis_grid, monomial_powers, ols, residual_stats
 
 __all__ = ["AFSRegressor", "grid_axes_info"]
 
@@ -68,6 +69,9 @@ class AFSRegressor:
         margin: extra window width on each side, in units of the data's extent (e.g. 0.1).
         lengthscale, variance, noise: initial hyperparameters in standardised units
             (defaults ℓ = 0.2, σ_f² = 1, σ² = 1: SPEC.md §1).
+        mean: mean function, None (zero on the standardised scale: the data's mean),
+            ``"constant"``, ``"linear"`` or ``"quadratic"`` trend in the coordinates, learnt
+            jointly with θ (:mod:`geogp.trend`).
         grid_mode: for complete rasters, ``"auto"`` uses G = N·I (Lemma 3.1, O(M) per step)
             when it holds, ``"exact"`` always uses the dense G.
         stats_method: scattered points: ``"auto"`` (NUFFT above 2,000 points), ``"nufft"``,
@@ -79,12 +83,13 @@ class AFSRegressor:
 
     Attributes:
         features_, stats_, kernel_ (standardised units), noise_, posterior_, report_, scaler_,
-        stats_time_s_: seconds spent reading the data into statistics.
+        beta_ (mean-function coefficients, standardised units, or None), powers_ (its
+        monomial exponents), stats_time_s_: seconds spent reading the data into statistics.
     """
 
     def __init__(self, kernel="matern32", *, n_features=1000, n_freq=None, lattice="odd",
                  window_factor=DEFAULT_WIDTH_FACTOR, margin=0.0, lengthscale=0.2, variance=1.0,
-                 noise=1.0, grid_mode="auto", stats_method="auto", optimize=True, maxiter=300,
+                 noise=1.0, mean=None, grid_mode="auto", stats_method="auto", optimize=True, maxiter=300,
                  chunk_bytes=DEFAULT_CHUNK_BYTES, max_bytes=4 * 2**30, progress=None):
         self.kernel = kernel
         self.n_features = n_features
@@ -95,6 +100,7 @@ class AFSRegressor:
         self.lengthscale = lengthscale
         self.variance = variance
         self.noise = noise
+        self.mean = mean
         self.grid_mode = grid_mode
         self.stats_method = stats_method
         self.optimize = optimize
@@ -128,14 +134,16 @@ class AFSRegressor:
         Xs, ys = self.scaler_.x(X), self.scaler_.y(y)
         center, width = self._window(Xs.min(axis=0), Xs.max(axis=0))
         self.features_ = self._features(center, width)
+        self.powers_ = monomial_powers(self.mean, X.shape[1])
         t0 = time.perf_counter()
         method = self.stats_method
         if method == "auto":
             method = "nufft" if X.shape[0] > 2000 else "dense"
         if method == "dense":
-            self.stats_ = dense_stats(self.features_, Xs, ys, self.chunk_bytes)
+            self.stats_ = dense_stats(self.features_, Xs, ys, self.chunk_bytes, powers=self.powers_)
         elif method == "nufft":
-            self.stats_ = points_stats(self.features_, Xs, ys, "nufft", self.chunk_bytes)
+            self.stats_ = points_stats(self.features_, Xs, ys, "nufft", self.chunk_bytes,
+                                       powers=self.powers_)
         else:
             raise InputError(f"stats_method must be 'auto', 'dense' or 'nufft'; got {method!r}.")
         self.stats_time_s_ = time.perf_counter() - t0
@@ -186,8 +194,9 @@ class AFSRegressor:
             ff = self._features(center, width)
         self.features_ = ff
         values_std = (values - y_mean) / y_std  # lazy for dask
+        self.powers_ = monomial_powers(self.mean, len(axes))
         self.stats_ = grid_stats(ff, saxes, values_std, diagonal=diagonal,
-                                 chunk_bytes=self.chunk_bytes)
+                                 chunk_bytes=self.chunk_bytes, powers=self.powers_)
         self.stats_time_s_ = time.perf_counter() - t0
         return self._learn(len(axes))
 
@@ -243,24 +252,35 @@ class AFSRegressor:
         n = float(stats.n)
 
         freqs = jnp.asarray(ff.frequencies)
+        if self.powers_ is not None:
+            params["mean"] = jnp.asarray(ols(stats))
 
         def loss(p, st, z):
             log_lam = p["kernel"].log_spectral_density(z) - ff.log_norm
+            if "mean" in p:
+                st = residual_stats(st, p["mean"])
             return -collapsed_bound(log_lam, p["noise"], p["kernel"].variance_at_zero, st) / n
 
         if self.optimize:
             params, report = minimize_lbfgs(loss, params, args=(stats, freqs),
-                                            maxiter=self.maxiter, progress=self.progress)
+                                            unconstrained=("mean",), maxiter=self.maxiter,
+                                            progress=self.progress)
             report.objective *= n
             report.history = [h * n for h in report.history]
         else:
             report = FitReport(float(loss(params, stats, freqs)) * n, 0, 1, True, "not optimised", 0.0)
         self.kernel_, self.noise_ = params["kernel"], float(params["noise"])
+        self.beta_ = np.asarray(params["mean"]) if "mean" in params else None
         self.report_ = report
         self._diagnose()
         self.posterior_ = posterior(ff.log_lambda(self.kernel_), self.noise_,
-                                    self.kernel_.variance_at_zero, stats)
+                                    self.kernel_.variance_at_zero, self._residual_stats())
         return self
+
+    def _residual_stats(self):
+        if self.beta_ is None:
+            return self.stats_
+        return residual_stats(self.stats_, jnp.asarray(self.beta_))
 
     def _diagnose(self):
         ells = [np.min(np.asarray(p.lengthscale)) for p in getattr(self.kernel_, "parts", [self.kernel_])]
@@ -273,7 +293,8 @@ class AFSRegressor:
     def bound(self) -> float:
         """The collapsed bound L'' at the fitted parameters (standardised scale)."""
         ll = self.features_.log_lambda(self.kernel_)
-        return float(collapsed_bound(ll, self.noise_, self.kernel_.variance_at_zero, self.stats_))
+        return float(collapsed_bound(ll, self.noise_, self.kernel_.variance_at_zero,
+                                     self._residual_stats()))
 
     def trace_diagnostic(self) -> float:
         """t = N k(0) − Σ λ_m G_mm at the fitted parameters (0 would mean M saturates)."""
@@ -316,6 +337,8 @@ class AFSRegressor:
         else:
             mean = trig.evaluate_points(ff, Xs, trig.linear_coefficients(ff, post.weights), "linear")
             var = post.kvar0 + trig.evaluate_points(ff, Xs, trig.quad_coefficients(ff, post.quad), "quad")
+        if self.beta_ is not None:
+            mean = mean + basis(Xs, self.powers_) @ self.beta_
         return mean, np.maximum(var, 0.0)
 
     def predict_grid(self, axes, outside: str = "raise") -> Prediction:
@@ -333,6 +356,9 @@ class AFSRegressor:
         mean = trig.evaluate_grid(ff, saxes, trig.linear_coefficients(ff, post.weights), "linear")
         var = post.kvar0 + trig.evaluate_grid(ff, saxes, trig.quad_coefficients(ff, post.quad), "quad")
         var = np.maximum(var, 0.0)
+        if self.beta_ is not None:
+            for j, b in enumerate(self.beta_):
+                mean = mean + b * basis_grid(saxes, self.powers_, j)
         inside = inside_axes[0]
         for m in inside_axes[1:]:
             inside = np.multiply.outer(inside, m)

@@ -70,9 +70,11 @@ def _dense_parts_reference(log_lam, noise, G, r):
 def _dense_parts(log_lam, noise, G, r):
     """(log|A|, ‖c‖²) with A = I + σ⁻²Λ½GΛ½, ‖c‖² = σ⁻⁴ vᵀA⁻¹v, v = λ½ ⊙ r.
 
-    Analytic derivatives (G, r are data constants; their cotangents are not computed):
+    Analytic derivatives (G is a data constant: its cotangent is returned as zero, so G must
+    never depend on parameters; r may, e.g. through a mean function):
         ∂log|A|/∂log λ_m = 1 − (A⁻¹)_mm,     ∂log|A|/∂σ² = −(M − tr A⁻¹)/σ²,
-        ∂‖c‖²/∂log λ_m = σ⁻⁴ α_m²,          ∂‖c‖²/∂σ² = −σ⁻⁶ (vᵀα + αᵀα),   α = A⁻¹v.
+        ∂‖c‖²/∂log λ_m = σ⁻⁴ α_m²,          ∂‖c‖²/∂σ² = −σ⁻⁶ (vᵀα + αᵀα),
+        ∂‖c‖²/∂r = 2σ⁻⁴ λ½ ⊙ α,             α = A⁻¹v.
     """
     return _dense_fwd(log_lam, noise, G, r)[0]
 
@@ -86,11 +88,11 @@ def _dense_fwd(log_lam, noise, G, r):
     alpha = jsl.solve_triangular(L.T, w, lower=False)
     logdet = 2.0 * jnp.sum(jnp.log(jnp.diagonal(L)))
     c2 = (w @ w) / noise**2
-    return (logdet, c2), (L, v, alpha, noise, G, r)
+    return (logdet, c2), (L, v, alpha, noise, G, sl)
 
 
 def _dense_bwd(res, cot):
-    L, v, alpha, noise, G, r = res
+    L, v, alpha, noise, G, sl = res
     g_logdet, g_c2 = cot
     Linv = jsl.solve_triangular(L, jnp.eye(L.shape[0]), lower=True)
     diag_ainv = jnp.sum(Linv**2, axis=0)  # (A⁻¹)_mm = Σ_k (L⁻¹)_km²
@@ -98,7 +100,8 @@ def _dense_bwd(res, cot):
     d_loglam = g_logdet * (1.0 - diag_ainv) + g_c2 * alpha**2 / noise**2
     d_noise = (g_logdet * (-(M - jnp.sum(diag_ainv)) / noise)
                + g_c2 * (-(v @ alpha + alpha @ alpha) / noise**3))
-    return d_loglam, d_noise, jnp.zeros_like(G), jnp.zeros_like(r)
+    d_r = g_c2 * 2.0 * sl * alpha / noise**2
+    return d_loglam, d_noise, jnp.zeros_like(G), d_r
 
 
 _dense_parts.defvjp(_dense_fwd, _dense_bwd)

@@ -1,0 +1,80 @@
+"""Sparse symmetric positive definite test matrices and a dense symbolic factorisation.
+
+Shared by the ``tests/linalg`` files. Everything here is plain numpy/scipy, independent of
+geogp's sparse code.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+
+def random_spd(n: int, density: float, rng: np.random.Generator) -> sp.csc_matrix:
+    """Random sparse SPD matrix: random symmetric pattern, diagonally dominant values."""
+    a = sp.random(n, n, density=density, random_state=rng, data_rvs=rng.standard_normal)
+    a = sp.csc_matrix(a + a.T)
+    row_sums = np.asarray(abs(a).sum(axis=1)).ravel()
+    return sp.csc_matrix(a + sp.diags(row_sums + 0.5 + rng.random(n)))
+
+
+def grid_laplacian(nx: int, ny: int, shift: float = 0.1) -> sp.csc_matrix:
+    """Five-point-stencil 2-D Laplacian plus ``shift · I`` (SPD), size ``nx·ny``."""
+
+    def path(m: int) -> sp.csc_matrix:
+        return sp.csc_matrix(sp.diags([-np.ones(m - 1), 2 * np.ones(m), -np.ones(m - 1)], [-1, 0, 1]))
+
+    lap = sp.kron(path(nx), sp.identity(ny)) + sp.kron(sp.identity(nx), path(ny))
+    return sp.csc_matrix(lap + shift * sp.identity(nx * ny))
+
+
+def grid_laplacian_eigenvalues(nx: int, ny: int, shift: float = 0.1) -> np.ndarray:
+    """Closed-form eigenvalues of :func:`grid_laplacian` (all ``nx·ny`` of them)."""
+    ex = 2.0 - 2.0 * np.cos(np.pi * np.arange(1, nx + 1) / (nx + 1))
+    ey = 2.0 - 2.0 * np.cos(np.pi * np.arange(1, ny + 1) / (ny + 1))
+    return (ex[:, None] + ey[None, :]).ravel() + shift
+
+
+def randomised_values(a: sp.csc_matrix, rng: np.random.Generator) -> sp.csc_matrix:
+    """Same pattern as ``a`` with random symmetric off-diagonal values, still SPD."""
+    low = sp.tril(a, k=-1).tocoo()
+    vals = rng.uniform(-1.0, 1.0, low.nnz)
+    off = sp.coo_matrix((vals, (low.row, low.col)), shape=a.shape)
+    off = sp.csc_matrix(off + off.T)
+    row_sums = np.asarray(abs(off).sum(axis=1)).ravel()
+    return sp.csc_matrix(off + sp.diags(row_sums + 0.2 + rng.random(a.shape[0])))
+
+
+def banded_spd(n: int, bandwidth: int, rng: np.random.Generator) -> sp.csc_matrix:
+    """Random SPD band matrix with ``bandwidth`` sub-diagonals."""
+    offsets = list(range(-bandwidth, 0))
+    diags = [rng.uniform(-1.0, 1.0, n + k) for k in offsets]
+    low = sp.diags(diags, offsets, shape=(n, n))
+    off = sp.csc_matrix(low + low.T)
+    row_sums = np.asarray(abs(off).sum(axis=1)).ravel()
+    return sp.csc_matrix(off + sp.diags(row_sums + 0.3))
+
+
+def symbolic_cholesky_pattern(a: np.ndarray) -> np.ndarray:
+    """Boolean lower-triangular pattern of the Cholesky factor of ``a`` (dense elimination).
+
+    Structural fill only (no cancellation): eliminating column k connects every pair of its
+    remaining neighbours. ``O(n³)``: small matrices only.
+    """
+    n = a.shape[0]
+    filled = np.tril(a != 0) | np.eye(n, dtype=bool)
+    filled = filled | filled.T
+    for k in range(n):
+        nbrs = np.flatnonzero(filled[k + 1 :, k]) + k + 1
+        filled[np.ix_(nbrs, nbrs)] = True
+    return np.tril(filled)
+
+
+def factor_on_pattern(a: np.ndarray, pattern: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Dense Cholesky of ``a`` stored on a lower pattern, as CSC ``(indptr, indices, data)``."""
+    chol = np.linalg.cholesky(a)
+    rows, cols = np.nonzero(pattern)
+    order = np.lexsort((rows, cols))
+    rows, cols = rows[order], cols[order]
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(cols, minlength=a.shape[0]))])
+    return indptr, rows, chol[rows, cols]

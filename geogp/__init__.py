@@ -28,3 +28,19 @@ __all__ = [
     "Matern32",
     "Matern52",
 ]
+
+# --- geodata front end (issue 6): appended block, public names of the xarray/CLI layer -------
+# Importing geogp.accessor registers the ``.geogp`` accessor on DataArray and Dataset.
+from geogp import accessor as accessor  # noqa: E402,F401
+from geogp import metrics as metrics  # noqa: E402
+from geogp.api import GeoRegressor as GeoRegressor  # noqa: E402
+from geogp.api import fit as fit  # noqa: E402
+from geogp.io import open_raster as open_raster  # noqa: E402
+from geogp.io import write_geotiff as write_geotiff  # noqa: E402
+from geogp.io import write_netcdf as write_netcdf  # noqa: E402
+
+load_model = GeoRegressor.load
+
+__all__ += ["GeoRegressor", "fit", "load_model", "open_raster", "write_geotiff",
+            "write_netcdf", "metrics"]
+# --- end of the geodata front-end block -------------------------------------------------------

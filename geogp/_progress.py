@@ -25,7 +25,7 @@ class TrainingBar:
 
     def __init__(self, label: str, maxiter: int, enabled: bool):
         self.label, self.maxiter, self.enabled = label, int(maxiter), enabled
-        self._stats = bar(f"{label}statistics", 1, enabled, unit="pass")
+        self._stats = bar(f"{label}statistics + compile", 1, enabled, unit="pass")
         self._train = None
 
     def __call__(self, iteration: int, objective: float) -> None:

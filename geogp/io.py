@@ -156,6 +156,7 @@ def _bands(pred: xr.Dataset, latent: bool, quantiles: bool):
             names.append(f"q{float(q):g}")
     out = []
     for name, a in zip(names, arrays):
+        a = a.rio.set_spatial_dims(x_dim=x_dim, y_dim=y_dim)
         extra = [d for d in a.dims if d not in (y_dim, x_dim)]
         if not extra:
             out.append((name, a.transpose(y_dim, x_dim)))
@@ -164,8 +165,9 @@ def _bands(pred: xr.Dataset, latent: bool, quantiles: bool):
             raise InputError(f"cannot write dims {extra} to a GeoTIFF; select a slice.")
         for i in range(a.sizes[extra[0]]):
             label = _label(a[extra[0]].values[i]) if extra[0] in a.coords else str(i)
+            band = a.isel({extra[0]: i}).transpose(y_dim, x_dim)
             out.append((f"{name} {extra[0]}={label}",
-                        a.isel({extra[0]: i}).transpose(y_dim, x_dim)))
+                        band.rio.set_spatial_dims(x_dim=x_dim, y_dim=y_dim)))
     return out
 
 

@@ -1,0 +1,49 @@
+"""The ``.geogp`` accessor on xarray objects: translate, then delegate to :mod:`geogp.api`.
+
+Importing :mod:`geogp` registers it (STYLE.md guideline 10, as rioxarray's ``.rio``):
+
+    >>> import numpy as np, xarray as xr, geogp
+    >>> da = xr.DataArray(np.random.default_rng(0).normal(size=(12, 15)), dims=("y", "x"),
+    ...                   coords={"y": np.arange(12.0), "x": np.arange(15.0)}).rio.write_crs(3857)
+    >>> model = da.geogp.fit(n_features=32, maxiter=5)
+    >>> model.predict()["std"].dims
+    ('y', 'x')
+
+The accessor never modifies the object it is attached to; it returns new objects.
+"""
+
+from __future__ import annotations
+
+import xarray as xr
+
+from geogp.api import GeoRegressor, fit
+
+__all__ = ["GeogpDataArrayAccessor", "GeogpDatasetAccessor"]
+
+
+class _Base:
+    def __init__(self, obj):
+        self._obj = obj
+
+    def fit(self, model: str = "afs", **kwargs) -> GeoRegressor:
+        """Fit a Gaussian process to this raster: ``geogp.fit(obj, model, **kwargs)``.
+
+        Keyword arguments are those of :func:`geogp.api.fit` (``kernel``, ``n_features``,
+        ``share_hyperparameters``, ``var`` for Datasets, model options such as ``maxiter``).
+        """
+        return fit(self._obj, model, **kwargs)
+
+    def fill(self, model: str = "afs", *, quantiles=None, **kwargs) -> xr.Dataset:
+        """Fit, then predict on this raster's own grid: the gap-filled ``xr.Dataset``
+        (``mean``, ``std``, ``std_latent``; ``quantiles`` when asked)."""
+        return self.fit(model, **kwargs).predict(quantiles=quantiles)
+
+
+@xr.register_dataarray_accessor("geogp")
+class GeogpDataArrayAccessor(_Base):
+    """``da.geogp.fit(...)`` and ``da.geogp.fill(...)`` for a raster DataArray."""
+
+
+@xr.register_dataset_accessor("geogp")
+class GeogpDatasetAccessor(_Base):
+    """``ds.geogp.fit(var=..., ...)`` and ``ds.geogp.fill(var=..., ...)`` for a Dataset."""

@@ -1,0 +1,98 @@
+"""Scores of Gaussian predictive distributions (SPEC.md §9), on the data's original scale.
+
+For observations y_n with predictive mean μ_n and predictive sd s_n (of a new observation:
+s² = var_f + σ², i.e. the ``std`` of a prediction):
+
+    RMSE = √(mean (y − μ)²)                 MAE = mean |y − μ|
+    NLPD = mean [½ log(2π s²) + (y − μ)²/(2 s²)]
+    CRPS = mean s [z(2Φ(z) − 1) + 2φ(z) − 1/√π],   z = (y − μ)/s   (Gneiting & Raftery 2007)
+    IS_α = mean [(u − l) + (2/α)(l − y)·1{y < l} + (2/α)(y − u)·1{y > u}],  l, u = μ ∓ z_{1−α/2} s
+    coverage = mean 1{l ≤ y ≤ u}
+
+Arrays of any shape are flattened; cells where y, μ or s is NaN (missing truth, or no
+prediction) are left out, and an error is raised when none is left.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.stats import norm
+
+from geogp.exceptions import InputError
+
+__all__ = ["rmse", "mae", "nlpd", "crps_gaussian", "interval_score", "coverage", "evaluate"]
+
+
+def _pairs(y, mean, std=None):
+    arrays = [np.asarray(a, dtype=np.float64).ravel() for a in
+              ((y, mean) if std is None else (y, mean, std))]
+    if len({a.size for a in arrays}) != 1:
+        raise InputError(f"arrays must have the same number of values; got sizes "
+                         f"{[a.size for a in arrays]}.")
+    keep = np.logical_and.reduce([np.isfinite(a) for a in arrays])
+    if not keep.any():
+        raise InputError("no cell has finite values for all of y, mean (and std); nothing to score.")
+    out = [a[keep] for a in arrays]
+    if std is not None and np.any(out[2] <= 0):
+        raise InputError("predictive standard deviations must be > 0.")
+    return out
+
+
+def rmse(y, mean) -> float:
+    """Root mean squared error √(mean (y − μ)²)."""
+    y, m = _pairs(y, mean)
+    return float(np.sqrt(np.mean((y - m) ** 2)))
+
+
+def mae(y, mean) -> float:
+    """Mean absolute error mean |y − μ|."""
+    y, m = _pairs(y, mean)
+    return float(np.mean(np.abs(y - m)))
+
+
+def nlpd(y, mean, std) -> float:
+    """Negative log predictive density of Gaussian marginals, mean ½ log(2πs²) + (y − μ)²/(2s²)."""
+    y, m, s = _pairs(y, mean, std)
+    return float(np.mean(0.5 * np.log(2 * math.pi * s**2) + (y - m) ** 2 / (2 * s**2)))
+
+
+def crps_gaussian(y, mean, std) -> float:
+    """Continuous ranked probability score of N(μ, s²), closed form (lower is better).
+
+    CRPS = ∫ (F(t) − 1{t ≥ y})² dt = s [z(2Φ(z) − 1) + 2φ(z) − 1/√π], z = (y − μ)/s.
+    """
+    y, m, s = _pairs(y, mean, std)
+    z = (y - m) / s
+    return float(np.mean(s * (z * (2 * norm.cdf(z) - 1) + 2 * norm.pdf(z) - 1 / math.sqrt(math.pi))))
+
+
+def _bounds(mean, std, alpha):
+    if not 0 < alpha < 1:
+        raise InputError(f"alpha must be in (0, 1); got {alpha}.")
+    q = norm.ppf(1 - alpha / 2)  # 1.959964 for α = 0.05
+    return mean - q * std, mean + q * std
+
+
+def interval_score(y, mean, std, alpha: float = 0.05) -> float:
+    """Interval score of the central (1 − α) interval (Gneiting & Raftery 2007; lower is better)."""
+    y, m, s = _pairs(y, mean, std)
+    lo, hi = _bounds(m, s, alpha)
+    return float(np.mean((hi - lo) + (2 / alpha) * (lo - y) * (y < lo)
+                         + (2 / alpha) * (y - hi) * (y > hi)))
+
+
+def coverage(y, mean, std, level: float = 0.95) -> float:
+    """Fraction of y inside the central ``level`` predictive interval (ideal: ``level``)."""
+    y, m, s = _pairs(y, mean, std)
+    lo, hi = _bounds(m, s, 1 - level)
+    return float(np.mean((lo <= y) & (y <= hi)))
+
+
+def evaluate(y, mean, std) -> dict:
+    """All scores at once: rmse, mae, nlpd, crps, is95, coverage95, n."""
+    n = _pairs(y, mean, std)[0].size
+    return {"rmse": rmse(y, mean), "mae": mae(y, mean), "nlpd": nlpd(y, mean, std),
+            "crps": crps_gaussian(y, mean, std), "is95": interval_score(y, mean, std, 0.05),
+            "coverage95": coverage(y, mean, std, 0.95), "n": int(n)}

@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -307,6 +308,7 @@ class WaveletRegressor:
         scaler_: the :class:`~geogp.models.base.Standardizer`. basis_, stats_, problem_,
         posterior_: the basis, statistics, problem and posterior.
         n_features_: M (all basis functions). n_active_features_: M_a (with data in support).
+        stats_time_s_: seconds spent reading the data into the sparse statistics.
 
     Example:
         >>> import numpy as np
@@ -371,7 +373,9 @@ class WaveletRegressor:
         Xs, ys = self.scaler_.x(X), self.scaler_.y(y)
         window = np.stack([Xs.min(axis=0) - self.margin, Xs.max(axis=0) + self.margin], axis=1)
         self.basis_ = make_basis(self.family, self.iota, self.j_max, window, self.level)
+        t0 = time.perf_counter()
         self.stats_ = wavelet_statistics(self.basis_, Xs, ys, self.chunk_size)
+        self.stats_time_s_ = time.perf_counter() - t0
         self.problem_ = make_problem(self.stats_, self.backend, self.normalisation)
         params = init_params(
             X.shape[1], int(self.n_components), decay=self.decay,

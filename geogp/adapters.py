@@ -124,12 +124,13 @@ def find_spatial_dims(obj) -> tuple[str, str]:
     return found["y"], found["x"]
 
 
-def check_axis(values, name: str) -> tuple[np.ndarray, bool]:
+def check_axis(values, name: str, min_size: int = 2) -> tuple[np.ndarray, bool]:
     """Validate one coordinate vector; return it as float64 and whether it is regularly spaced.
 
     Raises :class:`IrregularGridError` for non-finite, duplicated or non-monotonic coordinates.
     Regular means constant spacing within rtol 1e-9 (SPEC.md §1), or within the rounding of the
     coordinates' own dtype (float32 coordinates from files are accepted as regular).
+    Inputs need ``min_size`` = 2 values; a prediction target may have a single one.
     """
     raw = np.asarray(values)
     if raw.ndim != 1:
@@ -142,11 +143,13 @@ def check_axis(values, name: str) -> tuple[np.ndarray, bool]:
     a = raw.astype(np.float64)
     if not np.all(np.isfinite(a)):
         raise IrregularGridError(f"coordinate {name!r} contains NaN/inf values.")
-    if a.size < 2:
+    if a.size < min_size:
         raise InputError(
-            f"coordinate {name!r} has {a.size} value(s); a raster needs at least 2 cells along "
-            "each spatial dimension."
+            f"coordinate {name!r} has {a.size} value(s); a raster needs at least {min_size} "
+            "cells along each spatial dimension."
         )
+    if a.size == 1:
+        return a, True
     step = np.diff(a)
     if np.any(step == 0):
         i = int(np.flatnonzero(step == 0)[0])
@@ -523,8 +526,8 @@ def target_from(spec: GridSpec, like=None, *, x=None, y=None) -> Target:
         if x is not None or y is not None:
             raise InputError("pass either like=... or x=/y=..., not both.")
         y_dim, x_dim = find_spatial_dims(like)
-        yy, _ = check_axis(like[y_dim].values, y_dim)
-        xx, _ = check_axis(like[x_dim].values, x_dim)
+        yy, _ = check_axis(like[y_dim].values, y_dim, min_size=1)
+        xx, _ = check_axis(like[x_dim].values, x_dim, min_size=1)
         like_crs = None
         try:
             like_crs = like.rio.crs
@@ -541,8 +544,8 @@ def target_from(spec: GridSpec, like=None, *, x=None, y=None) -> Target:
                       like_crs.to_wkt() if like_crs is not None else None)
     if x is None or y is None:
         raise InputError("give a target grid: like=DataArray, or both x= and y= coordinates.")
-    yy, _ = check_axis(np.atleast_1d(y), spec.y_dim)
-    xx, _ = check_axis(np.atleast_1d(x), spec.x_dim)
+    yy, _ = check_axis(np.atleast_1d(y), spec.y_dim, min_size=1)
+    xx, _ = check_axis(np.atleast_1d(x), spec.x_dim, min_size=1)
     coords = {spec.y_dim: xr.Variable(spec.y_dim, yy), spec.x_dim: xr.Variable(spec.x_dim, xx)}
     return Target(spec.y_dim, spec.x_dim, yy, xx, coords)
 

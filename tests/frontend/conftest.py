@@ -1,0 +1,18 @@
+"""Fixtures of the front-end tests."""
+
+from __future__ import annotations
+
+import pytest
+import xarray as xr
+from _frontend_rasters import FEATURES, make_raster
+
+
+@pytest.fixture
+def raster() -> xr.DataArray:
+    return make_raster()
+
+
+@pytest.fixture
+def fast() -> dict:
+    """Model options for tests that do not check the learnt hyperparameters."""
+    return {"n_features": FEATURES, "optimize": False, "lengthscale": 0.3, "noise": 0.05}

@@ -1,0 +1,188 @@
+"""GeoRegressor / geogp.fit: predictions as xr.Dataset, dask, extra dims, points, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+from _frontend_rasters import FEATURES, make_raster
+
+import geogp
+from geogp.exceptions import InputError, OutsideWindowError
+from geogp.models.afs import AFSRegressor
+
+
+def test_prediction_dataset_keeps_grid_attrs_and_crs(raster, fast):
+    model = geogp.fit(raster, **fast)
+    pred = model.predict(quantiles=[0.05, 0.95])
+    assert set(pred.data_vars) == {"mean", "std", "std_latent", "quantiles"}
+    assert pred["mean"].dims == ("y", "x") and pred["quantiles"].dims == ("quantile", "y", "x")
+    for dim in ("y", "x"):
+        np.testing.assert_array_equal(pred[dim].values, raster[dim].values)
+    assert pred.rio.crs.to_epsg() == 32633
+    assert pred.rio.transform() == raster.rio.transform()
+    assert pred["mean"].attrs["units"] == "m"
+    assert np.isfinite(pred["mean"]).all()  # gaps are filled
+
+
+def test_std_is_latent_plus_noise_and_quantiles_are_gaussian(raster, fast):
+    model = geogp.fit(raster, **fast)
+    pred = model.predict(quantiles=[0.05, 0.5, 0.95])
+    noise_var = model.estimators_[0].noise_variance_
+    np.testing.assert_allclose(pred["std"] ** 2, pred["std_latent"] ** 2 + noise_var, rtol=1e-10)
+    q = pred["quantiles"]
+    np.testing.assert_allclose(q.sel(quantile=0.5), pred["mean"], rtol=1e-12)
+    np.testing.assert_allclose(q.sel(quantile=0.95) - pred["mean"],
+                               1.6448536269514722 * pred["std"], rtol=1e-9)
+
+
+def test_same_predictions_as_the_core_model(raster, fast):
+    """The front end only translates: AFSRegressor.fit_grid on the arrays gives the same."""
+    pred = geogp.fit(raster, **fast).predict()
+    opts = {k: v for k, v in fast.items()}
+    core = AFSRegressor(**opts).fit_grid([raster.y.values, raster.x.values], raster.values)
+    p = core.predict_grid([raster.y.values, raster.x.values])
+    np.testing.assert_allclose(pred["mean"], p.mean, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(pred["std_latent"] ** 2, p.var_latent, rtol=1e-9, atol=1e-12)
+
+
+def test_dask_input_gives_the_same_model(raster, fast):
+    a = geogp.fit(raster, **fast)
+    b = geogp.fit(raster.chunk({"y": 7}), **fast)
+    pa, pb = a.predict(), b.predict()
+    for v in ("mean", "std"):
+        np.testing.assert_allclose(pa[v], pb[v], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(b.estimators_[0].stats_.G, a.estimators_[0].stats_.G,
+                               rtol=1e-10, atol=1e-9)
+
+
+def test_learnt_hyperparameters_in_user_units(raster):
+    model = geogp.fit(raster, n_features=FEATURES, maxiter=40)
+    table = model.hyperparameters()
+    assert list(table.columns[:2]) == ["lengthscale_y", "lengthscale_x"]
+    ell = model.lengthscale_
+    assert np.all((ell > 100) & (ell < 20_000))  # metres: cells are 100 m, the field ~ 500 m
+    assert 0 < table["noise_sd"].iloc[0] < table["signal_sd"].iloc[0]
+    assert "metre" in model.summary() and table["n_observed"].iloc[0] == raster.notnull().sum()
+
+
+def test_extra_dimension_fitted_slice_by_slice(fast):
+    base = make_raster(seed=1)
+    stack = xr.concat([base, 2 * base, base - 5], dim="time").assign_coords(
+        time=np.array(["2020-01-01", "2020-02-01", "2020-03-01"], dtype="datetime64[ns]"))
+    model = geogp.fit(stack, **fast)
+    pred = model.predict()
+    assert pred["mean"].dims == ("time", "y", "x") and len(model.estimators_) == 3
+    np.testing.assert_array_equal(pred["time"].values, stack["time"].values)
+    # each slice is its own model: an affine change of the data maps the predictions affinely
+    np.testing.assert_allclose(pred["mean"][1], 2 * pred["mean"][0], rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(pred["mean"][2], pred["mean"][0] - 5, rtol=1e-9, atol=1e-9)
+
+
+def test_shared_hyperparameters_reuse_the_first_slice():
+    base = make_raster(seed=2)
+    other = make_raster(seed=5)
+    stack = xr.concat([base, other], dim="time")
+    model = geogp.fit(stack, n_features=FEATURES, maxiter=30, share_hyperparameters=True)
+    first, second = model.estimators_
+    assert second.report_.n_iter == 0 and first.report_.n_iter > 0
+    np.testing.assert_allclose(np.asarray(second.kernel_.lengthscale),
+                               np.asarray(first.kernel_.lengthscale), rtol=1e-12)
+    assert second.noise_ == first.noise_
+    assert model.predict()["mean"].dims == ("time", "y", "x")
+
+
+def test_predict_on_another_grid_and_at_points(raster, fast):
+    model = geogp.fit(raster, **fast)
+    sub = raster.isel(y=slice(5, 15), x=slice(0, 40, 2))
+    part = model.predict(like=sub)
+    full = model.predict()
+    np.testing.assert_allclose(part["mean"], full["mean"].isel(y=slice(5, 15), x=slice(0, 40, 2)),
+                               rtol=1e-10, atol=1e-12)
+    xs, ys = raster.x.values[[3, 7]], raster.y.values[[2, 9]]
+    pts = model.predict(x=xs, y=ys, points=True)
+    assert pts["mean"].dims == ("point",)
+    np.testing.assert_allclose(pts["mean"], [full["mean"].values[2, 3], full["mean"].values[9, 7]],
+                               rtol=1e-9, atol=1e-12)
+    grid = model.predict(x=xs, y=ys)
+    assert grid["mean"].shape == (2, 2)
+
+
+def test_outside_the_window_raises_or_gives_nan(raster, fast):
+    model = geogp.fit(raster, **fast)
+    far = raster.x.values.max() + 1e5
+    with pytest.raises(OutsideWindowError):
+        model.predict(x=[far], y=raster.y.values[:2])
+    out = model.predict(x=[far], y=raster.y.values[:2], outside="nan")
+    assert np.isnan(out["mean"]).all()
+
+
+def test_other_crs_for_like_is_refused(raster, fast):
+    model = geogp.fit(raster, **fast)
+    with pytest.raises(InputError, match="reproject"):
+        model.predict(like=raster.rio.write_crs(32634))
+
+
+def test_irregular_coordinates_take_the_scattered_path(fast):
+    da = make_raster()
+    x = da.x.values.copy()
+    x[20:] += 37.0  # one uneven step: still monotone, no longer regular
+    da = da.assign_coords(x=x)
+    model = geogp.fit(da, **fast)
+    pred = model.predict()
+    assert np.isfinite(pred["mean"]).all()
+    ok = np.isfinite(da.values)
+    assert np.sqrt(np.mean((pred["mean"].values[ok] - da.values[ok]) ** 2)) < 0.3
+
+
+def test_scattered_points_with_a_target_grid(raster, fast):
+    pd = pytest.importorskip("pandas")
+    Y, X = np.meshgrid(raster.y.values, raster.x.values, indexing="ij")
+    ok = np.isfinite(raster.values)
+    rng = np.random.default_rng(0)
+    keep = ok & (rng.random(ok.shape) < 0.5) & (X < np.percentile(X, 80))
+    df = pd.DataFrame({"x": X[keep], "y": Y[keep], "value": raster.values[keep]})
+    model = geogp.fit(df, grid=raster, **fast)
+    pred = model.predict()  # the window was widened to cover the whole grid
+    assert pred["mean"].shape == raster.shape and np.isfinite(pred["mean"]).all()
+    assert pred.rio.crs.to_epsg() == 32633
+    rmse = np.sqrt(np.mean((pred["mean"].values[ok] - raster.values[ok]) ** 2))
+    assert rmse < 0.4
+
+
+@pytest.mark.parametrize("frac", [0.995])
+def test_fewer_observed_cells_than_parameters(frac):
+    da = make_raster(ny=8, nx=8, frac_missing=frac, seed=3)
+    da[0, 0], da[0, 1] = 1.0, 2.0
+    with pytest.raises(InputError, match="more observed points than parameters"):
+        geogp.fit(da, n_features=16)
+
+
+def test_unknown_model_and_option_are_clear(raster):
+    with pytest.raises(InputError, match="model must be one of"):
+        geogp.fit(raster, model="kriging")
+    with pytest.raises(InputError, match="unknown option.*'n_feature'"):
+        geogp.fit(raster, n_feature=10)
+
+
+def test_exact_model_on_a_small_raster():
+    da = make_raster(ny=8, nx=9, seed=4)
+    pred = geogp.fit(da, model="exact", kernel="matern32", optimize=False,
+                     lengthscale=0.3, noise=0.05).predict()
+    assert np.isfinite(pred["mean"]).all() and pred["mean"].shape == (8, 9)
+
+
+def test_wavelet_model_plugs_in_or_says_it_is_missing(raster):
+    try:
+        import geogp.models.wavelet  # noqa: F401
+    except ImportError:
+        with pytest.raises(InputError, match="not available"):
+            geogp.fit(raster, model="wavelet")
+        return
+    da = make_raster(ny=12, nx=14, seed=6)
+    model = geogp.fit(da, model="wavelet", family="haar", iota=0, j_max=1, n_components=0,
+                      optimize=False)
+    pred = model.predict()
+    assert pred["mean"].shape == (12, 14) and np.isfinite(pred["std"]).all()
+    with pytest.raises(InputError, match="unknown option.*'n_features'"):
+        geogp.fit(da, model="wavelet", n_features=10)

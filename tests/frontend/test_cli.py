@@ -1,0 +1,137 @@
+"""The geogp command: end to end in a subprocess, error paths in-process (exit codes 0/1/2)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import rasterio
+
+from geogp import __version__
+from geogp.cli import main
+
+
+@pytest.fixture
+def tif(raster, tmp_path):
+    path = tmp_path / "in.tif"
+    raster.astype("float32").rio.write_nodata(np.nan, encoded=True).rio.to_raster(path)
+    return path
+
+
+def _run(*args, cwd):
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "geogp.cli", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_fit_end_to_end_in_a_subprocess(tif, tmp_path):
+    out = tmp_path / "pred.tif"
+    res = _run("fit", tif, "--out", out, "--features", 32, "--maxiter", 10, "--netcdf",
+               tmp_path / "pred.nc", "--map", tmp_path / "pred.png", "--save-model",
+               tmp_path / "model.npz", "--latent", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "lengthscale" in res.stdout and "wrote" in res.stdout
+    assert "training" in res.stderr  # progress bars go to stderr
+    with rasterio.open(out) as src, rasterio.open(tif) as ref:
+        assert src.descriptions == ("mean", "std", "std_latent")
+        assert src.crs == ref.crs and src.transform == ref.transform
+        assert src.shape == ref.shape
+        assert np.isfinite(src.read(1)).all()
+    for name in ("pred.nc", "pred.png", "model.npz"):
+        assert (tmp_path / name).stat().st_size > 0
+
+
+def test_version_and_help(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"geogp {__version__}"
+    with pytest.raises(SystemExit) as exc:
+        main(["fit", "--help"])
+    assert exc.value.code == 0
+    assert "examples:" in capsys.readouterr().out
+
+
+def _error_line(capsys):
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("geogp: error")]
+    assert len(lines) == 1 and "Traceback" not in err
+    return lines[0]
+
+
+def test_existing_output_without_overwrite(tif, tmp_path, capsys):
+    out = tmp_path / "pred.tif"
+    out.write_bytes(b"old")
+    assert main(["fit", str(tif), "--out", str(out), "--quiet"]) == 2
+    assert "--overwrite" in _error_line(capsys) and out.read_bytes() == b"old"
+
+
+def test_unreadable_input(tmp_path, capsys):
+    bad = tmp_path / "bad.tif"
+    bad.write_text("not a raster")
+    assert main(["fit", str(bad), "--out", str(tmp_path / "o.tif"), "--quiet"]) == 2
+    assert "cannot read" in _error_line(capsys)
+    assert main(["fit", str(tmp_path / "none.nc"), "--out", str(tmp_path / "o.tif")]) == 2
+    assert "no such file" in _error_line(capsys)
+    assert not (tmp_path / "o.tif").exists()
+
+
+def test_unknown_variable(raster, tmp_path, capsys):
+    nc = tmp_path / "in.nc"
+    raster.to_dataset(name="h").to_netcdf(nc, engine="h5netcdf")
+    assert main(["fit", str(nc), "--var", "t2m", "--out", str(tmp_path / "o.tif")]) == 2
+    assert "'t2m' not found" in _error_line(capsys)
+
+
+def test_all_missing_input(raster, tmp_path, capsys):
+    path = tmp_path / "nan.tif"
+    (raster * np.nan).rio.to_raster(path)
+    assert main(["fit", str(path), "--out", str(tmp_path / "o.tif"), "--quiet"]) == 2
+    assert "missing" in _error_line(capsys)
+    assert not (tmp_path / "o.tif").exists()
+
+
+def test_usage_errors_exit_2(tif, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["fit", str(tif)])  # --out missing
+    assert exc.value.code == 2
+    assert main([]) == 2
+    same = str(tmp_path / "a.tif")
+    assert main(["fit", str(tif), "--out", same, "--map", same]) == 2
+    assert "differ" in _error_line(capsys)
+
+
+def test_failure_during_the_run_leaves_no_partial_output(tif, tmp_path, capsys, monkeypatch):
+    """An unexpected error while writing: exit code 1, one line, and no output file."""
+    import rasterio.io
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("device failure (injected)")
+
+    monkeypatch.setattr(rasterio.io.DatasetWriter, "write", broken)
+    out = tmp_path / "pred.tif"
+    code = main(["fit", str(tif), "--out", str(out), "--features", "64", "--maxiter", "3",
+                 "--quiet"])
+    assert code == 1
+    assert "injected" in _error_line(capsys)
+    assert sorted(os.listdir(tmp_path)) == ["in.tif"]
+
+
+def test_missing_crs_is_a_warning_on_stderr(raster, tmp_path, capsys):
+    path = tmp_path / "nocrs.nc"
+    raster.drop_vars("spatial_ref").to_dataset(name="h").to_netcdf(path, engine="h5netcdf")
+    code = main(["fit", str(path), "--out", str(tmp_path / "o.tif"), "--features", "64",
+                 "--maxiter", "3", "--quiet"])
+    assert code == 0
+    assert "geogp: warning: no CRS found; geogp assumed planar" in capsys.readouterr().err
+
+
+def test_demo_command_small(tmp_path, capsys):
+    code = main(["demo", "--out-dir", str(tmp_path), "--features", "64", "--quiet"])
+    assert code == 0
+    assert (tmp_path / "demo_prediction.tif").exists() and (tmp_path / "demo_map.png").exists()
+    with rasterio.open(tmp_path / "demo_prediction.tif") as src:
+        assert src.descriptions == ("mean", "std") and src.crs.to_epsg() == 4326
+        assert src.shape == (344, 403)

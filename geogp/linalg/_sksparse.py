@@ -2,17 +2,16 @@
 
 The two series name everything differently:
 
-=====================  ===========================================  ==========================================
-step                   0.4.x (``sksparse.cholmod``)                  0.5.x (``sksparse.cholmod``)
-=====================  ===========================================  ==========================================
-symbolic analysis      ``analyze(A, mode=, ordering_method=)``       ``CholeskyFactor(A, lower=, order=,``
-                                                                     ``supernodal_mode=)``
-numeric factorisation  ``Factor.cholesky_inplace(A)``                ``CholeskyFactor.factorize(A)``
-solve ``A x = b``      ``Factor.solve_A(b)``                         ``CholeskyFactor.solve(b[, system="A"])``
-permutation            ``Factor.P()``                                ``CholeskyFactor.perm``
-factor ``L``           ``Factor.L()`` (copy, LLᵀ, zeros kept)        ``CholeskyFactor.factor`` (view, LLᵀ or LD)
-diagonal check         ``Factor.D()`` (``diag(L)²`` or ``D``)         diagonal of ``factor``
-=====================  ===========================================  ==========================================
+- symbolic analysis: 0.4 ``analyze(A, mode=, ordering_method=)``;
+  0.5 ``CholeskyFactor(A, lower=, order=, supernodal_mode=)``.
+- numeric factorisation: 0.4 ``Factor.cholesky_inplace(A)``; 0.5 ``.factorize(A)``.
+- solve ``A x = b``: 0.4 ``Factor.solve_A(b)``; 0.5 ``.solve(b)`` (``system="A"`` is passed
+  when the installed version accepts it).
+- permutation: 0.4 ``Factor.P()``; 0.5 ``.perm``.
+- factor ``L``: 0.4 ``Factor.L()`` (a copy converted to LLᵀ, explicit zeros kept); 0.5 the
+  ``.factor`` view (LLᵀ, or LD which the adapter rescales to LLᵀ).
+- pivots for the positive-definiteness check: 0.4 ``Factor.D()`` (``diag(L)²`` or ``D``);
+  0.5 the diagonal of ``.factor``.
 
 :class:`CholmodBackend` hides the difference. Both adapters pass the triangle (lower) and the
 ordering explicitly, never use a version's default, and check that the permutation they get

@@ -105,9 +105,7 @@ class CholmodFactorization:
             if not lfac.has_sorted_indices:
                 lfac.sort_indices()
             z = takahashi(lfac.indptr, lfac.indices, lfac.data)
-            self._zpattern = gather_on_pattern(
-                lfac.indptr, lfac.indices, z, self._prow, self._pcol
-            )
+            self._zpattern = gather_on_pattern(lfac.indptr, lfac.indices, z, self._prow, self._pcol)
         return self._zpattern
 
     def host_forward(self, values: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -192,7 +190,10 @@ class CholmodFactorization:
             return
         where = ""
         if bad >= 0:
-            where = f" The pivot of row/column {int(perm[bad])} (step {bad} of the factorisation) is ≤ 0."
+            where = (
+                f" The pivot of row/column {int(perm[bad])} (step {bad} of the "
+                "factorisation) is ≤ 0."
+            )
         raise NotPositiveDefiniteError(
             f"Expected a symmetric positive definite matrix, but its Cholesky factorisation "
             f"failed (n={self.pattern.n}, nnz={self.pattern.nnz}).{where} Check the values and "
@@ -259,9 +260,7 @@ def _build_op(state: CholmodFactorization) -> Any:
 
     def forward(values: jax.Array, rhs: jax.Array) -> tuple[jax.Array, jax.Array]:
         shapes = (jax.ShapeDtypeStruct((), f64), jax.ShapeDtypeStruct(rhs.shape, f64))
-        return jax.pure_callback(
-            state.host_forward, shapes, values, rhs, vmap_method="sequential"
-        )
+        return jax.pure_callback(state.host_forward, shapes, values, rhs, vmap_method="sequential")
 
     @jax.custom_vjp
     def op(values: jax.Array, rhs: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -339,8 +338,10 @@ def logdet_and_solve(
 ) -> tuple[jax.Array, jax.Array]:
     """``(log|B|, B⁻¹ b)`` for sparse SPD ``B`` by CHOLMOD, differentiable (SPEC.md §6).
 
-    Usable under ``jax.jit``, ``jax.vmap`` (sequential host calls) and ``jax.grad`` with
-    respect to ``values`` and ``rhs``. Same contract as :func:`geogp.linalg.dense.logdet_and_solve`.
+    Usable under ``jax.jit``, ``jax.vmap`` (sequential host calls) and reverse-mode autodiff
+    (``jax.grad``, ``jax.vjp``) with respect to ``values`` and ``rhs``; forward mode
+    (``jax.jvp``, ``jax.jacfwd``) is not defined for a custom VJP. Same contract as
+    :func:`geogp.linalg.dense.logdet_and_solve`.
 
     Args:
         pattern: Sparsity pattern of ``B`` (static; analysed once, see :func:`analyze`).

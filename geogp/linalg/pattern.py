@@ -82,8 +82,7 @@ class SparsePattern:
         n = int(n)
         if rows.shape != cols.shape:
             raise InputError(
-                f"rows and cols must have the same length, got {rows.shape[0]} and "
-                f"{cols.shape[0]}."
+                f"rows and cols must have the same length, got {rows.shape[0]} and {cols.shape[0]}."
             )
         if n < 1:
             raise InputError(f"Expected a matrix size n ≥ 1, got n={n}.")

@@ -22,7 +22,8 @@ def grid_laplacian(nx: int, ny: int, shift: float = 0.1) -> sp.csc_matrix:
     """Five-point-stencil 2-D Laplacian plus ``shift · I`` (SPD), size ``nx·ny``."""
 
     def path(m: int) -> sp.csc_matrix:
-        return sp.csc_matrix(sp.diags([-np.ones(m - 1), 2 * np.ones(m), -np.ones(m - 1)], [-1, 0, 1]))
+        off = -np.ones(m - 1)
+        return sp.csc_matrix(sp.diags([off, 2 * np.ones(m), off], [-1, 0, 1]))
 
     lap = sp.kron(path(nx), sp.identity(ny)) + sp.kron(sp.identity(nx), path(ny))
     return sp.csc_matrix(lap + shift * sp.identity(nx * ny))

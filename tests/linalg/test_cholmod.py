@@ -7,8 +7,8 @@ or with finite differences (``jax.test_util.check_grads``).
 
 from __future__ import annotations
 
-import sys
 import threading
+import time
 
 import jax
 import jax.numpy as jnp
@@ -117,7 +117,10 @@ def test_convention_a_matches_closed_form_adjoint(rng):
 
 
 def test_convention_b_both_triangles_through_symmetrisation(rng):
-    """(b): both triangles stored, forward factors (V + Vᵀ)/2; cotangent δ̄Z_ij − ½(b̄_iγ_j + b̄_jγ_i)."""
+    """(b): both triangles stored; forward factors (V + Vᵀ)/2.
+
+    Cotangent per stored entry: δ̄ Z_ij − ½(b̄_iγ_j + b̄_jγ_i) (SPEC.md §6.2).
+    """
     a = _matrix("random10", rng)
     pattern = SparsePattern.from_scipy(a)
     full = sp.coo_matrix(a)
@@ -237,7 +240,9 @@ def test_symbolic_analysis_once_and_results_independent_of_ordering(rng, monkeyp
 
     monkeypatch.setattr(skc, "analyze", counting_analyze)
     pattern, values, rhs = _problem("grid", rng)
-    value_and_grad = jax.jit(jax.value_and_grad(lambda v: cholmod.logdet_and_solve(pattern, v, rhs)[0]))
+    value_and_grad = jax.jit(
+        jax.value_and_grad(lambda v: cholmod.logdet_and_solve(pattern, v, rhs)[0])
+    )
     results = []
     for t in range(4):  # four different matrices on the same pattern
         results.append(value_and_grad(values * (1.0 + 0.25 * t)))
@@ -306,29 +311,37 @@ def test_not_positive_definite_traced_gives_nan(mode, rng):
     assert np.isfinite(jax.jit(f)(good))
 
 
-def test_concurrent_threads_share_the_factor_safely(rng):
-    """Threads factorise different matrices on one pattern; the lock keeps results correct."""
+def test_concurrent_threads_share_the_factor_safely(rng, monkeypatch):
+    """Threads factorise different matrices on one pattern; the lock keeps results correct.
+
+    The backend is made to release the GIL right after each factorisation (as a binding that
+    calls CHOLMOD without the GIL would), so that without the lock another thread would
+    refactorise before this one solves.
+    """
     pattern, values, rhs = _problem("grid", rng)
-    scales = [1.0 + 0.3 * t for t in range(6)]
+    scales = [1.0 + 0.3 * t for t in range(4)]
     want = [dense_jit(pattern, values * s, rhs) for s in scales]
-    state = cholmod.analyze(pattern)
+    state = cholmod.CholmodFactorization(pattern)
+    real_factorize = state.backend.factorize
+
+    def factorize_then_yield(v):
+        ok = real_factorize(v)
+        time.sleep(0.002)
+        return ok
+
+    monkeypatch.setattr(state.backend, "factorize", factorize_then_yield)
     errors = []
 
     def work(t):
         v, b = np.asarray(values) * scales[t], np.asarray(rhs)
-        for _ in range(15):
+        for _ in range(5):
             logdet, x = state.host_forward(v, b)
             if not (np.allclose(logdet, want[t][0], rtol=1e-12) and np.allclose(x, want[t][1])):
                 errors.append(t)
 
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads often, so that an unguarded factor would race
-    try:
-        threads = [threading.Thread(target=work, args=(t,)) for t in range(len(scales))]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-    finally:
-        sys.setswitchinterval(old)
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(len(scales))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
     assert not errors

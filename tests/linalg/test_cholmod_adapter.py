@@ -141,7 +141,8 @@ def _reset_fake():
 def _problem(rng, n_grid=(6, 5)):
     a = randomised_values(grid_laplacian(*n_grid), rng)
     pattern = SparsePattern.from_scipy(a)
-    return pattern, jnp.asarray(pattern.values_from_scipy(a)), jnp.asarray(rng.standard_normal(a.shape[0]))
+    values = jnp.asarray(pattern.values_from_scipy(a))
+    return pattern, values, jnp.asarray(rng.standard_normal(a.shape[0]))
 
 
 @pytest.mark.parametrize("mode", ["supernodal", "simplicial"])

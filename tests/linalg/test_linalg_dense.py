@@ -67,7 +67,7 @@ def test_rejects_float32_and_bad_shapes(rng):
     values = p.values_from_scipy(a)
     with pytest.raises(InputError, match="float64"):
         dense.logdet_and_solve(p, values.astype(np.float32), np.ones(5))
-    with pytest.raises(InputError, match=r"values of shape \(%d,\)" % p.nnz):
+    with pytest.raises(InputError, match=rf"values of shape \({p.nnz},\)"):
         dense.logdet_and_solve(p, values[:-1], np.ones(5))
     with pytest.raises(InputError, match="rhs of shape"):
         dense.logdet_and_solve(p, values, np.ones(4))

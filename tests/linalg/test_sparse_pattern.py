@@ -18,7 +18,12 @@ def test_from_coo_canonicalises_triangle_duplicates_and_diagonal():
     assert p.n == 4
     # (2,0) given in both triangles and twice → once; (1,3) → (3,1); diagonal added
     assert list(zip(p.rows.tolist(), p.cols.tolist())) == [
-        (0, 0), (2, 0), (1, 1), (3, 1), (2, 2), (3, 3)
+        (0, 0),
+        (2, 0),
+        (1, 1),
+        (3, 1),
+        (2, 2),
+        (3, 3),
     ]
     assert p.nnz == 6
     assert p.rows.dtype == np.int64 and p.cols.dtype == np.int64
@@ -33,7 +38,8 @@ def test_from_scipy_takes_lower_triangle_and_keeps_explicit_zeros(rng):
     a = sp.csc_matrix(a)
     dense = a.toarray()
     coo = a.tocoo()
-    expected = {(i, j) for i, j in zip(coo.row, coo.col) if i >= j} | {(i, i) for i in range(30)}
+    lower = {(i, j) for i, j in zip(coo.row, coo.col) if i >= j}
+    expected = lower | {(i, i) for i in range(30)}
     p = SparsePattern.from_scipy(a)
     assert set(zip(p.rows.tolist(), p.cols.tolist())) == expected
     keys = p.cols * p.n + p.rows

@@ -16,6 +16,22 @@ warm-up call (JIT compilation, numba cache load). The target is value+grad ≤ 3
 Run: ``.venv/bin/python benchmarks/bench_cholmod.py [--large] [--repeat 3]``. It is a script,
 not a test; M = 10⁶ takes about a minute per repeat on 2 cores and ~3 GB of memory.
 
+Measured (2 cores shared with other jobs at load ≈ 8, so CPU seconds are the meaningful
+figures; ``--large --repeat 2``, AMD, scikit-sparse 0.4.16 on SuiteSparse 5.12):
+
+=========  ==========  ==============  ==================  ==========  ===========
+M          nnz(L)      factor CPU [s]  value+grad CPU [s]  ratio CPU   selinv [s]
+=========  ==========  ==============  ==================  ==========  ===========
+10⁴        330,951     0.023           0.031               1.3 – 3.0   0.006
+10⁵        4,545,948   0.279           0.509               1.8 – 1.9   0.145
+10⁶        58,105,499  9.0             15.9                1.8         5.2
+=========  ==========  ==============  ==================  ==========  ===========
+
+At 10⁴ fixed costs (factor copy, callbacks) weigh most and runs vary between 1.3 and 3.0.
+Peak RSS for the whole script with M = 10⁶: 3.5 GB (factor, its LLᵀ copy and Z, each
+``O(nnz(L))``). sparsax 0.9.0 (throwaway venv, same grids, CPU): factor 0.012 / 0.207 s and
+value+grad 0.064 / 2.21 s at M = 10⁴ / 10⁵, ratios 5.2 / 10.7.
+
 Notes:
 - Debian's CHOLMOD links the reference BLAS, while the selected inverse calls OpenBLAS (through
   numba's ``np.dot``), limited to one thread (see :mod:`geogp.linalg.selinv`). With an

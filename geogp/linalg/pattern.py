@@ -189,6 +189,10 @@ class SparsePattern:
         mat.has_sorted_indices = True
         return mat
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Indices only: the cache (CHOLMOD analysis, locks) is rebuilt where it is unpickled.
+        return (SparsePattern, (np.array(self.rows), np.array(self.cols), self.n))
+
     def __repr__(self) -> str:
         return f"SparsePattern(n={self.n}, nnz={self.nnz})"
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pickle
+import threading
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -72,6 +75,16 @@ def test_errors_state_what_was_expected():
         SparsePattern.from_scipy(np.eye(3))
     with pytest.raises(InputError, match="range"):
         SparsePattern.from_coo(np.array([3]), np.array([0]), 3)
+
+
+def test_pickle_keeps_indices_and_drops_the_cache(rng):
+    a = random_spd(12, 0.3, rng)
+    p = SparsePattern.from_scipy(a)
+    p._cache["anything"] = threading.Lock()  # e.g. a CHOLMOD analysis with its lock
+    q = pickle.loads(pickle.dumps(p))
+    assert q is not p and q.n == p.n and not q._cache
+    np.testing.assert_array_equal(q.rows, p.rows)
+    np.testing.assert_array_equal(q.cols, p.cols)
 
 
 def test_hashable_by_identity_and_static_under_jit(rng):

@@ -36,6 +36,7 @@ __all__ = [
     "Matern32",
     "Matern52",
     "SumKernel",
+    "ProductKernel",
     "KERNELS",
     "make_kernel",
 ]
@@ -331,3 +332,48 @@ def make_kernel(spec, n_dims: int, lengthscale=0.2, variance=1.0) -> Kernel:
     ]
     return parts[0] if len(parts) == 1 else SumKernel(parts)
 
+
+
+@jax.tree_util.register_pytree_node_class
+class ProductKernel(Kernel):
+    """k = ∏_i k_i on the same inputs, e.g. SE × Matérn-5/2 (SPEC.md §4.4).
+
+    Its spectral density is the convolution of the factors' and has no closed form, so this
+    kernel has no ``spectral_density``: AFS uses the DFT of its samples instead
+    (:mod:`geogp.features.afs_dft`). k(0) = ∏_i σ_{f,i}²; the factor variances are redundant
+    as parameters (only their product matters).
+    """
+
+    name = "product"
+
+    def __init__(self, parts):
+        parts = tuple(parts)
+        if len(parts) < 2 or not all(isinstance(p, Kernel) for p in parts):
+            raise InputError("ProductKernel needs two or more kernels.")
+        self.parts = parts
+
+    def tree_flatten(self):
+        return self.parts, None
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        obj = object.__new__(cls)
+        obj.parts = tuple(children)
+        return obj
+
+    def __repr__(self) -> str:
+        return " * ".join(f"({p!r})" for p in self.parts)
+
+    @property
+    def variance_at_zero(self):
+        out = self.parts[0].variance_at_zero
+        for p in self.parts[1:]:
+            out = out * p.variance_at_zero
+        return out
+
+    def evaluate(self, r):
+        """k(r) = ∏_i k_i(r) for difference vectors r of shape (..., D); returns shape (...)."""
+        out = self.parts[0].evaluate(r)
+        for p in self.parts[1:]:
+            out = out * p.evaluate(r)
+        return out

@@ -15,7 +15,8 @@ dask arrays in *model coordinates*:
 
 Normalisers (STYLE.md guideline 11): :func:`as_crs` for anything CRS-like,
 :func:`find_spatial_dims` for the (y, x) dimension names, :func:`check_axis` for coordinates
-(monotone, no duplicates; regular or not), :func:`masked_values` for nodata.
+(monotone, no duplicates; regular or not), :func:`masked_values` for nodata. The way back,
+from arrays to ``xr.Dataset`` predictions, is :mod:`geogp.outputs`.
 """
 
 from __future__ import annotations
@@ -47,8 +48,6 @@ __all__ = [
     "select_variable",
     "to_grid_data",
     "to_point_data",
-    "target_from",
-    "prediction_dataset",
 ]
 
 KM_PER_DEGREE = math.pi * 6371.0088 / 180.0  # one degree of latitude on the mean Earth sphere
@@ -357,11 +356,6 @@ class GridData:
     def n_slices(self) -> int:
         return int(self.values.shape[0])
 
-    def target(self) -> Target:
-        """The input grid as a prediction target."""
-        return Target(self.spec.y_dim, self.spec.x_dim, self.y, self.x, dict(self.coords),
-                      self.spec.crs_wkt)
-
 
 _NODATA_KEYS = ("_FillValue", "missing_value", "nodata", "scale_factor", "add_offset")
 
@@ -502,112 +496,3 @@ def to_point_data(table, *, x: str = "x", y: str = "y", value: str = "value", cr
     spec = _resolve_crs(crs, None if crs is not None else grid, y, x, ys)
     my, mx = spec.to_model(ys, xs)
     return PointData(np.stack([my, mx], axis=1), vals, spec, value)
-
-
-# --------------------------------------------------------------------------- outputs
-@dataclass
-class Target:
-    """A prediction grid: dimension names, user coordinates, coordinates to attach, its CRS."""
-
-    y_dim: str
-    x_dim: str
-    y: np.ndarray
-    x: np.ndarray
-    coords: dict
-    crs_wkt: str | None = None
-
-
-def target_from(spec: GridSpec, like=None, *, x=None, y=None) -> Target:
-    """The prediction grid from ``like`` (DataArray/Dataset) or coordinate vectors ``x``, ``y``.
-
-    ``like`` must use the model's CRS (or none): reproject it first otherwise.
-    """
-    if like is not None:
-        if x is not None or y is not None:
-            raise InputError("pass either like=... or x=/y=..., not both.")
-        y_dim, x_dim = find_spatial_dims(like)
-        yy, _ = check_axis(like[y_dim].values, y_dim, min_size=1)
-        xx, _ = check_axis(like[x_dim].values, x_dim, min_size=1)
-        like_crs = None
-        try:
-            like_crs = like.rio.crs
-        except Exception:
-            pass
-        if like_crs is not None and spec.crs is not None and like_crs != spec.crs:
-            raise InputError(
-                f"the target grid's CRS ({like_crs.to_string()}) differs from the model's "
-                f"({spec.crs.to_string()}); reproject it first (like.rio.reproject(...))."
-            )
-        coords = {k: v.variable for k, v in like.coords.items()
-                  if set(v.dims) <= {y_dim, x_dim} and k != "band"}
-        return Target(y_dim, x_dim, yy, xx, coords,
-                      like_crs.to_wkt() if like_crs is not None else None)
-    if x is None or y is None:
-        raise InputError("give a target grid: like=DataArray, or both x= and y= coordinates.")
-    yy, _ = check_axis(np.atleast_1d(y), spec.y_dim, min_size=1)
-    xx, _ = check_axis(np.atleast_1d(x), spec.x_dim, min_size=1)
-    coords = {spec.y_dim: xr.Variable(spec.y_dim, yy), spec.x_dim: xr.Variable(spec.x_dim, xx)}
-    return Target(spec.y_dim, spec.x_dim, yy, xx, coords)
-
-
-def prediction_dataset(mean, var_latent, var_observed, dims: tuple, coords: dict, *,
-                       crs_wkt: str | None = None, spatial_dims: tuple | None = None,
-                       extra_dim: str | None = None, extra_coords: dict | None = None,
-                       quantiles=None, attrs: dict | None = None,
-                       name: str | None = None) -> xr.Dataset:
-    """Wrap predictive moments as an ``xr.Dataset``.
-
-    Args:
-        mean, var_latent, var_observed: arrays (S, *shape): S slices of the extra dimension
-            (S = 1 without one) on a grid (shape (N_y, N_x)) or at points (shape (N*,)).
-        dims: names of the trailing dimensions, e.g. ``("y", "x")`` or ``("point",)``.
-        coords: coordinates to attach. crs_wkt: CRS written with rioxarray ``write_crs``.
-        spatial_dims: (y_dim, x_dim) registered with rioxarray (grids).
-        extra_dim, extra_coords: the extra dimension and its coordinates.
-        quantiles: probabilities in (0, 1), or None.
-        attrs, name: the input's attributes and name (``units`` goes to every variable).
-
-    Returns:
-        Dataset with ``mean``; ``std`` (of a new observation, noise included); ``std_latent``;
-        and ``quantiles`` (dims ``quantile, ...``) of a new observation when asked for.
-    """
-    from scipy.stats import norm
-
-    dims = ((extra_dim,) if extra_dim else ()) + tuple(dims)
-
-    def squeeze(a):
-        a = np.asarray(a)
-        return a if extra_dim else a[0]
-
-    std = np.sqrt(np.maximum(var_observed, 0.0))
-    base = dict(attrs or {})
-    label = name or base.get("long_name") or "value"
-    units = base.get("units")
-    data = {
-        "mean": (dims, squeeze(mean), {"long_name": f"predictive mean of {label}"}),
-        "std": (dims, squeeze(std), {"long_name": f"predictive std of a new observation of "
-                                                  f"{label} (noise included)"}),
-        "std_latent": (dims, squeeze(np.sqrt(np.maximum(var_latent, 0.0))),
-                       {"long_name": f"predictive std of the noise-free {label}"}),
-    }
-    coords = {**coords, **(extra_coords or {})}
-    if quantiles is not None:
-        q = np.atleast_1d(np.asarray(quantiles, dtype=np.float64))
-        if q.ndim != 1 or np.any(~(q > 0) | ~(q < 1)):
-            raise InputError(
-                f"quantiles must be numbers strictly between 0 and 1; got {quantiles}.")
-        z = norm.ppf(q).reshape((-1,) + (1,) * len(dims))
-        qv = squeeze(mean)[None] + z * squeeze(std)[None]
-        data["quantiles"] = (("quantile",) + dims, qv,
-                             {"long_name": f"quantiles of a new observation of {label}"})
-        coords["quantile"] = xr.Variable("quantile", q)
-    for v in data.values():
-        if units:
-            v[2]["units"] = units
-    ds = xr.Dataset(data, coords=coords, attrs={k: v for k, v in base.items()
-                                                if k not in ("long_name", "units")})
-    if spatial_dims is not None:
-        ds = ds.rio.set_spatial_dims(y_dim=spatial_dims[0], x_dim=spatial_dims[1])
-    if crs_wkt:
-        ds = ds.rio.write_crs(crs_wkt)
-    return ds

@@ -28,17 +28,9 @@ import xarray as xr
 
 from geogp import engines
 from geogp._progress import TrainingBar, bar
-from geogp.adapters import (
-    KM_PER_DEGREE,
-    GridData,
-    GridSpec,
-    Target,
-    prediction_dataset,
-    target_from,
-    to_grid_data,
-    to_point_data,
-)
+from geogp.adapters import KM_PER_DEGREE, GridData, GridSpec, to_grid_data, to_point_data
 from geogp.exceptions import InputError
+from geogp.outputs import Target, grid_target, prediction_dataset, target_from
 
 __all__ = ["GeoRegressor", "fit"]
 
@@ -135,7 +127,7 @@ class GeoRegressor:
             if self.share_hyperparameters and shared is None and g.n_slices > 1:
                 shared = self._shared_from(est)
         self.extra_dim_, self.extra_coords_ = g.extra_dim, g.extra_coords
-        self._finish(g.spec, g.target(), g.attrs, g.name)
+        self._finish(g.spec, grid_target(g), g.attrs, g.name)
         return self
 
     def _shared_from(self, est) -> dict:

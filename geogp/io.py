@@ -107,7 +107,7 @@ def _open_netcdf(path: Path, var: str | None) -> xr.DataArray:
 
 # --------------------------------------------------------------------------- atomic writes
 def check_writable(path, overwrite: bool = False) -> Path:
-    """Raise :class:`OutputExistsError` if ``path`` exists and not ``overwrite``; check the folder."""
+    """Raise :class:`OutputExistsError` if ``path`` exists, unless ``overwrite``."""
     path = Path(path)
     if path.exists() and not overwrite:
         raise OutputExistsError(

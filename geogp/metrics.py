@@ -33,7 +33,8 @@ def _pairs(y, mean, std=None):
                          f"{[a.size for a in arrays]}.")
     keep = np.logical_and.reduce([np.isfinite(a) for a in arrays])
     if not keep.any():
-        raise InputError("no cell has finite values for all of y, mean (and std); nothing to score.")
+        raise InputError("no cell has finite values for all of y, mean (and std); "
+                         "nothing to score.")
     out = [a[keep] for a in arrays]
     if std is not None and np.any(out[2] <= 0):
         raise InputError("predictive standard deviations must be > 0.")
@@ -65,7 +66,8 @@ def crps_gaussian(y, mean, std) -> float:
     """
     y, m, s = _pairs(y, mean, std)
     z = (y - m) / s
-    return float(np.mean(s * (z * (2 * norm.cdf(z) - 1) + 2 * norm.pdf(z) - 1 / math.sqrt(math.pi))))
+    crps = s * (z * (2 * norm.cdf(z) - 1) + 2 * norm.pdf(z) - 1 / math.sqrt(math.pi))
+    return float(np.mean(crps))
 
 
 def _bounds(mean, std, alpha):

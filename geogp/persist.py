@@ -23,9 +23,10 @@ import numpy as np
 import xarray as xr
 
 from geogp import kernels as _kernels
-from geogp.adapters import GridSpec, Target
+from geogp.adapters import GridSpec
 from geogp.exceptions import GeogpError, InputError, ReadError
 from geogp.io import atomic_path
+from geogp.outputs import Target
 
 __all__ = ["save_model", "load_model", "FORMAT", "FORMAT_VERSION"]
 

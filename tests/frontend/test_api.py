@@ -186,3 +186,35 @@ def test_wavelet_model_plugs_in_or_says_it_is_missing(raster):
     assert pred["mean"].shape == (12, 14) and np.isfinite(pred["std"]).all()
     with pytest.raises(InputError, match="unknown option.*'n_features'"):
         geogp.fit(da, model="wavelet", n_features=10)
+
+
+def test_complete_raster_takes_the_lemma_path(fast):
+    da = make_raster(frac_missing=0.0)
+    model = geogp.fit(da, **fast)
+    assert model.estimators_[0].stats_.diagonal  # G = N·I (SPEC.md §4.6)
+    assert np.isfinite(model.predict()["mean"]).all()
+
+
+def test_geodataframe_like_points_use_geometry_and_crs(raster, fast):
+    """GeoPandas is optional: any table with point ``geometry`` (.x, .y) and ``crs`` works."""
+    from types import SimpleNamespace
+
+    Y, X = np.meshgrid(raster.y.values, raster.x.values, indexing="ij")
+    ok = np.isfinite(raster.values)
+
+    class FakeGeoDataFrame(dict):
+        geometry = SimpleNamespace(x=X[ok], y=Y[ok])
+        crs = "EPSG:32633"
+
+    gdf = FakeGeoDataFrame(value=raster.values[ok])
+    model = geogp.fit(gdf, grid=raster, **fast)
+    assert model.spec_.crs.to_epsg() == 32633 and model.n_observed_ == [int(ok.sum())]
+    np.testing.assert_allclose(model.predict()["mean"], geogp.fit(raster, **fast)
+                               .predict()["mean"], atol=0.2)
+
+
+def test_geogp_fit_stays_the_function_after_models_are_imported():
+    import geogp.fit as _  # noqa: F401  (the L-BFGS submodule)
+    import geogp.models.afs  # noqa: F401
+
+    assert callable(geogp.fit) and geogp.fit.__module__ == "geogp.api"

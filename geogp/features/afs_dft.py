@@ -25,8 +25,10 @@ full lattice), plus O(P·D) kernel evaluations; memory O(P·D).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -104,11 +106,30 @@ def dft_spectrum(kernel, width, J):
     J = np.broadcast_to(np.asarray(J, dtype=np.int64), width.shape)
     grids = np.meshgrid(*sample_offsets(width, J), indexing="ij")
     r = jnp.asarray(np.stack(grids, axis=-1))  # (M_1, ..., M_D, D) sample offsets m∘b
-    samples = kernel.evaluate(r)
     cell = float(np.prod(2 * width / (2 * J + 1)))  # ∏_d b_d
-    # centred DFT: m = 0 to index 0 (ifftshift), transform, j = 0 back to the centre (fftshift)
-    s = jnp.fft.fftshift(jnp.fft.fftn(jnp.fft.ifftshift(samples)))
+    return _centred_dft(kernel, r, cell)
+
+
+@jax.jit
+def _centred_dft(kernel, r, cell):
+    """cell · Re fftshift(fftn(ifftshift(k(r)))): m = 0 moved to index 0, then j = 0 to the centre.
+
+    Jitted so that eager calls compile once rather than primitive by primitive.
+    """
+    s = jnp.fft.fftshift(jnp.fft.fftn(jnp.fft.ifftshift(kernel.evaluate(r))))
     return cell * jnp.real(s)
+
+
+@partial(jax.jit, static_argnums=3)
+def _floor(s_hat, bins, eps, nonpositive):
+    """(log ŝ_m clipped or dropped, count) for the feature bins (see :func:`dft_log_lambda`)."""
+    s_m = s_hat.ravel()[bins]
+    if nonpositive == "clip":
+        floor = eps * jnp.max(s_hat)
+        return jnp.log(jnp.maximum(s_m, floor)), jnp.sum(s_m < floor)
+    pos = s_m > 0
+    # double where: no NaN gradient from the log of the unused branch
+    return jnp.where(pos, jnp.log(jnp.where(pos, s_m, 1.0)), -jnp.inf), jnp.sum(~pos)
 
 
 def feature_bins(ff: FourierFeatures, J=None) -> np.ndarray:
@@ -151,18 +172,8 @@ def dft_log_lambda(ff: FourierFeatures, kernel, nonpositive: str = "clip", eps: 
     bins = feature_bins(ff, J)
     J = _half_sizes(ff, J)
     s_hat = dft_spectrum(kernel, ff.width, J)
-    s_m = s_hat.ravel()[bins]
-    log_norm = float(np.sum(np.log(2 * ff.width)))
-    if nonpositive == "clip":
-        floor = eps * jnp.max(s_hat)
-        n_bad = jnp.sum(s_m < floor)
-        log_lam = jnp.log(jnp.maximum(s_m, floor)) - log_norm
-    else:
-        pos = s_m > 0
-        n_bad = jnp.sum(~pos)
-        # double where: no NaN gradient from the log of the unused branch
-        log_lam = jnp.where(pos, jnp.log(jnp.where(pos, s_m, 1.0)), -jnp.inf) - log_norm
-    return DFTLambda(log_lam, n_bad, s_hat)
+    log_s, n_bad = _floor(s_hat, jnp.asarray(bins), eps, nonpositive)
+    return DFTLambda(log_s - float(np.sum(np.log(2 * ff.width))), n_bad, s_hat)
 
 
 def log_lambda(ff: FourierFeatures, kernel, nonpositive: str = "clip"):

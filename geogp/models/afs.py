@@ -16,6 +16,7 @@ import numpy as np
 from geogp._validation import as_points, as_targets, check_positive, check_same_length
 from geogp.exceptions import InputError
 from geogp.features import trig
+from geogp.features.afs_dft import log_lambda as _log_lambda
 from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures
 from geogp.fit import FitReport, minimize_lbfgs
 from geogp.kernels import make_kernel
@@ -61,7 +62,9 @@ class AFSRegressor:
 
     Args:
         kernel: ``"matern32"`` (default), ``"se"``, ``"matern12"``, ``"matern52"``, sums such as
-            ``"matern12+matern32"``, or a Kernel (initial parameters, standardised units).
+            ``"matern12+matern32"``, or a Kernel (initial parameters, standardised units). A
+            kernel without a spectral density (``ProductKernel``) uses AFS-DFT λ and needs
+            ``lattice="full"`` (SPEC.md §4.4).
         n_features: target number of features M (the realised M is ``features_.n_features``).
         n_freq: explicit K_d per dimension (overrides ``n_features``).
         lattice: ``"odd"`` (default) or ``"full"``.
@@ -256,7 +259,10 @@ class AFSRegressor:
             params["mean"] = jnp.asarray(ols(stats))
 
         def loss(p, st, z):
-            log_lam = p["kernel"].log_spectral_density(z) - ff.log_norm
+            if hasattr(p["kernel"], "log_spectral_density"):
+                log_lam = p["kernel"].log_spectral_density(z) - ff.log_norm
+            else:  # no closed-form S (e.g. ProductKernel): AFS-DFT, full lattice (SPEC.md §4.4)
+                log_lam = _log_lambda(ff, p["kernel"])
             if "mean" in p:
                 st = residual_stats(st, p["mean"])
             return -collapsed_bound(log_lam, p["noise"], p["kernel"].variance_at_zero, st) / n
@@ -273,7 +279,7 @@ class AFSRegressor:
         self.beta_ = np.asarray(params["mean"]) if "mean" in params else None
         self.report_ = report
         self._diagnose()
-        self.posterior_ = posterior(ff.log_lambda(self.kernel_), self.noise_,
+        self.posterior_ = posterior(_log_lambda(ff, self.kernel_), self.noise_,
                                     self.kernel_.variance_at_zero, self._residual_stats())
         return self
 
@@ -292,13 +298,13 @@ class AFSRegressor:
     # ------------------------------------------------------------------ results
     def bound(self) -> float:
         """The collapsed bound L'' at the fitted parameters (standardised scale)."""
-        ll = self.features_.log_lambda(self.kernel_)
+        ll = _log_lambda(self.features_, self.kernel_)
         return float(collapsed_bound(ll, self.noise_, self.kernel_.variance_at_zero,
                                      self._residual_stats()))
 
     def trace_diagnostic(self) -> float:
         """t = N k(0) − Σ λ_m G_mm at the fitted parameters (0 would mean M saturates)."""
-        ll = self.features_.log_lambda(self.kernel_)
+        ll = _log_lambda(self.features_, self.kernel_)
         return float(trace_term(ll, self.kernel_.variance_at_zero, self.stats_))
 
     @property

@@ -163,3 +163,27 @@ def test_bad_inputs_are_refused():
     # closed-form kernels keep their exact λ through the dispatcher
     se = geogp.SquaredExponential(lengthscale=0.3)
     np.testing.assert_array_equal(np.asarray(log_lambda(odd, se)), np.asarray(odd.log_lambda(se)))
+
+
+def test_afs_regressor_uses_the_dft_for_a_product_kernel(rng):
+    """AFSRegressor with a ProductKernel fits on the full lattice through AFS-DFT λ."""
+    from geogp.models.afs import AFSRegressor
+
+    X = rng.uniform(-1, 1, (60, 1))
+    y = np.sin(3 * X[:, 0]) + 0.2 * rng.normal(size=60)
+    k0 = _product(0.5, 1.0)
+    m = AFSRegressor(kernel=k0, lattice="full", n_freq=40, window_factor=2.0,
+                     maxiter=30).fit(X, y)
+
+    @jax.jit
+    def bound(k, noise, st):
+        res = dft_log_lambda(m.features_, k)
+        return collapsed_bound(res.log_lam, noise, k.variance_at_zero, st), res.n_nonpositive
+
+    value, n_bad = bound(m.kernel_, m.noise_, m.stats_)
+    np.testing.assert_allclose(float(value), -m.report_.objective, rtol=1e-10)
+    assert int(n_bad) == 0 and m.features_.lattice == "full"
+    p = m.predict(X[:5])
+    assert np.all(np.isfinite(p.mean)) and np.all(p.var_latent >= 0)
+    with pytest.raises(InputError, match="lattice='full'"):
+        AFSRegressor(kernel=k0, n_freq=10, maxiter=5).fit(X, y)

@@ -1047,7 +1047,7 @@ def to_geojson(sites: pd.DataFrame, *, x: str = "x", y: str = "y", crs=None) -> 
             raise InputError(f"column {col!r} not found; the table has {list(sites.columns)}.")
     props = [c for c in sites.columns if c not in (x, y)]
     features = []
-    for _, row in sites.iterrows():
+    for row in sites.to_dict("records"):  # per-column dtypes kept (iterrows upcasts to float)
         features.append({
             "type": "Feature",
             "geometry": {"type": "Point", "coordinates": [float(row[x]), float(row[y])]},
@@ -1078,7 +1078,7 @@ def write_csv(sites: pd.DataFrame, path, *, overwrite: bool = False) -> Path:
 
 def plot_sites(sites: pd.DataFrame, std=None, x_coords=None, y_coords=None, *, ax=None,
                x: str = "x", y: str = "y", existing=None, title: str | None = None,
-               annotate: bool = True):
+               annotate: bool = True, label: str = "predictive std"):
     """Suggested sites (numbered triangles) over a map of the predictive std.
 
     Args:
@@ -1086,6 +1086,7 @@ def plot_sites(sites: pd.DataFrame, std=None, x_coords=None, y_coords=None, *, a
         std: optional (N_y, N_x) std map with axis coordinates ``x_coords`` (N_x,) and
             ``y_coords`` (N_y,).
         existing: optional (N, 2) existing sensors (x, y), drawn as circles.
+        label: colour-bar label.
 
     Returns:
         The matplotlib Axes.
@@ -1100,7 +1101,7 @@ def plot_sites(sites: pd.DataFrame, std=None, x_coords=None, y_coords=None, *, a
             raise InputError("plot_sites needs x_coords and y_coords with a std map.")
         mesh = ax.pcolormesh(np.asarray(x_coords), np.asarray(y_coords), std, shading="auto",
                              cmap="viridis")
-        ax.figure.colorbar(mesh, ax=ax, label="predictive std")
+        ax.figure.colorbar(mesh, ax=ax, label=label)
     if existing is not None:
         e = np.asarray(existing)
         ax.scatter(e[:, 0], e[:, 1], s=14, facecolors="none", edgecolors="white",
@@ -1108,7 +1109,7 @@ def plot_sites(sites: pd.DataFrame, std=None, x_coords=None, y_coords=None, *, a
     ax.scatter(sites[x], sites[y], marker="^", s=60, c="red", edgecolors="black",
                label="suggested", zorder=3)
     if annotate:
-        for _, row in sites.iterrows():
+        for row in sites.to_dict("records"):
             ax.annotate(str(int(row["order"])), (row[x], row[y]), xytext=(4, 4),
                         textcoords="offset points", color="white", fontsize=8)
     ax.set_xlabel(x)

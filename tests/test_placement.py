@@ -465,3 +465,69 @@ def test_float64_switch_is_on():
     assert geogp.__version__
     assert np.asarray(placement.FeaturePosterior(np.ones(2), np.eye(2), np.eye(2), np.zeros(2),
                                                  1.0, 1.0).Ainv).dtype == np.float64
+
+
+# --------------------------------------------------------------------------- CLI
+def _raster(path, rng, crs="EPSG:32633"):
+    import rioxarray  # noqa: F401
+    import xarray as xr
+
+    y, x = 5000.0 - 100.0 * np.arange(18), 300000.0 + 100.0 * np.arange(22)
+    z = np.sin(x / 400.0)[None, :] + np.cos(y / 300.0)[:, None] + 0.05 * rng.normal(size=(18, 22))
+    z[4:9, 6:12] = np.nan
+    da = xr.DataArray(z, dims=("y", "x"), coords={"y": y, "x": x}, name="z").rio.write_crs(crs)
+    da.rio.to_raster(path)
+    return da
+
+
+def _run_cli(argv):
+    import argparse
+
+    from geogp.placement_cli import add_place_parser, run_place
+
+    parser = argparse.ArgumentParser(prog="geogp")
+    add_place_parser(parser.add_subparsers(dest="command"))
+    return run_place(parser.parse_args(argv))
+
+
+def test_cli_place_end_to_end(tmp_path, rng, capsys):
+    da = _raster(tmp_path / "in.tif", rng)
+    mask = xr_like(da, 0.0)
+    mask[:, :11] = 1.0  # exclude the western half
+    mask.rio.to_raster(tmp_path / "mask.tif")
+    out, csv, png = tmp_path / "s.geojson", tmp_path / "s.csv", tmp_path / "s.png"
+    argv = ["place", str(tmp_path / "in.tif"), "--n", "4", "--out", str(out), "--csv", str(csv),
+            "--map", str(png), "--features", "64", "--maxiter", "15", "--min-distance", "250",
+            "--exclude", str(tmp_path / "mask.tif"), "--quiet"]
+    assert _run_cli(argv) == 0
+    doc = json.loads(out.read_text())
+    assert doc["crs"]["properties"]["name"] == "urn:ogc:def:crs:EPSG::32633"
+    xy = np.array([f["geometry"]["coordinates"] for f in doc["features"]])
+    assert xy.shape == (4, 2)
+    assert np.all(xy[:, 0] >= float(da.x[11]))  # exclusion respected, in CRS units
+    assert np.all(np.isin(xy[:, 0], da.x.values)) and np.all(np.isin(xy[:, 1], da.y.values))
+    d = np.linalg.norm(xy[:, None] - xy[None], axis=-1) + 1e9 * np.eye(4)
+    assert d.min() >= 250
+    table = pd.read_csv(csv)
+    np.testing.assert_allclose(table[["x", "y"]], xy)
+    assert png.stat().st_size > 0
+    assert capsys.readouterr().out == ""  # --quiet
+    # existing outputs are refused without --overwrite (exit 2, one line, file unchanged)
+    before = out.read_text()
+    assert _run_cli(argv) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert out.read_text() == before
+
+
+def test_cli_place_bad_input(tmp_path, capsys):
+    code = _run_cli(["place", str(tmp_path / "missing.tif"), "--out", str(tmp_path / "a.geojson")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("geogp: error:") and err.count("\n") == 1
+    assert not (tmp_path / "a.geojson").exists()
+
+
+def xr_like(da, value):
+    out = da.copy(data=np.full(da.shape, value))
+    out.name = "mask"
+    return out

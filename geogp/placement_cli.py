@@ -1,0 +1,227 @@
+"""``geogp place``: suggest where to measure next on a raster (SPEC.md §7).
+
+The lead wires :func:`add_place_parser` and :func:`run_place` into :mod:`geogp.cli`::
+
+    geogp place INPUT.(tif|nc) --n 20 --out sites.geojson [--strategy mi --features 500
+        --min-distance D --exclude MASK.tif --csv sites.csv --map sites.png --var NAME
+        --overwrite --quiet]
+
+INPUT is read and fitted exactly as by ``geogp fit`` (:func:`geogp.io.open_raster`,
+:class:`geogp.api.GeoRegressor`: NaN/nodata = missing, CRS kept, longitude scaled by
+cos(latitude) on lon/lat rasters). Every cell of the grid is a candidate (gaps included) unless
+the exclusion raster is non-zero there; the targets are the grid's cells, thinned to
+``--max-targets``. Distances (``--min-distance``) are in the raster's CRS units (degrees of
+latitude on lon/lat rasters). Outputs are written atomically (temp file + os.replace).
+
+Exit codes as in :mod:`geogp.cli`: 0 ok; 2 bad input or usage (one line, no traceback);
+1 other errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+
+import numpy as np
+
+__all__ = ["add_place_parser", "run_place"]
+
+_EPILOG = """\
+examples:
+  geogp place dem.tif --n 20 --out sites.geojson
+  geogp place sst.nc --var sst --n 10 --out sites.geojson --csv sites.csv --map sites.png
+  geogp place dem.tif --n 30 --out sites.geojson --strategy variance --min-distance 500
+  geogp place dem.tif --n 5 --out sites.geojson --exclude lakes.tif --overwrite
+
+Strategies: mi (thesis log-determinant criterion, marginal form; default), variance (largest
+predictive variance), krause (mutual information with the rest of the grid, lazy greedy).
+exit codes: 0 ok, 2 usage or bad input, 1 other errors.
+"""
+
+
+def add_place_parser(subparsers) -> argparse.ArgumentParser:
+    """Add the ``place`` sub-command to an argparse ``subparsers`` object; returns its parser."""
+    p = subparsers.add_parser(
+        "place", help="suggest where to measure next (GeoJSON of sites)",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_EPILOG,
+        description="Fit a Gaussian process to INPUT (GeoTIFF or NetCDF; NaN/nodata = missing) "
+                    "and suggest the next N measurement sites on its grid, greedily, with the "
+                    "hyperparameters fixed. Writes a GeoJSON FeatureCollection of points.")
+    p.add_argument("input", metavar="INPUT", help="raster (.tif or .nc)")
+    p.add_argument("--n", type=int, default=10, metavar="N", help="number of sites (default 10)")
+    p.add_argument("--out", required=True, metavar="SITES.geojson", help="output GeoJSON")
+    p.add_argument("--strategy", default="mi", choices=("mi", "variance", "krause"),
+                   help="acquisition (default: mi)")
+    p.add_argument("--criterion", default="marginal", choices=("marginal", "joint"),
+                   help="for mi: marginal (default) or joint log-determinant")
+    p.add_argument("--var", metavar="NAME", help="variable of a NetCDF file")
+    p.add_argument("--kernel", default=None, metavar="NAME",
+                   help="kernel: matern32 (default), matern12, matern52, se, or a sum a+b")
+    p.add_argument("--features", type=int, default=None, metavar="M",
+                   help="number of Fourier features (default 1000)")
+    p.add_argument("--maxiter", type=int, default=None, help="L-BFGS iterations (default 300)")
+    p.add_argument("--min-distance", type=float, default=0.0, metavar="D",
+                   help="minimum distance between sites, in CRS units (default 0)")
+    p.add_argument("--exclude", metavar="MASK.tif",
+                   help="raster on the same grid: sites are not placed where it is non-zero")
+    p.add_argument("--max-targets", type=int, default=1000, metavar="T",
+                   help="cells whose uncertainty is scored (the grid, thinned; default 1000)")
+    p.add_argument("--csv", metavar="SITES.csv", help="also write the table as CSV")
+    p.add_argument("--map", metavar="SITES.png", help="also draw the sites over the std map")
+    p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bars or summary")
+    p.add_argument("--traceback", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"geogp: warning: {message}", file=sys.stderr)
+
+
+def run_place(args) -> int:
+    """Run ``geogp place`` with parsed ``args``; returns the exit code (0, 1 or 2)."""
+    from geogp.exceptions import InputError
+
+    quiet = bool(getattr(args, "quiet", False))
+
+    def echo(text: str) -> None:
+        if not quiet:
+            print(text, flush=True)
+
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return _place(args, echo)
+    except InputError as err:
+        if getattr(args, "traceback", False):
+            raise
+        print(f"geogp: error: {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("geogp: interrupted; no partial output was kept.", file=sys.stderr)
+        return 130
+    except Exception as err:
+        if getattr(args, "traceback", False):
+            raise
+        msg = str(err).splitlines()[0] if str(err) else ""
+        print(f"geogp: error: {type(err).__name__}: {msg} (run with --traceback for details)",
+              file=sys.stderr)
+        return 1
+
+
+def _check_args(args) -> None:
+    from geogp.exceptions import InputError
+    from geogp.io import check_writable
+
+    outputs = [p for p in (args.out, args.csv, args.map) if p]
+    if len(set(outputs)) != len(outputs):
+        raise InputError("the output paths must differ from each other.")
+    for path in outputs:  # fail before the expensive part
+        check_writable(path, args.overwrite)
+    if args.n < 1:
+        raise InputError(f"--n must be ≥ 1; got {args.n}.")
+    if args.features is not None and args.features < 4:
+        raise InputError(f"--features must be ≥ 4; got {args.features}.")
+    if not np.isfinite(args.min_distance) or args.min_distance < 0:
+        raise InputError(f"--min-distance must be ≥ 0; got {args.min_distance}.")
+    if args.max_targets < 1:
+        raise InputError(f"--max-targets must be ≥ 1; got {args.max_targets}.")
+
+
+def _exclusion_mask(path, target) -> np.ndarray:
+    """(N_y, N_x) boolean: True where the mask raster is non-zero (NaN counts as zero)."""
+    from geogp.adapters import find_spatial_dims
+    from geogp.exceptions import InputError
+    from geogp.io import open_raster
+
+    da = open_raster(path)
+    y_dim, x_dim = find_spatial_dims(da)
+    extra = [d for d in da.dims if d not in (y_dim, x_dim)]
+    if extra:
+        raise InputError(f"the exclusion mask {str(path)!r} must be a single 2-D band; it has "
+                         f"dimensions {list(da.dims)}.")
+    da = da.transpose(y_dim, x_dim)
+    y, x = np.asarray(da[y_dim].values, float), np.asarray(da[x_dim].values, float)
+    same = (y.shape == target.y.shape and x.shape == target.x.shape
+            and np.allclose(y, target.y, rtol=0, atol=1e-6 * _spacing(target.y))
+            and np.allclose(x, target.x, rtol=0, atol=1e-6 * _spacing(target.x)))
+    if not same:
+        raise InputError(
+            f"the exclusion mask {str(path)!r} is not on the input's grid (shape "
+            f"{(y.size, x.size)} vs {(target.y.size, target.x.size)}, or other coordinates); "
+            "resample it first, e.g. mask.rio.reproject_match(raster).")
+    vals = np.asarray(da.values, dtype=np.float64)
+    return np.nan_to_num(vals, nan=0.0) != 0
+
+
+def _spacing(a) -> float:
+    a = np.asarray(a, float)
+    return float(np.abs(np.diff(a)).max()) if a.size > 1 else 1.0
+
+
+def _place(args, echo) -> int:
+    from geogp.api import GeoRegressor
+    from geogp.exceptions import InputError
+    from geogp.io import open_raster
+    from geogp.placement import Candidates, suggest_sites, write_csv, write_geojson
+
+    _check_args(args)
+    da = open_raster(args.input, var=args.var)
+    options = {"maxiter": args.maxiter} if args.maxiter is not None else None
+    geo = GeoRegressor("afs", kernel=args.kernel, n_features=args.features,
+                       progress=not args.quiet, options=options).fit(da)
+    if len(geo.estimators_) != 1:
+        raise InputError(f"geogp place works on one 2-D raster; {args.input!r} has "
+                         f"{len(geo.estimators_)} slices along {geo.extra_dim_!r}. Select one "
+                         "(e.g. with --var, or cut the file).")
+    est, spec, target = geo.estimators_[0], geo.spec_, geo.target_
+    my, mx = spec.to_model(target.y, target.x)  # model coordinates (y, x·lon_scale)
+    cands = Candidates.grid([my, mx])
+    exclude = _exclusion_mask(args.exclude, target) if args.exclude else None
+    sites = suggest_sites(est, cands, args.n, strategy=args.strategy, criterion=args.criterion,
+                          exclude=exclude, min_distance=args.min_distance,
+                          max_targets=args.max_targets, names=("y_model", "x_model"))
+    iy, ix = np.unravel_index(sites["index"].to_numpy(), (target.y.size, target.x.size))
+    out = sites.drop(columns=["y_model", "x_model"])
+    out.insert(2, "x", target.x[ix])
+    out.insert(3, "y", target.y[iy])
+    out.attrs = dict(sites.attrs)
+    write_geojson(out, args.out, crs=spec.crs, overwrite=args.overwrite)
+    if args.csv:
+        write_csv(out, args.csv, overwrite=args.overwrite)
+    if args.map:
+        _save_map(args, geo, out, target)
+    a = sites.attrs
+    echo(f"{len(out)} site(s) by {args.strategy}"
+         + (f" ({args.criterion})" if args.strategy == "mi" else "")
+         + f" among {a['n_candidates']} cells; uncertainty scored on {a['n_targets']} target "
+         f"cell(s){' (grid thinned)' if a['targets_thinned'] else ''}.")
+    if len(out):
+        before = out["mean_std_after"].iloc[0] + out["std_reduction"].iloc[0]
+        echo(f"mean latent std over the targets: {before:.4g} → "
+             f"{out['mean_std_after'].iloc[-1]:.4g}")
+    echo("wrote " + ", ".join(p for p in (args.out, args.csv, args.map) if p))
+    return 0
+
+
+def _save_map(args, geo, sites, target) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from geogp.placement import _atomic, plot_sites
+
+    pred = geo.predict()
+    std = np.asarray(pred["std_latent"].values)
+    fig, ax = plt.subplots(figsize=(7.5, 6))
+    plot_sites(sites, std, target.x, target.y, ax=ax, label="latent predictive std",
+               title=f"next {len(sites)} site(s): {args.strategy}")
+    ax.set_xlabel(target.x_dim)
+    ax.set_ylabel(target.y_dim)
+    try:
+        with _atomic(args.map, args.overwrite) as tmp:
+            fig.savefig(tmp, dpi=120, bbox_inches="tight", format="png")
+    finally:
+        plt.close(fig)

@@ -90,6 +90,8 @@ class GeoRegressor:
         """
         if self.model not in engines.MODELS:
             raise InputError(f"model must be one of {list(engines.MODELS)}; got {self.model!r}.")
+        if self.share_hyperparameters and self.model != "afs":
+            raise InputError("share_hyperparameters=True is supported for model='afs' only.")
         if isinstance(data, (xr.DataArray, xr.Dataset)):
             if grid is not None:
                 raise InputError("grid= is for point tables; a raster is its own grid.")
@@ -130,9 +132,9 @@ class GeoRegressor:
         self._finish(g.spec, grid_target(g), g.attrs, g.name)
         return self
 
-    def _shared_from(self, est) -> dict:
-        if self.model != "afs":
-            raise InputError("share_hyperparameters=True is supported for model='afs' only.")
+    @staticmethod
+    def _shared_from(est) -> dict:
+        """Options that reuse ``est``'s hyperparameters (standardised units), not optimised."""
         return {"kernel": est.kernel_, "noise": est.noise_, "optimize": False}
 
     def _fit_table(self, table, *, x, y, value, grid) -> GeoRegressor:

@@ -152,7 +152,7 @@ def main(argv=None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
-    quiet = getattr(args, "quiet", False)
+    quiet = args.command == "fit" and args.quiet  # the demo always prints its results
 
     def echo(text: str) -> None:
         if not quiet:

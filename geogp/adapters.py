@@ -48,6 +48,7 @@ __all__ = [
     "select_variable",
     "to_grid_data",
     "to_point_data",
+    "to_xy",
 ]
 
 KM_PER_DEGREE = math.pi * 6371.0088 / 180.0  # one degree of latitude on the mean Earth sphere
@@ -439,6 +440,26 @@ def to_grid_data(da, *, var: str | None = None, crs=None, nodata=None) -> GridDa
     extra_coords = _keep_coords(da, {extra_dim}, extra_dim) if extra_dim else {}
     return GridData(vals, y, x, [my, mx], regular, spec, extra_dim,
                     _keep_coords(da, {y_dim, x_dim}), extra_coords, attrs, da.name)
+
+
+def to_xy(da, *, var: str | None = None, crs=None, nodata=None):
+    """Flatten a 2-D raster to scattered points (SPEC.md §1 ``to_xy``).
+
+    Returns:
+        ``(X, y, spec, complete)``: X (N, 2) observed cells in model coordinates, ordered
+        (y, x); y (N,) their values; the :class:`GridSpec`; and whether the observed cells form
+        a complete regular grid (no missing cell, constant spacing), the condition of SPEC.md
+        §4.6. Rasters with an extra dimension are refused: select a slice first.
+    """
+    g = to_grid_data(da, var=var, crs=crs, nodata=nodata)
+    if g.n_slices != 1 or g.extra_dim is not None:
+        raise InputError(f"to_xy needs a 2-D raster; got the extra dimension {g.extra_dim!r}. "
+                         "Select a slice first (da.isel(...)).")
+    v = np.asarray(g.values[0], dtype=np.float64)
+    obs = np.isfinite(v)
+    iy, ix = np.nonzero(obs)
+    X = np.stack([g.axes[0][iy], g.axes[1][ix]], axis=1)
+    return X, v[obs], g.spec, bool(g.regular and obs.all())
 
 
 # --------------------------------------------------------------------------- points

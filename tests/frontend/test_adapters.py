@@ -190,3 +190,15 @@ def test_point_table_drops_missing_values_and_reads_crs_from_grid(raster):
     np.testing.assert_array_equal(pts.X[:, 0], [4_999_950.0] * 2)  # model order is (y, x)
     with pytest.raises(InputError, match="column 'nope' not found"):
         to_point_data(df, x="nope", y="n", value="v", grid=raster)
+
+
+def test_to_xy_flattens_observed_cells(raster):
+    from geogp.adapters import to_xy
+
+    X, y, spec, complete = to_xy(raster)
+    ok = np.isfinite(raster.values)
+    assert X.shape == (int(ok.sum()), 2) and not complete and spec.y_dim == "y"
+    np.testing.assert_array_equal(y, raster.values[ok])
+    Y, Xg = np.meshgrid(raster.y.values, raster.x.values, indexing="ij")
+    np.testing.assert_allclose(X, np.stack([Y[ok], Xg[ok]], axis=1), rtol=1e-12)
+    assert to_xy(raster.fillna(0.0))[3]

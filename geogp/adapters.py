@@ -15,8 +15,9 @@ dask arrays in *model coordinates*:
 
 Normalisers (STYLE.md guideline 11): :func:`as_crs` for anything CRS-like,
 :func:`find_spatial_dims` for the (y, x) dimension names, :func:`check_axis` for coordinates
-(monotone, no duplicates; regular or not), :func:`masked_values` for nodata. The way back,
-from arrays to ``xr.Dataset`` predictions, is :mod:`geogp.outputs`.
+(monotone, no duplicates; regular or not), :func:`masked_values` for nodata. Tables of points
+are read by :mod:`geogp.points`; the way back, from arrays to ``xr.Dataset`` predictions, is
+:mod:`geogp.outputs`.
 """
 
 from __future__ import annotations
@@ -40,14 +41,13 @@ __all__ = [
     "KM_PER_DEGREE",
     "GridSpec",
     "GridData",
-    "PointData",
     "as_crs",
     "find_spatial_dims",
     "check_axis",
     "masked_values",
+    "resolve_spec",
     "select_variable",
     "to_grid_data",
-    "to_point_data",
     "to_xy",
 ]
 
@@ -283,7 +283,13 @@ def _user_stacklevel() -> int:
     return level
 
 
-def _resolve_crs(crs_arg, obj, y_name: str, x_name: str, lat_values) -> GridSpec:
+def resolve_spec(crs_arg, obj, y_name: str, x_name: str, lat_values) -> GridSpec:
+    """The :class:`GridSpec` of data whose (y, x) coordinates are named ``y_name``, ``x_name``.
+
+    The CRS is ``crs_arg``, else ``obj.rio.crs``; without one a :class:`MissingCRSWarning`
+    says what was assumed (geographic for latitude-like names or CF units, else planar).
+    Geographic CRSs get ``lon_scale`` = cos(mean of ``lat_values``).
+    """
     crs = as_crs(crs_arg)
     if crs is None and obj is not None:
         try:
@@ -413,7 +419,7 @@ def to_grid_data(da, *, var: str | None = None, crs=None, nodata=None) -> GridDa
     da = da.transpose(*extra, y_dim, x_dim)
     y, reg_y = check_axis(da[y_dim].values, y_dim)
     x, reg_x = check_axis(da[x_dim].values, x_dim)
-    spec = _resolve_crs(crs, da, y_dim, x_dim, y)
+    spec = resolve_spec(crs, da, y_dim, x_dim, y)
     vals = masked_values(da, nodata).data
     if not extra:
         vals = vals[None]
@@ -460,60 +466,3 @@ def to_xy(da, *, var: str | None = None, crs=None, nodata=None):
     iy, ix = np.nonzero(obs)
     X = np.stack([g.axes[0][iy], g.axes[1][ix]], axis=1)
     return X, v[obs], g.spec, bool(g.regular and obs.all())
-
-
-# --------------------------------------------------------------------------- points
-@dataclass
-class PointData:
-    """Scattered observations for the core: X (N, 2) in model (y, x) order, values (N,)."""
-
-    X: np.ndarray
-    values: np.ndarray
-    spec: GridSpec
-    name: str | None = None
-
-
-def _column(table, name: str) -> np.ndarray:
-    try:
-        col = table[name]
-    except (KeyError, IndexError, TypeError) as err:
-        cols = list(getattr(table, "columns", getattr(table, "keys", lambda: [])()))
-        raise InputError(f"column {name!r} not found; the table has {cols}.") from err
-    return np.asarray(col, dtype=np.float64).ravel()
-
-
-def to_point_data(table, *, x: str = "x", y: str = "y", value: str = "value", crs=None,
-                  grid=None) -> PointData:
-    """Translate a table of points (pandas/GeoPandas DataFrame or dict of arrays).
-
-    A GeoDataFrame's point geometry replaces the ``x``/``y`` columns and its ``crs`` is used.
-    Rows with a missing (NaN) value are dropped; NaN/inf coordinates and infinite values raise.
-    The CRS comes from ``crs``, the table, or the target ``grid``, in that order.
-    """
-    geom = getattr(table, "geometry", None)
-    if geom is not None and hasattr(geom, "x"):
-        xs, ys = np.asarray(geom.x, dtype=np.float64), np.asarray(geom.y, dtype=np.float64)
-        crs = crs if crs is not None else getattr(table, "crs", None)
-    else:
-        xs, ys = _column(table, x), _column(table, y)
-    vals = _column(table, value)
-    if not (xs.size == ys.size == vals.size):
-        raise InputError(f"columns have different lengths: x {xs.size}, y {ys.size}, "
-                         f"value {vals.size}.")
-    if np.isinf(vals).any():
-        raise InputError(f"column {value!r} has {int(np.isinf(vals).sum())} infinite value(s); "
-                         "replace them by NaN (missing) or finite numbers.")
-    keep = np.isfinite(vals)
-    if not keep.any():
-        raise AllMissingError(f"every value in column {value!r} is missing (NaN).")
-    xs, ys, vals = xs[keep], ys[keep], vals[keep]
-    if not (np.all(np.isfinite(xs)) and np.all(np.isfinite(ys))):
-        raise InputError("point coordinates contain NaN/inf; drop those rows first.")
-    if crs is None and grid is not None:
-        try:
-            crs = grid.rio.crs
-        except Exception:
-            crs = None
-    spec = _resolve_crs(crs, None if crs is not None else grid, y, x, ys)
-    my, mx = spec.to_model(ys, xs)
-    return PointData(np.stack([my, mx], axis=1), vals, spec, value)

@@ -28,9 +28,10 @@ import xarray as xr
 
 from geogp import engines
 from geogp._progress import TrainingBar, bar
-from geogp.adapters import KM_PER_DEGREE, GridData, GridSpec, to_grid_data, to_point_data
+from geogp.adapters import KM_PER_DEGREE, GridData, GridSpec, to_grid_data
 from geogp.exceptions import InputError
 from geogp.outputs import Target, grid_target, prediction_dataset, target_from
+from geogp.points import to_point_data
 
 __all__ = ["GeoRegressor", "fit"]
 

@@ -18,7 +18,6 @@ from geogp.adapters import (
     masked_values,
     select_variable,
     to_grid_data,
-    to_point_data,
 )
 from geogp.exceptions import (
     AllMissingError,
@@ -26,6 +25,7 @@ from geogp.exceptions import (
     IrregularGridError,
     MissingCRSWarning,
 )
+from geogp.points import to_point_data
 
 
 @pytest.mark.parametrize("dims", [("y", "x"), ("lat", "lon"), ("latitude", "longitude"),

@@ -17,8 +17,18 @@ Three measurements (SPEC.md §4.3, §4.6):
    route (G from separable transforms of the observation mask, then the dense O(M³) bound) at a
    moderate M (``--m-gappy``, default 500).
 
-The field is synthetic: white noise filtered in the Fourier domain by an SE spectrum
-(ℓ = 0.05 of the square's side) plus N(0, 0.3²) noise, values only matter for the fit.
+The fields are synthetic, SE-like with ℓ = 0.05 of the square's side, standardised, plus
+N(0, 0.3²) noise: random Fourier features at the scattered points, FFT-filtered white noise
+(padded, then cropped, so that it does not wrap around) on the raster.
+
+Observed (not a timing): on the complete raster the learnt ℓ falls below the field's 0.05 as M
+grows (≈ 0.075, 0.045, 0.028 at M ≈ 500, 1000, 2000 on 2048²), while the gappy/exact route
+with W = W_x/0.95 lands near 0.05 once M resolves the field. Lemma 3.1 needs W_d = N_d η_d,
+so the odd lattice's sign-flipped aliases sit one cell beyond the opposite edge (k ≈ −σ_f²
+there): the model believes f is anti-periodic across the raster, the SPEC.md §4.6 pitfall. On
+a 128² crop the complete-grid bound is ~1000 nats below the W = W_x/0.95 exact route at
+M ≈ 2000. Read the Lemma 3.1 timings as the cost of that path, not as a recommendation for
+non-periodic fields.
 
 Run: ``.venv/bin/python benchmarks/bench_afs_precompute.py [--n 1000000] [--grid 2048]``.
 The default run takes a few minutes on 2 idle cores and about 1.5 GB of memory. Timings are
@@ -37,7 +47,7 @@ import time
 import jax
 import numpy as np
 
-import geogp  # noqa: F401  (float64)
+import geogp  # noqa: F401  (switches JAX to float64)
 from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures
 from geogp.models.afs import AFSRegressor
 from geogp.stats import dense_stats, points_stats
@@ -78,12 +88,18 @@ def smooth_field(X, rng, n_waves=64, ell=0.05):
 
 
 def grid_field(n, rng, ell=0.05, noise_sd=0.3):
-    """(n, n) SE-filtered white noise on the unit square (periodic, via FFT) plus noise."""
-    f = np.fft.fftfreq(n, d=1.0 / n)  # cycles per unit side
+    """(n, n) SE-filtered white noise on the unit square plus noise.
+
+    The FFT synthesis is periodic, so it runs on a grid padded by 10ℓ and is cropped: a field
+    that wraps around would contradict the odd lattice's sign-alternating aliases at distance W
+    and bias the complete-grid fit (W = N_d η_d there).
+    """
+    m = n + int(np.ceil(10 * ell * n))
+    f = np.fft.fftfreq(m, d=1.0 / n)  # cycles per unit side (cell size 1/n)
     f2 = f[:, None] ** 2 + f[None, :] ** 2
     amp = np.exp(-np.pi**2 * ell**2 * f2)  # √S for an SE kernel (up to a constant)
-    z = np.fft.fft2(rng.standard_normal((n, n))) * amp
-    field = np.fft.ifft2(z).real
+    z = np.fft.fft2(rng.standard_normal((m, m))) * amp
+    field = np.fft.ifft2(z).real[:n, :n]
     field /= field.std()
     return field + noise_sd * rng.standard_normal((n, n))
 

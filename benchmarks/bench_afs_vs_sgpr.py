@@ -57,9 +57,9 @@ import scipy.linalg
 
 import geogp
 from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures
-from geogp.fit import minimize_lbfgs
+from geogp.optimize import minimize_lbfgs
 from geogp.models.collapsed import collapsed_bound
-from geogp.models.sgpr import SGPRRegressor
+from geogp.models.sgpr import SGPRRegressor, sgpr_bound
 from geogp.stats import dense_stats, points_stats
 
 NOISE_SD = 1.292  # SNR σ_f/σ = 0.774 with σ_f = 1
@@ -162,7 +162,8 @@ def run_afs(X, y, m_target, maxiter, window=DEFAULT_WIDTH_FACTOR):
         lambda: minimize_lbfgs(loss, _init(), args=(st, z), maxiter=maxiter))
     bound = -rep.objective * n
     t_eval = _t_eval(loss, params, (st, z))
-    return dict(method=f"AFS W={window:.2f}Wx", M=ff.n_features, params=params, bound=bound, n_eval=rep.n_eval,
+    return dict(method=f"AFS W={window:.2f}Wx", M=ff.n_features, params=params, bound=bound,
+                n_eval=rep.n_eval,
                 wall=pre_wall + fit_wall, cpu=pre_cpu + fit_cpu, pre=pre_wall,
                 compute=pre_wall + rep.n_eval * t_eval, t_eval=t_eval)
 
@@ -174,7 +175,6 @@ def run_sgpr(X, y, m, maxiter):
     rep = model.report_
     params = {"kernel": model.kernel_, "noise": jnp.asarray(model.noise_)}
     Xj, yj, Zj = jnp.asarray(X), jnp.asarray(y), jnp.asarray(model.Z_)
-    from geogp.models.sgpr import sgpr_bound
 
     def loss(p, X_, y_, Z_):
         return -sgpr_bound(p["kernel"], p["noise"], Z_, X_, y_) / X_.shape[0]
@@ -235,8 +235,8 @@ def main(argv=None):
         print(f"{r['method']:13s} M={r['M']:4d}  gap {r['gap']:+10.4f}  wall {r['wall']:7.2f} s  "
               f"compute {r['compute']:7.2f} s  (exact L in {t_exact:.1f} s)", flush=True)
 
-    print("\nmethod            M   L(θ̂)−L''(θ̂)   L(θ)−L''(θ̂)   wall [s]   CPU [s]   compute [s]   "
-          "pre [s]   n_eval   t_eval [ms]   ℓ̂                 σ̂_f²     σ̂²")
+    print("\nmethod            M   L(θ̂)−L''(θ̂)   L(θ)−L''(θ̂)   wall [s]   CPU [s]   "
+          "compute [s]   pre [s]   n_eval   t_eval [ms]   ℓ̂                 σ̂_f²     σ̂²")
     for r in rows:
         print(f"{r['method']:13s} {r['M']:5d}   {r['gap']:+12.4f}   {r['gap_true']:+12.4f}   "
               f"{r['wall']:8.2f}  {r['cpu']:8.2f}   {r['compute']:10.3f}   {r['pre']:7.3f}   "

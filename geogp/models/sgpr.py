@@ -1,4 +1,4 @@
-"""SGPR: the collapsed variational GP with inducing inputs (Titsias 2009), the baseline of SPEC.md §8.
+"""SGPR, the collapsed variational GP with inducing inputs (Titsias 2009): SPEC.md §8 baseline.
 
 Inducing inputs Z (M, D) give K_uf = k(Z, X) and K_uu = k(Z, Z) + 1e-8·σ_f²·I. The bound uses the
 stable whitened form of SPEC.md §8 in the §3 expression:
@@ -27,7 +27,7 @@ import scipy.linalg
 
 from geogp._validation import as_points, as_targets, check_positive, check_same_length
 from geogp.exceptions import InputError
-from geogp.fit import FitReport, minimize_lbfgs
+from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.kernels import Kernel, make_kernel
 from geogp.models.base import Prediction, Standardizer
 
@@ -207,7 +207,8 @@ def kmeans_inducing(X, n_inducing: int, seed: int = 0, n_iter: int = 20) -> np.n
         X: (N, D) inputs; n_inducing: M ≤ N; seed: random seed; n_iter: Lloyd iterations.
 
     Returns:
-        (M, D) centroids. Empty clusters are re-seeded by scipy (``missing='warn'``).
+        (M, D) centroids. An empty cluster keeps its previous centroid and scipy warns
+        (``missing='warn'``); k-means++ seeding makes this rare.
 
     Cost: O(N M D) per iteration.
     """
@@ -244,7 +245,7 @@ class SGPRRegressor:
     Attributes:
         Z_: (M, D) inducing inputs (standardised units); inducing_index_: their row indices in
         X for greedy selection (None for k-means); kernel_, noise_ (standardised units);
-        report_: the kept round's :class:`~geogp.fit.FitReport`; reports_: all rounds;
+        report_: the kept round's :class:`~geogp.optimize.FitReport`; reports_: all rounds;
         select_time_s_: seconds spent choosing Z; scaler_; posterior_.
 
     Example:
@@ -290,7 +291,11 @@ class SGPRRegressor:
         return Xs[idx], idx
 
     def fit(self, X, y) -> SGPRRegressor:
-        """Learn θ (kernel and noise) on X (N, D), y (N,) with Z fixed per round. Returns self."""
+        """Learn θ (kernel and noise) on X (N, D), y (N,) with Z fixed per round. Returns self.
+
+        Cost: selection O(N M²) per round (greedy) or O(N M D · iterations) (k-means), then
+        O(N M² + M³) per L-BFGS evaluation; memory O(N M).
+        """
         X = as_points(X)
         y = as_targets(y)
         check_same_length(X, y)

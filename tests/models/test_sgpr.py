@@ -13,7 +13,6 @@ from _reference import dense_gp
 
 import geogp
 from geogp.exceptions import InputError
-from geogp.models import exact
 from geogp.models.sgpr import (
     SGPRRegressor,
     greedy_variance,
@@ -24,10 +23,13 @@ from geogp.models.sgpr import (
 )
 
 
+_gram = jax.jit(lambda k, A, B: k(A, B))  # jitted: eager JAX compiles every primitive separately
+
+
 def _data(rng, N=60, D=2, ell=0.5, noise=0.1):
     X = rng.uniform(-1, 1, (N, D))
     k = geogp.SquaredExponential(lengthscale=np.full(D, ell), variance=1.3)
-    y = dense_gp.sample(np.asarray(k(X, X)), noise, rng)
+    y = dense_gp.sample(np.asarray(_gram(k, X, X)), noise, rng)
     return X, y, k, noise
 
 
@@ -53,7 +55,7 @@ def test_bound_with_z_equal_x_is_the_exact_lml(rng):
     X, y, k, noise = _data(rng)
     bound = jax.jit(sgpr_bound)
     got = float(bound(k, noise, jnp.asarray(X), jnp.asarray(X), jnp.asarray(y)))
-    want = dense_gp.log_marginal_likelihood(np.asarray(k(X, X)), y, noise)
+    want = dense_gp.log_marginal_likelihood(np.asarray(_gram(k, X, X)), y, noise)
     np.testing.assert_allclose(got, want, rtol=1e-6)
     # and it is a lower bound with fewer inducing points
     sub = float(bound(k, noise, jnp.asarray(X[:10]), jnp.asarray(X), jnp.asarray(y)))
@@ -68,8 +70,8 @@ def test_predictions_with_z_equal_x_are_the_exact_gp(rng):
     """
     X, y, k, noise = _data(rng, ell=0.25)
     Xs = rng.uniform(-1.2, 1.2, (25, 2))
-    m_ref, C_ref = dense_gp.predict(np.asarray(k(X, X)), np.asarray(k(X, Xs)),
-                                    np.asarray(k(Xs, Xs)), y, noise)
+    m_ref, C_ref = dense_gp.predict(np.asarray(_gram(k, X, X)), np.asarray(_gram(k, X, Xs)),
+                                    np.asarray(_gram(k, Xs, Xs)), y, noise)
     mean, var = sgpr_predict(k, sgpr_posterior(k, noise, X, X, y, jitter=0.0), Xs)
     np.testing.assert_allclose(mean, m_ref, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(var, np.diag(C_ref), rtol=1e-6, atol=1e-9)
@@ -82,7 +84,7 @@ def test_predictions_with_z_equal_x_are_the_exact_gp(rng):
 def test_greedy_variance_is_pivoted_cholesky(rng):
     """T23: greedy variance selection picks exactly the pivots of a pivoted Cholesky."""
     X, _, k, _ = _data(rng, N=120)
-    K = np.asarray(k(X, X))
+    K = np.asarray(_gram(k, X, X))
     idx = greedy_variance(k, X, 25)
     ref = _pivoted_cholesky_reference(K, 25)
     np.testing.assert_array_equal(idx, ref)
@@ -123,15 +125,15 @@ def test_estimator_with_all_points_is_the_exact_gp(rng):
     X, y, _, _ = _data(rng, N=40, D=2, ell=0.3)
     sg = SGPRRegressor("se", n_inducing=40, maxiter=100).fit(X, y)
     assert sorted(sg.inducing_index_.tolist()) == list(range(40))
-    K = np.asarray(sg.kernel_(sg.X_train_, sg.X_train_))
+    K = np.asarray(_gram(sg.kernel_, sg.X_train_, sg.X_train_))
     ys = np.asarray(sg.y_train_)
     lml = dense_gp.log_marginal_likelihood(K, ys, sg.noise_)
     np.testing.assert_allclose(sg.bound(), lml, rtol=1e-6)
     assert sg.trace_diagnostic() < 1e-6 and sg.report_.converged
     Xs = rng.uniform(-1, 1, (6, 2))
     Xss = sg.scaler_.x(Xs)
-    m_ref, C_ref = dense_gp.predict(K, np.asarray(sg.kernel_(sg.X_train_, Xss)),
-                                    np.asarray(sg.kernel_(Xss, Xss)), ys, sg.noise_)
+    m_ref, C_ref = dense_gp.predict(K, np.asarray(_gram(sg.kernel_, sg.X_train_, Xss)),
+                                    np.asarray(_gram(sg.kernel_, Xss, Xss)), ys, sg.noise_)
     p = sg.predict(Xs)
     s_y = sg.scaler_.y_scale
     np.testing.assert_allclose(p.mean, sg.scaler_.y_mean + s_y * m_ref, atol=1e-5 * s_y)

@@ -60,6 +60,28 @@ def constrain(uparams: dict, unconstrained=()) -> dict:
     )
 
 
+_VG_CACHE: dict = {}
+
+
+def _value_and_grad(loss, treedef, shape, unconstrained, unravel):
+    """A jitted value-and-gradient in unconstrained space, cached per (loss, parameter layout).
+
+    Compilation costs seconds; fitting the same model class again (another raster, another
+    slice of a time series) reuses the compiled function as long as ``loss`` is the same
+    function object (define losses at module level, pass data through ``args``).
+    """
+    key = (loss, treedef, shape, unconstrained)
+    if key not in _VG_CACHE:
+        def u_loss(u, held, *a):
+            p = constrain(unravel(u), unconstrained)
+            return loss({**p, **held}, *a)
+
+        if len(_VG_CACHE) > 64:
+            _VG_CACHE.clear()
+        _VG_CACHE[key] = jax.jit(jax.value_and_grad(u_loss))
+    return _VG_CACHE[key]
+
+
 @dataclass
 class FitReport:
     """What an optimisation did.
@@ -126,16 +148,13 @@ def minimize_lbfgs(
     if not free:
         raise GeogpError("nothing to optimise: every parameter is fixed.")
     u0, unravel = ravel_pytree(unconstrain(free, unconstrained))
+    vg = _value_and_grad(loss, jax.tree_util.tree_structure(free), tuple(np.shape(u0)),
+                         tuple(unconstrained), unravel)
 
-    def u_loss(u, *a):
-        p = constrain(unravel(u), unconstrained)
-        return loss({**p, **held}, *a)
-
-    vg = jax.jit(jax.value_and_grad(u_loss))
     state = {"best": np.inf, "n_eval": 0, "history": []}
 
     def fun(u):
-        value, grad = vg(jnp.asarray(u), *args)
+        value, grad = vg(jnp.asarray(u), held, *args)
         value = float(value)
         grad = np.asarray(grad, dtype=np.float64)
         state["n_eval"] += 1

@@ -1,4 +1,4 @@
-"""Tests of geogp.fit: the positivity bijection and L-BFGS on JAX objectives."""
+"""Tests of geogp.optimize: the positivity bijection and L-BFGS on JAX objectives."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from _reference.assertions import assert_allclose
 
 from geogp import kernels as gk
 from geogp.exceptions import GeogpError
-from geogp.fit import POSITIVE_FLOOR, FitReport, constrain, minimize_lbfgs, unconstrain
+from geogp.optimize import POSITIVE_FLOOR, FitReport, constrain, minimize_lbfgs, unconstrain
 
 # ---------------------------------------------------------------------------------------------
 # constrain / unconstrain

@@ -31,10 +31,6 @@ __all__ = [
 
 # --- geodata front end (issue 6): appended block, public names of the xarray/CLI layer -------
 # Importing geogp.accessor registers the ``.geogp`` accessor on DataArray and Dataset.
-# The submodule geogp/fit.py (L-BFGS) is imported first: importing a submodule binds it as an
-# attribute of the package, which would otherwise replace the function ``geogp.fit`` later on.
-# ``from geogp.fit import minimize_lbfgs`` keeps working (it goes through sys.modules).
-import geogp.fit  # noqa: E402,F401  (must precede the ``fit`` function below)
 from geogp import accessor as accessor  # noqa: E402,F401
 from geogp import metrics as metrics  # noqa: E402
 from geogp.api import GeoRegressor as GeoRegressor  # noqa: E402

@@ -157,7 +157,7 @@ def save_model(model, path, *, overwrite: bool = False) -> Path:
 # --------------------------------------------------------------------------- loading
 def _load_afs(meta: dict, pre: str, z) -> object:
     from geogp.features.fourier import FourierFeatures
-    from geogp.fit import FitReport
+    from geogp.optimize import FitReport
     from geogp.models.afs import AFSRegressor
     from geogp.models.base import Standardizer
     from geogp.models.collapsed import Posterior

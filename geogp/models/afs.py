@@ -14,11 +14,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from geogp._validation import as_points, as_targets, check_positive, check_same_length
-from geogp.exceptions import InputError
+from geogp.exceptions import AllMissingError, InputError
 from geogp.features import trig
 from geogp.features.afs_dft import log_lambda as _log_lambda
 from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures
-from geogp.fit import FitReport, minimize_lbfgs
+from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.kernels import make_kernel
 from geogp.models.base import Prediction, Standardizer
 from geogp.models.collapsed import collapsed_bound, posterior, trace_term
@@ -55,6 +55,15 @@ def grid_axes_info(axes) -> tuple[np.ndarray, np.ndarray]:
         x0.append(a[0])
         eta.append(abs(step[0]))
     return np.array(x0), np.array(eta)
+
+
+def _negative_bound_per_point(params, stats, freqs, log_norm):
+    """−L''/N as a function of the parameters (module level, so its compilation is cached)."""
+    log_lam = params["kernel"].log_spectral_density(freqs) - log_norm
+    if "mean" in params:
+        stats = residual_stats(stats, params["mean"])
+    kvar0 = params["kernel"].variance_at_zero
+    return -collapsed_bound(log_lam, params["noise"], kvar0, stats) / stats.n
 
 
 class AFSRegressor:
@@ -165,11 +174,9 @@ class AFSRegressor:
             raise InputError(f"values have {len(shape)} dims but {len(axes)} axes were given.")
         # observed-cell statistics for standardisation (one pass)
         n_obs, s1, s2, ax_w = self._grid_moments(axes, values)
-        self._check_counts(n_obs, len(axes))
         if n_obs == 0:
-            from geogp.exceptions import AllMissingError
-
             raise AllMissingError("every grid cell is missing (NaN); nothing to fit.")
+        self._check_counts(n_obs, len(axes))
         y_mean = s1 / n_obs
         y_std = np.sqrt(max(s2 / n_obs - y_mean**2, 0.0))
         if not y_std > 0:
@@ -254,27 +261,28 @@ class AFSRegressor:
         params = self._init_params(d)
         n = float(stats.n)
 
-        freqs = jnp.asarray(ff.frequencies)
         if self.powers_ is not None:
             params["mean"] = jnp.asarray(ols(stats))
+        if hasattr(params["kernel"], "log_spectral_density"):
+            loss = _negative_bound_per_point  # module level: compiled once per parameter layout
+            args = (stats, jnp.asarray(ff.frequencies), jnp.asarray(ff.log_norm))
+        else:  # no closed-form S (e.g. ProductKernel): AFS-DFT, full lattice (SPEC.md §4.4)
+            def loss(p, st):
+                if "mean" in p:
+                    st = residual_stats(st, p["mean"])
+                return -collapsed_bound(_log_lambda(ff, p["kernel"]), p["noise"],
+                                        p["kernel"].variance_at_zero, st) / st.n
 
-        def loss(p, st, z):
-            if hasattr(p["kernel"], "log_spectral_density"):
-                log_lam = p["kernel"].log_spectral_density(z) - ff.log_norm
-            else:  # no closed-form S (e.g. ProductKernel): AFS-DFT, full lattice (SPEC.md §4.4)
-                log_lam = _log_lambda(ff, p["kernel"])
-            if "mean" in p:
-                st = residual_stats(st, p["mean"])
-            return -collapsed_bound(log_lam, p["noise"], p["kernel"].variance_at_zero, st) / n
+            args = (stats,)
 
         if self.optimize:
-            params, report = minimize_lbfgs(loss, params, args=(stats, freqs),
+            params, report = minimize_lbfgs(loss, params, args=args,
                                             unconstrained=("mean",), maxiter=self.maxiter,
                                             progress=self.progress)
             report.objective *= n
             report.history = [h * n for h in report.history]
         else:
-            report = FitReport(float(loss(params, stats, freqs)) * n, 0, 1, True, "not optimised", 0.0)
+            report = FitReport(float(loss(params, *args)) * n, 0, 1, True, "not optimised", 0.0)
         self.kernel_, self.noise_ = params["kernel"], float(params["noise"])
         self.beta_ = np.asarray(params["mean"]) if "mean" in params else None
         self.report_ = report

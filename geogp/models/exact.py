@@ -16,7 +16,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 
 from geogp._validation import as_points, as_targets, check_positive, check_same_length
-from geogp.fit import FitReport, minimize_lbfgs
+from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.kernels import Kernel, make_kernel
 from geogp.models.base import Prediction, Standardizer
 
@@ -102,7 +102,7 @@ class ExactGP:
 
     Attributes:
         kernel_: fitted kernel (standardised units); noise_: fitted σ² (standardised units).
-        report_: :class:`geogp.fit.FitReport`; scaler_: the :class:`Standardizer`.
+        report_: :class:`geogp.optimize.FitReport`; scaler_: the :class:`Standardizer`.
 
     Example:
         >>> import numpy as np

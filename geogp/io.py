@@ -133,6 +133,9 @@ def atomic_path(path, overwrite: bool = False):
         yield Path(tmp)
         if path.exists() and not overwrite:  # appeared meanwhile
             raise OutputExistsError(f"{str(path)!r} appeared while writing; not replaced.")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -36,7 +36,7 @@ from geogp._validation import as_points, as_targets, check_same_length
 from geogp.exceptions import InputError
 from geogp.features.wavelet import WaveletStatistics, make_basis, wavelet_statistics
 from geogp.features.wavelet_basis import canonical_family
-from geogp.fit import FitReport, minimize_lbfgs
+from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.models.base import Prediction, Standardizer
 from geogp.models.wavelet_prior import (
     NORMALISATIONS,
@@ -277,6 +277,12 @@ def posterior(params: dict, problem: WaveletProblem) -> WaveletPosterior:
 _log_coefficients_jit = jax.jit(log_coefficients, static_argnums=(1, 2))
 
 
+def _loss_per_point(params: dict, problem: WaveletProblem):
+    """−L′/N, the objective minimised by :class:`WaveletRegressor` (module level: the
+    optimiser caches its compilation per loss function)."""
+    return -collapsed_bound(params, problem) / problem.stats.n
+
+
 class WaveletRegressor:
     """Non-stationary GP regression with a multiresolution (wavelet) prior (SPEC.md §5).
 
@@ -293,8 +299,10 @@ class WaveletRegressor:
             amplitude: initial values (thesis App. C.2.2 defaults; standardised units).
         learn_weights: optimise b_q (the thesis keeps them fixed at 1).
         learn_amplitude: optimise σ_f² (fixed at 1 by default, as in the thesis).
-        margin: widen the data's bounding box by this much (standardised units) to form the
-            window; predictions outside the window raise ``OutsideWindowError``.
+        margin: extra window width on each side, in units of the data's extent per dimension
+            (as in ``AFSRegressor``; default 0.1). It adds data-free features only, so the
+            bound is unchanged (they are pruned); predictions outside the window raise
+            ``OutsideWindowError``.
         level: cascade level of the tabulated wavelets.
         standardize: z-score inputs and targets (SPEC.md §1).
         optimize: learn θ (else keep the initial values).
@@ -303,7 +311,8 @@ class WaveletRegressor:
         chunk_size: data points per chunk when accumulating statistics.
 
     Attributes:
-        params_: fitted parameters (standardised units). report_: :class:`geogp.fit.FitReport`.
+        params_: fitted parameters (standardised units).
+        report_: :class:`geogp.optimize.FitReport`.
         bound_: collapsed bound at ``params_`` (= exact LML of the finite prior, standardised).
         scaler_: the :class:`~geogp.models.base.Standardizer`. basis_, stats_, problem_,
         posterior_: the basis, statistics, problem and posterior.
@@ -321,7 +330,7 @@ class WaveletRegressor:
     def __init__(self, family="db4", *, iota=-2, j_max=3, n_components=1,
                  normalisation="amplitude", decay=0.5, component_decay=0.5, component_weight=1.0,
                  component_centre=None, component_width=1.0, noise=0.5, amplitude=1.0,
-                 learn_weights=False, learn_amplitude=False, margin=0.0, level=12,
+                 learn_weights=False, learn_amplitude=False, margin=0.1, level=12,
                  standardize=True, optimize=True, maxiter=500, backend="auto", chunk_size=None):
         self.family = family
         self.iota = iota
@@ -371,7 +380,9 @@ class WaveletRegressor:
         self.scaler_ = (Standardizer.from_data(X, y) if self.standardize
                         else Standardizer.identity(X.shape[1]))
         Xs, ys = self.scaler_.x(X), self.scaler_.y(y)
-        window = np.stack([Xs.min(axis=0) - self.margin, Xs.max(axis=0) + self.margin], axis=1)
+        lo, hi = Xs.min(axis=0), Xs.max(axis=0)
+        pad = self.margin * (hi - lo)
+        window = np.stack([lo - pad, hi + pad], axis=1)
         self.basis_ = make_basis(self.family, self.iota, self.j_max, window, self.level)
         t0 = time.perf_counter()
         self.stats_ = wavelet_statistics(self.basis_, Xs, ys, self.chunk_size)
@@ -384,20 +395,17 @@ class WaveletRegressor:
             noise=self.noise, amplitude=self.amplitude)
         n = self.stats_.n
         problem = self.problem_
-
-        def loss(p, prob):
-            return -collapsed_bound(p, prob) / n
-
         fixed = tuple(k for k, learn in (("component_weight", self.learn_weights),
                                          ("amplitude", self.learn_amplitude)) if not learn)
         if self.optimize:
-            params, report = minimize_lbfgs(loss, params, args=(problem,),
+            params, report = minimize_lbfgs(_loss_per_point, params, args=(problem,),
                                             unconstrained=("component_centre",), fixed=fixed,
                                             maxiter=self.maxiter)
             report.objective *= n
             report.history = [h * n for h in report.history]
         else:
-            report = FitReport(float(loss(params, problem)) * n, 0, 1, True, "not optimised", 0.0)
+            report = FitReport(float(_loss_per_point(params, problem)) * n, 0, 1, True,
+                               "not optimised", 0.0)
         self.params_ = params
         self.report_ = report
         self.posterior_ = posterior(params, problem)

@@ -95,6 +95,15 @@ __all__ = [
 STRATEGIES = ("variance", "mi", "krause")
 CRITERIA = ("marginal", "joint")
 
+def _rank1(Mat, x, y, alpha: float) -> None:
+    """Mat ← Mat + α x yᵀ in place (BLAS dger on the Fortran view; no M×M temporary)."""
+    if Mat.flags.c_contiguous and Mat.dtype == np.float64:
+        out = sla.blas.dger(alpha, y, x, a=Mat.T, overwrite_a=1)
+        if np.shares_memory(out, Mat):
+            return
+    Mat += alpha * np.outer(x, y)
+
+
 _DENSE_LIMIT = 2**23  # |V_c|·M below this: candidate features kept as one dense matrix (64 MB)
 _BLOCK = 2**24  # elements per block of batched evaluations (128 MB)
 _Z_MAX = 1.0 - 1e-15  # squared correlations are < 1; clip rounding overshoot before log1p
@@ -197,12 +206,14 @@ class FeaturePosterior:
     after any mean function).
 
     Attributes:
-        sqrt_lam: (M,) λ^{1/2}. A, Ainv: (M, M). t: (M,). noise: σ². kvar0: k(0).
+        sqrt_lam: (M,) λ^{1/2}. Ainv: (M, M) A⁻¹, updated in place. t: (M,). noise: σ².
+        kvar0: k(0). A (property): the precision, formed on demand as A₀ + σ⁻² Σ_added ψψᵀ.
     """
 
     def __init__(self, sqrt_lam, A, Ainv, t, noise: float, kvar0: float):
         self.sqrt_lam = np.asarray(sqrt_lam, dtype=np.float64)
-        self.A = np.array(A, dtype=np.float64)
+        self._A0 = A  # an array, or a callable giving it (formed only when needed)
+        self._added = []
         self.Ainv = np.array(Ainv, dtype=np.float64)
         self.t = np.array(t, dtype=np.float64)
         self.noise = float(noise)
@@ -217,8 +228,8 @@ class FeaturePosterior:
         if chol.ndim == 1:  # diagonal statistics: chol holds sqrt(diag A)
             A, Ainv = np.diag(chol**2), np.diag(1.0 / chol**2)
         else:
-            A = chol @ chol.T
-            Ainv = sla.cho_solve((chol, True), np.eye(sl.size))
+            A = lambda: chol @ chol.T  # noqa: E731  (O(M³): only for A itself, rarely needed)
+            Ainv = _inverse_from_cholesky(chol)
         resid = getattr(model, "_residual_stats", None)
         stats = resid() if callable(resid) else model.stats_
         t = sl * np.asarray(stats.r, dtype=np.float64) / post.noise  # t = σ⁻² Λ½ r
@@ -232,11 +243,20 @@ class FeaturePosterior:
         psi = np.asarray(psi, dtype=np.float64)
         w = self.Ainv @ psi
         d = self.noise + psi @ w
-        self.Ainv -= np.outer(w, w / d)  # A⁻¹ ← A⁻¹ − wwᵀ/d
-        self.A += np.outer(psi, psi / self.noise)  # A ← A + σ⁻²ψψᵀ
+        _rank1(self.Ainv, w, w, -1.0 / d)  # A⁻¹ ← A⁻¹ − wwᵀ/d
+        self._added.append(psi.copy())  # A ← A + σ⁻²ψψᵀ, applied when A is formed
         if y is not None:
             self.t += psi * (float(y) / self.noise)  # t ← t + σ⁻²ψy
         return w, d
+
+    @property
+    def A(self) -> np.ndarray:
+        """A = A₀ + σ⁻² Σ ψψᵀ over the added points, (M, M). Cost O(M² k) (+ O(M³) once)."""
+        A = np.array(self._A0() if callable(self._A0) else self._A0, dtype=np.float64)
+        if self._added:
+            P = np.asarray(self._added)
+            A += P.T @ P / self.noise
+        return A
 
     def mean(self, Psi) -> np.ndarray:
         """Posterior mean ψᵀA⁻¹t at rows of Psi (N, M). Cost O(NM + M²)."""
@@ -254,8 +274,16 @@ class FeaturePosterior:
         quad[np.diag_indices_from(quad)] -= sl**2
         quad = 0.5 * (quad + quad.T)
         weights = sl * (self.Ainv @ self.t)
-        chol = np.linalg.cholesky(0.5 * (self.A + self.A.T))
+        A = self.A
+        chol = np.linalg.cholesky(0.5 * (A + A.T))
         return Posterior(sl, weights, quad, chol, self.noise, self.kvar0)
+
+
+def _inverse_from_cholesky(L) -> np.ndarray:
+    """A⁻¹ from the lower Cholesky factor L of A. Cost O(M³)."""
+    L = np.asarray(L, dtype=np.float64)
+    inv = sla.cho_solve((L, True), np.eye(L.shape[0]))
+    return 0.5 * (inv + inv.T)
 
 
 def _check_afs(model) -> None:
@@ -420,9 +448,43 @@ class _GridOps(_FourierOps):
             out[:, s:s + step] = acc.reshape(acc.shape[0], -1)[:, self.flat].T
         return out[:, 0] if vec else out
 
+    def _grid_values(self, per_axis, tensor) -> np.ndarray:
+        """Σ_r tensor[r_1, ..., r_D] ∏_d per_axis[d][x_d, r_d] at the candidate cells."""
+        acc = tensor
+        for b in per_axis:
+            acc = np.tensordot(acc, b, axes=([0], [1]))  # contract r_d, append n_d
+        return acc.ravel()[self.flat]
+
+    def sq_norms(self) -> np.ndarray:
+        """‖ψ_c‖² = Σ_m λ_m ∏_d b_d(x_d)² by separable products. Cost O(Π R_d N_1 + ... )."""
+        return self._grid_values([b**2 for b in self.blocks], self._lam_tensor)
+
     def quad(self, B) -> np.ndarray:
-        coef = trig.quad_coefficients(self.ff, self.sl[:, None] * B * self.sl[None, :])
-        return trig.evaluate_grid(self.ff, list(self.saxes), coef, "quad").ravel()[self.flat]
+        """diag(Ψ_c B Ψ_cᵀ) through products of 1-D feature pairs (D ≤ 2).
+
+        φ_m φ_m' = ∏_d b_d[x_d, r_md] b_d[x_d, r_m'd]: with the unordered pairs p_d = {r_md, r_m'd}
+        and T[p_1, p_2] = Σ B'_mm' (B' = Λ½BΛ½), h = Σ_p T[p] ∏_d P_d[x_d, p_d], where
+        P_d[x, {r, r'}] = b_d[x, r] b_d[x, r']. Cost O(M² + U² N_1 + U N) with U = R(R+1)/2;
+        three or more dimensions use the trigonometric bins of :mod:`geogp.features.trig`.
+        """
+        Bs = self.sl[:, None] * B * self.sl[None, :]
+        if self.ff.n_dims > 2:
+            coef = trig.quad_coefficients(self.ff, Bs)
+            return trig.evaluate_grid(self.ff, list(self.saxes), coef, "quad").ravel()[self.flat]
+        pairs, index = [], 0
+        for d, b in enumerate(self.blocks):
+            R = b.shape[1]
+            iu = np.triu_indices(R)
+            table = np.zeros((R, R), dtype=np.int64)
+            table[iu] = np.arange(iu[0].size)
+            table = np.maximum(table, table.T)  # unordered pair {r, r'} → column
+            r = self.ff.rows[:, d]
+            pair_d = table[r[:, None], r[None, :]]  # (M, M)
+            index = index * iu[0].size + pair_d if d else pair_d
+            pairs.append((b[:, iu[0]] * b[:, iu[1]], iu[0].size))  # P_d (N_d, U_d)
+        sizes = tuple(u for _, u in pairs)
+        T = np.bincount(index.ravel(), weights=Bs.ravel(), minlength=int(np.prod(sizes)))
+        return self._grid_values([P for P, _ in pairs], T.reshape(sizes))
 
     def gram(self) -> np.ndarray:
         from geogp.stats import grid_stats
@@ -488,7 +550,7 @@ class _Problem:
     prior variance the features do not carry; resid_TT: callable giving K_TT − Ψ_TΨ_Tᵀ.
     """
 
-    A_data: np.ndarray
+    A_data: object  # (M, M) array, or a callable that forms it
     Ainv: np.ndarray
     noise: float
     ops: object
@@ -503,7 +565,7 @@ def _afs_problem(model, cands: Candidates, targets: Candidates, existing, dense_
     ff, post, scaler = model.features_, model.posterior_, model.scaler_
     sl = np.asarray(post.sqrt_lam, dtype=np.float64)
     fp = FeaturePosterior.from_model(model)
-    A_data = fp.A.copy()
+    A_data = fp._A0  # data only (an array or a callable): Krause's E starts from it
     if existing is not None:
         for psi in _afs_psi(model, existing, "existing sensors"):
             fp.add(psi)  # existing sensors: same rank-one updates as suggested sites
@@ -645,9 +707,9 @@ class _Greedy:
             if len(taken):
                 P = pb.ops.rows(list(taken))
                 G = G - P.T @ P
-            E = pb.A_data + G / s2
-            cho = sla.cho_factor(0.5 * (E + E.T), lower=True)
-            self.Einv = sla.cho_solve(cho, np.eye(E.shape[0]))
+            A_data = pb.A_data() if callable(pb.A_data) else pb.A_data
+            E = A_data + G / s2
+            self.Einv = _inverse_from_cholesky(np.linalg.cholesky(0.5 * (E + E.T)))
             self.q = pb.ops.quad(self.Einv)  # q_c = ψ_cᵀE⁻¹ψ_c
 
     # ------------------------------------------------------------------ scores
@@ -693,11 +755,11 @@ class _Greedy:
         d = s2 + psi @ w  # d = s_a = σ² + ψ_aᵀA⁻¹ψ_a
         u = pb.Psi_T @ w  # u = g = Ψ_Tᵀ A⁻¹ ψ_a
         info = {"var_latent": pb.resid_c[a] + d - s2, "cT_before": self.cT.copy(), "u": u, "d": d}
-        self.Ainv -= np.outer(w, w / d)
+        _rank1(self.Ainv, w, w, -1.0 / d)
         self.cT -= u**2 / d  # C_T,ii ← C_T,ii − u_i²/d
         if self.lazy:
             z = self.Einv @ psi
-            self.Einv += np.outer(z, z / (s2 - psi @ z))  # E⁻¹ ← E⁻¹ + zzᵀ/(σ² − q_a)
+            _rank1(self.Einv, z, z, 1.0 / (s2 - psi @ z))  # E⁻¹ ← E⁻¹ + zzᵀ/(σ² − q_a)
             return info
         v = pb.ops.apply(w)  # v_c = ψ_cᵀ A⁻¹ ψ_a
         self.h -= v**2 / d
@@ -705,7 +767,7 @@ class _Greedy:
             z = self.Einv @ psi
             e = s2 - psi @ z
             wz = pb.ops.apply(z)
-            self.Einv += np.outer(z, z / e)
+            _rank1(self.Einv, z, z, 1.0 / e)
             self.q += wz**2 / e
         elif self.strategy == "mi":
             self._pending = (u, v, d)
@@ -774,7 +836,7 @@ def _default_names(d: int) -> tuple:
 def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion: str = "marginal",
                   targets=None, existing=None, exclude=None, min_distance: float = 0.0,
                   cost=None, budget: float | None = None, max_targets: int = 1000,
-                  max_bytes: float = 2**28, lazy: bool = True, names=None, seed: int = 0,
+                  max_bytes: float = 2**28, lazy: bool | None = None, names=None, seed: int = 0,
                   dense_limit: int = _DENSE_LIMIT) -> pd.DataFrame:
     """Suggest the next ``n`` measurement sites by greedy selection (SPEC.md §7).
 
@@ -802,7 +864,10 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
         cost: per-candidate cost (scalar or (N,)); candidates are ranked by score/cost.
         budget: total cost allowed (default unlimited; with no ``cost`` each site costs 1).
         max_targets, max_bytes: target thinning limits (see ``targets``).
-        lazy: lazy-greedy evaluation for ``"krause"`` (same picks, fewer evaluations).
+        lazy: lazy-greedy evaluation for ``"krause"`` (same picks). Each lazy re-evaluation
+            costs O(M²) while a full update of all gains costs one or two linear forms over the
+            candidates, so the default (None) is lazy only for small, dense problems and plain
+            updates on grids and large point sets.
         names: coordinate column names (default ``x``, ``y``, ``z``).
         seed: random thinning of scattered targets.
         dense_limit: |V_c|·M below which candidate features are stored densely.
@@ -881,7 +946,9 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
     else:
         pb = _afs_problem(model, cands, tgt, existing, dense_limit)
     taken = _at_candidates(existing, cands.coords) if existing is not None else []
-    g = _Greedy(pb, strategy, criterion, lazy, lazy_batch, taken)
+    if lazy is None:
+        lazy = isinstance(pb.ops, _DenseOps)
+    g = _Greedy(pb, strategy, criterion, bool(lazy), lazy_batch, taken)
     picks, stopped = _run(g, n, active, costs, budget, min_distance, cands.coords)
 
     ys = pb.y_scale

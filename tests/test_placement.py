@@ -531,3 +531,21 @@ def xr_like(da, value):
     out = da.copy(data=np.full(da.shape, value))
     out.name = "mask"
     return out
+
+
+@pytest.mark.parametrize("dims", [1, 3])
+def test_grid_operators_other_dimensions(dims, rng):
+    """Separable grid products in 1-D and the trigonometric fallback in 3-D equal dense ones."""
+    from geogp.features.fourier import FourierFeatures
+
+    ff = FourierFeatures.build(np.zeros(dims), np.full(dims, 2.4), (5,) * dims)
+    sl = rng.uniform(0.2, 1.0, ff.n_features)
+    axes = [np.linspace(-1.0, 1.0, 6 + d) for d in range(dims)]
+    cands = Candidates.grid(axes)
+    dense = placement._DenseOps(np.asarray(ff(cands.coords)) * sl)
+    ops = placement._GridOps(ff, sl, axes, cands.flat)
+    B = rng.normal(size=(ff.n_features, ff.n_features))
+    W = rng.normal(size=(ff.n_features, 2))
+    np.testing.assert_allclose(ops.quad(B + B.T), dense.quad(B + B.T), atol=1e-10)
+    np.testing.assert_allclose(ops.sq_norms(), dense.sq_norms(), rtol=1e-12)
+    np.testing.assert_allclose(ops.apply(W), dense.apply(W), atol=1e-12)

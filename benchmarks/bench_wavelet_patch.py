@@ -31,7 +31,8 @@ its coarse levels overlap almost everything, so P is ~80% dense and each step co
 dense Cholesky of M_a ≈ 1,600 plus its selected inverse.
 
 Run: ``.venv/bin/python benchmarks/bench_wavelet_patch.py [--seeds 5] [--sensitivity]
-[--n2d 100000] [--skip-2d] [--db4-2d]``. Part 1 takes a minute or two, part 2 a few minutes on 2 cores.
+[--n2d 100000] [--skip-2d] [--db4-2d]``. Part 1 takes a few minutes, part 2 a few more (db4: much
+longer) on 2 cores.
 """
 
 from __future__ import annotations

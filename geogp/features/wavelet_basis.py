@@ -17,8 +17,10 @@ built in :mod:`geogp.features.wavelet`.
 Example:
     >>> import numpy as np
     >>> table = wavelet_table("haar")
-    >>> table.scaling(np.array([-0.5, 0.25, 1.0])).tolist(), table.wavelet(np.array([0.75])).tolist()
-    ([0.0, 1.0, 0.0], [-1.0])
+    >>> table.scaling(np.array([-0.5, 0.25, 1.0])).tolist()
+    [0.0, 1.0, 0.0]
+    >>> table.wavelet(np.array([0.25, 0.75])).tolist()
+    [1.0, -1.0]
 """
 
 from __future__ import annotations

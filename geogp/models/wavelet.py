@@ -15,7 +15,8 @@ pruned from the bound (they cancel) but kept for prediction, where they add thei
 
 Example:
     >>> import numpy as np
-    >>> X = np.linspace(-5, 5, 120)[:, None]; y = np.sin(X[:, 0]) + np.sin(3 * X[:, 0]) * (X[:, 0] > 1)
+    >>> X = np.linspace(-5, 5, 120)[:, None]
+    >>> y = np.sin(X[:, 0]) + np.sin(3 * X[:, 0]) * (X[:, 0] > 1)
     >>> model = WaveletRegressor("db4", iota=-2, j_max=2, maxiter=50).fit(X, y)
     >>> float(np.sqrt(np.mean((model.predict(X).mean - y) ** 2))) < 0.1
     True
@@ -36,7 +37,6 @@ from geogp._validation import as_points, as_targets, check_same_length
 from geogp.exceptions import InputError
 from geogp.features.wavelet import WaveletStatistics, make_basis, wavelet_statistics
 from geogp.features.wavelet_basis import canonical_family
-from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.models.base import Prediction, Standardizer
 from geogp.models.wavelet_prior import (
     NORMALISATIONS,
@@ -45,6 +45,7 @@ from geogp.models.wavelet_prior import (
     log_coefficients,
     log_precisions,
 )
+from geogp.optimize import FitReport, minimize_lbfgs
 
 __all__ = [
     "WaveletProblem",
@@ -439,7 +440,8 @@ class WaveletRegressor:
             :class:`~geogp.models.base.Prediction` with arrays of shape (len(axes[0]), …).
         """
         if len(axes) != self.basis_.n_dims:
-            raise InputError(f"expected {self.basis_.n_dims} coordinate vector(s); got {len(axes)}.")
+            raise InputError(
+                f"expected {self.basis_.n_dims} coordinate vector(s); got {len(axes)}.")
         axes = [np.asarray(a, dtype=np.float64).ravel() for a in axes]
         mesh = np.meshgrid(*axes, indexing="ij")
         pred = self.predict(np.stack([m.ravel() for m in mesh], axis=1))

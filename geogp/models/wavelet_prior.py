@@ -11,7 +11,9 @@ and g_q(x) = 2^{−((x − c_q)/s_q)²},
     Q ≥ 1:  β_{j,t} = [e_{a_0}(j) + Σ_q b_q e_{a_q}(j) g_q(t 2^{−j})] / Z_{j,t}      (4.26)
             Z_{j,t} = 2 [1 + Σ_q b_q g_q(t 2^{−j})]                                 (4.27)
 
-Σ_{j≥ι} e_a(j) = 1 (A.75), so α + Σ_j β_j = 1 for Q = 0. In D dimensions the kernel is the
+Σ_{j≥ι} e_a(j) = 1 (A.75), so α + Σ_j β_j = 1 for Q = 0. A larger decay a puts less weight on
+fine levels, so a component adds fine-scale content near c_q when a_q < a_0 (the thesis's
+§4.3.0.13, and SPEC.md §5.2, state the opposite inequality). In D dimensions the kernel is the
 product of D such factors, each with its own parameters, times an overall amplitude σ_f²
 (fixed at 1 by default, as in the thesis). The inducing-feature precisions are then
 λ_m = σ_f² ∏_d β^{(d)}_{m_d}: the coefficients of the orthogonal basis functions (the RKHS inner

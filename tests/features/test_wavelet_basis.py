@@ -145,7 +145,8 @@ def _brute_statistics(basis, X, y):
     nz = (phi != 0).astype(float)
     pattern = (nz @ nz.T) > 0
     active = np.flatnonzero(pattern.diagonal())
-    return phi[active] @ phi[active].T, np.tril(pattern[np.ix_(active, active)]), phi[active] @ y, active
+    lower = np.tril(pattern[np.ix_(active, active)])
+    return phi[active] @ phi[active].T, lower, phi[active] @ y, active
 
 
 @pytest.mark.parametrize("family,dims", [("db4", 1), ("haar", 2), ("db2", 2)])

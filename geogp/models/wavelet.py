@@ -39,6 +39,7 @@ from geogp.features.wavelet import WaveletStatistics, make_basis, wavelet_statis
 from geogp.features.wavelet_basis import canonical_family
 from geogp.models.base import Prediction, Standardizer
 from geogp.models.wavelet_prior import (
+    LOCATIONS,
     NORMALISATIONS,
     effective_lengthscale,
     init_params,
@@ -92,7 +93,7 @@ class WaveletProblem:
         g_vals: (nnz,) G on P in pattern order.
         r: (M_a,) r = Φy of the active features.
         index: (D, M_a) per-dimension function indices of the active features.
-        normalisation: ``"amplitude"`` or ``"l2"``.
+        normalisation: ``"amplitude"`` or ``"l2"``. location: ``"left"`` or ``"centre"``.
     """
 
     stats: WaveletStatistics
@@ -104,6 +105,7 @@ class WaveletProblem:
     r: np.ndarray = field(repr=False)
     index: np.ndarray = field(repr=False)
     normalisation: str = "amplitude"
+    location: str = "left"
 
     @property
     def basis(self):
@@ -111,22 +113,24 @@ class WaveletProblem:
 
     def tree_flatten(self):
         leaves = (self.rows, self.cols, self.g_vals, self.r, self.index)
-        return leaves, (self.stats, self.pattern, self.solve, self.normalisation)
+        return leaves, (self.stats, self.pattern, self.solve, self.normalisation, self.location)
 
     @classmethod
     def tree_unflatten(cls, aux, leaves):
-        stats, pattern, solve, normalisation = aux
-        return cls(stats, pattern, solve, *leaves, normalisation)
+        stats, pattern, solve, normalisation, location = aux
+        return cls(stats, pattern, solve, *leaves, normalisation, location)
 
 
 def make_problem(stats: WaveletStatistics, backend: str = "auto",
-                 normalisation: str = "amplitude") -> WaveletProblem:
+                 normalisation: str = "amplitude", location: str = "left") -> WaveletProblem:
     """Fix the sparse pattern (and, in the CHOLMOD backend, its analysis) for the bound.
 
     Args:
         stats: precomputed statistics.
         backend: ``"cholmod"``, ``"dense"`` (reference; densifies A) or ``"auto"``.
         normalisation: ``"amplitude"`` (default) or ``"l2"`` (SPEC.md §5.2).
+        location: bump location of a basis function, ``"left"`` (t 2^{−j}, thesis eq. 4.26,
+            default) or ``"centre"`` (middle of its support).
 
     Returns:
         A :class:`WaveletProblem`.
@@ -135,6 +139,8 @@ def make_problem(stats: WaveletStatistics, backend: str = "auto",
     """
     if normalisation not in NORMALISATIONS:
         raise InputError(f"normalisation must be one of {NORMALISATIONS}; got {normalisation!r}.")
+    if location not in LOCATIONS:
+        raise InputError(f"location must be one of {LOCATIONS}; got {location!r}.")
     pattern_cls, solve = _load_linalg(backend)
     pattern = pattern_cls.from_scipy(stats.gram)
     rows = np.asarray(pattern.rows, dtype=np.int64)
@@ -142,12 +148,13 @@ def make_problem(stats: WaveletStatistics, backend: str = "auto",
     g_vals = np.asarray(pattern.values_from_scipy(stats.gram), dtype=np.float64)
     index = stats.basis.unravel(stats.active)
     return WaveletProblem(stats, pattern, solve, rows, cols, g_vals, stats.r.copy(), index,
-                          normalisation)
+                          normalisation, location)
 
 
 def _whitened_system(params: dict, problem: WaveletProblem):
     """A on P (pattern order) and b = σ⁻² Λ^{1/2} r for the active features."""
-    log_lam = log_precisions(params, problem.basis.dims, problem.index, problem.normalisation)
+    log_lam = log_precisions(params, problem.basis.dims, problem.index, problem.normalisation,
+                             problem.location)
     sqrt_lam = jnp.exp(0.5 * log_lam)  # Λ^{1/2}, never formed from 1/λ (SPEC.md §3)
     inv_noise = 1.0 / params["noise"]
     rows, cols = problem.rows, problem.cols
@@ -270,12 +277,12 @@ def posterior(params: dict, problem: WaveletProblem) -> WaveletPosterior:
     """Build the posterior at θ: one sparse factorisation. Cost as :func:`collapsed_bound`."""
     bound, gamma, a_vals = _bound_and_solution(params, problem)
     log_coeffs = tuple(np.asarray(c) for c in _log_coefficients_jit(
-        params, problem.basis.dims, problem.normalisation))
+        params, problem.basis.dims, problem.normalisation, problem.location))
     return WaveletPosterior(params, problem, np.asarray(gamma), float(bound), a_vals,
                             log_coeffs)
 
 
-_log_coefficients_jit = jax.jit(log_coefficients, static_argnums=(1, 2))
+_log_coefficients_jit = jax.jit(log_coefficients, static_argnums=(1, 2, 3))
 
 
 def _loss_per_point(params: dict, problem: WaveletProblem):
@@ -296,6 +303,9 @@ class WaveletRegressor:
         iota: canonical scale ι (coarsest level). j_max: finest wavelet level.
         n_components: Q, localised fine-scale components per dimension (eq. 4.26).
         normalisation: ``"amplitude"`` (unit-amplitude basis, default) or ``"l2"``.
+        location: where the bumps g_q read a basis function's position: ``"left"`` (t 2^{−j},
+            thesis eq. 4.26, default) or ``"centre"`` (middle of its support; for db4 at coarse
+            levels the left end is far from where the function lives).
         decay, component_decay, component_weight, component_centre, component_width, noise,
             amplitude: initial values (thesis App. C.2.2 defaults; standardised units).
         learn_weights: optimise b_q (the thesis keeps them fixed at 1).
@@ -329,7 +339,7 @@ class WaveletRegressor:
     """
 
     def __init__(self, family="db4", *, iota=-2, j_max=3, n_components=1,
-                 normalisation="amplitude", decay=0.5, component_decay=0.5, component_weight=1.0,
+                 normalisation="amplitude", location="left", decay=0.5, component_decay=0.5, component_weight=1.0,
                  component_centre=None, component_width=1.0, noise=0.5, amplitude=1.0,
                  learn_weights=False, learn_amplitude=False, margin=0.1, level=12,
                  standardize=True, optimize=True, maxiter=500, backend="auto", chunk_size=None):
@@ -338,6 +348,7 @@ class WaveletRegressor:
         self.j_max = j_max
         self.n_components = n_components
         self.normalisation = normalisation
+        self.location = location
         self.decay = decay
         self.component_decay = component_decay
         self.component_weight = component_weight
@@ -365,6 +376,8 @@ class WaveletRegressor:
         if self.normalisation not in NORMALISATIONS:
             raise InputError(
                 f"normalisation must be one of {NORMALISATIONS}; got {self.normalisation!r}.")
+        if self.location not in LOCATIONS:
+            raise InputError(f"location must be one of {LOCATIONS}; got {self.location!r}.")
         if self.backend not in BACKENDS:
             raise InputError(f"backend must be one of {BACKENDS}; got {self.backend!r}.")
 
@@ -388,7 +401,7 @@ class WaveletRegressor:
         t0 = time.perf_counter()
         self.stats_ = wavelet_statistics(self.basis_, Xs, ys, self.chunk_size)
         self.stats_time_s_ = time.perf_counter() - t0
-        self.problem_ = make_problem(self.stats_, self.backend, self.normalisation)
+        self.problem_ = make_problem(self.stats_, self.backend, self.normalisation, self.location)
         params = init_params(
             X.shape[1], int(self.n_components), decay=self.decay,
             component_decay=self.component_decay, component_weight=self.component_weight,

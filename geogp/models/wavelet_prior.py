@@ -40,6 +40,7 @@ from geogp.exceptions import InputError
 
 __all__ = [
     "NORMALISATIONS",
+    "LOCATIONS",
     "PARAMETER_NAMES",
     "init_params",
     "log_coefficients_1d",
@@ -49,6 +50,7 @@ __all__ = [
 ]
 
 NORMALISATIONS = ("amplitude", "l2")
+LOCATIONS = ("left", "centre")
 PARAMETER_NAMES = ("decay", "component_decay", "component_weight", "component_centre",
                    "component_width", "noise", "amplitude")
 _LOG2 = math.log(2.0)
@@ -113,7 +115,8 @@ def log_coefficients_1d(decay, component_decay, component_weight, component_cent
     Args:
         decay: a_0, scalar. component_decay, component_weight, component_centre,
             component_width: (Q,) a_q, b_q, c_q, s_q.
-        kind: (M_d,) 0 for scaling functions, 1 for wavelets. level: (M_d,) j. shift: (M_d,) t.
+        kind: (M_d,) 0 for scaling functions, 1 for wavelets. level: (M_d,) j. shift: (M_d,) t
+            (the bump location is t 2^{−j}).
         iota: canonical scale ι.
 
     Returns:
@@ -140,13 +143,17 @@ def log_coefficients_1d(decay, component_decay, component_weight, component_cent
     return jnp.where(jnp.asarray(kind) == 0, -_LOG2, log_beta)  # α_t = ½ (4.24)
 
 
-def log_coefficients(params: dict, dims, normalisation: str = "amplitude") -> tuple:
+def log_coefficients(params: dict, dims, normalisation: str = "amplitude",
+                     location: str = "left") -> tuple:
     """Per-dimension log coefficients log β^{(d)} of every 1-D basis function.
 
     Args:
         params: constrained parameters (see :func:`init_params`).
         dims: the basis's :class:`~geogp.features.wavelet.WaveletBasis1D` per dimension.
         normalisation: ``"amplitude"`` or ``"l2"`` (adds j log 2 to a function of level j).
+        location: where a function sits for the bumps g_q: ``"left"``, t 2^{−j}, the left end
+            of its support (thesis eq. 4.26, the default, kept for reproduction), or
+            ``"centre"``, (t + (2p − 1)/2) 2^{−j}, the middle of its support.
 
     Returns:
         Tuple of D arrays of shape (M_d,).
@@ -155,31 +162,33 @@ def log_coefficients(params: dict, dims, normalisation: str = "amplitude") -> tu
     """
     out = []
     for d, b in enumerate(dims):
+        shift = b.shift + (0.5 * b.table.support if location == "centre" else 0.0)
         log_b = log_coefficients_1d(
             params["decay"][d], params["component_decay"][d], params["component_weight"][d],
             params["component_centre"][d], params["component_width"][d],
-            b.kind, b.level, b.shift, b.iota)
+            b.kind, b.level, shift, b.iota)
         if normalisation == "l2":
             log_b = log_b + _LOG2 * jnp.asarray(b.level, dtype=jnp.float64)
         out.append(log_b)
     return tuple(out)
 
 
-def log_precisions(params: dict, dims, index, normalisation: str = "amplitude"):
+def log_precisions(params: dict, dims, index, normalisation: str = "amplitude",
+                   location: str = "left"):
     """log λ_m = log σ_f² + Σ_d log β^{(d)}_{m_d} for the features listed in ``index``.
 
     Args:
         params: constrained parameters (see :func:`init_params`).
         dims: the basis's :class:`~geogp.features.wavelet.WaveletBasis1D` per dimension.
         index: (D, K) per-dimension function indices m_d of K features.
-        normalisation: ``"amplitude"`` or ``"l2"``.
+        normalisation: ``"amplitude"`` or ``"l2"``. location: ``"left"`` or ``"centre"``.
 
     Returns:
         (K,) log precisions (= log prior variances of the basis coefficients).
 
     Cost: O(Σ_d M_d·Q + D·K).
     """
-    coeffs = log_coefficients(params, dims, normalisation)
+    coeffs = log_coefficients(params, dims, normalisation, location)
     out = jnp.log(params["amplitude"]) * jnp.ones(jnp.shape(index)[1])
     for d, log_b in enumerate(coeffs):
         out = out + log_b[index[d]]

@@ -56,7 +56,7 @@ def _beta_thesis(a0, a, b, c, s, level, shift, iota):
     return num / (2 * z)
 
 
-def _lambda_np(basis, params, normalisation="amplitude"):
+def _lambda_np(basis, params, normalisation="amplitude", location="left"):
     """λ of all M features from the thesis formulas: σ_f² ∏_d β^{(d)} (× 2^j for "l2")."""
     P = {k: np.asarray(v, dtype=np.float64) for k, v in params.items()}
     idx = basis.unravel(np.arange(basis.n_features))
@@ -64,7 +64,9 @@ def _lambda_np(basis, params, normalisation="amplitude"):
     for d, b in enumerate(basis.dims):
         beta = _beta_thesis(P["decay"][d], P["component_decay"][d], P["component_weight"][d],
                             P["component_centre"][d], P["component_width"][d],
-                            b.level.astype(float), b.shift.astype(float), b.iota)
+                            b.level.astype(float),
+                            b.shift + (3.5 * (b.table.p == 4) if location == "centre" else 0.0),
+                            b.iota)
         beta = np.where(b.kind == 0, 0.5, beta)  # α_t = ½ (4.24)
         if normalisation == "l2":
             beta = beta * 2.0 ** b.level.astype(float)
@@ -122,6 +124,19 @@ def test_coefficients_match_thesis_formulas(rng):
     for norm in ("amplitude", "l2"):
         got = np.exp(np.asarray(_log_precisions(p, basis.dims, idx, norm)))
         np.testing.assert_allclose(got, _lambda_np(basis, p, norm), rtol=1e-12)
+
+
+def test_centre_location_moves_the_bumps(problems):
+    """location="centre" reads g_q at the middle of each db4 support (t + 3.5) 2^{−j}."""
+    name, X, y, basis, params, stats, probs = problems[0]
+    assert basis.dims[0].table.p == 4
+    phi, lam = _dense_phi_lambda(basis, params, X)
+    lam_c = _lambda_np(basis, params, location="centre")
+    assert np.max(np.abs(np.log(lam_c / lam))) > 1e-3
+    want = dense_gp.log_marginal_likelihood(phi.T @ (lam_c[:, None] * phi), y,
+                                            float(params["noise"]))
+    got = float(wm.collapsed_bound(params, wm.make_problem(stats, "auto", location="centre")))
+    np.testing.assert_allclose(got, want, rtol=1e-9)
 
 
 @pytest.mark.parametrize("a0", [0.3, 0.5, 2.0])
@@ -334,6 +349,7 @@ def test_regressor_fit_predict_on_original_scale(data2d):
     ({"n_components": -1}, "n_components"),
     ({"margin": -1.0}, "margin"),
     ({"normalisation": "unit"}, "normalisation"),
+    ({"location": "middle"}, "location"),
     ({"backend": "gpu"}, "backend"),
     ({"decay": -0.5}, "decay"),
     ({"iota": 2, "j_max": 1}, "j_max"),

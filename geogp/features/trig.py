@@ -81,33 +81,23 @@ def _flat_index(J_list, P) -> np.ndarray:
     return flat
 
 
-def assemble_gram(ff: FourierFeatures, C: np.ndarray) -> np.ndarray:
-    """G_{mm'} = Σ_n w_n φ_m(x_n) φ_{m'}(x_n) from the quad bins C (shape :func:`bin_sizes` 'quad').
-
-    Cost O(M² 2^{2D−1}) time, O(M²) memory. Returns a symmetric (M, M) float64 array.
+def _quad_terms(ff: FourierFeatures, P):
+    """Yield (c_{m,s} c_{m',s'} (M, M), flat bin index of s∘n_m + s'∘n_{m'} (M, M)) for the
+    conjugate-pair representatives (s, s'); the other half of the sum is the complex conjugate.
     """
-    P = C.shape
-    Cf = C.ravel()
     n = np.rint(2 * ff.numerators).astype(np.int64)  # 2n: integers, J = (s·2n + s'·2n')/2
     M = ff.n_features
-    G = np.zeros((M, M))
     for s, t in _half_sign_combos(ff.n_dims):
         coef = np.ones((M, M), dtype=np.complex128)
         J = []
         for d in range(ff.n_dims):
-            a = _coef(ff.kinds[:, d], s[d])
-            b = _coef(ff.kinds[:, d], t[d])
-            coef *= a[:, None] * b[None, :]
+            coef *= _coef(ff.kinds[:, d], s[d])[:, None] * _coef(ff.kinds[:, d], t[d])[None, :]
             J.append((s[d] * n[:, d][:, None] + t[d] * n[:, d][None, :]) // 2)
-        G += 2 * np.real(coef * Cf[_flat_index(J, P)])
-    return 0.5 * (G + G.T)
+        yield coef, _flat_index(J, P)
 
 
-def assemble_linear(ff: FourierFeatures, L: np.ndarray) -> np.ndarray:
-    """r_m = Σ_n y_n φ_m(x_n) from the linear bins L (shape :func:`bin_sizes` 'linear'). O(M 2^D)."""
-    P = L.shape
-    Lf = L.ravel()
-    r = np.zeros(ff.n_features)
+def _linear_terms(ff: FourierFeatures, P):
+    """Yield (c_{m,s} (M,), flat bin index of s∘n_m − h/2 (M,)) for s with s_0 = +1."""
     h = _shift(ff)
     for s in itertools.product((1, -1), repeat=ff.n_dims):
         if s[0] != 1:
@@ -117,7 +107,34 @@ def assemble_linear(ff: FourierFeatures, L: np.ndarray) -> np.ndarray:
         for d in range(ff.n_dims):
             coef *= _coef(ff.kinds[:, d], s[d])
             J.append(np.rint(s[d] * ff.numerators[:, d] - h[d]).astype(np.int64))
-        r += 2 * np.real(coef * Lf[_flat_index(J, P)])
+        yield coef, _flat_index(J, P)
+
+
+def _scatter(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """Σ of complex ``values`` into ``size`` bins at ``index``."""
+    index, values = index.ravel(), values.ravel()
+    return (np.bincount(index, weights=values.real, minlength=size)
+            + 1j * np.bincount(index, weights=values.imag, minlength=size))
+
+
+def assemble_gram(ff: FourierFeatures, C: np.ndarray) -> np.ndarray:
+    """G_{mm'} = Σ_n w_n φ_m(x_n) φ_{m'}(x_n) from the quad bins C (shape :func:`bin_sizes` 'quad').
+
+    Cost O(M² 2^{2D−1}) time, O(M²) memory. Returns a symmetric (M, M) float64 array.
+    """
+    Cf = C.ravel()
+    G = np.zeros((ff.n_features,) * 2)
+    for coef, idx in _quad_terms(ff, C.shape):
+        G += 2 * np.real(coef * Cf[idx])
+    return 0.5 * (G + G.T)
+
+
+def assemble_linear(ff: FourierFeatures, L: np.ndarray) -> np.ndarray:
+    """r_m = Σ_n y_n φ_m(x_n) from the linear bins L (shape :func:`bin_sizes` 'linear'). O(M 2^D)."""
+    Lf = L.ravel()
+    r = np.zeros(ff.n_features)
+    for coef, idx in _linear_terms(ff, L.shape):
+        r += 2 * np.real(coef * Lf[idx])
     return r
 
 
@@ -128,39 +145,21 @@ def quad_coefficients(ff: FourierFeatures, Q: np.ndarray) -> np.ndarray:
         Q: (M, M) real matrix (symmetric in practice). Cost O(M² 2^{2D−1}).
     """
     P = bin_sizes(ff, "quad")
-    A = np.zeros(int(np.prod(P)), dtype=np.complex128)
-    n = np.rint(2 * ff.numerators).astype(np.int64)
-    M = ff.n_features
-    for s, t in _half_sign_combos(ff.n_dims):
-        coef = np.ones((M, M), dtype=np.complex128)
-        J = []
-        for d in range(ff.n_dims):
-            coef *= _coef(ff.kinds[:, d], s[d])[:, None] * _coef(ff.kinds[:, d], t[d])[None, :]
-            J.append((s[d] * n[:, d][:, None] + t[d] * n[:, d][None, :]) // 2)
-        A += 2 * np.bincount(_flat_index(J, P).ravel(), weights=(coef * Q).real.ravel(),
-                             minlength=A.size)
-        A += 2j * np.bincount(_flat_index(J, P).ravel(), weights=(coef * Q).imag.ravel(),
-                              minlength=A.size)
+    size = int(np.prod(P))
+    A = np.zeros(size, dtype=np.complex128)
+    for coef, idx in _quad_terms(ff, P):
+        A += 2 * _scatter(idx, coef * Q, size)
     return A.reshape(P)
 
 
 def linear_coefficients(ff: FourierFeatures, w: np.ndarray) -> np.ndarray:
     """Bins B with Σ_m w_m φ_m(x) = Re[e^{iπ h·u} Σ_j B(j) e^{2πi j·u}]; adjoint of assemble_linear."""
     P = bin_sizes(ff, "linear")
-    B = np.zeros(int(np.prod(P)), dtype=np.complex128)
-    h = _shift(ff)
+    size = int(np.prod(P))
+    B = np.zeros(size, dtype=np.complex128)
     w = np.asarray(w, dtype=np.float64)
-    for s in itertools.product((1, -1), repeat=ff.n_dims):
-        if s[0] != 1:
-            continue
-        coef = np.ones(ff.n_features, dtype=np.complex128)
-        J = []
-        for d in range(ff.n_dims):
-            coef *= _coef(ff.kinds[:, d], s[d])
-            J.append(np.rint(s[d] * ff.numerators[:, d] - h[d]).astype(np.int64))
-        idx = _flat_index(J, P)
-        B += 2 * np.bincount(idx, weights=(coef * w).real, minlength=B.size)
-        B += 2j * np.bincount(idx, weights=(coef * w).imag, minlength=B.size)
+    for coef, idx in _linear_terms(ff, P):
+        B += 2 * _scatter(idx, coef * w, size)
     return B.reshape(P)
 
 

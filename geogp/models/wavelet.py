@@ -17,7 +17,7 @@ Example:
     >>> import numpy as np
     >>> X = np.linspace(-5, 5, 120)[:, None]
     >>> y = np.sin(X[:, 0]) + np.sin(3 * X[:, 0]) * (X[:, 0] > 1)
-    >>> model = WaveletRegressor("db4", iota=-2, j_max=2, maxiter=50).fit(X, y)
+    >>> model = WaveletRegressor("db4", iota=-2, j_max=2, maxiter=20).fit(X, y)
     >>> float(np.sqrt(np.mean((model.predict(X).mean - y) ** 2))) < 0.1
     True
 """

@@ -38,7 +38,9 @@ value-and-gradient (minimum of 5 calls): the algorithmic cost without compilatio
 t_SGPR(τ)/t_AFS(τ), where t(τ) is the shortest time among the runs with |gap| ≤ τ.
 
 Run: ``.venv/bin/python benchmarks/bench_afs_vs_sgpr.py [--n 3000] [--m-afs 8,16,...]``.
-The default (N = 10⁴) takes a few minutes on 2 idle cores: one N × N Cholesky per fit.
+The default (N = 10⁴, 15 fits) needs 16 dense 10⁴ × 10⁴ Choleskys (data + one per fit): a few
+minutes on 2 idle cores, but 13.5 minutes on our 2 shared cores at load 6–11, where each
+Cholesky took 30–45 s; ``--n 3000`` took 3.3 minutes there.
 Results of a run are quoted in the report of issue 3, not here (they depend on the machine).
 """
 

@@ -245,17 +245,10 @@ class Matern52(_Matern):
         return (1 + s + s**2 / 3) * jnp.exp(-s)
 
 
-@jax.tree_util.register_pytree_node_class
-class SumKernel(Kernel):
-    """k = Σ_i k_i; S = Σ_i S_i. E.g. a short-range plus a long-range Matérn."""
+class _CompositeKernel(Kernel):
+    """A kernel made of ``parts``; the parts are the pytree children."""
 
-    name = "sum"
-
-    def __init__(self, parts):
-        parts = tuple(parts)
-        if not parts or not all(isinstance(p, StationaryKernel) for p in parts):
-            raise InputError("SumKernel needs one or more stationary kernels.")
-        self.parts = parts
+    parts: tuple
 
     def tree_flatten(self):
         return self.parts, None
@@ -265,6 +258,19 @@ class SumKernel(Kernel):
         obj = object.__new__(cls)
         obj.parts = tuple(children)
         return obj
+
+
+@jax.tree_util.register_pytree_node_class
+class SumKernel(_CompositeKernel):
+    """k = Σ_i k_i; S = Σ_i S_i. E.g. a short-range plus a long-range Matérn."""
+
+    name = "sum"
+
+    def __init__(self, parts):
+        parts = tuple(parts)
+        if not parts or not all(isinstance(p, StationaryKernel) for p in parts):
+            raise InputError("SumKernel needs one or more stationary kernels.")
+        self.parts = parts
 
     def __repr__(self) -> str:
         return " + ".join(repr(p) for p in self.parts)
@@ -335,7 +341,7 @@ def make_kernel(spec, n_dims: int, lengthscale=0.2, variance=1.0) -> Kernel:
 
 
 @jax.tree_util.register_pytree_node_class
-class ProductKernel(Kernel):
+class ProductKernel(_CompositeKernel):
     """k = ∏_i k_i on the same inputs, e.g. SE × Matérn-5/2 (SPEC.md §4.4).
 
     Its spectral density is the convolution of the factors' and has no closed form, so this
@@ -351,15 +357,6 @@ class ProductKernel(Kernel):
         if len(parts) < 2 or not all(isinstance(p, Kernel) for p in parts):
             raise InputError("ProductKernel needs two or more kernels.")
         self.parts = parts
-
-    def tree_flatten(self):
-        return self.parts, None
-
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        obj = object.__new__(cls)
-        obj.parts = tuple(children)
-        return obj
 
     def __repr__(self) -> str:
         return " * ".join(f"({p!r})" for p in self.parts)

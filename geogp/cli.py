@@ -1,4 +1,4 @@
-"""Command-line interface: ``geogp fit``, ``geogp demo``, ``geogp --version``.
+"""Command-line interface: ``geogp fit``, ``geogp place``, ``geogp demo``, ``geogp --version``.
 
 Exit codes: 0 success; 2 usage errors and bad input (unreadable file, unknown variable, all
 missing, output exists without ``--overwrite``...), reported as one line without traceback;
@@ -22,6 +22,7 @@ examples:
   geogp fit sst.nc --var sst --out sst_gp.tif --netcdf sst_gp.nc --map sst_gp.png
   geogp fit dem.tif --out filled.tif --kernel matern52 --features 2000 --overwrite
   geogp fit dem.tif --out filled.tif --save-model dem_model.npz --quiet
+  geogp place dem.tif --n 20 --out sites.geojson --map sites.png   where to measure next
 
 Missing cells are NaN or the raster's nodata value. Lengthscales of geographic (lon/lat)
 rasters are reported in degrees of latitude and in km.
@@ -84,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0, help="seed of the held-out cells")
     demo.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
     demo.add_argument("--traceback", action="store_true", help=argparse.SUPPRESS)
+    from geogp.placement_cli import add_place_parser
+
+    add_place_parser(sub)
     return parser
 
 
@@ -152,7 +156,7 @@ def main(argv=None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
-    quiet = args.command == "fit" and args.quiet  # the demo always prints its results
+    quiet = args.command in ("fit", "place") and args.quiet  # the demo always prints results
 
     def echo(text: str) -> None:
         if not quiet:
@@ -163,7 +167,10 @@ def main(argv=None) -> int:
     try:
         with warnings.catch_warnings():  # restores warnings.showwarning on exit
             warnings.showwarning = _show_warning
-            return _fit(args, echo) if args.command == "fit" else _demo(args, echo)
+            from geogp.placement_cli import _place
+
+            handler = {"fit": _fit, "demo": _demo, "place": _place}[args.command]
+            return handler(args, echo)
     except (InputError, _UsageError) as err:
         if args.traceback:
             raise

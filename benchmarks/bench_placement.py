@@ -1,4 +1,4 @@
-"""Sensor placement (SPEC.md §7): speed of the greedy loop, and the thesis-style active-learning run.
+"""Sensor placement (SPEC.md §7): speed of the greedy loop and a thesis-style active-learning run.
 
 Part 1, ``timing``: an AFS model with M ≈ 2,000 features on a 316 × 316 raster with gaps;
 every cell (99,856) is a candidate; 100 sites are chosen with each strategy, on the grid

@@ -21,18 +21,23 @@ target diagonal C_T,ii and, for the thesis criterion, X = Ψ_Tᵀ A⁻¹ Ψ_c (|
 
 Strategies (standardised units; σ² the noise variance):
 
-============  ==========================================================  ==================
-strategy      score of candidate a                                         per step
-============  ==========================================================  ==================
-"variance"    var_y(a) = C_aa + σ² (max predictive variance / entropy)      O(M² + |V_c|·e)
-"mi"          thesis (§4.4.2.2): ½ log|C_T + σ²I| − ½ log|C_T^{(a)} + σ²I|  O(M² + |V_c|(e + |T|))
-              marginal (default): −½ Σ_i log(1 − g_i²/(d (C_ii + σ²)))
-              joint: −½ log(1 − gᵀ(C_T + σ²I)⁻¹g/d)
-"krause"      Krause et al. (2008): H(y_a | A) − H(y_a | V∖(A ∪ a))         O(M² + lazy evals·M²)
-============  ==========================================================  ==================
+==========  ============================================================  =====================
+strategy    score of candidate a                                           per step
+==========  ============================================================  =====================
+variance    var_y(a) = C_aa + σ² (max predictive variance / entropy)        O(M² + |V_c| e)
+mi          thesis (§4.4.2.2): ½ log|C_T + σ²I| − ½ log|C_T^{(a)} + σ²I|    O(M² + |V_c|(e + |T|))
+            marginal (default): −½ Σ_i log(1 − g_i²/(d (C_ii + σ²)))
+            joint: −½ log(1 − gᵀ(C_T + σ²I)⁻¹g/d), Y = (C_T + σ²I)⁻¹X kept
+krause      Krause et al. (2008): H(y_a | A) − H(y_a | V∖(A ∪ a))           O(M² + |V_c| e), or
+                                                                            O(M² + b M²) lazy
+==========  ============================================================  =====================
 
 (e is the cost of evaluating one linear form ψᵀw at all candidates: a dense product for small
-problems, separable transforms on grids, a type-2 NUFFT at scattered points.)
+problems, separable products of 1-D features on grids, a planned type-2 NUFFT at scattered
+points; b is the number of lazy re-evaluations.) The joint criterion keeps Y = (C_T + σ²I)⁻¹X
+by the rank-one identity Y ← Y + p (Yᵀu − v)ᵀ/e, p = (C_T + σ²I)⁻¹u, e = d − uᵀp, so it costs
+O(|T||V_c|) per step too; it needs C_T + σ²I positive definite, which AFS does not guarantee
+(k − k̂ need not be PSD), hence the marginal default.
 
 Krause's mutual information uses the model's finite-rank covariance ψᵀA⁻¹ψ (the AFS implied
 kernel conditioned on the data) and the feature-space form of its "rest of V" term:
@@ -510,7 +515,8 @@ class _PointOps(_FourierOps):
             P = trig.bin_sizes(ff, "linear")
             u = (self.Xs - ff.center) / ff.period
             self._plan = finufft.Plan(2, P, eps=1e-14, isign=1, modeord=1)
-            self._plan.setpts(*[np.ascontiguousarray(2 * np.pi * u[:, d]) for d in range(ff.n_dims)])
+            self._plan.setpts(*[np.ascontiguousarray(2 * np.pi * u[:, d])
+                                for d in range(ff.n_dims)])
             # linear forms carry e^{iπ h·u} (h = 1 on the odd lattice): see geogp.features.trig
             self._phase = np.exp(2j * np.pi * (u @ trig._shift(ff)))
         coef = trig.linear_coefficients(ff, self.sl * w)
@@ -885,10 +891,11 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
         InputError: bad arguments (unknown strategy, n < 1 or above the number of allowed
             candidates, NaN coordinates, shapes, locations outside the model's window...).
 
-    Cost: set-up O(M³ + e_quad + |T|·|V_c|·M/… ) — one A⁻¹, one quadratic form over the
-    candidates, and for ``"mi"`` the |T| × |V_c| matrix X; per step O(M² + |V_c|(e + |T|))
-    (``"mi"``), O(M² + |V_c| e) (``"variance"``, plain ``"krause"``), O(M² + b M²) for b lazy
-    re-evaluations (``"krause"``). Memory O(M² + |T||V_c|).
+    Cost: set-up O(M³) for A⁻¹ (and E⁻¹ for ``"krause"``), one quadratic form over the
+    candidates, and for ``"mi"`` |T| linear forms (the |T| × |V_c| matrix X, O(|T|³) more for
+    ``"joint"``); per step O(M² + |V_c|(e + |T|)) for ``"mi"``, O(M² + |V_c| e) for
+    ``"variance"`` and plain ``"krause"``, O(M² + b M²) for lazy ``"krause"`` (e: one linear
+    form over the candidates; b: re-evaluations). Memory O(M² + |T||V_c|).
     """
     n = _check_n(n)
     if strategy not in STRATEGIES:
@@ -909,7 +916,8 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
     if existing is not None:
         existing = as_points(existing, "existing sensors")
         if existing.shape[1] != n_dims:
-            raise InputError(f"existing sensors have {existing.shape[1]} columns; expected {n_dims}.")
+            raise InputError(f"existing sensors have {existing.shape[1]} columns; expected "
+                             f"{n_dims}.")
     min_distance = float(min_distance)
     if not np.isfinite(min_distance) or min_distance < 0:
         raise InputError(f"min_distance must be finite and ≥ 0; got {min_distance!r}.")

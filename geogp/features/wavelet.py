@@ -398,6 +398,8 @@ class _Accumulator:
     def add_dense_block(self, basis, X, y, idx):
         rows, vals = basis.local_features(X[idx])  # every row equal: one dyadic cell
         feat = rows[0]
+        if not np.array_equal(rows[-1], feat):  # pragma: no cover - guards the cell grouping
+            raise RuntimeError("points grouped in one dyadic cell meet different features.")
         self.r[feat] += vals.T @ y[idx]
         g = vals.T @ vals  # (K, K) dense block of ΦΦᵀ
         nonzero = vals != 0.0

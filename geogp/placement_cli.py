@@ -34,8 +34,9 @@ examples:
   geogp place dem.tif --n 30 --out sites.geojson --strategy variance --min-distance 500
   geogp place dem.tif --n 5 --out sites.geojson --exclude lakes.tif --overwrite
 
-Strategies: mi (thesis log-determinant criterion, marginal form; default), variance (largest
-predictive variance), krause (mutual information with the rest of the grid, lazy greedy).
+Strategies: mi (thesis log-determinant criterion over the target cells, marginal form;
+default), variance (largest predictive variance), krause (Krause et al. 2008 mutual
+information between the sites and the rest of the grid).
 exit codes: 0 ok, 2 usage or bad input, 1 other errors.
 """
 
@@ -62,7 +63,8 @@ def add_place_parser(subparsers) -> argparse.ArgumentParser:
                    help="number of Fourier features (default 1000)")
     p.add_argument("--maxiter", type=int, default=None, help="L-BFGS iterations (default 300)")
     p.add_argument("--min-distance", type=float, default=0.0, metavar="D",
-                   help="minimum distance between sites, in CRS units (default 0)")
+                   help="minimum distance between sites, in CRS units (degrees of latitude "
+                        "on lon/lat rasters; default 0)")
     p.add_argument("--exclude", metavar="MASK.tif",
                    help="raster on the same grid: sites are not placed where it is non-zero")
     p.add_argument("--max-targets", type=int, default=1000, metavar="T",

@@ -84,8 +84,14 @@ class AFSRegressor:
         mean: mean function, None (zero on the standardised scale: the data's mean),
             ``"constant"``, ``"linear"`` or ``"quadratic"`` trend in the coordinates, learnt
             jointly with θ (:mod:`geogp.trend`).
-        grid_mode: for complete rasters, ``"auto"`` uses G = N·I (Lemma 3.1, O(M) per step)
-            when it holds, ``"exact"`` always uses the dense G.
+        grid_mode: ``"exact"`` (default) uses the statistics of the observed cells with the
+            window W = W_x·window_factor. ``"diagonal"`` is the Lemma 3.1 fast path for
+            *complete* rasters (G = N·I, O(M) per optimiser step, SPEC.md §4.6): it needs the
+            window W_d = N_d η_d, one cell wider than the data, so the odd lattice's negative
+            alias makes opposite edges strongly anti-correlated (SPEC.md §4.6 "Pitfall").
+            Measured on non-periodic synthetic rasters, it biases the learnt lengthscale
+            (downwards, more so as M grows); use it for periodic fields, or for speed when
+            the bias is acceptable. Rasters with gaps always use the exact route.
         stats_method: scattered points: ``"auto"`` (NUFFT above 2,000 points), ``"nufft"``,
             ``"dense"``.
         optimize: learn θ by L-BFGS (else keep the initial values).
@@ -101,7 +107,7 @@ class AFSRegressor:
 
     def __init__(self, kernel="matern32", *, n_features=1000, n_freq=None, lattice="odd",
                  window_factor=DEFAULT_WIDTH_FACTOR, margin=0.0, lengthscale=0.2, variance=1.0,
-                 noise=1.0, mean=None, grid_mode="auto", stats_method="auto", optimize=True, maxiter=300,
+                 noise=1.0, mean=None, grid_mode="exact", stats_method="auto", optimize=True, maxiter=300,
                  chunk_bytes=DEFAULT_CHUNK_BYTES, max_bytes=4 * 2**30, progress=None):
         self.kernel = kernel
         self.n_features = n_features
@@ -164,7 +170,7 @@ class AFSRegressor:
     def fit_grid(self, axes, values) -> AFSRegressor:
         """Fit on a regular grid: ``values`` (N_1, ..., N_D) with NaN = missing, axis coordinates.
 
-        Complete grids use G = N·I when Lemma 3.1 holds and ``grid_mode='auto'``; gappy grids use
+        Complete grids use G = N·I when Lemma 3.1 holds and ``grid_mode='diagonal'``; others use
         the exact statistics of the observed cells from separable transforms (SPEC.md §4.6).
         """
         axes = [np.asarray(a, dtype=np.float64) for a in axes]
@@ -192,13 +198,18 @@ class AFSRegressor:
         complete = n_obs == int(np.prod(shape))
         t0 = time.perf_counter()
         diagonal = False
-        if complete and self.grid_mode == "auto" and self.lattice == "odd":
+        if self.grid_mode not in ("exact", "diagonal"):
+            raise InputError(f"grid_mode must be 'exact' or 'diagonal'; got {self.grid_mode!r}.")
+        if complete and self.grid_mode == "diagonal" and self.lattice == "odd":
             # Lemma 3.1 mode: W_d = N_d η_d exactly, centred on the grid cells
             center = (lo + hi) / 2
             width = np.array(shape) * seta
             ff = self._features(center, width)
             if all(2 * k <= n for k, n in zip(ff.n_freq, shape)):
                 diagonal = True
+        if self.grid_mode == "diagonal" and not diagonal:
+            warnings.warn("grid_mode='diagonal' needs a complete raster, the odd lattice and "
+                          "2K_d ≤ N_d (Lemma 3.1); using the exact route instead.", stacklevel=2)
         if not diagonal:
             center, width = self._window(lo, hi)
             ff = self._features(center, width)

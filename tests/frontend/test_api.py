@@ -188,9 +188,10 @@ def test_wavelet_model_plugs_in_or_says_it_is_missing(raster):
         geogp.fit(da, model="wavelet", n_features=10)
 
 
-def test_complete_raster_takes_the_lemma_path(fast):
+def test_complete_raster_takes_the_lemma_path_only_on_request(fast):
     da = make_raster(frac_missing=0.0)
-    model = geogp.fit(da, **fast)
+    assert not geogp.fit(da, **fast).estimators_[0].stats_.diagonal  # exact route by default
+    model = geogp.fit(da, grid_mode="diagonal", **fast)
     assert model.estimators_[0].stats_.diagonal  # G = N·I (SPEC.md §4.6)
     assert np.isfinite(model.predict()["mean"]).all()
 

@@ -213,7 +213,8 @@ def _save_map(args, geo, sites, target) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from geogp.placement import _atomic, plot_sites
+    from geogp.io import atomic_path
+    from geogp.placement import plot_sites
 
     pred = geo.predict()
     std = np.asarray(pred["std_latent"].values)
@@ -223,7 +224,7 @@ def _save_map(args, geo, sites, target) -> None:
     ax.set_xlabel(target.x_dim)
     ax.set_ylabel(target.y_dim)
     try:
-        with _atomic(args.map, args.overwrite) as tmp:
+        with atomic_path(args.map, args.overwrite) as tmp:
             fig.savefig(tmp, dpi=120, bbox_inches="tight", format="png")
     finally:
         plt.close(fig)

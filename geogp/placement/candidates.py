@@ -1,0 +1,138 @@
+"""Candidate and target locations for sensor placement (SPEC.md §7).
+
+:class:`Candidates` holds locations in the model's input coordinates, either scattered points
+or cells of a regular tensor grid (then the grid's axes and the cells' flat indices are kept,
+so that the operators of :mod:`geogp.placement.operators` can use separable products). The
+helpers below turn user input into candidates and evaluate the per-candidate constraints of
+:func:`~geogp.placement.suggest_sites` (exclusion masks, minimum distance, existing sensors
+that sit on a candidate).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from geogp._validation import as_points
+from geogp.exceptions import InputError
+
+
+@dataclass(frozen=True, eq=False)
+class Candidates:
+    """Locations in the model's input coordinates: scattered points or cells of a grid.
+
+    Attributes:
+        coords: (N, D) coordinates, in the units and column order of the model's inputs.
+        axes: for cells of a regular tensor grid, the D axis vectors; else None.
+        flat: (N,) C-order flat indices of the cells into that grid; else None.
+    """
+
+    coords: np.ndarray
+    axes: tuple | None = None
+    flat: np.ndarray | None = None
+
+    @classmethod
+    def points(cls, X) -> Candidates:
+        """Scattered locations X (N, D)."""
+        return cls(as_points(X, "candidate locations"))
+
+    @classmethod
+    def grid(cls, axes, mask=None) -> Candidates:
+        """Cells of the tensor grid ``axes`` (D vectors), optionally only where ``mask`` is True.
+
+        Args:
+            axes: D coordinate vectors (N_d,), in the model's column order.
+            mask: None (every cell) or a boolean array of shape (N_1, ..., N_D).
+        """
+        axes = tuple(np.asarray(a, dtype=np.float64).ravel() for a in axes)
+        shape = tuple(a.size for a in axes)
+        if not axes or min(shape) == 0:
+            raise InputError(f"grid axes must be non-empty vectors; got lengths {list(shape)}.")
+        if not all(np.all(np.isfinite(a)) for a in axes):
+            raise InputError("grid axes contain NaN/inf coordinates; they must be finite.")
+        if mask is None:
+            flat = np.arange(int(np.prod(shape)))
+        else:
+            mask = np.asarray(mask)
+            if mask.shape != shape:
+                raise InputError(f"mask has shape {mask.shape} but the grid axes give {shape}; "
+                                 "they must match (same dimension order).")
+            flat = np.flatnonzero(mask.astype(bool).ravel())
+        if flat.size == 0:
+            raise InputError("the candidate mask selects no cell; nothing to choose from.")
+        idx = np.unravel_index(flat, shape)
+        coords = np.stack([a[i] for a, i in zip(axes, idx)], axis=1)
+        return cls(coords, axes, flat)
+
+    def __len__(self) -> int:
+        return int(self.coords.shape[0])
+
+    @property
+    def n_dims(self) -> int:
+        return int(self.coords.shape[1])
+
+    def thin(self, max_n: int, seed: int = 0) -> tuple[Candidates, bool]:
+        """At most ``max_n`` locations: a regular stride on grids, else a seeded random subset.
+
+        Returns (locations, whether any were dropped). The result is always scattered points.
+        """
+        n = len(self)
+        if n <= max_n:
+            return Candidates(self.coords), False
+        keep = None
+        if self.axes is not None:
+            shape = tuple(a.size for a in self.axes)
+            idx = np.unravel_index(self.flat, shape)
+            step = int(math.ceil((n / max_n) ** (1 / len(shape))))
+            while keep is None or keep.sum() > max_n:
+                keep = np.all([i % step == step // 2 for i in idx], axis=0)
+                step += 1
+            keep = np.flatnonzero(keep)
+        if keep is None or keep.size == 0:
+            keep = np.sort(np.random.default_rng(seed).choice(n, size=max_n, replace=False))
+        return Candidates(self.coords[keep]), True
+
+
+def _as_candidates(obj, name: str) -> Candidates:
+    if isinstance(obj, Candidates):
+        return obj
+    if isinstance(obj, pd.DataFrame):
+        obj = obj.to_numpy()
+    try:
+        return Candidates.points(obj)
+    except InputError as err:
+        raise InputError(f"{name}: {err}") from None
+
+
+def _exclusion(exclude, cands: Candidates) -> np.ndarray:
+    n = len(cands)
+    if exclude is None:
+        return np.zeros(n, dtype=bool)
+    ex = np.asarray(exclude)
+    if ex.dtype != bool:
+        if not np.issubdtype(ex.dtype, np.number):
+            raise InputError(f"exclude must be a boolean mask; got dtype {ex.dtype}.")
+        ex = np.nan_to_num(ex.astype(np.float64), nan=0.0) != 0
+    if cands.axes is not None and ex.shape == tuple(a.size for a in cands.axes):
+        return ex.ravel()[cands.flat]
+    if ex.shape != (n,):
+        raise InputError(f"exclude must have one value per candidate ({n})"
+                         + (f" or the grid's shape {tuple(a.size for a in cands.axes)}"
+                            if cands.axes is not None else "") + f"; got shape {ex.shape}.")
+    return ex
+
+
+def _at_candidates(points, coords) -> list:
+    """Candidates that coincide with one of ``points`` (to 1e-12 relative)."""
+    tol = 1e-12 * (1.0 + np.abs(coords).max())
+    hits = set()
+    for pt in points:
+        hits.update(np.flatnonzero(np.all(np.abs(coords - pt) <= tol, axis=1)).tolist())
+    return sorted(hits)
+
+
+def _near(coords, point, min_distance) -> np.ndarray:
+    return np.sum((coords - point) ** 2, axis=1) < min_distance**2

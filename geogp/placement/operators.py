@@ -1,0 +1,305 @@
+"""Candidate feature operators and the placement problem (SPEC.md §7).
+
+The greedy loop never needs the |V_c| × M matrix Ψ_c itself, only products with it: Ψ_c W,
+diag(Ψ_c B Ψ_cᵀ), ‖ψ_c‖² and Ψ_cᵀΨ_c. :class:`_DenseOps` keeps Ψ_c for small problems;
+:class:`_GridOps` (separable products of 1-D features on grids) and :class:`_PointOps`
+(planned type-2 NUFFT at scattered points) evaluate them without it. :class:`_Problem` gathers
+what the loop needs, built by :func:`_afs_problem` for AFS models and :func:`_exact_problem`
+for the exact GP (explicit features of its posterior covariance on V_c ∪ T).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg as sla
+
+from geogp.exceptions import InputError
+from geogp.features import trig
+from geogp.features.fourier import lattice_rows
+from geogp.placement.candidates import Candidates
+from geogp.placement.posterior import FeaturePosterior, _afs_psi
+
+_DENSE_LIMIT = 2**23  # |V_c|·M below this: candidate features kept as one dense matrix (64 MB)
+_BLOCK = 2**24  # elements per block of batched evaluations (128 MB)
+
+
+# =========================================================================== candidate operators
+class _DenseOps:
+    """Candidate features kept as one matrix Ψ_c (N, M). Every product is a BLAS call."""
+
+    def __init__(self, Psi):
+        self.Psi = np.ascontiguousarray(Psi, dtype=np.float64)
+        self.n = self.Psi.shape[0]
+
+    def rows(self, idx) -> np.ndarray:
+        return self.Psi[np.asarray(idx)]
+
+    def apply(self, W) -> np.ndarray:
+        """Ψ_c W: (N,) for W (M,), (N, B) for W (M, B)."""
+        return self.Psi @ W
+
+    def quad(self, B) -> np.ndarray:
+        """diag(Ψ_c B Ψ_cᵀ), (N,). Cost O(N M²)."""
+        out = np.empty(self.n)
+        step = max(1, _BLOCK // max(1, B.shape[0]))
+        for s in range(0, self.n, step):
+            P = self.Psi[s:s + step]
+            out[s:s + step] = np.sum((P @ B) * P, axis=1)
+        return out
+
+    def sq_norms(self) -> np.ndarray:
+        return np.sum(self.Psi**2, axis=1)
+
+    def gram(self) -> np.ndarray:
+        return self.Psi.T @ self.Psi
+
+
+class _FourierOps:
+    """Shared parts of the AFS operators: ψ at chosen rows, ‖ψ‖² by separable sums."""
+
+    def __init__(self, ff, sqrt_lam, Xs):
+        self.ff, self.sl, self.Xs = ff, np.asarray(sqrt_lam, dtype=np.float64), Xs
+        self.n = Xs.shape[0]
+        shape = tuple(lattice_rows(k, ff.lattice)[0].size for k in ff.n_freq)  # R_d per axis
+        self._lam_tensor = np.zeros(shape)
+        np.add.at(self._lam_tensor, tuple(ff.rows.T), self.sl**2)  # λ at each feature's rows
+
+    def rows(self, idx) -> np.ndarray:
+        return np.asarray(self.ff(self.Xs[np.asarray(idx)])) * self.sl
+
+    def _weights_tensor(self, W) -> np.ndarray:
+        """(B, R_1, ..., R_D) tensor of λ½ ⊙ W placed at each feature's per-dimension rows."""
+        T = np.zeros((W.shape[1],) + self._lam_tensor.shape)
+        T[(slice(None),) + tuple(self.ff.rows.T)] = (self.sl[:, None] * W).T
+        return T
+
+    def sq_norms(self) -> np.ndarray:
+        """‖ψ_c‖² = Σ_m λ_m ∏_d b_{d,r_md}(x_d)², chunked. Cost O(N Π_d R_d)."""
+        out = np.empty(self.n)
+        step = max(1, _BLOCK // self._lam_tensor.size)
+        for s in range(0, self.n, step):
+            blocks = [b**2 for b in self.ff.per_dim_blocks(self.Xs[s:s + step])]
+            acc = np.tensordot(blocks[0], self._lam_tensor, axes=([1], [0]))  # (n, R_2, ...)
+            for b in blocks[1:]:
+                acc = np.einsum("nr...,nr->n...", acc, b)
+            out[s:s + step] = acc
+        return out
+
+
+class _GridOps(_FourierOps):
+    """Candidates on a regular grid: linear forms by separable products of 1-D features.
+
+    Σ_m w_m ψ_m(x) = Σ_{r_1..r_D} T[r] ∏_d b_d[x_d, r_d] is contracted one axis at a time:
+    O(Π R_d·N_1 + ... + N·R_D) per vector, no N×M matrix.
+    """
+
+    def __init__(self, ff, sqrt_lam, saxes, flat):
+        shape = tuple(a.size for a in saxes)
+        idx = np.unravel_index(flat, shape)
+        super().__init__(ff, sqrt_lam, np.stack([a[i] for a, i in zip(saxes, idx)], axis=1))
+        self.saxes, self.flat, self.shape = saxes, flat, shape
+        self.blocks = []
+        for d, a in enumerate(saxes):
+            Xd = np.zeros((a.size, ff.n_dims))
+            Xd[:, d] = a
+            self.blocks.append(np.asarray(ff.per_dim_blocks(Xd)[d]))  # (N_d, R_d)
+
+    def apply(self, W) -> np.ndarray:
+        W = np.asarray(W, dtype=np.float64)
+        vec = W.ndim == 1
+        W = W[:, None] if vec else W
+        out = np.empty((self.n, W.shape[1]))
+        step = max(1, _BLOCK // int(np.prod(self.shape)))
+        for s in range(0, W.shape[1], step):
+            acc = self._weights_tensor(W[:, s:s + step])
+            for b in self.blocks:
+                acc = np.tensordot(acc, b, axes=([1], [1]))  # contract r_d, append n_d
+            out[:, s:s + step] = acc.reshape(acc.shape[0], -1)[:, self.flat].T
+        return out[:, 0] if vec else out
+
+    def _grid_values(self, per_axis, tensor) -> np.ndarray:
+        """Σ_r tensor[r_1, ..., r_D] ∏_d per_axis[d][x_d, r_d] at the candidate cells."""
+        acc = tensor
+        for b in per_axis:
+            acc = np.tensordot(acc, b, axes=([0], [1]))  # contract r_d, append n_d
+        return acc.ravel()[self.flat]
+
+    def sq_norms(self) -> np.ndarray:
+        """‖ψ_c‖² = Σ_m λ_m ∏_d b_d(x_d)² by separable products. Cost O(Π R_d N_1 + ... )."""
+        return self._grid_values([b**2 for b in self.blocks], self._lam_tensor)
+
+    def quad(self, B) -> np.ndarray:
+        """diag(Ψ_c B Ψ_cᵀ) through products of 1-D feature pairs (D ≤ 2).
+
+        φ_m φ_m' = ∏_d b_d[x_d, r_md] b_d[x_d, r_m'd]: with the unordered pairs p_d = {r_md, r_m'd}
+        and T[p_1, p_2] = Σ B'_mm' (B' = Λ½BΛ½), h = Σ_p T[p] ∏_d P_d[x_d, p_d], where
+        P_d[x, {r, r'}] = b_d[x, r] b_d[x, r']. Cost O(M² + U² N_1 + U N) with U = R(R+1)/2;
+        three or more dimensions use the trigonometric bins of :mod:`geogp.features.trig`.
+        """
+        Bs = self.sl[:, None] * B * self.sl[None, :]
+        if self.ff.n_dims > 2:
+            coef = trig.quad_coefficients(self.ff, Bs)
+            return trig.evaluate_grid(self.ff, list(self.saxes), coef, "quad").ravel()[self.flat]
+        pairs, index = [], 0
+        for d, b in enumerate(self.blocks):
+            R = b.shape[1]
+            iu = np.triu_indices(R)
+            table = np.zeros((R, R), dtype=np.int64)
+            table[iu] = np.arange(iu[0].size)
+            table = np.maximum(table, table.T)  # unordered pair {r, r'} → column
+            r = self.ff.rows[:, d]
+            pair_d = table[r[:, None], r[None, :]]  # (M, M)
+            index = index * iu[0].size + pair_d if d else pair_d
+            pairs.append((b[:, iu[0]] * b[:, iu[1]], iu[0].size))  # P_d (N_d, U_d)
+        sizes = tuple(u for _, u in pairs)
+        T = np.bincount(index.ravel(), weights=Bs.ravel(), minlength=int(np.prod(sizes)))
+        return self._grid_values([P for P, _ in pairs], T.reshape(sizes))
+
+    def gram(self) -> np.ndarray:
+        from geogp.stats import grid_stats
+
+        values = np.full(self.shape, np.nan)
+        values.ravel()[self.flat] = 0.0
+        G = np.asarray(grid_stats(self.ff, list(self.saxes), values).G)
+        return self.sl[:, None] * G * self.sl[None, :]
+
+
+class _PointOps(_FourierOps):
+    """Scattered candidates: one linear form by a planned type-2 NUFFT, batches by dense blocks."""
+
+    def __init__(self, ff, sqrt_lam, Xs):
+        super().__init__(ff, sqrt_lam, Xs)
+        self._plan = None
+
+    def _nufft(self, w) -> np.ndarray:
+        import finufft
+
+        ff = self.ff
+        if self._plan is None:
+            P = trig.bin_sizes(ff, "linear")
+            u = (self.Xs - ff.center) / ff.period
+            self._plan = finufft.Plan(2, P, eps=1e-14, isign=1, modeord=1)
+            self._plan.setpts(*[np.ascontiguousarray(2 * np.pi * u[:, d])
+                                for d in range(ff.n_dims)])
+            # linear forms carry e^{iπ h·u} (h = 1 on the odd lattice): see geogp.features.trig
+            self._phase = np.exp(2j * np.pi * (u @ trig._shift(ff)))
+        coef = trig.linear_coefficients(ff, self.sl * w)
+        return (self._plan.execute(np.ascontiguousarray(coef)) * self._phase).real
+
+    def apply(self, W) -> np.ndarray:
+        W = np.asarray(W, dtype=np.float64)
+        if W.ndim == 1:
+            return self._nufft(W)
+        out = np.empty((self.n, W.shape[1]))
+        SW = self.sl[:, None] * W
+        step = max(1, _BLOCK // (8 * self.ff.n_features))
+        for s in range(0, self.n, step):
+            out[s:s + step] = np.asarray(self.ff(self.Xs[s:s + step])) @ SW
+        return out
+
+    def quad(self, B) -> np.ndarray:
+        coef = trig.quad_coefficients(self.ff, self.sl[:, None] * B * self.sl[None, :])
+        return trig.evaluate_points(self.ff, self.Xs, coef, "quad")
+
+    def gram(self) -> np.ndarray:
+        from geogp.stats import points_stats
+
+        G = np.asarray(points_stats(self.ff, self.Xs, np.zeros(self.n), "nufft").G)
+        return self.sl[:, None] * G * self.sl[None, :]
+
+
+# =========================================================================== problems
+@dataclass
+class _Problem:
+    """Everything the greedy loop needs, in standardised units.
+
+    A_data: (M, M) precision of the whitened weights given the data only (no existing
+    sensors: Krause's "rest of V" term excludes them); Ainv: (M, M) inverse precision given the
+    data and the existing sensors; ops: candidate features;
+    Psi_T: (T, M) target features; resid_c (N,), resid_T (T,): k(0) − ‖ψ‖², the part of the
+    prior variance the features do not carry; resid_TT: callable giving K_TT − Ψ_TΨ_Tᵀ.
+    """
+
+    A_data: object  # (M, M) array, or a callable that forms it
+    Ainv: np.ndarray
+    noise: float
+    ops: object
+    Psi_T: np.ndarray
+    resid_c: np.ndarray
+    resid_T: np.ndarray
+    resid_TT: object
+    y_scale: float
+
+
+def _afs_problem(model, cands: Candidates, targets: Candidates, existing, dense_limit) -> _Problem:
+    ff, post, scaler = model.features_, model.posterior_, model.scaler_
+    sl = np.asarray(post.sqrt_lam, dtype=np.float64)
+    fp = FeaturePosterior.from_model(model)
+    A_data = fp._A0  # data only (an array or a callable): Krause's E starts from it
+    if existing is not None:
+        for psi in _afs_psi(model, existing, "existing sensors"):
+            fp.add(psi)  # existing sensors: same rank-one updates as suggested sites
+    Xs_c = scaler.x(cands.coords)
+    try:
+        ff.check_inside(Xs_c, "raise")
+    except InputError as err:
+        raise type(err)(f"candidate locations: {err}") from None
+    if len(cands) * ff.n_features <= dense_limit:
+        ops = _DenseOps(np.asarray(ff(Xs_c)) * sl)
+    elif cands.axes is not None:
+        saxes = [(a - m) / s for a, m, s in zip(cands.axes, scaler.x_mean, scaler.x_scale)]
+        ops = _GridOps(ff, sl, saxes, cands.flat)
+    else:
+        ops = _PointOps(ff, sl, Xs_c)
+    Psi_T = _afs_psi(model, targets.coords, "target locations")
+    kvar0 = float(post.kvar0)
+    Xs_T = scaler.x(targets.coords)
+
+    def resid_TT():
+        return np.asarray(model.kernel_(Xs_T, Xs_T)) - Psi_T @ Psi_T.T
+
+    return _Problem(A_data, fp.Ainv, fp.noise, ops, Psi_T, kvar0 - ops.sq_norms(),
+                    kvar0 - np.sum(Psi_T**2, axis=1), resid_TT, float(scaler.y_scale))
+
+
+_EXACT_MAX = 4000
+
+
+def _exact_problem(model, cands: Candidates, targets: Candidates, existing) -> _Problem:
+    """Exact GP: features of the posterior covariance on V_c ∪ T (∪ existing), C = ΨΨᵀ.
+
+    The posterior given the data is factorised by an eigendecomposition; existing sensors are
+    then absorbed by the same rank-one updates as for AFS. Cost O(|V_c ∪ T ∪ E|³).
+    """
+    n_e = 0 if existing is None else len(existing)
+    n_u = len(cands) + len(targets) + n_e
+    if n_u > _EXACT_MAX:
+        raise InputError(f"the exact GP handles at most {_EXACT_MAX} candidate + target + existing "
+                         f"locations (O(N³)); got {n_u}. Use an AFSRegressor, or fewer locations.")
+    kern, noise, scaler = model.kernel_, float(model.noise_), model.scaler_
+    Xd = np.asarray(model.X_train_)
+    parts = [scaler.x(cands.coords), scaler.x(targets.coords)]
+    if n_e:
+        parts.append(scaler.x(existing))
+    U = np.vstack(parts)
+    L = np.linalg.cholesky(np.asarray(kern(Xd, Xd)) + noise * np.eye(Xd.shape[0]))
+    V = sla.solve_triangular(L, np.asarray(kern(Xd, U)), lower=True)
+    C = np.asarray(kern(U, U)) - V.T @ V  # C_UU = K_UU − K_UD (K_DD + σ²I)⁻¹ K_DU
+    C = 0.5 * (C + C.T)
+    e, Q = np.linalg.eigh(C)
+    keep = e > 1e-12 * max(e.max(), 1e-300)
+    Psi = Q[:, keep] * np.sqrt(e[keep])
+    resid = np.diag(C) - np.sum(Psi**2, axis=1)
+    nc, nt = len(cands), len(targets)
+    r = Psi.shape[1]
+    fp = FeaturePosterior(np.ones(r), np.eye(r), np.eye(r), np.zeros(r), noise, 0.0)
+    for psi in Psi[nc + nt:]:
+        fp.add(psi)
+
+    def resid_TT():
+        return C[nc:nc + nt, nc:nc + nt] - Psi[nc:nc + nt] @ Psi[nc:nc + nt].T
+
+    return _Problem(np.eye(r), fp.Ainv, noise, _DenseOps(Psi[:nc]), Psi[nc:nc + nt],
+                    resid[:nc], resid[nc:nc + nt], resid_TT, float(scaler.y_scale))

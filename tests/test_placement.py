@@ -241,7 +241,8 @@ def test_rank_one_update_from_diagonal_statistics(rng):
     """Complete grid (G = N·I, Lemma 3.1): the (M,) factor branch, then a scattered site."""
     ax = np.linspace(0, 1, 24)
     z = np.sin(3 * ax)[:, None] + np.cos(2 * ax)[None, :] + 0.05 * rng.normal(size=(24, 24))
-    m = AFSRegressor(n_features=40, lengthscale=0.3, noise=0.1, optimize=False)
+    m = AFSRegressor(n_features=40, lengthscale=0.3, noise=0.1, optimize=False,
+                     grid_mode="diagonal")
     m.fit_grid([ax, ax], z)
     assert m.stats_.diagonal
     site, value = np.array([[0.33, 0.71]]), np.array([0.4])

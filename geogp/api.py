@@ -41,9 +41,10 @@ class GeoRegressor:
 
     Args:
         model: ``"afs"`` (default), ``"wavelet"`` (if installed) or ``"exact"`` (small data).
-        kernel: kernel name for ``afs``/``exact`` (default ``"matern32"``; also ``"se"``,
-            ``"matern12"``, ``"matern52"``, sums ``"matern12+matern32"``).
-        n_features: Fourier features M for ``afs`` (default 1000).
+        kernel: kernel name for ``afs``/``exact`` (default ``"matern12"``; also ``"se"``,
+            ``"matern32"``, ``"matern52"``, sums ``"matern12+matern32"``).
+        n_features: Fourier features M for ``afs`` (default 2000; with a linear trend,
+            ``mean="linear"``, by default: chosen by cross-validation, see ``benchmarks/``).
         share_hyperparameters: with an extra dimension (time...), learn the hyperparameters on
             the first slice and reuse them (no optimisation) for the others. They are shared in
             standardised units: each slice keeps its own mean and scale, and shares the

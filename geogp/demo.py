@@ -26,7 +26,7 @@ from geogp.api import GeoRegressor
 
 __all__ = ["load_elevation", "cut_holes", "run_demo", "DEMO_FEATURES"]
 
-DEMO_FEATURES = 800  # Fourier features: about 20 s end to end on 2 cores
+DEMO_FEATURES = 800  # Fourier features: about 10 s end to end on 2 cores (idle)
 
 
 def load_elevation() -> xr.DataArray:

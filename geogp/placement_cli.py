@@ -58,9 +58,9 @@ def add_place_parser(subparsers) -> argparse.ArgumentParser:
                    help="for mi: marginal (default) or joint log-determinant")
     p.add_argument("--var", metavar="NAME", help="variable of a NetCDF file")
     p.add_argument("--kernel", default=None, metavar="NAME",
-                   help="kernel: matern32 (default), matern12, matern52, se, or a sum a+b")
+                   help="kernel: matern12 (default), matern32, matern52, se, or a sum a+b")
     p.add_argument("--features", type=int, default=None, metavar="M",
-                   help="number of Fourier features (default 1000)")
+                   help="number of Fourier features (default 2000)")
     p.add_argument("--maxiter", type=int, default=None, help="L-BFGS iterations (default 300)")
     p.add_argument("--min-distance", type=float, default=0.0, metavar="D",
                    help="minimum distance between sites, in CRS units (degrees of latitude "

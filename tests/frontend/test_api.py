@@ -39,7 +39,9 @@ def test_std_is_latent_plus_noise_and_quantiles_are_gaussian(raster, fast):
 def test_same_predictions_as_the_core_model(raster, fast):
     """The front end only translates: AFSRegressor.fit_grid on the arrays gives the same."""
     pred = geogp.fit(raster, **fast).predict()
-    opts = {k: v for k, v in fast.items()}
+    from geogp.engines import DEFAULT_KERNEL, DEFAULT_MEAN
+
+    opts = {"kernel": DEFAULT_KERNEL, "mean": DEFAULT_MEAN, **fast}  # the front end's defaults
     core = AFSRegressor(**opts).fit_grid([raster.y.values, raster.x.values], raster.values)
     p = core.predict_grid([raster.y.values, raster.x.values])
     np.testing.assert_allclose(pred["mean"], p.mean, rtol=1e-10, atol=1e-12)

@@ -67,7 +67,7 @@ NOISE_SD = 0.1
 
 # =========================================================================== the synthetic field
 class Field:
-    """Closed-form gappy field on an n × n grid over [0, 1]²; ``rows(a, b)`` generates rows a..b."""
+    """Closed-form gappy field on an n × n grid over [0, 1]²; ``rows(a, b)`` makes rows a..b."""
 
     def __init__(self, n: int, seed: int = 0, n_waves: int = 24, n_clouds: int = 12):
         self.n, self.seed = n, seed
@@ -227,6 +227,11 @@ def worker(n: int, m: int, maxiter: int, use_dask: bool, chunk_rows: int, seed: 
     res = {"n": n, "cells": n * n, "dask": use_dask, "M": est.features_.n_features,
            "K": [int(k) for k in est.features_.n_freq], "n_obs": int(float(est.stats_.n)),
            "n_iter": int(est.report_.n_iter), "base_gb": base / 1e9,
+           "lengthscale": [float(v) for v in est.lengthscale_[0]],
+           "signal_sd": float(np.sqrt(float(est.kernel_.variance_at_zero))) * est.scaler_.y_scale,
+           "noise_sd": float(np.sqrt(est.noise_variance_)),
+           "trace_frac": est.trace_diagnostic() / (float(est.stats_.n)
+                                                   * float(est.kernel_.variance_at_zero)),
            "cloud_fraction": field.cloud_fraction}
     if not use_dask:
         pred = engines.predict_grid(est, axes)
@@ -385,6 +390,12 @@ def main(argv=None) -> int:
                   f"{r['cells'] * 8 / 1e9:.2f} GB")
     if rows:
         print(f"realised M = {rows[0]['M']} (K = {rows[0]['K']}), JAX {rows[0]['jax']}")
+        print("fitted hyperparameters (data units): size, lengthscale (y, x), signal sd, noise "
+              "sd (true 0.1), trace term t/(N k(0)) = prior variance the features miss")
+        for r in rows:
+            ell = r["lengthscale"]
+            print(f"  {r['n']:>5}²  ({ell[0]:.4f}, {ell[1]:.4f})  {r['signal_sd']:.3f}  "
+                  f"{r['noise_sd']:.4f}  {r['trace_frac']:.2e}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"machine": machine(), "rows": rows}, fh, indent=1)

@@ -154,8 +154,8 @@ def render(records: list, m: dict, started: str, full: bool, start_load: str) ->
         wall = f"{r['wall_s']:.0f}" if "wall_s" in r else "-"
         la = (f"{r['load_before'].split()[0]} → {r['load_after'].split()[0]}"
               if "load_after" in r else "-")
-        lines.append(f"| `{r['script']}` | {r['status']} | {wall} | {la} | "
-                     f"{r['note'] or 'full run'} |")
+        note = (r["note"] or "full run").replace("|", "\\|")  # keep the table's columns
+        lines.append(f"| `{r['script']}` | {r['status']} | {wall} | {la} | {note} |")
     for r in records:
         lines += ["", f"## {r['script']}", ""]
         if "command" in r:

@@ -23,7 +23,7 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
 fi
 PIP=("$VENV/bin/python" -m pip install --quiet)
-"${PIP[@]}" --upgrade pip wheel setuptools
+"${PIP[@]}" --upgrade pip wheel  # setuptools: pinned < 81 in step 4 (GPflow)
 
 # 1. torch, CPU build only (never a CUDA wheel). First ask pip, without installing, which
 #    torch==2.13.0 it would pick from the configured sources: if that is a "+cpu" wheel (a local

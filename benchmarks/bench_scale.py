@@ -41,7 +41,8 @@ Run::
     .venv/bin/python benchmarks/bench_scale.py --sizes 1024 2048 --dask-size 0 --m 500
     .venv/bin/python benchmarks/bench_scale.py --quick               # 1024, 2048; dask 4096
 
-The default run takes about 5-10 minutes on 2 shared cores. It is a script, not a test.
+The default run took 2 min on 2 cores at load ≈ 1 and 8 min at load ≈ 6 (peak RSS 1.9 GB,
+at 4096² in memory). It is a script, not a test.
 """
 
 from __future__ import annotations
@@ -352,7 +353,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="keep the dask run's memory-mapped mean/std files here")
     ap.add_argument("--json", help="write all rows as JSON here")
     ap.add_argument("--quick", action="store_true",
-                    help="sizes 1024 2048 and a dask run at 4096 (about 2-3 minutes)")
+                    help="sizes 1024 2048 and a dask run at 4096 (~1 min at low load)")
     ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--worker-dask", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

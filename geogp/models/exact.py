@@ -88,6 +88,11 @@ def predict(kernel: Kernel, noise, X, y, Xs, full_cov: bool = False):
     return mean, kss - jnp.sum(V**2, axis=0)
 
 
+def _negative_lml_per_point(params, X, y):
+    """−log N(y | 0, K + σ²I) / N (module level, so minimize_lbfgs reuses its compilation)."""
+    return -log_marginal_likelihood(params["kernel"], params["noise"], X, y) / y.shape[0]
+
+
 class ExactGP:
     """Exact GP regression with hyperparameters learnt by L-BFGS on the log marginal likelihood.
 
@@ -135,8 +140,7 @@ class ExactGP:
         params = {"kernel": kern, "noise": jnp.asarray(float(self.noise))}
         n = X.shape[0]
 
-        def loss(p, X_, y_):
-            return -log_marginal_likelihood(p["kernel"], p["noise"], X_, y_) / n
+        loss = _negative_lml_per_point  # module level: compiled once per parameter layout
 
         if self.optimize:
             params, report = minimize_lbfgs(loss, params, args=(Xs, ys), maxiter=self.maxiter)

@@ -68,16 +68,11 @@ NOISE_SD = 1.292  # SNR σ_f/σ = 0.774 with σ_f = 1
 TRUE_ELL = 1.0
 
 
+from _machine import cpu_model  # noqa: E402  (benchmarks/ is on sys.path when run)
+
+
 def machine() -> str:
-    model = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        model = platform.processor() or model
+    model = cpu_model(platform.processor() or "unknown CPU")
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     return (f"{datetime.datetime.now().isoformat(timespec='seconds')} | nproc {os.cpu_count()} | "
             f"{model} | load avg {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} | "

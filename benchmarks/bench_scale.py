@@ -297,16 +297,11 @@ def _predict_tiles(est, field: Field, axes, out_dir: str | None, tile_rows: int 
 
 
 # =========================================================================== driver
+from _machine import cpu_model  # noqa: E402  (benchmarks/ is on sys.path when run)
+
+
 def machine() -> str:
-    model = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    model = cpu_model(platform.processor() or "unknown CPU")
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     la = os.getloadavg()
     return (f"{datetime.datetime.now().isoformat(timespec='seconds')} | {os.cpu_count()} cores | "

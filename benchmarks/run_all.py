@@ -60,16 +60,11 @@ SCRIPTS = {
 }
 
 
+from _machine import cpu_model  # noqa: E402  (benchmarks/ is on sys.path when run)
+
+
 def machine() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    cpu = cpu_model(platform.processor() or platform.machine())
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return {"cores": os.cpu_count(), "cpu": cpu, "ram_gib": mem,
             "python": platform.python_version(), "os": platform.platform()}

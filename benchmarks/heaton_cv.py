@@ -131,12 +131,12 @@ def run_knn_kriging(da, held, k=50, n_sub=2000, seed=0):
 
 
 CONFIGS = {
-    "afs m32 M=1000": dict(kernel="matern32", n_features=1000),
-    "afs m32 M=2000": dict(kernel="matern32", n_features=2000),
-    "afs m12 M=1000": dict(kernel="matern12", n_features=1000),
-    "afs m12 M=2000": dict(kernel="matern12", n_features=2000),
+    "afs m32 M=1000": dict(kernel="matern32", n_features=1000, mean=None),
+    "afs m32 M=2000": dict(kernel="matern32", n_features=2000, mean=None),
+    "afs m12 M=1000": dict(kernel="matern12", n_features=1000, mean=None),
+    "afs m12 M=2000": dict(kernel="matern12", n_features=2000, mean=None),
     "afs m12 M=2000 linear": dict(kernel="matern12", n_features=2000, mean="linear"),
-    "afs m12 M=2000 margin 0.1": dict(kernel="matern12", n_features=2000, margin=0.1),
+    "afs m12 M=2000 margin 0.1": dict(kernel="matern12", n_features=2000, mean=None, margin=0.1),
     "afs m32 M=2000 linear": dict(kernel="matern32", n_features=2000, mean="linear"),
     "afs m12+m32 M=2000 linear": dict(kernel="matern12+matern32", n_features=2000, mean="linear"),
     "afs m52 M=2000 linear": dict(kernel="matern52", n_features=2000, mean="linear"),

@@ -30,9 +30,10 @@ import numpy as np
 from geogp.exceptions import AllMissingError, InputError
 from geogp.features import trig
 from geogp.features.fourier import FourierFeatures
+from geogp.features.gram_operator import GramOperator
 
 __all__ = ["SufficientStats", "dense_stats", "points_stats", "grid_stats", "grid_lemma_holds",
-           "DEFAULT_CHUNK_BYTES"]
+           "grid_noise_projection", "points_noise_projection", "DEFAULT_CHUNK_BYTES"]
 
 DEFAULT_CHUNK_BYTES = 256 * 2**20  # peak extra memory per chunk: well under 1 GB
 
@@ -65,11 +66,19 @@ class SufficientStats:
         return cls(G, r, yy, n, diagonal, F, HH, Hy)
 
     def __post_init__(self):
-        G, r = np.shape(self.G), np.shape(self.r)
+        G, r = (self.G.shape if self.matrix_free else np.shape(self.G)), np.shape(self.r)
         if len(r) != 1 or (G != (r[0], r[0]) and not (self.diagonal and G == r)):
             raise InputError(f"inconsistent statistics: G has shape {G}, r has shape {r}.")
 
+    @property
+    def matrix_free(self) -> bool:
+        """G is a :class:`~geogp.features.gram_operator.GramOperator` (large M), not an array."""
+        return isinstance(self.G, GramOperator)
+
     def __add__(self, other: SufficientStats) -> SufficientStats:
+        if self.matrix_free or other.matrix_free:
+            raise InputError("matrix-free statistics are built from summed bins; add the data "
+                             "before building the operator.")
         if self.diagonal != other.diagonal:
             raise InputError("cannot add diagonal and dense statistics.")
 
@@ -86,6 +95,8 @@ class SufficientStats:
 
     @property
     def G_diag(self):
+        if self.matrix_free:
+            return self.G.diag
         return self.G if self.diagonal else jnp.diagonal(self.G)
 
 
@@ -96,7 +107,8 @@ def _make(G, r, yy, n, diagonal=False, F=None, HH=None, Hy=None) -> SufficientSt
     def arr(a):
         return None if a is None else jnp.asarray(a)
 
-    return SufficientStats(jnp.asarray(G), jnp.asarray(r), jnp.asarray(float(yy)),
+    G = G if isinstance(G, GramOperator) else jnp.asarray(G)
+    return SufficientStats(G, jnp.asarray(r), jnp.asarray(float(yy)),
                            jnp.asarray(float(n)), diagonal, arr(F), arr(HH), arr(Hy))
 
 
@@ -163,11 +175,22 @@ def dense_stats(ff: FourierFeatures, X, y, chunk_bytes: float = DEFAULT_CHUNK_BY
     return _make(0.5 * (G + G.T), r, yy, N, **trend.result(ff))
 
 
+def _gram(ff: FourierFeatures, C: np.ndarray, gram: str):
+    """G from the quad bins: dense (M, M) array, or matrix-free operator (large M)."""
+    if gram == "dense":
+        return trig.assemble_gram(ff, C)
+    if gram == "operator":
+        return GramOperator.from_bins(ff, C)
+    raise InputError(f"gram must be 'dense' or 'operator'; got {gram!r}.")
+
+
 def points_stats(ff: FourierFeatures, X, y, method: str = "nufft",
-                 chunk_bytes: float = DEFAULT_CHUNK_BYTES, powers=None) -> SufficientStats:
+                 chunk_bytes: float = DEFAULT_CHUNK_BYTES, powers=None,
+                 gram: str = "dense") -> SufficientStats:
     """G and r at scattered points through type-1 NUFFTs of the weights 1 and y (SPEC.md §4.3).
 
-    Cost: O(N + P^D log P) for the transforms plus O(M²) to assemble G.
+    ``gram='operator'`` keeps G matrix-free (:class:`GramOperator`, O(M log M) per product).
+    Cost: O(N + P^D log P) for the transforms plus O(M²) to assemble a dense G.
     """
     from geogp.trend import basis
 
@@ -188,8 +211,7 @@ def points_stats(ff: FourierFeatures, X, y, method: str = "nufft",
             for j in range(len(powers)):
                 trend.L[j] += trig.points_bins(ff, Xc, H[:, j], "linear", method)
             trend.add_products(H, yc)
-    return _make(trig.assemble_gram(ff, C), trig.assemble_linear(ff, L), yy, N,
-                 **trend.result(ff))
+    return _make(_gram(ff, C, gram), trig.assemble_linear(ff, L), yy, N, **trend.result(ff))
 
 
 def grid_lemma_holds(n_cells, n_freq) -> bool:
@@ -203,7 +225,8 @@ def grid_lemma_holds(n_cells, n_freq) -> bool:
 
 
 def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
-               chunk_bytes: float = DEFAULT_CHUNK_BYTES, powers=None) -> SufficientStats:
+               chunk_bytes: float = DEFAULT_CHUNK_BYTES, powers=None,
+               gram: str = "dense") -> SufficientStats:
     """Statistics of a regular grid whose missing cells are NaN (SPEC.md §4.6).
 
     Args:
@@ -214,6 +237,7 @@ def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
             W_d = N_d·η_d with 2K_d ≤ N_d; checked here, a violation raises.
         chunk_bytes: bound on the memory of one block of rows (the first axis is chunked).
         powers: monomial exponents (p, D) of a mean function (:mod:`geogp.trend`), or None.
+        gram: ``'dense'`` (M × M array) or ``'operator'`` (matrix-free, for large M).
 
     Cost: O(N Σ_d P_d) for the bins, O(M²) to assemble G (skipped when ``diagonal``).
     """
@@ -271,5 +295,39 @@ def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
                              f"for grid {list(shape)}. Use fewer features.")
         return _make(np.full(ff.n_features, float(n)), trig.assemble_linear(ff, L), yy, n,
                      diagonal=True, **trend.result(ff))
-    return _make(trig.assemble_gram(ff, C), trig.assemble_linear(ff, L), yy, n,
-                 **trend.result(ff))
+    return _make(_gram(ff, C, gram), trig.assemble_linear(ff, L), yy, n, **trend.result(ff))
+
+
+# ---------------------------------------------------------------------- posterior sampling
+def _assemble_batch(ff: FourierFeatures, L: np.ndarray) -> np.ndarray:
+    """(M, S) from linear bins (S, P_1, ..., P_D)."""
+    return np.stack([trig.assemble_linear(ff, Ls) for Ls in L], axis=1)
+
+
+def grid_noise_projection(ff: FourierFeatures, axes: list, values, n_samples: int, rng,
+                          chunk_bytes: float = DEFAULT_CHUNK_BYTES) -> np.ndarray:
+    """Φη (M, S) for S independent standard-normal vectors η on the observed cells of a grid.
+
+    Used to draw b ~ N(0, A) for matrix-free posterior samples
+    (:func:`geogp.models.collapsed_iterative.iterative_posterior`). Chunked over the first axis
+    (numpy or dask values). Cost O(S · N Σ_d P_d).
+    """
+    shape = tuple(int(s) for s in values.shape)
+    row_bytes = 16.0 * n_samples * int(np.prod(shape[1:])) * 3
+    step = _rows_per_chunk(row_bytes, chunk_bytes)
+    L = np.zeros((n_samples,) + trig.bin_sizes(ff, "linear"), dtype=np.complex128)
+    for start in range(0, shape[0], step):
+        sl = slice(start, start + step)
+        obs = np.isfinite(np.asarray(values[sl], dtype=np.float64))
+        eta = rng.standard_normal(obs.shape + (n_samples,)) * obs[..., None]
+        sub_axes = [np.asarray(axes[0])[sl]] + [np.asarray(a) for a in axes[1:]]
+        L += trig.grid_bins(ff, sub_axes, eta, "linear")  # batch axis comes out first
+    return _assemble_batch(ff, L)
+
+
+def points_noise_projection(ff: FourierFeatures, X, n_samples: int, rng) -> np.ndarray:
+    """Φη (M, S) for S standard-normal vectors η at scattered points X (N, D): batched NUFFT."""
+    X = np.asarray(X, dtype=np.float64)
+    eta = rng.standard_normal((n_samples, X.shape[0]))
+    L = trig.points_bins(ff, X, eta, "linear")
+    return _assemble_batch(ff, L.reshape((n_samples,) + trig.bin_sizes(ff, "linear")))

@@ -22,12 +22,18 @@ from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.kernels import make_kernel
 from geogp.models.base import Prediction, Standardizer
 from geogp.models.collapsed import collapsed_bound, posterior, trace_term
-from geogp.stats import DEFAULT_CHUNK_BYTES, dense_stats, grid_stats, points_stats
+from geogp.models.collapsed_iterative import (IterativeOptions, IterativePosterior,
+                                              iterative_bound, iterative_posterior,
+                                              rademacher_probes)
+from geogp.stats import (DEFAULT_CHUNK_BYTES, dense_stats, grid_noise_projection, grid_stats,
+                         points_noise_projection, points_stats)
 from geogp.trend import basis, basis_grid, monomial_powers, ols, residual_stats
 
 __all__ = ["AFSRegressor", "grid_axes_info"]
 
 _DENSE_PREDICT_MAX = 2048  # below this many points, predict with explicit features
+ITERATIVE_ABOVE = 4096  # solver="auto": matrix-free above this many features
+_SAMPLE_BATCH = 8  # posterior samples evaluated together in predictions
 
 
 def grid_axes_info(axes) -> tuple[np.ndarray, np.ndarray]:
@@ -66,6 +72,24 @@ def _negative_bound_per_point(params, stats, freqs, log_norm):
     return -collapsed_bound(log_lam, params["noise"], kvar0, stats) / stats.n
 
 
+_ITERATIVE_LOSSES: dict = {}
+
+
+def _iterative_loss(options: IterativeOptions):
+    """−L''/N on the matrix-free path, one function object per options (compilation cached)."""
+    if options not in _ITERATIVE_LOSSES:
+        def loss(params, stats, freqs, log_norm, probes):
+            log_lam = params["kernel"].log_spectral_density(freqs) - log_norm
+            if "mean" in params:
+                stats = residual_stats(stats, params["mean"])
+            kvar0 = params["kernel"].variance_at_zero
+            return -iterative_bound(log_lam, params["noise"], kvar0, stats, probes,
+                                    options) / stats.n
+
+        _ITERATIVE_LOSSES[options] = loss
+    return _ITERATIVE_LOSSES[options]
+
+
 class AFSRegressor:
     """Precomputable approximate-Fourier-series variational GP (SPEC.md §3–4).
 
@@ -96,19 +120,29 @@ class AFSRegressor:
             ``"dense"``.
         optimize: learn θ by L-BFGS (else keep the initial values).
         maxiter: L-BFGS iterations. chunk_bytes: memory bound of one statistics chunk.
-        max_bytes: refuse feature sets whose M×M statistics would exceed this.
+        max_bytes: refuse models whose working memory would exceed this (estimated first:
+            8M² bytes for the dense solver, the FFT lattices for the iterative one).
+        solver: ``"dense"`` (Cholesky of the M × M matrix: O(M³) per step, exact),
+            ``"iterative"`` (matrix-free, :mod:`geogp.models.collapsed_iterative`: G as an FFT
+            operator, preconditioned CG, stochastic Lanczos log-determinant; O(M log M) per
+            product, for M = 10⁴–10⁵) or ``"auto"`` (iterative above 4,096 features).
+        n_probes: Rademacher probes of the iterative log-determinant and its gradient.
+        n_samples: posterior samples behind the iterative predictive variance.
+        cg_tol: relative CG residual of the iterative solver. seed: probes and samples.
         progress: optional callback ``progress(iteration, objective)`` during the fit.
 
     Attributes:
         features_, stats_, kernel_ (standardised units), noise_, posterior_, report_, scaler_,
         beta_ (mean-function coefficients, standardised units, or None), powers_ (its
-        monomial exponents), stats_time_s_: seconds spent reading the data into statistics.
+        monomial exponents), stats_time_s_: seconds spent reading the data into statistics,
+        solver_: ``"dense"`` or ``"iterative"`` (the route taken).
     """
 
     def __init__(self, kernel="matern32", *, n_features=1000, n_freq=None, lattice="odd",
                  window_factor=DEFAULT_WIDTH_FACTOR, margin=0.0, lengthscale=0.2, variance=1.0,
                  noise=1.0, mean=None, grid_mode="exact", stats_method="auto", optimize=True, maxiter=300,
-                 chunk_bytes=DEFAULT_CHUNK_BYTES, max_bytes=4 * 2**30, progress=None):
+                 chunk_bytes=DEFAULT_CHUNK_BYTES, max_bytes=4 * 2**30, solver="auto", n_probes=16,
+                 n_samples=64, cg_tol=1e-6, seed=0, progress=None):
         self.kernel = kernel
         self.n_features = n_features
         self.n_freq = n_freq
@@ -125,15 +159,49 @@ class AFSRegressor:
         self.maxiter = maxiter
         self.chunk_bytes = chunk_bytes
         self.max_bytes = max_bytes
+        self.solver = solver
+        self.n_probes = n_probes
+        self.n_samples = n_samples
+        self.cg_tol = cg_tol
+        self.seed = seed
         self.progress = progress
 
     # ------------------------------------------------------------------ set-up
     def _features(self, center, width) -> FourierFeatures:
         if self.n_freq is not None:
-            return FourierFeatures.build(center, width, self.n_freq, self.lattice,
-                                         max_bytes=self.max_bytes)
-        return FourierFeatures.for_budget(center, width, int(self.n_features), self.lattice,
-                                          max_bytes=self.max_bytes)
+            ff = FourierFeatures.build(center, width, self.n_freq, self.lattice,
+                                       max_bytes=np.inf)
+        else:
+            ff = FourierFeatures.for_budget(center, width, int(self.n_features), self.lattice,
+                                            max_bytes=np.inf)
+        self._choose_solver(ff)
+        return ff
+
+    def _choose_solver(self, ff: FourierFeatures) -> None:
+        """Set ``solver_`` and refuse, with the estimate, what would not fit in ``max_bytes``."""
+        from geogp.exceptions import MemoryEstimateError
+        from geogp.features.gram_operator import operator_bytes
+
+        if self.solver not in ("auto", "dense", "iterative"):
+            raise InputError(f"solver must be 'auto', 'dense' or 'iterative'; got {self.solver!r}.")
+        M = ff.n_features
+        iterative = self.solver == "iterative" or (self.solver == "auto" and M > ITERATIVE_ABOVE)
+        if iterative and not hasattr(make_kernel(self.kernel, ff.n_dims), "log_spectral_density"):
+            raise InputError("the iterative solver needs a kernel with a spectral density (SE, "
+                             "Matérn or their sums); use solver='dense'.")
+        self.solver_ = "iterative" if iterative else "dense"
+        if iterative:
+            cols = int(self.n_probes) + 1
+            needed = 2 * operator_bytes(ff, cols) + 8.0 * M * (cols * 6 + 2 * self.n_samples)
+            what = f"{M} Fourier features, matrix-free with {cols} right-hand sides"
+            hint = "Reduce n_features or n_probes, or raise max_bytes."
+        else:
+            needed = 8.0 * M * M * 3
+            what = f"{M} Fourier features (dense {M}×{M} statistics and factors)"
+            hint = ("Use solver='iterative' (matrix-free), reduce n_features, or raise max_bytes "
+                    "if the machine has the memory.")
+        if needed > self.max_bytes:
+            raise MemoryEstimateError(what, needed, self.max_bytes, hint)
 
     def _window(self, lo, hi):
         extent = hi - lo
@@ -157,15 +225,18 @@ class AFSRegressor:
         method = self.stats_method
         if method == "auto":
             method = "nufft" if X.shape[0] > 2000 else "dense"
-        if method == "dense":
+        gram = "operator" if self.solver_ == "iterative" else "dense"
+        if method == "dense" and gram == "dense":
             self.stats_ = dense_stats(self.features_, Xs, ys, self.chunk_bytes, powers=self.powers_)
-        elif method == "nufft":
+        elif method in ("nufft", "dense"):
             self.stats_ = points_stats(self.features_, Xs, ys, "nufft", self.chunk_bytes,
-                                       powers=self.powers_)
+                                       powers=self.powers_, gram=gram)
         else:
             raise InputError(f"stats_method must be 'auto', 'dense' or 'nufft'; got {method!r}.")
         self.stats_time_s_ = time.perf_counter() - t0
-        return self._learn(X.shape[1])
+        ff = self.features_
+        return self._learn(X.shape[1],
+                           lambda S, rng: points_noise_projection(ff, Xs, S, rng))
 
     def fit_grid(self, axes, values) -> AFSRegressor:
         """Fit on a regular grid: ``values`` (N_1, ..., N_D) with NaN = missing, axis coordinates.
@@ -216,10 +287,15 @@ class AFSRegressor:
         self.features_ = ff
         values_std = (values - y_mean) / y_std  # lazy for dask
         self.powers_ = monomial_powers(self.mean, len(axes))
+        if diagonal:
+            self.solver_ = "dense"  # G = N·I: O(M) per step, nothing to iterate
+        gram = "operator" if self.solver_ == "iterative" else "dense"
         self.stats_ = grid_stats(ff, saxes, values_std, diagonal=diagonal,
-                                 chunk_bytes=self.chunk_bytes, powers=self.powers_)
+                                 chunk_bytes=self.chunk_bytes, powers=self.powers_, gram=gram)
         self.stats_time_s_ = time.perf_counter() - t0
-        return self._learn(len(axes))
+        chunk = self.chunk_bytes
+        return self._learn(len(axes), lambda S, rng: grid_noise_projection(
+            ff, saxes, values, S, rng, chunk))
 
     @staticmethod
     def _grid_moments(axes, values):
@@ -267,14 +343,25 @@ class AFSRegressor:
         kern = make_kernel(self.kernel, d, self.lengthscale, self.variance)
         return {"kernel": kern, "noise": jnp.asarray(float(self.noise))}
 
-    def _learn(self, d) -> AFSRegressor:
+    def _iterative_options(self) -> IterativeOptions:
+        return IterativeOptions(tol=float(self.cg_tol))
+
+    def _probes(self):
+        return rademacher_probes(self.features_.n_features, int(self.n_probes), int(self.seed))
+
+    def _learn(self, d, noise_projection=None) -> AFSRegressor:
+        """θ by L-BFGS on the bound, then the posterior. ``noise_projection(S, rng)`` gives Φη
+        for the iterative posterior's samples (the only data access after the statistics)."""
         ff, stats = self.features_, self.stats_
         params = self._init_params(d)
         n = float(stats.n)
 
         if self.powers_ is not None:
             params["mean"] = jnp.asarray(ols(stats))
-        if hasattr(params["kernel"], "log_spectral_density"):
+        if stats.matrix_free:
+            loss = _iterative_loss(self._iterative_options())
+            args = (stats, jnp.asarray(ff.frequencies), jnp.asarray(ff.log_norm), self._probes())
+        elif hasattr(params["kernel"], "log_spectral_density"):
             loss = _negative_bound_per_point  # module level: compiled once per parameter layout
             args = (stats, jnp.asarray(ff.frequencies), jnp.asarray(ff.log_norm))
         else:  # no closed-form S (e.g. ProductKernel): AFS-DFT, full lattice (SPEC.md §4.4)
@@ -298,8 +385,14 @@ class AFSRegressor:
         self.beta_ = np.asarray(params["mean"]) if "mean" in params else None
         self.report_ = report
         self._diagnose()
-        self.posterior_ = posterior(_log_lambda(ff, self.kernel_), self.noise_,
-                                    self.kernel_.variance_at_zero, self._residual_stats())
+        if stats.matrix_free:
+            self.posterior_ = iterative_posterior(
+                _log_lambda(ff, self.kernel_), self.noise_, self.kernel_.variance_at_zero,
+                self._residual_stats(), noise_projection, int(self.n_samples), int(self.seed),
+                self._iterative_options())
+        else:
+            self.posterior_ = posterior(_log_lambda(ff, self.kernel_), self.noise_,
+                                        self.kernel_.variance_at_zero, self._residual_stats())
         return self
 
     def _residual_stats(self):
@@ -318,6 +411,10 @@ class AFSRegressor:
     def bound(self) -> float:
         """The collapsed bound L'' at the fitted parameters (standardised scale)."""
         ll = _log_lambda(self.features_, self.kernel_)
+        if self.stats_.matrix_free:  # a stochastic estimate (fixed probes), see solver docs
+            return float(iterative_bound(ll, self.noise_, self.kernel_.variance_at_zero,
+                                         self._residual_stats(), self._probes(),
+                                         self._iterative_options()))
         return float(collapsed_bound(ll, self.noise_, self.kernel_.variance_at_zero,
                                      self._residual_stats()))
 
@@ -355,7 +452,12 @@ class AFSRegressor:
 
     def _predict_std(self, Xs):
         ff, post = self.features_, self.posterior_
-        if Xs.shape[0] <= _DENSE_PREDICT_MAX:
+        if isinstance(post, IterativePosterior):
+            def evaluate(coef, kind):
+                return trig.evaluate_points(ff, Xs, coef, kind)
+
+            mean, var = _iterative_moments(ff, post, evaluate, batch_last=False)
+        elif Xs.shape[0] <= _DENSE_PREDICT_MAX:
             Phi = ff(Xs)
             mean = Phi @ post.weights
             var = post.kvar0 + np.einsum("nm,mk,nk->n", Phi, post.quad, Phi)
@@ -378,8 +480,16 @@ class AFSRegressor:
         inside_axes = [np.abs(a - c) <= h for a, c, h in zip(saxes, ff.center, half)]
         if outside == "raise" and not all(m.all() for m in inside_axes):
             ff.check_inside(np.array([[a.min() for a in saxes], [a.max() for a in saxes]]), "raise")
-        mean = trig.evaluate_grid(ff, saxes, trig.linear_coefficients(ff, post.weights), "linear")
-        var = post.kvar0 + trig.evaluate_grid(ff, saxes, trig.quad_coefficients(ff, post.quad), "quad")
+        if isinstance(post, IterativePosterior):
+            def evaluate(coef, kind):
+                return trig.evaluate_grid(ff, saxes, coef, kind)
+
+            mean, var = _iterative_moments(ff, post, evaluate, batch_last=True)
+        else:
+            mean = trig.evaluate_grid(ff, saxes, trig.linear_coefficients(ff, post.weights),
+                                      "linear")
+            var = post.kvar0 + trig.evaluate_grid(ff, saxes, trig.quad_coefficients(ff, post.quad),
+                                                  "quad")
         var = np.maximum(var, 0.0)
         if self.beta_ is not None:
             for j, b in enumerate(self.beta_):
@@ -391,3 +501,25 @@ class AFSRegressor:
         var = np.where(inside, var, np.nan)
         return self.scaler_.unscale(mean, var, self.noise_)
 
+
+
+def _iterative_moments(ff, post: IterativePosterior, evaluate, batch_last: bool):
+    """Mean and latent variance of an :class:`IterativePosterior` through ``evaluate(coef, kind)``.
+
+    var = k(0) + Σ q_m φ_m² (exact) + mean_s (φᵀE1_s)(φᵀE2_s) (Monte Carlo), samples evaluated
+    ``_SAMPLE_BATCH`` at a time (batched transforms; the batch axis comes out first).
+    """
+    mean = evaluate(trig.linear_coefficients(ff, post.weights), "linear")
+    var = post.kvar0 + evaluate(trig.diag_quad_coefficients(ff, post.diag_quad), "quad")
+    S = post.sample_a.shape[1]
+    acc = np.zeros_like(var)
+    for start in range(0, S, _SAMPLE_BATCH):
+        cols = range(start, min(S, start + _SAMPLE_BATCH))
+        pair = []
+        for E in (post.sample_a, post.sample_b):
+            coef = np.stack([trig.linear_coefficients(ff, E[:, j]) for j in cols])
+            pair.append(evaluate(np.moveaxis(coef, 0, -1) if batch_last else coef, "linear"))
+        acc += np.sum(pair[0] * pair[1], axis=0)
+    if S:
+        var = var + acc / S
+    return mean, var

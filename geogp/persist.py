@@ -77,6 +77,10 @@ def _kernel_parts(kernel) -> list:
 
 def _save_afs(est, pre: str, arrays: dict) -> dict:
     ff, st, post, sc = est.features_, est.stats_, est.posterior_, est.scaler_
+    if st.matrix_free:
+        raise GeogpError("saving a model fitted with the matrix-free solver (solver='iterative', "
+                         "large M) is not supported yet; write its predictions (GeoTIFF/NetCDF) "
+                         "instead, or refit with solver='dense'.")
     arrays.update({
         f"{pre}features/center": ff.center, f"{pre}features/width": ff.width,
         f"{pre}features/rows": ff.rows, f"{pre}features/numerators": ff.numerators,

@@ -33,7 +33,8 @@ from geogp.features.fourier import FourierFeatures
 from geogp.features.gram_operator import GramOperator
 
 __all__ = ["SufficientStats", "dense_stats", "points_stats", "grid_stats", "grid_lemma_holds",
-           "grid_noise_projection", "points_noise_projection", "DEFAULT_CHUNK_BYTES"]
+           "grid_noise_projection", "points_noise_projection", "DEFAULT_CHUNK_BYTES",
+           "DEFAULT_DENSE_BLOCK"]
 
 DEFAULT_CHUNK_BYTES = 256 * 2**20  # peak extra memory per chunk: well under 1 GB
 
@@ -175,21 +176,25 @@ def dense_stats(ff: FourierFeatures, X, y, chunk_bytes: float = DEFAULT_CHUNK_BY
     return _make(0.5 * (G + G.T), r, yy, N, **trend.result(ff))
 
 
-def _gram(ff: FourierFeatures, C: np.ndarray, gram: str):
+DEFAULT_DENSE_BLOCK = 2048  # low-frequency block kept dense beside a matrix-free G
+
+
+def _gram(ff: FourierFeatures, C: np.ndarray, gram: str, dense_block: int):
     """G from the quad bins: dense (M, M) array, or matrix-free operator (large M)."""
     if gram == "dense":
         return trig.assemble_gram(ff, C)
     if gram == "operator":
-        return GramOperator.from_bins(ff, C)
+        return GramOperator.from_bins(ff, C, n_dense=dense_block)
     raise InputError(f"gram must be 'dense' or 'operator'; got {gram!r}.")
 
 
 def points_stats(ff: FourierFeatures, X, y, method: str = "nufft",
-                 chunk_bytes: float = DEFAULT_CHUNK_BYTES, powers=None,
-                 gram: str = "dense") -> SufficientStats:
+                 chunk_bytes: float = DEFAULT_CHUNK_BYTES, powers=None, gram: str = "dense",
+                 dense_block: int = DEFAULT_DENSE_BLOCK) -> SufficientStats:
     """G and r at scattered points through type-1 NUFFTs of the weights 1 and y (SPEC.md §4.3).
 
-    ``gram='operator'`` keeps G matrix-free (:class:`GramOperator`, O(M log M) per product).
+    ``gram='operator'`` keeps G matrix-free (:class:`GramOperator`, O(M log M) per product),
+    with a dense block over the ``dense_block`` lowest frequencies (preconditioner).
     Cost: O(N + P^D log P) for the transforms plus O(M²) to assemble a dense G.
     """
     from geogp.trend import basis
@@ -211,7 +216,7 @@ def points_stats(ff: FourierFeatures, X, y, method: str = "nufft",
             for j in range(len(powers)):
                 trend.L[j] += trig.points_bins(ff, Xc, H[:, j], "linear", method)
             trend.add_products(H, yc)
-    return _make(_gram(ff, C, gram), trig.assemble_linear(ff, L), yy, N, **trend.result(ff))
+    return _make(_gram(ff, C, gram, dense_block), trig.assemble_linear(ff, L), yy, N, **trend.result(ff))
 
 
 def grid_lemma_holds(n_cells, n_freq) -> bool:
@@ -226,7 +231,7 @@ def grid_lemma_holds(n_cells, n_freq) -> bool:
 
 def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
                chunk_bytes: float = DEFAULT_CHUNK_BYTES, powers=None,
-               gram: str = "dense") -> SufficientStats:
+               gram: str = "dense", dense_block: int = DEFAULT_DENSE_BLOCK) -> SufficientStats:
     """Statistics of a regular grid whose missing cells are NaN (SPEC.md §4.6).
 
     Args:
@@ -237,7 +242,8 @@ def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
             W_d = N_d·η_d with 2K_d ≤ N_d; checked here, a violation raises.
         chunk_bytes: bound on the memory of one block of rows (the first axis is chunked).
         powers: monomial exponents (p, D) of a mean function (:mod:`geogp.trend`), or None.
-        gram: ``'dense'`` (M × M array) or ``'operator'`` (matrix-free, for large M).
+        gram: ``'dense'`` (M × M array) or ``'operator'`` (matrix-free, for large M, with a
+            dense block over the ``dense_block`` lowest frequencies for the preconditioner).
 
     Cost: O(N Σ_d P_d) for the bins, O(M²) to assemble G (skipped when ``diagonal``).
     """
@@ -295,7 +301,7 @@ def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
                              f"for grid {list(shape)}. Use fewer features.")
         return _make(np.full(ff.n_features, float(n)), trig.assemble_linear(ff, L), yy, n,
                      diagonal=True, **trend.result(ff))
-    return _make(_gram(ff, C, gram), trig.assemble_linear(ff, L), yy, n, **trend.result(ff))
+    return _make(_gram(ff, C, gram, dense_block), trig.assemble_linear(ff, L), yy, n, **trend.result(ff))
 
 
 # ---------------------------------------------------------------------- posterior sampling

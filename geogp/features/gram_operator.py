@@ -21,6 +21,7 @@ Tests compare ``matvec`` with the dense assembly to 1e-10.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import jax
@@ -29,9 +30,9 @@ import numpy as np
 import scipy.fft
 
 from geogp.features.fourier import FourierFeatures
-from geogp.features.trig import _coef, bin_sizes
+from geogp.features.trig import _coef, assemble_gram, bin_sizes
 
-__all__ = ["GramOperator", "gram_diagonal", "operator_bytes"]
+__all__ = ["GramOperator", "gram_diagonal", "operator_bytes", "lowest_frequencies", "subset"]
 
 
 def _offset(ff: FourierFeatures) -> float:
@@ -74,6 +75,18 @@ def gram_diagonal(ff: FourierFeatures, C: np.ndarray) -> np.ndarray:
     return out
 
 
+def lowest_frequencies(ff: FourierFeatures, n: int) -> np.ndarray:
+    """Indices of the ``n`` features with the smallest |z| (stable order), sorted."""
+    order = np.argsort(np.linalg.norm(ff.frequencies, axis=1), kind="stable")
+    return np.sort(order[:n])
+
+
+def subset(ff: FourierFeatures, rows: np.ndarray) -> FourierFeatures:
+    """The features ``rows`` of ``ff`` as a FourierFeatures (same window and lattice)."""
+    return dataclasses.replace(ff, rows=ff.rows[rows], numerators=ff.numerators[rows],
+                               kinds=ff.kinds[rows])
+
+
 def _lattice_size(ff: FourierFeatures) -> tuple:
     return tuple(scipy.fft.next_fast_len(int(p)) for p in bin_sizes(ff, "quad"))
 
@@ -99,23 +112,29 @@ class GramOperator:
         chat: (Q_1, ..., Q_D) complex FFT of the shifted bins (scaled: see :meth:`matvec`).
         coef: (2^D, M) complex c_{m,s}; index: (2^D, M) int flat lattice index of s∘n_m.
         diag: (M,) G_mm.
+        low: (M₀,) indices of the M₀ lowest-frequency features, or None.
+        G_low: (M₀, M₀) their dense block of G (for the two-level preconditioner of
+            :mod:`geogp.models.collapsed_iterative`), or None.
     """
 
-    def __init__(self, chat, coef, index, diag):
+    def __init__(self, chat, coef, index, diag, low=None, G_low=None):
         self.chat, self.coef, self.index, self.diag = chat, coef, index, diag
+        self.low, self.G_low = low, G_low
 
     def tree_flatten(self):
-        return (self.chat, self.coef, self.index, self.diag), None
+        return (self.chat, self.coef, self.index, self.diag, self.low, self.G_low), None
 
     @classmethod
     def tree_unflatten(cls, aux, children):
         return cls(*children)
 
     @classmethod
-    def from_bins(cls, ff: FourierFeatures, C: np.ndarray) -> GramOperator:
+    def from_bins(cls, ff: FourierFeatures, C: np.ndarray, n_dense: int = 0) -> GramOperator:
         """Operator from the quad bins C (shape ``bin_sizes(ff, 'quad')``, FFT order).
 
-        Cost O(Π Q_d log Π Q_d + M 4^D) once.
+        ``n_dense`` > 0 also keeps the dense block of G over the ``n_dense`` lowest-frequency
+        features (where λ, hence the ill-conditioning of A, is largest).
+        Cost O(Π Q_d log Π Q_d + M 4^D + n_dense² 2^{2D}) once.
         """
         C = np.asarray(C, dtype=np.complex128)
         P = C.shape
@@ -133,8 +152,13 @@ class GramOperator:
         Cq[np.ix_(*dest)] = C
         chat = np.fft.fftn(Cq) * float(np.prod(Q))
         coef, index = _sign_terms(ff, Q)
+        low = G_low = None
+        if 0 < n_dense < ff.n_features:
+            low = lowest_frequencies(ff, n_dense)
+            G_low = jnp.asarray(assemble_gram(subset(ff, low), C))
+            low = jnp.asarray(low, dtype=jnp.int32)
         return cls(jnp.asarray(chat), jnp.asarray(coef), jnp.asarray(index, dtype=jnp.int32),
-                   jnp.asarray(gram_diagonal(ff, C)))
+                   jnp.asarray(gram_diagonal(ff, C)), low, G_low)
 
     @property
     def shape(self) -> tuple:

@@ -18,6 +18,7 @@ from geogp.exceptions import AllMissingError, InputError
 from geogp.features import trig
 from geogp.features.afs_dft import log_lambda as _log_lambda
 from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures
+from geogp.features.gram_operator import subset
 from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.kernels import make_kernel
 from geogp.models.base import Prediction, Standardizer
@@ -25,7 +26,7 @@ from geogp.models.collapsed import collapsed_bound, posterior, trace_term
 from geogp.models.collapsed_iterative import (IterativeOptions, IterativePosterior,
                                               iterative_bound, iterative_posterior,
                                               rademacher_probes)
-from geogp.stats import (DEFAULT_CHUNK_BYTES, dense_stats, grid_noise_projection, grid_stats,
+from geogp.stats import (DEFAULT_CHUNK_BYTES, DEFAULT_DENSE_BLOCK, dense_stats, grid_noise_projection, grid_stats,
                          points_noise_projection, points_stats)
 from geogp.trend import basis, basis_grid, monomial_powers, ols, residual_stats
 
@@ -128,7 +129,11 @@ class AFSRegressor:
             product, for M = 10⁴–10⁵) or ``"auto"`` (iterative above 4,096 features).
         n_probes: Rademacher probes of the iterative log-determinant and its gradient.
         n_samples: posterior samples behind the iterative predictive variance.
-        cg_tol: relative CG residual of the iterative solver. seed: probes and samples.
+        cg_tol: relative CG residual while learning θ (the posterior solves use cg_tol/100).
+        dense_block: the iterative solver's preconditioner keeps the block of A over this
+            many lowest frequencies dense (Cholesky, O(dense_block³) per step); the rest is
+            Jacobi. Larger blocks mean fewer CG iterations.
+        seed: of the probes and samples.
         progress: optional callback ``progress(iteration, objective)`` during the fit.
 
     Attributes:
@@ -141,8 +146,9 @@ class AFSRegressor:
     def __init__(self, kernel="matern32", *, n_features=1000, n_freq=None, lattice="odd",
                  window_factor=DEFAULT_WIDTH_FACTOR, margin=0.0, lengthscale=0.2, variance=1.0,
                  noise=1.0, mean=None, grid_mode="exact", stats_method="auto", optimize=True, maxiter=300,
-                 chunk_bytes=DEFAULT_CHUNK_BYTES, max_bytes=4 * 2**30, solver="auto", n_probes=16,
-                 n_samples=64, cg_tol=1e-6, seed=0, progress=None):
+                 chunk_bytes=DEFAULT_CHUNK_BYTES, max_bytes=4 * 2**30, solver="auto", n_probes=8,
+                 n_samples=64, cg_tol=1e-4, dense_block=DEFAULT_DENSE_BLOCK, seed=0,
+                 progress=None):
         self.kernel = kernel
         self.n_features = n_features
         self.n_freq = n_freq
@@ -163,6 +169,7 @@ class AFSRegressor:
         self.n_probes = n_probes
         self.n_samples = n_samples
         self.cg_tol = cg_tol
+        self.dense_block = dense_block
         self.seed = seed
         self.progress = progress
 
@@ -192,7 +199,9 @@ class AFSRegressor:
         self.solver_ = "iterative" if iterative else "dense"
         if iterative:
             cols = int(self.n_probes) + 1
-            needed = 2 * operator_bytes(ff, cols) + 8.0 * M * (cols * 6 + 2 * self.n_samples)
+            block = min(int(self.dense_block), M)
+            needed = (2 * operator_bytes(ff, cols) + 8.0 * M * (cols * 6 + 2 * self.n_samples)
+                      + 8.0 * block * block * 4)
             what = f"{M} Fourier features, matrix-free with {cols} right-hand sides"
             hint = "Reduce n_features or n_probes, or raise max_bytes."
         else:
@@ -230,7 +239,8 @@ class AFSRegressor:
             self.stats_ = dense_stats(self.features_, Xs, ys, self.chunk_bytes, powers=self.powers_)
         elif method in ("nufft", "dense"):
             self.stats_ = points_stats(self.features_, Xs, ys, "nufft", self.chunk_bytes,
-                                       powers=self.powers_, gram=gram)
+                                       powers=self.powers_, gram=gram,
+                                       dense_block=int(self.dense_block))
         else:
             raise InputError(f"stats_method must be 'auto', 'dense' or 'nufft'; got {method!r}.")
         self.stats_time_s_ = time.perf_counter() - t0
@@ -291,7 +301,8 @@ class AFSRegressor:
             self.solver_ = "dense"  # G = N·I: O(M) per step, nothing to iterate
         gram = "operator" if self.solver_ == "iterative" else "dense"
         self.stats_ = grid_stats(ff, saxes, values_std, diagonal=diagonal,
-                                 chunk_bytes=self.chunk_bytes, powers=self.powers_, gram=gram)
+                                 chunk_bytes=self.chunk_bytes, powers=self.powers_, gram=gram,
+                                 dense_block=int(self.dense_block))
         self.stats_time_s_ = time.perf_counter() - t0
         chunk = self.chunk_bytes
         return self._learn(len(axes), lambda S, rng: grid_noise_projection(
@@ -389,7 +400,7 @@ class AFSRegressor:
             self.posterior_ = iterative_posterior(
                 _log_lambda(ff, self.kernel_), self.noise_, self.kernel_.variance_at_zero,
                 self._residual_stats(), noise_projection, int(self.n_samples), int(self.seed),
-                self._iterative_options())
+                IterativeOptions(tol=float(self.cg_tol) / 100))
         else:
             self.posterior_ = posterior(_log_lambda(ff, self.kernel_), self.noise_,
                                         self.kernel_.variance_at_zero, self._residual_stats())
@@ -511,6 +522,8 @@ def _iterative_moments(ff, post: IterativePosterior, evaluate, batch_last: bool)
     """
     mean = evaluate(trig.linear_coefficients(ff, post.weights), "linear")
     var = post.kvar0 + evaluate(trig.diag_quad_coefficients(ff, post.diag_quad), "quad")
+    if post.low is not None:  # the preconditioner's dense low-frequency block (bins of its own size)
+        var = var + evaluate(trig.quad_coefficients(subset(ff, post.low), post.quad_low), "quad")
     S = post.sample_a.shape[1]
     acc = np.zeros_like(var)
     for start in range(0, S, _SAMPLE_BATCH):

@@ -119,6 +119,10 @@ def _check_afs(model) -> None:
         raise InputError(f"expected a fitted AFSRegressor (or ExactGP); got {type(model).__name__}"
                          " without fitted state. Call fit() or fit_grid() first; the wavelet "
                          "model is not supported for placement yet.")
+    if getattr(getattr(model, "stats_", None), "matrix_free", False):
+        raise InputError("sensor placement needs the dense M × M posterior; this model was fitted "
+                         "with the matrix-free solver (solver='iterative', large M). Refit with "
+                         "solver='dense' and n_features ≤ 4096 for placement.")
 
 
 def _afs_psi(model, X, what: str) -> np.ndarray:

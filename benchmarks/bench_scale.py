@@ -206,10 +206,10 @@ def worker(n: int, m: int, maxiter: int, use_dask: bool, chunk_rows: int, seed: 
     class Timed(AFSRegressor):
         """AFSRegressor that marks the start of the L-BFGS phase (after the statistics)."""
 
-        def _learn(self, d):
+        def _learn(self, d, *args):
             timer["stats_end"] = time.perf_counter()
             mon.mark("fit")
-            return super()._learn(d)
+            return super()._learn(d, *args)
 
     field = Field(n, seed)
     axes = [field.axis, field.axis]

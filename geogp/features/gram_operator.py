@@ -153,8 +153,8 @@ class GramOperator:
         chat = np.fft.fftn(Cq) * float(np.prod(Q))
         coef, index = _sign_terms(ff, Q)
         low = G_low = None
-        if 0 < n_dense < ff.n_features:
-            low = lowest_frequencies(ff, n_dense)
+        if n_dense > 0:  # n_dense ≥ M: the "block" is all of G (then CG needs one step)
+            low = lowest_frequencies(ff, min(int(n_dense), ff.n_features))
             G_low = jnp.asarray(assemble_gram(subset(ff, low), C))
             low = jnp.asarray(low, dtype=jnp.int32)
         return cls(jnp.asarray(chat), jnp.asarray(coef), jnp.asarray(index, dtype=jnp.int32),

@@ -140,19 +140,18 @@ CONFIGS = {
     "afs m32 M=2000 linear": dict(kernel="matern32", n_features=2000, mean="linear"),
     "afs m12+m32 M=2000 linear": dict(kernel="matern12+matern32", n_features=2000, mean="linear"),
     "afs m52 M=2000 linear": dict(kernel="matern52", n_features=2000, mean="linear"),
+    # matrix-free solver (solver="auto" switches above 4,096 features), issue #9
+    "afs m12 M=10000 linear": dict(kernel="matern12", n_features=10000, mean="linear"),
+    "afs m12 M=30000 linear": dict(kernel="matern12", n_features=30000, mean="linear"),
+    "afs m32 M=10000 linear": dict(kernel="matern32", n_features=10000, mean="linear"),
 }
 QUICK = ["afs m32 M=1000", "afs m32 M=2000 linear"]
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from _machine import cpu_model
+
+    cpu = cpu_model(platform.processor() or platform.machine())
     return f"{os.cpu_count()} cores, {cpu}, Python {platform.python_version()}"
 
 

@@ -55,6 +55,8 @@ SCRIPTS = {
     "scale": ("bench_scale.py", ["--quick"], [],
               "1024² and 2048² in memory and a dask run at 4096² (default: up to 4096² and "
               "dask 8192²)"),
+    "large_m": ("bench_afs_large_m.py", ["--quick"], [],
+                "512² raster instead of 1024²; M ≤ 3·10⁴ (default 10⁵); fits up to M = 10⁴"),
     "peers": ("peers/run_peers.py", ["--quick"], [],
               "random fold only, fewer iterations and a 120 s training budget per peer"),
 }

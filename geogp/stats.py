@@ -176,7 +176,7 @@ def dense_stats(ff: FourierFeatures, X, y, chunk_bytes: float = DEFAULT_CHUNK_BY
     return _make(0.5 * (G + G.T), r, yy, N, **trend.result(ff))
 
 
-DEFAULT_DENSE_BLOCK = 2048  # low-frequency block kept dense beside a matrix-free G
+DEFAULT_DENSE_BLOCK = 1024  # low-frequency block kept dense beside a matrix-free G
 
 
 def _gram(ff: FourierFeatures, C: np.ndarray, gram: str, dense_block: int):

@@ -5,10 +5,12 @@ Same bound as :mod:`geogp.models.collapsed`, with A = I + σ⁻² Λ^{1/2} G Λ^
     L = −½ [N log 2πσ² + log|A| + σ⁻² yᵀy − c̃ᵀA⁻¹c̃ + σ⁻² (N k(0) − Σ_m λ_m G_mm)],  c̃ = σ⁻² λ^{1/2} ⊙ r,
 
 but G is only available as a product (:class:`~geogp.features.gram_operator.GramOperator`,
-O(M log M)). With the Jacobi preconditioner P = diag(A) = 1 + σ⁻² λ ⊙ diag(G) and à = P^{-½} A P^{-½}:
+O(M log M)). The preconditioner P = L Lᵀ is two-level: the dense block A₀₀ of the M₀
+lowest-frequency features (where σ⁻²λN, hence the ill-conditioning caused by gaps, is largest;
+Cholesky L₀) and the Jacobi diagonal of A elsewhere. Then Ã = L⁻¹ A L⁻ᵀ has a unit diagonal:
 
 - **solves** c̃ᵀA⁻¹c̃ by preconditioned CG (exact to the CG tolerance);
-- **log|A|** = Σ log P_m + log|Ã|, the second term by stochastic Lanczos quadrature over S
+- **log|A|** = log|P| + log|Ã|, the second term by stochastic Lanczos quadrature over S
   fixed Rademacher probes ζ, with the control variate ζᵀ(Ã − I)ζ (mean zero, because
   diag(Ã) = 1): per probe ‖ζ‖² e₁ᵀ(log T − T + I)e₁. Its error is second order in Ã − I;
 - **gradients** (all parameters: λ(θ), σ², trend β through c̃) from a surrogate whose
@@ -22,9 +24,10 @@ smooth-in-practice function of θ, which L-BFGS handles (tests: value and gradie
 dense bound at moderate M).
 
 Predictions (:func:`iterative_posterior`): the mean is exact to the CG tolerance; the variance
-is k(0) − Σλφ² + Σ(λ/P)φ² plus a Monte-Carlo correction from S posterior samples
-ε = A⁻¹b, b = ξ + σ⁻¹Λ^{½}Φη ~ N(0, A), paired with δ = P⁻¹b:
-E[(φᵀΛ^{½}ε)(φᵀΛ^{½}(ε − δ))] = φᵀΛ^{½}(A⁻¹ − P⁻¹)Λ^{½}φ, unbiased, small when A ≈ P.
+is k(0) − Σλφ² + φᵀΛ^{½}P⁻¹Λ^{½}φ (exact: diagonal plus the M₀ block) plus a Monte-Carlo
+correction from S posterior samples ε = A⁻¹b, b = ξ + σ⁻¹Λ^{½}Φη ~ N(0, A), paired with
+δ = P⁻¹b: E[(φᵀΛ^{½}ε)(φᵀΛ^{½}(ε − δ))] = φᵀΛ^{½}(A⁻¹ − P⁻¹)Λ^{½}φ, unbiased, small when A ≈ P.
+Measured against the dense posterior: median sd error 0.4 % with 256 samples (tests).
 """
 
 from __future__ import annotations
@@ -39,8 +42,8 @@ import numpy as np
 
 from geogp.linalg.krylov import cg, lanczos_quadrature, lanczos_tridiagonal
 
-__all__ = ["IterativeOptions", "iterative_parts", "iterative_bound", "rademacher_probes", "IterativePosterior",
-           "iterative_posterior"]
+__all__ = ["IterativeOptions", "iterative_parts", "iterative_bound", "rademacher_probes",
+           "IterativePosterior", "iterative_posterior"]
 
 
 class IterativeOptions(NamedTuple):

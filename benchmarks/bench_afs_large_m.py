@@ -80,7 +80,7 @@ def step_worker(n: int, m: int, block: int, probes: int) -> dict:
     import geogp  # noqa: F401
     from geogp.features.fourier import FourierFeatures
     from geogp.kernels import make_kernel
-    from geogp.models.afs import _iterative_loss, _negative_bound_per_point
+    from geogp.models.afs_objectives import iterative_loss, negative_bound_per_point
     from geogp.models.collapsed_iterative import IterativeOptions, iterative_parts, rademacher_probes
     from geogp.stats import grid_stats
 
@@ -97,7 +97,7 @@ def step_worker(n: int, m: int, block: int, probes: int) -> dict:
     Z = rademacher_probes(M, probes)
     args = (st, jnp.asarray(ff.frequencies), jnp.asarray(ff.log_norm), Z)
     opts = IterativeOptions()
-    vg = jax.jit(jax.value_and_grad(_iterative_loss(opts)))
+    vg = jax.jit(jax.value_and_grad(iterative_loss(opts)))
     t_step, (val, grad) = _timed(lambda: vg(params, *args))
     mv = jax.jit(lambda V: st.G.matvec(V))
     V = jnp.ones((M, probes + 1))
@@ -109,7 +109,7 @@ def step_worker(n: int, m: int, block: int, probes: int) -> dict:
            "value": float(val), "slq_sd_per_n": float(info["slq_sd"]) / float(st.n)}
     if M <= 4000:
         dstats = grid_stats(ff, axes, values)
-        dvg = jax.jit(jax.value_and_grad(_negative_bound_per_point))
+        dvg = jax.jit(jax.value_and_grad(negative_bound_per_point))
         t_dense, (dval, dgrad) = _timed(lambda: dvg(params, dstats, args[1], args[2]))
         g1, g2 = ravel_pytree(grad)[0], ravel_pytree(dgrad)[0]
         row.update(dense_step_s=t_dense, value_rel=abs(float(val - dval)) / abs(float(dval)),

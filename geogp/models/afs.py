@@ -18,23 +18,23 @@ from geogp.exceptions import AllMissingError, InputError
 from geogp.features import trig
 from geogp.features.afs_dft import log_lambda as _log_lambda
 from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures
-from geogp.features.gram_operator import subset
 from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.kernels import make_kernel
 from geogp.models.base import Prediction, Standardizer
 from geogp.models.collapsed import collapsed_bound, posterior, trace_term
+from geogp.models.afs_objectives import (iterative_loss, negative_bound_per_point,
+                                         warm_start)
 from geogp.models.collapsed_iterative import (IterativeOptions, IterativePosterior,
                                               iterative_bound, iterative_posterior,
-                                              rademacher_probes)
-from geogp.stats import (DEFAULT_CHUNK_BYTES, DEFAULT_DENSE_BLOCK, SufficientStats, dense_stats, grid_noise_projection, grid_stats,
-                         points_noise_projection, points_stats)
+                                              predict_moments, rademacher_probes)
+from geogp.stats import (DEFAULT_CHUNK_BYTES, DEFAULT_DENSE_BLOCK, dense_stats,
+                         grid_noise_projection, grid_stats, points_noise_projection, points_stats)
 from geogp.trend import basis, basis_grid, monomial_powers, ols, residual_stats
 
 __all__ = ["AFSRegressor", "grid_axes_info"]
 
 _DENSE_PREDICT_MAX = 2048  # below this many points, predict with explicit features
 ITERATIVE_ABOVE = 4096  # solver="auto": matrix-free above this many features
-_SAMPLE_BATCH = 8  # posterior samples evaluated together in predictions
 
 
 def grid_axes_info(axes) -> tuple[np.ndarray, np.ndarray]:
@@ -62,33 +62,6 @@ def grid_axes_info(axes) -> tuple[np.ndarray, np.ndarray]:
         x0.append(a[0])
         eta.append(abs(step[0]))
     return np.array(x0), np.array(eta)
-
-
-def _negative_bound_per_point(params, stats, freqs, log_norm):
-    """−L''/N as a function of the parameters (module level, so its compilation is cached)."""
-    log_lam = params["kernel"].log_spectral_density(freqs) - log_norm
-    if "mean" in params:
-        stats = residual_stats(stats, params["mean"])
-    kvar0 = params["kernel"].variance_at_zero
-    return -collapsed_bound(log_lam, params["noise"], kvar0, stats) / stats.n
-
-
-_ITERATIVE_LOSSES: dict = {}
-
-
-def _iterative_loss(options: IterativeOptions):
-    """−L''/N on the matrix-free path, one function object per options (compilation cached)."""
-    if options not in _ITERATIVE_LOSSES:
-        def loss(params, stats, freqs, log_norm, probes):
-            log_lam = params["kernel"].log_spectral_density(freqs) - log_norm
-            if "mean" in params:
-                stats = residual_stats(stats, params["mean"])
-            kvar0 = params["kernel"].variance_at_zero
-            return -iterative_bound(log_lam, params["noise"], kvar0, stats, probes,
-                                    options) / stats.n
-
-        _ITERATIVE_LOSSES[options] = loss
-    return _ITERATIVE_LOSSES[options]
 
 
 class AFSRegressor:
@@ -375,10 +348,10 @@ class AFSRegressor:
         if self.powers_ is not None:
             params["mean"] = jnp.asarray(ols(stats))
         if stats.matrix_free:
-            loss = _iterative_loss(self._iterative_options())
+            loss = iterative_loss(self._iterative_options())
             args = (stats, jnp.asarray(ff.frequencies), jnp.asarray(ff.log_norm), self._probes())
         elif hasattr(params["kernel"], "log_spectral_density"):
-            loss = _negative_bound_per_point  # module level: compiled once per parameter layout
+            loss = negative_bound_per_point  # module level: compiled once per parameter layout
             args = (stats, jnp.asarray(ff.frequencies), jnp.asarray(ff.log_norm))
         else:  # no closed-form S (e.g. ProductKernel): AFS-DFT, full lattice (SPEC.md §4.4)
             def loss(p, st):
@@ -391,7 +364,8 @@ class AFSRegressor:
 
         if self.optimize:
             if stats.matrix_free and int(self.warm_start) > 0:
-                params = self._warm_start(params, stats)
+                params, self.warm_report_ = warm_start(params, stats, self.features_,
+                                                       int(self.warm_start), self.maxiter)
             params, report = minimize_lbfgs(loss, params, args=args,
                                             unconstrained=("mean",), maxiter=self.maxiter,
                                             progress=self.progress)
@@ -412,29 +386,6 @@ class AFSRegressor:
             self.posterior_ = posterior(_log_lambda(ff, self.kernel_), self.noise_,
                                         self.kernel_.variance_at_zero, self._residual_stats())
         return self
-
-    def _warm_start(self, params, stats):
-        """θ from the dense bound over the ``warm_start`` lowest frequencies (no data access).
-
-        Their statistics are a sub-block of what the operator keeps for its preconditioner
-        (G₀₀, and the matching rows of r and F), so this costs O(warm_start³) per step; the
-        large-M optimisation then starts near its optimum and needs fewer (expensive) steps.
-        """
-        op, ff = stats.G, self.features_
-        if op.low is None:
-            return params
-        low = np.asarray(op.low)
-        freq = np.linalg.norm(ff.frequencies[low], axis=1)
-        keep = np.sort(np.argsort(freq, kind="stable")[: int(self.warm_start)])
-        idx = low[keep]
-        sub = SufficientStats(
-            op.G_low[np.ix_(keep, keep)], stats.r[idx], stats.yy, stats.n, False,
-            None if stats.F is None else stats.F[idx], stats.HH, stats.Hy)
-        args = (sub, jnp.asarray(ff.frequencies[idx]), jnp.asarray(ff.log_norm))
-        params, self.warm_report_ = minimize_lbfgs(
-            _negative_bound_per_point, params, args=args, unconstrained=("mean",),
-            maxiter=self.maxiter)
-        return params
 
     def _residual_stats(self):
         if self.beta_ is None:
@@ -497,7 +448,7 @@ class AFSRegressor:
             def evaluate(coef, kind):
                 return trig.evaluate_points(ff, Xs, coef, kind)
 
-            mean, var = _iterative_moments(ff, post, evaluate, batch_last=False)
+            mean, var = predict_moments(ff, post, evaluate, batch_last=False)
         elif Xs.shape[0] <= _DENSE_PREDICT_MAX:
             Phi = ff(Xs)
             mean = Phi @ post.weights
@@ -525,7 +476,7 @@ class AFSRegressor:
             def evaluate(coef, kind):
                 return trig.evaluate_grid(ff, saxes, coef, kind)
 
-            mean, var = _iterative_moments(ff, post, evaluate, batch_last=True)
+            mean, var = predict_moments(ff, post, evaluate, batch_last=True)
         else:
             mean = trig.evaluate_grid(ff, saxes, trig.linear_coefficients(ff, post.weights),
                                       "linear")
@@ -543,26 +494,3 @@ class AFSRegressor:
         return self.scaler_.unscale(mean, var, self.noise_)
 
 
-
-def _iterative_moments(ff, post: IterativePosterior, evaluate, batch_last: bool):
-    """Mean and latent variance of an :class:`IterativePosterior` through ``evaluate(coef, kind)``.
-
-    var = k(0) + Σ q_m φ_m² (exact) + mean_s (φᵀE1_s)(φᵀE2_s) (Monte Carlo), samples evaluated
-    ``_SAMPLE_BATCH`` at a time (batched transforms; the batch axis comes out first).
-    """
-    mean = evaluate(trig.linear_coefficients(ff, post.weights), "linear")
-    var = post.kvar0 + evaluate(trig.diag_quad_coefficients(ff, post.diag_quad), "quad")
-    if post.low is not None:  # the preconditioner's dense low-frequency block (bins of its own size)
-        var = var + evaluate(trig.quad_coefficients(subset(ff, post.low), post.quad_low), "quad")
-    S = post.sample_a.shape[1]
-    acc = np.zeros_like(var)
-    for start in range(0, S, _SAMPLE_BATCH):
-        cols = range(start, min(S, start + _SAMPLE_BATCH))
-        pair = []
-        for E in (post.sample_a, post.sample_b):
-            coef = np.stack([trig.linear_coefficients(ff, E[:, j]) for j in cols])
-            pair.append(evaluate(np.moveaxis(coef, 0, -1) if batch_last else coef, "linear"))
-        acc += np.sum(pair[0] * pair[1], axis=0)
-    if S:
-        var = var + acc / S
-    return mean, var

@@ -40,10 +40,12 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 
+from geogp.features import trig
+from geogp.features.gram_operator import subset
 from geogp.linalg.krylov import cg, lanczos_quadrature, lanczos_tridiagonal
 
 __all__ = ["IterativeOptions", "iterative_parts", "iterative_bound", "rademacher_probes",
-           "IterativePosterior", "iterative_posterior"]
+           "IterativePosterior", "iterative_posterior", "predict_moments"]
 
 
 class IterativeOptions(NamedTuple):
@@ -267,3 +269,27 @@ def iterative_posterior(log_lam, noise, kvar0, stats, noise_projection=None, n_s
                               None if quad_low is None else np.asarray(quad_low),
                               E1[:, :n_samples], E2[:, :n_samples], noise, float(kvar0),
                               (int(np.asarray(it_mean)[0]), tuple(its)))
+
+
+def predict_moments(ff, post: IterativePosterior, evaluate, batch_last: bool, batch: int = 8):
+    """Mean and latent variance of an :class:`IterativePosterior` through ``evaluate(coef, kind)``.
+
+    var = k(0) + Σ q_m φ_m² (exact) + mean_s (φᵀE1_s)(φᵀE2_s) (Monte Carlo), samples evaluated
+    ``batch`` at a time (batched transforms; the batch axis comes out first).
+    """
+    mean = evaluate(trig.linear_coefficients(ff, post.weights), "linear")
+    var = post.kvar0 + evaluate(trig.diag_quad_coefficients(ff, post.diag_quad), "quad")
+    if post.low is not None:  # the preconditioner's dense low-frequency block (bins of its own size)
+        var = var + evaluate(trig.quad_coefficients(subset(ff, post.low), post.quad_low), "quad")
+    S = post.sample_a.shape[1]
+    acc = np.zeros_like(var)
+    for start in range(0, S, batch):
+        cols = range(start, min(S, start + batch))
+        pair = []
+        for E in (post.sample_a, post.sample_b):
+            coef = np.stack([trig.linear_coefficients(ff, E[:, j]) for j in cols])
+            pair.append(evaluate(np.moveaxis(coef, 0, -1) if batch_last else coef, "linear"))
+        acc += np.sum(pair[0] * pair[1], axis=0)
+    if S:
+        var = var + acc / S
+    return mean, var

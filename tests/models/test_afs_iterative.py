@@ -6,7 +6,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import scipy.linalg as sla
 
 import geogp
 from geogp.exceptions import InputError, MemoryEstimateError

@@ -1,0 +1,74 @@
+"""The objectives AFSRegressor minimises, as module-level functions (compiled once).
+
+- :func:`negative_bound_per_point`: −L''/N of the dense (or diagonal) collapsed bound
+  (:mod:`geogp.models.collapsed`);
+- :func:`iterative_loss`: the same on the matrix-free path (:mod:`geogp.models.collapsed_iterative`),
+  one function object per :class:`IterativeOptions`;
+- :func:`warm_start`: θ from the dense bound of the preconditioner's low-frequency block,
+  a cheap starting point for the expensive large-M optimisation.
+
+Parameters are dicts ``{"kernel", "noise"[, "mean"]}`` (see :mod:`geogp.optimize`).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from geogp.models.collapsed import collapsed_bound
+from geogp.models.collapsed_iterative import IterativeOptions, iterative_bound
+from geogp.optimize import FitReport, minimize_lbfgs
+from geogp.stats import SufficientStats
+from geogp.trend import residual_stats
+
+__all__ = ["negative_bound_per_point", "iterative_loss", "warm_start"]
+
+
+def negative_bound_per_point(params, stats, freqs, log_norm):
+    """−L''/N as a function of the parameters (module level, so its compilation is cached)."""
+    log_lam = params["kernel"].log_spectral_density(freqs) - log_norm
+    if "mean" in params:
+        stats = residual_stats(stats, params["mean"])
+    kvar0 = params["kernel"].variance_at_zero
+    return -collapsed_bound(log_lam, params["noise"], kvar0, stats) / stats.n
+
+
+_ITERATIVE_LOSSES: dict = {}
+
+
+def iterative_loss(options: IterativeOptions):
+    """−L''/N on the matrix-free path, one function object per options (compilation cached)."""
+    if options not in _ITERATIVE_LOSSES:
+        def loss(params, stats, freqs, log_norm, probes):
+            log_lam = params["kernel"].log_spectral_density(freqs) - log_norm
+            if "mean" in params:
+                stats = residual_stats(stats, params["mean"])
+            kvar0 = params["kernel"].variance_at_zero
+            return -iterative_bound(log_lam, params["noise"], kvar0, stats, probes,
+                                    options) / stats.n
+
+        _ITERATIVE_LOSSES[options] = loss
+    return _ITERATIVE_LOSSES[options]
+
+
+def warm_start(params: dict, stats: SufficientStats, ff, n_low: int,
+               maxiter: int) -> tuple[dict, FitReport | None]:
+    """θ from the dense bound over the ``n_low`` lowest frequencies (no data access).
+
+    Their statistics are a sub-block of what the matrix-free operator keeps for its
+    preconditioner (G₀₀, and the matching rows of r and F), so this costs O(n_low³) per step;
+    the large-M optimisation then starts nearer its optimum. Returns (params, report), with
+    the parameters unchanged (report None) when the operator has no dense block.
+    """
+    op = stats.G
+    if op.low is None or n_low <= 0:
+        return params, None
+    low = np.asarray(op.low)
+    freq = np.linalg.norm(ff.frequencies[low], axis=1)
+    keep = np.sort(np.argsort(freq, kind="stable")[:n_low])
+    idx = low[keep]
+    sub = SufficientStats(op.G_low[np.ix_(keep, keep)], stats.r[idx], stats.yy, stats.n, False,
+                          None if stats.F is None else stats.F[idx], stats.HH, stats.Hy)
+    args = (sub, jnp.asarray(ff.frequencies[idx]), jnp.asarray(ff.log_norm))
+    return minimize_lbfgs(negative_bound_per_point, params, args=args, unconstrained=("mean",),
+                          maxiter=maxiter)

@@ -11,7 +11,7 @@ bins, the dense low-frequency block), then at fixed θ (Matérn-3/2, ℓ = 0.05,
 - ``matvec``: one batched product G·V with S + 1 = 9 columns (two FFTs of the Π Q_d lattice);
 - ``step``: one compiled value-and-gradient of the bound (what L-BFGS calls once per
   evaluation): CG to relative residual 1e-4 with 8 Rademacher probes, SLQ, surrogate gradients,
-  the Cholesky of the 2048-feature block and its derivative;
+  the Cholesky of the 1024-feature block and its derivative;
 - ``dense step`` (M ≤ 4,000): the dense route's value-and-gradient (Cholesky of M × M), and
   the relative differences of the value and gradient between the two routes.
 
@@ -163,7 +163,8 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=1024, help="raster side (default 1024)")
     ap.add_argument("--m", type=int, nargs="*", default=[1000, 3000, 10000, 30000, 100000])
     ap.add_argument("--fit-m", type=int, nargs="*", default=[10000, 30000])
-    ap.add_argument("--block", type=int, default=2048, help="dense preconditioner block")
+    ap.add_argument("--block", type=int, default=1024,
+                    help="dense preconditioner block (default 1024, as AFSRegressor)")
     ap.add_argument("--probes", type=int, default=8)
     ap.add_argument("--maxiter", type=int, default=100, help="L-BFGS iterations of the fits")
     ap.add_argument("--quick", action="store_true", help="512², M ≤ 3·10⁴")

@@ -43,7 +43,8 @@ class GeoRegressor:
         model: ``"afs"`` (default), ``"wavelet"`` (if installed) or ``"exact"`` (small data).
         kernel: kernel name for ``afs``/``exact`` (default ``"matern12"``; also ``"se"``,
             ``"matern32"``, ``"matern52"``, sums ``"matern12+matern32"``).
-        n_features: Fourier features M for ``afs`` (default 2000; with a linear trend,
+        n_features: Fourier features M for ``afs`` (default ``"auto"``: N_obs/8 clipped to
+            [2,000, 10,000]; above 4,096 the matrix-free solver runs. With a linear trend,
             ``mean="linear"``, by default: chosen by cross-validation, see ``benchmarks/``).
         share_hyperparameters: with an extra dimension (time...), learn the hyperparameters on
             the first slice and reuse them (no optimisation) for the others. They are shared in

@@ -58,8 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--kernel", default=None, metavar="NAME",
                      help="kernel: matern12 (default), matern32, matern52, se, or a sum a+b")
     fit.add_argument("--features", type=int, default=None, metavar="M",
-                     help="number of Fourier features for afs (default 2000); above 4096 a "
-                          "matrix-free solver is used (M up to ~10^5: minutes, not hours)")
+                     help="number of Fourier features for afs (default: observed cells / 8, "
+                          "between 2000 and 10000); above 4096 a matrix-free solver is used "
+                          "(M up to ~10^5: minutes, not hours)")
     fit.add_argument("--maxiter", type=int, default=None, help="L-BFGS iterations (default 300)")
     fit.add_argument("--share-hyperparameters", action="store_true",
                      help="with a time/band dimension: learn on the first slice, reuse for all")

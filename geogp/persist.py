@@ -4,7 +4,9 @@ The file holds plain arrays and one JSON document (``__meta__``):
 
 - per slice: the Fourier features (window, lattice, rows), the sufficient statistics
   (G, r, yᵀy, N), the fitted kernel and noise, the posterior (λ^{1/2}, weights, Q, chol), the
-  standardiser and the optimisation report;
+  standardiser and the optimisation report; for matrix-free models (large M) the FFT operator
+  instead of G, and the posterior as vectors and samples
+  (:class:`~geogp.models.collapsed_iterative.IterativePosterior`);
 - the grid: dimension names, CRS (WKT), longitude scaling, target coordinates, the extra
   dimension's coordinates, attributes and name.
 
@@ -33,6 +35,9 @@ __all__ = ["save_model", "load_model", "FORMAT", "FORMAT_VERSION"]
 FORMAT = "geogp-model"
 FORMAT_VERSION = 1
 _OPTIONAL_STATS = ("F", "HH", "Hy")  # mean-function statistics, when the model has one
+# matrix-free models (solver="iterative"): GramOperator fields, IterativePosterior arrays
+_OPERATOR_FIELDS = ("chat", "coef", "index", "diag", "low", "G_low")
+_ITERATIVE_POSTERIOR_ARRAYS = ("weights", "diag_quad", "low", "quad_low", "sample_a", "sample_b")
 
 
 def _init_names(cls) -> list:
@@ -77,21 +82,27 @@ def _kernel_parts(kernel) -> list:
 
 def _save_afs(est, pre: str, arrays: dict) -> dict:
     ff, st, post, sc = est.features_, est.stats_, est.posterior_, est.scaler_
-    if st.matrix_free:
-        raise GeogpError("saving a model fitted with the matrix-free solver (solver='iterative', "
-                         "large M) is not supported yet; write its predictions (GeoTIFF/NetCDF) "
-                         "instead, or refit with solver='dense'.")
     arrays.update({
         f"{pre}features/center": ff.center, f"{pre}features/width": ff.width,
         f"{pre}features/rows": ff.rows, f"{pre}features/numerators": ff.numerators,
         f"{pre}features/kinds": ff.kinds,
-        f"{pre}stats/G": np.asarray(st.G), f"{pre}stats/r": np.asarray(st.r),
+        f"{pre}stats/r": np.asarray(st.r),
         f"{pre}stats/yy": np.asarray(st.yy), f"{pre}stats/n": np.asarray(st.n),
-        f"{pre}posterior/sqrt_lam": post.sqrt_lam, f"{pre}posterior/weights": post.weights,
-        f"{pre}posterior/quad": post.quad, f"{pre}posterior/chol": post.chol,
         f"{pre}scaler/x_mean": sc.x_mean, f"{pre}scaler/x_scale": sc.x_scale,
         f"{pre}report/history": np.asarray(est.report_.history, dtype=np.float64),
     })
+    if st.matrix_free:  # the FFT operator and the vector-form posterior (no M × M array)
+        for name in _OPERATOR_FIELDS:
+            if getattr(st.G, name) is not None:
+                arrays[f"{pre}stats/G/{name}"] = np.asarray(getattr(st.G, name))
+        for name in _ITERATIVE_POSTERIOR_ARRAYS:
+            if getattr(post, name) is not None:
+                arrays[f"{pre}posterior/{name}"] = np.asarray(getattr(post, name))
+    else:
+        arrays.update({f"{pre}stats/G": np.asarray(st.G),
+                       f"{pre}posterior/sqrt_lam": post.sqrt_lam,
+                       f"{pre}posterior/weights": post.weights,
+                       f"{pre}posterior/quad": post.quad, f"{pre}posterior/chol": post.chol})
     for name in _OPTIONAL_STATS:
         if getattr(st, name, None) is not None:
             arrays[f"{pre}stats/{name}"] = np.asarray(getattr(st, name))
@@ -106,6 +117,9 @@ def _save_afs(est, pre: str, arrays: dict) -> dict:
         "init": {**_clean({k: getattr(est, k) for k in _init_names(type(est))}),
                  "kernel": est.kernel if isinstance(est.kernel, str) else None},
         "n_freq": list(ff.n_freq), "lattice": ff.lattice, "diagonal": bool(st.diagonal),
+        "matrix_free": bool(st.matrix_free),
+        "cg_iterations": (list(post.cg_iterations[:1]) + [list(post.cg_iterations[1])]
+                          if st.matrix_free else None),
         "kernel_parts": _kernel_parts(est.kernel_), "noise": float(est.noise_),
         "posterior_noise": float(post.noise), "kvar0": float(post.kvar0),
         "y_mean": float(sc.y_mean), "y_scale": float(sc.y_scale),
@@ -164,7 +178,9 @@ def _load_afs(meta: dict, pre: str, z) -> object:
     from geogp.optimize import FitReport
     from geogp.models.afs import AFSRegressor
     from geogp.models.base import Standardizer
+    from geogp.features.gram_operator import GramOperator
     from geogp.models.collapsed import Posterior
+    from geogp.models.collapsed_iterative import IterativePosterior
     from geogp.stats import SufficientStats
 
     parts = []
@@ -183,15 +199,30 @@ def _load_afs(meta: dict, pre: str, z) -> object:
         z[f"{pre}features/kinds"])
     optional = {k: jnp.asarray(z[f"{pre}stats/{k}"]) for k in _OPTIONAL_STATS
                 if f"{pre}stats/{k}" in z.files}
-    est.stats_ = SufficientStats(jnp.asarray(z[f"{pre}stats/G"]), jnp.asarray(z[f"{pre}stats/r"]),
+    matrix_free = bool(meta.get("matrix_free", False))
+    if matrix_free:
+        G = GramOperator(*(jnp.asarray(z[f"{pre}stats/G/{k}"]) if f"{pre}stats/G/{k}" in z.files
+                           else None for k in _OPERATOR_FIELDS))
+    else:
+        G = jnp.asarray(z[f"{pre}stats/G"])
+    est.stats_ = SufficientStats(G, jnp.asarray(z[f"{pre}stats/r"]),
                                  jnp.asarray(z[f"{pre}stats/yy"]), jnp.asarray(z[f"{pre}stats/n"]),
                                  meta["diagonal"], **optional)
+    est.solver_ = "iterative" if matrix_free else "dense"
     for name in ("beta_", "powers_"):
         setattr(est, name, z[f"{pre}{name}"] if f"{pre}{name}" in z.files else None)
     est.kernel_, est.noise_ = kernel, float(meta["noise"])
-    est.posterior_ = Posterior(z[f"{pre}posterior/sqrt_lam"], z[f"{pre}posterior/weights"],
-                               z[f"{pre}posterior/quad"], z[f"{pre}posterior/chol"],
-                               float(meta["posterior_noise"]), float(meta["kvar0"]))
+    if matrix_free:
+        got = {k: (z[f"{pre}posterior/{k}"] if f"{pre}posterior/{k}" in z.files else None)
+               for k in _ITERATIVE_POSTERIOR_ARRAYS}
+        its = meta.get("cg_iterations") or [0, []]
+        est.posterior_ = IterativePosterior(**got, noise=float(meta["posterior_noise"]),
+                                            kvar0=float(meta["kvar0"]),
+                                            cg_iterations=(int(its[0]), tuple(its[1])))
+    else:
+        est.posterior_ = Posterior(z[f"{pre}posterior/sqrt_lam"], z[f"{pre}posterior/weights"],
+                                   z[f"{pre}posterior/quad"], z[f"{pre}posterior/chol"],
+                                   float(meta["posterior_noise"]), float(meta["kvar0"]))
     est.scaler_ = Standardizer(z[f"{pre}scaler/x_mean"], z[f"{pre}scaler/x_scale"],
                                float(meta["y_mean"]), float(meta["y_scale"]))
     est.report_ = FitReport(**meta["report"], history=z[f"{pre}report/history"].tolist())

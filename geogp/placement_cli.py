@@ -25,6 +25,10 @@ import warnings
 
 import numpy as np
 
+from geogp.models.afs import ITERATIVE_ABOVE
+
+PLACEMENT_FEATURES = 2000  # the dense posterior that placement updates rank by rank
+
 __all__ = ["add_place_parser", "run_place"]
 
 _EPILOG = """\
@@ -60,7 +64,8 @@ def add_place_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--kernel", default=None, metavar="NAME",
                    help="kernel: matern12 (default), matern32, matern52, se, or a sum a+b")
     p.add_argument("--features", type=int, default=None, metavar="M",
-                   help="number of Fourier features (default 2000)")
+                   help="number of Fourier features (default 2000; placement needs the dense "
+                        "solver, at most 4096)")
     p.add_argument("--maxiter", type=int, default=None, help="L-BFGS iterations (default 300)")
     p.add_argument("--min-distance", type=float, default=0.0, metavar="D",
                    help="minimum distance between sites, in CRS units (degrees of latitude "
@@ -123,8 +128,9 @@ def _check_args(args) -> None:
         check_writable(path, args.overwrite)
     if args.n < 1:
         raise InputError(f"--n must be ≥ 1; got {args.n}.")
-    if args.features is not None and args.features < 4:
-        raise InputError(f"--features must be ≥ 4; got {args.features}.")
+    if args.features is not None and not 4 <= args.features <= ITERATIVE_ABOVE:
+        raise InputError(f"--features must be between 4 and {ITERATIVE_ABOVE} (placement uses "
+                         f"the dense posterior); got {args.features}.")
     if not np.isfinite(args.min_distance) or args.min_distance < 0:
         raise InputError(f"--min-distance must be ≥ 0; got {args.min_distance}.")
     if args.max_targets < 1:
@@ -171,7 +177,7 @@ def _place(args, echo) -> int:
     _check_args(args)
     da = open_raster(args.input, var=args.var)
     options = {"maxiter": args.maxiter} if args.maxiter is not None else None
-    geo = GeoRegressor("afs", kernel=args.kernel, n_features=args.features,
+    geo = GeoRegressor("afs", kernel=args.kernel, n_features=args.features or PLACEMENT_FEATURES,
                        progress=not args.quiet, options=options).fit(da)
     if len(geo.estimators_) != 1:
         raise InputError(f"geogp place works on one 2-D raster; {args.input!r} has "

@@ -31,10 +31,21 @@ from geogp.stats import (DEFAULT_CHUNK_BYTES, DEFAULT_DENSE_BLOCK, dense_stats,
                          grid_noise_projection, grid_stats, points_noise_projection, points_stats)
 from geogp.trend import basis, basis_grid, monomial_powers, ols, residual_stats
 
-__all__ = ["AFSRegressor", "grid_axes_info"]
+__all__ = ["AFSRegressor", "grid_axes_info", "auto_features"]
 
 _DENSE_PREDICT_MAX = 2048  # below this many points, predict with explicit features
 ITERATIVE_ABOVE = 4096  # solver="auto": matrix-free above this many features
+
+
+def auto_features(n_obs: int) -> int:
+    """The ``n_features="auto"`` rule: M = N_obs // 8, clipped to [2,000, 10,000].
+
+    From the satellite cross-validation (``benchmarks/heaton_cv.py``, 95k training cells):
+    M = 10,000 (matrix-free) cut the random-fold RMSE from 1.24 to 0.93 and the block-fold
+    RMSE from 1.68 to 1.64 against M = 2,000, with fit + full-grid prediction in 48 s on 2
+    cores. Small data keep M = 2,000 and the exact dense solver.
+    """
+    return int(np.clip(int(n_obs) // 8, 2000, 10000))
 
 
 def grid_axes_info(axes) -> tuple[np.ndarray, np.ndarray]:
@@ -72,7 +83,8 @@ class AFSRegressor:
             ``"matern12+matern32"``, or a Kernel (initial parameters, standardised units). A
             kernel without a spectral density (``ProductKernel``) uses AFS-DFT λ and needs
             ``lattice="full"`` (SPEC.md §4.4).
-        n_features: target number of features M (the realised M is ``features_.n_features``).
+        n_features: target number of features M (the realised M is ``features_.n_features``),
+            or ``"auto"``: M = N_obs/8 clipped to [2,000, 10,000] (:func:`auto_features`).
         n_freq: explicit K_d per dimension (overrides ``n_features``).
         lattice: ``"odd"`` (default) or ``"full"``.
         window_factor: W_d = window_factor · W_xd (default 1/0.95, SPEC.md §4.1).
@@ -157,7 +169,8 @@ class AFSRegressor:
             ff = FourierFeatures.build(center, width, self.n_freq, self.lattice,
                                        max_bytes=np.inf)
         else:
-            ff = FourierFeatures.for_budget(center, width, int(self.n_features), self.lattice,
+            M = auto_features(self._n_obs) if self.n_features == "auto" else int(self.n_features)
+            ff = FourierFeatures.for_budget(center, width, M, self.lattice,
                                             max_bytes=np.inf)
         self._choose_solver(ff)
         return ff
@@ -203,6 +216,7 @@ class AFSRegressor:
         y = as_targets(y)
         check_same_length(X, y)
         self._check_counts(X.shape[0], X.shape[1])
+        self._n_obs = X.shape[0]
         self.scaler_ = Standardizer.from_data(X, y)
         Xs, ys = self.scaler_.x(X), self.scaler_.y(y)
         center, width = self._window(Xs.min(axis=0), Xs.max(axis=0))
@@ -242,6 +256,7 @@ class AFSRegressor:
         if n_obs == 0:
             raise AllMissingError("every grid cell is missing (NaN); nothing to fit.")
         self._check_counts(n_obs, len(axes))
+        self._n_obs = n_obs
         y_mean = s1 / n_obs
         y_std = np.sqrt(max(s2 / n_obs - y_mean**2, 0.0))
         if not y_std > 0:

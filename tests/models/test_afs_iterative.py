@@ -172,15 +172,20 @@ def test_solver_choice_memory_and_errors(rng, monkeypatch):
                      lattice="full", solver="iterative").fit_grid(axes, v)
 
 
-def test_iterative_model_refuses_placement_and_saving(rng, tmp_path):
+def test_iterative_model_saves_and_loads_bit_for_bit_and_refuses_placement(rng, tmp_path):
     import xarray as xr
 
     axes, v = _grid(rng, 20, 24)
     da = xr.DataArray(v, coords={"y": axes[0], "x": axes[1]}, dims=("y", "x"))
     model = geogp.fit(da.rio.write_crs("EPSG:32633"), n_features=80, solver="iterative",
-                      maxiter=3)
-    with pytest.raises(geogp.exceptions.GeogpError, match="matrix-free"):
-        model.save(tmp_path / "m.npz")
+                      dense_block=20, n_samples=8, maxiter=3)
+    assert model.estimators_[0].stats_.matrix_free
+    model.save(tmp_path / "m.npz")
+    back = geogp.load_model(tmp_path / "m.npz")
+    assert back.estimators_[0].stats_.matrix_free
+    a, b = model.predict(), back.predict()
+    for name in ("mean", "std", "std_latent"):
+        np.testing.assert_array_equal(a[name].values, b[name].values)
     from geogp.placement import Candidates, suggest_sites
 
     est = AFSRegressor(n_features=80, solver="iterative", maxiter=3).fit_grid(axes, v)

@@ -46,8 +46,12 @@ _CHILD = textwrap.dedent(f"""
         return logdet + jnp.sum(x)
     value, grad = jax.jit(jax.value_and_grad(objective))(values)
     np.asarray(grad)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(rss if sys.platform == "darwin" else rss * 1024)  # kilobytes on Linux
+    try:  # VmHWM: this image's own peak (ru_maxrss would include the forking parent's)
+        hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0]
+        print(int(hwm.split()[1]) * 1024)
+    except OSError:
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print(rss if sys.platform == "darwin" else rss * 1024)
 """)
 
 

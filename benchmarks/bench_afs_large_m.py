@@ -11,7 +11,7 @@ bins, the dense low-frequency block), then at fixed θ (Matérn-3/2, ℓ = 0.05,
 - ``matvec``: one batched product G·V with S + 1 = 9 columns (two FFTs of the Π Q_d lattice);
 - ``step``: one compiled value-and-gradient of the bound (what L-BFGS calls once per
   evaluation): CG to relative residual 1e-4 with 8 Rademacher probes, SLQ, surrogate gradients,
-  the Cholesky of the 1024-feature block and its derivative;
+  the Cholesky of the dense block (M/10 features, within [1024, 2048]) and its derivative;
 - ``dense step`` (M ≤ 4,000): the dense route's value-and-gradient (Cholesky of M × M), and
   the relative differences of the value and gradient between the two routes.
 
@@ -89,6 +89,7 @@ def step_worker(n: int, m: int, block: int, probes: int) -> dict:
     axes = [field.axis, field.axis]
     ff = FourierFeatures.for_budget(np.full(2, 0.5), np.full(2, 1 / 0.95), m, max_bytes=np.inf)
     M = ff.n_features
+    block = block or int(np.clip(M // 10, 1024, 2048))
     t = time.perf_counter()
     st = grid_stats(ff, axes, values, gram="operator", dense_block=block)
     t_stats = time.perf_counter() - t
@@ -128,7 +129,7 @@ def fit_worker(n: int, m: int, solver: str, block: int, maxiter: int) -> dict:
     values, truth = field.numpy()
     axes = [field.axis, field.axis]
     t = time.perf_counter()
-    est = AFSRegressor("matern32", n_features=m, solver=solver, dense_block=block,
+    est = AFSRegressor("matern32", n_features=m, solver=solver, dense_block=block or "auto",
                        maxiter=maxiter).fit_grid(axes, values)
     t_fit = time.perf_counter() - t
     t = time.perf_counter()
@@ -163,8 +164,9 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=1024, help="raster side (default 1024)")
     ap.add_argument("--m", type=int, nargs="*", default=[1000, 3000, 10000, 30000, 100000])
     ap.add_argument("--fit-m", type=int, nargs="*", default=[10000, 30000])
-    ap.add_argument("--block", type=int, default=1024,
-                    help="dense preconditioner block (default 1024, as AFSRegressor)")
+    ap.add_argument("--block", type=int, default=0,
+                    help="dense preconditioner block (default 0: AFSRegressor's rule, M/10 "
+                         "clipped to [1024, 2048])")
     ap.add_argument("--probes", type=int, default=8)
     ap.add_argument("--maxiter", type=int, default=100, help="L-BFGS iterations of the fits")
     ap.add_argument("--quick", action="store_true", help="512², M ≤ 3·10⁴")
@@ -218,7 +220,8 @@ def main(argv=None) -> int:
             if "error" in r:
                 print(f"| {solver} | {m} | error: {r['error']} |")
                 continue
-            print(f"| {r['solver']} | {r['M']} | {block if solver == 'iterative' else '–'} | "
+            shown = (block or "auto") if solver == "iterative" else "–"
+            print(f"| {r['solver']} | {r['M']} | {shown} | "
                   f"{r['lbfgs']}/{r['evals']} | {r['fit_s']:.1f} s | {r['predict_s']:.1f} s | "
                   f"{np.round(r['lengthscale'], 4).tolist()} | {r['noise_sd']:.4f} | "
                   f"{r['rmse_gaps']:.4f} | {r['cov95_gaps']:.3f} | {r['posterior_cg']} | "

@@ -33,6 +33,7 @@ Measured against the dense posterior: median sd error 0.4 % with 256 samples (te
 from __future__ import annotations
 
 import math
+import warnings
 from typing import NamedTuple
 
 import jax
@@ -264,6 +265,11 @@ def iterative_posterior(log_lam, noise, kvar0, stats, noise_projection=None, n_s
             its.extend(np.asarray(n_it).tolist())
     else:
         n_samples = 0
+    if max([int(np.asarray(it_mean)[0])] + its) >= options.maxiter:
+        warnings.warn(f"conjugate gradients reached {options.maxiter} iterations without the "
+                      f"requested tolerance {options.tol:g}; the posterior is approximate. A "
+                      "larger dense_block (preconditioner) or fewer features will help.",
+                      stacklevel=3)
     low = None if op.low is None else np.asarray(op.low)
     return IterativePosterior(weights, np.asarray(q) - lam, low,
                               None if quad_low is None else np.asarray(quad_low),

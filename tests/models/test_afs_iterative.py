@@ -191,3 +191,10 @@ def test_iterative_model_saves_and_loads_bit_for_bit_and_refuses_placement(rng, 
     est = AFSRegressor(n_features=80, solver="iterative", maxiter=3).fit_grid(axes, v)
     with pytest.raises(InputError, match="matrix-free"):
         suggest_sites(est, Candidates.points(np.array([[0.5, 0.5], [0.2, 0.3]])), 1)
+
+
+def test_posterior_warns_when_cg_hits_its_cap(rng):
+    ff, X, y, st, sti, k = _problem(rng, 0)
+    with pytest.warns(UserWarning, match="conjugate gradients reached 2 iterations"):
+        iterative_posterior(np.asarray(ff.log_lambda(k)), 1e-4, 1.2, sti, None,
+                            options=IterativeOptions(tol=1e-14, maxiter=2))

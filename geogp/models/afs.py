@@ -26,7 +26,8 @@ from geogp.models.afs_objectives import (iterative_loss, negative_bound_per_poin
                                          warm_start)
 from geogp.models.collapsed_iterative import (IterativeOptions, IterativePosterior,
                                               iterative_bound, iterative_posterior,
-                                              predict_moments, rademacher_probes)
+                                              predict_moments, rademacher_probes,
+                                              variance_bins)
 from geogp.stats import (DEFAULT_CHUNK_BYTES, DEFAULT_DENSE_BLOCK, dense_stats,
                          grid_noise_projection, grid_stats, points_noise_projection, points_stats)
 from geogp.trend import basis, basis_grid, monomial_powers, ols, residual_stats
@@ -409,6 +410,14 @@ class AFSRegressor:
                                         self.kernel_.variance_at_zero, self._residual_stats())
         return self
 
+    def _variance_bins(self):
+        """Quad bins of the matrix-free posterior's variance, computed once per posterior."""
+        cache = getattr(self, "_var_bins_cache", None)
+        if cache is None or cache[0] is not self.posterior_:
+            cache = (self.posterior_, variance_bins(self.features_, self.posterior_))
+            self._var_bins_cache = cache
+        return cache[1]
+
     def _residual_stats(self):
         if self.beta_ is None:
             return self.stats_
@@ -470,7 +479,7 @@ class AFSRegressor:
             def evaluate(coef, kind):
                 return trig.evaluate_points(ff, Xs, coef, kind)
 
-            mean, var = predict_moments(ff, post, evaluate, batch_last=False)
+            mean, var = predict_moments(ff, post, evaluate, self._variance_bins())
         elif Xs.shape[0] <= _DENSE_PREDICT_MAX:
             Phi = ff(Xs)
             mean = Phi @ post.weights
@@ -498,7 +507,7 @@ class AFSRegressor:
             def evaluate(coef, kind):
                 return trig.evaluate_grid(ff, saxes, coef, kind)
 
-            mean, var = predict_moments(ff, post, evaluate, batch_last=True)
+            mean, var = predict_moments(ff, post, evaluate, self._variance_bins())
         else:
             mean = trig.evaluate_grid(ff, saxes, trig.linear_coefficients(ff, post.weights),
                                       "linear")

@@ -108,3 +108,18 @@ def test_noise_projections_are_phi_eta(rng):
     Rp = points_noise_projection(ff, Xp, 2, np.random.default_rng(9))
     eta = np.random.default_rng(9).standard_normal((2, Xp.shape[0]))
     np.testing.assert_allclose(Rp, Phi.T @ eta.T, atol=1e-10)
+
+
+@pytest.mark.parametrize("lattice,D,K", [("odd", 1, 6), ("odd", 2, (5, 4)), ("full", 2, (4, 5))])
+def test_product_coefficients_give_pointwise_products(rng, lattice, D, K):
+    """Σ_s (φᵀw1_s)(φᵀw2_s) from one set of quad bins (FFT convolutions), against Φ directly."""
+    ff = FourierFeatures.build(np.zeros(D), np.full(D, 2.3), K, lattice)
+    W1, W2 = rng.normal(size=(2, ff.n_features, 3))
+    B1, B2 = (np.stack([trig.linear_coefficients(ff, W[:, s]) for s in range(3)])
+              for W in (W1, W2))
+    A = trig.product_coefficients(ff, B1, B2)
+    X = rng.uniform(-1, 1, (60, D))
+    Phi = ff(X)
+    direct = np.sum((Phi @ W1) * (Phi @ W2), axis=1)
+    np.testing.assert_allclose(trig.evaluate_points(ff, X, A, "quad"), direct,
+                               atol=1e-11 * np.abs(direct).max())

@@ -483,10 +483,11 @@ class AFSRegressor:
         elif Xs.shape[0] <= _DENSE_PREDICT_MAX:
             Phi = ff(Xs)
             mean = Phi @ post.weights
-            var = post.kvar0 + np.einsum("nm,mk,nk->n", Phi, post.quad, Phi)
+            var = post.kvar0 + (Phi**2 @ post.quad if post.quad.ndim == 1
+                                 else np.einsum("nm,mk,nk->n", Phi, post.quad, Phi))
         else:
             mean = trig.evaluate_points(ff, Xs, trig.linear_coefficients(ff, post.weights), "linear")
-            var = post.kvar0 + trig.evaluate_points(ff, Xs, trig.quad_coefficients(ff, post.quad), "quad")
+            var = post.kvar0 + trig.evaluate_points(ff, Xs, _quad_bins(ff, post.quad), "quad")
         if self.beta_ is not None:
             mean = mean + basis(Xs, self.powers_) @ self.beta_
         return mean, np.maximum(var, 0.0)
@@ -511,7 +512,7 @@ class AFSRegressor:
         else:
             mean = trig.evaluate_grid(ff, saxes, trig.linear_coefficients(ff, post.weights),
                                       "linear")
-            var = post.kvar0 + trig.evaluate_grid(ff, saxes, trig.quad_coefficients(ff, post.quad),
+            var = post.kvar0 + trig.evaluate_grid(ff, saxes, _quad_bins(ff, post.quad),
                                                   "quad")
         var = np.maximum(var, 0.0)
         if self.beta_ is not None:
@@ -525,3 +526,8 @@ class AFSRegressor:
         return self.scaler_.unscale(mean, var, self.noise_)
 
 
+def _quad_bins(ff: FourierFeatures, quad: np.ndarray) -> np.ndarray:
+    """Quad bins of φᵀQφ: Q dense (M, M), or its diagonal (M,) (O(M) instead of O(M²))."""
+    if quad.ndim == 1:
+        return trig.diag_quad_coefficients(ff, quad)
+    return trig.quad_coefficients(ff, quad)

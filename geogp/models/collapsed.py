@@ -113,7 +113,8 @@ class Posterior(NamedTuple):
     Attributes:
         sqrt_lam: (M,) λ^{1/2}.
         weights: (M,) w with mean(x) = φ(x)ᵀ w = σ⁻² φᵀ B⁻¹ r.
-        quad: (M, M) Q = Λ^{1/2} A⁻¹ Λ^{1/2} − Λ, so var_f(x) = k(0) + φ(x)ᵀ Q φ(x).
+        quad: (M, M) Q = Λ^{1/2} A⁻¹ Λ^{1/2} − Λ, so var_f(x) = k(0) + φ(x)ᵀ Q φ(x); its
+            diagonal (M,) when the statistics are diagonal.
         chol: (M, M) lower Cholesky factor of A, or (M,) diag of A when diagonal.
         noise: σ²; kvar0: k(0).
     """
@@ -136,7 +137,7 @@ def posterior(log_lam, noise, kvar0, stats: SufficientStats) -> Posterior:
     if stats.diagonal:
         a = 1.0 + np.asarray(stats.G) * lam / noise
         weights = lam * r / (a * noise)
-        quad = np.diag(lam / a - lam)
+        quad = lam / a - lam  # diagonal Q as a vector: no M × M array on the O(M) route
         chol = np.sqrt(a)
     else:
         G = np.asarray(stats.G)

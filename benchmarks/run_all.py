@@ -17,7 +17,7 @@ Usage::
     .venv/bin/python benchmarks/run_all.py --only scale heaton --out /tmp/R.md
     .venv/bin/python benchmarks/run_all.py --full          # the scripts' default (long) runs
 
-The quick set took 12 minutes on 2 cores at load ≈ 2 (longer on a busier machine).
+The quick set took 13 minutes on 2 cores at load ≈ 2 (longer on a busier machine).
 """
 
 from __future__ import annotations

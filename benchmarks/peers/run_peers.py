@@ -126,22 +126,8 @@ def peer_gpytorch_ski(s: Split, args):
     pad = 0.02 * (hi - lo)
     bounds = tuple((float(a - p), float(b + p)) for a, b, p in zip(lo, hi, pad))
 
-    class SKI(gpytorch.models.ExactGP):
-        def __init__(self, x, y, lik):
-            super().__init__(x, y, lik)
-            self.mean_module = gpytorch.means.ConstantMean()
-            self.covar_module = gpytorch.kernels.ScaleKernel(
-                gpytorch.kernels.GridInterpolationKernel(
-                    gpytorch.kernels.MaternKernel(nu=1.5, ard_num_dims=2),
-                    grid_size=list(args.ski_grid), num_dims=2, grid_bounds=bounds))
-
-        def forward(self, x):
-            return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
-                                                             self.covar_module(x))
-
-    lik = gpytorch.likelihoods.GaussianLikelihood()
-    model = SKI(x, y, lik)
-    _init_gpytorch(model, lik)
+    model, lik = _gpytorch_model(x, y, lambda k: gpytorch.kernels.GridInterpolationKernel(
+        k, grid_size=list(args.ski_grid), num_dims=2, grid_bounds=bounds))
     # No pivoted-Cholesky preconditioner: its backward pass gathers rows of the interpolated
     # kernel through index tensors of size N × rank × 16², several GB at N ≈ 95,000 (it
     # exhausted memory here); CG and Lanczos run unpreconditioned instead.
@@ -149,28 +135,57 @@ def peer_gpytorch_ski(s: Split, args):
         t0 = time.perf_counter()
         iters, stopped = _adam(model, lik, x, y, args.ski_iters, Budget(args.budget))
         t1 = time.perf_counter()
-        model.eval()
-        lik.eval()
-        xt = torch.from_numpy(s.Xte)
-        mean, var = [], []
-        with torch.no_grad(), gpytorch.settings.fast_pred_var():
-            for a in range(0, xt.shape[0], 5000):
-                p = lik(model(xt[a:a + 5000]))
-                mean.append(p.mean.numpy())
-                var.append(p.variance.numpy())
+        mean, std = _gpytorch_predict(model, lik, s.Xte, fast_pred_var=True)
         t2 = time.perf_counter()
     note = f"grid {args.ski_grid[0]}x{args.ski_grid[1]}, {iters} Adam it" + (
         " (budget)" if stopped else "")
-    return None, np.concatenate(mean), np.sqrt(np.concatenate(var)), t1 - t0, t2 - t1, note
+    return None, mean, std, t1 - t0, t2 - t1, note
 
 
-def _init_gpytorch(model, lik):
-    """Common start (z-scored units): ℓ = 0.2 per axis, σ_f² = 1, σ² = 0.1 (as SGPR)."""
-    base = model.covar_module.base_kernel
-    base = getattr(base, "base_kernel", base)  # GridInterpolationKernel wraps the Matérn
-    base.lengthscale = 0.2
+def _gpytorch_model(x, y, wrap=None):
+    """A constant-mean GPyTorch ExactGP with a scaled ARD Matérn-3/2 kernel (optionally
+    wrapped, e.g. by a GridInterpolationKernel) and a Gaussian likelihood, at the common start
+    (z-scored units): ℓ = 0.2 per axis, σ_f² = 1, σ² = 0.1 (as SGPR). Returns (model, lik)."""
+    import gpytorch
+
+    class Model(gpytorch.models.ExactGP):
+        def __init__(self, x, y, lik):
+            super().__init__(x, y, lik)
+            self.mean_module = gpytorch.means.ConstantMean()
+            self.matern = gpytorch.kernels.MaternKernel(nu=1.5, ard_num_dims=2)
+            inner = self.matern if wrap is None else wrap(self.matern)
+            self.covar_module = gpytorch.kernels.ScaleKernel(inner)
+
+        def forward(self, x):
+            return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
+                                                             self.covar_module(x))
+
+    lik = gpytorch.likelihoods.GaussianLikelihood()
+    model = Model(x, y, lik)
+    model.matern.lengthscale = 0.2
     model.covar_module.outputscale = 1.0
     lik.noise = 0.1
+    return model, lik
+
+
+def _gpytorch_predict(model, lik, X, fast_pred_var=False, block=5000):
+    """Predictive mean and sd (of a new observation) at X (N, 2), in blocks of rows."""
+    import contextlib
+
+    import gpytorch
+    import torch
+
+    model.eval()
+    lik.eval()
+    xt = torch.from_numpy(X)
+    mean, var = [], []
+    fast = gpytorch.settings.fast_pred_var() if fast_pred_var else contextlib.nullcontext()
+    with torch.no_grad(), fast:
+        for a in range(0, xt.shape[0], block):
+            p = lik(model(xt[a:a + block]))
+            mean.append(p.mean.numpy())
+            var.append(p.variance.numpy())
+    return np.concatenate(mean), np.sqrt(np.concatenate(var))
 
 
 def _adam(model, lik, x, y, n_iter, budget, lr=0.1):
@@ -201,36 +216,15 @@ def peer_gpytorch_exact(s: Split, args):
     x = torch.from_numpy(s.Xtr[sub])
     y = torch.from_numpy(s.ytr[sub])
 
-    class Exact(gpytorch.models.ExactGP):
-        def __init__(self, x, y, lik):
-            super().__init__(x, y, lik)
-            self.mean_module = gpytorch.means.ConstantMean()
-            self.covar_module = gpytorch.kernels.ScaleKernel(
-                gpytorch.kernels.MaternKernel(nu=1.5, ard_num_dims=2))
-
-        def forward(self, x):
-            return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
-                                                             self.covar_module(x))
-
-    lik = gpytorch.likelihoods.GaussianLikelihood()
-    model = Exact(x, y, lik)
-    _init_gpytorch(model, lik)
+    model, lik = _gpytorch_model(x, y)
     with gpytorch.settings.max_cholesky_size(10**6):
         t0 = time.perf_counter()
         iters, stopped = _adam(model, lik, x, y, args.exact_iters, Budget(args.budget))
         t1 = time.perf_counter()
-        model.eval()
-        lik.eval()
-        xt = torch.from_numpy(s.Xte)
-        mean, var = [], []
-        with torch.no_grad():
-            for a in range(0, xt.shape[0], 5000):
-                p = lik(model(xt[a:a + 5000]))
-                mean.append(p.mean.numpy())
-                var.append(p.variance.numpy())
+        mean, std = _gpytorch_predict(model, lik, s.Xte)
         t2 = time.perf_counter()
     note = f"N={args.exact_n} subsample, {iters} Adam it" + (" (budget)" if stopped else "")
-    return None, np.concatenate(mean), np.sqrt(np.concatenate(var)), t1 - t0, t2 - t1, note
+    return None, mean, std, t1 - t0, t2 - t1, note
 
 
 def peer_gpflow_sgpr(s: Split, args):

@@ -30,9 +30,10 @@ import numpy as np
 import scipy.fft
 
 from geogp.features.fourier import FourierFeatures
-from geogp.features.trig import _coef, assemble_gram, bin_sizes
+from geogp.features.trig import (_coef, assemble_gram, assemble_gram_diagonal, bin_sizes,
+                                 embed_bins)
 
-__all__ = ["GramOperator", "gram_diagonal", "operator_bytes", "lowest_frequencies", "subset"]
+__all__ = ["GramOperator", "operator_bytes", "lowest_frequencies", "subset"]
 
 
 def _offset(ff: FourierFeatures) -> float:
@@ -54,25 +55,6 @@ def _sign_terms(ff: FourierFeatures, Q):
         coefs.append(coef)
         index.append(flat)
     return np.stack(coefs), np.stack(index)
-
-
-def gram_diagonal(ff: FourierFeatures, C: np.ndarray) -> np.ndarray:
-    """G_mm = Σ_n w_n φ_m(x_n)² from the quad bins C, in O(M 4^D) (no M×M array)."""
-    P = C.shape
-    n2 = np.rint(2 * ff.numerators).astype(np.int64)
-    Cf = C.ravel()
-    out = np.zeros(ff.n_features)
-    signs = list(itertools.product((1, -1), repeat=ff.n_dims))
-    for s in signs:
-        for t in signs:
-            coef = np.ones(ff.n_features, dtype=np.complex128)
-            flat = np.zeros(ff.n_features, dtype=np.int64)
-            for d in range(ff.n_dims):
-                coef *= _coef(ff.kinds[:, d], s[d]) * _coef(ff.kinds[:, d], t[d])
-                J = (s[d] * n2[:, d] + t[d] * n2[:, d]) // 2
-                flat = flat * P[d] + np.mod(J, P[d])
-            out += np.real(coef * Cf[flat])
-    return out
 
 
 def lowest_frequencies(ff: FourierFeatures, n: int) -> np.ndarray:
@@ -142,14 +124,8 @@ class GramOperator:
             raise ValueError(f"quad bins of shape {P} do not match the features "
                              f"({bin_sizes(ff, 'quad')}).")
         Q = _lattice_size(ff)
-        shift = -2 * _offset(ff)  # Cq(J') = C(J' + 2·offset): J' = J + shift
-        Cq = np.zeros(Q, dtype=np.complex128)
-        dest = []
-        for d in range(ff.n_dims):
-            J = np.arange(P[d])
-            J = np.where(J <= P[d] // 2, J, J - P[d])  # integer bin at each FFT-ordered index
-            dest.append(np.mod(J + int(shift), Q[d]))
-        Cq[np.ix_(*dest)] = C
+        # Cq(J') = C(J' + 2·offset): bin J of C goes to J' = J − 2·offset
+        Cq = embed_bins(C, Q, shift=int(round(-2 * _offset(ff))))
         chat = np.fft.fftn(Cq) * float(np.prod(Q))
         coef, index = _sign_terms(ff, Q)
         low = G_low = None
@@ -158,7 +134,7 @@ class GramOperator:
             G_low = jnp.asarray(assemble_gram(subset(ff, low), C))
             low = jnp.asarray(low, dtype=jnp.int32)
         return cls(jnp.asarray(chat), jnp.asarray(coef), jnp.asarray(index, dtype=jnp.int32),
-                   jnp.asarray(gram_diagonal(ff, C)), low, G_low)
+                   jnp.asarray(assemble_gram_diagonal(ff, C)), low, G_low)
 
     @property
     def shape(self) -> tuple:

@@ -38,7 +38,9 @@ __all__ = [
     "assemble_linear",
     "quad_coefficients",
     "linear_coefficients",
+    "assemble_gram_diagonal",
     "diag_quad_coefficients",
+    "embed_bins",
     "product_coefficients",
     "grid_bins",
     "points_bins",
@@ -154,21 +156,46 @@ def quad_coefficients(ff: FourierFeatures, Q: np.ndarray) -> np.ndarray:
     return A.reshape(P)
 
 
-def diag_quad_coefficients(ff: FourierFeatures, q: np.ndarray) -> np.ndarray:
-    """:func:`quad_coefficients` of diag(q) in O(M 4^D): bins of Σ_m q_m φ_m(x)² (no M×M array)."""
-    P = bin_sizes(ff, "quad")
-    size = int(np.prod(P))
+def _diag_quad_terms(ff: FourierFeatures, P):
+    """The diagonal m = m' of :func:`_quad_terms` in O(M 2^{2D−1}): (c_{m,s} c_{m,t} (M,),
+    flat bin index of s∘n_m + t∘n_m (M,)) for the conjugate-pair representatives (s, t)."""
     n2 = np.rint(2 * ff.numerators).astype(np.int64)
-    q = np.asarray(q, dtype=np.float64)
-    A = np.zeros(size, dtype=np.complex128)
     for s, t in _half_sign_combos(ff.n_dims):
         coef = np.ones(ff.n_features, dtype=np.complex128)
         J = []
         for d in range(ff.n_dims):
             coef *= _coef(ff.kinds[:, d], s[d]) * _coef(ff.kinds[:, d], t[d])
             J.append((s[d] * n2[:, d] + t[d] * n2[:, d]) // 2)
-        A += 2 * _scatter(_flat_index(J, P), coef * q, size)
+        yield coef, _flat_index(J, P)
+
+
+def assemble_gram_diagonal(ff: FourierFeatures, C: np.ndarray) -> np.ndarray:
+    """G_mm = Σ_n w_n φ_m(x_n)² from the quad bins C in O(M 2^{2D−1}) (no M×M array)."""
+    Cf = C.ravel()
+    out = np.zeros(ff.n_features)
+    for coef, idx in _diag_quad_terms(ff, C.shape):
+        out += 2 * np.real(coef * Cf[idx])
+    return out
+
+
+def diag_quad_coefficients(ff: FourierFeatures, q: np.ndarray) -> np.ndarray:
+    """:func:`quad_coefficients` of diag(q) in O(M 2^{2D−1}): bins of Σ_m q_m φ_m(x)²; the
+    adjoint of :func:`assemble_gram_diagonal`."""
+    P = bin_sizes(ff, "quad")
+    size = int(np.prod(P))
+    q = np.asarray(q, dtype=np.float64)
+    A = np.zeros(size, dtype=np.complex128)
+    for coef, idx in _diag_quad_terms(ff, P):
+        A += 2 * _scatter(idx, coef * q, size)
     return A.reshape(P)
+
+
+def embed_bins(B: np.ndarray, shape: tuple, shift: int = 0) -> np.ndarray:
+    """FFT-ordered bins B (integer bin J at index J mod P_d) placed at bins J + shift of a
+    cyclic array of ``shape`` (Q_d ≥ P_d), also FFT-ordered."""
+    out = np.zeros(shape, dtype=np.complex128)
+    out[np.ix_(*[np.mod(_bin_values(p) + shift, q) for p, q in zip(B.shape, shape)])] = B
+    return out
 
 
 def linear_coefficients(ff: FourierFeatures, w: np.ndarray) -> np.ndarray:

@@ -278,17 +278,6 @@ def iterative_posterior(log_lam, noise, kvar0, stats, noise_projection=None, n_s
                               (int(np.asarray(it_mean)[0]), tuple(its)))
 
 
-def _embed_bins(small: np.ndarray, shape: tuple) -> np.ndarray:
-    """FFT-ordered bins of a smaller lattice placed at the same integer bins of ``shape``."""
-    out = np.zeros(shape, dtype=np.complex128)
-    idx = []
-    for p, P in zip(small.shape, shape):
-        j = np.arange(p)
-        idx.append(np.mod(np.where(j <= p // 2, j, j - p), P))
-    out[np.ix_(*idx)] = small
-    return out
-
-
 def variance_bins(ff, post: IterativePosterior, batch: int = 8) -> np.ndarray:
     """Quad bins A with var_f(x) = k(0) + Re Σ_J A(J) e^{2πiJ·u(x)} for an IterativePosterior.
 
@@ -299,7 +288,7 @@ def variance_bins(ff, post: IterativePosterior, batch: int = 8) -> np.ndarray:
     """
     A = trig.diag_quad_coefficients(ff, post.diag_quad)
     if post.low is not None:
-        A += _embed_bins(trig.quad_coefficients(subset(ff, post.low), post.quad_low), A.shape)
+        A += trig.embed_bins(trig.quad_coefficients(subset(ff, post.low), post.quad_low), A.shape)
     S = post.sample_a.shape[1]
     for start in range(0, S, batch):
         cols = range(start, min(S, start + batch))

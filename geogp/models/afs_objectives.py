@@ -24,13 +24,18 @@ from geogp.trend import residual_stats
 __all__ = ["negative_bound_per_point", "iterative_loss", "warm_start"]
 
 
-def negative_bound_per_point(params, stats, freqs, log_norm):
-    """−L''/N as a function of the parameters (module level, so its compilation is cached)."""
+def _bound_inputs(params, stats, freqs, log_norm):
+    """(log λ, σ², k(0), statistics of y − Hβ) from the parameters: what every bound takes."""
     log_lam = params["kernel"].log_spectral_density(freqs) - log_norm
     if "mean" in params:
         stats = residual_stats(stats, params["mean"])
-    kvar0 = params["kernel"].variance_at_zero
-    return -collapsed_bound(log_lam, params["noise"], kvar0, stats) / stats.n
+    return log_lam, params["noise"], params["kernel"].variance_at_zero, stats
+
+
+def negative_bound_per_point(params, stats, freqs, log_norm):
+    """−L''/N as a function of the parameters (module level, so its compilation is cached)."""
+    log_lam, noise, kvar0, stats = _bound_inputs(params, stats, freqs, log_norm)
+    return -collapsed_bound(log_lam, noise, kvar0, stats) / stats.n
 
 
 _ITERATIVE_LOSSES: dict = {}
@@ -40,12 +45,8 @@ def iterative_loss(options: IterativeOptions):
     """−L''/N on the matrix-free path, one function object per options (compilation cached)."""
     if options not in _ITERATIVE_LOSSES:
         def loss(params, stats, freqs, log_norm, probes):
-            log_lam = params["kernel"].log_spectral_density(freqs) - log_norm
-            if "mean" in params:
-                stats = residual_stats(stats, params["mean"])
-            kvar0 = params["kernel"].variance_at_zero
-            return -iterative_bound(log_lam, params["noise"], kvar0, stats, probes,
-                                    options) / stats.n
+            log_lam, noise, kvar0, stats = _bound_inputs(params, stats, freqs, log_norm)
+            return -iterative_bound(log_lam, noise, kvar0, stats, probes, options) / stats.n
 
         _ITERATIVE_LOSSES[options] = loss
     return _ITERATIVE_LOSSES[options]

@@ -183,6 +183,26 @@ class AFSRegressor:
             return int(np.clip(M // 10, DEFAULT_DENSE_BLOCK, 2 * DEFAULT_DENSE_BLOCK))
         return int(self.dense_block)
 
+    def _check_iterative_options(self) -> None:
+        """Refuse settings of the matrix-free solver that would give NaN or garbage."""
+        def integer(v):
+            return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+        problems = []
+        if not (integer(self.n_probes) and self.n_probes >= 1):
+            problems.append(f"n_probes must be an integer ≥ 1 (got {self.n_probes!r})")
+        if not (integer(self.n_samples) and self.n_samples >= 0):
+            problems.append(f"n_samples must be an integer ≥ 0 (got {self.n_samples!r})")
+        if not (isinstance(self.cg_tol, (int, float)) and 0 < self.cg_tol < 1):
+            problems.append(f"cg_tol must be in (0, 1) (got {self.cg_tol!r})")
+        block = self.dense_block
+        if not (block == "auto" or (integer(block) and block >= 0)):
+            problems.append(f"dense_block must be 'auto' or an integer ≥ 0 (got {block!r})")
+        if not (integer(self.warm_start) and self.warm_start >= 0):
+            problems.append(f"warm_start must be an integer ≥ 0 (got {self.warm_start!r})")
+        if problems:
+            raise InputError("invalid matrix-free solver settings: " + "; ".join(problems) + ".")
+
     def _choose_solver(self, ff: FourierFeatures) -> None:
         """Set ``solver_`` and refuse, with the estimate, what would not fit in ``max_bytes``."""
         from geogp.exceptions import MemoryEstimateError
@@ -197,6 +217,7 @@ class AFSRegressor:
                              "Matérn or their sums); use solver='dense'.")
         self.solver_ = "iterative" if iterative else "dense"
         if iterative:
+            self._check_iterative_options()
             cols = int(self.n_probes) + 1
             block = min(self._dense_block(M), M)
             needed = (2 * operator_bytes(ff, cols) + 8.0 * M * (cols * 6 + 2 * self.n_samples)

@@ -166,6 +166,10 @@ def test_solver_choice_memory_and_errors(rng, monkeypatch):
         AFSRegressor(n_features=80, solver="dense", max_bytes=1e5).fit_grid(axes, v)
     with pytest.raises(InputError, match="solver"):
         AFSRegressor(solver="cholesky").fit_grid(axes, v)
+    for bad in (dict(n_probes=0), dict(n_samples=-1), dict(cg_tol=0.0), dict(cg_tol=float("nan")),
+                dict(dense_block="big"), dict(warm_start=1.5)):
+        with pytest.raises(InputError, match=list(bad)[0]):
+            AFSRegressor(n_features=80, solver="iterative", **bad).fit_grid(axes, v)
     with pytest.raises(InputError, match="spectral density"):
         AFSRegressor(kernel=ProductKernel([geogp.Matern12(lengthscale=0.3),
                                            geogp.SquaredExponential(lengthscale=0.3)]),

@@ -39,8 +39,10 @@ from geogp.io import open_raster as open_raster  # noqa: E402
 from geogp.io import write_geotiff as write_geotiff  # noqa: E402
 from geogp.io import write_netcdf as write_netcdf  # noqa: E402
 
+from geogp.crossval import cross_validate as cross_validate  # noqa: E402
+
 load_model = GeoRegressor.load
 
 __all__ += ["GeoRegressor", "fit", "load_model", "open_raster", "write_geotiff",
-            "write_netcdf", "metrics"]
+            "write_netcdf", "metrics", "cross_validate"]
 # --- end of the geodata front-end block -------------------------------------------------------

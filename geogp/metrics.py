@@ -22,7 +22,8 @@ from scipy.stats import norm
 
 from geogp.exceptions import InputError
 
-__all__ = ["rmse", "mae", "nlpd", "crps_gaussian", "interval_score", "coverage", "evaluate"]
+__all__ = ["rmse", "mae", "nlpd", "crps_gaussian", "interval_score", "coverage", "evaluate",
+           "DISTANCE_BINS", "distance_labels", "evaluate_by_distance", "reliability"]
 
 
 def _pairs(y, mean, std=None):
@@ -98,3 +99,57 @@ def evaluate(y, mean, std) -> dict:
     return {"rmse": rmse(y, mean), "mae": mae(y, mean), "nlpd": nlpd(y, mean, std),
             "crps": crps_gaussian(y, mean, std), "is95": interval_score(y, mean, std, 0.05),
             "coverage95": coverage(y, mean, std, 0.95), "n": int(n)}
+
+
+# distance strata (cells to the nearest observed cell): ≤ 1, 1–3, 3–10, > 10
+DISTANCE_BINS = (1.0, 3.0, 10.0)
+
+
+def distance_labels(bins=DISTANCE_BINS) -> list:
+    """Names of the strata cut at ``bins``: ['≤ 1', '1–3', '3–10', '> 10'] by default."""
+    b = [f"{v:g}" for v in bins]
+    return [f"≤ {b[0]}"] + [f"{lo}–{hi}" for lo, hi in zip(b[:-1], b[1:])] + [f"> {b[-1]}"]
+
+
+def evaluate_by_distance(y, mean, std, distance, bins=DISTANCE_BINS):
+    """:func:`evaluate` per distance stratum (and ``all``), as a pandas DataFrame.
+
+    ``distance`` is, per scored cell, its distance to the nearest observed (training) cell;
+    stratum i holds bins[i-1] < d ≤ bins[i]. Strata with no cell get NaN scores and n = 0.
+    Columns: rmse, mae, nlpd, crps, is95, coverage95, n, plus ``std_mean`` (mean predictive
+    sd) and ``std_ratio`` (RMSE over the root mean predictive variance: 1 when the intervals
+    are as wide as the errors, above 1 when they are too narrow).
+    """
+    import pandas as pd
+
+    y, mean, std, d = (np.asarray(a, dtype=np.float64).ravel() for a in (y, mean, std, distance))
+    if not (y.size == mean.size == std.size == d.size):
+        raise InputError("y, mean, std and distance must have the same number of values.")
+    edges = np.concatenate([[-np.inf], np.asarray(bins, dtype=np.float64), [np.inf]])
+    names = distance_labels(bins)
+    rows = {}
+    for i, name in enumerate(names + ["all"]):
+        sel = np.ones(d.size, bool) if name == "all" else (d > edges[i]) & (d <= edges[i + 1])
+        ok = sel & np.isfinite(y) & np.isfinite(mean) & np.isfinite(std)
+        if not ok.any():
+            rows[name] = {"n": 0}
+            continue
+        row = evaluate(y[ok], mean[ok], std[ok])
+        row["std_mean"] = float(np.mean(std[ok]))
+        row["std_ratio"] = row["rmse"] / float(np.sqrt(np.mean(std[ok] ** 2)))
+        rows[name] = row
+    cols = ["n", "rmse", "mae", "crps", "is95", "coverage95", "nlpd", "std_mean", "std_ratio"]
+    table = pd.DataFrame.from_dict(rows, orient="index").reindex(columns=cols)
+    table["n"] = table["n"].fillna(0).astype(np.int64)
+    return table
+
+
+def reliability(y, mean, std, levels=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)):
+    """Empirical coverage of the central predictive intervals at each nominal ``level``.
+
+    Returns an array of the same length as ``levels`` (a calibrated model gives the levels
+    themselves): the reliability diagram of Gaussian predictive distributions.
+    """
+    y, m, s = _pairs(y, mean, std)
+    z = np.abs(y - m) / s
+    return np.array([float(np.mean(z <= norm.ppf(0.5 + lv / 2))) for lv in levels])

@@ -1,4 +1,4 @@
-"""Command-line interface: ``geogp fit``, ``geogp place``, ``geogp demo``, ``geogp --version``.
+"""Command-line interface: ``geogp fit``, ``geogp cv``, ``geogp place``, ``geogp demo``, ``--version``.
 
 Exit codes: 0 success; 2 usage errors and bad input (unreadable file, unknown variable, all
 missing, output exists without ``--overwrite``...), reported as one line without traceback;
@@ -22,7 +22,10 @@ examples:
   geogp fit sst.nc --var sst --out sst_gp.tif --netcdf sst_gp.nc --map sst_gp.png
   geogp fit dem.tif --out filled.tif --kernel matern52 --features 2000 --overwrite
   geogp fit dem.tif --out filled.tif --save-model dem_model.npz --quiet
+  geogp cv dem.tif --plot cv.png              cross-validate on gap-shaped folds
   geogp place dem.tif --n 20 --out sites.geojson --map sites.png   where to measure next
+
+Every sub-command has its own options and examples: geogp COMMAND --help.
 
 Missing cells are NaN or the raster's nodata value. Lengthscales of geographic (lon/lat)
 rasters are reported in degrees of latitude and in km.
@@ -87,8 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0, help="seed of the held-out cells")
     demo.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
     demo.add_argument("--traceback", action="store_true", help=argparse.SUPPRESS)
+    from geogp.cli.cv import add_cv_parser
     from geogp.placement_cli import add_place_parser
 
+    add_cv_parser(sub)
     add_place_parser(sub)
     return parser
 
@@ -158,7 +163,7 @@ def main(argv=None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
-    quiet = args.command in ("fit", "place") and args.quiet  # the demo always prints results
+    quiet = args.command in ("fit", "place") and args.quiet  # cv and demo print their results  # the demo always prints results
 
     def echo(text: str) -> None:
         if not quiet:
@@ -169,9 +174,10 @@ def main(argv=None) -> int:
     try:
         with warnings.catch_warnings():  # restores warnings.showwarning on exit
             warnings.showwarning = _show_warning
+            from geogp.cli.cv import run_cv
             from geogp.placement_cli import _place
 
-            handler = {"fit": _fit, "demo": _demo, "place": _place}[args.command]
+            handler = {"fit": _fit, "demo": _demo, "place": _place, "cv": run_cv}[args.command]
             return handler(args, echo)
     except (InputError, _UsageError) as err:
         if args.traceback:

@@ -94,11 +94,19 @@ def _planar(da):
 
 def run_knn_kriging(da, held, k=50, n_sub=2000, seed=0):
     """50-NN simple kriging with a constant mean and Matérn-3/2 from an exact GP on a subsample."""
+    t0 = time.perf_counter()
+    mean, std = knn_kriging_cells(da, held, k, n_sub, seed)
+    res = score(da.values.ravel()[held.ravel()], mean[held], std[held])
+    res.update(fit_s=time.perf_counter() - t0, predict_s=0.0)
+    return res
+
+
+def knn_kriging_cells(da, held, k=50, n_sub=2000, seed=0):
+    """(mean, std) grids of :func:`run_knn_kriging`, filled at the held-out cells only."""
     from scipy.spatial import cKDTree
 
     from geogp.models.exact import ExactGP
 
-    t0 = time.perf_counter()
     P = _planar(da)
     v = da.values.ravel()
     train = np.isfinite(v) & ~held.ravel()
@@ -123,11 +131,11 @@ def run_knn_kriging(da, held, k=50, n_sub=2000, seed=0):
         sol = np.linalg.solve(K, np.stack([ys_tr[idx[sl]], ks], axis=2))
         means[sl] = np.einsum("bk,bk->b", ks, sol[:, :, 0])
         var[sl] = float(kern.variance_at_zero) - np.einsum("bk,bk->b", ks, sol[:, :, 1])
-    mean = sc.y_mean + sc.y_scale * means
-    std = sc.y_scale * np.sqrt(np.maximum(var, 0) + noise)
-    res = score(v[test], mean, std)
-    res.update(fit_s=time.perf_counter() - t0, predict_s=0.0)
-    return res
+    mean = np.full(da.shape, np.nan)
+    std = np.full(da.shape, np.nan)
+    mean[held] = sc.y_mean + sc.y_scale * means
+    std[held] = sc.y_scale * np.sqrt(np.maximum(var, 0) + noise)
+    return mean, std
 
 
 CONFIGS = {

@@ -220,6 +220,16 @@ def test_custom_folds_and_bad_methods():
                        method=lambda t: (t.values, t.values))
     with pytest.raises(InputError, match="whole grid"):
         cross_validate(da, held, method=lambda t: (np.zeros(3), np.ones(3)))
+    # a two-argument method is told which cells are scored and may leave the rest NaN
+    def only_held(train, mask):
+        m = np.full(z.shape, np.nan)
+        m[mask] = 1.0
+        return m, np.where(mask, 2.0, np.nan)
+
+    cv2 = cross_validate(da, held, method=only_held)
+    assert (cv2.cells["mean"] == 1.0).all() and (cv2.cells["std"] == 2.0).all()
+    with pytest.raises(InputError, match="non-finite mean"):
+        cross_validate(da, held, method=lambda t: (np.full(z.shape, np.nan), np.ones(z.shape)))
     with pytest.raises(InputError, match="callable"):
         cross_validate(da, held, method="kriging")
     with pytest.raises(InputError, match="2-D raster"):

@@ -167,6 +167,18 @@ def _as_moments(out, shape) -> tuple:
     return mean, std
 
 
+def _takes_two(fn) -> bool:
+    """Whether ``fn`` accepts a second positional argument (the held-out mask)."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
+
+
 def cross_validate(data, folds="gaps", n_folds: int = 5, *, seed: int = 0, model: str = "afs",
                    method=None, var: str | None = None, fold_options: dict | None = None,
                    progress: bool = False, label: str | None = None,
@@ -184,7 +196,9 @@ def cross_validate(data, folds="gaps", n_folds: int = 5, *, seed: int = 0, model
         method: instead of a geogp model, a callable ``method(train) -> prediction``: ``train``
             is the raster with the held-out cells set to NaN; the prediction is an
             ``xr.Dataset`` with ``mean`` and ``std`` (of a new observation) on the whole grid,
-            or a (mean, std) pair of (ny, nx) arrays.
+            or a (mean, std) pair of (ny, nx) arrays. A callable with two parameters gets
+            ``method(train, held)`` (held: the boolean mask of the cells that will be scored)
+            and need only fill those cells (NaN elsewhere), e.g. a local kriging peer.
         fold_options: options of the fold maker (e.g. ``fraction=0.15`` for gap folds).
         progress: a progress bar over the folds (and the model's own bars).
         label: name of the method in reports (default from ``model`` / ``method``).
@@ -216,6 +230,7 @@ def cross_validate(data, folds="gaps", n_folds: int = 5, *, seed: int = 0, model
         raise InputError(f"fit options {sorted(fit_options)} apply to geogp models only, not to "
                          "a custom method.")
     label = label or getattr(method, "__name__", "method")
+    wants_mask = _takes_two(method)
     y_dim, x_dim = da.dims
     ys, xs = da[y_dim].values, da[x_dim].values
     frames, seconds = [], []
@@ -223,10 +238,16 @@ def cross_validate(data, folds="gaps", n_folds: int = 5, *, seed: int = 0, model
         for k, held in enumerate(held_all, start=1):
             train = da.where(~held)
             t0 = time.perf_counter()
-            mean, std = _as_moments(method(train), values.shape)
+            out = method(train, held) if wants_mask else method(train)
+            mean, std = _as_moments(out, values.shape)
             seconds.append(time.perf_counter() - t0)
             dist = distance_to_observed(observed & ~held)
             r, c = np.nonzero(held)
+            bad = ~(np.isfinite(mean[r, c]) & np.isfinite(std[r, c]) & (std[r, c] > 0))
+            if bad.any():
+                raise InputError(f"{label} returned a non-finite mean or a std ≤ 0 at "
+                                 f"{int(bad.sum())} held-out cell(s) of fold {k}; every "
+                                 "held-out cell must get a prediction.")
             frames.append(pd.DataFrame({
                 "fold": k, "row": r, "col": c, y_dim: ys[r], x_dim: xs[c],
                 "truth": values[r, c], "mean": mean[r, c], "std": std[r, c],

@@ -131,19 +131,102 @@ def atomic_path(path, overwrite: bool = False):
     os.close(fd)
     try:
         yield Path(tmp)
+        _flush_to_disk(tmp)  # a full disk or an I/O error surfaces here, before the rename
         if path.exists() and not overwrite:  # appeared meanwhile
             raise OutputExistsError(f"{str(path)!r} appeared while writing; not replaced.")
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
         os.replace(tmp, path)
+        _fsync_dir(path.parent if str(path.parent) else Path("."))
     except BaseException:
         with contextlib.suppress(OSError):
             os.remove(tmp)
         raise
 
 
+def _flush_to_disk(tmp) -> None:
+    """fsync the finished temporary file; raises OSError (e.g. ENOSPC) if it cannot be stored."""
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if os.path.getsize(tmp) == 0:
+        raise OSError(f"writing {tmp!r} produced an empty file (disk full?); nothing was kept.")
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make the rename durable (best effort: some file systems refuse fsync on folders)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 # --------------------------------------------------------------------------- GeoTIFF
+COMPRESSIONS = ("deflate", "lzw", "zstd", "lzma", "packbits", "none")
+_DTYPES = ("float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32")
+
+
+def _check_write_options(compress, dtype, nodata) -> tuple[str, np.dtype]:
+    comp = "none" if compress is None else str(compress).lower()
+    if comp not in COMPRESSIONS:
+        raise InputError(f"compress must be one of {list(COMPRESSIONS)}; got {compress!r}.")
+    if str(dtype) not in _DTYPES:
+        raise InputError(f"dtype must be one of {list(_DTYPES)}; got {dtype!r}.")
+    dt = np.dtype(dtype)
+    if dt.kind in "iu":
+        if nodata is None or not np.isfinite(nodata):
+            raise InputError(f"an integer GeoTIFF ({dtype}) cannot hold NaN: pass an integer "
+                             "nodata value inside its range, e.g. nodata=-9999 for int16.")
+        info = np.iinfo(dt)
+        if not (info.min <= nodata <= info.max) or float(nodata) != int(nodata):
+            raise InputError(f"nodata={nodata!r} is not an integer inside the range of {dtype} "
+                             f"[{info.min}, {info.max}].")
+    return comp, dt
+
+
+def _as_band(values, dt: np.dtype, nodata, name: str) -> np.ndarray:
+    """Cast one band to ``dt``, refusing values that the type cannot hold (no silent wrap)."""
+    data = np.asarray(values, dtype=np.float64)
+    if dt.kind in "iu":
+        finite = data[np.isfinite(data)]
+        info = np.iinfo(dt)
+        if finite.size and (finite.min() < info.min or finite.max() > info.max):
+            raise InputError(f"band {name!r} holds values in [{finite.min():.6g}, "
+                             f"{finite.max():.6g}], outside the range of {dt.name} "
+                             f"[{info.min}, {info.max}]; write float32 (the default), rescale, "
+                             "or choose a wider type.")
+        if np.isinf(data).any():
+            raise InputError(f"band {name!r} holds ±inf, which {dt.name} cannot store.")
+        data = np.where(np.isnan(data), nodata, np.rint(data))
+    elif nodata is not None and not np.isnan(nodata):
+        data = np.where(np.isnan(data), nodata, data)
+    return data.astype(dt)
+
+
+def _verify_geotiff(tmp, expected: list) -> None:
+    """Read the finished file back; any band that differs means the write failed."""
+    import rasterio
+
+    try:
+        with rasterio.open(tmp) as src:
+            if src.count != len(expected):
+                raise OSError(f"{src.count} band(s) read back, {len(expected)} written")
+            for i, want in enumerate(expected, start=1):
+                got = src.read(i)
+                if got.shape != want.shape or not np.array_equal(got, want, equal_nan=True):
+                    raise OSError(f"band {i} reads back differently")
+    except (OSError, rasterio.errors.RasterioError) as err:
+        raise OSError(f"the GeoTIFF could not be written completely ({err}; disk full?); "
+                      "nothing was kept at the target path.") from None
 def _bands(pred: xr.Dataset, latent: bool, quantiles: bool):
     """(name, 2-D array) per band, in band order."""
     y_dim, x_dim = find_spatial_dims(pred)
@@ -194,39 +277,43 @@ def write_geotiff(pred: xr.Dataset, path, *, overwrite: bool = False, latent: bo
     Args:
         pred: output of :meth:`geogp.api.GeoRegressor.predict`.
         path: destination. overwrite: replace an existing file.
-        nodata: value written for cells without prediction (NaN by default).
-        compress: GDAL compression ("deflate", "lzw", "zstd", "none").
+        nodata: value written for cells without prediction (NaN by default; integer types
+            need an integer value inside their range).
+        compress: GDAL compression (``COMPRESSIONS``: "deflate", "lzw", "zstd", "lzma",
+            "packbits", "none"); anything else is refused.
         cog: write a Cloud-Optimized GeoTIFF (GDAL driver "COG", with overviews).
-        dtype: band data type ("float32" default, or "float64").
+        dtype: band data type ("float32" default, "float64", or an integer type, which is
+            refused when a value does not fit: nothing wraps silently).
 
     Returns:
-        The path written.
+        The path written. The file is read back before it is moved into place, so a full disk
+        or a failed write raises ``OSError`` and leaves nothing at ``path``.
     """
     import rasterio
 
+    compress, dt = _check_write_options(compress, dtype, nodata)
     bands = _bands(pred, latent, quantiles)
+    data = [_as_band(arr.values, dt, nodata, name) for name, arr in bands]
     ref = bands[0][1]
     transform = ref.rio.transform(recalc=True)
     crs = pred.rio.crs
     profile = {"driver": "COG" if cog else "GTiff", "height": ref.shape[0],
                "width": ref.shape[1], "count": len(bands), "dtype": dtype, "crs": crs,
                "transform": transform, "nodata": nodata}
-    if compress and compress.lower() != "none":
+    if compress != "none":
         profile["compress"] = compress.upper()
     if not cog:
         profile.update(tiled=ref.shape[0] >= 256 and ref.shape[1] >= 256, predictor=1)
     with atomic_path(path, overwrite) as tmp:
         with rasterio.open(tmp, "w", **profile) as dst:
-            for i, (name, arr) in enumerate(bands, start=1):
-                data = np.asarray(arr.values, dtype=np.float64)
-                if not np.isnan(nodata):
-                    data = np.where(np.isnan(data), nodata, data)
-                dst.write(data.astype(dtype), i)
+            for i, ((name, arr), band) in enumerate(zip(bands, data), start=1):
+                dst.write(band, i)
                 dst.set_band_description(i, name)
                 units = arr.attrs.get("units")
                 if units:
                     dst.update_tags(i, units=str(units))
             dst.update_tags(software="geogp")
+        _verify_geotiff(tmp, data)
     return Path(path)
 
 

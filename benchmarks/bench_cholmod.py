@@ -7,7 +7,7 @@ For a 2-D five-point-stencil pattern (plus diagonal) with M = 10⁴, 10⁵ (and 
 - ``value``: the jitted forward pass (factorisation + log-determinant + solve);
 - ``value+grad``: ``jax.value_and_grad`` of ``log|B| + Σ B⁻¹b`` w.r.t. the values: the forward
   factorisation, reused by the backward pass, two solves, the factor copy and the selected
-  inverse (SPEC.md §6.3);
+  inverse (docs/sparse_vjp.md, selected inversion);
 - ``selinv``: the Takahashi kernel alone, and ``L()``: the factor copy it reads.
 
 Each figure is the minimum over ``--repeat`` runs with fresh values (no cache hit), after a
@@ -38,8 +38,8 @@ Notes:
   optimised BLAS under CHOLMOD the factorisation gets faster and the ratio grows.
 - Times are wall clock and process CPU time (all threads). On a busy machine the CPU figures
   are the stable ones; on an idle one the two agree (everything here is single-threaded).
-- sparsax (bundled CHOLMOD with XLA custom calls and a built-in selected inverse, SPEC.md
-  §6.5) is not a geogp dependency (licence review pending; its metadata says BSD-3). To
+- sparsax (bundled CHOLMOD with XLA custom calls and a built-in selected inverse, see
+  docs/sparse_vjp.md) is not a geogp dependency (licence review pending; its metadata says BSD-3). To
   compare, install it in a throwaway venv (``pip install sparsax numpy scipy jax``) and run
   ``python benchmarks/bench_cholmod.py --sparsax-only`` there: that path imports neither geogp
   nor scikit-sparse, and times sparsax's ``factor`` against ``value_and_grad`` of
@@ -57,7 +57,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 
-jax.config.update("jax_enable_x64", True)  # as `import geogp` does (SPEC.md §1)
+jax.config.update("jax_enable_x64", True)  # as `import geogp` does (docs/model.md)
 
 SIZES = {10**4: (100, 100), 10**5: (400, 250), 10**6: (1000, 1000)}
 

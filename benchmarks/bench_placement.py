@@ -1,4 +1,4 @@
-"""Sensor placement (SPEC.md §7): speed of the greedy loop and a thesis-style active-learning run.
+"""Sensor placement (docs/placement.md): speed of the greedy loop and a thesis-style active-learning run.
 
 Part 1, ``timing``: an AFS model with M ≈ 2,000 features on a 316 × 316 raster with gaps;
 every cell (99,856) is a candidate; 100 sites are chosen with each strategy, on the grid
@@ -10,7 +10,7 @@ Gram matrix for ``krause``) and the 100 steps are timed together, as wall-clock 
 (all threads); the 1-minute load average is printed with each row: the reference machine has
 2 cores shared with other jobs, so wall times vary with the load.
 
-Part 2, ``loop`` (SPEC.md §7 "thesis protocol", adapted to 2-D): a non-stationary field
+Part 2, ``loop`` (docs/placement.md "thesis protocol", adapted to 2-D): a non-stationary field
 f(x) = h(g(x₁), g(x₂)) with g(u) = 0.3u + 0.7/(1 + e^{−21(u − 0.7)}) (the warping of the thesis
 toy, §4.4.0.4) and h ~ GP(0, SE, ℓ = 0.15): short lengthscales along the bands x_d ≈ 0.7, long
 ones elsewhere; 40 × 40 inputs on [0, 1]², noise sd 0.05. Hyperparameters are learnt once on a

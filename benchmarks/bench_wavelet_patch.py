@@ -1,6 +1,6 @@
 """Wavelet (multiresolution) GP: the non-stationary patch test of thesis §4.4 and a 2-D timing.
 
-**Part 1: patch test (thesis Table 4.1, SPEC.md §10).** Data: 180 evenly spaced x on [−5, 5],
+**Part 1: patch test (thesis Table 4.1, docs/tests.md (reference experiments)).** Data: 180 evenly spaced x on [−5, 5],
 u = (x + 5)/10, g(u) = 0.3u + 0.7/(1 + e^{−21(u − 0.7)}), f(x) = h(g(u)) with
 h ~ GP(0, SE, ℓ = 0.4, σ_f² = 1), noise sd 0.05. The 18 points nearest x = 2 (x ∈ [1.54, 2.49])
 are removed for training (N = 162) and are the test set (noisy values). Models, as in thesis
@@ -12,8 +12,8 @@ App. C.2.1–C.2.2:
 - "db4, centre": db4 with the bumps g_q read at the centre of each support rather than at its
   left end t 2^{−j} (``location="centre"``, not in the thesis).
 
-Inputs and targets are standardised (SPEC.md §1); the window is the data's range (the thesis's
-"shifts to ±20" is ambiguous, SPEC.md §10). RMSE and NLPD are on the original scale; SNR is
+Inputs and targets are standardised (docs/model.md); the window is the data's range (the thesis's
+"shifts to ±20" is ambiguous, docs/tests.md (reference experiments)). RMSE and NLPD are on the original scale; SNR is
 √(k(x, x)/σ²) at x = 2, the centre of the censored region (thesis §4.4.1.7); for the stationary
 model √(σ_f²/σ²). The thesis rows are single runs; we report the mean ± standard error over
 ``--seeds`` draws of h and the noise, and each seed.
@@ -61,7 +61,7 @@ def warp(u):
 
 
 def toy(seed: int, ell: float = 0.4):
-    """SPEC.md §10 toy: x (180,), noisy y (180,), boolean mask of the 18 censored points."""
+    """docs/tests.md (reference experiments) toy: x (180,), noisy y (180,), boolean mask of the 18 censored points."""
     rng = np.random.default_rng(seed)
     x = np.linspace(-5.0, 5.0, 180)
     g = warp((x + 5.0) / 10.0)
@@ -74,7 +74,7 @@ def toy(seed: int, ell: float = 0.4):
 
 
 def metrics(pred, y):
-    """RMSE and marginal-Gaussian NLPD (SPEC.md §9) on the original scale."""
+    """RMSE and marginal-Gaussian NLPD (docs/crossvalidation.md, scores) on the original scale."""
     mu, s2 = pred.mean, pred.var_observed
     rmse = float(np.sqrt(np.mean((y - mu) ** 2)))
     nlpd = float(np.mean(0.5 * np.log(2 * np.pi * s2) + (y - mu) ** 2 / (2 * s2)))
@@ -186,7 +186,7 @@ def main():
                         help="also time db4 in 2-D (its sparse pattern is nearly dense: slow)")
     args = parser.parse_args()
     seeds = range(args.seeds)
-    print("Patch test (SPEC.md §10), h lengthscale 0.4", flush=True)
+    print("Patch test (docs/tests.md, reference experiments), h lengthscale 0.4", flush=True)
     patch_table(seeds, 0.4, f"Patch test, mean ± s.e. over {args.seeds} seeds vs thesis Table 4.1")
     if args.sensitivity:
         print("\nSensitivity: h lengthscale 0.15", flush=True)

@@ -3,7 +3,7 @@
 Reads ``../shared/data/heaton_satellite_train.nc`` (300×500, ~105k observed cells; skipped if
 absent), holds out observed cells, fits on the rest through the public API (``geogp.fit`` on a
 DataArray with the held-out cells set to NaN), predicts the full grid and scores the held-out
-cells (SPEC.md §9): RMSE, MAE, CRPS, 95% interval score, 95% coverage, NLPD, with the wall
+cells (docs/crossvalidation.md, scores): RMSE, MAE, CRPS, 95% interval score, 95% coverage, NLPD, with the wall
 time of fit + full-grid prediction and the peak resident memory.
 
 Folds:

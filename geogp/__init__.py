@@ -3,7 +3,7 @@
 Importing geogp switches JAX to double precision (``jax_enable_x64``) before any array is
 created. Gaussian-process linear algebra (Cholesky factors of kernel matrices, log-determinants,
 whitened solves) loses several digits in float32; the spectral densities used by the Fourier
-features span hundreds of orders of magnitude. Everything in geogp is float64 (SPEC.md §1).
+features span hundreds of orders of magnitude. Everything in geogp is float64 (docs/model.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """xarray / pandas ⇄ numpy adapters: the one border between geodata and the numerical core.
 
 Everything that knows about DataArrays, CRSs, nodata values and coordinate names lives here
-(SPEC.md §1 "xarray adapters"; STYLE.md §3 "xarray only at the edges"). The core sees numpy or
+(docs/model.md "xarray adapters"; STYLE.md §3 "xarray only at the edges"). The core sees numpy or
 dask arrays in *model coordinates*:
 
 - the model's input dimensions are always ordered (y, x), the raster's row-major order;
@@ -128,7 +128,7 @@ def check_axis(values, name: str, min_size: int = 2) -> tuple[np.ndarray, bool]:
     """Validate one coordinate vector; return it as float64 and whether it is regularly spaced.
 
     Raises :class:`IrregularGridError` for non-finite, duplicated or non-monotonic coordinates.
-    Regular means constant spacing within rtol 1e-9 (SPEC.md §1), or within the rounding of the
+    Regular means constant spacing within rtol 1e-9 (docs/model.md), or within the rounding of the
     coordinates' own dtype (float32 coordinates from files are accepted as regular).
     Inputs need ``min_size`` = 2 values; a prediction target may have a single one.
     """
@@ -232,7 +232,7 @@ def select_variable(obj, var: str | None = None) -> xr.DataArray:
 # --------------------------------------------------------------------------- specification
 @dataclass(frozen=True)
 class GridSpec:
-    """How model coordinates relate to the user's (the CRS treatment of SPEC.md §1).
+    """How model coordinates relate to the user's (the CRS treatment of docs/model.md).
 
     Attributes:
         y_dim, x_dim: names of the spatial dimensions (or point-table columns).
@@ -449,13 +449,13 @@ def to_grid_data(da, *, var: str | None = None, crs=None, nodata=None) -> GridDa
 
 
 def to_xy(da, *, var: str | None = None, crs=None, nodata=None):
-    """Flatten a 2-D raster to scattered points (SPEC.md §1 ``to_xy``).
+    """Flatten a 2-D raster to scattered points (docs/model.md ``to_xy``).
 
     Returns:
         ``(X, y, spec, complete)``: X (N, 2) observed cells in model coordinates, ordered
         (y, x); y (N,) their values; the :class:`GridSpec`; and whether the observed cells form
-        a complete regular grid (no missing cell, constant spacing), the condition of SPEC.md
-        §4.6. Rasters with an extra dimension are refused: select a slice first.
+        a complete regular grid (no missing cell, constant spacing), the condition of docs/afs.md
+        (gridded data). Rasters with an extra dimension are refused: select a slice first.
     """
     g = to_grid_data(da, var=var, crs=crs, nodata=nodata)
     if g.n_slices != 1 or g.extra_dim is not None:

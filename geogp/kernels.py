@@ -1,4 +1,4 @@
-"""Stationary kernels with their spectral densities (SPEC.md §2).
+"""Stationary kernels with their spectral densities (docs/model.md, kernels).
 
 Every kernel is an immutable JAX pytree whose leaves are its (constrained, positive) parameters:
 ``lengthscale`` (shape (D,) for ARD, or a scalar shared by all dimensions) and ``variance`` (σ_f²).
@@ -80,7 +80,7 @@ class Kernel:
 
 @jax.tree_util.register_pytree_node_class
 class StationaryKernel(Kernel):
-    """A stationary ARD kernel k(r) = σ_f² κ(ρ), ρ = ‖r / ℓ‖ (SPEC.md §2).
+    """A stationary ARD kernel k(r) = σ_f² κ(ρ), ρ = ‖r / ℓ‖ (docs/model.md, kernels).
 
     Args:
         lengthscale: positive, scalar or shape (D,) (one per input dimension, ARD).
@@ -152,7 +152,7 @@ class StationaryKernel(Kernel):
 class SquaredExponential(StationaryKernel):
     r"""Squared exponential: k = σ_f² exp(−ρ²/2); S(ξ) = σ_f² (2π)^{D/2} ∏ℓ_d exp(−2π² Σ ℓ_d² ξ_d²).
 
-    .. math:: k(r) = \sigma_f^2 e^{-\rho^2/2} \quad (\text{SPEC.md §2})
+    .. math:: k(r) = \sigma_f^2 e^{-\rho^2/2} \quad (\text{docs/model.md (kernels)})
     """
 
     name = "se"
@@ -183,7 +183,7 @@ class SquaredExponential(StationaryKernel):
 
 
 class _Matern(StationaryKernel):
-    """Matérn-ν: S(ξ) = σ_f² ∏ℓ_d c_{ν,D} (2ν + 4π² q(ξ))^{−(ν + D/2)} (SPEC.md §2)."""
+    """Matérn-ν: S(ξ) = σ_f² ∏ℓ_d c_{ν,D} (2ν + 4π² q(ξ))^{−(ν + D/2)} (docs/model.md, kernels)."""
 
     nu: float = 0.5
 
@@ -342,7 +342,7 @@ def make_kernel(spec, n_dims: int, lengthscale=0.2, variance=1.0) -> Kernel:
 
 @jax.tree_util.register_pytree_node_class
 class ProductKernel(_CompositeKernel):
-    """k = ∏_i k_i on the same inputs, e.g. SE × Matérn-5/2 (SPEC.md §4.4).
+    """k = ∏_i k_i on the same inputs, e.g. SE × Matérn-5/2 (docs/afs.md, AFS-DFT).
 
     Its spectral density is the convolution of the factors' and has no closed form, so this
     kernel has no ``spectral_density``: AFS uses the DFT of its samples instead

@@ -1,4 +1,4 @@
-"""Hyperparameter fitting: positivity transforms and L-BFGS on a JAX objective (SPEC.md §1).
+"""Hyperparameter fitting: positivity transforms and L-BFGS on a JAX objective (docs/model.md).
 
 Parameters are pytrees (usually a ``dict``) kept in their constrained form. The optimiser sees
 unconstrained values through one bijection: every leaf is positive through a softplus,

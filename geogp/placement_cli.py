@@ -1,4 +1,4 @@
-"""``geogp place``: suggest where to measure next on a raster (SPEC.md §7).
+"""``geogp place``: suggest where to measure next on a raster (docs/placement.md).
 
 The lead wires :func:`add_place_parser` and :func:`run_place` into :mod:`geogp.cli`::
 

@@ -1,4 +1,4 @@
-"""Sufficient statistics of AFS models, read from the data once (SPEC.md §3, §4.3, §4.6).
+"""Sufficient statistics of AFS models, read from the data once (docs/bound.md, docs/afs.md).
 
 After :func:`dense_stats`, :func:`grid_stats` or :func:`points_stats`, the data are never
 touched again: the collapsed bound, its gradient and the posterior are functions of
@@ -191,7 +191,7 @@ def _gram(ff: FourierFeatures, C: np.ndarray, gram: str, dense_block: int):
 def points_stats(ff: FourierFeatures, X, y, method: str = "nufft",
                  chunk_bytes: float = DEFAULT_CHUNK_BYTES, powers=None, gram: str = "dense",
                  dense_block: int = DEFAULT_DENSE_BLOCK) -> SufficientStats:
-    """G and r at scattered points through type-1 NUFFTs of the weights 1 and y (SPEC.md §4.3).
+    """G and r at scattered points through type-1 NUFFTs of the weights 1 and y (docs/afs.md, statistics).
 
     ``gram='operator'`` keeps G matrix-free (:class:`GramOperator`, O(M log M) per product),
     with a dense block over the ``dense_block`` lowest frequencies (preconditioner).
@@ -220,7 +220,7 @@ def points_stats(ff: FourierFeatures, X, y, method: str = "nufft",
 
 
 def grid_lemma_holds(n_cells, n_freq) -> bool:
-    """Lemma 3.1 (SPEC.md §4.6) for the odd lattice with W_d = N_d η_d exactly.
+    """Lemma 3.1 (docs/afs.md, gridded data) for the odd lattice with W_d = N_d η_d exactly.
 
     Then a_d = 1 and M_d = 2K_d distinct complex frequencies, and the complex Gram matrix of a
     complete grid is N·I iff N_d / gcd(1, N_d) = N_d ≥ 2K_d in every dimension. The real
@@ -232,7 +232,7 @@ def grid_lemma_holds(n_cells, n_freq) -> bool:
 def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
                chunk_bytes: float = DEFAULT_CHUNK_BYTES, powers=None,
                gram: str = "dense", dense_block: int = DEFAULT_DENSE_BLOCK) -> SufficientStats:
-    """Statistics of a regular grid whose missing cells are NaN (SPEC.md §4.6).
+    """Statistics of a regular grid whose missing cells are NaN (docs/afs.md, gridded data).
 
     Args:
         ff: the feature set.

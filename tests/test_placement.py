@@ -1,4 +1,4 @@
-"""Sensor placement (SPEC.md §7, T21) against brute force: every reference below refits the
+"""Sensor placement (docs/placement.md, T21) against brute force: every reference below refits the
 posterior from scratch (collapsed ``posterior`` on statistics with the sites added, or the exact
 GP's formulas) instead of using rank-one updates."""
 

@@ -1,7 +1,7 @@
 """AFS-DFT: prior precisions λ from a DFT of kernel samples, for kernels without a closed-form S.
 
 A product of kernels in the same dimension (e.g. SE × Matérn-5/2) has a spectral density that
-is a convolution with no closed form (SPEC.md §4.4, thesis §3.3). AFS-DFT replaces S(z_j) by
+is a convolution with no closed form (docs/afs.md (AFS-DFT), thesis §3.3). AFS-DFT replaces S(z_j) by
 the corrected centred DFT of the kernel sampled on a grid that spans one period 2W_d:
 
     b_d = 2W_d / M_d,  M_d = 2J_d + 1,  r = m∘b,  m_d ∈ {−J_d..J_d},
@@ -45,7 +45,7 @@ __all__ = [
     "log_lambda",
 ]
 
-EPS = 1e-12  # clip floor ε·max ŝ (SPEC.md §4.4)
+EPS = 1e-12  # clip floor ε·max ŝ (docs/afs.md, AFS-DFT)
 
 
 class DFTLambda(NamedTuple):
@@ -90,7 +90,7 @@ def sample_offsets(width, J) -> list:
 
 
 def dft_spectrum(kernel, width, J):
-    """ŝ_j on the centred lattice j ∈ ∏_d {−J_d..J_d} (SPEC.md §4.4, eq. 3.61 corrected).
+    """ŝ_j on the centred lattice j ∈ ∏_d {−J_d..J_d} (docs/afs.md (AFS-DFT), eq. 3.61 corrected).
 
     Args:
         kernel: anything with ``evaluate(r)`` for r of shape (..., D), e.g. a ProductKernel.
@@ -141,7 +141,7 @@ def feature_bins(ff: FourierFeatures, J=None) -> np.ndarray:
     """
     if ff.lattice != "full":
         raise InputError(
-            "AFS-DFT uses the full (2W)⁻¹ lattice only (SPEC.md §4.4); build the features with "
+            "AFS-DFT uses the full (2W)⁻¹ lattice only (docs/afs.md, AFS-DFT); build the features with "
             "lattice='full' (AFSRegressor(lattice='full'))."
         )
     J = _half_sizes(ff, J)
@@ -152,7 +152,7 @@ def feature_bins(ff: FourierFeatures, J=None) -> np.ndarray:
 
 def dft_log_lambda(ff: FourierFeatures, kernel, nonpositive: str = "clip", eps: float = EPS,
                    J=None) -> DFTLambda:
-    """log λ_m = log ŝ(|j_m|) − log ∏_d 2W_d for full-lattice features (SPEC.md §4.4).
+    """log λ_m = log ŝ(|j_m|) − log ∏_d 2W_d for full-lattice features (docs/afs.md, AFS-DFT).
 
     Args:
         ff: full-lattice :class:`FourierFeatures` (masked or not).
@@ -188,6 +188,6 @@ def log_lambda(ff: FourierFeatures, kernel, nonpositive: str = "clip"):
     if ff.lattice != "full":
         raise InputError(
             f"{type(kernel).__name__} has no closed-form spectral density, so AFS uses the DFT "
-            "of its samples, which needs the full lattice (SPEC.md §4.4): pass lattice='full'."
+            "of its samples, which needs the full lattice (docs/afs.md, AFS-DFT): pass lattice='full'."
         )
     return dft_log_lambda(ff, kernel, nonpositive).log_lam

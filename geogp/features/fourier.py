@@ -1,18 +1,18 @@
-"""Approximate-Fourier-series (AFS) features: frequency lattices, masks and φ(x) (SPEC.md §4).
+"""Approximate-Fourier-series (AFS) features: frequency lattices, masks and φ(x) (docs/afs.md).
 
 A :class:`FourierFeatures` object is a fixed set of M real features
 
     φ_m(x) = ∏_d √2 · {cos | sin}(2π z_{m,d} (x_d − c_d))
 
 on a window of width W_d centred at c_d. Frequencies lie on the **odd lattice**
-z = (k + ½)/W_d (default, SPEC.md §4.1) or the **full lattice** z = k/(2W_d) (where z = 0 gives
+z = (k + ½)/W_d (default, docs/afs.md (lattices)) or the **full lattice** z = k/(2W_d) (where z = 0 gives
 the constant row 1). Rows are kept inside the ellipsoid Σ_d (z_d/F_d)² ≤ 1, F_d = K_d/W_d,
-built dimension by dimension (Khatri–Rao, SPEC.md §4.2); F_d = K_d/(2W_d) on the full
+built dimension by dimension (Khatri–Rao, docs/afs.md (features and mask)); F_d = K_d/(2W_d) on the full
 lattice, whose highest frequency is (K_d − 1)/(2W_d).
 
 The prior precision is diagonal: λ_m = (K_uu⁻¹)_mm = S(|z_m|)/∏_d T_d with T_d = W_d (odd) or
 2W_d (full), where S is the kernel's spectral density. Only λ depends on the hyperparameters,
-so the statistics ΦΦᵀ and Φy are computed once (SPEC.md §3).
+so the statistics ΦΦᵀ and Φy are computed once (docs/bound.md).
 
 Every frequency is stored as an integer or half-integer *numerator* n = z·T_d, so that sums and
 differences of frequencies fall on integer bins of the period T_d; :mod:`geogp.features.trig`
@@ -30,7 +30,7 @@ from geogp.exceptions import InputError, MemoryEstimateError, OutsideWindowError
 
 __all__ = ["FourierFeatures", "lattice_rows", "DEFAULT_WIDTH_FACTOR"]
 
-DEFAULT_WIDTH_FACTOR = 1 / 0.95  # W_d = W_xd / 0.95 (SPEC.md §4.1, thesis C.1.6)
+DEFAULT_WIDTH_FACTOR = 1 / 0.95  # W_d = W_xd / 0.95 (docs/afs.md (window), thesis C.1.6)
 
 COS, SIN, CONST = 0, 1, 2
 
@@ -55,7 +55,7 @@ def lattice_rows(n_freq: int, lattice: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _khatri_rao_rows(n_freq, lattice: str) -> np.ndarray:
-    """Per-dimension row indices (M, D) of the masked Khatri–Rao product (SPEC.md §4.2).
+    """Per-dimension row indices (M, D) of the masked Khatri–Rao product (docs/afs.md, features and mask).
 
     Rows are built one dimension at a time; after adding dimension d, rows whose partial sum
     Σ_{d'≤d} (z_{d'}/F_{d'})² already exceeds 1 are dropped. Partial sums are monotone, so this
@@ -108,7 +108,7 @@ class FourierFeatures:
         Args:
             center, width: (D,) window centre and width W_d (> 0).
             n_freq: int or (D,) K_d ≥ 1.
-            lattice: ``"odd"`` (default, SPEC.md §4.1) or ``"full"``.
+            lattice: ``"odd"`` (default, docs/afs.md (lattices)) or ``"full"``.
             mask: keep the ellipsoid Σ(z_d/F_d)² ≤ 1 (default); False keeps the full cube.
             max_bytes: refuse feature sets whose dense M×M statistics would exceed this.
         """
@@ -146,7 +146,7 @@ class FourierFeatures:
         """Features with about ``n_features`` rows (at most), common bandwidth F_d = F.
 
         Searches the largest common F (cycles per unit) such that K_d = max(1, round(F·W_d))
-        gives M ≤ n_features (SPEC.md §4.2 "Sizing"); the realised M is ``n_features`` attribute.
+        gives M ≤ n_features (docs/afs.md (sizing)); the realised M is ``n_features`` attribute.
         """
         width = np.atleast_1d(np.asarray(width, dtype=np.float64))
         if n_features < 2 ** width.size:
@@ -186,11 +186,11 @@ class FourierFeatures:
 
     @property
     def log_norm(self) -> float:
-        """log ∏_d T_d, the constant in λ = S(z)/∏T_d (SPEC.md §4.1)."""
+        """log ∏_d T_d, the constant in λ = S(z)/∏T_d (docs/afs.md, lattices)."""
         return float(np.sum(np.log(self.period)))
 
     def log_lambda(self, kernel):
-        """log λ_m = log S(|z_m|) − log ∏T_d, shape (M,). Never forms K_uu (SPEC.md §3)."""
+        """log λ_m = log S(|z_m|) − log ∏T_d, shape (M,). Never forms K_uu (docs/bound.md)."""
         return kernel.log_spectral_density(jnp.asarray(self.frequencies)) - self.log_norm
 
     def describe(self) -> str:
@@ -208,7 +208,7 @@ class FourierFeatures:
             raise OutsideWindowError(
                 f"{n_out} prediction point(s) lie outside the feature window "
                 f"[{(self.center - half).tolist()}, {(self.center + half).tolist()}] where the Fourier "
-                "features are valid (SPEC.md §4.3). Widen the window (window_factor/margin) when "
+                "features are valid (docs/afs.md, window). Widen the window (window_factor/margin) when "
                 "fitting, or pass outside='nan'."
             )
         return inside

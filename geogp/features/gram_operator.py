@@ -11,7 +11,7 @@ where C(J) = Σ_n w_n e^{2πi J·u_n} are the quad bins read from the data once.
 (half-)integer lattice of signed frequencies, ``b`` is its cyclic cross-correlation with C, so
 one matrix-vector product is a scatter of 2^D·M values, a forward and an inverse FFT of the
 lattice (Q_d ≈ 4K_d points per axis, Π Q_d ≈ 5 M in 2-D with the ellipsoidal mask) and a
-gather: O(M log M) time and O(M) memory (SPEC.md §4.6 "Toeplitz structure"; the thesis's
+gather: O(M log M) time and O(M) memory (docs/matrix_free.md, Gram operator; the thesis's
 block-Toeplitz remark, here for any window and any missing-data pattern).
 
 The correlation is exact, not an approximation: every needed sum κ + ι of lattice indices has

@@ -1,6 +1,6 @@
 """Fourier-domain algebra of AFS features: statistics and predictions without an N×M matrix.
 
-Every real AFS feature is a sum of 2^D complex exponentials (SPEC.md §4.2, eqs 3.83–3.87):
+Every real AFS feature is a sum of 2^D complex exponentials (docs/afs.md (features and mask), eqs 3.83–3.87):
 
     φ_m(x) = Σ_{s∈{±1}^D} c_{m,s} exp(2πi Σ_d s_d n_{m,d} u_d),     u_d = (x_d − c_d)/T_d,
 

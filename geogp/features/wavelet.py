@@ -1,20 +1,20 @@
-"""Multiresolution (wavelet) features: basis layout, sparse Φ and sparse statistics (SPEC.md §5).
+"""Multiresolution (wavelet) features: basis layout, sparse Φ and sparse statistics (docs/wavelets.md).
 
-Per input dimension the basis is (SPEC.md §5.1, thesis eq. 4.22, truncated at ``j_max``)
+Per input dimension the basis is (docs/wavelets.md (basis), thesis eq. 4.22, truncated at ``j_max``)
 
     v(2^ι x − t)            for every shift t whose support meets the window,
     w(2^j x − t)            for ι ≤ j ≤ j_max and every such shift t,
 
 with the support of v(2^j x − t) and w(2^j x − t) equal to [2^{-j}t, 2^{-j}(t + 2p − 1)]. The shifts
-of level j are t ∈ {⌊2^j x_lo⌋ − 2p + 2, …, ⌊2^j x_hi⌋}: the range of SPEC.md §5.1, plus (when
+of level j are t ∈ {⌊2^j x_lo⌋ − 2p + 2, …, ⌊2^j x_hi⌋}: the range of docs/wavelets.md (basis), plus (when
 2^j x_hi is an integer) the one shift whose support starts at x_hi, which the half-open Haar
 functions need to cover x_hi itself. The functions are *unit amplitude*; the model rescales λ
 for the L²-normalised convention. In D dimensions the basis is the tensor product of the
-per-dimension bases (SPEC.md §5.2, "Higher D"), with flat index m = Σ_d m_d·∏_{d'>d} M_{d'}
+per-dimension bases (docs/wavelets.md, basis), with flat index m = Σ_d m_d·∏_{d'>d} M_{d'}
 (C order), so Φ is the Khatri–Rao product of the per-dimension blocks.
 
 Every point meets at most (2p − 1) shifts per level and function type, so a column of Φ has at
-most K = [(2p − 1)(j_max − ι + 2)]^D nonzeros (SPEC.md §5.3).
+most K = [(2p − 1)(j_max − ι + 2)]^D nonzeros (docs/wavelets.md, sparsity and bound).
 
 Example:
     >>> import numpy as np
@@ -126,7 +126,7 @@ class WaveletBasis1D:
 
 @dataclass(frozen=True, eq=False)
 class WaveletBasis:
-    """Tensor-product wavelet basis over D ≤ 3 input dimensions (SPEC.md §5.1–5.2).
+    """Tensor-product wavelet basis over D ≤ 3 input dimensions (docs/wavelets.md (basis, coefficients)).
 
     Attributes:
         dims: one :class:`WaveletBasis1D` per input dimension.
@@ -244,7 +244,7 @@ def make_basis(family: str, iota: int, j_max: int, window, level: int = 12) -> W
         iota: canonical scale ι (coarsest level; support width (2p − 1)·2^{-ι}).
         j_max: finest wavelet level, ≥ ι.
         window: (D, 2) array of [lo, hi] per dimension, lo < hi, D ≤ 3.
-        level: cascade level of the tabulated functions (SPEC.md §5.1).
+        level: cascade level of the tabulated functions (docs/wavelets.md, basis).
 
     Returns:
         A :class:`WaveletBasis`.
@@ -272,7 +272,7 @@ def make_basis(family: str, iota: int, j_max: int, window, level: int = 12) -> W
 
 @dataclass(frozen=True, eq=False)
 class WaveletStatistics:
-    """Precomputed sparse statistics of the data for the wavelet bound (SPEC.md §5.3).
+    """Precomputed sparse statistics of the data for the wavelet bound (docs/wavelets.md, sparsity and bound).
 
     Only the M_a *active* features (with data in their support) enter the bound; the others
     decouple and are kept for prediction only.

@@ -1,4 +1,4 @@
-"""Scaling and wavelet functions of the Daubechies family, evaluated at points (SPEC.md §5.1).
+"""Scaling and wavelet functions of the Daubechies family, evaluated at points (docs/wavelets.md, basis).
 
 A multiresolution analysis (thesis Def. 4.2) supplies a scaling function v and a wavelet w. For
 ``dbp`` (p vanishing moments, thesis §4.3.0.9) both are supported on [0, 2p − 1]:
@@ -11,7 +11,7 @@ A multiresolution analysis (thesis Def. 4.2) supplies a scaling function v and a
   functions are 0 (thesis §4.3.0.8).
 
 The functions here are the *unit-amplitude* mother functions: ∫v = 1, ∫v² = ∫w² = 1, ∫w = 0,
-and {v(· − t)} ∪ {w(· − t)}, t ∈ Z, are orthonormal (tested, SPEC.md T18). Scaled copies are
+and {v(· − t)} ∪ {w(· − t)}, t ∈ Z, are orthonormal (tested, docs/tests.md T18). Scaled copies are
 built in :mod:`geogp.features.wavelet`.
 
 Example:
@@ -131,7 +131,7 @@ def wavelet_table(family: str = "db4", level: int = _DEFAULT_LEVEL) -> WaveletTa
 
     Args:
         family: ``"haar"`` or ``"db1"`` … ``"db8"``.
-        level: cascade level L ≥ 10 (SPEC.md §5.1; default 12); ignored for Haar.
+        level: cascade level L ≥ 10 (docs/wavelets.md (basis); default 12); ignored for Haar.
 
     Returns:
         A :class:`WaveletTable`.
@@ -142,7 +142,7 @@ def wavelet_table(family: str = "db4", level: int = _DEFAULT_LEVEL) -> WaveletTa
     level = int(level)
     if p > 1 and not 10 <= level <= 20:
         raise InputError(
-            f"cascade level must be between 10 and 20 (SPEC.md §5.1); got {level}. "
+            f"cascade level must be between 10 and 20 (docs/wavelets.md, basis); got {level}. "
             "The default 12 gives interpolation errors far below the model's noise."
         )
     return _cached_table(name, p, level if p > 1 else 0)

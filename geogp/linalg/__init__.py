@@ -1,4 +1,4 @@
-"""Sparse symmetric linear algebra: ``(log|B|, B⁻¹b)`` with derivatives (SPEC.md §6).
+"""Sparse symmetric linear algebra: ``(log|B|, B⁻¹b)`` with derivatives (docs/sparse_vjp.md).
 
 Two backends share one contract, ``logdet_and_solve(pattern, values, rhs)``:
 
@@ -16,7 +16,7 @@ from geogp.exceptions import NotPositiveDefiniteError as NotPositiveDefiniteErro
 from geogp.linalg import dense as dense
 from geogp.linalg.pattern import SparsePattern as SparsePattern
 
-try:  # scikit-sparse is optional: it needs SuiteSparse headers to build (SPEC.md §6.5)
+try:  # scikit-sparse is optional: it needs SuiteSparse headers to build (docs/sparse_vjp.md, backends)
     import sksparse.cholmod  # noqa: F401
 except ImportError:  # pragma: no cover - depends on the installation
     HAVE_CHOLMOD = False

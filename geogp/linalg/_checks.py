@@ -21,7 +21,7 @@ def _as_float64(x: Any, name: str) -> Any:
     if dtype.kind == "f" and dtype.itemsize < 8:
         raise InputError(
             f"Expected {name} as float64, got {dtype}. geogp works in double precision "
-            "(SPEC.md §1): cast with .astype(jnp.float64) and keep jax_enable_x64 on."
+            "(docs/model.md): cast with .astype(jnp.float64) and keep jax_enable_x64 on."
         )
     if dtype.kind == "c":
         raise InputError(f"Expected real {name}, got {dtype}.")

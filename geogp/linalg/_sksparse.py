@@ -1,4 +1,4 @@
-"""Adapter over scikit-sparse 0.4.x and 0.5.x CHOLMOD bindings (SPEC.md §6.5).
+"""Adapter over scikit-sparse 0.4.x and 0.5.x CHOLMOD bindings (docs/sparse_vjp.md, backends).
 
 The two series name everything differently:
 
@@ -121,7 +121,7 @@ class CholmodBackend(ABC):
         """Numeric factorisation of ``B`` given its values on the pattern.
 
         Args:
-            values: float64, shape ``(nnz,)``, storage convention (a) of SPEC.md §6.2.
+            values: float64, shape ``(nnz,)``, storage convention (a) of docs/sparse_vjp.md (adjoint).
 
         Returns:
             True when ``B`` is positive definite (every pivot finite and > 0), else False.

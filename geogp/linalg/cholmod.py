@@ -1,21 +1,21 @@
-"""Sparse ``(log|B|, B⁻¹b)`` with CHOLMOD behind a custom JAX VJP (SPEC.md §6).
+"""Sparse ``(log|B|, B⁻¹b)`` with CHOLMOD behind a custom JAX VJP (docs/sparse_vjp.md).
 
 ``B`` is symmetric positive definite on a fixed :class:`~geogp.linalg.pattern.SparsePattern`
 while its values change with the hyperparameters. The pattern is analysed once (fill-reducing
-ordering + symbolic factor, SPEC.md §6.4); every call then does one numeric factorisation on
-the host through ``jax.pure_callback``. The reverse rule (SPEC.md §6.2, storage convention (a))
+ordering + symbolic factor, docs/sparse_vjp.md (analysis once)); every call then does one numeric factorisation on
+the host through ``jax.pure_callback``. The reverse rule (docs/sparse_vjp.md (adjoint), storage convention (a))
 is::
 
     b̄ = B⁻¹ γ̄ ,    B̄ = δ̄ B⁻¹ − b̄ γᵀ      evaluated on the pattern only
 
 per stored entry ``(i, j)``: ``δ̄ Z_ii − Σ_k b̄_ik γ_ik`` on the diagonal and
 ``2 δ̄ Z_ij − Σ_k (b̄_ik γ_jk + b̄_jk γ_ik)`` below it, with ``Z = B⁻¹`` on the pattern from the
-supernodal Takahashi recursion of :mod:`geogp.linalg.selinv` (SPEC.md §6.3). No dense inverse
+supernodal Takahashi recursion of :mod:`geogp.linalg.selinv` (docs/sparse_vjp.md, selected inversion). No dense inverse
 is formed anywhere; memory is ``O(nnz(L))``.
 
 Factorisation cache: the backward pass needs the factor of the same values as the forward
 pass. The factor of the last values seen is kept, keyed by an exact copy of those values, so a
-``value_and_grad`` costs one factorisation; any other values refactorise (SPEC.md §6.5). The
+``value_and_grad`` costs one factorisation; any other values refactorise (docs/sparse_vjp.md, backends). The
 shared factor is mutated by callbacks, so every use holds a per-pattern lock.
 
 Failure handling (STYLE.md guideline 8): inside a callback nothing raises. A matrix that is
@@ -82,7 +82,7 @@ class CholmodFactorization:
         perm = self.backend.perm
         pinv = np.empty_like(perm)
         pinv[perm] = np.arange(perm.shape[0])
-        # Pattern entries in the factor's ordering: (B⁻¹)_{p[a], p[b]} = Z_ab (SPEC.md §6.3).
+        # Pattern entries in the factor's ordering: (B⁻¹)_{p[a], p[b]} = Z_ab (docs/sparse_vjp.md, selected inversion).
         self._prow, self._pcol = pinv[pattern.rows], pinv[pattern.cols]
         self._values: np.ndarray | None = None  # values of the current numeric factor
         self._zpattern: np.ndarray | None = None  # B⁻¹ on the pattern, for those values
@@ -141,7 +141,7 @@ class CholmodFactorization:
         g_logdet: np.ndarray,
         g_solution: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Cotangents ``(values̄, b̄)`` of SPEC.md §6.2, convention (a). Never raises.
+        """Cotangents ``(values̄, b̄)`` of docs/sparse_vjp.md (adjoint), convention (a). Never raises.
 
         Args:
             values: float64, shape ``(nnz,)``.
@@ -197,7 +197,7 @@ class CholmodFactorization:
         raise NotPositiveDefiniteError(
             f"Expected a symmetric positive definite matrix, but its Cholesky factorisation "
             f"failed (n={self.pattern.n}, nnz={self.pattern.nnz}).{where} Check the values and "
-            "the storage convention (lower triangle with diagonal, SPEC.md §6.2), or add a "
+            "the storage convention (lower triangle with diagonal, docs/sparse_vjp.md (adjoint)), or add a "
             "small jitter to the diagonal."
         )
 
@@ -229,7 +229,7 @@ def values_cotangent(
     g_rhs: np.ndarray,
     solution: np.ndarray,
 ) -> np.ndarray:
-    """Per-entry cotangent of ``values`` (SPEC.md §6.2, convention (a)).
+    """Per-entry cotangent of ``values`` (docs/sparse_vjp.md (adjoint), convention (a)).
 
     ``(i, j)``, ``i > j``: ``2 δ̄ Z_ij − Σ_k (b̄_ik γ_jk + b̄_jk γ_ik)``; diagonal: half of it.
 
@@ -306,7 +306,7 @@ def analyze(
     ordering: str = "amd",
     mode: str = "auto",
 ) -> CholmodFactorization:
-    """Symbolic analysis of ``pattern``, done once and cached on the pattern (SPEC.md §6.4).
+    """Symbolic analysis of ``pattern``, done once and cached on the pattern (docs/sparse_vjp.md, analysis once).
 
     Args:
         pattern: Sparsity pattern (lower triangle with diagonal).
@@ -336,7 +336,7 @@ def logdet_and_solve(
     ordering: str = "amd",
     mode: str = "auto",
 ) -> tuple[jax.Array, jax.Array]:
-    """``(log|B|, B⁻¹ b)`` for sparse SPD ``B`` by CHOLMOD, differentiable (SPEC.md §6).
+    """``(log|B|, B⁻¹ b)`` for sparse SPD ``B`` by CHOLMOD, differentiable (docs/sparse_vjp.md).
 
     Usable under ``jax.jit``, ``jax.vmap`` (sequential host calls) and reverse-mode autodiff
     (``jax.grad``, ``jax.vjp``) with respect to ``values`` and ``rhs``; forward mode
@@ -346,7 +346,7 @@ def logdet_and_solve(
     Args:
         pattern: Sparsity pattern of ``B`` (static; analysed once, see :func:`analyze`).
         values: Values of ``B`` on the pattern, float64, shape ``(nnz,)``; storage convention
-            (a) of SPEC.md §6.2: lower triangle with diagonal, ``B = tril + trilᵀ − diag``.
+            (a) of docs/sparse_vjp.md (adjoint): lower triangle with diagonal, ``B = tril + trilᵀ − diag``.
         rhs: ``b``, float64, shape ``(n,)`` or ``(n, k)``.
         ordering: Fill-reducing ordering (see :func:`analyze`).
         mode: CHOLMOD mode (see :func:`analyze`).
@@ -381,7 +381,7 @@ def selected_inverse(
     ordering: str = "amd",
     mode: str = "auto",
 ) -> np.ndarray:
-    """Entries of ``B⁻¹`` on the pattern, by Takahashi's recursion (SPEC.md §6.3). Eager.
+    """Entries of ``B⁻¹`` on the pattern, by Takahashi's recursion (docs/sparse_vjp.md, selected inversion). Eager.
 
     Args:
         pattern: Sparsity pattern of ``B``.
@@ -410,7 +410,7 @@ def check_positive_definite(
     """Raise :class:`NotPositiveDefiniteError` unless ``B`` is positive definite. Eager.
 
     CHOLMOD's simplicial mode does not fail on an indefinite matrix; this checks every pivot
-    (``diag(L) > 0`` or ``D > 0``) explicitly (SPEC.md §6.5).
+    (``diag(L) > 0`` or ``D > 0``) explicitly (docs/sparse_vjp.md, backends).
 
     Args:
         pattern: Sparsity pattern of ``B``.

@@ -1,4 +1,4 @@
-"""Dense reference for the sparse log-determinant and solve (SPEC.md §6.1, §6.5).
+"""Dense reference for the sparse log-determinant and solve (docs/sparse_vjp.md (contract, backends)).
 
 Same contract as :func:`geogp.linalg.cholmod.logdet_and_solve`, computed by densifying ``B``
 and calling ``jnp.linalg.cholesky``. Pure JAX: derivatives come from autodiff, so it is the
@@ -21,7 +21,7 @@ __all__ = ["logdet_and_solve", "to_dense"]
 
 
 def to_dense(pattern: SparsePattern, values: Any) -> jax.Array:
-    """Dense symmetric ``B = tril + trilᵀ − diag`` from values on the pattern (SPEC.md §6.2 (a)).
+    """Dense symmetric ``B = tril + trilᵀ − diag`` from values on the pattern (docs/sparse_vjp.md, convention (a)).
 
     Args:
         pattern: Sparsity pattern (lower triangle with diagonal).
@@ -39,11 +39,11 @@ def to_dense(pattern: SparsePattern, values: Any) -> jax.Array:
 
 
 def logdet_and_solve(pattern: SparsePattern, values: Any, rhs: Any) -> tuple[jax.Array, jax.Array]:
-    """``(log|B|, B⁻¹ b)`` by dense Cholesky: the reference implementation (SPEC.md §6.1).
+    """``(log|B|, B⁻¹ b)`` by dense Cholesky: the reference implementation (docs/sparse_vjp.md, contract).
 
     Args:
         pattern: Sparsity pattern of ``B`` (lower triangle with diagonal).
-        values: Values of ``B`` on the pattern, convention (a) of SPEC.md §6.2,
+        values: Values of ``B`` on the pattern, convention (a) of docs/sparse_vjp.md (adjoint),
             float64, shape ``(nnz,)``.
         rhs: Right-hand side ``b``, shape ``(n,)`` or ``(n, k)``.
 

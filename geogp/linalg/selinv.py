@@ -2,12 +2,12 @@
 
 Given ``C = L Lᵀ`` with ``L`` sparse lower triangular (CSC), Takahashi's recursion
 (Takahashi, Fagan & Chin 1973; Erisman & Tinney 1975) returns ``Z = C⁻¹`` on the pattern of
-``L + Lᵀ`` without ever forming the dense inverse (SPEC.md §6.3). The kernel here is the
+``L + Lᵀ`` without ever forming the dense inverse (docs/sparse_vjp.md, selected inversion). The kernel here is the
 supernodal (block) form of the recursion, compiled with numba:
 
 - columns with identical below-diagonal structure are grouped into supernodes
   ``J = [f, f + s)`` with common off-diagonal row set ``R`` (|R| = r);
-- for each supernode, last to first (SPEC.md §6.3 step 2, in blocks)::
+- for each supernode, last to first (docs/sparse_vjp.md (selected inversion) step 2, in blocks)::
 
       Z_RJ = −Z_RR L_RJ L_JJ⁻¹
       Z_JJ = L_JJ⁻ᵀ L_JJ⁻¹ − (L_RJ L_JJ⁻¹)ᵀ Z_RJ
@@ -15,7 +15,7 @@ supernodal (block) form of the recursion, compiled with numba:
   ``Z_RR`` lies in the pattern of ancestor columns (R is a clique of the filled graph), so it
   has already been computed. Large blocks use BLAS (``np.dot``); small ones plain loops.
 
-With ``s = 1`` this is exactly the column recursion of SPEC.md §6.3:
+With ``s = 1`` this is exactly the column recursion of docs/sparse_vjp.md (selected inversion):
 ``Z_ij = −(1/L_jj) Σ_k L_kj Z_ki`` and ``Z_jj = 1/L_jj² − (1/L_jj) Σ_k L_kj Z_kj``.
 
 Cost: about ``Σ_J (2 r² s + 3 s³)`` flops, the order of one numeric factorisation; memory
@@ -262,7 +262,7 @@ def _takahashi_kernel(indptr, indices, data, starts, z):  # pragma: no cover - c
 
 
 def takahashi(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray) -> np.ndarray:
-    """Selected inverse ``Z = (L Lᵀ)⁻¹`` on the pattern of ``L`` (SPEC.md §6.3).
+    """Selected inverse ``Z = (L Lᵀ)⁻¹`` on the pattern of ``L`` (docs/sparse_vjp.md, selected inversion).
 
     Args:
         indptr: Column pointers of the lower-triangular factor ``L``, shape ``(n + 1,)``.

@@ -1,6 +1,6 @@
 """The AFS variational GP estimator: statistics once, then L-BFGS on θ at no cost in N.
 
-Data flow (SPEC.md §3–4): inputs → standardise → window and :class:`FourierFeatures` →
+Data flow (docs/bound.md, docs/afs.md): inputs → standardise → window and :class:`FourierFeatures` →
 :class:`SufficientStats` (once) → ``collapsed_bound(θ, stats)`` → L-BFGS → :class:`Posterior`
 → predictions at points (NUFFT) or on grids (separable transforms), never an (N* × M) matrix.
 """
@@ -77,29 +77,29 @@ def grid_axes_info(axes) -> tuple[np.ndarray, np.ndarray]:
 
 
 class AFSRegressor:
-    """Precomputable approximate-Fourier-series variational GP (SPEC.md §3–4).
+    """Precomputable approximate-Fourier-series variational GP (docs/bound.md, docs/afs.md).
 
     Args:
         kernel: ``"matern32"`` (default), ``"se"``, ``"matern12"``, ``"matern52"``, sums such as
             ``"matern12+matern32"``, or a Kernel (initial parameters, standardised units). A
             kernel without a spectral density (``ProductKernel``) uses AFS-DFT λ and needs
-            ``lattice="full"`` (SPEC.md §4.4).
+            ``lattice="full"`` (docs/afs.md, AFS-DFT).
         n_features: target number of features M (the realised M is ``features_.n_features``),
             or ``"auto"``: M = N_obs/8 clipped to [2,000, 10,000] (:func:`auto_features`).
         n_freq: explicit K_d per dimension (overrides ``n_features``).
         lattice: ``"odd"`` (default) or ``"full"``.
-        window_factor: W_d = window_factor · W_xd (default 1/0.95, SPEC.md §4.1).
+        window_factor: W_d = window_factor · W_xd (default 1/0.95, docs/afs.md (window)).
         margin: extra window width on each side, in units of the data's extent (e.g. 0.1).
         lengthscale, variance, noise: initial hyperparameters in standardised units
-            (defaults ℓ = 0.2, σ_f² = 1, σ² = 1: SPEC.md §1).
+            (defaults ℓ = 0.2, σ_f² = 1, σ² = 1: docs/model.md).
         mean: mean function, None (zero on the standardised scale: the data's mean),
             ``"constant"``, ``"linear"`` or ``"quadratic"`` trend in the coordinates, learnt
             jointly with θ (:mod:`geogp.trend`).
         grid_mode: ``"exact"`` (default) uses the statistics of the observed cells with the
             window W = W_x·window_factor. ``"diagonal"`` is the Lemma 3.1 fast path for
-            *complete* rasters (G = N·I, O(M) per optimiser step, SPEC.md §4.6): it needs the
+            *complete* rasters (G = N·I, O(M) per optimiser step, docs/afs.md (gridded data)): it needs the
             window W_d = N_d η_d, one cell wider than the data, so the odd lattice's negative
-            alias makes opposite edges strongly anti-correlated (SPEC.md §4.6 "Pitfall").
+            alias makes opposite edges strongly anti-correlated (docs/afs.md (gridded data, pitfall)).
             Measured on non-periodic synthetic rasters, it biases the learnt lengthscale
             (downwards, more so as M grows); use it for periodic fields, or for speed when
             the bias is acceptable. Rasters with gaps always use the exact route.
@@ -273,7 +273,7 @@ class AFSRegressor:
         """Fit on a regular grid: ``values`` (N_1, ..., N_D) with NaN = missing, axis coordinates.
 
         Complete grids use G = N·I when Lemma 3.1 holds and ``grid_mode='diagonal'``; others use
-        the exact statistics of the observed cells from separable transforms (SPEC.md §4.6).
+        the exact statistics of the observed cells from separable transforms (docs/afs.md, gridded data).
         """
         axes = [np.asarray(a, dtype=np.float64) for a in axes]
         x0, eta = grid_axes_info(axes)
@@ -397,7 +397,7 @@ class AFSRegressor:
         elif hasattr(params["kernel"], "log_spectral_density"):
             loss = negative_bound_per_point  # module level: compiled once per parameter layout
             args = (stats, jnp.asarray(ff.frequencies), jnp.asarray(ff.log_norm))
-        else:  # no closed-form S (e.g. ProductKernel): AFS-DFT, full lattice (SPEC.md §4.4)
+        else:  # no closed-form S (e.g. ProductKernel): AFS-DFT, full lattice (docs/afs.md, AFS-DFT)
             def loss(p, st):
                 if "mean" in p:
                     st = residual_stats(st, p["mean"])
@@ -448,7 +448,7 @@ class AFSRegressor:
         ells = [np.min(np.asarray(p.lengthscale)) for p in getattr(self.kernel_, "parts", [self.kernel_])]
         if min(ells) * 3 > np.min(self.features_.width):
             warnings.warn("a learnt lengthscale is not small compared with the window "
-                          "(SPEC.md §4.3): aliasing may bias the fit; widen the window (margin).",
+                          "(docs/afs.md, aliasing and truncation): aliasing may bias the fit; widen the window (margin).",
                           stacklevel=3)
 
     # ------------------------------------------------------------------ results

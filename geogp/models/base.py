@@ -1,4 +1,4 @@
-"""Shared pieces of the estimators: predictions and standardisation (SPEC.md §1)."""
+"""Shared pieces of the estimators: predictions and standardisation (docs/model.md)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class Prediction(NamedTuple):
 
 @dataclass(frozen=True)
 class Standardizer:
-    """z-scores inputs per dimension and outputs with training statistics (SPEC.md §1).
+    """z-scores inputs per dimension and outputs with training statistics (docs/model.md).
 
     x̃_d = (x_d − x_mean_d)/x_scale_d, ỹ = (y − y_mean)/y_scale. Lengthscales learnt in
     standardised units are reported as ℓ_d·x_scale_d; signal and noise sd as ·y_scale.

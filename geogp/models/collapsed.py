@@ -1,4 +1,4 @@
-"""Collapsed (Titsias) bound and optimal posterior from precomputed statistics (SPEC.md §3).
+"""Collapsed (Titsias) bound and optimal posterior from precomputed statistics (docs/bound.md).
 
 Everything here is a pure function of (log λ, σ², k(0), :class:`~geogp.stats.SufficientStats`):
 the data are not touched. With A = I + σ⁻² Λ^{1/2} G Λ^{1/2} = L_A L_Aᵀ and
@@ -7,7 +7,7 @@ c = σ⁻² L_A⁻¹ (λ^{1/2} ⊙ r), the bound is
     L = −½ [N log 2πσ² + 2 Σ log diag L_A + σ⁻² yᵀy − ‖c‖² + σ⁻² (N k(0) − Σ_m λ_m G_mm)]
 
 (whitened, stable: A ⪰ I, K_uu = Λ⁻¹ is never formed). Per evaluation O(M³) (Cholesky) or O(M)
-when G is diagonal (complete grid, Lemma 3.1, SPEC.md §4.6).
+when G is diagonal (complete grid, Lemma 3.1, docs/afs.md (gridded data)).
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ __all__ = ["collapsed_bound", "trace_term", "Posterior", "posterior"]
 def trace_term(log_lam, kvar0, stats: SufficientStats):
     """t = tr K_ff − Σ_m λ_m G_mm = N k(0) − Σ λ_m G_mm: the "is M large enough?" diagnostic.
 
-    For exact inter-domain features t/(2σ²) ≤ E[L − L'] ≤ t/σ² (SPEC.md §3, Theorem 2.10).
+    For exact inter-domain features t/(2σ²) ≤ E[L − L'] ≤ t/σ² (docs/bound.md, Theorem 2.10).
     """
     return stats.n * kvar0 - jnp.sum(jnp.exp(log_lam) * stats.G_diag)
 
 
 def collapsed_bound(log_lam, noise, kvar0, stats: SufficientStats):
-    """The collapsed bound L'' (SPEC.md §3, whitened form; §4.6 when G is diagonal).
+    """The collapsed bound L'' (docs/bound.md, whitened form; docs/afs.md (gridded data) when G is diagonal).
 
     Args:
         log_lam: (M,) log λ_m = log (K_uu⁻¹)_mm.
@@ -108,7 +108,7 @@ _dense_parts.defvjp(_dense_fwd, _dense_bwd)
 
 
 class Posterior(NamedTuple):
-    """Optimal q(u) in whitened form, ready for prediction (SPEC.md §3, eq. 2.30).
+    """Optimal q(u) in whitened form, ready for prediction (docs/bound.md, eq. 2.30).
 
     Attributes:
         sqrt_lam: (M,) λ^{1/2}.

@@ -1,4 +1,4 @@
-"""The collapsed bound and posterior for large M, matrix-free (SPEC.md §3, §4.6; issue #9).
+"""The collapsed bound and posterior for large M, matrix-free (docs/matrix_free.md; issue #9).
 
 Same bound as :mod:`geogp.models.collapsed`, with A = I + σ⁻² Λ^{1/2} G Λ^{1/2}:
 

@@ -1,6 +1,6 @@
 """Exact Gaussian-process regression: the reference every approximation is tested against.
 
-Model y = f(x) + ε, f ~ GP(0, k), ε ~ N(0, σ²) (SPEC.md §1, §8). Functions are pure JAX in the
+Model y = f(x) + ε, f ~ GP(0, k), ε ~ N(0, σ²) (docs/model.md, docs/bound.md (baselines)). Functions are pure JAX in the
 kernel and noise; :class:`ExactGP` is the scikit-learn-style estimator around them.
 
 Cost: O(N³) time and O(N²) memory per evaluation; practical up to N ≈ 2·10⁴.
@@ -30,7 +30,7 @@ def _chol(kernel: Kernel, noise, X):
 
 
 def log_marginal_likelihood(kernel: Kernel, noise, X, y):
-    """log N(y | 0, K + σ²I) (SPEC.md §8, eq. 1.35).
+    """log N(y | 0, K + σ²I) (docs/bound.md (baselines), eq. 1.35).
 
     Args:
         kernel: the covariance function.
@@ -100,8 +100,8 @@ class ExactGP:
         kernel: name (``"se"``, ``"matern32"``, ``"matern12+matern32"``...) or a Kernel, whose
             parameters are then the initial values (in standardised units if ``standardize``).
         lengthscale, variance, noise: initial values when ``kernel`` is a name
-            (SPEC.md C.1.5 defaults: ℓ = 0.2, σ_f² = σ² = 1, in standardised units).
-        standardize: z-score inputs and targets with training statistics (SPEC.md §1).
+            (docs/model.md, thesis C.1.5 defaults: ℓ = 0.2, σ_f² = σ² = 1, in standardised units).
+        standardize: z-score inputs and targets with training statistics (docs/model.md).
         optimize: learn the hyperparameters (else keep the initial values).
         maxiter: L-BFGS iteration limit.
 

@@ -1,7 +1,7 @@
-"""SGPR, the collapsed variational GP with inducing inputs (Titsias 2009): SPEC.md §8 baseline.
+"""SGPR, the collapsed variational GP with inducing inputs (Titsias 2009): docs/bound.md baseline.
 
 Inducing inputs Z (M, D) give K_uf = k(Z, X) and K_uu = k(Z, Z) + 1e-8·σ_f²·I. The bound uses the
-stable whitened form of SPEC.md §8 in the §3 expression:
+stable whitened form of docs/bound.md (baselines) in the whitened bound:
 
     L_u = chol(K_uu),  V = L_u⁻¹ K_uf,  A = I + σ⁻² V Vᵀ = L_A L_Aᵀ,  c = σ⁻² L_A⁻¹ V y,
     L' = −½ [N log 2πσ² + 2 Σ log diag L_A + σ⁻² yᵀy − ‖c‖² + σ⁻² (N σ_f² − ‖V‖_F²)].
@@ -43,7 +43,7 @@ __all__ = [
     "SGPRRegressor",
 ]
 
-JITTER = 1e-8  # K_uu + JITTER·σ_f²·I (SPEC.md §8)
+JITTER = 1e-8  # K_uu + JITTER·σ_f²·I (docs/bound.md, baselines)
 _PREDICT_CHUNK = 8192
 
 
@@ -61,7 +61,7 @@ def _factors(kernel: Kernel, Z, X, jitter):
 
 
 def sgpr_trace_term(kernel: Kernel, Z, X, jitter: float = JITTER):
-    """t = tr(K_ff − Q_ff) = N σ_f² − ‖V‖_F²: the "is M large enough?" diagnostic (SPEC.md §3).
+    """t = tr(K_ff − Q_ff) = N σ_f² − ‖V‖_F²: the "is M large enough?" diagnostic (docs/bound.md).
 
     Args:
         kernel: a stationary kernel; Z: (M, D) inducing inputs; X: (N, D) inputs.
@@ -74,7 +74,7 @@ def sgpr_trace_term(kernel: Kernel, Z, X, jitter: float = JITTER):
 
 
 def sgpr_bound(kernel: Kernel, noise, Z, X, y, jitter: float = JITTER):
-    """The collapsed Titsias bound L' for inducing inputs Z (SPEC.md §3 and §8, stable form).
+    """The collapsed Titsias bound L' for inducing inputs Z (docs/bound.md (baselines), stable form).
 
     Args:
         kernel: a stationary kernel (k(x, x) = k(0) for all x).
@@ -106,7 +106,7 @@ _trace_jit = jax.jit(sgpr_trace_term, static_argnums=3)
 
 
 class SGPRPosterior(NamedTuple):
-    """Optimal q(u) for fixed Z and θ, ready for prediction (SPEC.md §3 with ψ* = L_u⁻¹ k(Z, x*)).
+    """Optimal q(u) for fixed Z and θ, ready for prediction (docs/bound.md with ψ* = L_u⁻¹ k(Z, x*)).
 
     Attributes:
         Z: (M, D) inducing inputs; chol_uu: (M, M) L_u; chol_a: (M, M) L_A; c: (M,) c.
@@ -135,7 +135,7 @@ def sgpr_predict(kernel: Kernel, post: SGPRPosterior, Xs) -> tuple[np.ndarray, n
     """Predictive mean and latent variance of f at Xs (N*, D).
 
     mean = a*ᵀ c, var_f = k(0) − ‖ψ*‖² + ‖a*‖² with ψ* = L_u⁻¹ k(Z, x*), a* = L_A⁻¹ ψ*
-    (SPEC.md §3, eq. 2.34). Returns two (N*,) arrays. Cost O(N* M²), in chunks of 8192 points.
+    (docs/bound.md, eq. 2.34). Returns two (N*,) arrays. Cost O(N* M²), in chunks of 8192 points.
     """
     Xs = np.asarray(Xs, dtype=np.float64)
     mean = np.empty(Xs.shape[0])
@@ -155,7 +155,7 @@ def greedy_variance(kernel: Kernel, X, n_inducing: int, tol: float = 1e-12) -> n
     """Greedy variance selection of inducing inputs = the pivots of a pivoted Cholesky of K_ff.
 
     Repeatedly picks n = argmax_n [k(x_n, x_n) − Σ_m V_mn²], the residual variance of f(x_n)
-    given the points already chosen (GVI report, Algorithm 1; Burt et al. 2020b; SPEC.md §8).
+    given the points already chosen (GVI report, Algorithm 1; Burt et al. 2020b; docs/bound.md (baselines)).
     Ties go to the lowest index. Stops early, with a warning, when every residual variance is
     ≤ tol·k(0) (e.g. duplicated inputs): further points would make K_uu singular.
 
@@ -225,7 +225,7 @@ def kmeans_inducing(X, n_inducing: int, seed: int = 0, n_iter: int = 20) -> np.n
 
 # ---------------------------------------------------------------------- estimator
 class SGPRRegressor:
-    """Collapsed SGPR (Titsias 2009) with fixed inducing inputs, the SPEC.md §8 baseline.
+    """Collapsed SGPR (Titsias 2009) with fixed inducing inputs, the docs/bound.md baseline.
 
     Args:
         kernel: name (``"se"``, ``"matern32"``, ``"matern12+matern32"``...) or a Kernel whose
@@ -237,8 +237,8 @@ class SGPRRegressor:
             under the learnt θ and refit, at most ``rounds`` fits in all; stops when Z no longer
             changes, and keeps the round with the highest bound (reselecting by variance does
             not always raise it). ``rounds=1`` (default) is a single fit with Z fixed.
-        lengthscale, variance, noise: initial values (SPEC.md §1 defaults ℓ = 0.2, σ_f² = σ² = 1).
-        standardize: z-score inputs and targets with training statistics (SPEC.md §1).
+        lengthscale, variance, noise: initial values (docs/model.md defaults ℓ = 0.2, σ_f² = σ² = 1).
+        standardize: z-score inputs and targets with training statistics (docs/model.md).
         optimize: learn θ (else keep the initial values). maxiter: L-BFGS iterations per round.
         seed: k-means seed. jitter: K_uu + jitter·σ_f²·I.
 

@@ -1,16 +1,16 @@
-"""Multiresolution (wavelet) variational GP with sparse precomputation (SPEC.md §3, §5, §6).
+"""Multiresolution (wavelet) variational GP with sparse precomputation (docs/bound.md, docs/wavelets.md, docs/sparse_vjp.md).
 
 The prior is the finite wavelet expansion f(x) = Σ_m u_m φ_m(x), u_m ~ N(0, λ_m(θ)) ("option A"
-of SPEC.md §5.3: the model kernel is the truncated sum, K_ff = ΦᵀΛΦ). Only λ depends on θ, so the
+of docs/wavelets.md (sparsity and bound): the model kernel is the truncated sum, K_ff = ΦᵀΛΦ). Only λ depends on θ, so the
 data enter once, through the sparse statistics G = ΦΦᵀ, r = Φy, yᵀy and N
 (:func:`geogp.features.wavelet.wavelet_statistics`). The collapsed bound in whitened form is
 
     A = I + σ⁻² Λ^{1/2} G Λ^{1/2}  (lower triangle on the fixed pattern P),   b = σ⁻² Λ^{1/2} r
-    (δ, γ) = (log|A|, A⁻¹b)                       sparse Cholesky behind a custom VJP (SPEC.md §6)
+    (δ, γ) = (log|A|, A⁻¹b)                       sparse Cholesky behind a custom VJP (docs/sparse_vjp.md)
     L′ = −½ [N log 2πσ² + δ + σ⁻² yᵀy − bᵀγ]
 
 and, because the trace term vanishes for the truncated prior, L′ equals the exact log marginal
-likelihood log N(y | 0, ΦᵀΛΦ + σ²I) (SPEC.md T20). Features with no data in their support are
+likelihood log N(y | 0, ΦᵀΛΦ + σ²I) (docs/tests.md T20). Features with no data in their support are
 pruned from the bound (they cancel) but kept for prediction, where they add their prior variance.
 
 Example:
@@ -62,7 +62,7 @@ _PREDICT_ENTRIES = 2**22  # entries of the dense (M_a, chunk) right-hand sides i
 
 
 def _load_linalg(backend: str):
-    """Return ``(SparsePattern, logdet_and_solve)`` of the chosen backend (SPEC.md §6.1)."""
+    """Return ``(SparsePattern, logdet_and_solve)`` of the chosen backend (docs/sparse_vjp.md, contract)."""
     if backend not in BACKENDS:
         raise InputError(f"backend must be one of {BACKENDS}; got {backend!r}.")
     from geogp import linalg
@@ -128,7 +128,7 @@ def make_problem(stats: WaveletStatistics, backend: str = "auto",
     Args:
         stats: precomputed statistics.
         backend: ``"cholmod"``, ``"dense"`` (reference; densifies A) or ``"auto"``.
-        normalisation: ``"amplitude"`` (default) or ``"l2"`` (SPEC.md §5.2).
+        normalisation: ``"amplitude"`` (default) or ``"l2"`` (docs/wavelets.md, coefficients).
         location: bump location of a basis function, ``"left"`` (t 2^{−j}, thesis eq. 4.26,
             default) or ``"centre"`` (middle of its support).
 
@@ -155,10 +155,10 @@ def _whitened_system(params: dict, problem: WaveletProblem):
     """A on P (pattern order) and b = σ⁻² Λ^{1/2} r for the active features."""
     log_lam = log_precisions(params, problem.basis.dims, problem.index, problem.normalisation,
                              problem.location)
-    sqrt_lam = jnp.exp(0.5 * log_lam)  # Λ^{1/2}, never formed from 1/λ (SPEC.md §3)
+    sqrt_lam = jnp.exp(0.5 * log_lam)  # Λ^{1/2}, never formed from 1/λ (docs/bound.md)
     inv_noise = 1.0 / params["noise"]
     rows, cols = problem.rows, problem.cols
-    # A_vals = 1[row = col] + σ⁻² √λ_row G_vals √λ_col                   (SPEC.md §5.3)
+    # A_vals = 1[row = col] + σ⁻² √λ_row G_vals √λ_col                   (docs/wavelets.md, sparsity and bound)
     a_vals = (rows == cols) + inv_noise * sqrt_lam[rows] * problem.g_vals * sqrt_lam[cols]
     b = inv_noise * sqrt_lam * problem.r  # b = σ⁻² Λ^{1/2} r
     return a_vals, b
@@ -176,7 +176,7 @@ def _bound_and_solution(params: dict, problem: WaveletProblem):
 
 
 def collapsed_bound(params: dict, problem: WaveletProblem):
-    """The collapsed (Titsias) bound L′ with sparse A (SPEC.md §3, §5.3).
+    """The collapsed (Titsias) bound L′ with sparse A (docs/bound.md, docs/wavelets.md).
 
     For the truncated prior it equals the exact log marginal likelihood
     log N(y | 0, ΦᵀΛΦ + σ²I) of the finite wavelet model.
@@ -195,7 +195,7 @@ def collapsed_bound(params: dict, problem: WaveletProblem):
 
 @dataclass(frozen=True, eq=False)
 class WaveletPosterior:
-    """Optimal q(u) at fixed θ (SPEC.md §3, eq. 2.30), in whitened coordinates.
+    """Optimal q(u) at fixed θ (docs/bound.md, eq. 2.30), in whitened coordinates.
 
     Attributes:
         params: the parameters. problem: the :class:`WaveletProblem`.
@@ -237,7 +237,7 @@ class WaveletPosterior:
         """Posterior mean and latent variance of f at X (standardised units).
 
         mean = ψ*ᵀγ (= σ⁻² φ*ᵀB⁻¹r) and var = Σ_{pruned} λ_m φ_m(x*)² + ψ_aᵀA⁻¹ψ_a
-        (= φ*ᵀB⁻¹φ* over the unpruned basis, SPEC.md §5.3).
+        (= φ*ᵀB⁻¹φ* over the unpruned basis, docs/wavelets.md (sparsity and bound)).
 
         Args:
             X: (N*, D) points inside the window.
@@ -292,9 +292,9 @@ def _loss_per_point(params: dict, problem: WaveletProblem):
 
 
 class WaveletRegressor:
-    """Non-stationary GP regression with a multiresolution (wavelet) prior (SPEC.md §5).
+    """Non-stationary GP regression with a multiresolution (wavelet) prior (docs/wavelets.md).
 
-    Inputs and targets are z-scored with training statistics (SPEC.md §1); the basis, window
+    Inputs and targets are z-scored with training statistics (docs/model.md); the basis, window
     and parameters live in standardised units. ``fit`` learns θ = (a_0, a_q, c_q, s_q, σ², and
     optionally b_q and σ_f²) per input dimension by L-BFGS on the collapsed bound.
 
@@ -315,7 +315,7 @@ class WaveletRegressor:
             bound is unchanged (they are pruned); predictions outside the window raise
             ``OutsideWindowError``.
         level: cascade level of the tabulated wavelets.
-        standardize: z-score inputs and targets (SPEC.md §1).
+        standardize: z-score inputs and targets (docs/model.md).
         optimize: learn θ (else keep the initial values).
         maxiter: L-BFGS iteration limit.
         backend: ``"auto"`` (CHOLMOD when available), ``"cholmod"`` or ``"dense"``.
@@ -471,7 +471,7 @@ class WaveletRegressor:
                        / float(self.params_["noise"]))
 
     def effective_lengthscale(self, X) -> np.ndarray:
-        """Heuristic local lengthscale (N*, D) in original units (SPEC.md §5.4)."""
+        """Heuristic local lengthscale (N*, D) in original units (docs/wavelets.md, effective lengthscale)."""
         X = as_points(X, "X", max_dims=2)
         ell = effective_lengthscale(self.params_, self.basis_.dims[0].iota, self.scaler_.x(X))
         return np.asarray(ell) * self.scaler_.x_scale

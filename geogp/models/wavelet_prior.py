@@ -1,4 +1,4 @@
-"""Coefficient prior of the multiresolution (wavelet) covariance function (SPEC.md §5.2, §5.4).
+"""Coefficient prior of the multiresolution (wavelet) covariance function (docs/wavelets.md).
 
 In one dimension the covariance function is (thesis eq. 4.23, corrected)
 
@@ -13,13 +13,13 @@ and g_q(x) = 2^{−((x − c_q)/s_q)²},
 
 Σ_{j≥ι} e_a(j) = 1 (A.75), so α + Σ_j β_j = 1 for Q = 0. A larger decay a puts less weight on
 fine levels, so a component adds fine-scale content near c_q when a_q < a_0 (the thesis's
-§4.3.0.13, and SPEC.md §5.2, state the opposite inequality). In D dimensions the kernel is the
+§4.3.0.13 states the opposite inequality). In D dimensions the kernel is the
 product of D such factors, each with its own parameters, times an overall amplitude σ_f²
 (fixed at 1 by default, as in the thesis). The inducing-feature precisions are then
 λ_m = σ_f² ∏_d β^{(d)}_{m_d}: the coefficients of the orthogonal basis functions (the RKHS inner
-products ⟨f, φ_m⟩ have K_uu = diag(1/λ) for any scaling of φ_m, SPEC.md §5.2).
+products ⟨f, φ_m⟩ have K_uu = diag(1/λ) for any scaling of φ_m, docs/wavelets.md).
 
-**Normalisation** (SPEC.md §5.2 caveat). ``"amplitude"`` (default) uses the unit-amplitude
+**Normalisation** (docs/wavelets.md, normalisation). ``"amplitude"`` (default) uses the unit-amplitude
 functions v(2^j x − t), w(2^j x − t), for which Haar gives k(x, x) = 1 − ½·2^{−(1+a_0)(j_max−ι+1)}:
 a_0 controls the scale, not the variance, as §4.3.0.12 intends. ``"l2"`` uses the L²-normalised
 functions 2^{j/2}v(2^j x − t) of eqs. 4.19/4.21; since the basis is the same up to scaling, it is
@@ -120,7 +120,7 @@ def log_coefficients_1d(decay, component_decay, component_weight, component_cent
         iota: canonical scale ι.
 
     Returns:
-        (M_d,) log coefficients; thesis eqs. 4.24–4.27 as corrected in SPEC.md §5.2.
+        (M_d,) log coefficients; thesis eqs. 4.24–4.27 as corrected in docs/wavelets.md (coefficients).
 
     Cost: O(M_d·Q).
     """
@@ -196,7 +196,7 @@ def log_precisions(params: dict, dims, index, normalisation: str = "amplitude",
 
 
 def effective_lengthscale(params: dict, iota: int, X):
-    """Heuristic local lengthscale per dimension (thesis eqs. 4.33–4.36, SPEC.md §5.4).
+    """Heuristic local lengthscale per dimension (thesis eqs. 4.33–4.36, docs/wavelets.md (effective lengthscale)).
 
     j′ = ι + ½ log₂e / (1 + a_0), j′_q = ι + ½ log₂e / (1 + a_q) and
     ℓ_eff(x) = [2^{−j′} + Σ_q b_q g_q(x) 2^{−j′_q}] / [1 + Σ_q b_q g_q(x)].

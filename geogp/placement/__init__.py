@@ -1,11 +1,11 @@
-"""Active sensor placement: suggest where to measure next (SPEC.md §7).
+"""Active sensor placement: suggest where to measure next (docs/placement.md).
 
 Given a fitted model (hyperparameters fixed), candidate locations V_c and target locations T,
 :func:`suggest_sites` picks k sites one at a time (greedy). Covariances of a conjugate Gaussian
 model do not depend on the observed values, so no value is needed for a suggested site and a
 batch of q suggestions is exactly q greedy steps.
 
-Everything happens in whitened feature space (SPEC.md §3). With ψ = λ^{1/2} ⊙ φ and
+Everything happens in whitened feature space (docs/bound.md). With ψ = λ^{1/2} ⊙ φ and
 A = I + σ⁻² Σ_n ψ_n ψ_nᵀ over the data, the latent posterior covariance is
 
     C(x, x') = k(x, x') − ψ(x)ᵀψ(x') + ψ(x)ᵀ A⁻¹ ψ(x'),
@@ -13,7 +13,7 @@ A = I + σ⁻² Σ_n ψ_n ψ_nᵀ over the data, the latent posterior covariance
 and measuring at x_a adds σ⁻²ψ_aψ_aᵀ to A. With w = A⁻¹ψ_a and d = σ² + ψ_aᵀw, one step is
 
     A⁻¹ ← A⁻¹ − w wᵀ/d                           (Sherman–Morrison, O(M²))
-    C   ← C − g gᵀ/d,     g(x) = ψ(x)ᵀ w          (SPEC.md §7, s_a = d)
+    C   ← C − g gᵀ/d,     g(x) = ψ(x)ᵀ w          (docs/placement.md, s_a = d)
 
 which reproduces the collapsed posterior recomputed with the site added (tests check it to
 1e-10). Candidates are scored in batches from maintained vectors: h_c = ψ_cᵀA⁻¹ψ_c, the
@@ -43,7 +43,7 @@ Krause's mutual information uses the model's finite-rank covariance ψᵀA⁻¹�
 kernel conditioned on the data) and the feature-space form of its "rest of V" term:
 with E = A + σ⁻² Σ_{c ∈ V∖A} ψ_cψ_cᵀ and q_a = ψ_aᵀE⁻¹ψ_a, σ²_{a|Ā} = σ⁴/(σ² − q_a), and
 selecting a downdates E by σ⁻²ψ_aψ_aᵀ. The gain is submodular, so lazy greedy (a heap of
-stale upper bounds, SPEC.md §7) returns the plain greedy picks.
+stale upper bounds, docs/placement.md) returns the plain greedy picks.
 
 The exact GP (:class:`geogp.models.exact.ExactGP`) enters the same machinery through
 explicit features of its posterior covariance on V_c ∪ T (an eigendecomposition, O(|V_c ∪ T|³)),

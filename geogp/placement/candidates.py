@@ -1,4 +1,4 @@
-"""Candidate and target locations for sensor placement (SPEC.md §7).
+"""Candidate and target locations for sensor placement (docs/placement.md).
 
 :class:`Candidates` holds locations in the model's input coordinates, either scattered points
 or cells of a regular tensor grid (then the grid's axes and the cells' flat indices are kept,

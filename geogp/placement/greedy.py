@@ -1,4 +1,4 @@
-"""Greedy site selection: :func:`suggest_sites` and its loop (SPEC.md §7).
+"""Greedy site selection: :func:`suggest_sites` and its loop (docs/placement.md).
 
 :class:`_Greedy` maintains, by rank-one updates, A⁻¹, the candidate vector h_c = ψ_cᵀA⁻¹ψ_c,
 the target diagonal C_T,ii and, per strategy, X = Ψ_Tᵀ A⁻¹ Ψ_c (``"mi"``; also
@@ -77,7 +77,7 @@ def _joint_pass(Xt, Yt, u, v, inv_d, p, inv_e, yu, inv_s, active, out):  # pragm
 
 # =========================================================================== greedy loop
 class _Greedy:
-    """State of one greedy run: the maintained matrices and vectors of SPEC.md §7."""
+    """State of one greedy run: the maintained matrices and vectors of docs/placement.md."""
 
     def __init__(self, pb: _Problem, strategy: str, criterion: str, lazy: bool, lazy_batch: int,
                  taken=()):
@@ -101,8 +101,8 @@ class _Greedy:
                     raise NotPositiveDefiniteError(
                         "the joint criterion needs C_T + σ²I positive definite, and it is not "
                         "here: with AFS, k − k̂ (the features' residual) need not be positive "
-                        "semi-definite (aliasing, SPEC.md §3). Use criterion='marginal' (the "
-                        "default, SPEC.md §7), fewer/more spread targets, or more features."
+                        "semi-definite (aliasing, docs/bound.md). Use criterion='marginal' (the "
+                        "default, docs/placement.md), fewer/more spread targets, or more features."
                     ) from err
                 self.Yt = np.ascontiguousarray(sla.cho_solve(cho, self.Xt.T).T)  # (R⁻¹X)ᵀ
         if strategy == "krause":
@@ -152,7 +152,7 @@ class _Greedy:
 
     # ------------------------------------------------------------------ update
     def add(self, a: int, active) -> dict:
-        """Absorb candidate a: rank-one updates of every maintained quantity (SPEC.md §7)."""
+        """Absorb candidate a: rank-one updates of every maintained quantity (docs/placement.md)."""
         pb, s2 = self.pb, self.pb.noise
         psi = pb.ops.rows([a])[0]
         w = self.Ainv @ psi  # w = A⁻¹ψ_a
@@ -211,7 +211,7 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
                   cost=None, budget: float | None = None, max_targets: int = 1000,
                   max_bytes: float = 2**28, lazy: bool | None = None, names=None, seed: int = 0,
                   dense_limit: int = _DENSE_LIMIT) -> pd.DataFrame:
-    """Suggest the next ``n`` measurement sites by greedy selection (SPEC.md §7).
+    """Suggest the next ``n`` measurement sites by greedy selection (docs/placement.md).
 
     Args:
         model: a fitted :class:`~geogp.models.afs.AFSRegressor` or

@@ -1,4 +1,4 @@
-"""Candidate feature operators and the placement problem (SPEC.md §7).
+"""Candidate feature operators and the placement problem (docs/placement.md).
 
 The greedy loop never needs the |V_c| × M matrix Ψ_c itself, only products with it: Ψ_c W,
 diag(Ψ_c B Ψ_cᵀ), ‖ψ_c‖² and Ψ_cᵀΨ_c. :class:`_DenseOps` keeps Ψ_c for small problems;

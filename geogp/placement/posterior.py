@@ -1,4 +1,4 @@
-"""Whitened AFS posterior with rank-one updates instead of refits (SPEC.md §3, §7).
+"""Whitened AFS posterior with rank-one updates instead of refits (docs/bound.md, docs/placement.md).
 
 With ψ = λ^{1/2} ⊙ φ and A = I + σ⁻² Σ_n ψ_nψ_nᵀ, measuring at x_a adds σ⁻²ψ_aψ_aᵀ to A, so
 A⁻¹ is updated by Sherman–Morrison in O(M²) (:func:`_rank1`). :class:`FeaturePosterior` holds
@@ -27,7 +27,7 @@ def _rank1(Mat, x, y, alpha: float) -> None:
 
 
 class FeaturePosterior:
-    """Whitened AFS posterior, updated by rank-one steps instead of refits (SPEC.md §3, §7).
+    """Whitened AFS posterior, updated by rank-one steps instead of refits (docs/bound.md, docs/placement.md).
 
     With ψ = λ^{1/2} ⊙ φ, A = I + σ⁻² Σ_n ψ_nψ_nᵀ and t = σ⁻² Σ_n ψ_n y_n:
     mean(x) = ψᵀA⁻¹t and var_f(x) = k(0) − ‖ψ‖² + ψᵀA⁻¹ψ (standardised units; the residual
@@ -139,7 +139,7 @@ def add_observations(model, X, y=None):
     """A copy of a fitted AFS model with observations added, without refitting.
 
     Hyperparameters, features, standardisation and mean function are kept; the posterior is
-    updated by one rank-one step per point (SPEC.md §7) and the statistics by the points'
+    updated by one rank-one step per point (docs/placement.md) and the statistics by the points'
     φφᵀ and φy. Without ``y`` the values are imputed by the predictive mean: only the
     covariance changes (the mean stays the same).
 

@@ -1,4 +1,4 @@
-"""Numerical Fourier and Hankel transforms under the convention of SPEC.md §1.
+"""Numerical Fourier and Hankel transforms under the convention of docs/model.md.
 
 S(ξ) = ∫ k(r) e^{−i2π ξ·r} dr and k(r) = ∫ S(ξ) e^{+i2π ξ·r} dξ. For even functions the 1-D
 transform is a cosine transform and the isotropic 2-D transform a Hankel transform of order 0,

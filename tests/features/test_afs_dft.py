@@ -1,4 +1,4 @@
-"""AFS-DFT: λ from the DFT of kernel samples (SPEC.md §4.4, T11; gradients T10)."""
+"""AFS-DFT: λ from the DFT of kernel samples (docs/afs.md (AFS-DFT), T11; gradients T10)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""AFS features: lattices, mask, implied kernel, Fourier-domain statistics (SPEC.md §4, T2, T9, T12)."""
+"""AFS features: lattices, mask, implied kernel, Fourier-domain statistics (docs/afs.md, T2, T9, T12)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from geogp.stats import dense_stats, grid_lemma_holds, grid_stats, points_stats
 
 
 def _alias_sum(kernel, r, period, signed, n_alias=2):
-    """Σ_j (±1)^{Σj} k(r − T∘j): the kernel implied by a saturated lattice (SPEC.md §4.1)."""
+    """Σ_j (±1)^{Σj} k(r − T∘j): the kernel implied by a saturated lattice (docs/afs.md, lattices)."""
     D = r.shape[-1]
     out = np.zeros(r.shape[:-1])
     for j in itertools.product(range(-n_alias, n_alias + 1), repeat=D):
@@ -185,7 +185,7 @@ def test_lemma_gcd_condition_matches_brute_force(N):
             E = np.exp(2j * np.pi * np.outer(z, n))
             is_diag = np.allclose(E @ E.conj().T, N * np.eye(M), atol=1e-9)
             assert is_diag == _lemma_gcd(N, a, M), (N, a, M)
-    assert not _lemma_gcd(6, 4, 4)  # SPEC.md §4.6 counterexample to the printed condition
+    assert not _lemma_gcd(6, 4, 4)  # docs/afs.md (gridded data) counterexample to the printed condition
 
 
 @pytest.mark.parametrize("lattice", ["odd", "full"])

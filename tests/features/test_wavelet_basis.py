@@ -1,4 +1,4 @@
-"""Wavelet tables, basis layout, sparse Φ and statistics (SPEC.md §5.1, §5.3; T18, T20)."""
+"""Wavelet tables, basis layout, sparse Φ and statistics (docs/wavelets.md; T18, T20)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Adapters: spatial dims, coordinates, nodata, CRS treatment and bad rasters (SPEC.md §1)."""
+"""Adapters: spatial dims, coordinates, nodata, CRS treatment and bad rasters (docs/model.md)."""
 
 from __future__ import annotations
 

@@ -194,7 +194,7 @@ def test_complete_raster_takes_the_lemma_path_only_on_request(fast):
     da = make_raster(frac_missing=0.0)
     assert not geogp.fit(da, **fast).estimators_[0].stats_.diagonal  # exact route by default
     model = geogp.fit(da, grid_mode="diagonal", **fast)
-    assert model.estimators_[0].stats_.diagonal  # G = N·I (SPEC.md §4.6)
+    assert model.estimators_[0].stats_.diagonal  # G = N·I (docs/afs.md, gridded data)
     assert np.isfinite(model.predict()["mean"]).all()
 
 

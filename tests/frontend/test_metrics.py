@@ -1,4 +1,4 @@
-"""Metrics of SPEC.md §9, checked against numerical integration and scale identities (T22)."""
+"""Metrics of docs/crossvalidation.md (scores), checked against numerical integration and scale identities (T22)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_crps_closed_form_matches_the_integral(y, mu, s):
 
 def test_scale_identities(rng):
     """On the standardised scale ×s_y gives RMSE, MAE, CRPS, IS; NLPD shifts by log s_y;
-    coverage is unchanged (SPEC.md §9, eqs. 2.118–2.119)."""
+    coverage is unchanged (docs/crossvalidation.md (scores), eqs. 2.118–2.119)."""
     y, mu = rng.normal(size=200), rng.normal(size=200)
     s = rng.uniform(0.5, 2.0, size=200)
     m, sy = 3.7, 42.0

@@ -1,7 +1,7 @@
-"""CHOLMOD ``logdet_and_solve`` vs the dense reference (SPEC.md §6; T13, T15, T16).
+"""CHOLMOD ``logdet_and_solve`` vs the dense reference (docs/sparse_vjp.md; T13, T15, T16).
 
 Every value and gradient is compared with :mod:`geogp.linalg.dense` (dense Cholesky, gradients
-by JAX autodiff), with the closed-form adjoint of SPEC.md §6.2 written with a dense inverse,
+by JAX autodiff), with the closed-form adjoint of docs/sparse_vjp.md (adjoint) written with a dense inverse,
 or with finite differences (``jax.test_util.check_grads``).
 """
 
@@ -100,7 +100,7 @@ def test_gradient_of_each_output_alone(which, rng):
 
 
 def test_convention_a_matches_closed_form_adjoint(rng):
-    """SPEC.md §6.2 (a): diagonal δ̄Z_ii − b̄_iγ_i; below 2δ̄Z_ij − (b̄_iγ_j + b̄_jγ_i)."""
+    """docs/sparse_vjp.md, convention (a): diagonal δ̄Z_ii − b̄_iγ_i; below 2δ̄Z_ij − (b̄_iγ_j + b̄_jγ_i)."""
     pattern, values, rhs = _problem("random200", rng)
     g_logdet, g_x = 0.8, rng.standard_normal(pattern.n)
     _, vjp = jax.vjp(lambda v, b: cholmod.logdet_and_solve(pattern, v, b), values, rhs)
@@ -119,7 +119,7 @@ def test_convention_a_matches_closed_form_adjoint(rng):
 def test_convention_b_both_triangles_through_symmetrisation(rng):
     """(b): both triangles stored; forward factors (V + Vᵀ)/2.
 
-    Cotangent per stored entry: δ̄ Z_ij − ½(b̄_iγ_j + b̄_jγ_i) (SPEC.md §6.2).
+    Cotangent per stored entry: δ̄ Z_ij − ½(b̄_iγ_j + b̄_jγ_i) (docs/sparse_vjp.md, adjoint).
     """
     a = _matrix("random10", rng)
     pattern = SparsePattern.from_scipy(a)

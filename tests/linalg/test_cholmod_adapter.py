@@ -1,4 +1,4 @@
-"""The scikit-sparse adapters (SPEC.md §6.5; T16).
+"""The scikit-sparse adapters (docs/sparse_vjp.md (backends); T16).
 
 scikit-sparse 0.5 needs SuiteSparse ≥ 7.4 and cannot be built here, so its adapter runs against
 a mock that mimics the 0.5 API (``CholeskyFactor(A, lower=, order=, supernodal_mode=)``,

@@ -1,4 +1,4 @@
-"""Takahashi selected inverse vs the dense inverse (SPEC.md §6.3; T14).
+"""Takahashi selected inverse vs the dense inverse (docs/sparse_vjp.md (selected inversion); T14).
 
 The compiled kernel is checked on its own (factor from numpy's dense Cholesky, stored on a
 symbolic pattern computed by dense elimination), then through CHOLMOD with the orderings

@@ -1,4 +1,4 @@
-"""SparsePattern: canonical lower-triangle storage, conversions, use under jit (SPEC.md §6.2)."""
+"""SparsePattern: canonical lower-triangle storage, conversions, use under jit (docs/sparse_vjp.md, adjoint)."""
 
 from __future__ import annotations
 

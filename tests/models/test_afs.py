@@ -1,4 +1,4 @@
-"""AFS collapsed bound, posterior and estimator against exact references (SPEC.md §3–4, T3–T8, T10)."""
+"""AFS collapsed bound, posterior and estimator against exact references (docs/bound.md, docs/afs.md, T3–T8, T10)."""
 
 from __future__ import annotations
 

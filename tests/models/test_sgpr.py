@@ -1,4 +1,4 @@
-"""SGPR baseline against exact references (SPEC.md §8, T23, T10)."""
+"""SGPR baseline against exact references (docs/bound.md (baselines), T23, T10)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Wavelet coefficient prior, collapsed bound, posterior and estimator (SPEC.md §5; T19, T20, T25).
+"""Wavelet coefficient prior, collapsed bound, posterior and estimator (docs/wavelets.md; T19, T20, T25).
 
 Every check compares with an independent reference: the thesis formulas written out in plain
 numpy, dense N×N Gaussian-process algebra with K = ΦᵀΛΦ (``_reference.dense_gp``), a dense
@@ -161,7 +161,7 @@ def test_normalisation_identities(a0):
                        ("l2", 2.0**iota * 0.5 + np.sum(2.0**levels * beta))]:
         lam = np.exp(np.asarray(_log_precisions(params, basis.dims, idx, norm)))
         np.testing.assert_allclose(lam @ phi**2, want, rtol=0, atol=1e-12)
-    if a0 == 0.5:  # the values quoted in SPEC.md §5.2 for the L² convention
+    if a0 == 0.5:  # the values quoted in docs/wavelets.md (normalisation) for the L² convention
         assert abs(2.0**iota * 0.5 + np.sum(2.0**levels * beta) - 0.37) < 0.005
 
 
@@ -372,7 +372,7 @@ def test_regressor_rejects_bad_data():
 
 # --------------------------------------------------------------------------- T25 (slow)
 def _toy(seed):
-    """SPEC.md §10 non-stationary toy: 180 points on [−5, 5], patch of 18 around x = 2."""
+    """docs/tests.md (reference experiments) non-stationary toy: 180 points on [−5, 5], patch of 18 around x = 2."""
     rng = np.random.default_rng(seed)
     x = np.linspace(-5, 5, 180)
     u = (x + 5) / 10
@@ -409,7 +409,7 @@ def test_t25_wavelets_on_patch(t25_rmse):
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=False, reason=(
-    "under the SPEC.md §10 toy (h on g(u) ∈ [0, 1], ℓ = 0.4) the censored patch is about one "
+    "under the docs/tests.md (reference experiments) toy (h on g(u) ∈ [0, 1], ℓ = 0.4) the censored patch is about one "
     "local lengthscale wide and an exact SE GP bridges it (RMSE ≈ 0.05–0.16 over seeds, "
     "thesis 0.425); see benchmarks/bench_wavelet_patch.py"))
 def test_t25_stationary_as_in_thesis(t25_rmse):

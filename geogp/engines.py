@@ -11,6 +11,8 @@ Models:
     ``"wavelet"``: :class:`~geogp.models.wavelet.WaveletRegressor`, when that module is
     installed; rasters are fitted on their observed cells as scattered points.
     ``"exact"``: :class:`~geogp.models.exact.ExactGP`, for small data (≤ 5,000 points).
+    ``"lattice"``: :class:`~geogp.models.lattice.LatticeRegressor`, an SPDE/GMRF on the cells
+    of a regular raster (sparse Cholesky); rasters only.
 """
 
 from __future__ import annotations
@@ -26,13 +28,14 @@ from geogp.models.base import Prediction
 __all__ = ["MODELS", "make_estimator", "fit_grid", "fit_points", "predict_grid",
            "predict_points", "describe", "EXACT_MAX_POINTS"]
 
-MODELS = ("afs", "wavelet", "exact")
+MODELS = ("afs", "wavelet", "exact", "lattice")
 EXACT_MAX_POINTS = 5000
 DEFAULT_KERNEL, DEFAULT_FEATURES, DEFAULT_MEAN = "matern12", "auto", "linear"  # see make_estimator
 _CLASSES = {
     "afs": ("geogp.models.afs", "AFSRegressor"),
     "wavelet": ("geogp.models.wavelet", "WaveletRegressor"),
     "exact": ("geogp.models.exact", "ExactGP"),
+    "lattice": ("geogp.models.lattice", "LatticeRegressor"),
 }
 
 
@@ -90,7 +93,8 @@ def make_estimator(model: str = "afs", kernel=None, n_features=None, options: di
 
 
 def _kind(est) -> str:
-    return {"AFSRegressor": "afs", "WaveletRegressor": "wavelet", "ExactGP": "exact"}.get(
+    return {"AFSRegressor": "afs", "WaveletRegressor": "wavelet", "ExactGP": "exact",
+            "LatticeRegressor": "lattice"}.get(
         type(est).__name__, "other")
 
 
@@ -135,6 +139,8 @@ def fit_grid(est, axes: list, values, regular: bool):
     """
     if _kind(est) == "afs" and regular:
         return est.fit_grid(axes, values)
+    if _kind(est) == "lattice":  # SPDE/GMRF on the raster's own cells (regular rasters only)
+        return est.fit_grid(axes, values)
     v = np.asarray(values, dtype=np.float64)
     if np.isinf(v).any():
         raise InputError("the raster contains infinite values; replace them by NaN (missing) "
@@ -157,7 +163,7 @@ def predict_grid(est, axes: list, outside: str = "raise", block_cells: int = 2**
     parts = []
     for start in range(0, ny, step):
         rows = axes[0][start:start + step]
-        if _kind(est) == "afs":
+        if _kind(est) in ("afs", "lattice"):
             p = est.predict_grid([rows, axes[1]], outside=outside)
         else:
             Y, X = np.meshgrid(rows, axes[1], indexing="ij")
@@ -203,6 +209,8 @@ def describe(est) -> dict:
         out["noise_sd"] = float(np.sqrt(est.noise_) * sc.y_scale)
         if kind == "afs":
             out["n_features"] = est.features_.n_features
+    elif kind == "lattice":
+        out.update(est.describe())
     elif kind == "wavelet":
         out["noise_sd"] = float(np.sqrt(float(est.params_["noise"])) * sc.y_scale)
         out["n_features"] = int(est.n_features_)

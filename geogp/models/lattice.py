@@ -379,6 +379,11 @@ class LatticeRegressor:
                 "Crop or coarsen the raster, reduce margin, use alpha=1, or raise max_bytes.")
 
     # ------------------------------------------------------------------ fitting
+    def fit(self, X, y):
+        """Not available: the lattice model lives on a raster's cells (use :meth:`fit_grid`)."""
+        raise InputError("model='lattice' fits rasters only (its field lives on the raster's "
+                         "cells); grid the points first or use model='afs'.")
+
     def fit_grid(self, axes, values) -> LatticeRegressor:
         """Fit on a regular raster: ``axes`` = (y coordinates, x coordinates) in model units,
         ``values`` (n_y, n_x) with NaN = missing. Returns self.

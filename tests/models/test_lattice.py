@@ -257,3 +257,30 @@ def test_bad_input_refused(rng):
         est.predict(np.array([[-5.0, 0.0]]))
     assert np.isnan(est.predict(np.array([[-5.0, 0.0]]), outside="nan").mean[0])
     assert np.isfinite(est.predict(np.array([[-1.0, 9.0]])).mean[0])  # inside the margin
+
+
+# --------------------------------------------------------------------------- front end
+def test_front_end_fit_predict_and_cross_validate(rng):
+    import xarray as xr
+
+    import geogp
+
+    obs, v = _data(rng, (12, 14), 0.3)
+    da = xr.DataArray(v, dims=("y", "x"),
+                      coords={"y": 500.0 - 10.0 * np.arange(12), "x": 10.0 * np.arange(14)})
+    model = geogp.fit(da, model="lattice", crs="EPSG:3857", margin=3, maxiter=20)
+    out = model.predict()
+    assert out["mean"].shape == (12, 14) and np.all(np.isfinite(out["std"].values))
+    # at observed cells the mean is close to the data (the noise is small relative to them)
+    assert np.nanmax(np.abs(out["mean"].values - v)) < 3 * float(np.nanstd(v))
+    assert np.all(out["std"].values >= out["std_latent"].values)
+    hp = model.hyperparameters()
+    assert hp["lengthscale_y"].iloc[0] > 0 and hp["noise_sd"].iloc[0] > 0
+    with pytest.raises(InputError, match="rasters only"):
+        import pandas as pd
+
+        pts = pd.DataFrame({"x": [0.0, 1.0, 2.0], "y": [0.0, 1.0, 0.5], "value": [1.0, 2, 3]})
+        geogp.fit(pts, model="lattice", crs="EPSG:3857")
+    cv = geogp.cross_validate(da, folds="random", n_folds=2, model="lattice", margin=3,
+                              maxiter=10, crs="EPSG:3857")
+    assert np.isfinite(cv.scores()["rmse"]).all()

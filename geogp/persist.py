@@ -13,6 +13,12 @@ The file holds plain arrays and one JSON document (``__meta__``):
 Loading rebuilds the estimators from these arrays, so predictions are reproduced bit for bit.
 Only numeric, datetime and string arrays are stored; ``np.load(allow_pickle=False)`` reads them.
 Models other than ``afs`` cannot be saved yet.
+
+Files are untrusted on loading (:mod:`geogp.persist_checks`): the declared array sizes are
+checked before anything is read, every metadata key for presence and type, every array for
+dtype, shape, finiteness and sign, and (format version 2) a SHA-256 digest per array, so a
+damaged or tampered file raises :class:`~geogp.exceptions.ReadError` instead of predicting
+garbage.
 """
 
 from __future__ import annotations
@@ -29,11 +35,13 @@ from geogp.adapters import GridSpec
 from geogp.exceptions import GeogpError, InputError, ReadError
 from geogp.io import atomic_path
 from geogp.outputs import Target
+from geogp.persist_checks import (Arrays, check_declared_memory, declared_arrays, digest,
+                                  meta_digest, require)
 
 __all__ = ["save_model", "load_model", "FORMAT", "FORMAT_VERSION"]
 
 FORMAT = "geogp-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: SHA-256 digest of every array in the metadata (1 is still read)
 _OPTIONAL_STATS = ("F", "HH", "Hy")  # mean-function statistics, when the model has one
 # matrix-free models (solver="iterative"): GramOperator fields, IterativePosterior arrays
 _OPERATOR_FIELDS = ("chat", "coef", "index", "diag", "low", "G_low")
@@ -165,6 +173,8 @@ def save_model(model, path, *, overwrite: bool = False) -> Path:
         "n_observed": list(model.n_observed_), "fit_time_s": list(model.fit_time_s_),
         "slices": slices,
     }
+    meta["checksums"] = {k: digest(np.asarray(v)) for k, v in arrays.items()}
+    meta["meta_digest"] = meta_digest(meta)
     arrays["__meta__"] = np.array(json.dumps(meta))
     with atomic_path(path, overwrite) as tmp:
         with open(tmp, "wb") as f:
@@ -173,96 +183,200 @@ def save_model(model, path, *, overwrite: bool = False) -> Path:
 
 
 # --------------------------------------------------------------------------- loading
-def _load_afs(meta: dict, pre: str, z) -> object:
+def _load_afs(meta: dict, pre: str, z: Arrays) -> object:
     from geogp.features.fourier import FourierFeatures
-    from geogp.optimize import FitReport
+    from geogp.features.gram_operator import GramOperator
     from geogp.models.afs import AFSRegressor
     from geogp.models.base import Standardizer
-    from geogp.features.gram_operator import GramOperator
     from geogp.models.collapsed import Posterior
     from geogp.models.collapsed_iterative import IterativePosterior
+    from geogp.optimize import FitReport
     from geogp.stats import SufficientStats
 
+    where = f"slice {pre[:-1]}"
+    names = require(meta, "kernel_parts", "list", where)
+    if not names or not all(isinstance(n, str) and n in _KERNELS for n in names):
+        raise ReadError(f"model file {where}: unknown kernel parts {names!r:.80}; expected "
+                        f"names among {sorted(_KERNELS)}.")
+    center = z.get(f"{pre}features/center", ndim=1)
+    D = center.shape[0]
     parts = []
-    for i, cls_name in enumerate(meta["kernel_parts"]):
-        cls = getattr(_kernels, cls_name)
-        parts.append(cls(lengthscale=z[f"{pre}kernel/{i}/lengthscale"],
-                         variance=z[f"{pre}kernel/{i}/variance"]))
+    for i, cls_name in enumerate(names):
+        parts.append(getattr(_kernels, cls_name)(
+            lengthscale=z.get(f"{pre}kernel/{i}/lengthscale", shape=(D,), positive=True),
+            variance=z.get(f"{pre}kernel/{i}/variance", ndim=0, positive=True)))
     kernel = parts[0] if len(parts) == 1 else _kernels.SumKernel(parts)
-    init = dict(meta["init"])
+    init = dict(require(meta, "init", "dict", where))
     accepted = set(_init_names(AFSRegressor))
-    est = AFSRegressor(kernel=init.pop("kernel") or kernel,
-                       **{k: v for k, v in init.items() if k in accepted})
+    kname = init.pop("kernel", None)
+    try:
+        est = AFSRegressor(kernel=kname if isinstance(kname, str) else kernel,
+                           **{k: v for k, v in init.items() if k in accepted})
+    except (TypeError, ValueError) as err:
+        raise ReadError(f"model file {where}: invalid estimator options ({err}).") from None
+    n_freq = require(meta, "n_freq", "list", where)
+    lattice = require(meta, "lattice", "str", where)
+    if len(n_freq) != D or not all(isinstance(k, int) and k >= 1 for k in n_freq) \
+            or lattice not in ("odd", "full"):
+        raise ReadError(f"model file {where}: n_freq {n_freq!r:.60} / lattice {lattice!r} do "
+                        f"not describe a {D}-D feature set.")
+    rows = z.get(f"{pre}features/rows", ndim=2, kind="iu")
+    M = rows.shape[0]
     est.features_ = FourierFeatures(
-        z[f"{pre}features/center"], z[f"{pre}features/width"], tuple(meta["n_freq"]),
-        meta["lattice"], z[f"{pre}features/rows"], z[f"{pre}features/numerators"],
-        z[f"{pre}features/kinds"])
-    optional = {k: jnp.asarray(z[f"{pre}stats/{k}"]) for k in _OPTIONAL_STATS
-                if f"{pre}stats/{k}" in z.files}
-    matrix_free = bool(meta.get("matrix_free", False))
+        center, z.get(f"{pre}features/width", shape=(D,), positive=True), tuple(n_freq),
+        lattice, rows, z.get(f"{pre}features/numerators", shape=(M, D)),
+        z.get(f"{pre}features/kinds", shape=(M, D), kind="iu"))
+    optional = {k: jnp.asarray(z.get(f"{pre}stats/{k}")) for k in _OPTIONAL_STATS
+                if f"{pre}stats/{k}" in z}
+    matrix_free = require(meta, "matrix_free", "bool", where)
+    diagonal = require(meta, "diagonal", "bool", where)
     if matrix_free:
-        G = GramOperator(*(jnp.asarray(z[f"{pre}stats/G/{k}"]) if f"{pre}stats/G/{k}" in z.files
-                           else None for k in _OPERATOR_FIELDS))
+        G = GramOperator(*(jnp.asarray(z.get(f"{pre}stats/G/{k}", kind="iufc"))
+                           if f"{pre}stats/G/{k}" in z else None for k in _OPERATOR_FIELDS))
     else:
-        G = jnp.asarray(z[f"{pre}stats/G"])
-    est.stats_ = SufficientStats(G, jnp.asarray(z[f"{pre}stats/r"]),
-                                 jnp.asarray(z[f"{pre}stats/yy"]), jnp.asarray(z[f"{pre}stats/n"]),
-                                 meta["diagonal"], **optional)
+        G = jnp.asarray(z.get(f"{pre}stats/G", shape=(M,) if diagonal else (M, M)))
+    est.stats_ = SufficientStats(G, jnp.asarray(z.get(f"{pre}stats/r", shape=(M,))),
+                                 jnp.asarray(z.get(f"{pre}stats/yy", ndim=0)),
+                                 jnp.asarray(z.get(f"{pre}stats/n", ndim=0, positive=True)),
+                                 diagonal, **optional)
     est.solver_ = "iterative" if matrix_free else "dense"
     for name in ("beta_", "powers_"):
-        setattr(est, name, z[f"{pre}{name}"] if f"{pre}{name}" in z.files else None)
-    est.kernel_, est.noise_ = kernel, float(meta["noise"])
+        setattr(est, name, z.get(f"{pre}{name}", kind="iuf") if f"{pre}{name}" in z else None)
+    est.kernel_ = kernel
+    est.noise_ = require(meta, "noise", "float", where, positive=True)
+    post_noise = require(meta, "posterior_noise", "float", where, positive=True)
+    kvar0 = require(meta, "kvar0", "float", where, positive=True)
     if matrix_free:
-        got = {k: (z[f"{pre}posterior/{k}"] if f"{pre}posterior/{k}" in z.files else None)
+        got = {k: (z.get(f"{pre}posterior/{k}") if f"{pre}posterior/{k}" in z else None)
                for k in _ITERATIVE_POSTERIOR_ARRAYS}
-        its = meta.get("cg_iterations") or [0, []]
-        est.posterior_ = IterativePosterior(**got, noise=float(meta["posterior_noise"]),
-                                            kvar0=float(meta["kvar0"]),
-                                            cg_iterations=(int(its[0]), tuple(its[1])))
+        if got["weights"] is None or got["weights"].shape != (M,):
+            raise ReadError(f"model file {where}: the posterior weights are missing or not "
+                            f"of shape ({M},).")
+        its = require(meta, "cg_iterations", "list", where)
+        try:
+            cg = (int(its[0]), tuple(int(i) for i in its[1]))
+        except (TypeError, ValueError, IndexError):
+            raise ReadError(f"model file {where}: 'cg_iterations' is malformed.") from None
+        est.posterior_ = IterativePosterior(**got, noise=post_noise, kvar0=kvar0,
+                                            cg_iterations=cg)
     else:
-        est.posterior_ = Posterior(z[f"{pre}posterior/sqrt_lam"], z[f"{pre}posterior/weights"],
-                                   z[f"{pre}posterior/quad"], z[f"{pre}posterior/chol"],
-                                   float(meta["posterior_noise"]), float(meta["kvar0"]))
-    est.scaler_ = Standardizer(z[f"{pre}scaler/x_mean"], z[f"{pre}scaler/x_scale"],
-                               float(meta["y_mean"]), float(meta["y_scale"]))
-    est.report_ = FitReport(**meta["report"], history=z[f"{pre}report/history"].tolist())
-    est.stats_time_s_ = meta["stats_time_s"]
+        square = (M,) if diagonal else (M, M)
+        est.posterior_ = Posterior(z.get(f"{pre}posterior/sqrt_lam", shape=(M,), positive=True),
+                                   z.get(f"{pre}posterior/weights", shape=(M,)),
+                                   z.get(f"{pre}posterior/quad", shape=square),
+                                   z.get(f"{pre}posterior/chol", shape=square),
+                                   post_noise, kvar0)
+    est.scaler_ = Standardizer(z.get(f"{pre}scaler/x_mean", shape=(D,)),
+                               z.get(f"{pre}scaler/x_scale", shape=(D,), positive=True),
+                               require(meta, "y_mean", "float", where),
+                               require(meta, "y_scale", "float", where, positive=True))
+    rep = require(meta, "report", "dict", where)
+    try:
+        est.report_ = FitReport(**rep, history=z.get(f"{pre}report/history",
+                                                     finite=False).tolist())
+    except TypeError as err:
+        raise ReadError(f"model file {where}: malformed fit report ({err}).") from None
+    est.stats_time_s_ = meta.get("stats_time_s", float("nan"))
     return est
 
 
-def load_model(path):
-    """Read a model written by :func:`save_model`; returns a fitted GeoRegressor."""
+_KERNELS = {"SquaredExponential", "Matern12", "Matern32", "Matern52"}
+
+
+def _read_meta(path: Path, max_bytes) -> tuple:
+    declared = declared_arrays(path)
+    check_declared_memory(declared, max_bytes)
+    if "__meta__" not in declared or declared["__meta__"][0] != () \
+            or declared["__meta__"][1].kind != "U":
+        raise ReadError(f"{str(path)!r} is not a geogp model file (no metadata).")
+    try:
+        z = np.load(path, allow_pickle=False)
+        meta = json.loads(str(z["__meta__"]))
+    except Exception as err:
+        raise ReadError(f"{str(path)!r} is not a geogp model file ({err}).") from None
+    if not isinstance(meta, dict):
+        z.close()
+        raise ReadError(f"{str(path)!r}: the metadata must be a JSON object; got "
+                        f"{type(meta).__name__}.")
+    return z, meta
+
+
+def load_model(path, *, max_bytes: float | None = None):
+    """Read a model written by :func:`save_model`; returns a fitted GeoRegressor.
+
+    ``max_bytes`` caps the memory the file's arrays may declare (default 80 % of the
+    machine's RAM); larger files are refused before anything is read. Damaged or tampered
+    files raise :class:`~geogp.exceptions.ReadError`.
+    """
     from geogp.api import GeoRegressor
 
     path = Path(path)
     if not path.is_file():
         raise ReadError(f"cannot read {str(path)!r}: no such file.")
-    try:
-        z = np.load(path, allow_pickle=False)
-        meta = json.loads(str(z["__meta__"]))
-    except Exception as err:
-        raise ReadError(f"{str(path)!r} is not a geogp model file ({err}).") from err
-    if meta.get("format") != FORMAT or meta.get("format_version", 0) > FORMAT_VERSION:
-        raise ReadError(f"{str(path)!r} is not a geogp model file of a supported version "
-                        f"(format {meta.get('format')!r}, version {meta.get('format_version')}).")
+    z, meta = _read_meta(path, max_bytes)
     with z:
-        p = meta["params"]
-        model = GeoRegressor(p["model"], kernel=p["kernel"], n_features=p["n_features"],
-                             share_hyperparameters=p["share_hyperparameters"],
-                             nodata=p["nodata"], options=p["options"] or None)
-        model.estimators_ = [_load_afs(m, f"s{k}/", z) for k, m in enumerate(meta["slices"])]
-        spec = GridSpec(**meta["spec"])
-        t = meta["target"]
+        version = meta.get("format_version")
+        if meta.get("format") != FORMAT or isinstance(version, bool) \
+                or not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
+            raise ReadError(f"{str(path)!r} is not a geogp model file of a supported version "
+                            f"(format {meta.get('format')!r:.40}, version {version!r:.20}; this "
+                            f"geogp reads versions 1 to {FORMAT_VERSION}).")
+        checksums = None
+        if version >= 2:
+            checksums = require(meta, "checksums", "dict")
+            if meta.get("meta_digest") != meta_digest(meta):
+                raise ReadError("the model file's metadata does not match its digest: the file "
+                                "was changed after it was written.")
+            unknown = set(z.files) - set(checksums) - {"__meta__"}
+            if unknown:
+                raise ReadError(f"the model file holds arrays without a checksum: "
+                                f"{sorted(unknown)[:3]}; it was changed after it was written.")
+        arrays = Arrays(z, checksums)
+        p = require(meta, "params", "dict")
+        if require(p, "model", "str", "params") != "afs":
+            raise ReadError(f"model {p['model']!r:.30} cannot be loaded; only 'afs' models are "
+                            "saved by this geogp.")
+        options = require(p, "options", "dict", "params", nullable=True)
+        model = GeoRegressor("afs", kernel=require(p, "kernel", "str", "params", nullable=True),
+                             n_features=p.get("n_features"),
+                             share_hyperparameters=bool(p.get("share_hyperparameters", False)),
+                             nodata=p.get("nodata"), options=options or None)
+        slices = require(meta, "slices", "list")
+        if not slices or not all(isinstance(m, dict) for m in slices):
+            raise ReadError("model file metadata: 'slices' must be a non-empty list of objects.")
+        model.estimators_ = [_load_afs(m, f"s{k}/", arrays) for k, m in enumerate(slices)]
+        sp = require(meta, "spec", "dict")
+        try:
+            spec = GridSpec(**sp)
+        except TypeError as err:
+            raise ReadError(f"model file metadata: malformed grid spec ({err}).") from None
+        t = require(meta, "target", "dict", nullable=True)
         target = None
         if t is not None:
-            y, x = z["target/y"], z["target/x"]
-            coords = {t["y_dim"]: xr.Variable(t["y_dim"], y, t["y_attrs"]),
-                      t["x_dim"]: xr.Variable(t["x_dim"], x, t["x_attrs"])}
-            target = Target(t["y_dim"], t["x_dim"], y, x, coords, t["crs_wkt"])
-        model.extra_dim_ = meta["extra_dim"]
-        model.extra_coords_ = {n: xr.Variable(tuple(e["dims"]), z[f"extra/{n}"], e["attrs"])
-                               for n, e in meta["extra_coords"].items()}
-        model.n_observed_, model.fit_time_s_ = meta["n_observed"], meta["fit_time_s"]
+            y = arrays.get("target/y", ndim=1, kind="iuf")
+            x = arrays.get("target/x", ndim=1, kind="iuf")
+            yd, xd = require(t, "y_dim", "str", "target"), require(t, "x_dim", "str", "target")
+            coords = {yd: xr.Variable(yd, y, require(t, "y_attrs", "dict", "target")),
+                      xd: xr.Variable(xd, x, require(t, "x_attrs", "dict", "target"))}
+            target = Target(yd, xd, y, x, coords, require(t, "crs_wkt", "str", "target",
+                                                          nullable=True))
+        model.extra_dim_ = require(meta, "extra_dim", "str", nullable=True)
+        extra = require(meta, "extra_coords", "dict")
+        try:
+            model.extra_coords_ = {
+                n: xr.Variable(tuple(e["dims"]), arrays.get(f"extra/{n}", kind="biufcMmU",
+                                                             finite=False), e["attrs"])
+                for n, e in extra.items()}
+        except (KeyError, TypeError, ValueError) as err:
+            raise ReadError(f"model file metadata: malformed extra coordinates ({err}).") \
+                from None
+        n_obs = require(meta, "n_observed", "list")
+        times = require(meta, "fit_time_s", "list")
+        if len(n_obs) != len(slices) or len(times) != len(slices):
+            raise ReadError("model file metadata: n_observed / fit_time_s do not match the "
+                            "number of slices.")
+        model.n_observed_, model.fit_time_s_ = n_obs, times
         model.spec_, model.target_ = spec, target
-        model.attrs_, model.name_ = meta["attrs"], meta["name"]
+        model.attrs_ = require(meta, "attrs", "dict")
+        model.name_ = meta.get("name")
     return model

@@ -1,0 +1,161 @@
+"""Validation of model files before and while they are loaded (see :mod:`geogp.persist`).
+
+A model file is untrusted input. Before any array is read, the sizes that the file *declares*
+(the ``.npy`` headers inside the ``.npz`` zip) are checked against a memory limit; then the
+JSON metadata is checked key by key (presence and type); then every array read is checked for
+its dtype, shape, finiteness and, where the model needs it, its sign; and files of format
+version 2 carry a SHA-256 digest of every array and of the metadata, which must match. Any failure raises
+:class:`~geogp.exceptions.ReadError` with one line saying what is wrong, never a ``KeyError``
+from deep inside the loader and never a model that predicts NaN.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import zipfile
+
+import numpy as np
+
+from geogp.exceptions import ReadError
+
+__all__ = ["declared_arrays", "check_declared_memory", "require", "Arrays", "digest",
+           "meta_digest"]
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.3g} GiB"
+
+
+def declared_arrays(path) -> dict:
+    """{name: (shape, dtype)} of every array in an ``.npz``, read from the headers only."""
+    out = {}
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                if not info.filename.endswith(".npy"):
+                    raise ReadError(f"unexpected member {info.filename!r} in the model file.")
+                with zf.open(info) as f:
+                    version = np.lib.format.read_magic(f)
+                    if version == (1, 0):
+                        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+                    elif version in ((2, 0), (3, 0)):
+                        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+                    else:
+                        raise ReadError(f"array {info.filename!r} has an unknown .npy version "
+                                        f"{version}.")
+                if dtype.hasobject:
+                    raise ReadError(f"array {info.filename!r} holds Python objects; geogp model "
+                                    "files never do (refusing to unpickle).")
+                out[info.filename[:-4]] = (tuple(int(s) for s in shape), dtype)
+    except ReadError:
+        raise
+    except Exception as err:  # zipfile raises many types on damaged archives
+        raise ReadError(f"the model file is damaged or not a .npz archive "
+                        f"({type(err).__name__}: {err}).") from None
+    return out
+
+
+def _memory_limit() -> float:
+    try:
+        return 0.8 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 16 * 2**30
+
+
+def check_declared_memory(declared: dict, max_bytes: float | None = None) -> float:
+    """Refuse a file whose arrays would need more memory than allowed; returns the bytes."""
+    total = sum(int(np.prod(shape, dtype=np.float64)) * dt.itemsize
+                for shape, dt in declared.values())
+    limit = _memory_limit() if max_bytes is None else float(max_bytes)
+    if total > limit:
+        big = max(declared, key=lambda k: np.prod(declared[k][0], dtype=np.float64)
+                  * declared[k][1].itemsize)
+        raise ReadError(f"the model file declares arrays of {_gib(total)} in all (largest "
+                        f"{big!r}, shape {declared[big][0]}), more than the {_gib(limit)} "
+                        "allowed; it is damaged or not a geogp model. Refused before reading.")
+    return float(total)
+
+
+_TYPES = {"str": str, "int": int, "float": (int, float), "bool": bool, "dict": dict,
+          "list": list}
+
+
+def require(d, key: str, kind: str, where: str = "metadata", *, nullable: bool = False,
+            positive: bool = False):
+    """``d[key]`` checked for presence and type (and sign); a one-line ReadError otherwise."""
+    if not isinstance(d, dict):
+        raise ReadError(f"model file {where} must be a JSON object; got {type(d).__name__}.")
+    if key not in d:
+        raise ReadError(f"model file {where} lacks {key!r}; the file is damaged or was not "
+                        "written by geogp.")
+    value = d[key]
+    if value is None and nullable:
+        return None
+    ok = isinstance(value, _TYPES[kind]) and not (kind in ("int", "float")
+                                                   and isinstance(value, bool))
+    if not ok:
+        raise ReadError(f"model file {where}: {key!r} must be {kind}; got "
+                        f"{type(value).__name__} {value!r:.60}.")
+    if kind == "float" and not np.isfinite(value):
+        raise ReadError(f"model file {where}: {key!r} must be finite; got {value!r}.")
+    if positive and not value > 0:
+        raise ReadError(f"model file {where}: {key!r} must be > 0; got {value!r}.")
+    return value
+
+
+def digest(a: np.ndarray) -> str:
+    """SHA-256 of an array's dtype, shape and bytes (C order)."""
+    a = np.ascontiguousarray(a)
+    h = hashlib.sha256()
+    h.update(f"{a.dtype.str}{a.shape}".encode())
+    h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def meta_digest(meta: dict) -> str:
+    """SHA-256 of the metadata (canonical JSON) without its own ``meta_digest`` entry."""
+    import json
+
+    body = {k: v for k, v in meta.items() if k != "meta_digest"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+class Arrays:
+    """Checked access to the arrays of an open ``.npz`` (``np.load`` result)."""
+
+    def __init__(self, z, checksums: dict | None):
+        self.z, self.checksums = z, checksums
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.z.files
+
+    def get(self, key: str, *, ndim: int | None = None, shape: tuple | None = None,
+            kind: str = "f", finite: bool = True, positive: bool = False) -> np.ndarray:
+        if key not in self.z.files:
+            raise ReadError(f"the model file lacks the array {key!r}; it is damaged or was not "
+                            "written by geogp.")
+        try:
+            a = self.z[key]
+        except Exception as err:  # zipfile, zlib and numpy raise many types on damage
+            raise ReadError(f"the array {key!r} cannot be read ({err}); the model file is "
+                            "damaged.") from None
+        if self.checksums is not None:
+            want = self.checksums.get(key)
+            if want is None or want != digest(a):
+                raise ReadError(f"the array {key!r} does not match its checksum: the model "
+                                "file was changed after it was written.")
+        if a.dtype.kind not in kind:
+            raise ReadError(f"array {key!r} has dtype {a.dtype}; expected kind {kind!r}.")
+        if ndim is not None and a.ndim != ndim:
+            raise ReadError(f"array {key!r} has {a.ndim} dimension(s); expected {ndim}.")
+        if shape is not None and any(w is not None and w != s
+                                     for w, s in zip(shape, a.shape)) or (
+                shape is not None and len(shape) != a.ndim):
+            raise ReadError(f"array {key!r} has shape {a.shape}; expected {shape} "
+                            "(None = any).")
+        if finite and a.dtype.kind in "fc" and not np.isfinite(a).all():
+            raise ReadError(f"array {key!r} holds NaN or inf; the model file is damaged.")
+        if positive and not np.all(a > 0):
+            raise ReadError(f"array {key!r} must be > 0 everywhere; the model file is damaged.")
+        return a

@@ -1,0 +1,169 @@
+"""Model files are untrusted input: damaged or tampered files are refused, never predict garbage."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import geogp
+from geogp.exceptions import InputError, ReadError
+from geogp.persist_checks import digest, meta_digest
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    y, x = np.arange(18.0, 0, -1), np.arange(24.0)
+    z = np.sin(x / 4)[None, :] + np.cos(y / 3)[:, None] + 0.05 * rng.standard_normal((18, 24))
+    z[4:8, 6:12] = np.nan
+    da = xr.DataArray(z, dims=("y", "x"), coords={"y": y, "x": x}).rio.write_crs(32633)
+    model = geogp.fit(da, n_features=48, maxiter=8)
+    path = tmp_path_factory.mktemp("model") / "model.npz"
+    model.save(path)
+    return path, model.predict()
+
+
+def _contents(path):
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files if k != "__meta__"}
+        meta = json.loads(str(z["__meta__"]))
+    return arrays, meta
+
+
+def _write(path, arrays, meta, rechecksum=True):
+    """Write a tampered file; with ``rechecksum`` the attacker also fixes the digests."""
+    if rechecksum and isinstance(meta, dict) and "checksums" in meta:
+        meta["checksums"] = {k: digest(np.asarray(v)) for k, v in arrays.items()}
+        meta["meta_digest"] = meta_digest(meta)
+    with open(path, "wb") as f:
+        np.savez(f, **arrays, __meta__=np.array(json.dumps(meta)))
+
+
+def _assert_refused_or_identical(path, reference):
+    try:
+        model = geogp.load_model(path)
+    except InputError:
+        return "refused"
+    pred = model.predict()
+    for v in ("mean", "std"):
+        np.testing.assert_array_equal(pred[v].values, reference[v].values)
+    return "identical"
+
+
+def test_untouched_file_loads(saved):
+    path, ref = saved
+    assert _assert_refused_or_identical(path, ref) == "identical"
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda a, m: a.__setitem__("s0/posterior/weights",
+                                np.full_like(a["s0/posterior/weights"], np.nan)), "NaN or inf"),
+    (lambda a, m: m["slices"][0].__setitem__("noise", -0.3), "'noise' must be > 0"),
+    (lambda a, m: m["slices"][0].pop("noise"), "lacks 'noise'"),
+    (lambda a, m: m.__setitem__("format_version", "2"), "supported version"),
+    (lambda a, m: a.pop("s0/posterior/chol"), "lacks the array 's0/posterior/chol'"),
+    (lambda a, m: a.__setitem__("s0/posterior/chol", a["s0/posterior/chol"][:-1]), "shape"),
+    (lambda a, m: a.__setitem__("s0/kernel/0/lengthscale",
+                                -a["s0/kernel/0/lengthscale"]), "must be > 0"),
+    (lambda a, m: m["slices"][0].__setitem__("kernel_parts", ["os.system"]), "unknown kernel"),
+    (lambda a, m: m["slices"][0].__setitem__("y_scale", "big"), "'y_scale' must be float"),
+    (lambda a, m: m.__setitem__("spec", [1, 2]), "'spec' must be dict"),
+    (lambda a, m: m["params"].__setitem__("model", "wavelet"), "only 'afs'"),
+])
+def test_tampered_files_are_refused_with_one_line(saved, tmp_path, edit, match):
+    path, _ = saved
+    arrays, meta = _contents(path)
+    edit(arrays, meta)
+    bad = tmp_path / "bad.npz"
+    _write(bad, arrays, meta)
+    with pytest.raises(ReadError, match=match) as info:
+        geogp.load_model(bad)
+    assert "\n" not in str(info.value)
+
+
+def test_changed_array_without_fixing_the_checksum_is_detected(saved, tmp_path):
+    path, _ = saved
+    arrays, meta = _contents(path)
+    arrays["s0/posterior/weights"] = arrays["s0/posterior/weights"] * 1.0001
+    _write(tmp_path / "bad.npz", arrays, meta, rechecksum=False)
+    with pytest.raises(ReadError, match="checksum"):
+        geogp.load_model(tmp_path / "bad.npz")
+    arrays, meta = _contents(path)
+    meta["slices"][0]["y_mean"] += 1.0                  # metadata changed, digest not fixed
+    _write(tmp_path / "bad2.npz", arrays, meta, rechecksum=False)
+    with pytest.raises(ReadError, match="digest"):
+        geogp.load_model(tmp_path / "bad2.npz")
+
+
+def test_metadata_as_a_list_is_refused(saved, tmp_path):
+    path, _ = saved
+    arrays, _ = _contents(path)
+    _write(tmp_path / "bad.npz", arrays, ["not", "a", "dict"])
+    with pytest.raises(ReadError, match="JSON object"):
+        geogp.load_model(tmp_path / "bad.npz")
+
+
+def test_huge_declared_array_is_refused_before_reading(tmp_path):
+    """A header declaring a 74.5 GiB array (with no data behind it) is refused up front."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": (100_000, 100_000)})
+    path = tmp_path / "huge.npz"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("s0/stats/G.npy", header.getvalue())
+        buf = io.BytesIO()
+        np.save(buf, np.array(json.dumps({"format": "geogp-model"})))
+        zf.writestr("__meta__.npy", buf.getvalue())
+    with pytest.raises(ReadError, match="74.5 GiB"):
+        geogp.load_model(path)
+
+
+def test_pickled_arrays_are_refused(tmp_path):
+    path = tmp_path / "pickle.npz"
+    np.savez(path, __meta__=np.array([{"a": 1}], dtype=object))
+    with pytest.raises(ReadError, match="Python objects"):
+        geogp.load_model(path)
+
+
+def test_fuzz_random_byte_corruption(saved, tmp_path):
+    """120 files with random bytes overwritten: each is refused or predicts identically."""
+    path, ref = saved
+    raw = path.read_bytes()
+    rng = np.random.default_rng(1)
+    outcomes = []
+    for i in range(120):
+        data = bytearray(raw)
+        for pos in rng.integers(0, len(data), size=rng.integers(1, 4)):
+            data[pos] = (data[pos] + int(rng.integers(1, 256))) % 256
+        bad = tmp_path / f"fuzz{i}.npz"
+        bad.write_bytes(bytes(data))
+        outcomes.append(_assert_refused_or_identical(bad, ref))
+    assert outcomes.count("refused") >= 100   # almost every flip lands in checked bytes
+
+
+def test_fuzz_semantic_tampering(saved, tmp_path):
+    """Values replaced by NaN, inf, 0, negatives or huge numbers in random arrays, with the
+    checksums fixed: every load is refused or predicts finite values with std > 0."""
+    path, _ = saved
+    arrays0, meta0 = _contents(path)
+    floats = [k for k, v in arrays0.items() if v.dtype.kind == "f" and v.size]
+    rng = np.random.default_rng(2)
+    for i in range(40):
+        arrays = {k: v.copy() for k, v in arrays0.items()}
+        meta = json.loads(json.dumps(meta0))
+        key = floats[rng.integers(len(floats))]
+        a = arrays[key].reshape(-1)
+        a[rng.integers(a.size)] = rng.choice([np.nan, np.inf, -np.inf, 0.0, -1.0, 1e300])
+        bad = tmp_path / f"sem{i}.npz"
+        _write(bad, arrays, meta)
+        try:   # refused when loading, or when predicting (e.g. a window that moved)
+            pred = geogp.load_model(bad).predict()
+        except InputError:
+            continue
+        assert np.isfinite(pred["mean"].values).all(), key
+        assert (pred["std"].values > 0).all() and np.isfinite(pred["std"].values).all(), key

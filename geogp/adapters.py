@@ -175,8 +175,14 @@ def masked_values(da: xr.DataArray, nodata=None) -> xr.DataArray:
     ``nodata`` attributes. Integer rasters with a nodata value are supported this way. Float32
     values are upcast exactly (no precision is lost).
     """
-    if not (np.issubdtype(da.dtype, np.number) or da.dtype == bool):
-        raise InputError(f"raster values must be numeric; got dtype {da.dtype}.")
+    if da.dtype == bool:
+        raise InputError("the raster is boolean (a mask?), not a field of numbers; geogp models "
+                         "real values. Cast it explicitly if 0/1 is meant: da.astype(float).")
+    if np.issubdtype(da.dtype, np.complexfloating):
+        raise InputError(f"the raster is complex ({da.dtype}); geogp models real values. Pass "
+                         "the part you mean explicitly: da.real, da.imag or abs(da).")
+    if not np.issubdtype(da.dtype, np.number):
+        raise InputError(f"raster values must be real numbers; got dtype {da.dtype}.")
     candidates = [nodata]
     if nodata is None:
         try:

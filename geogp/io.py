@@ -75,7 +75,27 @@ def open_raster(path, var: str | None = None) -> xr.DataArray:
         da = da.squeeze("band", drop=True)
     if da.name is None:
         da.name = path.stem
+    if suffix in _TIF:
+        _check_readable(da, path)
     return da
+
+
+_EAGER_BYTES = 256 * 2**20
+
+
+def _check_readable(da: xr.DataArray, path: Path) -> None:
+    """Read the GeoTIFF's cells now (small files) or its first and last rows (large ones), so a
+    truncated or corrupted file is refused here with one line, not deep inside a fit."""
+    try:
+        if da.size * da.dtype.itemsize <= _EAGER_BYTES:
+            da.load()
+        else:
+            y_dim = da.dims[-2]
+            da.isel({y_dim: [0, da.sizes[y_dim] - 1]}).values
+    except Exception as err:
+        msg = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ReadError(f"cannot read the cells of {str(path)!r} ({msg}); the file is truncated "
+                        "or corrupted.") from None
 
 
 def _open_netcdf(path: Path, var: str | None) -> xr.DataArray:
@@ -229,6 +249,10 @@ def _verify_geotiff(tmp, expected: list) -> None:
                       "nothing was kept at the target path.") from None
 def _bands(pred: xr.Dataset, latent: bool, quantiles: bool):
     """(name, 2-D array) per band, in band order."""
+    if not isinstance(pred, xr.Dataset):
+        raise InputError(f"expected the Dataset returned by predict() (mean, std, ...); got "
+                         f"{type(pred).__name__}. To write a single DataArray, use "
+                         "da.rio.to_raster(path).")
     y_dim, x_dim = find_spatial_dims(pred)
     missing = [v for v in GEOTIFF_BANDS if v not in pred.data_vars]
     if missing:

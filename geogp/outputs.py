@@ -42,6 +42,10 @@ def target_from(spec: GridSpec, like=None, *, x=None, y=None) -> Target:
     ``like`` must use the model's CRS (or none): reproject it first otherwise.
     """
     if like is not None:
+        if not isinstance(like, (xr.DataArray, xr.Dataset)):
+            raise InputError(f"like= must be an xarray DataArray or Dataset whose grid to fill; "
+                             f"got {type(like).__name__}. For plain coordinates pass x=... and "
+                             "y=... (points=True to predict at points).")
         if x is not None or y is not None:
             raise InputError("pass either like=... or x=/y=..., not both.")
         y_dim, x_dim = find_spatial_dims(like)

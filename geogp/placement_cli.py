@@ -9,9 +9,12 @@ The lead wires :func:`add_place_parser` and :func:`run_place` into :mod:`geogp.c
 INPUT is read and fitted exactly as by ``geogp fit`` (:func:`geogp.io.open_raster`,
 :class:`geogp.api.GeoRegressor`: NaN/nodata = missing, CRS kept, longitude scaled by
 cos(latitude) on lon/lat rasters). Every cell of the grid is a candidate (gaps included) unless
-the exclusion raster is non-zero there; the targets are the grid's cells, thinned to
-``--max-targets``. Distances (``--min-distance``) are in the raster's CRS units (degrees of
-latitude on lon/lat rasters). Outputs are written atomically (temp file + os.replace).
+the exclusion raster is non-zero there, and every cell is a target: the default marginal
+``mi`` criterion is evaluated over all of them (bounds + exact re-ranking, see
+:mod:`geogp.placement.screen`); only ``--criterion joint`` scores a stratified random subset of
+``--max-targets`` cells. Distances (``--min-distance``) are in the raster's CRS units (degrees
+of latitude on lon/lat rasters); by default ¼ of the shortest learnt lengthscale, stated in
+the summary. Outputs are written atomically (temp file + os.replace).
 
 Exit codes as in :mod:`geogp.cli`: 0 ok; 2 bad input or usage (one line, no traceback);
 1 other errors.
@@ -38,9 +41,10 @@ examples:
   geogp place dem.tif --n 30 --out sites.geojson --strategy variance --min-distance 500
   geogp place dem.tif --n 5 --out sites.geojson --exclude lakes.tif --overwrite
 
-Strategies: mi (thesis log-determinant criterion over the target cells, marginal form;
-default), variance (largest predictive variance), krause (Krause et al. 2008 mutual
-information between the sites and the rest of the grid).
+Strategies: mi (thesis log-determinant criterion over all cells, marginal form; default),
+variance (largest predictive variance), krause (Krause et al. 2008 mutual information
+between the sites and the rest of the grid). Sites keep a minimum distance of 1/4 of the
+shortest learnt lengthscale unless --min-distance says otherwise (0: none).
 exit codes: 0 ok, 2 usage or bad input, 1 other errors.
 """
 
@@ -67,19 +71,33 @@ def add_place_parser(subparsers) -> argparse.ArgumentParser:
                    help="number of Fourier features (default 2000; placement needs the dense "
                         "solver, at most 4096)")
     p.add_argument("--maxiter", type=int, default=None, help="L-BFGS iterations (default 300)")
-    p.add_argument("--min-distance", type=float, default=0.0, metavar="D",
+    p.add_argument("--min-distance", type=_distance, default="auto", metavar="D",
                    help="minimum distance between sites, in CRS units (degrees of latitude "
-                        "on lon/lat rasters; default 0)")
+                        "on lon/lat rasters); default auto: 1/4 of the shortest learnt "
+                        "lengthscale; 0 allows neighbouring cells")
     p.add_argument("--exclude", metavar="MASK.tif",
                    help="raster on the same grid: sites are not placed where it is non-zero")
     p.add_argument("--max-targets", type=int, default=1000, metavar="T",
-                   help="cells whose uncertainty is scored (the grid, thinned; default 1000)")
+                   help="mi: largest target set scored through one explicit matrix (default "
+                        "1000); above it the marginal criterion still scores every cell "
+                        "(bounds + exact re-ranking), the joint one a stratified random subset "
+                        "of T cells")
     p.add_argument("--csv", metavar="SITES.csv", help="also write the table as CSV")
     p.add_argument("--map", metavar="SITES.png", help="also draw the sites over the std map")
     p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bars or summary")
     p.add_argument("--traceback", action="store_true", help=argparse.SUPPRESS)
     return p
+
+
+def _distance(text: str):
+    """--min-distance: 'auto' or a number (checked to be ≥ 0 later, with a clear message)."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a distance or 'auto'; got {text!r}") from None
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
@@ -131,8 +149,9 @@ def _check_args(args) -> None:
     if args.features is not None and not 4 <= args.features <= ITERATIVE_ABOVE:
         raise InputError(f"--features must be between 4 and {ITERATIVE_ABOVE} (placement uses "
                          f"the dense posterior); got {args.features}.")
-    if not np.isfinite(args.min_distance) or args.min_distance < 0:
-        raise InputError(f"--min-distance must be ≥ 0; got {args.min_distance}.")
+    md = args.min_distance
+    if md != "auto" and (not np.isfinite(md) or md < 0):
+        raise InputError(f"--min-distance must be ≥ 0 or 'auto'; got {md}.")
     if args.max_targets < 1:
         raise InputError(f"--max-targets must be ≥ 1; got {args.max_targets}.")
 
@@ -204,13 +223,36 @@ def _place(args, echo) -> int:
     echo(f"{len(out)} site(s) by {args.strategy}"
          + (f" ({args.criterion})" if args.strategy == "mi" else "")
          + f" among {a['n_candidates']} cells; uncertainty scored on {a['n_targets']} target "
-         f"cell(s){' (grid thinned)' if a['targets_thinned'] else ''}.")
+         f"cell(s){' (stratified random subset)' if a['targets_thinned'] else ''}.")
+    if a.get("exact_evaluations"):
+        ev = a["exact_evaluations"]
+        gap = a["criterion_gap"]
+        echo(f"each pick is the best over all cells: {min(ev)}–{max(ev)} exact evaluations per "
+             "site" + (" (every pick certified by the bounds)." if gap == 0 else
+                       f"; the bounds leave a relative gap of at most {gap:.2%}."))
+    echo(_distance_note(a, est, my, mx))
     if len(out):
         before = out["mean_std_after"].iloc[0] + out["std_reduction"].iloc[0]
         echo(f"mean latent std over the targets: {before:.4g} → "
              f"{out['mean_std_after'].iloc[-1]:.4g}")
     echo("wrote " + ", ".join(p for p in (args.out, args.csv, args.map) if p))
     return 0
+
+
+def _distance_note(attrs, est, my, mx) -> str:
+    """One line: the minimum distance used, in CRS units and cells, and where it comes from."""
+    md = float(attrs["min_distance"])
+    if md == 0:
+        return "minimum distance between sites: none (--min-distance 0)."
+    cells = [md / _spacing(a) for a in (my, mx)]
+    text = (f"minimum distance between sites: {md:.4g} CRS units (≈ {cells[0]:.1f} cells along "
+            f"y, {cells[1]:.1f} along x)")
+    if attrs.get("min_distance_auto"):
+        from geogp.placement.candidates import MIN_DISTANCE_FRACTION
+
+        text += (f", {MIN_DISTANCE_FRACTION:g} × the shortest learnt lengthscale "
+                 f"({md / MIN_DISTANCE_FRACTION:.4g}); --min-distance sets it, 0 turns it off")
+    return text + "."
 
 
 def _save_map(args, geo, sites, target) -> None:

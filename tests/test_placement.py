@@ -317,6 +317,7 @@ def test_grid_and_point_operators_equal_dense(afs, rng):
     W = rng.normal(size=(M, 3))
     B = rng.normal(size=(M, M))
     B = B @ B.T / M
+    omega = rng.uniform(0.5, 2.0, len(Xs))  # target weights of the placement bounds
     for ops in (placement._GridOps(ff, sl, saxes, cands.flat), placement._PointOps(ff, sl, Xs)):
         np.testing.assert_allclose(ops.apply(W[:, 0]), dense.apply(W[:, 0]), atol=1e-11)
         np.testing.assert_allclose(ops.apply(W), dense.apply(W), atol=1e-11)
@@ -324,6 +325,11 @@ def test_grid_and_point_operators_equal_dense(afs, rng):
         np.testing.assert_allclose(ops.sq_norms(), dense.sq_norms(), rtol=1e-11)
         np.testing.assert_allclose(ops.gram(), dense.gram(), atol=1e-9 * len(Xs))
         np.testing.assert_allclose(ops.rows([2, 0]), dense.rows([2, 0]), atol=1e-13)
+        np.testing.assert_allclose(ops.apply_t(W), dense.apply_t(W), atol=1e-11)
+        np.testing.assert_allclose(ops.wgram(omega), dense.wgram(omega), atol=1e-9 * len(Xs))
+    np.testing.assert_allclose(dense.apply_t(W), (dense.Psi @ W).T, atol=1e-13)
+    P = dense.Psi
+    np.testing.assert_allclose(dense.wgram(omega), P.T @ (omega[:, None] * P), atol=1e-12)
 
 
 @pytest.mark.parametrize("strategy", ["variance", "mi", "krause"])

@@ -17,7 +17,14 @@ and measuring at x_a adds σ⁻²ψ_aψ_aᵀ to A. With w = A⁻¹ψ_a and d = �
 
 which reproduces the collapsed posterior recomputed with the site added (tests check it to
 1e-10). Candidates are scored in batches from maintained vectors: h_c = ψ_cᵀA⁻¹ψ_c, the
-target diagonal C_T,ii and, for the thesis criterion, X = Ψ_Tᵀ A⁻¹ Ψ_c (|T| × |V_c|).
+target diagonal C_T,ii and, for the thesis criterion, X = Ψ_Tᵀ A⁻¹ Ψ_c (|T| × |V_c|) while
+that matrix is small. Above that size the marginal criterion still counts every target: an
+upper bound for all candidates (one quadratic form) and exact values over all targets for the
+candidates the bound cannot rule out give the same greedy argmax
+(:mod:`~geogp.placement.screen`). Thinning the targets instead (e.g. a regular stride of the
+grid) rewards a site next to a kept target when the posterior correlation is shorter than
+their spacing, and the picks lock onto the target lattice; only the joint criterion, whose
+|T| × |T| determinant cannot be avoided, uses a stratified random subset.
 
 Strategies (standardised units; σ² the noise variance):
 
@@ -26,15 +33,17 @@ strategy    score of candidate a                                           per s
 ==========  ============================================================  =====================
 variance    var_y(a) = C_aa + σ² (max predictive variance / entropy)        O(M² + |V_c| e)
 mi          thesis (§4.4.2.2): ½ log|C_T + σ²I| − ½ log|C_T^{(a)} + σ²I|    O(M² + |V_c|(e + |T|))
-            marginal (default): −½ Σ_i log(1 − g_i²/(d (C_ii + σ²)))
-            joint: −½ log(1 − gᵀ(C_T + σ²I)⁻¹g/d), Y = (C_T + σ²I)⁻¹X kept
+            marginal (default): −½ Σ_i log(1 − g_i²/(d (C_ii + σ²)))        large T: O(M²(1 + r)
+            joint: −½ log(1 − gᵀ(C_T + σ²I)⁻¹g/d), Y = (C_T + σ²I)⁻¹X kept  + q + k_s(e_T + |T|))
 krause      Krause et al. (2008): H(y_a | A) − H(y_a | V∖(A ∪ a))           O(M² + |V_c| e), or
                                                                             O(M² + b M²) lazy
 ==========  ============================================================  =====================
 
 (e is the cost of evaluating one linear form ψᵀw at all candidates: a dense product for small
 problems, separable products of 1-D features on grids, a planned type-2 NUFFT at scattered
-points; b is the number of lazy re-evaluations.) The joint criterion keeps Y = (C_T + σ²I)⁻¹X
+points; e_T the same over the targets; q one quadratic form over the candidates; k_s the exact
+evaluations a step needs, r the targets whose bound weight is raised; b is the number of lazy
+re-evaluations.) The joint criterion keeps Y = (C_T + σ²I)⁻¹X
 by the rank-one identity Y ← Y + p (Yᵀu − v)ᵀ/e, p = (C_T + σ²I)⁻¹u, e = d − uᵀp, so it costs
 O(|T||V_c|) per step too; it needs C_T + σ²I positive definite, which AFS does not guarantee
 (k − k̂ need not be PSD), hence the marginal default.
@@ -49,11 +58,16 @@ The exact GP (:class:`geogp.models.exact.ExactGP`) enters the same machinery thr
 explicit features of its posterior covariance on V_c ∪ T (an eigendecomposition, O(|V_c ∪ T|³)),
 for small candidate sets. The wavelet model is not supported yet.
 
-Modules: :mod:`~geogp.placement.candidates` (locations and constraints),
+Sites keep a minimum distance, by default ¼ of the model's shortest lengthscale
+(:func:`auto_min_distance`; ``min_distance=0`` turns it off).
+
+Modules: :mod:`~geogp.placement.candidates` (locations, stratified thinning, constraints),
 :mod:`~geogp.placement.posterior` (rank-one feature posterior, :func:`add_observations`),
-:mod:`~geogp.placement.operators` (candidate feature operators, AFS and exact-GP problems),
-:mod:`~geogp.placement.greedy` (:func:`suggest_sites` and the greedy loop),
-:mod:`~geogp.placement.output` (GeoJSON/CSV writers, :func:`plot_sites`).
+:mod:`~geogp.placement.operators` (candidate/target feature operators, AFS and exact-GP
+problems), :mod:`~geogp.placement.suggest` (:func:`suggest_sites`),
+:mod:`~geogp.placement.greedy` (the greedy state and loop), :mod:`~geogp.placement.screen`
+(the marginal criterion over a large target set), :mod:`~geogp.placement.output`
+(GeoJSON/CSV writers, :func:`plot_sites`).
 
 Example:
     >>> import numpy as np, geogp
@@ -70,9 +84,7 @@ Example:
 from __future__ import annotations
 
 from geogp.placement.candidates import Candidates as Candidates
-from geogp.placement.greedy import CRITERIA as CRITERIA
-from geogp.placement.greedy import STRATEGIES as STRATEGIES
-from geogp.placement.greedy import suggest_sites as suggest_sites
+from geogp.placement.candidates import auto_min_distance as auto_min_distance
 
 # private candidate operators: re-exported for tests/test_placement.py, not part of the API
 from geogp.placement.operators import _DenseOps as _DenseOps
@@ -84,6 +96,9 @@ from geogp.placement.output import write_csv as write_csv
 from geogp.placement.output import write_geojson as write_geojson
 from geogp.placement.posterior import FeaturePosterior as FeaturePosterior
 from geogp.placement.posterior import add_observations as add_observations
+from geogp.placement.suggest import CRITERIA as CRITERIA
+from geogp.placement.suggest import STRATEGIES as STRATEGIES
+from geogp.placement.suggest import suggest_sites as suggest_sites
 
 __all__ = [
     "STRATEGIES",
@@ -91,6 +106,7 @@ __all__ = [
     "Candidates",
     "FeaturePosterior",
     "add_observations",
+    "auto_min_distance",
     "suggest_sites",
     "to_geojson",
     "write_geojson",

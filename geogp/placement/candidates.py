@@ -4,8 +4,8 @@
 or cells of a regular tensor grid (then the grid's axes and the cells' flat indices are kept,
 so that the operators of :mod:`geogp.placement.operators` can use separable products). The
 helpers below turn user input into candidates and evaluate the per-candidate constraints of
-:func:`~geogp.placement.suggest_sites` (exclusion masks, minimum distance, existing sensors
-that sit on a candidate).
+:func:`~geogp.placement.suggest_sites` (exclusion masks, minimum distance and its default,
+existing sensors that sit on a candidate).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import pandas as pd
 
 from geogp._validation import as_points
 from geogp.exceptions import InputError
+
+MIN_DISTANCE_FRACTION = 0.25  # default minimum distance: this fraction of the shortest ℓ
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,25 +77,61 @@ class Candidates:
         return int(self.coords.shape[1])
 
     def thin(self, max_n: int, seed: int = 0) -> tuple[Candidates, bool]:
-        """At most ``max_n`` locations: a regular stride on grids, else a seeded random subset.
+        """At most ``max_n`` locations, spread over the whole set; seeded and reproducible.
 
-        Returns (locations, whether any were dropped). The result is always scattered points.
+        Grid cells are stratified with jitter: the index space is cut into blocks of
+        s × ... × s cells (s the smallest block size that gives at most ``max_n`` non-empty
+        blocks) and one cell is drawn at random in each block. Every part of the grid is
+        represented, but the kept cells share no stride (a regular stride would alias with the
+        grid and, through the placement criterion, pull sites onto its lattice). Scattered
+        points: a uniform random subset. Returns (locations as scattered points, whether any
+        were dropped).
         """
         n = len(self)
+        max_n = int(max_n)
+        if max_n < 1:
+            raise InputError(f"the number of locations to keep must be ≥ 1; got {max_n}.")
         if n <= max_n:
             return Candidates(self.coords), False
-        keep = None
-        if self.axes is not None:
-            shape = tuple(a.size for a in self.axes)
-            idx = np.unravel_index(self.flat, shape)
-            step = int(math.ceil((n / max_n) ** (1 / len(shape))))
-            while keep is None or keep.sum() > max_n:
-                keep = np.all([i % step == step // 2 for i in idx], axis=0)
-                step += 1
-            keep = np.flatnonzero(keep)
-        if keep is None or keep.size == 0:
-            keep = np.sort(np.random.default_rng(seed).choice(n, size=max_n, replace=False))
+        rng = np.random.default_rng(seed)
+        if self.axes is None:
+            keep = np.sort(rng.choice(n, size=max_n, replace=False))
+            return Candidates(self.coords[keep]), True
+        shape = tuple(a.size for a in self.axes)
+        idx = np.unravel_index(self.flat, shape)
+        step = max(1, int(math.floor((n / max_n) ** (1 / len(shape)))))
+        while True:
+            blocks = tuple(-(-s // step) for s in shape)
+            key = np.ravel_multi_index(tuple(i // step for i in idx), blocks)
+            if np.unique(key).size <= max_n:
+                break
+            step += 1
+        perm = rng.permutation(n)
+        _, first = np.unique(key[perm], return_index=True)  # one random cell per block
+        keep = np.sort(perm[first])
         return Candidates(self.coords[keep]), True
+
+
+def auto_min_distance(model) -> float:
+    """Default minimum distance between sites: ¼ of the shortest learnt lengthscale.
+
+    The lengthscales of every part of the kernel, per input dimension, in the model's input
+    units (ℓ_d times the standardiser's scale). Two sites closer than ℓ/4 measure almost the
+    same thing (correlation ≥ e^{−1/4} ≈ 0.78 under a Matérn-1/2 kernel, ≥ 0.97 under the
+    squared exponential), so a greedy criterion gains little from the second one.
+    """
+    scale = np.asarray(model.scaler_.x_scale, dtype=np.float64)
+    stack, ells = [model.kernel_], []
+    while stack:
+        k = stack.pop()
+        if hasattr(k, "parts"):
+            stack.extend(k.parts)
+        elif hasattr(k, "lengthscale"):
+            ells.append(np.broadcast_to(np.asarray(k.lengthscale, dtype=np.float64),
+                                        scale.shape) * scale)
+    if not ells:
+        return 0.0
+    return MIN_DISTANCE_FRACTION * float(min(e.min() for e in ells))
 
 
 def _as_candidates(obj, name: str) -> Candidates:

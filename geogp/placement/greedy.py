@@ -1,39 +1,32 @@
-"""Greedy site selection: :func:`suggest_sites` and its loop (docs/placement.md).
+"""Greedy site selection: the state and loop behind :func:`~geogp.placement.suggest_sites`.
 
 :class:`_Greedy` maintains, by rank-one updates, A⁻¹, the candidate vector h_c = ψ_cᵀA⁻¹ψ_c,
-the target diagonal C_T,ii and, per strategy, X = Ψ_Tᵀ A⁻¹ Ψ_c (``"mi"``; also
-Y = (C_T + σ²I)⁻¹X for the joint criterion) or E⁻¹ and q_c = ψ_cᵀE⁻¹ψ_c (``"krause"``); the
-numba passes update X (and Y) and score all candidates in one sweep. :func:`_run` is the greedy
-loop with its constraints (exclusions, minimum distance, cost and budget) and
-:func:`_lazy_pop` the lazy-greedy heap for Krause's submodular gain. The criteria and their
-costs are described in :mod:`geogp.placement`.
+the target diagonal C_T,ii and, per strategy, X = Ψ_Tᵀ A⁻¹ Ψ_c (``"mi"`` on a target set small
+enough for that |T| × |V_c| matrix; also Y = (C_T + σ²I)⁻¹X for the joint criterion), the
+bounds of :mod:`geogp.placement.screen` (marginal ``"mi"`` on a larger target set: every
+target counts, no thinning) or E⁻¹ and q_c = ψ_cᵀE⁻¹ψ_c (``"krause"``); the numba passes
+update X (and Y) and score all candidates in one sweep. :func:`_run` is the greedy loop with
+its constraints (exclusions, minimum distance, cost and budget) and :func:`_lazy_pop` the
+lazy-greedy heap for Krause's submodular gain. The criteria and their costs are described in
+:mod:`geogp.placement`; :func:`geogp.placement.suggest.suggest_sites` checks the arguments and
+builds the problem.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-import warnings
 
 import numba
 import numpy as np
-import pandas as pd
 import scipy.linalg as sla
 
-from geogp._validation import as_points
-from geogp.exceptions import InputError, NotPositiveDefiniteError
-from geogp.placement.candidates import _as_candidates, _at_candidates, _exclusion, _near
-from geogp.placement.operators import (
-    _DENSE_LIMIT,
-    _afs_problem,
-    _DenseOps,
-    _exact_problem,
-    _Problem,
-)
-from geogp.placement.posterior import _check_afs, _inverse_from_cholesky, _rank1
+from geogp.exceptions import NotPositiveDefiniteError
+from geogp.placement.candidates import _near
+from geogp.placement.operators import _Problem
+from geogp.placement.posterior import _inverse_from_cholesky, _rank1
+from geogp.placement.screen import _Screen
 
-STRATEGIES = ("variance", "mi", "krause")
-CRITERIA = ("marginal", "joint")
 _Z_MAX = 1.0 - 1e-15  # squared correlations are < 1; clip rounding overshoot before log1p
 
 
@@ -80,18 +73,22 @@ class _Greedy:
     """State of one greedy run: the maintained matrices and vectors of docs/placement.md."""
 
     def __init__(self, pb: _Problem, strategy: str, criterion: str, lazy: bool, lazy_batch: int,
-                 taken=()):
+                 taken=(), screened: bool = False, max_evaluations: int = 2048):
         self.pb, self.strategy, self.criterion = pb, strategy, criterion
         self.lazy = lazy and strategy == "krause"
         self.lazy_batch = lazy_batch
         s2 = pb.noise
         self.Ainv = pb.Ainv.copy()
-        Psi_T = pb.Psi_T
-        W_T = self.Ainv @ Psi_T.T  # (M, T)
-        self.cT = pb.resid_T + np.sum(Psi_T * W_T.T, axis=1)  # diag C_T
         self.h = pb.ops.quad(self.Ainv)  # h_c = ψ_cᵀA⁻¹ψ_c
+        self.hT = self.h.copy() if pb.tops is pb.ops else pb.tops.quad(self.Ainv)  # h at T
+        self.cT = pb.resid_T + self.hT  # diag C_T
         self.scores = np.full(pb.ops.n, -np.inf)
-        if strategy == "mi":
+        self.screen = None
+        if strategy == "mi" and screened:
+            self.screen = _Screen(pb, self.Ainv, self.hT, self.cT, max_evaluations)
+        elif strategy == "mi":
+            Psi_T = pb.tops.rows(np.arange(pb.tops.n))  # (T, M): a small target set here
+            W_T = self.Ainv @ Psi_T.T  # (M, T)
             self.Xt = np.ascontiguousarray(pb.ops.apply(W_T))  # Xᵀ = Ψ_c A⁻¹ Ψ_T, (N, T)
             if criterion == "joint":
                 R = pb.resid_TT() + Psi_T @ W_T + s2 * np.eye(Psi_T.shape[0])  # C_T + σ²I
@@ -157,15 +154,18 @@ class _Greedy:
         psi = pb.ops.rows([a])[0]
         w = self.Ainv @ psi  # w = A⁻¹ψ_a
         d = s2 + psi @ w  # d = s_a = σ² + ψ_aᵀA⁻¹ψ_a
-        u = pb.Psi_T @ w  # u = g = Ψ_Tᵀ A⁻¹ ψ_a
+        v = None if self.lazy else pb.ops.apply(w)  # v_c = ψ_cᵀ A⁻¹ ψ_a
+        u = v if v is not None and pb.tops is pb.ops else pb.tops.apply(w)  # u = Ψ_T A⁻¹ψ_a
         info = {"var_latent": pb.resid_c[a] + d - s2, "cT_before": self.cT.copy(), "u": u, "d": d}
         _rank1(self.Ainv, w, w, -1.0 / d)
-        self.cT -= u**2 / d  # C_T,ii ← C_T,ii − u_i²/d
+        self.cT -= u**2 / d  # C_T,ii ← C_T,ii − u_i²/d (in place: the screen reads it)
+        self.hT -= u**2 / d
+        if self.screen is not None:
+            self.screen.update(psi, w, d, self.Ainv)
         if self.lazy:
             z = self.Einv @ psi
             _rank1(self.Einv, z, z, 1.0 / (s2 - psi @ z))  # E⁻¹ ← E⁻¹ + zzᵀ/(σ² − q_a)
             return info
-        v = pb.ops.apply(w)  # v_c = ψ_cᵀ A⁻¹ ψ_a
         self.h -= v**2 / d
         if self.strategy == "krause":
             z = self.Einv @ psi
@@ -183,176 +183,6 @@ class _Greedy:
         return info
 
 
-def _check_n(n) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise InputError(f"n (number of sites) must be a positive integer; got {n!r}.")
-    return int(n)
-
-
-def _check_vector(values, n: int, name: str, positive: bool) -> np.ndarray:
-    arr = np.asarray(values, dtype=np.float64)
-    if arr.ndim == 0:
-        arr = np.full(n, float(arr))
-    if arr.shape != (n,):
-        raise InputError(f"{name} must be a scalar or have one value per candidate ({n}); "
-                         f"got shape {arr.shape}.")
-    if not np.all(np.isfinite(arr)) or (positive and np.any(arr <= 0)):
-        raise InputError(f"{name} must be finite{' and > 0' if positive else ''} for every "
-                         "candidate.")
-    return arr
-
-
-def _default_names(d: int) -> tuple:
-    return ("x", "y", "z")[:d] if d <= 3 else tuple(f"x{i}" for i in range(d))
-
-
-def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion: str = "marginal",
-                  targets=None, existing=None, exclude=None, min_distance: float = 0.0,
-                  cost=None, budget: float | None = None, max_targets: int = 1000,
-                  max_bytes: float = 2**28, lazy: bool | None = None, names=None, seed: int = 0,
-                  dense_limit: int = _DENSE_LIMIT) -> pd.DataFrame:
-    """Suggest the next ``n`` measurement sites by greedy selection (docs/placement.md).
-
-    Args:
-        model: a fitted :class:`~geogp.models.afs.AFSRegressor` or
-            :class:`~geogp.models.exact.ExactGP` (hyperparameters are kept fixed).
-        candidates: :class:`Candidates` (e.g. ``Candidates.grid(axes, mask)``), or an (N, D)
-            array / DataFrame of points, in the model's input units and column order.
-        n: number of sites k (fewer are returned when the budget or the minimum distance
-            leaves no feasible candidate).
-        strategy: ``"mi"`` (thesis log-determinant criterion, default), ``"variance"`` or
-            ``"krause"`` (mutual information with V = the candidates, lazy greedy).
-        criterion: for ``"mi"``: ``"marginal"`` (default; sum of per-target terms) or
-            ``"joint"`` (log-determinant over all targets).
-        targets: where the predictions should improve, (N_T, D) points or :class:`Candidates`;
-            default the candidates. Thinned to ``max_targets`` (and, for ``"mi"``, to at most
-            ``max_bytes`` for the |T| × |V_c| matrix); the result's ``attrs`` say so.
-        existing: (N_e, D) existing sensors, absorbed first by the same rank-one updates. For
-            ``"krause"``, those that sit on a candidate are part of the selected set A (so a
-            batch of q equals q calls that each pass the previous picks as existing).
-        exclude: boolean mask, True = not allowed: one value per candidate, or the grid's
-            shape for grid candidates.
-        min_distance: minimum distance (input units) between chosen sites, and from existing
-            sensors.
-        cost: per-candidate cost (scalar or (N,)); candidates are ranked by score/cost.
-        budget: total cost allowed (default unlimited; with no ``cost`` each site costs 1).
-        max_targets, max_bytes: target thinning limits (see ``targets``).
-        lazy: lazy-greedy evaluation for ``"krause"`` (same picks). Each lazy re-evaluation
-            costs O(M²) while a full update of all gains costs one or two linear forms over the
-            candidates, so the default (None) is lazy only for small, dense problems and plain
-            updates on grids and large point sets.
-        names: coordinate column names (default ``x``, ``y``, ``z``).
-        seed: random thinning of scattered targets.
-        dense_limit: |V_c|·M below which candidate features are stored densely.
-
-    Returns:
-        DataFrame, one row per site in selection order: ``order`` (1..k), ``index`` (row of
-        the candidate), coordinates, ``score`` (variance of a new measurement in the data's
-        units² for ``"variance"``, else nats), ``std_before`` (latent predictive std at the
-        site before it is added, data units), ``std_reduction`` (mean over targets of the
-        latent std reduction due to this site), ``mean_std_after`` (mean target std after
-        it), and ``cost``/``cumulative_cost`` when costs or a budget are given. ``attrs`` holds
-        strategy, criterion, n_targets, targets_thinned, n_candidates, stopped (why fewer).
-
-    Raises:
-        InputError: bad arguments (unknown strategy, n < 1 or above the number of allowed
-            candidates, NaN coordinates, shapes, locations outside the model's window...).
-
-    Cost: set-up O(M³) for A⁻¹ (and E⁻¹ for ``"krause"``), one quadratic form over the
-    candidates, and for ``"mi"`` |T| linear forms (the |T| × |V_c| matrix X, O(|T|³) more for
-    ``"joint"``); per step O(M² + |V_c|(e + |T|)) for ``"mi"``, O(M² + |V_c| e) for
-    ``"variance"`` and plain ``"krause"``, O(M² + b M²) for lazy ``"krause"`` (e: one linear
-    form over the candidates; b: re-evaluations). Memory O(M² + |T||V_c|).
-    """
-    n = _check_n(n)
-    if strategy not in STRATEGIES:
-        raise InputError(f"strategy must be one of {list(STRATEGIES)}; got {strategy!r}.")
-    if criterion not in CRITERIA:
-        raise InputError(f"criterion must be one of {list(CRITERIA)}; got {criterion!r}.")
-    cands = _as_candidates(candidates, "candidates")
-    exact = hasattr(model, "X_train_") and not hasattr(model, "features_")
-    if not exact:
-        _check_afs(model)
-        n_dims = model.features_.n_dims
-    else:
-        n_dims = int(np.shape(model.X_train_)[1])
-    if cands.n_dims != n_dims:
-        raise InputError(f"candidates have {cands.n_dims} coordinate columns but the model was "
-                         f"fitted on {n_dims}; use the model's input columns, in the same order.")
-    N = len(cands)
-    if existing is not None:
-        existing = as_points(existing, "existing sensors")
-        if existing.shape[1] != n_dims:
-            raise InputError(f"existing sensors have {existing.shape[1]} columns; expected "
-                             f"{n_dims}.")
-    min_distance = float(min_distance)
-    if not np.isfinite(min_distance) or min_distance < 0:
-        raise InputError(f"min_distance must be finite and ≥ 0; got {min_distance!r}.")
-    costs = None if cost is None else _check_vector(cost, N, "cost", positive=True)
-    if budget is not None:
-        budget = float(budget)
-        if not np.isfinite(budget) or budget <= 0:
-            raise InputError(f"budget must be finite and > 0; got {budget!r}.")
-        if costs is None:
-            costs = np.ones(N)
-    active = ~_exclusion(exclude, cands)
-    if existing is not None and min_distance > 0:
-        for pt in existing:
-            active &= ~_near(cands.coords, pt, min_distance)
-    if n > int(active.sum()):
-        raise InputError(f"n = {n} sites requested but only {int(active.sum())} of {N} candidates "
-                         "are allowed (after exclusions and the distance to existing sensors); "
-                         "ask for fewer sites or allow more candidates.")
-    if costs is not None and budget is not None:
-        active &= costs <= budget
-    lazy_batch = 16
-    # targets: default the candidates; thinned to the limits
-    tgt = cands if targets is None else _as_candidates(targets, "targets")
-    if tgt.n_dims != n_dims:
-        raise InputError(f"targets have {tgt.n_dims} columns; expected {n_dims}.")
-    limit = int(max_targets)
-    if strategy == "mi":
-        per = 8 * N * (2 if criterion == "joint" else 1)
-        limit = min(limit, max(1, int(max_bytes // per)))
-    tgt, thinned = tgt.thin(limit, seed)
-
-    if exact:
-        pb = _exact_problem(model, cands, tgt, existing)
-    else:
-        pb = _afs_problem(model, cands, tgt, existing, dense_limit)
-    taken = _at_candidates(existing, cands.coords) if existing is not None else []
-    if lazy is None:
-        lazy = isinstance(pb.ops, _DenseOps)
-    g = _Greedy(pb, strategy, criterion, bool(lazy), lazy_batch, taken)
-    picks, stopped = _run(g, n, active, costs, budget, min_distance, cands.coords)
-
-    ys = pb.y_scale
-    names = tuple(names) if names is not None else _default_names(n_dims)
-    if len(names) != n_dims:
-        raise InputError(f"names must give {n_dims} column names; got {names!r}.")
-    idx = np.array([p["index"] for p in picks], dtype=np.int64)
-    data = {"order": np.arange(1, len(picks) + 1), "index": idx}
-    for j, name in enumerate(names):
-        data[name] = cands.coords[idx, j] if len(picks) else np.array([])
-    score_scale = ys**2 if strategy == "variance" else 1.0
-    data["score"] = np.array([p["score"] * score_scale for p in picks])
-    data["std_before"] = np.array([math.sqrt(max(p["var_latent"], 0.0)) * ys for p in picks])
-    data["std_reduction"] = np.array([p["std_reduction"] * ys for p in picks])
-    data["mean_std_after"] = np.array([p["mean_std_after"] * ys for p in picks])
-    if costs is not None:
-        c = costs[idx] if len(picks) else np.array([])
-        data["cost"] = c
-        data["cumulative_cost"] = np.cumsum(c)
-    df = pd.DataFrame(data)
-    df.attrs.update({"strategy": strategy, "criterion": criterion if strategy == "mi" else None,
-                     "n_candidates": N, "n_targets": len(tgt), "targets_thinned": thinned,
-                     "stopped": stopped, "coord_names": list(names),
-                     "model": "exact" if exact else "afs"})
-    if stopped != "n":
-        warnings.warn(f"only {len(picks)} of {n} sites could be placed ({stopped}).", stacklevel=2)
-    return df
-
-
 def _run(g: _Greedy, n: int, active, costs, budget, min_distance, coords):
     """The greedy loop; returns (records, why it stopped: 'n', 'budget' or 'no candidate left')."""
     active = active.copy()
@@ -366,10 +196,14 @@ def _run(g: _Greedy, n: int, active, costs, budget, min_distance, coords):
         heapq.heapify(heap)
         stamp = np.zeros(g.pb.ops.n, dtype=np.int64)
         fresh_gain = gains.copy()
-    else:
+    elif g.screen is None:
         scores = g.score_all(active)
     for step in range(n):
-        if g.lazy:
+        if g.screen is not None:  # marginal mi over a large target set: bounds + exact values
+            a, score = g.screen.select(active, costs, g.Ainv, g.h)
+            if a is None:
+                break
+        elif g.lazy:
             a = _lazy_pop(g, heap, stamp, step, active, costs, fresh_gain)
             if a is None:
                 break
@@ -393,7 +227,7 @@ def _run(g: _Greedy, n: int, active, costs, budget, min_distance, coords):
         if costs is not None and remaining is not None:
             remaining -= costs[a]
             active &= costs <= remaining + 1e-12 * max(1.0, abs(budget))
-        if step + 1 < n and not g.lazy:
+        if step + 1 < n and not g.lazy and g.screen is None:
             scores = g.score_all(active, *getattr(g, "_pending", ()))
     if len(picks) == n:
         return picks, "n"

@@ -1,7 +1,9 @@
 """Candidate feature operators and the placement problem (docs/placement.md).
 
 The greedy loop never needs the |V_c| × M matrix Ψ_c itself, only products with it: Ψ_c W,
-diag(Ψ_c B Ψ_cᵀ), ‖ψ_c‖² and Ψ_cᵀΨ_c. :class:`_DenseOps` keeps Ψ_c for small problems;
+diag(Ψ_c B Ψ_cᵀ), ‖ψ_c‖², Ψ_cᵀΨ_c and the weighted Gram matrix Ψ_cᵀ diag(ω) Ψ_c. The same
+operators serve the target locations T (often the candidates themselves, then one object).
+:class:`_DenseOps` keeps Ψ_c for small problems;
 :class:`_GridOps` (separable products of 1-D features on grids) and :class:`_PointOps`
 (planned type-2 NUFFT at scattered points) evaluate them without it. :class:`_Problem` gathers
 what the loop needs, built by :func:`_afs_problem` for AFS models and :func:`_exact_problem`
@@ -40,6 +42,10 @@ class _DenseOps:
         """Ψ_c W: (N,) for W (M,), (N, B) for W (M, B)."""
         return self.Psi @ W
 
+    def apply_t(self, W) -> np.ndarray:
+        """(Ψ_c W)ᵀ, (B, N) C-contiguous, for W (M, B)."""
+        return np.asarray(W, dtype=np.float64).T @ self.Psi.T
+
     def quad(self, B) -> np.ndarray:
         """diag(Ψ_c B Ψ_cᵀ), (N,). Cost O(N M²)."""
         out = np.empty(self.n)
@@ -54,6 +60,10 @@ class _DenseOps:
 
     def gram(self) -> np.ndarray:
         return self.Psi.T @ self.Psi
+
+    def wgram(self, weights) -> np.ndarray:
+        """Σ_c ω_c ψ_cψ_cᵀ (M, M). Cost O(N M²)."""
+        return (self.Psi * np.asarray(weights, dtype=np.float64)[:, None]).T @ self.Psi
 
 
 class _FourierOps:
@@ -108,16 +118,23 @@ class _GridOps(_FourierOps):
 
     def apply(self, W) -> np.ndarray:
         W = np.asarray(W, dtype=np.float64)
-        vec = W.ndim == 1
-        W = W[:, None] if vec else W
-        out = np.empty((self.n, W.shape[1]))
+        if W.ndim == 1:
+            return self.apply_t(W[:, None])[0]
+        return self.apply_t(W).T
+
+    def apply_t(self, W) -> np.ndarray:
+        """(Ψ_c W)ᵀ, (B, N), for W (M, B): the contraction's own layout, no transpose."""
+        W = np.asarray(W, dtype=np.float64)
+        out = np.empty((W.shape[1], self.n))
+        full = self.n == int(np.prod(self.shape))  # every cell: flat is 0..N−1
         step = max(1, _BLOCK // int(np.prod(self.shape)))
         for s in range(0, W.shape[1], step):
             acc = self._weights_tensor(W[:, s:s + step])
             for b in self.blocks:
                 acc = np.tensordot(acc, b, axes=([1], [1]))  # contract r_d, append n_d
-            out[:, s:s + step] = acc.reshape(acc.shape[0], -1)[:, self.flat].T
-        return out[:, 0] if vec else out
+            acc = acc.reshape(acc.shape[0], -1)
+            out[s:s + step] = acc if full else acc[:, self.flat]
+        return out
 
     def _grid_values(self, per_axis, tensor) -> np.ndarray:
         """Σ_r tensor[r_1, ..., r_D] ∏_d per_axis[d][x_d, r_d] at the candidate cells."""
@@ -165,6 +182,22 @@ class _GridOps(_FourierOps):
         G = np.asarray(grid_stats(self.ff, list(self.saxes), values).G)
         return self.sl[:, None] * G * self.sl[None, :]
 
+    def wgram(self, weights) -> np.ndarray:
+        """Σ_c ω_c ψ_cψ_cᵀ: quad bins of the weights on the grid (zero off the cells), chunked
+        along the first axis, then assembled (:mod:`geogp.features.trig`).
+
+        Cost O(N Σ_d P_d + M²)."""
+        full = np.zeros(self.shape)
+        full.ravel()[self.flat] = np.asarray(weights, dtype=np.float64)
+        C = 0.0
+        row = int(np.prod(self.shape[1:]))
+        step = max(1, _BLOCK // (4 * max(row, 1)))
+        for s in range(0, self.shape[0], step):
+            axes = [self.saxes[0][s:s + step]] + list(self.saxes[1:])
+            C = C + trig.grid_bins(self.ff, axes, full[s:s + step], "quad")
+        G = trig.assemble_gram(self.ff, C)
+        return self.sl[:, None] * G * self.sl[None, :]
+
 
 class _PointOps(_FourierOps):
     """Scattered candidates: one linear form by a planned type-2 NUFFT, batches by dense blocks."""
@@ -199,6 +232,10 @@ class _PointOps(_FourierOps):
             out[s:s + step] = np.asarray(self.ff(self.Xs[s:s + step])) @ SW
         return out
 
+    def apply_t(self, W) -> np.ndarray:
+        """(Ψ_c W)ᵀ, (B, N) C-contiguous, for W (M, B)."""
+        return np.ascontiguousarray(self.apply(np.asarray(W, dtype=np.float64)).T)
+
     def quad(self, B) -> np.ndarray:
         coef = trig.quad_coefficients(self.ff, self.sl[:, None] * B * self.sl[None, :])
         return trig.evaluate_points(self.ff, self.Xs, coef, "quad")
@@ -209,6 +246,12 @@ class _PointOps(_FourierOps):
         G = np.asarray(points_stats(self.ff, self.Xs, np.zeros(self.n), "nufft").G)
         return self.sl[:, None] * G * self.sl[None, :]
 
+    def wgram(self, weights) -> np.ndarray:
+        """Σ_c ω_c ψ_cψ_cᵀ through a type-1 NUFFT of the weights. Cost O(N + P^D log P + M²)."""
+        C = trig.points_bins(self.ff, self.Xs, np.asarray(weights, dtype=np.float64), "quad")
+        G = trig.assemble_gram(self.ff, C)
+        return self.sl[:, None] * G * self.sl[None, :]
+
 
 # =========================================================================== problems
 @dataclass
@@ -217,62 +260,76 @@ class _Problem:
 
     A_data: (M, M) precision of the whitened weights given the data only (no existing
     sensors: Krause's "rest of V" term excludes them); Ainv: (M, M) inverse precision given the
-    data and the existing sensors; ops: candidate features;
-    Psi_T: (T, M) target features; resid_c (N,), resid_T (T,): k(0) − ‖ψ‖², the part of the
-    prior variance the features do not carry; resid_TT: callable giving K_TT − Ψ_TΨ_Tᵀ.
+    data and the existing sensors; ops: candidate features; tops: target features (the same
+    object as ``ops`` when the targets are the candidates); resid_c (N,), resid_T (T,):
+    k(0) − ‖ψ‖², the part of the prior variance the features do not carry; resid_TT: callable
+    giving K_TT − Ψ_TΨ_Tᵀ (the joint criterion only, on a small target set).
     """
 
     A_data: object  # (M, M) array, or a callable that forms it
     Ainv: np.ndarray
     noise: float
     ops: object
-    Psi_T: np.ndarray
+    tops: object
     resid_c: np.ndarray
     resid_T: np.ndarray
     resid_TT: object
     y_scale: float
 
 
-def _afs_problem(model, cands: Candidates, targets: Candidates, existing, dense_limit) -> _Problem:
-    ff, post, scaler = model.features_, model.posterior_, model.scaler_
-    sl = np.asarray(post.sqrt_lam, dtype=np.float64)
+def _afs_ops(model, locs: Candidates, dense_limit: int, what: str):
+    """Feature operator of ``locs``: dense below ``dense_limit`` elements, else grid or points."""
+    ff, scaler = model.features_, model.scaler_
+    sl = np.asarray(model.posterior_.sqrt_lam, dtype=np.float64)
+    Xs = scaler.x(locs.coords)
+    try:
+        ff.check_inside(Xs, "raise")
+    except InputError as err:
+        raise type(err)(f"{what}: {err}") from None
+    if len(locs) * ff.n_features <= dense_limit:
+        return _DenseOps(np.asarray(ff(Xs)) * sl)
+    if locs.axes is not None:
+        saxes = [(a - m) / s for a, m, s in zip(locs.axes, scaler.x_mean, scaler.x_scale)]
+        return _GridOps(ff, sl, saxes, locs.flat)
+    return _PointOps(ff, sl, Xs)
+
+
+def _afs_problem(model, cands: Candidates, targets: Candidates | None, existing,
+                 dense_limit) -> _Problem:
+    """AFS placement problem; ``targets=None`` means the targets are the candidates."""
+    post, scaler = model.posterior_, model.scaler_
     fp = FeaturePosterior.from_model(model)
     A_data = fp._A0  # data only (an array or a callable): Krause's E starts from it
     if existing is not None:
         for psi in _afs_psi(model, existing, "existing sensors"):
             fp.add(psi)  # existing sensors: same rank-one updates as suggested sites
-    Xs_c = scaler.x(cands.coords)
-    try:
-        ff.check_inside(Xs_c, "raise")
-    except InputError as err:
-        raise type(err)(f"candidate locations: {err}") from None
-    if len(cands) * ff.n_features <= dense_limit:
-        ops = _DenseOps(np.asarray(ff(Xs_c)) * sl)
-    elif cands.axes is not None:
-        saxes = [(a - m) / s for a, m, s in zip(cands.axes, scaler.x_mean, scaler.x_scale)]
-        ops = _GridOps(ff, sl, saxes, cands.flat)
-    else:
-        ops = _PointOps(ff, sl, Xs_c)
-    Psi_T = _afs_psi(model, targets.coords, "target locations")
+    ops = _afs_ops(model, cands, dense_limit, "candidate locations")
+    tops = ops if targets is None else _afs_ops(model, targets, dense_limit, "target locations")
     kvar0 = float(post.kvar0)
-    Xs_T = scaler.x(targets.coords)
+    resid_c = kvar0 - ops.sq_norms()
+    resid_T = resid_c if targets is None else kvar0 - tops.sq_norms()
+    Xs_T = scaler.x((cands if targets is None else targets).coords)
 
     def resid_TT():
+        Psi_T = tops.rows(np.arange(tops.n))
         return np.asarray(model.kernel_(Xs_T, Xs_T)) - Psi_T @ Psi_T.T
 
-    return _Problem(A_data, fp.Ainv, fp.noise, ops, Psi_T, kvar0 - ops.sq_norms(),
-                    kvar0 - np.sum(Psi_T**2, axis=1), resid_TT, float(scaler.y_scale))
+    return _Problem(A_data, fp.Ainv, fp.noise, ops, tops, resid_c, resid_T, resid_TT,
+                    float(scaler.y_scale))
 
 
 _EXACT_MAX = 4000
 
 
-def _exact_problem(model, cands: Candidates, targets: Candidates, existing) -> _Problem:
+def _exact_problem(model, cands: Candidates, targets: Candidates | None, existing) -> _Problem:
     """Exact GP: features of the posterior covariance on V_c ∪ T (∪ existing), C = ΨΨᵀ.
 
     The posterior given the data is factorised by an eigendecomposition; existing sensors are
-    then absorbed by the same rank-one updates as for AFS. Cost O(|V_c ∪ T ∪ E|³).
+    then absorbed by the same rank-one updates as for AFS. ``targets=None``: the targets are
+    the candidates (not repeated). Cost O(|V_c ∪ T ∪ E|³).
     """
+    same = targets is None
+    targets = Candidates(np.zeros((0, cands.n_dims))) if same else targets
     n_e = 0 if existing is None else len(existing)
     n_u = len(cands) + len(targets) + n_e
     if n_u > _EXACT_MAX:
@@ -297,9 +354,12 @@ def _exact_problem(model, cands: Candidates, targets: Candidates, existing) -> _
     fp = FeaturePosterior(np.ones(r), np.eye(r), np.eye(r), np.zeros(r), noise, 0.0)
     for psi in Psi[nc + nt:]:
         fp.add(psi)
+    t0, t1 = (0, nc) if same else (nc, nc + nt)
 
     def resid_TT():
-        return C[nc:nc + nt, nc:nc + nt] - Psi[nc:nc + nt] @ Psi[nc:nc + nt].T
+        return C[t0:t1, t0:t1] - Psi[t0:t1] @ Psi[t0:t1].T
 
-    return _Problem(np.eye(r), fp.Ainv, noise, _DenseOps(Psi[:nc]), Psi[nc:nc + nt],
-                    resid[:nc], resid[nc:nc + nt], resid_TT, float(scaler.y_scale))
+    ops = _DenseOps(Psi[:nc])
+    tops = ops if same else _DenseOps(Psi[nc:nc + nt])
+    return _Problem(np.eye(r), fp.Ainv, noise, ops, tops, resid[:nc], resid[t0:t1], resid_TT,
+                    float(scaler.y_scale))

@@ -86,6 +86,10 @@ def plot_sites(sites: pd.DataFrame, std=None, x_coords=None, y_coords=None, *, a
                annotate: bool = True, label: str = "predictive std"):
     """Suggested sites (numbered triangles) over a map of the predictive std.
 
+    The order numbers are placed so that they overlap neither each other nor the markers
+    (:func:`_place_labels`; a thin leader line joins a label pushed away from its site), and
+    the legend sits below the axes, outside the map.
+
     Args:
         sites: output of :func:`suggest_sites`.
         std: optional (N_y, N_x) std map with axis coordinates ``x_coords`` (N_x,) and
@@ -107,19 +111,92 @@ def plot_sites(sites: pd.DataFrame, std=None, x_coords=None, y_coords=None, *, a
         mesh = ax.pcolormesh(np.asarray(x_coords), np.asarray(y_coords), std, shading="auto",
                              cmap="viridis")
         ax.figure.colorbar(mesh, ax=ax, label=label)
+    points = [np.column_stack([sites[x], sites[y]]).astype(np.float64)]
     if existing is not None:
         e = np.asarray(existing)
         ax.scatter(e[:, 0], e[:, 1], s=14, facecolors="none", edgecolors="white",
                    label="existing")
+        points.append(e[:, :2].astype(np.float64))
     ax.scatter(sites[x], sites[y], marker="^", s=60, c="red", edgecolors="black",
                label="suggested", zorder=3)
-    if annotate:
-        for row in sites.to_dict("records"):
-            ax.annotate(str(int(row["order"])), (row[x], row[y]), xytext=(4, 4),
-                        textcoords="offset points", color="white", fontsize=8)
     ax.set_xlabel(x)
     ax.set_ylabel(y)
-    ax.legend(loc="upper right", fontsize=8)
     if title:
         ax.set_title(title)
+    if annotate and len(sites):
+        texts = [str(int(o)) for o in sites["order"]]
+        _place_labels(ax, points[0], texts, np.vstack(points))
+    _legend_below(ax)
     return ax
+
+
+# label placement: offsets tried in this order (points), nearest ring first
+_DIRECTIONS = [(1, 1), (1, 0), (0, 1), (-1, 1), (1, -1), (-1, 0), (0, -1), (-1, -1)]
+_RADII = (5.0, 9.0, 14.0, 20.0, 28.0, 38.0, 50.0)
+_MARKER_HALF = 5.0  # half the size of a site marker (s = 60 → about 7.7 pt), with a margin
+_PAD = 2.0  # points between two labels
+
+
+def _place_labels(ax, xy, texts, obstacles, fontsize: float = 8.0):
+    """Annotate ``xy`` (N, 2, data units) with ``texts`` so that no two labels overlap and no
+    label covers a marker (``obstacles``), greedily in order: for each site, the first offset
+    (nearest ring first) whose box is free; failing that, the least-overlapping one."""
+    import matplotlib.patheffects as pe
+
+    to_pt = 72.0 / ax.figure.dpi
+    pts = ax.transData.transform(xy) * to_pt  # display points
+    obst = ax.transData.transform(obstacles) * to_pt
+    frame = ax.get_window_extent()
+    fx0, fy0, fx1, fy1 = (frame.x0 * to_pt, frame.y0 * to_pt, frame.x1 * to_pt,
+                          frame.y1 * to_pt)
+    boxes = [(ox - _MARKER_HALF, oy - _MARKER_HALF, ox + _MARKER_HALF, oy + _MARKER_HALF)
+             for ox, oy in obst]
+    taken = []
+    for site, (px, py), text in zip(xy, pts, texts):
+        w, h = 0.64 * fontsize * len(text) + 2.0, fontsize + 1.0  # digits ≈ 0.64 em wide
+        best, best_cost = None, np.inf
+        for r in _RADII:
+            for dx, dy in _DIRECTIONS:
+                cx, cy = px + dx * r, py + dy * r  # anchor point of the label
+                x0 = cx if dx > 0 else (cx - w if dx < 0 else cx - w / 2)
+                y0 = cy if dy > 0 else (cy - h if dy < 0 else cy - h / 2)
+                box = (x0, y0, x0 + w, y0 + h)
+                pad = (x0 - _PAD, y0 - _PAD, x0 + w + _PAD, y0 + h + _PAD)  # keep labels apart
+                cost = sum(_overlap(box, b) for b in boxes) + sum(_overlap(pad, b) for b in taken)
+                if box[0] < fx0 or box[2] > fx1 or box[1] < fy0 or box[3] > fy1:
+                    cost += 0.5 * w * h  # outside the map: allowed, but only as a last resort
+                if cost < best_cost:
+                    best, best_cost = (box, dx, dy, r), cost
+                if cost == 0:
+                    break
+            if best_cost == 0:
+                break
+        box, dx, dy, r = best
+        taken.append(box)
+        ha = "left" if dx > 0 else ("right" if dx < 0 else "center")
+        va = "bottom" if dy > 0 else ("top" if dy < 0 else "center")
+        arrow = {"arrowstyle": "-", "color": "white", "lw": 0.6} if r > _RADII[1] else None
+        ax.annotate(text, xy=site, xytext=(dx * r, dy * r), textcoords="offset points",
+                    ha=ha, va=va, color="white", fontsize=fontsize, zorder=4, arrowprops=arrow,
+                    path_effects=[pe.withStroke(linewidth=1.5, foreground="black")])
+
+
+def _overlap(a, b) -> float:
+    """Area of the intersection of two boxes (x0, y0, x1, y1)."""
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    return w * h if w > 0 and h > 0 else 0.0
+
+
+def _legend_below(ax):
+    """The legend in one row under the axes (below the tick labels and the x label)."""
+    y = -0.12
+    try:
+        renderer = ax.figure.canvas.get_renderer()
+        tight = ax.get_tightbbox(renderer)
+        y = float(ax.transAxes.inverted().transform((0.0, tight.y0))[1]) - 0.01
+    except Exception:  # pragma: no cover (backends without a renderer)
+        pass
+    handles, _ = ax.get_legend_handles_labels()
+    return ax.legend(loc="upper center", bbox_to_anchor=(0.5, y), ncol=max(1, len(handles)),
+                     fontsize=8, frameon=False, borderaxespad=0.0)

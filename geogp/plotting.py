@@ -30,6 +30,34 @@ def _label(da, dim) -> str:
     return f"{dim} [{units}]" if units else str(dim)
 
 
+def _geometry(da, y_dim: str, x_dim: str):
+    """(aspect, x label, y label) from the CRS: equal-area aspect on lon/lat grids.
+
+    On a geographic CRS a degree of longitude is cos(latitude) times shorter than a degree of
+    latitude, so the axes get aspect 1/cos(mean latitude) (a region looks as on an equal-area
+    map at its centre); projected grids get equal axes, labelled with the CRS's linear unit.
+    Without a CRS the aspect follows the figure ("auto") and the coordinates' own units.
+    """
+    try:
+        crs = da.rio.crs
+    except Exception:
+        crs = None
+    if crs is None:
+        return "auto", _label(da, x_dim), _label(da, y_dim)
+    if crs.is_geographic:
+        lat = float(np.nanmean(da[y_dim].values))
+        return (1.0 / max(np.cos(np.deg2rad(lat)), 1e-6), f"longitude [°E] ({x_dim})",
+                f"latitude [°N] ({y_dim})")
+    unit = "m"
+    try:
+        unit = crs.linear_units or unit
+    except Exception:
+        pass
+    unit = {"metre": "m", "meter": "m", "kilometre": "km", "foot": "ft", "US survey foot":
+            "ftUS"}.get(unit, unit)
+    return "equal", f"{x_dim} [{unit}]", f"{y_dim} [{unit}]"
+
+
 def plot_maps(observed: xr.DataArray, prediction: xr.Dataset, heldout: xr.DataArray | None = None,
               *, title: str | None = None, cmap: str = "viridis", figsize=None):
     """Figure with the observations, the predictive mean and std (and held-out residuals).
@@ -70,6 +98,7 @@ def plot_maps(observed: xr.DataArray, prediction: xr.Dataset, heldout: xr.DataAr
     finite = np.concatenate([p[1][np.isfinite(p[1])] for p in panels[:2]])
     vmin, vmax = (np.percentile(finite, [1, 99]) if finite.size else (0.0, 1.0))
     extent = _extent(mean, y_dim, x_dim)
+    aspect, x_label, y_label = _geometry(prediction, y_dim, x_dim)
     n = len(panels)
     fig, axes = plt.subplots(1, n, figsize=figsize or (4.2 * n, 4.0), squeeze=False,
                              constrained_layout=True)
@@ -81,12 +110,12 @@ def plot_maps(observed: xr.DataArray, prediction: xr.Dataset, heldout: xr.DataAr
             r = np.nanmax(np.abs(data)) if np.isfinite(data).any() else 1.0
             kw = {"vmin": -r, "vmax": r}
         im = ax.imshow(np.ma.masked_invalid(data), extent=extent, origin="upper", cmap=cm,
-                       aspect="auto", interpolation="nearest", **kw)
+                       aspect=aspect, interpolation="nearest", **kw)
         if mean[y_dim].values[0] < mean[y_dim].values[-1]:
             ax.invert_yaxis()
         ax.set_title(name, fontsize=10)
-        ax.set_xlabel(_label(mean, x_dim))
-        ax.set_ylabel(_label(mean, y_dim))
+        ax.set_xlabel(x_label)
+        ax.set_ylabel(y_label)
         units = prediction["mean"].attrs.get("units")
         fig.colorbar(im, ax=ax, shrink=0.8, label=units or None)
     if title:

@@ -32,7 +32,11 @@ class TrainingBar:
         if self._train is None:
             self._stats.update(1)
             self._stats.close()
-            self._train = bar(f"{self.label}training", self.maxiter, self.enabled, unit="iter")
+            # no total: L-BFGS usually stops long before maxiter, and an ETA computed
+            # against maxiter would be wrong by an order of magnitude
+            self._train = bar(f"{self.label}training (L-BFGS, at most {self.maxiter} "
+                              "iterations; then the posterior)", None, self.enabled,
+                              unit="iter")
         self._train.update(iteration - self._train.n)
         self._train.set_postfix(objective=f"{objective:.6g}", refresh=False)
 

@@ -233,8 +233,10 @@ class _PointOps(_FourierOps):
         return out
 
     def apply_t(self, W) -> np.ndarray:
-        """(Ψ_c W)ᵀ, (B, N) C-contiguous, for W (M, B)."""
-        return np.ascontiguousarray(self.apply(np.asarray(W, dtype=np.float64)).T)
+        """(Ψ_c W)ᵀ, (B, N), for W (M, B): one planned NUFFT per column, O(N + P^D log P) each
+        (a dense block would cost O(N M) per column)."""
+        W = np.asarray(W, dtype=np.float64)
+        return np.stack([self._nufft(W[:, j]) for j in range(W.shape[1])])
 
     def quad(self, B) -> np.ndarray:
         coef = trig.quad_coefficients(self.ff, self.sl[:, None] * B * self.sl[None, :])

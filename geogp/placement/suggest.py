@@ -76,7 +76,7 @@ def _default_names(d: int) -> tuple:
 def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion: str = "marginal",
                   targets=None, existing=None, exclude=None, min_distance="auto",
                   cost=None, budget: float | None = None, max_targets: int = 1000,
-                  max_bytes: float = 2**28, max_evaluations: int = 2048,
+                  max_bytes: float = 2**28, max_evaluations: int = 1024,
                   lazy: bool | None = None, names=None, seed: int = 0,
                   dense_limit: int = _DENSE_LIMIT) -> pd.DataFrame:
     """Suggest the next ``n`` measurement sites by greedy selection (docs/placement.md).

@@ -16,6 +16,7 @@ Usage::
     .venv/bin/python benchmarks/bench_lattice.py                       # α = 2, defaults
     .venv/bin/python benchmarks/bench_lattice.py --alpha 1 --fit-only
     .venv/bin/python benchmarks/bench_lattice.py --fit-cells 0         # exact full likelihood
+    .venv/bin/python benchmarks/bench_lattice.py --cv-only --large-scale 200   # multi-resolution
 """
 
 from __future__ import annotations
@@ -30,8 +31,12 @@ DATA = Path("/work/shared/data/heaton_satellite_train.nc")
 
 
 def _options(args) -> dict:
-    return dict(alpha=args.alpha, margin=args.margin, mean=args.mean, maxiter=args.maxiter,
+    opts = dict(alpha=args.alpha, margin=args.margin, mean=args.mean, maxiter=args.maxiter,
                 fit_cells=(args.fit_cells or None), tile=args.tile)
+    if args.large_scale:
+        opts.update(large_scale=args.large_scale, large_scale_kernel=args.large_scale_kernel,
+                    large_scale_window=args.large_scale_window)
+    return opts
 
 
 def single_fit(da, opts: dict) -> None:
@@ -69,6 +74,10 @@ def main(argv=None) -> int:
     ap.add_argument("--fit-cells", type=int, default=60_000,
                     help="raster cells in the hyperparameter fit (0: exact full likelihood)")
     ap.add_argument("--tile", type=int, default=128)
+    ap.add_argument("--large-scale", type=int, default=0,
+                    help="large-scale Fourier features (multi-resolution model; 0: none)")
+    ap.add_argument("--large-scale-kernel", default="matern32")
+    ap.add_argument("--large-scale-window", type=float, default=1.5)
     ap.add_argument("--n-folds", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fit-only", action="store_true", help="skip the cross-validation")
@@ -92,7 +101,9 @@ def main(argv=None) -> int:
     if args.fit_only:
         return 0
     cv = geogp.cross_validate(da, folds="gaps", n_folds=args.n_folds, seed=args.seed,
-                              model="lattice", label=f"lattice α={args.alpha}", **opts)
+                              model="lattice", label=f"lattice α={args.alpha}"
+                              + (f" + {args.large_scale} {args.large_scale_kernel}"
+                                 if args.large_scale else ""), **opts)
     print(cv.summary(), flush=True)
     if args.pykrige:
         sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -65,13 +65,18 @@ from geogp.models.base import Prediction, Standardizer
 from geogp.models.lattice_gmrf import (
     ALPHAS,
     BACKENDS,
+    KERNELS_LARGE,
     PARAMS,
+    PARAMS_LARGE,
     LatticeProblem,
     _evaluate,
     _loss,
+    fourier_features,
     log_marginal_likelihood,
+    low_frequencies,
     make_problem,
     precision,
+    spectral_weights,
 )
 from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.trend import basis, monomial_powers
@@ -81,6 +86,7 @@ __all__ = [
     "LatticeProblem",
     "make_problem",
     "precision",
+    "spectral_weights",
     "log_marginal_likelihood",
     "LatticeRegressor",
 ]
@@ -129,6 +135,12 @@ class LatticeRegressor:
         ordering: CHOLMOD fill-reducing ordering (default nested dissection).
         max_bytes: refuse lattices whose factor would need more memory than this.
         progress: ``progress(iteration, objective)`` after each L-BFGS iteration.
+        large_scale: None (default), a number of large-scale Fourier features (cos/sin pairs of
+            the lowest frequencies of a window ``large_scale_window`` times the lattice) or
+            ``"auto"`` (200): the multi-resolution model y = Φᵀu + Xβ + g + ε with
+            u ~ N(0, Λ(ℓ_L, s_L)), Λ from the spectral density of ``large_scale_kernel``
+            (``"matern12"``, ``"matern32"``, ``"matern52"``, ``"se"``); u is integrated exactly in
+            the same Woodbury step as β (see :mod:`geogp.models.lattice_gmrf`).
 
     Attributes:
         params_: fitted log parameters (lattice units, standardised y). report_: FitReport.
@@ -140,7 +152,8 @@ class LatticeRegressor:
 
     def __init__(self, alpha=2, *, margin=16, mean="linear", range=None, sd=None, noise=None,
                  optimize=True, maxiter=100, fit_cells=60_000, tile=128, backend="auto",
-                 ordering="nesdis", max_bytes=4 * 2**30, progress=None):
+                 ordering="nesdis", max_bytes=4 * 2**30, progress=None, large_scale=None,
+                 large_scale_kernel="matern32", large_scale_window=1.5):
         self.alpha = alpha
         self.margin = margin
         self.mean = mean
@@ -155,6 +168,9 @@ class LatticeRegressor:
         self.ordering = ordering
         self.max_bytes = max_bytes
         self.progress = progress
+        self.large_scale = large_scale
+        self.large_scale_kernel = large_scale_kernel
+        self.large_scale_window = large_scale_window
 
     # ------------------------------------------------------------------ checks
     def _check_args(self) -> None:
@@ -176,6 +192,16 @@ class LatticeRegressor:
             problems.append(f"tile must be an integer ≥ 2 (got {self.tile!r})")
         if self.backend not in BACKENDS:
             problems.append(f"backend must be one of {BACKENDS} (got {self.backend!r})")
+        ls = self.large_scale
+        if not (ls is None or ls == "auto" or (isinstance(ls, (int, np.integer))
+                                                 and not isinstance(ls, bool) and ls >= 2)):
+            problems.append(f"large_scale must be None, 'auto' or an integer ≥ 2 (got {ls!r})")
+        if self.large_scale_kernel not in KERNELS_LARGE:
+            problems.append(f"large_scale_kernel must be one of {KERNELS_LARGE} (got "
+                            f"{self.large_scale_kernel!r})")
+        if not (np.isfinite(self.large_scale_window) and self.large_scale_window >= 1):
+            problems.append("large_scale_window must be a number ≥ 1 (got "
+                            f"{self.large_scale_window!r})")
         if problems:
             raise InputError("invalid LatticeRegressor settings: " + "; ".join(problems) + ".")
         monomial_powers(self.mean, 2)  # raises for an unknown mean
@@ -195,6 +221,7 @@ class LatticeRegressor:
 
     def _memory(self, n: int) -> None:
         needed = _FILL[int(self.alpha)] * n * max(math.log2(n), 1.0) * _BYTES_PER_FACTOR_ENTRY
+        needed += 6 * 8.0 * n * self._n_large()  # Φ, B⁻¹PᵀΦ and their products on the lattice
         if needed > self.max_bytes:
             raise MemoryEstimateError(
                 f"a lattice of {n} cells (α = {self.alpha}, sparse Cholesky factor and selected "
@@ -239,6 +266,7 @@ class LatticeRegressor:
         self.origin_ = (ay[0] - m * (ay[1] - ay[0]), ax[0] - m * (ax[1] - ax[0]))
         self.step_ = (ay[1] - ay[0], ax[1] - ax[0])
         self.shape_, self.powers_ = shape, powers
+        self._frequencies()
         iy, ix = np.nonzero(obs)
         Xobs = np.stack([ay[iy], ax[ix]], axis=1)
         self.scaler_ = Standardizer.from_data(Xobs, v[obs])
@@ -252,7 +280,8 @@ class LatticeRegressor:
         self.fit_tiles_ = len(problems)
         if self.optimize:
             params, report = minimize_lbfgs(_loss, params, args=(tuple(problems),),
-                                            unconstrained=PARAMS, maxiter=int(self.maxiter),
+                                            unconstrained=PARAMS + PARAMS_LARGE,
+                                            maxiter=int(self.maxiter),
                                             progress=self.progress)
         else:
             report = FitReport(float(_loss(params, tuple(problems))), 0, 1, True,
@@ -269,14 +298,30 @@ class LatticeRegressor:
                         self.origin_[1] + cols * self.step_[1]], axis=1)
         return basis(self.scaler_.x(pts), self.powers_)
 
+    def _n_large(self) -> int:
+        ls = self.large_scale
+        return 0 if ls is None else 200 if ls == "auto" else 2 * (int(ls) // 2)
+
+    def _frequencies(self) -> None:
+        self.freq_, self._dw = low_frequencies(self.shape_, self.h_, self._n_large() // 2,
+                                               self.large_scale_window)
+
+    def _features(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        return fourier_features(rows * self.h_[0], cols * self.h_[1], self.freq_)
+
     def _initial(self, ys: np.ndarray, X: np.ndarray) -> dict:
         resid = ys - X @ np.linalg.lstsq(X, ys, rcond=None)[0] if X.shape[1] else ys
         sd0 = max(float(np.std(resid)), 1e-3)
         sd = self.sd / self.scaler_.y_scale if self.sd is not None else sd0
         noise = self.noise / self.scaler_.y_scale if self.noise is not None else 0.3 * sd0
         rng = self.range / self.unit_ if self.range is not None else 10.0
-        return {"log_range": jnp.asarray(math.log(rng)), "log_sd": jnp.asarray(math.log(sd)),
-                "log_noise": jnp.asarray(math.log(noise))}
+        out = {"log_range": jnp.asarray(math.log(rng)), "log_sd": jnp.asarray(math.log(sd)),
+               "log_noise": jnp.asarray(math.log(noise))}
+        if self._n_large():
+            ext = 0.25 * max(n * h for n, h in zip(self.shape_, self.h_))
+            out["log_range_large"] = jnp.asarray(math.log(ext))
+            out["log_sd_large"] = jnp.asarray(math.log(sd))
+        return out
 
     def _problem(self, obs: np.ndarray, ys: np.ndarray, sl=None) -> LatticeProblem:
         """The problem of the raster window ``sl`` (default all) extended by the margin."""
@@ -290,24 +335,32 @@ class LatticeRegressor:
         order = idx[r, c]
         X = self._trend(r + sy.start + m, c + sx.start + m)
         cells = (r + m) * shape[1] + (c + m)
+        f2 = np.tile(np.sum(self.freq_**2, axis=1), 2)
         return make_problem(shape, self.h_, int(self.alpha), cells, ys[order], X,
-                            self.backend, self.ordering)
+                            self.backend, self.ordering,
+                            self._features(r + sy.start + m, c + sx.start + m), f2,
+                            getattr(self, "_dw", 0.0), self.large_scale_kernel)
 
     def _posterior(self, obs: np.ndarray, ys: np.ndarray) -> None:
         """Mean, variances and neighbour covariances on the whole lattice at ``params_``."""
         problem = self._problem(obs, ys)
-        ll, s, beta, mm, b_vals = (np.asarray(a) for a in _evaluate(self.params_, problem))
+        ll, s, w, a, b_vals, d = (np.asarray(v) for v in _evaluate(self.params_, problem))
         self.log_likelihood_ = float(ll)
         self.n_obs_ = problem.n_obs
         ny, nx = self.shape_
         n = ny * nx
-        p = problem.n_trend
+        k = problem.n_feat
         rr, cc = np.divmod(np.arange(n), nx)
-        x_all = self._trend(rr, cc)
-        self.beta_ = beta
-        self._mean = x_all @ beta + s[:, 0] - s[:, 1:] @ beta
-        self._r = x_all - s[:, 1:]
-        self._vbeta = np.linalg.inv(mm[1:, 1:]) if p else np.zeros((0, 0))
+        # columns (Φ√λ, X) and their B⁻¹Pᵀ·/σ²; w = (Λ^{-1/2}u, β), posterior cov A⁻¹
+        r = np.concatenate([self._features(rr, cc), self._trend(rr, cc)], axis=1)
+        r *= d
+        r -= s[:, 1:] * d
+        self.beta_ = w[k:]
+        self.large_coef_ = w[:k] * d[:k]  # posterior mean of u
+        self._mean = s[:, 0] + r @ w
+        del s
+        self._r = r
+        self._vbeta = np.linalg.inv(a) if a.size else np.zeros((0, 0))
         z = self._selected_inverse(problem, b_vals)
         pat = problem.pattern
         cell = np.arange(n).reshape(ny, nx)

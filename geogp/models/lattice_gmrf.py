@@ -3,6 +3,21 @@
 The precision Q(θ) = c (κ²I + L)^α on a fixed pattern, log|Q| in closed form from the Neumann
 Laplacian's eigenvalues, and the REML log marginal likelihood by one sparse Cholesky of
 B = Q + PᵀP/σ² (formulas in :mod:`geogp.models.lattice`'s docstring).
+
+Multi-resolution model (``LatticeRegressor(large_scale=...)``): y = Φu + Xβ + Pg + ε with m
+large-scale Fourier features Φ (:func:`fourier_features` of :func:`low_frequencies`) and
+u ~ N(0, Λ), Λ = diag λ(ℓ_L, s_L) (:func:`spectral_weights`), β flat. With F = [Φ, X],
+d = (√λ, 1) and the coefficients w = (Λ^{-1/2}u, β) (prior precision D = diag(I, 0)):
+
+    M = [y, F]ᵀ Σ_g⁻¹ [y, F]  by the same Woodbury solve (1 + m + p right-hand sides; Σ_g as above)
+    A = diag(d) M_FF diag(d) + D,   ŵ = A⁻¹ diag(d) M_Fy
+    log p(y) = −½ [log|Σ_g| + M_yy − (d M_Fy)ᵀ ŵ + log|A| + (N − p) log 2π]
+
+(= the REML density of Σ = Σ_g + ΦΛΦᵀ by the determinant lemma; θ_L enters only the small dense
+part, so its gradient needs no extra sparse work). Posterior: w | y ~ N(ŵ, A⁻¹) and g | w, y has
+mean B⁻¹Pᵀ(y − F diag(d) w)/σ² and covariance B⁻¹, so at cells a, b, with
+r_c = diag(d)(f_c − (B⁻¹PᵀF)_c/σ²):  E f_c = (B⁻¹Pᵀy)_c/σ² + r_cᵀŵ,
+Cov(f_a, f_b) = (B⁻¹)_ab + r_aᵀ A⁻¹ r_b — exact, no approximation of the cross terms.
 """
 
 from __future__ import annotations
@@ -18,12 +33,16 @@ import scipy.sparse as sp
 
 from geogp.exceptions import InputError
 
-__all__ = ["ALPHAS", "BACKENDS", "PARAMS", "LatticeProblem", "laplacian", "make_problem",
-           "precision", "log_marginal_likelihood"]
+__all__ = ["ALPHAS", "BACKENDS", "PARAMS", "PARAMS_LARGE", "KERNELS_LARGE", "LatticeProblem",
+           "laplacian", "make_problem", "precision", "spectral_weights", "low_frequencies",
+           "fourier_features",
+           "log_marginal_likelihood"]
 
 ALPHAS = (1, 2)
 BACKENDS = ("auto", "cholmod", "dense")
 PARAMS = ("log_range", "log_sd", "log_noise")
+PARAMS_LARGE = ("log_range_large", "log_sd_large")
+KERNELS_LARGE = ("matern12", "matern32", "matern52", "se")
 
 
 # --------------------------------------------------------------------------- operators
@@ -76,6 +95,46 @@ def _coefficients(params, alpha: int, area: float):
     return kappa2, c, noise
 
 
+def spectral_weights(params, freq2, dw: float, kernel: str):
+    """Prior variances λ_m of the large-scale Fourier coefficients (one per cos/sin column).
+
+    λ_m = 2 s_L² p(ω_m) Δω, with p the 2-D spectral density of the isotropic kernel (lengthscale
+    ℓ_L, normalised to a probability density: Matérn ν: ν κ^{2ν} / π (κ² + |ω|²)^{−ν−1},
+    κ = √(2ν)/ℓ; SE: ℓ²/2π exp(−ℓ²|ω|²/2)); the factor 2 counts ω and −ω (half-plane grid), so
+    Σ_m λ_m cos(ω_m·(x − x')) is the Riemann sum of s_L² k(x − x').
+    """
+    ell = jnp.exp(params["log_range_large"])
+    var = jnp.exp(2.0 * params["log_sd_large"])
+    if kernel == "se":
+        dens = ell**2 / (2.0 * math.pi) * jnp.exp(-0.5 * ell**2 * freq2)
+    else:
+        nu = {"matern12": 0.5, "matern32": 1.5, "matern52": 2.5}[kernel]
+        k2 = 2.0 * nu / ell**2
+        dens = nu * k2**nu / math.pi * (k2 + freq2) ** (-nu - 1.0)
+    return 2.0 * var * dens * dw
+
+
+def low_frequencies(shape, h, count: int, window: float) -> tuple[np.ndarray, float]:
+    """The ``count`` lowest nonzero angular frequencies ω = 2π(j/L_y, k/L_x) of the half-plane
+    (k > 0, or k = 0 and j > 0), L = window × lattice extent; returns ((count, 2), Δω)."""
+    lw = [window * n * hh for n, hh in zip(shape, h)]
+    dw = 4 * math.pi**2 / (lw[0] * lw[1])
+    if count <= 0:
+        return np.zeros((0, 2)), dw
+    r = 3 * math.isqrt(count) + 3
+    j, i = np.meshgrid(np.arange(-r, r + 1), np.arange(0, r + 1), indexing="ij")
+    keep = (i > 0) | ((i == 0) & (j > 0))
+    om = 2 * np.pi * np.stack([j[keep] / lw[0], i[keep] / lw[1]], axis=1)
+    order = np.lexsort((om[:, 1], om[:, 0], np.sum(om**2, axis=1)))
+    return om[order[:count]], dw
+
+
+def fourier_features(py: np.ndarray, px: np.ndarray, freq: np.ndarray) -> np.ndarray:
+    """[cos(ω·x), sin(ω·x)] (N, 2m) at positions (py, px) for frequencies ``freq`` (m, 2)."""
+    ph = np.outer(py, freq[:, 0]) + np.outer(px, freq[:, 1])
+    return np.concatenate([np.cos(ph), np.sin(ph)], axis=1)
+
+
 # --------------------------------------------------------------------------- the problem
 @jax.tree_util.register_pytree_node_class
 @dataclass(frozen=True, eq=False)
@@ -87,7 +146,10 @@ class LatticeProblem:
             ``logdet_and_solve``. alpha: 1 or 2. area: h_y h_x. n_obs: N. n_trend: p.
         e_i, e_l, e_l2: (nnz,) I, L and L² on the pattern. e_obs: (nnz,) PᵀP on the pattern.
         eig: (n,) Laplacian eigenvalues λ_kl (for log|Q|). ptw: (n, 1 + p) Pᵀ[y, X].
-        wtw: (1 + p, 1 + p) [y, X]ᵀ[y, X].
+        wtw: (1 + p, 1 + p) [y, X]ᵀ[y, X]. n_feat: the first n_feat columns of X are
+        large-scale Fourier features (Gaussian prior, :func:`spectral_weights`; the rest have
+        a flat prior), with |ω|² in freq2 (n_feat,), cell dw of the frequency grid and
+        ``kernel`` their spectral density.
     """
 
     pattern: object = field(repr=False)
@@ -103,15 +165,20 @@ class LatticeProblem:
     eig: np.ndarray = field(repr=False)
     ptw: np.ndarray = field(repr=False)
     wtw: np.ndarray = field(repr=False)
+    freq2: np.ndarray = field(repr=False)
+    n_feat: int = 0
+    dw: float = 0.0
+    kernel: str = "matern32"
 
     def tree_flatten(self):
-        leaves = (self.e_i, self.e_l, self.e_l2, self.e_obs, self.eig, self.ptw, self.wtw)
+        leaves = (self.e_i, self.e_l, self.e_l2, self.e_obs, self.eig, self.ptw, self.wtw,
+                  self.freq2)
         return leaves, (self.pattern, self.solve, self.alpha, self.area, self.n_obs,
-                        self.n_trend)
+                        self.n_trend, self.n_feat, self.dw, self.kernel)
 
     @classmethod
     def tree_unflatten(cls, aux, leaves):
-        return cls(*aux, *leaves)
+        return cls(*aux[:6], *leaves, *aux[6:])
 
 
 def _load_solver(backend: str, ordering: str):
@@ -128,7 +195,8 @@ def _load_solver(backend: str, ordering: str):
 
 
 def make_problem(shape, h, alpha: int, cells: np.ndarray, y: np.ndarray, X: np.ndarray,
-                 backend: str = "auto", ordering: str = "nesdis") -> LatticeProblem:
+                 backend: str = "auto", ordering: str = "nesdis", features=None, freq2=None,
+                 dw: float = 0.0, kernel: str = "matern32") -> LatticeProblem:
     """Fix the lattice, its pattern and the data for :func:`log_marginal_likelihood`.
 
     Args:
@@ -137,6 +205,9 @@ def make_problem(shape, h, alpha: int, cells: np.ndarray, y: np.ndarray, X: np.n
         y: (N,) observations. X: (N, p) trend features (p may be 0).
         backend: ``"cholmod"``, ``"dense"`` (reference, small lattices) or ``"auto"``.
         ordering: CHOLMOD fill-reducing ordering (nested dissection suits lattices).
+        features: (N, m) large-scale features Φ at the cells (None: none), with |ω|² per
+            column ``freq2`` (m,), frequency-grid cell ``dw`` and spectral density ``kernel``
+            (:data:`KERNELS_LARGE`); u ~ N(0, diag λ(θ_L)) (:func:`spectral_weights`).
 
     Cost: O(nnz(Q)) here; the CHOLMOD analysis happens on the first evaluation.
     """
@@ -150,9 +221,13 @@ def make_problem(shape, h, alpha: int, cells: np.ndarray, y: np.ndarray, X: np.n
     pattern = SparsePattern.from_scipy(_structure(shape, alpha))
     e_l2 = (pattern.values_from_scipy(sp.csc_matrix(lap @ lap)) if alpha == 2
             else np.zeros(pattern.nnz))
+    if kernel not in KERNELS_LARGE:
+        raise InputError(f"large_scale_kernel must be one of {KERNELS_LARGE}; got {kernel!r}.")
+    features = np.zeros((len(cells), 0)) if features is None else np.asarray(features)
+    freq2 = np.zeros(0) if freq2 is None else np.asarray(freq2, dtype=np.float64)
     obs = np.zeros(n)
     obs[cells] = 1.0
-    W = np.column_stack([y, X])
+    W = np.column_stack([y, features, X])
     ptw = np.zeros((n, W.shape[1]))
     ptw[cells] = W
     eig = np.add.outer(_neumann_eigenvalues(shape[0]) / h[0] ** 2,
@@ -161,7 +236,8 @@ def make_problem(shape, h, alpha: int, cells: np.ndarray, y: np.ndarray, X: np.n
         pattern, _load_solver(backend, ordering), int(alpha), float(h[0] * h[1]),
         int(len(cells)), int(X.shape[1]),
         pattern.values_from_scipy(sp.eye(n, format="csc")), pattern.values_from_scipy(lap),
-        e_l2, pattern.values_from_scipy(sp.diags(obs, format="csc")), eig, ptw, W.T @ W)
+        e_l2, pattern.values_from_scipy(sp.diags(obs, format="csc")), eig, ptw, W.T @ W,
+        freq2, int(features.shape[1]), float(dw), kernel)
 
 
 def precision(params, problem: LatticeProblem):
@@ -182,27 +258,36 @@ def _evaluate(params, problem: LatticeProblem):
     b_vals = q + problem.e_obs / noise
     rhs = problem.ptw / noise
     logdet_b, s = problem.solve(problem.pattern, b_vals, rhs)
-    m = problem.wtw / noise - rhs.T @ s  # [y, X]ᵀ Σ⁻¹ [y, X]
-    p = problem.n_trend
+    m = problem.wtw / noise - rhs.T @ s  # [y, F]ᵀ Σ_g⁻¹ [y, F], F = [Φ, X]
+    p, k = problem.n_trend, problem.n_feat
+    # coefficients w = (Λ^{-1/2} u, β): prior precision diag(I, 0); F scaled by d = (√λ, 1)
+    d = jnp.ones(p)
+    if k:
+        d = jnp.concatenate([jnp.sqrt(spectral_weights(params, problem.freq2, problem.dw,
+                                                       problem.kernel)), d])
+    a = d[:, None] * m[1:, 1:] * d[None, :] + jnp.diag(jnp.concatenate([jnp.ones(k),
+                                                                         jnp.zeros(p)]))
+    b = d * m[1:, 0]
     quad = m[0, 0]
-    logdet_xx = 0.0
-    beta = jnp.zeros(p)
-    if p:
-        chol = jnp.linalg.cholesky(m[1:, 1:])
-        beta = jax.scipy.linalg.cho_solve((chol, True), m[1:, 0])
-        quad = quad - m[1:, 0] @ beta
-        logdet_xx = 2.0 * jnp.sum(jnp.log(jnp.diag(chol)))
+    logdet_a = 0.0
+    w = jnp.zeros(p + k)
+    if p + k:
+        chol = jnp.linalg.cholesky(a)
+        w = jax.scipy.linalg.cho_solve((chol, True), b)
+        quad = quad - b @ w
+        logdet_a = 2.0 * jnp.sum(jnp.log(jnp.diag(chol)))
     n = problem.n_obs
-    ll = -0.5 * (logdet_b - logdet_q + n * jnp.log(noise) + quad + logdet_xx
+    ll = -0.5 * (logdet_b - logdet_q + n * jnp.log(noise) + quad + logdet_a
                  + (n - p) * math.log(2.0 * math.pi))
-    return ll, s, beta, m, b_vals
+    return ll, s, w, a, b_vals, d
 
 
 def log_marginal_likelihood(params, problem: LatticeProblem):
     """Exact REML log marginal likelihood log p(y | θ) with β integrated (flat prior).
 
     Differentiable in ``params`` (dict of ``log_range``, ``log_sd``, ``log_noise``, in the
-    lattice's units and standardised y). Cost: one sparse Cholesky of B; the gradient adds a
+    lattice's units and standardised y; plus ``log_range_large``, ``log_sd_large`` when the
+    problem has large-scale features: then Σ = PQ⁻¹Pᵀ + ΦΛΦᵀ + σ²I, u integrated exactly). Cost: one sparse Cholesky of B; the gradient adds a
     solve and a selected inversion.
     """
     return _evaluate(params, problem)[0]

@@ -284,3 +284,134 @@ def test_front_end_fit_predict_and_cross_validate(rng):
     cv = geogp.cross_validate(da, folds="random", n_folds=2, model="lattice", margin=3,
                               maxiter=10, crs="EPSG:3857")
     assert np.isfinite(cv.scores()["rmse"]).all()
+
+
+# --------------------------------------------------------------------------- multi-resolution
+def matern_spectral_weights(freq2, ell, sd, dw, kernel):
+    """λ_m = 2 s² p(ω_m) Δω with p the normalised 2-D spectral density (written out here)."""
+    if kernel == "se":
+        dens = ell**2 / (2 * np.pi) * np.exp(-0.5 * ell**2 * freq2)
+    else:
+        nu = {"matern12": 0.5, "matern32": 1.5, "matern52": 2.5}[kernel]
+        k2 = 2 * nu / ell**2
+        dens = nu * k2**nu / np.pi / (k2 + freq2) ** (nu + 1)
+    return 2 * sd**2 * dens * dw
+
+
+def universal_kriging_cov(K, cells, y, X, x_all, noise):
+    """Universal kriging (flat-prior β) with an explicit prior covariance K of the field."""
+    C = K[np.ix_(cells, cells)] + noise * np.eye(len(cells))
+    Ci = np.linalg.inv(C)
+    V = np.linalg.inv(X.T @ Ci @ X)
+    beta = V @ X.T @ Ci @ y
+    ks = K[:, cells]
+    r = x_all - ks @ Ci @ X
+    return x_all @ beta + ks @ Ci @ (y - X @ beta), K - ks @ Ci @ ks.T + r @ V @ r.T
+
+
+@pytest.mark.parametrize("kernel", ["matern32", "se"])
+def test_spectral_density_is_normalised(kernel):
+    import scipy.integrate
+
+    ell = 3.0
+    f = lambda r: 2 * np.pi * r * matern_spectral_weights(r**2, ell, 1.0, 1.0, kernel) / 2
+    total = scipy.integrate.quad(f, 0, np.inf, limit=200)[0]
+    assert total == pytest.approx(1.0, rel=1e-6)
+    got = lm.spectral_weights({"log_range_large": np.log(ell), "log_sd_large": 0.0},
+                              np.array([0.0, 0.3, 2.0]), 0.7, kernel)
+    np.testing.assert_allclose(got, matern_spectral_weights(np.array([0.0, 0.3, 2.0]), ell,
+                                                            1.0, 0.7, kernel), rtol=1e-12)
+
+
+def _multires_problem(rng, backend, kernel="matern32", p=3, h=(1.0, 0.7), margin=2):
+    obs, v = _data(rng)
+    shape = (obs.shape[0] + 2 * margin, obs.shape[1] + 2 * margin)
+    r, c = np.nonzero(obs)
+    cells = (r + margin) * shape[1] + c + margin
+    y = v[obs]
+    X = np.column_stack([np.ones_like(y), r / 4.0, c / 4.0])[:, :p]
+    om = 2 * np.pi * np.array([[0, 1 / 30], [1 / 20, 0], [1 / 20, 1 / 30], [-1 / 20, 1 / 30]])
+    ph = np.outer((r + margin) * h[0], om[:, 0]) + np.outer((c + margin) * h[1], om[:, 1])
+    phi = np.concatenate([np.cos(ph), np.sin(ph)], axis=1)
+    f2 = np.tile(np.sum(om**2, axis=1), 2)
+    dw = 4 * np.pi**2 / 600
+    prob = lm.make_problem(shape, h, 2, cells, y, X, backend=backend, features=phi, freq2=f2,
+                           dw=dw, kernel=kernel)
+    return prob, cells, y, X, shape, phi, f2, dw
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kernel,p", [("matern32", 3), ("se", 1), ("matern12", 0)])
+def test_multires_lml_equals_dense_gaussian(rng, backend, kernel, p):
+    h = (1.0, 0.7)
+    prob, cells, y, X, shape, phi, f2, dw = _multires_problem(rng, backend, kernel, p, h)
+    for rho, sd, ns, ell, sl in [(3.0, 1.2, 0.3, 15.0, 0.8), (1.5, 0.7, 0.05, 40.0, 2.0)]:
+        theta = dict(_params(rho, sd, ns), log_range_large=np.log(ell), log_sd_large=np.log(sl))
+        got = float(lm.log_marginal_likelihood(theta, prob))
+        Q = dense_precision(shape, h, 2, rho, sd)
+        lam = matern_spectral_weights(f2, ell, sl, dw, kernel)
+        # Σ = P Q⁻¹ Pᵀ + Φ Λ Φᵀ + σ² I, written as a Q whose inverse carries the extra term
+        K = np.linalg.inv(Q)
+        K[np.ix_(cells, cells)] += phi @ np.diag(lam) @ phi.T
+        want = dense_reml(np.linalg.inv(K), cells, y, X, ns**2)
+        assert got == pytest.approx(want, rel=1e-10, abs=1e-10)
+
+
+@pytest.mark.skipif(not HAVE_CHOLMOD, reason="needs CHOLMOD")
+def test_multires_gradient_matches_finite_differences(rng):
+    prob, *_ = _multires_problem(rng, "cholmod")
+    theta = dict(_params(2.0, 0.9, 0.2), log_range_large=np.log(12.0), log_sd_large=np.log(0.7))
+    grad = jax.grad(lm.log_marginal_likelihood)(theta, prob)
+    eps = 1e-5
+    for k in theta:
+        up = dict(theta, **{k: theta[k] + eps})
+        dn = dict(theta, **{k: theta[k] - eps})
+        fd = (float(lm.log_marginal_likelihood(up, prob))
+              - float(lm.log_marginal_likelihood(dn, prob))) / (2 * eps)
+        assert float(grad[k]) == pytest.approx(fd, rel=1e-5, abs=1e-7), k
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_multires_posterior_equals_dense_kriging(rng, backend):
+    obs, v = _data(rng)
+    ay = 40.0 - 0.5 * np.arange(obs.shape[0])
+    ax = 3.0 + 0.35 * np.arange(obs.shape[1])
+    est = lm.LatticeRegressor(2, margin=2, mean="linear", range=1.3, sd=0.8, noise=0.2,
+                              optimize=False, fit_cells=None, backend=backend, large_scale=10,
+                              large_scale_kernel="matern32")
+    est.fit_grid([ay, ax], v)
+    assert est.freq_.shape == (5, 2)
+    pred = est.predict_grid([ay, ax])
+    m, sc, shape = 2, est.scaler_, est.shape_
+    Q = dense_precision(shape, est.h_, 2, 1.3 / 0.5, 0.8 / sc.y_scale)
+    # the large-scale term written densely: features at every cell, λ from the density
+    rr, cc = np.divmod(np.arange(shape[0] * shape[1]), shape[1])
+    ph = np.outer(rr * est.h_[0], est.freq_[:, 0]) + np.outer(cc * est.h_[1], est.freq_[:, 1])
+    phi = np.concatenate([np.cos(ph), np.sin(ph)], axis=1)
+    lam = matern_spectral_weights(np.tile(np.sum(est.freq_**2, axis=1), 2),
+                                  float(np.exp(est.params_["log_range_large"])),
+                                  float(np.exp(est.params_["log_sd_large"])), est._dw, "matern32")
+    K = np.linalg.inv(Q) + phi @ np.diag(lam) @ phi.T
+    ly = ay[0] + 0.5 * m - 0.5 * np.arange(shape[0])
+    lx = ax[0] - 0.35 * m + 0.35 * np.arange(shape[1])
+    LY, LX = np.meshgrid(ly, lx, indexing="ij")
+    pts = sc.x(np.stack([LY.ravel(), LX.ravel()], axis=1))
+    x_all = np.column_stack([np.ones(len(pts)), pts])
+    r, c = np.nonzero(obs)
+    cells = (r + m) * shape[1] + c + m
+    mean, cov = universal_kriging_cov(K, cells, sc.y(v[obs]), x_all[cells], x_all,
+                                      (0.2 / sc.y_scale) ** 2)
+    inner = (LY.ravel() <= ay[0] + 1e-9) & (LY.ravel() >= ay[-1] - 1e-9) & \
+        (LX.ravel() >= ax[0] - 1e-9) & (LX.ravel() <= ax[-1] + 1e-9)
+    np.testing.assert_allclose(pred.mean.ravel(), sc.y_mean + sc.y_scale * mean[inner],
+                               rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(pred.var_latent.ravel(), sc.y_scale**2 * np.diag(cov)[inner],
+                               rtol=1e-8)
+    i, j, ty, tx = 3, 4, 0.3, 0.6
+    pt = np.array([[ay[i] - 0.5 * ty, ax[j] + 0.35 * tx]])
+    cs = [(i + m) * shape[1] + j + m + d for d in (0, 1, shape[1], shape[1] + 1)]
+    w = np.array([(1 - ty) * (1 - tx), (1 - ty) * tx, ty * (1 - tx), ty * tx])
+    p1 = est.predict(pt)
+    assert p1.mean[0] == pytest.approx(sc.y_mean + sc.y_scale * w @ mean[cs], rel=1e-9)
+    assert p1.var_latent[0] == pytest.approx(sc.y_scale**2 * w @ cov[np.ix_(cs, cs)] @ w,
+                                             rel=1e-8)

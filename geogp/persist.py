@@ -247,7 +247,8 @@ def _load_afs(meta: dict, pre: str, z: Arrays) -> object:
     post_noise = require(meta, "posterior_noise", "float", where, positive=True)
     kvar0 = require(meta, "kvar0", "float", where, positive=True)
     if matrix_free:
-        got = {k: (z.get(f"{pre}posterior/{k}") if f"{pre}posterior/{k}" in z else None)
+        got = {k: (z.get(f"{pre}posterior/{k}", kind="iuf") if f"{pre}posterior/{k}" in z
+                   else None)
                for k in _ITERATIVE_POSTERIOR_ARRAYS}
         if got["weights"] is None or got["weights"].shape != (M,):
             raise ReadError(f"model file {where}: the posterior weights are missing or not "

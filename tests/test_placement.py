@@ -492,7 +492,7 @@ def _raster(path, rng, crs="EPSG:32633"):
 def _run_cli(argv):
     import argparse
 
-    from geogp.placement_cli import add_place_parser, run_place
+    from geogp.cli.place import add_place_parser, run_place
 
     parser = argparse.ArgumentParser(prog="geogp")
     add_place_parser(parser.add_subparsers(dest="command"))

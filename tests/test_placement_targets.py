@@ -258,7 +258,7 @@ def test_cli_reports_the_default_min_distance(tmp_path, capsys):
     import rioxarray  # noqa: F401
     import xarray as xr
 
-    from geogp.placement_cli import add_place_parser, run_place
+    from geogp.cli.place import add_place_parser, run_place
 
     rng = np.random.default_rng(0)
     y, x = 5000.0 - 100.0 * np.arange(18), 300000.0 + 100.0 * np.arange(22)

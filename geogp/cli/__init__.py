@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
     demo.add_argument("--traceback", action="store_true", help=argparse.SUPPRESS)
     from geogp.cli.cv import add_cv_parser
-    from geogp.placement_cli import add_place_parser
+    from geogp.cli.place import add_place_parser
 
     add_cv_parser(sub)
     add_place_parser(sub)
@@ -175,7 +175,7 @@ def main(argv=None) -> int:
         with warnings.catch_warnings():  # restores warnings.showwarning on exit
             warnings.showwarning = _show_warning
             from geogp.cli.cv import run_cv
-            from geogp.placement_cli import _place
+            from geogp.cli.place import _place
 
             handler = {"fit": _fit, "demo": _demo, "place": _place, "cv": run_cv}[args.command]
             return handler(args, echo)

@@ -1,6 +1,6 @@
 """``geogp place``: suggest where to measure next on a raster (docs/placement.md).
 
-The lead wires :func:`add_place_parser` and :func:`run_place` into :mod:`geogp.cli`::
+:mod:`geogp.cli` wires :func:`add_place_parser` and :func:`run_place` into the command::
 
     geogp place INPUT.(tif|nc) --n 20 --out sites.geojson [--strategy mi --features 500
         --min-distance D --exclude MASK.tif --csv sites.csv --map sites.png --var NAME

@@ -286,6 +286,28 @@ class GeoRegressor:
             lines.append(head + "; ".join(parts))
         return "\n".join(lines)
 
+    def score(self) -> float:
+        """Model evidence for comparing fits of the same data, in nats, on the data's scale.
+
+        The collapsed variational bound (AFS; a lower bound of the log marginal likelihood) or
+        the exact log marginal likelihood (``model="exact"``, ``"wavelet"``), summed over
+        slices. Each is computed on standardised values and brought back to the data's units
+        by subtracting N·log(y_scale) (the Jacobian of the standardisation), so that fits
+        with different settings of the same raster compare directly: higher is better.
+        """
+        self._check_fitted()
+        total = 0.0
+        for est, n in zip(self.estimators_, self.n_observed_):
+            if hasattr(est, "bound") and hasattr(est, "features_"):
+                value = est.bound()
+            elif hasattr(est, "log_marginal_likelihood") and hasattr(est, "scaler_"):
+                value = est.log_marginal_likelihood()
+            else:
+                raise InputError(f"score() is not available for model={self.model!r}; it "
+                                 "needs the bound (afs) or the exact evidence (exact, wavelet).")
+            total += float(value) - n * float(np.log(est.scaler_.y_scale))
+        return total
+
     # ------------------------------------------------------------------ persistence
     def save(self, path, *, overwrite: bool = False) -> None:
         """Save the fitted model to one ``.npz`` file (no pickle); see :mod:`geogp.persist`."""

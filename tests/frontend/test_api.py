@@ -221,3 +221,26 @@ def test_geogp_fit_stays_the_function_after_models_are_imported():
     import geogp.optimize  # noqa: F401  (the L-BFGS module; no longer named like the function)
 
     assert callable(geogp.fit) and geogp.fit.__module__ == "geogp.api"
+
+
+def test_score_is_the_bound_in_data_units_and_ranks_models(raster, fast):
+    """score() = the estimator's bound − N log(y_scale); the exact GP's score is its LML, and
+    rescaling the data shifts the evidence by exactly −N log(scale)."""
+    import numpy as np
+
+    from geogp.models.exact import ExactGP
+
+    small = raster.isel(y=slice(0, 10), x=slice(0, 12))
+    afs = geogp.fit(small, **fast)
+    est = afs.estimators_[0]
+    n = afs.n_observed_[0]
+    assert afs.score() == pytest.approx(est.bound() - n * np.log(est.scaler_.y_scale),
+                                        rel=1e-12)
+    exact = geogp.fit(small, model="exact", kernel="matern32", maxiter=30)
+    e = exact.estimators_[0]
+    assert isinstance(e, ExactGP)
+    assert exact.score() == pytest.approx(
+        e.log_marginal_likelihood() - n * np.log(e.scaler_.y_scale), rel=1e-12)
+    # the same data at 10x the scale: evidence shifts by exactly −N log 10
+    big = geogp.fit(small * 10.0, model="exact", kernel="matern32", maxiter=30)
+    assert big.score() == pytest.approx(exact.score() - n * np.log(10.0), rel=1e-6, abs=1e-6)

@@ -19,6 +19,7 @@ __all__ = [
     "OutputExistsError",
     "ReadError",
     "MissingCRSWarning",
+    "ApproximationWarning",
 ]
 
 
@@ -75,3 +76,8 @@ class ReadError(InputError):
 
 class MissingCRSWarning(UserWarning):
     """A raster has no CRS; the warning says what geogp assumed instead."""
+
+
+class ApproximationWarning(UserWarning):
+    """A fitted approximation is measurably off (aliasing, truncation); the warning gives the
+    numbers and the setting that fixes it (``n_features``, the window)."""

@@ -301,7 +301,8 @@ KERNELS = {
 }
 
 
-def make_kernel(spec, n_dims: int, lengthscale=0.2, variance=1.0) -> Kernel:
+def make_kernel(spec, n_dims: int, lengthscale=0.2, variance=1.0, *, spread: float = 4.0,
+                centred: bool = False) -> Kernel:
     """Build a kernel from a name such as ``"matern32"`` or ``"matern12+matern32"``.
 
     Args:
@@ -309,8 +310,13 @@ def make_kernel(spec, n_dims: int, lengthscale=0.2, variance=1.0) -> Kernel:
             ``se`` (``rbf``), ``matern12`` (``exponential``), ``matern32``, ``matern52``.
         n_dims: input dimension D; lengthscales are broadcast to shape (D,).
         lengthscale: initial lengthscale(s). For a sum, the i-th part gets
-            ``lengthscale * 4**i`` (short range first, then longer), so the parts start distinct.
+            ``lengthscale * spread**i`` (short range first, then longer), so the parts start
+            at separated scales and cannot start as copies of each other; with
+            ``centred=True`` the scales are centred on ``lengthscale`` instead:
+            ``lengthscale * spread**(i - (P - 1)/2)`` for P parts (e.g. ℓ/2 and 2ℓ for
+            spread 4), as when ``lengthscale`` comes from a single-kernel pilot fit.
         variance: initial total variance, split evenly across the parts of a sum.
+        spread: ratio of the initial lengthscales of successive parts (> 1).
 
     Returns:
         The kernel.
@@ -332,8 +338,12 @@ def make_kernel(spec, n_dims: int, lengthscale=0.2, variance=1.0) -> Kernel:
             f"got shape {ell.shape}."
         )
     ell = np.broadcast_to(ell.reshape(-1), (n_dims,))
+    if not spread > 1:
+        raise InputError(f"spread must be > 1 (parts start at distinct scales); got {spread!r}.")
+    shift = (len(names) - 1) / 2 if centred else 0.0
     parts = [
-        KERNELS[n](lengthscale=ell * 4.0**i, variance=variance / len(names))
+        KERNELS[n](lengthscale=ell * float(spread) ** (i - shift),
+                   variance=variance / len(names))
         for i, n in enumerate(names)
     ]
     return parts[0] if len(parts) == 1 else SumKernel(parts)

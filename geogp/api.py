@@ -55,10 +55,14 @@ class GeoRegressor:
         nodata: nodata value override (cells equal to it are missing).
         progress: show tqdm progress bars on stderr.
         options: further keyword arguments of the model (e.g. ``maxiter``, ``margin``,
-            ``lengthscale``, ``noise``; see :class:`~geogp.models.afs.AFSRegressor`).
+            ``alias_tol``, ``lengthscale``, ``noise``; see
+            :class:`~geogp.models.afs.AFSRegressor`).
 
     Attributes:
-        estimators_: the fitted model per slice (list, one element without extra dimension).
+        estimators_: the fitted model per slice (list, one element without extra dimension);
+            an AFS model's ``diagnostics_`` give its aliasing and truncation errors, and its
+            ``window_widths_`` the windows it was fitted on (the window widens to the learnt
+            lengthscales, ``alias_tol``).
         spec_: :class:`~geogp.adapters.GridSpec` (dimension names, CRS, longitude scaling).
         target_: the default prediction grid (the input raster, or ``grid=`` for points).
         extra_dim_, extra_coords_: the extra dimension and its coordinates (or None, {}).

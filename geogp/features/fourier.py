@@ -30,7 +30,9 @@ from geogp.exceptions import InputError, MemoryEstimateError, OutsideWindowError
 
 __all__ = ["FourierFeatures", "lattice_rows", "DEFAULT_WIDTH_FACTOR"]
 
-DEFAULT_WIDTH_FACTOR = 1 / 0.95  # W_d = W_xd / 0.95 (docs/afs.md (window), thesis C.1.6)
+# W_d = W_xd / 0.95 (docs/afs.md (window), thesis C.1.6): the narrowest window AFSRegressor
+# uses; it widens it for lengthscales that are not ≪ W_x (geogp.models.afs_diagnostics)
+DEFAULT_WIDTH_FACTOR = 1 / 0.95
 
 COS, SIN, CONST = 0, 1, 2
 

@@ -14,28 +14,30 @@ import jax.numpy as jnp
 import numpy as np
 
 from geogp._validation import as_points, as_targets, check_positive, check_same_length
-from geogp.exceptions import AllMissingError, InputError
-from geogp.features import trig
+from geogp.exceptions import InputError
 from geogp.features.afs_dft import log_lambda as _log_lambda
 from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures
-from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.kernels import make_kernel
+from geogp.models import afs_predict
+from geogp.models.afs_diagnostics import (ALIAS_TOL, REFIT_FACTOR, REFIT_GROWTH, alias_error,
+                                          balanced_width, diagnostics, truncation,
+                                          warn_if_poor)
+from geogp.models.afs_grid import grid_axes_info, grid_standardizer  # noqa: F401 (re-export)
+from geogp.models.afs_objectives import loss_and_args, merge_reports, warm_start
 from geogp.models.base import Prediction, Standardizer
 from geogp.models.collapsed import collapsed_bound, posterior, trace_term
-from geogp.models.afs_objectives import (iterative_loss, negative_bound_per_point,
-                                         warm_start)
-from geogp.models.collapsed_iterative import (IterativeOptions, IterativePosterior,
-                                              iterative_bound, iterative_posterior,
-                                              predict_moments, rademacher_probes,
-                                              variance_bins)
+from geogp.models.collapsed_iterative import (IterativeOptions, iterative_bound,
+                                              iterative_posterior, rademacher_probes)
+from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.stats import (DEFAULT_CHUNK_BYTES, DEFAULT_DENSE_BLOCK, dense_stats,
                          grid_noise_projection, grid_stats, points_noise_projection, points_stats)
-from geogp.trend import basis, basis_grid, monomial_powers, ols, residual_stats
+from geogp.trend import monomial_powers, ols, residual_stats
 
 __all__ = ["AFSRegressor", "grid_axes_info", "auto_features"]
 
-_DENSE_PREDICT_MAX = 2048  # below this many points, predict with explicit features
 ITERATIVE_ABOVE = 4096  # solver="auto": matrix-free above this many features
+MAX_REFITS = 3  # at most this many refits on a wider window (alias_tol)
+SUM_SPREAD = 9.0  # a sum's parts start at the pilot lengthscale ×/÷ 3 (two parts)
 
 
 def auto_features(n_obs: int) -> int:
@@ -49,33 +51,6 @@ def auto_features(n_obs: int) -> int:
     return int(np.clip(int(n_obs) // 8, 2000, 10000))
 
 
-def grid_axes_info(axes) -> tuple[np.ndarray, np.ndarray]:
-    """(first coordinate, spacing) per axis; raises unless each axis is regular and monotone."""
-    from geogp.exceptions import IrregularGridError
-
-    x0, eta = [], []
-    for d, a in enumerate(axes):
-        a = np.asarray(a, dtype=np.float64)
-        if a.ndim != 1 or a.size < 2:
-            raise InputError(f"grid axis {d} must be a vector with ≥ 2 coordinates; got shape {a.shape}.")
-        step = np.diff(a)
-        if not np.all(np.isfinite(a)):
-            raise IrregularGridError(f"grid axis {d} has NaN/inf coordinates.")
-        if np.any(step == 0) or not (np.all(step > 0) or np.all(step < 0)):
-            raise IrregularGridError(
-                f"grid axis {d} is not strictly monotonic (duplicated or unsorted coordinates); "
-                "sort the array along that axis (da.sortby) or drop duplicates."
-            )
-        if not np.allclose(step, step[0], rtol=1e-6, atol=0):
-            raise IrregularGridError(
-                f"grid axis {d} is not regularly spaced (spacing from {step.min():.6g} to "
-                f"{step.max():.6g}); irregular coordinates are fitted as scattered points."
-            )
-        x0.append(a[0])
-        eta.append(abs(step[0]))
-    return np.array(x0), np.array(eta)
-
-
 class AFSRegressor:
     """Precomputable approximate-Fourier-series variational GP (docs/bound.md, docs/afs.md).
 
@@ -83,26 +58,43 @@ class AFSRegressor:
         kernel: ``"matern32"`` (default), ``"se"``, ``"matern12"``, ``"matern52"``, sums such as
             ``"matern12+matern32"``, or a Kernel (initial parameters, standardised units). A
             kernel without a spectral density (``ProductKernel``) uses AFS-DFT λ and needs
-            ``lattice="full"`` (docs/afs.md, AFS-DFT).
+            ``lattice="full"`` (docs/afs.md, AFS-DFT). A sum named by a string starts from a
+            pilot fit of its first part alone (same statistics): the parts start at the
+            pilot's lengthscale ÷3 and ×3 with its variance split, so that they start at
+            separated, data-driven scales; a Kernel object keeps its own initial values.
         n_features: target number of features M (the realised M is ``features_.n_features``),
             or ``"auto"``: M = N_obs/8 clipped to [2,000, 10,000] (:func:`auto_features`).
         n_freq: explicit K_d per dimension (overrides ``n_features``).
         lattice: ``"odd"`` (default) or ``"full"``.
-        window_factor: W_d = window_factor · W_xd (default 1/0.95, docs/afs.md (window)).
+        window_factor: the window is at least W_d = window_factor · W_xd (default 1/0.95,
+            docs/afs.md (window)) plus ``margin``.
         margin: extra window width on each side, in units of the data's extent (e.g. 0.1).
+        alias_tol: the window widens beyond ``window_factor``/``margin`` until the kernel
+            has decayed to ``alias_tol``·k(0) between the data's farthest points and their
+            nearest alias: W_d ≥ W_xd + a few lengthscales (SE 3.0ℓ, Matérn-1/2 4.6ℓ at the
+            default 0.01), at most 3·W_xd, and no further than where the alias error meets the
+            truncation error (at fixed ``n_features`` a wider window lowers the bandwidth).
+            The fit starts on ``window_factor``/``margin``; when the learnt θ needs a wider
+            window the statistics are recomputed on it and θ refitted from where it stopped
+            (at most 3 times; kernel sums and ``optimize=False`` start on the window their
+            initial θ needs). ``None``: the window is exactly ``window_factor``/``margin``
+            (the thesis default W_x/0.95 shortens lengthscales that are not ≪ W_x:
+            :mod:`geogp.models.afs_diagnostics`).
         lengthscale, variance, noise: initial hyperparameters in standardised units
             (defaults ℓ = 0.2, σ_f² = 1, σ² = 1: docs/model.md).
         mean: mean function, None (zero on the standardised scale: the data's mean),
             ``"constant"``, ``"linear"`` or ``"quadratic"`` trend in the coordinates, learnt
             jointly with θ (:mod:`geogp.trend`).
-        grid_mode: ``"exact"`` (default) uses the statistics of the observed cells with the
-            window W = W_x·window_factor. ``"diagonal"`` is the Lemma 3.1 fast path for
-            *complete* rasters (G = N·I, O(M) per optimiser step, docs/afs.md (gridded data)): it needs the
-            window W_d = N_d η_d, one cell wider than the data, so the odd lattice's negative
-            alias makes opposite edges strongly anti-correlated (docs/afs.md (gridded data, pitfall)).
+        grid_mode: ``"exact"`` (default) uses the statistics of the observed cells on the
+            window above. ``"diagonal"`` is the Lemma 3.1 fast path for
+            *complete* rasters (G = N·I, O(M) per optimiser step, docs/afs.md (gridded
+            data)): it needs the window W_d = N_d η_d, one cell wider than the data, so the
+            odd lattice's negative alias makes opposite edges strongly anti-correlated
+            (docs/afs.md (gridded data, pitfall)).
             Measured on non-periodic synthetic rasters, it biases the learnt lengthscale
             (downwards, more so as M grows); use it for periodic fields, or for speed when
-            the bias is acceptable. Rasters with gaps always use the exact route.
+            the bias is acceptable (``alias_tol`` does not apply; the aliasing diagnostic warns).
+            Rasters with gaps always use the exact route.
         stats_method: scattered points: ``"auto"`` (NUFFT above 2,000 points), ``"nufft"``,
             ``"dense"``.
         optimize: learn θ by L-BFGS (else keep the initial values).
@@ -132,12 +124,20 @@ class AFSRegressor:
         features_, stats_, kernel_ (standardised units), noise_, posterior_, report_, scaler_,
         beta_ (mean-function coefficients, standardised units, or None), powers_ (its
         monomial exponents), stats_time_s_: seconds spent reading the data into statistics,
-        solver_: ``"dense"`` or ``"iterative"`` (the route taken).
+        solver_: ``"dense"`` or ``"iterative"`` (the route taken), window_widths_: the
+        window widths fitted in turn (standardised units; more than one when the learnt θ
+        needed a wider window), diagnostics_: the approximation's diagnostics at the fitted θ
+        (dict: ``alias``, ``alias_self``, ``truncation``, ``truncation_to_noise``,
+        ``spectral_edge``, ``lengthscale_ratio``, ``part_share``, ``window_factor``,
+        ``n_features``, ``window_refits``; :mod:`geogp.models.afs_diagnostics`). Poor values
+        raise an :class:`~geogp.exceptions.ApproximationWarning` (with the numbers and the
+        fix) at the end of the fit.
     """
 
     def __init__(self, kernel="matern32", *, n_features=1000, n_freq=None, lattice="odd",
-                 window_factor=DEFAULT_WIDTH_FACTOR, margin=0.0, lengthscale=0.2, variance=1.0,
-                 noise=1.0, mean=None, grid_mode="exact", stats_method="auto", optimize=True, maxiter=300,
+                 window_factor=DEFAULT_WIDTH_FACTOR, margin=0.0, alias_tol=ALIAS_TOL,
+                 lengthscale=0.2, variance=1.0, noise=1.0, mean=None, grid_mode="exact",
+                 stats_method="auto", optimize=True, maxiter=300,
                  chunk_bytes=DEFAULT_CHUNK_BYTES, max_bytes=4 * 2**30, solver="auto", n_probes=8,
                  n_samples=64, cg_tol=1e-4, dense_block="auto", warm_start=1024,
                  seed=0, progress=None):
@@ -147,6 +147,7 @@ class AFSRegressor:
         self.lattice = lattice
         self.window_factor = window_factor
         self.margin = margin
+        self.alias_tol = alias_tol
         self.lengthscale = lengthscale
         self.variance = variance
         self.noise = noise
@@ -167,7 +168,7 @@ class AFSRegressor:
         self.progress = progress
 
     # ------------------------------------------------------------------ set-up
-    def _features(self, center, width) -> FourierFeatures:
+    def _features(self, center, width, choose: bool = True) -> FourierFeatures:
         if self.n_freq is not None:
             ff = FourierFeatures.build(center, width, self.n_freq, self.lattice,
                                        max_bytes=np.inf)
@@ -175,7 +176,8 @@ class AFSRegressor:
             M = auto_features(self._n_obs) if self.n_features == "auto" else int(self.n_features)
             ff = FourierFeatures.for_budget(center, width, M, self.lattice,
                                             max_bytes=np.inf)
-        self._choose_solver(ff)
+        if choose:
+            self._choose_solver(ff)
         return ff
 
     def _dense_block(self, M: int) -> int:
@@ -235,7 +237,8 @@ class AFSRegressor:
     def _window(self, lo, hi):
         extent = hi - lo
         if self.window_factor < 1:
-            raise InputError(f"window_factor must be ≥ 1 (window covers the data); got {self.window_factor}.")
+            raise InputError("window_factor must be ≥ 1 (window covers the data); got "
+                             f"{self.window_factor}.")
         return (lo + hi) / 2, extent * self.window_factor + 2 * self.margin * extent
 
     # ------------------------------------------------------------------ fitting
@@ -248,119 +251,67 @@ class AFSRegressor:
         self._n_obs = X.shape[0]
         self.scaler_ = Standardizer.from_data(X, y)
         Xs, ys = self.scaler_.x(X), self.scaler_.y(y)
-        center, width = self._window(Xs.min(axis=0), Xs.max(axis=0))
-        self.features_ = self._features(center, width)
         self.powers_ = monomial_powers(self.mean, X.shape[1])
-        t0 = time.perf_counter()
         method = self.stats_method
         if method == "auto":
             method = "nufft" if X.shape[0] > 2000 else "dense"
-        gram = "operator" if self.solver_ == "iterative" else "dense"
-        if method == "dense" and gram == "dense":
-            self.stats_ = dense_stats(self.features_, Xs, ys, self.chunk_bytes, powers=self.powers_)
-        elif method in ("nufft", "dense"):
-            self.stats_ = points_stats(self.features_, Xs, ys, "nufft", self.chunk_bytes,
-                                       powers=self.powers_, gram=gram,
-                                       dense_block=self._dense_block(self.features_.n_features))
-        else:
+        if method not in ("nufft", "dense"):
             raise InputError(f"stats_method must be 'auto', 'dense' or 'nufft'; got {method!r}.")
-        self.stats_time_s_ = time.perf_counter() - t0
-        ff = self.features_
-        return self._learn(X.shape[1],
-                           lambda S, rng: points_noise_projection(ff, Xs, S, rng))
+
+        def make_stats(ff):
+            if method == "dense" and self.solver_ == "dense":
+                return dense_stats(ff, Xs, ys, self.chunk_bytes, powers=self.powers_)
+            return points_stats(ff, Xs, ys, "nufft", self.chunk_bytes, powers=self.powers_,
+                                gram="operator" if self.solver_ == "iterative" else "dense",
+                                dense_block=self._dense_block(ff.n_features))
+
+        return self._learn(Xs.min(axis=0), Xs.max(axis=0), make_stats,
+                           lambda S, rng: points_noise_projection(self.features_, Xs, S, rng))
 
     def fit_grid(self, axes, values) -> AFSRegressor:
         """Fit on a regular grid: ``values`` (N_1, ..., N_D) with NaN = missing, axis coordinates.
 
         Complete grids use G = N·I when Lemma 3.1 holds and ``grid_mode='diagonal'``; others use
-        the exact statistics of the observed cells from separable transforms (docs/afs.md, gridded data).
+        the exact statistics of the observed cells from separable transforms (docs/afs.md,
+        gridded data).
         """
         axes = [np.asarray(a, dtype=np.float64) for a in axes]
-        x0, eta = grid_axes_info(axes)
         shape = tuple(int(s) for s in values.shape)
-        if len(axes) != len(shape):
-            raise InputError(f"values have {len(shape)} dims but {len(axes)} axes were given.")
-        # observed-cell statistics for standardisation (one pass)
-        n_obs, s1, s2, ax_w = self._grid_moments(axes, values)
-        if n_obs == 0:
-            raise AllMissingError("every grid cell is missing (NaN); nothing to fit.")
+        self.scaler_, n_obs, eta = grid_standardizer(axes, values)
         self._check_counts(n_obs, len(axes))
         self._n_obs = n_obs
-        y_mean = s1 / n_obs
-        y_std = np.sqrt(max(s2 / n_obs - y_mean**2, 0.0))
-        if not y_std > 0:
-            raise InputError("the observed cells all have the same value; there is nothing to model.")
-        x_mean = np.array([np.sum(w * a) / n_obs for a, w in zip(axes, ax_w)])
-        x_std = np.array([np.sqrt(np.sum(w * (a - m) ** 2) / n_obs) for a, w, m in zip(axes, ax_w, x_mean)])
-        x_std = np.where(x_std > 0, x_std, eta)
-        self.scaler_ = Standardizer(x_mean, x_std, float(y_mean), float(y_std))
+        x_mean, x_std, y_mean, y_std = (self.scaler_.x_mean, self.scaler_.x_scale,
+                                        self.scaler_.y_mean, self.scaler_.y_scale)
         saxes = [(a - m) / s for a, m, s in zip(axes, x_mean, x_std)]
         seta = eta / x_std
         lo = np.array([a.min() for a in saxes])
         hi = np.array([a.max() for a in saxes])
         complete = n_obs == int(np.prod(shape))
-        t0 = time.perf_counter()
-        diagonal = False
+        diagonal = None
         if self.grid_mode not in ("exact", "diagonal"):
             raise InputError(f"grid_mode must be 'exact' or 'diagonal'; got {self.grid_mode!r}.")
         if complete and self.grid_mode == "diagonal" and self.lattice == "odd":
             # Lemma 3.1 mode: W_d = N_d η_d exactly, centred on the grid cells
-            center = (lo + hi) / 2
             width = np.array(shape) * seta
-            ff = self._features(center, width)
-            if all(2 * k <= n for k, n in zip(ff.n_freq, shape)):
-                diagonal = True
-        if self.grid_mode == "diagonal" and not diagonal:
+            if all(2 * k <= n for k, n in zip(self._features((lo + hi) / 2, width).n_freq, shape)):
+                diagonal = width
+        if self.grid_mode == "diagonal" and diagonal is None:
             warnings.warn("grid_mode='diagonal' needs a complete raster, the odd lattice and "
                           "2K_d ≤ N_d (Lemma 3.1); using the exact route instead.", stacklevel=2)
-        if not diagonal:
-            center, width = self._window(lo, hi)
-            ff = self._features(center, width)
-        self.features_ = ff
         values_std = (values - y_mean) / y_std  # lazy for dask
         self.powers_ = monomial_powers(self.mean, len(axes))
-        if diagonal:
-            self.solver_ = "dense"  # G = N·I: O(M) per step, nothing to iterate
-        gram = "operator" if self.solver_ == "iterative" else "dense"
-        self.stats_ = grid_stats(ff, saxes, values_std, diagonal=diagonal,
-                                 chunk_bytes=self.chunk_bytes, powers=self.powers_, gram=gram,
-                                 dense_block=self._dense_block(self.features_.n_features))
-        self.stats_time_s_ = time.perf_counter() - t0
-        chunk = self.chunk_bytes
-        return self._learn(len(axes), lambda S, rng: grid_noise_projection(
-            ff, saxes, values, S, rng, chunk))
 
-    @staticmethod
-    def _grid_moments(axes, values):
-        """Count, Σy, Σy² of observed cells and per-axis observed-cell counts, chunked."""
-        shape = values.shape
-        ax_w = [np.zeros(s) for s in shape]
-        n, s1, s2 = 0, 0.0, 0.0
-        chunks = getattr(values, "chunks", None)
-        if chunks is not None:
-            b = np.cumsum((0,) + tuple(chunks[0]))
-            slices = [slice(int(p), int(q)) for p, q in zip(b[:-1], b[1:])]
-        else:
-            step = max(1, int(2**24 // max(1, int(np.prod(shape[1:])))))
-            slices = [slice(i, i + step) for i in range(0, shape[0], step)]
-        for sl in slices:
-            block = np.asarray(values[sl], dtype=np.float64)
-            if np.isinf(block).any():
-                raise InputError("the grid contains infinite values; replace them by NaN "
-                                 "(missing) or finite numbers.")
-            obs = np.isfinite(block)
-            yb = np.where(obs, block, 0.0)
-            n += int(obs.sum())
-            s1 += float(yb.sum())
-            s2 += float((yb * yb).sum())
-            for d in range(len(shape)):
-                other = tuple(i for i in range(len(shape)) if i != d)
-                cnt = obs.sum(axis=other)
-                if d == 0:
-                    ax_w[0][sl] += cnt
-                else:
-                    ax_w[d] += cnt
-        return n, s1, s2, ax_w
+        def make_stats(ff):
+            if diagonal is not None:
+                self.solver_ = "dense"  # G = N·I: O(M) per step, nothing to iterate
+            return grid_stats(ff, saxes, values_std, diagonal=diagonal is not None,
+                              chunk_bytes=self.chunk_bytes, powers=self.powers_,
+                              gram="operator" if self.solver_ == "iterative" else "dense",
+                              dense_block=self._dense_block(ff.n_features))
+
+        chunk = self.chunk_bytes
+        return self._learn(lo, hi, make_stats, lambda S, rng: grid_noise_projection(
+            self.features_, saxes, values, S, rng, chunk), fixed_width=diagonal)
 
     @staticmethod
     def _check_counts(n, d):
@@ -382,46 +333,116 @@ class AFSRegressor:
     def _probes(self):
         return rademacher_probes(self.features_.n_features, int(self.n_probes), int(self.seed))
 
-    def _learn(self, d, noise_projection=None) -> AFSRegressor:
-        """θ by L-BFGS on the bound, then the posterior. ``noise_projection(S, rng)`` gives Φη
-        for the iterative posterior's samples (the only data access after the statistics)."""
-        ff, stats = self.features_, self.stats_
-        params = self._init_params(d)
+    def _optimise(self, params, first: bool):
+        """θ by L-BFGS on the bound of the current statistics; returns (params, FitReport)."""
+        stats = self.stats_
         n = float(stats.n)
+        probes = self._probes() if stats.matrix_free else None
+        loss, args = loss_and_args(self.features_, stats, params["kernel"],
+                                   self._iterative_options(), probes)
+        if not self.optimize:
+            return params, FitReport(float(loss(params, *args)) * n, 0, 1, True,
+                                     "not optimised", 0.0)
+        if first and stats.matrix_free and int(self.warm_start) > 0:
+            params, self.warm_report_ = warm_start(params, stats, self.features_,
+                                                   int(self.warm_start), self.maxiter)
+        params, report = minimize_lbfgs(loss, params, args=args, unconstrained=("mean",),
+                                        maxiter=self.maxiter, progress=self.progress)
+        report.objective *= n
+        report.history = [h * n for h in report.history]
+        return params, report
 
+    def _build(self, center, width, make_stats) -> None:
+        """Features on the window (center, width) and their statistics (one data pass)."""
+        self.features_ = self._features(center, width)
+        t0 = time.perf_counter()
+        self.stats_ = make_stats(self.features_)
+        self.stats_time_s_ += time.perf_counter() - t0
+
+    def _pilot(self, params):
+        """Data-driven start of a kernel sum named by a string: the sum's first part fitted
+        alone on the current statistics, then every part at its lengthscale spread by
+        ``SUM_SPREAD`` (ℓ/3 and 3ℓ for two parts) with its variance split evenly. Returns
+        (params, report or None); None when the kernel is not such a sum or θ is not learnt.
+        """
+        if not (self.optimize and isinstance(self.kernel, str) and "+" in self.kernel):
+            return params, None
+        d = self.features_.n_dims
+        first = self.kernel.split("+")[0]
+        single = dict(params, kernel=make_kernel(first, d, self.lengthscale, self.variance))
+        low = None
+        if self.stats_.matrix_free and int(self.warm_start) > 0:  # dense low block: cheap
+            single, low = warm_start(single, self.stats_, self.features_,
+                                     int(self.warm_start), self.maxiter)
+        report = None  # a bound over the lowest frequencies only: not part of the history
+        if low is None:
+            single, report = self._optimise(single, first=False)
+        k = single["kernel"]
+        kern = make_kernel(self.kernel, d, np.asarray(k.lengthscale), float(k.variance),
+                           spread=SUM_SPREAD, centred=True)
+        return dict(single, kernel=kern), report
+
+    def _learn(self, lo, hi, make_stats, noise_projection=None,
+               fixed_width=None) -> AFSRegressor:
+        """Window, features, statistics (``make_stats(ff)``), θ by L-BFGS, then the posterior.
+
+        The window (:func:`~geogp.models.afs_diagnostics.balanced_width`) starts at
+        ``window_factor``/``margin`` for a single kernel, and at what the initial θ needs when
+        θ is not learnt or the kernel is a sum (whose long part could otherwise vanish, aliased,
+        before the window adapts; a sum named by a string first gets a data-driven start,
+        :meth:`_pilot`). While the learnt θ's alias error exceeds ``REFIT_FACTOR``·max(
+        ``alias_tol``, truncation), the statistics are recomputed on the window it needs and
+        θ refitted from where it stopped (at most ``MAX_REFITS`` times). ``fixed_width`` (the
+        Lemma 3.1 grid window) turns this off. ``noise_projection(S, rng)`` gives Φη for the
+        iterative posterior's samples (the only data access after the statistics).
+        """
+        tol = self._alias_tol()
+        center, base = self._window(lo, hi)
+        extent = hi - lo
+        adapt = fixed_width is None and tol is not None
+        width = base if fixed_width is None else np.asarray(fixed_width)
+        self.stats_time_s_ = 0.0
+        self._build(center, width, make_stats)
+        params = self._init_params(lo.size)
         if self.powers_ is not None:
-            params["mean"] = jnp.asarray(ols(stats))
-        if stats.matrix_free:
-            loss = iterative_loss(self._iterative_options())
-            args = (stats, jnp.asarray(ff.frequencies), jnp.asarray(ff.log_norm), self._probes())
-        elif hasattr(params["kernel"], "log_spectral_density"):
-            loss = negative_bound_per_point  # module level: compiled once per parameter layout
-            args = (stats, jnp.asarray(ff.frequencies), jnp.asarray(ff.log_norm))
-        else:  # no closed-form S (e.g. ProductKernel): AFS-DFT, full lattice (docs/afs.md, AFS-DFT)
-            def loss(p, st):
-                if "mean" in p:
-                    st = residual_stats(st, p["mean"])
-                return -collapsed_bound(_log_lambda(ff, p["kernel"]), p["noise"],
-                                        p["kernel"].variance_at_zero, st) / st.n
+            params["mean"] = jnp.asarray(ols(self.stats_))
+        params, pilot_report = self._pilot(params)
 
-            args = (stats,)
+        def window(kernel, growth=1.0):  # the window this kernel needs, from the current one
+            return balanced_width(width, extent, kernel, tol,
+                                  lambda w: self._features(center, w, choose=False), growth,
+                                  self.lattice)
 
-        if self.optimize:
-            if stats.matrix_free and int(self.warm_start) > 0:
-                params, self.warm_report_ = warm_start(params, stats, self.features_,
-                                                       int(self.warm_start), self.maxiter)
-            params, report = minimize_lbfgs(loss, params, args=args,
-                                            unconstrained=("mean",), maxiter=self.maxiter,
-                                            progress=self.progress)
-            report.objective *= n
-            report.history = [h * n for h in report.history]
-        else:
-            report = FitReport(float(loss(params, *args)) * n, 0, 1, True, "not optimised", 0.0)
+        if adapt and (not self.optimize or hasattr(params["kernel"], "parts")):
+            start = window(params["kernel"])
+            if np.any(start > width * (1 + 1e-9)):
+                width = start
+                self._build(center, width, make_stats)
+        widths, reports = [], [] if pilot_report is None else [pilot_report]
+        while True:
+            params, report = self._optimise(params, first=not widths)
+            widths.append(width)
+            reports.append(report)
+            if not (adapt and self.optimize) or len(widths) > MAX_REFITS:
+                break
+            kern = params["kernel"]
+            floor = max(tol, truncation(self.features_, kern))
+            if alias_error(kern, width, extent, self.lattice) <= REFIT_FACTOR * floor:
+                break
+            new = window(kern, REFIT_GROWTH)
+            if np.all(new <= width * (1 + 1e-9)):
+                break  # capped, or truncation-limited: the diagnostics say which
+            width = new
+            self._build(center, width, make_stats)
         self.kernel_, self.noise_ = params["kernel"], float(params["noise"])
         self.beta_ = np.asarray(params["mean"]) if "mean" in params else None
-        self.report_ = report
-        self._diagnose()
-        if stats.matrix_free:
+        self.report_ = merge_reports(reports, len(widths) - 1)
+        self.window_widths_ = [np.asarray(w) for w in widths]
+        self.diagnostics_ = diagnostics(self.features_, self.kernel_, self.noise_, extent)
+        self.diagnostics_["window_refits"] = len(widths) - 1
+        warn_if_poor(self.diagnostics_, stacklevel=3)
+        ff = self.features_
+        if self.stats_.matrix_free:
             self.posterior_ = iterative_posterior(
                 _log_lambda(ff, self.kernel_), self.noise_, self.kernel_.variance_at_zero,
                 self._residual_stats(), noise_projection, int(self.n_samples), int(self.seed),
@@ -431,25 +452,18 @@ class AFSRegressor:
                                         self.kernel_.variance_at_zero, self._residual_stats())
         return self
 
-    def _variance_bins(self):
-        """Quad bins of the matrix-free posterior's variance, computed once per posterior."""
-        cache = getattr(self, "_var_bins_cache", None)
-        if cache is None or cache[0] is not self.posterior_:
-            cache = (self.posterior_, variance_bins(self.features_, self.posterior_))
-            self._var_bins_cache = cache
-        return cache[1]
+    def _alias_tol(self):
+        tol = self.alias_tol
+        if tol is None:
+            return None
+        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
+            raise InputError(f"alias_tol must be None or a number in (0, 1); got {tol!r}.")
+        return float(tol)
 
     def _residual_stats(self):
         if self.beta_ is None:
             return self.stats_
         return residual_stats(self.stats_, jnp.asarray(self.beta_))
-
-    def _diagnose(self):
-        ells = [np.min(np.asarray(p.lengthscale)) for p in getattr(self.kernel_, "parts", [self.kernel_])]
-        if min(ells) * 3 > np.min(self.features_.width):
-            warnings.warn("a learnt lengthscale is not small compared with the window "
-                          "(docs/afs.md, aliasing and truncation): aliasing may bias the fit; widen the window (margin).",
-                          stacklevel=3)
 
     # ------------------------------------------------------------------ results
     def bound(self) -> float:
@@ -490,28 +504,8 @@ class AFSRegressor:
         mean = np.full(X.shape[0], np.nan)
         var = np.full(X.shape[0], np.nan)
         if inside.any():
-            m, v = self._predict_std(Xs[inside])
-            mean[inside], var[inside] = m, v
+            mean[inside], var[inside] = afs_predict.at_points(self, Xs[inside])
         return self.scaler_.unscale(mean, var, self.noise_)
-
-    def _predict_std(self, Xs):
-        ff, post = self.features_, self.posterior_
-        if isinstance(post, IterativePosterior):
-            def evaluate(coef, kind):
-                return trig.evaluate_points(ff, Xs, coef, kind)
-
-            mean, var = predict_moments(ff, post, evaluate, self._variance_bins())
-        elif Xs.shape[0] <= _DENSE_PREDICT_MAX:
-            Phi = ff(Xs)
-            mean = Phi @ post.weights
-            var = post.kvar0 + (Phi**2 @ post.quad if post.quad.ndim == 1
-                                 else np.einsum("nm,mk,nk->n", Phi, post.quad, Phi))
-        else:
-            mean = trig.evaluate_points(ff, Xs, trig.linear_coefficients(ff, post.weights), "linear")
-            var = post.kvar0 + trig.evaluate_points(ff, Xs, _quad_bins(ff, post.quad), "quad")
-        if self.beta_ is not None:
-            mean = mean + basis(Xs, self.powers_) @ self.beta_
-        return mean, np.maximum(var, 0.0)
 
     def predict_grid(self, axes, outside: str = "raise") -> Prediction:
         """Predictions on the tensor grid ``axes`` (D vectors); arrays of shape (N_1, ..., N_D).
@@ -520,35 +514,5 @@ class AFSRegressor:
         """
         axes = [np.asarray(a, dtype=np.float64) for a in axes]
         saxes = [(a - m) / s for a, m, s in zip(axes, self.scaler_.x_mean, self.scaler_.x_scale)]
-        ff, post = self.features_, self.posterior_
-        half = ff.width / 2 * (1 + 1e-12)
-        inside_axes = [np.abs(a - c) <= h for a, c, h in zip(saxes, ff.center, half)]
-        if outside == "raise" and not all(m.all() for m in inside_axes):
-            ff.check_inside(np.array([[a.min() for a in saxes], [a.max() for a in saxes]]), "raise")
-        if isinstance(post, IterativePosterior):
-            def evaluate(coef, kind):
-                return trig.evaluate_grid(ff, saxes, coef, kind)
-
-            mean, var = predict_moments(ff, post, evaluate, self._variance_bins())
-        else:
-            mean = trig.evaluate_grid(ff, saxes, trig.linear_coefficients(ff, post.weights),
-                                      "linear")
-            var = post.kvar0 + trig.evaluate_grid(ff, saxes, _quad_bins(ff, post.quad),
-                                                  "quad")
-        var = np.maximum(var, 0.0)
-        if self.beta_ is not None:
-            for j, b in enumerate(self.beta_):
-                mean = mean + b * basis_grid(saxes, self.powers_, j)
-        inside = inside_axes[0]
-        for m in inside_axes[1:]:
-            inside = np.multiply.outer(inside, m)
-        mean = np.where(inside, mean, np.nan)
-        var = np.where(inside, var, np.nan)
+        mean, var = afs_predict.on_grid(self, saxes, outside)
         return self.scaler_.unscale(mean, var, self.noise_)
-
-
-def _quad_bins(ff: FourierFeatures, quad: np.ndarray) -> np.ndarray:
-    """Quad bins of φᵀQφ: Q dense (M, M), or its diagonal (M,) (O(M) instead of O(M²))."""
-    if quad.ndim == 1:
-        return trig.diag_quad_coefficients(ff, quad)
-    return trig.quad_coefficients(ff, quad)

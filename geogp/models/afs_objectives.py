@@ -5,7 +5,10 @@
 - :func:`iterative_loss`: the same on the matrix-free path (:mod:`geogp.models.collapsed_iterative`),
   one function object per :class:`IterativeOptions`;
 - :func:`warm_start`: θ from the dense bound of the preconditioner's low-frequency block,
-  a cheap starting point for the expensive large-M optimisation.
+  a cheap starting point for the expensive large-M optimisation;
+- :func:`loss_and_args`: which of these (or the AFS-DFT bound of a kernel without S) fits the
+  features and statistics at hand, with its data arguments;
+- :func:`merge_reports`: one report for successive fits (pilot, wider windows).
 
 Parameters are dicts ``{"kernel", "noise"[, "mean"]}`` (see :mod:`geogp.optimize`).
 """
@@ -15,13 +18,15 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from geogp.features.afs_dft import log_lambda
 from geogp.models.collapsed import collapsed_bound
 from geogp.models.collapsed_iterative import IterativeOptions, iterative_bound
 from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.stats import SufficientStats
 from geogp.trend import residual_stats
 
-__all__ = ["negative_bound_per_point", "iterative_loss", "warm_start"]
+__all__ = ["negative_bound_per_point", "iterative_loss", "warm_start", "loss_and_args",
+           "merge_reports"]
 
 
 def _bound_inputs(params, stats, freqs, log_norm):
@@ -73,3 +78,36 @@ def warm_start(params: dict, stats: SufficientStats, ff, n_low: int,
     args = (sub, jnp.asarray(ff.frequencies[idx]), jnp.asarray(ff.log_norm))
     return minimize_lbfgs(negative_bound_per_point, params, args=args, unconstrained=("mean",),
                           maxiter=maxiter)
+
+
+def loss_and_args(ff, stats: SufficientStats, kernel, options: IterativeOptions, probes=None):
+    """(loss, args) for :func:`~geogp.optimize.minimize_lbfgs` on these features and
+    statistics: matrix-free (``probes`` needed), dense with a closed-form S (module-level
+    losses: compiled once per parameter layout), or AFS-DFT λ for kernels without S
+    (docs/afs.md, AFS-DFT)."""
+    if stats.matrix_free:
+        return iterative_loss(options), (stats, jnp.asarray(ff.frequencies),
+                                         jnp.asarray(ff.log_norm), probes)
+    if hasattr(kernel, "log_spectral_density"):
+        return negative_bound_per_point, (stats, jnp.asarray(ff.frequencies),
+                                          jnp.asarray(ff.log_norm))
+
+    def loss(p, st):
+        if "mean" in p:
+            st = residual_stats(st, p["mean"])
+        return -collapsed_bound(log_lambda(ff, p["kernel"]), p["noise"],
+                                p["kernel"].variance_at_zero, st) / st.n
+
+    return loss, (stats,)
+
+
+def merge_reports(reports: list, refits: int) -> FitReport:
+    """One FitReport for successive fits (pilot, wider windows): the last objective and
+    message; iterations, evaluations, time and history summed over the fits."""
+    last = reports[-1]
+    if len(reports) == 1:
+        return last
+    note = f" (after {refits} wider window(s))" if refits else ""
+    return FitReport(last.objective, sum(r.n_iter for r in reports),
+                     sum(r.n_eval for r in reports), last.converged, last.message + note,
+                     sum(r.time_s for r in reports), [h for r in reports for h in r.history])

@@ -1,0 +1,83 @@
+"""Predictions of a fitted :class:`~geogp.models.afs.AFSRegressor`, in standardised units.
+
+Never an (N* × M) feature matrix above 2,048 points: the mean and the variance are trig
+polynomials evaluated by NUFFT at points or by separable transforms on grids
+(:mod:`geogp.features.trig`); the matrix-free posterior goes through
+:func:`geogp.models.collapsed_iterative.predict_moments`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from geogp.features import trig
+from geogp.features.fourier import FourierFeatures
+from geogp.models.collapsed_iterative import IterativePosterior, predict_moments, variance_bins
+from geogp.trend import basis, basis_grid
+
+__all__ = ["at_points", "on_grid", "quad_bins"]
+
+DENSE_PREDICT_MAX = 2048  # below this many points, predict with explicit features
+
+
+def quad_bins(ff: FourierFeatures, quad: np.ndarray) -> np.ndarray:
+    """Quad bins of φᵀQφ: Q dense (M, M), or its diagonal (M,) (O(M) instead of O(M²))."""
+    if quad.ndim == 1:
+        return trig.diag_quad_coefficients(ff, quad)
+    return trig.quad_coefficients(ff, quad)
+
+
+def _variance_bins(model):
+    """Quad bins of the matrix-free posterior's variance, computed once per posterior."""
+    cache = getattr(model, "_var_bins_cache", None)
+    if cache is None or cache[0] is not model.posterior_:
+        cache = (model.posterior_, variance_bins(model.features_, model.posterior_))
+        model._var_bins_cache = cache
+    return cache[1]
+
+
+def at_points(model, Xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, latent variance) at standardised points Xs (N*, D) inside the window."""
+    ff, post = model.features_, model.posterior_
+    if isinstance(post, IterativePosterior):
+        def evaluate(coef, kind):
+            return trig.evaluate_points(ff, Xs, coef, kind)
+
+        mean, var = predict_moments(ff, post, evaluate, _variance_bins(model))
+    elif Xs.shape[0] <= DENSE_PREDICT_MAX:
+        Phi = ff(Xs)
+        mean = Phi @ post.weights
+        var = post.kvar0 + (Phi**2 @ post.quad if post.quad.ndim == 1
+                             else np.einsum("nm,mk,nk->n", Phi, post.quad, Phi))
+    else:
+        mean = trig.evaluate_points(ff, Xs, trig.linear_coefficients(ff, post.weights), "linear")
+        var = post.kvar0 + trig.evaluate_points(ff, Xs, quad_bins(ff, post.quad), "quad")
+    if model.beta_ is not None:
+        mean = mean + basis(Xs, model.powers_) @ model.beta_
+    return mean, np.maximum(var, 0.0)
+
+
+def on_grid(model, saxes: list, outside: str = "raise") -> tuple[np.ndarray, np.ndarray]:
+    """(mean, latent variance) on the tensor grid of standardised axes, NaN outside the
+    window (or raise there with ``outside='raise'``)."""
+    ff, post = model.features_, model.posterior_
+    half = ff.width / 2 * (1 + 1e-12)
+    inside_axes = [np.abs(a - c) <= h for a, c, h in zip(saxes, ff.center, half)]
+    if outside == "raise" and not all(m.all() for m in inside_axes):
+        ff.check_inside(np.array([[a.min() for a in saxes], [a.max() for a in saxes]]), "raise")
+    if isinstance(post, IterativePosterior):
+        def evaluate(coef, kind):
+            return trig.evaluate_grid(ff, saxes, coef, kind)
+
+        mean, var = predict_moments(ff, post, evaluate, _variance_bins(model))
+    else:
+        mean = trig.evaluate_grid(ff, saxes, trig.linear_coefficients(ff, post.weights), "linear")
+        var = post.kvar0 + trig.evaluate_grid(ff, saxes, quad_bins(ff, post.quad), "quad")
+    var = np.maximum(var, 0.0)
+    if model.beta_ is not None:
+        for j, b in enumerate(model.beta_):
+            mean = mean + b * basis_grid(saxes, model.powers_, j)
+    inside = inside_axes[0]
+    for m in inside_axes[1:]:
+        inside = np.multiply.outer(inside, m)
+    return np.where(inside, mean, np.nan), np.where(inside, var, np.nan)

@@ -14,7 +14,7 @@ import xarray as xr
 
 from geogp.adapters import find_spatial_dims
 
-__all__ = ["plot_maps", "save_maps"]
+__all__ = ["plot_maps", "save_maps", "save_figure"]
 
 
 def _extent(da: xr.DataArray, y_dim: str, x_dim: str):
@@ -123,17 +123,22 @@ def plot_maps(observed: xr.DataArray, prediction: xr.Dataset, heldout: xr.DataAr
     return fig
 
 
-def save_maps(path, observed, prediction, heldout=None, *, overwrite: bool = False,
-              dpi: int = 110, **kwargs):
-    """Draw :func:`plot_maps` and write it atomically to ``path`` (PNG, PDF, SVG...)."""
+def save_figure(fig, path, *, overwrite: bool = False, dpi: int = 110):
+    """Write ``fig`` atomically to ``path`` (format from the suffix), then close it."""
     import matplotlib.pyplot as plt
 
     from geogp.io import atomic_path
 
-    fig = plot_maps(observed, prediction, heldout, **kwargs)
     try:
         with atomic_path(path, overwrite) as tmp:
             fig.savefig(tmp, dpi=dpi, format=str(path).rsplit(".", 1)[-1].lower())
     finally:
         plt.close(fig)
     return path
+
+
+def save_maps(path, observed, prediction, heldout=None, *, overwrite: bool = False,
+              dpi: int = 110, **kwargs):
+    """Draw :func:`plot_maps` and write it atomically to ``path`` (PNG, PDF, SVG...)."""
+    return save_figure(plot_maps(observed, prediction, heldout, **kwargs), path,
+                       overwrite=overwrite, dpi=dpi)

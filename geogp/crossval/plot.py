@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["plot_cv", "save_figure"]
+__all__ = ["plot_cv"]
 
 
 def plot_cv(result):
@@ -70,17 +70,3 @@ def plot_cv(result):
     fig.colorbar(im, ax=ax, shrink=0.8, label="distance (cells)")
     fig.suptitle(f"cross-validation: {result.method}", fontsize=11)
     return fig
-
-
-def save_figure(fig, path, *, overwrite: bool = False, dpi: int = 110):
-    """Write ``fig`` atomically to ``path`` (format from the suffix), then close it."""
-    import matplotlib.pyplot as plt
-
-    from geogp.io import atomic_path
-
-    try:
-        with atomic_path(path, overwrite) as tmp:
-            fig.savefig(tmp, dpi=dpi, format=str(path).rsplit(".", 1)[-1].lower())
-    finally:
-        plt.close(fig)
-    return path

@@ -101,7 +101,8 @@ class CVResult:
 
     def plot(self, path=None, *, overwrite: bool = False):
         """Reliability diagram, coverage and error vs sd by distance (saved if ``path``)."""
-        from geogp.crossval.plot import plot_cv, save_figure
+        from geogp.crossval.plot import plot_cv
+        from geogp.plotting import save_figure
 
         fig = plot_cv(self)
         if path is not None:

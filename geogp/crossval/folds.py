@@ -58,12 +58,16 @@ def _check_counts(n_folds: int, fraction: float) -> tuple[int, float]:
     return int(n_folds), fraction
 
 
-def _orientations(shape_mask: np.ndarray, rng, rotate: bool) -> list:
+def _orientations(shape_mask: np.ndarray, rng, rotate: bool, n: int = 2) -> list:
+    """``n`` of the shape's 8 rotations/mirror images, drawn at random (itself if not rotate).
+
+    Orientation i is rot90 by i % 4, mirrored (fliplr) when i ≥ 4; only the drawn ones are built.
+    """
     if not rotate:
         return [shape_mask]
-    out = [np.rot90(shape_mask, k) for k in range(4)]
-    out += [np.fliplr(s) for s in out]
-    return [out[i] for i in rng.permutation(len(out))]
+    picks = rng.permutation(8)[:n]
+    return [np.fliplr(np.rot90(shape_mask, i % 4)) if i >= 4 else np.rot90(shape_mask, i)
+            for i in picks]
 
 
 def transplant(shape_mask: np.ndarray, grid_shape: tuple, offset: tuple) -> np.ndarray:
@@ -96,8 +100,7 @@ def _best_position(shape_mask, available, rng, n_tries: int):
         return None, 0
     oy = rng.integers(0, ny - sy + 1, size=n_tries)
     ox = rng.integers(0, nx - sx + 1, size=n_tries)
-    # covered count for every offset at once: correlate the shape with the available mask
-    # (only the sampled offsets are read; the shape is small compared with the grid)
+    # covered count at each sampled offset: index the available mask at the shape's cells
     ys, xs = np.nonzero(shape_mask)
     counts = np.array([available[ys + a, xs + b].sum() for a, b in zip(oy, ox)])
     good = np.flatnonzero(counts >= 0.5 * counts.max())
@@ -158,7 +161,7 @@ def gap_folds(observed, n_folds: int = 5, *, fraction: float = 0.15, seed: int =
                 break
             available = obs & ~held
             best = None
-            for shape in _orientations(shapes[i], rng, rotate)[:2]:
+            for shape in _orientations(shapes[i], rng, rotate):
                 pos, count = _best_position(shape, available, rng, max(1, n_tries // 2))
                 if pos is not None and (best is None or count > best[2]):
                     best = (shape, pos, count)

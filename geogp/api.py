@@ -30,6 +30,7 @@ from geogp import engines
 from geogp._progress import TrainingBar, bar
 from geogp.adapters import KM_PER_DEGREE, GridData, GridSpec, to_grid_data
 from geogp.exceptions import InputError
+from geogp.models.base import check_fitted
 from geogp.outputs import Target, grid_target, prediction_dataset, target_from
 from geogp.points import to_point_data
 
@@ -169,8 +170,7 @@ class GeoRegressor:
 
     # ------------------------------------------------------------------ prediction
     def _check_fitted(self):
-        if not hasattr(self, "estimators_"):
-            raise InputError("this model is not fitted yet; call fit(...) first.")
+        check_fitted(self, "estimators_")
 
     def predict(self, like=None, *, x=None, y=None, quantiles=None, outside: str = "raise",
                 points: bool = False) -> xr.Dataset:
@@ -317,6 +317,7 @@ class GeoRegressor:
         """Save the fitted model to one ``.npz`` file (no pickle); see :mod:`geogp.persist`."""
         from geogp.persist import save_model
 
+        self._check_fitted()
         save_model(self, path, overwrite=overwrite)
 
     @classmethod

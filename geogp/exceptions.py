@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "GeogpError",
     "InputError",
+    "NotFittedError",
     "MissingCRSError",
     "IrregularGridError",
     "AllMissingError",
@@ -29,6 +30,11 @@ class GeogpError(Exception):
 
 class InputError(GeogpError, ValueError):
     """Input data or arguments that geogp cannot use (NaN, shapes, units...)."""
+
+
+class NotFittedError(GeogpError, ValueError, AttributeError):
+    """A model was used (predict, save, place...) before ``fit``; as scikit-learn's, it is both
+    a ValueError and an AttributeError."""
 
 
 class MissingCRSError(InputError):

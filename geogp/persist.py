@@ -12,7 +12,8 @@ The file holds plain arrays and one JSON document (``__meta__``):
 
 Loading rebuilds the estimators from these arrays, so predictions are reproduced bit for bit.
 Only numeric, datetime and string arrays are stored; ``np.load(allow_pickle=False)`` reads them.
-Models other than ``afs`` cannot be saved yet.
+Lattice models store their per-cell posterior moments (:mod:`geogp.persist_lattice`); wavelet,
+exact and SGPR models cannot be saved yet.
 
 Files are untrusted on loading (:mod:`geogp.persist_checks`): the declared array sizes are
 checked before anything is read, every metadata key for presence and type, every array for
@@ -41,6 +42,7 @@ from geogp.persist_checks import (Arrays, check_declared_memory, declared_arrays
 __all__ = ["save_model", "load_model", "FORMAT", "FORMAT_VERSION"]
 
 FORMAT = "geogp-model"
+SAVABLE = ("afs", "lattice")
 FORMAT_VERSION = 2  # 2: SHA-256 digest of every array in the metadata (1 is still read)
 _OPTIONAL_STATS = ("F", "HH", "Hy")  # mean-function statistics, when the model has one
 # matrix-free models (solver="iterative"): GramOperator fields, IterativePosterior arrays
@@ -141,11 +143,19 @@ def save_model(model, path, *, overwrite: bool = False) -> Path:
     """Write a fitted :class:`~geogp.api.GeoRegressor` to ``path`` (``.npz``), atomically."""
     if not hasattr(model, "estimators_"):
         raise InputError("the model is not fitted; call fit(...) before save().")
-    if model.model != "afs":
-        raise GeogpError(f"saving model={model.model!r} is not supported yet; only 'afs' models "
-                         "can be saved.")
+    if model.model not in SAVABLE:
+        raise GeogpError(f"saving model={model.model!r} is not supported yet; only "
+                         f"{' and '.join(map(repr, SAVABLE))} models can be saved.")
     arrays: dict = {}
-    slices = [_save_afs(est, f"s{k}/", arrays) for k, est in enumerate(model.estimators_)]
+    if model.model == "lattice":
+        from geogp.models.lattice import LatticeRegressor
+        from geogp.persist_lattice import save_lattice
+
+        slices = [save_lattice(est, f"s{k}/", arrays, _clean(
+            {n: getattr(est, n) for n in _init_names(LatticeRegressor)}))
+                  for k, est in enumerate(model.estimators_)]
+    else:
+        slices = [_save_afs(est, f"s{k}/", arrays) for k, est in enumerate(model.estimators_)]
     target = model.target_
     meta_target = None
     if target is not None:
@@ -334,18 +344,27 @@ def load_model(path, *, max_bytes: float | None = None):
                                 f"{sorted(unknown)[:3]}; it was changed after it was written.")
         arrays = Arrays(z, checksums)
         p = require(meta, "params", "dict")
-        if require(p, "model", "str", "params") != "afs":
-            raise ReadError(f"model {p['model']!r:.30} cannot be loaded; only 'afs' models are "
-                            "saved by this geogp.")
+        kind = require(p, "model", "str", "params")
+        if kind not in SAVABLE:
+            raise ReadError(f"model {kind!r:.30} cannot be loaded; only "
+                            f"{' and '.join(map(repr, SAVABLE))} models are saved by this geogp.")
         options = require(p, "options", "dict", "params", nullable=True)
-        model = GeoRegressor("afs", kernel=require(p, "kernel", "str", "params", nullable=True),
+        model = GeoRegressor(kind, kernel=require(p, "kernel", "str", "params", nullable=True),
                              n_features=p.get("n_features"),
                              share_hyperparameters=bool(p.get("share_hyperparameters", False)),
                              nodata=p.get("nodata"), options=options or None)
         slices = require(meta, "slices", "list")
         if not slices or not all(isinstance(m, dict) for m in slices):
             raise ReadError("model file metadata: 'slices' must be a non-empty list of objects.")
-        model.estimators_ = [_load_afs(m, f"s{k}/", arrays) for k, m in enumerate(slices)]
+        if kind == "lattice":
+            from geogp.models.lattice import LatticeRegressor
+            from geogp.persist_lattice import load_lattice
+
+            names = set(_init_names(LatticeRegressor))
+            model.estimators_ = [load_lattice(m, f"s{k}/", arrays, names)
+                                 for k, m in enumerate(slices)]
+        else:
+            model.estimators_ = [_load_afs(m, f"s{k}/", arrays) for k, m in enumerate(slices)]
         sp = require(meta, "spec", "dict")
         try:
             spec = GridSpec(**sp)

@@ -24,7 +24,7 @@ from geogp.models.afs_diagnostics import (ALIAS_TOL, REFIT_FACTOR, REFIT_GROWTH,
                                           warn_if_poor)
 from geogp.models.afs_grid import grid_axes_info, grid_standardizer  # noqa: F401 (re-export)
 from geogp.models.afs_objectives import loss_and_args, merge_reports, warm_start
-from geogp.models.base import Prediction, Standardizer
+from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
 from geogp.models.collapsed import collapsed_bound, posterior, trace_term
 from geogp.models.collapsed_iterative import (IterativeOptions, iterative_bound,
                                               iterative_posterior, rademacher_probes)
@@ -174,6 +174,7 @@ class AFSRegressor:
                                        max_bytes=np.inf)
         else:
             M = auto_features(self._n_obs) if self.n_features == "auto" else int(self.n_features)
+            self._check_budget(M, len(np.atleast_1d(width)))
             ff = FourierFeatures.for_budget(center, width, M, self.lattice,
                                             max_bytes=np.inf)
         if choose:
@@ -204,6 +205,20 @@ class AFSRegressor:
             problems.append(f"warm_start must be an integer ≥ 0 (got {self.warm_start!r})")
         if problems:
             raise InputError("invalid matrix-free solver settings: " + "; ".join(problems) + ".")
+
+    def _check_budget(self, M: int, n_dims: int) -> None:
+        """Refuse a feature budget M whose cheapest solver cannot fit in ``max_bytes``, before
+        anything of size M is allocated (the feature search itself builds ~M index rows)."""
+        from geogp.exceptions import MemoryEstimateError
+
+        rows = 8.0 * M * n_dims * 4  # candidate index rows of the masked lattice search
+        vectors = 8.0 * M * 6  # the fewest M-vectors any solver keeps (one right-hand side)
+        needed = rows + min(vectors, 8.0 * M * M)  # each solver's full estimate comes later
+        if needed > self.max_bytes:
+            raise MemoryEstimateError(
+                f"n_features={M} (at least: feature search and the cheapest solver's vectors)",
+                needed, self.max_bytes, "Reduce n_features, or raise max_bytes if the machine "
+                "has the memory.")
 
     def _choose_solver(self, ff: FourierFeatures) -> None:
         """Set ``solver_`` and refuse, with the estimate, what would not fit in ``max_bytes``."""
@@ -498,7 +513,9 @@ class AFSRegressor:
         Points outside the feature window raise (``outside='raise'``) or get NaN
         (``outside='nan'``). Cost O(M² + N*) via NUFFT (O(N* M²) below 2,048 points).
         """
+        check_fitted(self, "posterior_")
         X = as_points(X, "X (prediction points)")
+        check_columns(X, self.scaler_.x_mean.size)
         Xs = self.scaler_.x(X)
         inside = self.features_.check_inside(Xs, outside)
         mean = np.full(X.shape[0], np.nan)
@@ -512,6 +529,10 @@ class AFSRegressor:
 
         Cost O(M² + N·P) through separable transforms: no (N* × M) matrix is formed.
         """
+        check_fitted(self, "posterior_")
+        if len(axes) != self.scaler_.x_mean.size:
+            raise InputError(f"expected {self.scaler_.x_mean.size} coordinate vector(s), one per "
+                             f"input dimension; got {len(axes)}.")
         axes = [np.asarray(a, dtype=np.float64) for a in axes]
         saxes = [(a - m) / s for a, m, s in zip(axes, self.scaler_.x_mean, self.scaler_.x_scale)]
         mean, var = afs_predict.on_grid(self, saxes, outside)

@@ -86,8 +86,11 @@ def grid_standardizer(axes, values) -> tuple[Standardizer, int, np.ndarray]:
     n_obs, s1, s2, ax_w = grid_moments(axes, values)
     if n_obs == 0:
         raise AllMissingError("every grid cell is missing (NaN); nothing to fit.")
-    y_mean = s1 / n_obs
-    y_std = np.sqrt(max(s2 / n_obs - y_mean**2, 0.0))
+    with np.errstate(over="ignore", invalid="ignore"):  # inf → refused by Standardizer
+        y_mean = np.float64(s1) / n_obs
+        y_std = np.sqrt(max(np.float64(s2) / n_obs - y_mean**2, 0.0))
+        if not np.isfinite(s2):
+            y_std = np.inf
     if not y_std > 0:
         raise InputError("the observed cells all have the same value; there is nothing to model.")
     x_mean = np.array([np.sum(w * a) / n_obs for a, w in zip(axes, ax_w)])

@@ -7,9 +7,24 @@ from typing import NamedTuple
 
 import numpy as np
 
-from geogp.exceptions import InputError
+from geogp.exceptions import InputError, NotFittedError
 
-__all__ = ["Prediction", "Standardizer"]
+__all__ = ["Prediction", "Standardizer", "check_fitted", "check_columns"]
+
+
+def check_fitted(model, attribute: str) -> None:
+    """Raise :class:`~geogp.exceptions.NotFittedError` unless ``model`` has ``attribute``
+    (set by its ``fit``)."""
+    if not hasattr(model, attribute):
+        raise NotFittedError(f"this {type(model).__name__} is not fitted yet; call fit(...) "
+                             "before predicting, saving or placing sensors with it.")
+
+
+def check_columns(X: np.ndarray, n_dims: int, what: str = "X (prediction points)") -> None:
+    """Refuse prediction points whose number of columns differs from the training inputs'."""
+    if X.shape[1] != n_dims:
+        raise InputError(f"{what} has {X.shape[1]} column(s) but the model was fitted on "
+                         f"{n_dims}-dimensional inputs; pass one column per input dimension.")
 
 
 class Prediction(NamedTuple):
@@ -47,11 +62,27 @@ class Standardizer:
     y_mean: float
     y_scale: float
 
+    def __post_init__(self):
+        # variances are reported on the data's scale (× y_scale²): keep them finite in float64
+        big = 1e150
+        if not (np.isfinite(self.y_mean) and np.isfinite(self.y_scale)
+                and abs(self.y_mean) < big and self.y_scale < big):
+            raise InputError(
+                "the values are too large in magnitude for float64 arithmetic (mean "
+                f"{self.y_mean:.3g}, sd {self.y_scale:.3g}; variances would overflow); "
+                "rescale them (e.g. divide by a power of ten) and scale the predictions back.")
+        xm, xs = np.asarray(self.x_mean), np.asarray(self.x_scale)
+        if not (np.all(np.isfinite(xm)) and np.all(np.isfinite(xs)) and np.all(np.abs(xm) < big)
+                and np.all(xs < big)):
+            raise InputError("the coordinates are too large in magnitude for float64 arithmetic; "
+                             "express them in other units (e.g. km instead of m).")
+
     @classmethod
     def from_data(cls, X: np.ndarray, y: np.ndarray) -> Standardizer:
         """Statistics of X (N, D) and y (N,); refuses constant targets or a degenerate input axis."""
-        x_scale = X.std(axis=0)
-        y_scale = float(y.std())
+        with np.errstate(over="ignore", invalid="ignore"):
+            x_scale = X.std(axis=0)
+            y_scale = float(y.std())
         if not y_scale > 0:
             raise InputError(
                 f"the targets are constant (all equal to {float(y[0])!r}); there is nothing to "
@@ -63,7 +94,8 @@ class Standardizer:
                 f"input dimension(s) {bad} have a single value across all points; drop them or "
                 "provide points spread along every axis."
             )
-        return cls(X.mean(axis=0), x_scale, float(y.mean()), y_scale)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return cls(X.mean(axis=0), x_scale, float(y.mean()), y_scale)
 
     @classmethod
     def identity(cls, n_dims: int) -> Standardizer:

@@ -18,7 +18,7 @@ import numpy as np
 from geogp._validation import as_points, as_targets, check_positive, check_same_length
 from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.kernels import Kernel, make_kernel
-from geogp.models.base import Prediction, Standardizer
+from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
 
 __all__ = ["log_marginal_likelihood", "predict", "ExactGP"]
 
@@ -159,7 +159,9 @@ class ExactGP:
 
     def predict(self, X) -> Prediction:
         """Predictive mean and variances at X (N*, D), on the data's original scale."""
+        check_fitted(self, "X_train_")
         X = as_points(X, "X (prediction points)")
+        check_columns(X, self.X_train_.shape[1])
         mean, var = predict(self.kernel_, self.noise_, self.X_train_, self.y_train_,
                             jnp.asarray(self.scaler_.x(X)))
         return self.scaler_.unscale(np.asarray(mean), np.asarray(var), self.noise_)

@@ -57,25 +57,28 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from geogp.exceptions import InputError, MemoryEstimateError, OutsideWindowError
-from geogp.models.base import Prediction, Standardizer
+from geogp.models.base import Prediction, Standardizer, check_fitted
 from geogp.models.lattice_gmrf import (
     ALPHAS,
     BACKENDS,
     KERNELS_LARGE,
+    LARGE_SCALE_LOSSES,
     PARAMS,
     PARAMS_LARGE,
     LatticeProblem,
-    _evaluate,
     _loss,
+    dense_likelihood,
     fourier_features,
     log_marginal_likelihood,
     low_frequencies,
     make_problem,
     precision,
+    sparse_statistics,
     spectral_weights,
 )
 from geogp.optimize import FitReport, minimize_lbfgs
@@ -88,6 +91,10 @@ __all__ = [
     "precision",
     "spectral_weights",
     "log_marginal_likelihood",
+    "sparse_statistics",
+    "dense_likelihood",
+    "PARAMS",
+    "PARAMS_LARGE",
     "LatticeRegressor",
 ]
 
@@ -97,6 +104,9 @@ _BYTES_PER_FACTOR_ENTRY = 3 * 12.0
 # nnz(L) / (n log₂ n) of nested dissection on these lattices (measured at n = 1.7·10⁵:
 # 5-point 7.0·10⁶, 13-point 1.85·10⁷ entries), rounded up.
 _FILL = {1: 2.6, 2: 6.5}
+
+
+_sparse_statistics = jax.jit(sparse_statistics)
 
 
 # --------------------------------------------------------------------------- estimator
@@ -140,7 +150,11 @@ class LatticeRegressor:
             ``"auto"`` (200): the multi-resolution model y = Φᵀu + Xβ + g + ε with
             u ~ N(0, Λ(ℓ_L, s_L)), Λ from the spectral density of ``large_scale_kernel``
             (``"matern12"``, ``"matern32"``, ``"matern52"``, ``"se"``); u is integrated exactly in
-            the same Woodbury step as β (see :mod:`geogp.models.lattice_gmrf`).
+            the same Woodbury step as β (see :mod:`geogp.models.lattice_gmrf`). θ is fitted in
+            two stages: the local (range, sd, noise) on the tiles, each with its own trend
+            standing in for the large scales; then (ℓ_L, s_L) on the whole raster at that local
+            θ, where only a small dense matrix depends on them (no extra sparse work: the
+            posterior's factorisation is reused).
 
     Attributes:
         params_: fitted log parameters (lattice units, standardised y). report_: FitReport.
@@ -276,17 +290,20 @@ class LatticeRegressor:
                  if obs[sl].sum() >= max(p + 2, 0.01 * obs[sl].size)]  # skip near-empty tiles
         if not tiles:
             tiles = [(slice(0, obs.shape[0]), slice(0, obs.shape[1]))]
-        problems = [self._problem(obs, ys, sl) for sl in tiles]
+        # stage 1: the local field's θ on the tiles (each tile's own trend stands in for the
+        # large scales, which a tile cannot identify)
+        problems = [self._problem(obs, ys, sl, large=False) for sl in tiles]
         self.fit_tiles_ = len(problems)
+        local = {k: params[k] for k in PARAMS}
         if self.optimize:
-            params, report = minimize_lbfgs(_loss, params, args=(tuple(problems),),
-                                            unconstrained=PARAMS + PARAMS_LARGE,
-                                            maxiter=int(self.maxiter),
-                                            progress=self.progress)
+            local, report = minimize_lbfgs(_loss, local, args=(tuple(problems),),
+                                           unconstrained=PARAMS, maxiter=int(self.maxiter),
+                                           progress=self.progress)
         else:
-            report = FitReport(float(_loss(params, tuple(problems))), 0, 1, True,
+            report = FitReport(float(_loss(local, tuple(problems))), 0, 1, True,
                                "not optimised", 0.0)
-        self.params_, self.report_ = params, report
+        self.params_, self.report_ = {**params, **local}, report
+        # stage 2 (large scales, inside the posterior's factorisation) and the posterior
         self._posterior(obs, ys)
         return self
 
@@ -323,8 +340,10 @@ class LatticeRegressor:
             out["log_sd_large"] = jnp.asarray(math.log(sd))
         return out
 
-    def _problem(self, obs: np.ndarray, ys: np.ndarray, sl=None) -> LatticeProblem:
-        """The problem of the raster window ``sl`` (default all) extended by the margin."""
+    def _problem(self, obs: np.ndarray, ys: np.ndarray, sl=None,
+                 large: bool = True) -> LatticeProblem:
+        """The problem of the raster window ``sl`` (default all) extended by the margin, with
+        the large-scale features when ``large``."""
         sy, sx = sl if sl is not None else (slice(0, obs.shape[0]), slice(0, obs.shape[1]))
         m = int(self.margin)
         full = np.full(obs.shape, -1, dtype=np.int64)
@@ -335,16 +354,28 @@ class LatticeRegressor:
         order = idx[r, c]
         X = self._trend(r + sy.start + m, c + sx.start + m)
         cells = (r + m) * shape[1] + (c + m)
-        f2 = np.tile(np.sum(self.freq_**2, axis=1), 2)
+        freq = self.freq_ if large else self.freq_[:0]
+        f2 = np.tile(np.sum(freq**2, axis=1), 2)
+        feats = fourier_features((r + sy.start + m) * self.h_[0], (c + sx.start + m) * self.h_[1],
+                                 freq)
         return make_problem(shape, self.h_, int(self.alpha), cells, ys[order], X,
-                            self.backend, self.ordering,
-                            self._features(r + sy.start + m, c + sx.start + m), f2,
+                            self.backend, self.ordering, feats, f2,
                             getattr(self, "_dw", 0.0), self.large_scale_kernel)
 
     def _posterior(self, obs: np.ndarray, ys: np.ndarray) -> None:
         """Mean, variances and neighbour covariances on the whole lattice at ``params_``."""
         problem = self._problem(obs, ys)
-        ll, s, w, a, b_vals, d = (np.asarray(v) for v in _evaluate(self.params_, problem))
+        logdet_sigma, m_mat, s, b_vals = (np.asarray(v) for v in
+                                          _sparse_statistics(self.params_, problem))
+        if problem.n_feat and self.optimize:
+            # stage 2: the large-scale θ at the local θ; only the small dense part depends on it
+            self.params_, self.report_large_ = minimize_lbfgs(
+                LARGE_SCALE_LOSSES[problem.kernel], self.params_,
+                args=(m_mat, logdet_sigma, problem.n_obs, problem.freq2, problem.dw),
+                unconstrained=PARAMS + PARAMS_LARGE, fixed=PARAMS, maxiter=int(self.maxiter))
+        ll, w, a, d = (np.asarray(v) for v in dense_likelihood(
+            self.params_, m_mat, logdet_sigma, problem.n_obs, problem.freq2, problem.dw,
+            problem.kernel))
         self.log_likelihood_ = float(ll)
         self.n_obs_ = problem.n_obs
         ny, nx = self.shape_
@@ -359,17 +390,19 @@ class LatticeRegressor:
         self.large_coef_ = w[:k] * d[:k]  # posterior mean of u
         self._mean = s[:, 0] + r @ w
         del s
-        self._r = r
-        self._vbeta = np.linalg.inv(a) if a.size else np.zeros((0, 0))
+        vbeta = np.linalg.inv(a) if a.size else np.zeros((0, 0))
+        rv = r @ vbeta
         z = self._selected_inverse(problem, b_vals)
         pat = problem.pattern
         cell = np.arange(n).reshape(ny, nx)
 
-        def cov(a, b):  # Cov(g_a, g_b) for lattice neighbours a < b (flat arrays)
-            return z[pat.positions_of_keys(a.astype(np.int64) * n + b)]
+        def cov(a, b):  # Cov(f_a, f_b) for lattice neighbours a < b (flat arrays)
+            sparse = z[pat.positions_of_keys(a.astype(np.int64) * n + b)]
+            return sparse + np.einsum("ij,ij->i", rv[a], r[b])
 
-        self._var = z[pat.diag_index]
-        # per cell (i, j): with (i, j+1), (i+1, j), (i+1, j+1), and (i+1, j) with (i, j+1)
+        # per cell: var, and the covariances with (i, j+1), (i+1, j), (i+1, j+1), and of
+        # (i+1, j) with (i, j+1) (what bilinear interpolation between centres needs)
+        self._var = z[pat.diag_index] + np.einsum("ij,ij->i", rv, r)
         self._cov = np.zeros((4, ny, nx))
         self._cov[0, :, :-1] = cov(cell[:, :-1].ravel(), cell[:, 1:].ravel()).reshape(ny, nx - 1)
         self._cov[1, :-1, :] = cov(cell[:-1, :].ravel(), cell[1:, :].ravel()).reshape(ny - 1, nx)
@@ -413,6 +446,7 @@ class LatticeRegressor:
 
         Cost: O(N* p²).
         """
+        check_fitted(self, "_mean")
         if outside not in ("raise", "nan"):
             raise InputError(f"outside must be 'raise' or 'nan'; got {outside!r}.")
         X = np.asarray(X, dtype=np.float64)
@@ -440,9 +474,6 @@ class LatticeRegressor:
         var = var + 2.0 * (w[0] * w[1] * cov[0, c[0]] + w[2] * w[3] * cov[0, c[2]]
                            + w[0] * w[2] * cov[1, c[0]] + w[1] * w[3] * cov[1, c[1]]
                            + w[0] * w[3] * cov[2, c[0]] + w[1] * w[2] * cov[3, c[0]])
-        if self._vbeta.size:
-            r = sum(wk[:, None] * self._r[ck] for wk, ck in zip(w, c))
-            var = var + np.einsum("ni,ij,nj->n", r, self._vbeta, r)
         pred = self.scaler_.unscale(mean, var, self.noise_var_)
         if not inside.all():
             pred = Prediction(*(np.where(inside, a, np.nan) for a in pred))

@@ -36,7 +36,8 @@ from geogp.exceptions import InputError
 __all__ = ["ALPHAS", "BACKENDS", "PARAMS", "PARAMS_LARGE", "KERNELS_LARGE", "LatticeProblem",
            "laplacian", "make_problem", "precision", "spectral_weights", "low_frequencies",
            "fourier_features",
-           "log_marginal_likelihood"]
+           "log_marginal_likelihood", "sparse_statistics", "dense_likelihood",
+           "LARGE_SCALE_LOSSES"]
 
 ALPHAS = (1, 2)
 BACKENDS = ("auto", "cholmod", "dense")
@@ -252,19 +253,33 @@ def precision(params, problem: LatticeProblem):
     return q, logdet_q, kappa2, noise
 
 
-@jax.jit
-def _evaluate(params, problem: LatticeProblem):
+def sparse_statistics(params, problem: LatticeProblem):
+    """The sparse half of the likelihood at the local θ (range, sd, noise).
+
+    Returns (log|Σ_g|, M, S, B values) with Σ_g = PQ⁻¹Pᵀ + σ²I, M = [y, F]ᵀ Σ_g⁻¹ [y, F] and
+    S = B⁻¹Pᵀ[y, F]/σ² (n, 1 + m + p). Cost: one sparse Cholesky of B and 1 + m + p solves.
+    """
     q, logdet_q, _, noise = precision(params, problem)
     b_vals = q + problem.e_obs / noise
     rhs = problem.ptw / noise
     logdet_b, s = problem.solve(problem.pattern, b_vals, rhs)
-    m = problem.wtw / noise - rhs.T @ s  # [y, F]ᵀ Σ_g⁻¹ [y, F], F = [Φ, X]
-    p, k = problem.n_trend, problem.n_feat
-    # coefficients w = (Λ^{-1/2} u, β): prior precision diag(I, 0); F scaled by d = (√λ, 1)
+    m = problem.wtw / noise - rhs.T @ s
+    logdet_sigma = logdet_b - logdet_q + problem.n_obs * jnp.log(noise)
+    return logdet_sigma, m, s, b_vals
+
+
+def dense_likelihood(params, m, logdet_sigma, n_obs, freq2, dw, kernel: str):
+    """The small dense half: β (flat prior) and the large-scale u integrated out of M.
+
+    ``m`` is the (1 + k + p)² matrix of :func:`sparse_statistics` with k = len(freq2) large-scale
+    columns first. Only the large-scale parameters enter here besides M, so fitting them at a
+    fixed local θ costs no sparse work. Returns (log p(y), ŵ, A, d).
+    """
+    k = freq2.shape[0]
+    p = m.shape[0] - 1 - k
     d = jnp.ones(p)
     if k:
-        d = jnp.concatenate([jnp.sqrt(spectral_weights(params, problem.freq2, problem.dw,
-                                                       problem.kernel)), d])
+        d = jnp.concatenate([jnp.sqrt(spectral_weights(params, freq2, dw, kernel)), d])
     a = d[:, None] * m[1:, 1:] * d[None, :] + jnp.diag(jnp.concatenate([jnp.ones(k),
                                                                          jnp.zeros(p)]))
     b = d * m[1:, 0]
@@ -276,9 +291,15 @@ def _evaluate(params, problem: LatticeProblem):
         w = jax.scipy.linalg.cho_solve((chol, True), b)
         quad = quad - b @ w
         logdet_a = 2.0 * jnp.sum(jnp.log(jnp.diag(chol)))
-    n = problem.n_obs
-    ll = -0.5 * (logdet_b - logdet_q + n * jnp.log(noise) + quad + logdet_a
-                 + (n - p) * math.log(2.0 * math.pi))
+    ll = -0.5 * (logdet_sigma + quad + logdet_a + (n_obs - p) * math.log(2.0 * math.pi))
+    return ll, w, a, d
+
+
+@jax.jit
+def _evaluate(params, problem: LatticeProblem):
+    logdet_sigma, m, s, b_vals = sparse_statistics(params, problem)
+    ll, w, a, d = dense_likelihood(params, m, logdet_sigma, problem.n_obs, problem.freq2,
+                                   problem.dw, problem.kernel)
     return ll, s, w, a, b_vals, d
 
 
@@ -297,3 +318,12 @@ def _loss(params, problems):
     """−Σ_t log p_t / Σ_t N_t over the tiles (module level: the optimiser caches it)."""
     total = sum(p.n_obs for p in problems)
     return -sum(log_marginal_likelihood(params, p) for p in problems) / total
+
+
+def _large_scale_loss(params, m, logdet_sigma, n_obs, freq2, dw, kernel):
+    """−log p(y)/N as a function of the large-scale parameters, M and log|Σ_g| held fixed."""
+    return -dense_likelihood(params, m, logdet_sigma, n_obs, freq2, dw, kernel)[0] / n_obs
+
+
+# one function object per kernel, so that the optimiser's compiled cache is reused
+LARGE_SCALE_LOSSES = {k: functools.partial(_large_scale_loss, kernel=k) for k in KERNELS_LARGE}

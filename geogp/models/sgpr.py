@@ -29,7 +29,7 @@ from geogp._validation import as_points, as_targets, check_positive, check_same_
 from geogp.exceptions import InputError
 from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.kernels import Kernel, make_kernel
-from geogp.models.base import Prediction, Standardizer
+from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
 
 __all__ = [
     "JITTER",
@@ -371,9 +371,8 @@ class SGPRRegressor:
 
         Cost O(N* M²).
         """
+        check_fitted(self, "posterior_")
         X = as_points(X, "X (prediction points)")
-        if X.shape[1] != self.Z_.shape[1]:
-            raise InputError(f"X has {X.shape[1]} columns but the model was fitted on "
-                             f"{self.Z_.shape[1]}.")
+        check_columns(X, self.Z_.shape[1])
         mean, var = sgpr_predict(self.kernel_, self.posterior_, self.scaler_.x(X))
         return self.scaler_.unscale(mean, var, self.noise_)

@@ -37,7 +37,7 @@ from geogp._validation import as_points, as_targets, check_same_length
 from geogp.exceptions import InputError
 from geogp.features.wavelet import WaveletStatistics, make_basis, wavelet_statistics
 from geogp.features.wavelet_basis import canonical_family
-from geogp.models.base import Prediction, Standardizer
+from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
 from geogp.models.wavelet_prior import (
     LOCATIONS,
     NORMALISATIONS,
@@ -429,6 +429,7 @@ class WaveletRegressor:
         return self
 
     def _points(self, X, what="X (prediction points)") -> np.ndarray:
+        check_fitted(self, "posterior_")
         X = as_points(X, what, max_dims=2)
         if X.shape[1] != self.basis_.n_dims:
             raise InputError(f"{what} must have {self.basis_.n_dims} column(s) like the training "
@@ -452,6 +453,7 @@ class WaveletRegressor:
         Returns:
             :class:`~geogp.models.base.Prediction` with arrays of shape (len(axes[0]), …).
         """
+        check_fitted(self, "posterior_")
         if len(axes) != self.basis_.n_dims:
             raise InputError(
                 f"expected {self.basis_.n_dims} coordinate vector(s); got {len(axes)}.")

@@ -415,3 +415,39 @@ def test_multires_posterior_equals_dense_kriging(rng, backend):
     assert p1.mean[0] == pytest.approx(sc.y_mean + sc.y_scale * w @ mean[cs], rel=1e-9)
     assert p1.var_latent[0] == pytest.approx(sc.y_scale**2 * w @ cov[np.ix_(cs, cs)] @ w,
                                              rel=1e-8)
+
+
+def test_two_stage_fit_maximises_the_large_scale_likelihood(rng):
+    """Stage 2 puts (ℓ_L, s_L) at the maximum of the *whole-raster* REML likelihood at the
+    stage-1 local θ (checked against a 5×5 grid of the exact likelihood around it), and the
+    stage-1 local θ is the optimum found without large-scale features."""
+    ny, nx = 18, 22
+    yy, xx = np.meshgrid(np.arange(ny), np.arange(nx), indexing="ij")
+    v = 2 * np.sin(yy / 2.5) * np.cos(xx / 3.0) + 0.3 * rng.standard_normal((ny, nx))
+    obs = rng.random((ny, nx)) > 0.3
+    obs[4:9, 5:12] = False
+    v = np.where(obs, v, np.nan)
+    axes = [np.arange(ny * 1.0), np.arange(nx * 1.0)]
+    est = lm.LatticeRegressor(2, margin=2, fit_cells=None, large_scale=12, maxiter=200)
+    est.fit_grid(axes, v)
+    problem = est._problem(obs, est.scaler_.y(v[obs]))
+    params = {k: np.float64(x) for k, x in est.params_.items()}
+    best = float(lm.log_marginal_likelihood(params, problem))
+    assert best == pytest.approx(est.log_likelihood_, rel=1e-10)
+    for dr in (-1.0, -0.3, 0.0, 0.3, 1.0):
+        for ds in (-1.0, -0.3, 0.0, 0.3, 1.0):
+            other = dict(params, log_range_large=params["log_range_large"] + dr,
+                         log_sd_large=params["log_sd_large"] + ds)
+            assert float(lm.log_marginal_likelihood(other, problem)) <= best + 1e-4, (dr, ds)
+    # stage 2 optimises the dense half alone: it equals the full likelihood for any θ_L
+    logdet, m_mat, _, _ = lm.sparse_statistics(params, problem)
+    for dr, ds in ((0.7, -0.4), (-1.5, 0.9)):
+        other = dict(params, log_range_large=params["log_range_large"] + dr,
+                     log_sd_large=params["log_sd_large"] + ds)
+        dense = lm.dense_likelihood(other, m_mat, logdet, problem.n_obs, problem.freq2,
+                                    problem.dw, problem.kernel)[0]
+        assert float(dense) == pytest.approx(float(lm.log_marginal_likelihood(other, problem)),
+                                             abs=1e-5)  # M = yᵀy/σ² − …: cancellation
+    local = lm.LatticeRegressor(2, margin=2, fit_cells=None, maxiter=200).fit_grid(axes, v)
+    for k in lm.PARAMS:
+        assert float(est.params_[k]) == pytest.approx(float(local.params_[k]), abs=1e-8)

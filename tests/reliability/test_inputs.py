@@ -69,3 +69,91 @@ def test_misused_calls_say_what_to_do(tmp_path):
     with pytest.raises(InputError, match="Dataset returned by predict"):
         geogp.write_geotiff(pred["mean"], tmp_path / "p.tif")
     assert not (tmp_path / "p.tif").exists()
+
+
+def _estimators():
+    from geogp.models.afs import AFSRegressor
+    from geogp.models.exact import ExactGP
+    from geogp.models.sgpr import SGPRRegressor
+
+    return [AFSRegressor(n_features=32, maxiter=3), ExactGP(maxiter=3),
+            SGPRRegressor(n_inducing=8, maxiter=3)]
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_unfitted_estimators_raise_not_fitted(index):
+    """scikit-learn's convention: NotFittedError, which is a ValueError and an AttributeError."""
+    from geogp.exceptions import NotFittedError
+
+    est = _estimators()[index]
+    with pytest.raises(NotFittedError, match="not fitted"):
+        est.predict(np.zeros((3, 2)))
+    assert issubclass(NotFittedError, ValueError) and issubclass(NotFittedError, AttributeError)
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_wrong_number_of_columns_is_refused(index):
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(40, 2))
+    y = np.sin(4 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = _estimators()[index].fit(X, y)
+    ok = est.predict(X[:2])  # the right shape still predicts
+    assert np.all(np.isfinite(ok.mean))
+    with pytest.raises(InputError, match="3 column"):
+        est.predict(np.zeros((3, 3)))
+
+
+def test_unfitted_front_end_refuses_predict_and_save(tmp_path):
+    from geogp.exceptions import NotFittedError
+
+    model = geogp.GeoRegressor()
+    with pytest.raises(NotFittedError):
+        model.predict()
+    with pytest.raises(NotFittedError):
+        model.save(tmp_path / "m.npz")
+    assert not (tmp_path / "m.npz").exists()
+
+
+@pytest.mark.parametrize("model", ["afs", "lattice", "exact"])
+def test_values_that_overflow_float64_are_refused(model):
+    v = np.random.default_rng(0).normal(size=(12, 15)) * 1e300
+    with pytest.raises(InputError, match="too large in magnitude"):
+        geogp.fit(_da(v), model=model, maxiter=2)
+
+
+def test_large_but_representable_values_scale_exactly():
+    """Standardisation makes the fit equivariant: values × 1e100 give predictions × 1e100."""
+    from geogp.models.exact import ExactGP
+
+    rng = np.random.default_rng(1)
+    X = rng.uniform(size=(30, 2))
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=30)
+    a = ExactGP(maxiter=20).fit(X, y).predict(X[:5])
+    b = ExactGP(maxiter=20).fit(X, y * 1e100).predict(X[:5])
+    np.testing.assert_allclose(b.mean, a.mean * 1e100, rtol=1e-8)
+    np.testing.assert_allclose(b.var_observed, a.var_observed * 1e200, rtol=1e-8)
+
+
+@pytest.mark.parametrize("n_features", [10**9, 10**12])
+def test_huge_feature_budget_is_refused_before_allocating(n_features):
+    """The estimate comes before the feature search (which would build ~M index rows)."""
+    import tracemalloc
+
+    from geogp.exceptions import MemoryEstimateError
+    from geogp.models.afs import AFSRegressor
+
+    rng = np.random.default_rng(0)
+    X, y = rng.uniform(size=(30, 2)), rng.normal(size=30)
+    tracemalloc.start()
+    try:
+        with pytest.raises(MemoryEstimateError, match="GiB") as err:
+            AFSRegressor(n_features=n_features).fit(X, y)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert err.value.needed_bytes >= 8.0 * n_features  # at least one vector of length M
+    assert peak < 50 * 2**20  # refused without allocating anything of size M

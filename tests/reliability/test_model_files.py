@@ -167,3 +167,53 @@ def test_fuzz_semantic_tampering(saved, tmp_path):
             continue
         assert np.isfinite(pred["mean"].values).all(), key
         assert (pred["std"].values > 0).all() and np.isfinite(pred["std"].values).all(), key
+
+
+# --------------------------------------------------------------------------- lattice models
+@pytest.fixture(scope="module")
+def saved_lattice(tmp_path_factory):
+    rng = np.random.default_rng(3)
+    y, x = np.arange(20.0, 0, -1) * 10, np.arange(26.0) * 10
+    z = np.cumsum(rng.standard_normal((20, 26)), axis=1) * 0.3
+    z[5:11, 7:15] = np.nan
+    da = xr.DataArray(z, dims=("y", "x"), coords={"y": y, "x": x}, name="v",
+                      attrs={"units": "K"}).rio.write_crs(32633)
+    model = geogp.fit(da, model="lattice", maxiter=6, large_scale=8)
+    path = tmp_path_factory.mktemp("lattice") / "lattice.npz"
+    model.save(path)
+    return path, model
+
+
+def test_lattice_model_round_trip_is_bit_for_bit(saved_lattice):
+    path, model = saved_lattice
+    loaded = geogp.load_model(path)
+    assert loaded.model == "lattice"
+    for kw in ({}, dict(x=np.array([3.3, 101.7, 250.0]), y=np.array([12.5, 99.0, 190.1]),
+                        points=True)):   # cell centres, and points between them
+        a, b = model.predict(**kw), loaded.predict(**kw)
+        for v in ("mean", "std", "std_latent"):
+            np.testing.assert_array_equal(a[v].values, b[v].values)
+    assert loaded.predict()["mean"].attrs == model.predict()["mean"].attrs
+    est, back = model.estimators_[0], loaded.estimators_[0]
+    assert back.params_ == {k: float(v) for k, v in est.params_.items()}
+    np.testing.assert_array_equal(back.beta_, est.beta_)
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda a, m: a.__setitem__("s0/lattice/var", -a["s0/lattice/var"]), "must be > 0"),
+    (lambda a, m: a.__setitem__("s0/lattice/mean",
+                                np.full_like(a["s0/lattice/mean"], np.nan)), "NaN or inf"),
+    (lambda a, m: a.__setitem__("s0/lattice/cov", a["s0/lattice/cov"][:, :-1]), "shape"),
+    (lambda a, m: m["slices"][0].__setitem__("shape", [10, "x"]), "'shape' must be 2 finite"),
+    (lambda a, m: m["slices"][0]["params"].pop("log_noise"), "malformed lattice parameters"),
+    (lambda a, m: m["slices"][0]["init"].__setitem__("alpha", 7), "invalid estimator options"),
+    (lambda a, m: a.pop("s0/lattice/var"), "lacks the array 's0/lattice/var'"),
+])
+def test_tampered_lattice_files_are_refused(saved_lattice, tmp_path, edit, match):
+    path, _ = saved_lattice
+    arrays, meta = _contents(path)
+    edit(arrays, meta)
+    _write(tmp_path / "bad.npz", arrays, meta)
+    with pytest.raises(ReadError, match=match) as info:
+        geogp.load_model(tmp_path / "bad.npz")
+    assert "\n" not in str(info.value)

@@ -1,0 +1,108 @@
+"""Saving and loading lattice (SPDE/GMRF) estimators inside a geogp model file.
+
+A fitted :class:`~geogp.models.lattice.LatticeRegressor` predicts from five numbers per
+lattice cell (posterior mean, variance, and the covariances with three neighbours and one
+cross pair, all in standardised units), its geometry and its standardiser; these are what is
+stored, so loading needs no factorisation and reproduces predictions bit for bit. The
+hyperparameters and the fit report are kept for :meth:`~geogp.api.GeoRegressor.hyperparameters`.
+Every array is checked on loading (:class:`~geogp.persist_checks.Arrays`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from geogp.exceptions import ReadError
+from geogp.persist_checks import Arrays, require
+
+__all__ = ["save_lattice", "load_lattice"]
+
+_PARAMS = ("log_range", "log_sd", "log_noise", "log_range_large", "log_sd_large")
+
+
+def save_lattice(est, pre: str, arrays: dict, init: dict) -> dict:
+    """Add the estimator's arrays under ``pre`` to ``arrays``; return its metadata."""
+    sc, rep = est.scaler_, est.report_
+    arrays.update({
+        f"{pre}lattice/mean": est._mean, f"{pre}lattice/var": est._var,
+        f"{pre}lattice/cov": est._cov, f"{pre}lattice/freq": est.freq_,
+        f"{pre}lattice/beta": np.asarray(est.beta_, dtype=np.float64),
+        f"{pre}lattice/large_coef": np.asarray(est.large_coef_, dtype=np.float64),
+        f"{pre}scaler/x_mean": sc.x_mean, f"{pre}scaler/x_scale": sc.x_scale,
+        f"{pre}report/history": np.asarray(rep.history, dtype=np.float64),
+    })
+    if est.powers_ is not None:
+        arrays[f"{pre}lattice/powers"] = np.asarray(est.powers_)
+    return {
+        "init": init,
+        "params": {k: float(v) for k, v in est.params_.items()},
+        "shape": [int(v) for v in est.shape_], "h": [float(v) for v in est.h_],
+        "origin": [float(v) for v in est.origin_], "step": [float(v) for v in est.step_],
+        "unit": float(est.unit_), "n_obs": int(est.n_obs_), "fit_tiles": int(est.fit_tiles_),
+        "log_likelihood": float(est.log_likelihood_),
+        "y_mean": float(sc.y_mean), "y_scale": float(sc.y_scale),
+        "report": {"objective": rep.objective, "n_iter": rep.n_iter, "n_eval": rep.n_eval,
+                   "converged": rep.converged, "message": rep.message, "time_s": rep.time_s},
+    }
+
+
+def _floats(meta: dict, key: str, n: int, where: str, positive: bool = False) -> tuple:
+    v = require(meta, key, "list", where)
+    if len(v) != n or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                              and np.isfinite(x) and (x > 0 or not positive) for x in v):
+        raise ReadError(f"model file {where}: {key!r} must be {n} finite"
+                        f"{' positive' if positive else ''} numbers; got {v!r:.60}.")
+    return tuple(float(x) for x in v)
+
+
+def load_lattice(meta: dict, pre: str, z: Arrays, accepted_init) -> object:
+    """Rebuild a fitted LatticeRegressor from the metadata and arrays of one slice."""
+    from geogp.models.base import Standardizer
+    from geogp.models.lattice import LatticeRegressor
+    from geogp.optimize import FitReport
+
+    where = f"slice {pre[:-1]}"
+    init = dict(require(meta, "init", "dict", where))
+    try:
+        est = LatticeRegressor(**{k: v for k, v in init.items() if k in accepted_init})
+        est._check_args()
+    except (TypeError, ValueError) as err:
+        raise ReadError(f"model file {where}: invalid estimator options ({err}).") from None
+    shape = _floats(meta, "shape", 2, where, positive=True)
+    if not all(v == int(v) for v in shape):
+        raise ReadError(f"model file {where}: the lattice shape must be integers.")
+    ny, nx = est.shape_ = (int(shape[0]), int(shape[1]))
+    n = ny * nx
+    est.h_ = _floats(meta, "h", 2, where, positive=True)
+    est.origin_ = _floats(meta, "origin", 2, where)
+    est.step_ = _floats(meta, "step", 2, where)
+    if not all(s != 0 for s in est.step_):
+        raise ReadError(f"model file {where}: the lattice step must be nonzero.")
+    est.unit_ = require(meta, "unit", "float", where, positive=True)
+    params = require(meta, "params", "dict", where)
+    if not set(_PARAMS[:3]) <= set(params) or not set(params) <= set(_PARAMS) or not all(
+            isinstance(v, (int, float)) and np.isfinite(v) for v in params.values()):
+        raise ReadError(f"model file {where}: malformed lattice parameters {params!r:.80}.")
+    est.params_ = {k: float(v) for k, v in params.items()}
+    est._mean = z.get(f"{pre}lattice/mean", shape=(n,))
+    est._var = z.get(f"{pre}lattice/var", shape=(n,), positive=True)
+    est._cov = z.get(f"{pre}lattice/cov", shape=(4, n))
+    est.freq_ = z.get(f"{pre}lattice/freq", ndim=2)
+    est.beta_ = z.get(f"{pre}lattice/beta", ndim=1)
+    est.large_coef_ = z.get(f"{pre}lattice/large_coef", ndim=1)
+    est.powers_ = (z.get(f"{pre}lattice/powers", ndim=2, kind="iu")
+                   if f"{pre}lattice/powers" in z else None)
+    est.n_obs_ = require(meta, "n_obs", "int", where, positive=True)
+    est.fit_tiles_ = require(meta, "fit_tiles", "int", where, positive=True)
+    est.log_likelihood_ = require(meta, "log_likelihood", "float", where)
+    est.scaler_ = Standardizer(z.get(f"{pre}scaler/x_mean", shape=(2,)),
+                               z.get(f"{pre}scaler/x_scale", shape=(2,), positive=True),
+                               require(meta, "y_mean", "float", where),
+                               require(meta, "y_scale", "float", where, positive=True))
+    rep = require(meta, "report", "dict", where)
+    try:
+        est.report_ = FitReport(**rep, history=z.get(f"{pre}report/history",
+                                                     finite=False).tolist())
+    except TypeError as err:
+        raise ReadError(f"model file {where}: malformed fit report ({err}).") from None
+    return est

@@ -41,7 +41,14 @@ class GeoRegressor:
     """Gaussian-process gap filling for rasters, with scikit-learn manners.
 
     Args:
-        model: ``"afs"`` (default), ``"wavelet"`` (if installed) or ``"exact"`` (small data).
+        model: ``"auto"`` (default), ``"lattice"``, ``"afs"``, ``"wavelet"`` or ``"exact"``
+            (small data). ``"auto"`` is ``"lattice"`` (an SPDE/GMRF on the raster's own cells
+            plus 200 large-scale Fourier features: sharp near data, honest deep inside gaps)
+            for regular 2-D rasters whose sparse factor fits in memory (about 3·10⁵ cells
+            with the default 4 GiB limit), and ``"afs"`` (approximate Fourier series) for
+            points, larger or irregular rasters, or when AFS options (``kernel``,
+            ``n_features``, ``share_hyperparameters``, AFS-only options) are given; the choice
+            is in ``model_`` and ``model_reason_`` (:func:`geogp.engines.resolve_model`).
         kernel: kernel name for ``afs``/``exact`` (default ``"matern12"``; also ``"se"``,
             ``"matern32"``, ``"matern52"``, sums ``"matern12+matern32"``).
         n_features: Fourier features M for ``afs`` (default ``"auto"``: N_obs/8 clipped to
@@ -60,6 +67,7 @@ class GeoRegressor:
             :class:`~geogp.models.afs.AFSRegressor`).
 
     Attributes:
+        model_: the model fitted (``model``, or what ``"auto"`` chose); model_reason_: why.
         estimators_: the fitted model per slice (list, one element without extra dimension);
             an AFS model's ``diagnostics_`` give its aliasing and truncation errors, and its
             ``window_widths_`` the windows it was fitted on (the window widens to the learnt
@@ -71,7 +79,7 @@ class GeoRegressor:
         attrs_, name_: attributes and name of the input, copied to predictions.
     """
 
-    def __init__(self, model: str = "afs", *, kernel=None, n_features=None,
+    def __init__(self, model: str = "auto", *, kernel=None, n_features=None,
                  share_hyperparameters: bool = False, crs=None, nodata=None,
                  progress: bool = False, options: dict | None = None):
         self.model = model
@@ -96,24 +104,36 @@ class GeoRegressor:
             grid: for points, the target raster (DataArray/Dataset) that ``predict()`` fills
                 by default; the model's window is made to cover it.
         """
-        if self.model not in engines.MODELS:
-            raise InputError(f"model must be one of {list(engines.MODELS)}; got {self.model!r}.")
-        if self.share_hyperparameters and self.model != "afs":
+        if self.model not in engines.MODELS + (engines.AUTO,):
+            raise InputError(f"model must be one of {[engines.AUTO, *engines.MODELS]}; got "
+                             f"{self.model!r}.")
+        if self.share_hyperparameters and self.model not in ("afs", engines.AUTO):
             raise InputError("share_hyperparameters=True is supported for model='afs' only.")
         if isinstance(data, (xr.DataArray, xr.Dataset)):
             if grid is not None:
                 raise InputError("grid= is for point tables; a raster is its own grid.")
-            return self._fit_raster(to_grid_data(data, var=var, crs=self.crs,
-                                                 nodata=self.nodata))
+            g = to_grid_data(data, var=var, crs=self.crs, nodata=self.nodata)
+            self._resolve(g.values[0].shape, g.regular)
+            return self._fit_raster(g)
+        self._resolve(None, True)
         return self._fit_table(data, x=x, y=y, value=value, grid=grid)
+
+    def _resolve(self, raster_shape, regular: bool) -> None:
+        """Set ``model_`` (what ``model="auto"`` stands for here) and ``model_reason_``."""
+        afs_only = (self.kernel is not None or self.n_features is not None
+                    or bool(self.share_hyperparameters)
+                    or bool(set(self.options or {}) - set(engines.lattice_option_names())))
+        self.model_, self.model_reason_ = engines.resolve_model(
+            self.model, raster_shape=raster_shape, regular=regular, afs_only=afs_only,
+            options=self.options)
 
     def _estimator(self, label: str, overrides: dict | None = None):
         opts = {**(self.options or {}), **(overrides or {})}
         tracker = None
-        if self.model == "afs":
-            maxiter = opts.get("maxiter", 300)
+        if self.model_ in ("afs", "lattice"):
+            maxiter = opts.get("maxiter", 300 if self.model_ == "afs" else 100)
             tracker = TrainingBar(label, maxiter, bool(self.progress))
-        est = engines.make_estimator(self.model, self.kernel, self.n_features, opts, tracker)
+        est = engines.make_estimator(self.model_, self.kernel, self.n_features, opts, tracker)
         return est, tracker
 
     def _finish(self, spec: GridSpec, target: Target | None, attrs: dict, name):
@@ -249,6 +269,11 @@ class GeoRegressor:
                 if self.spec_.geographic:
                     row[f"lengthscale_y_km{sfx}"] = ell[p, 0] * KM_PER_DEGREE
                     row[f"lengthscale_x_km{sfx}"] = ell[p, 1] * KM_PER_DEGREE
+            if "large_scale_lengthscale" in d:   # lattice: the large-scale features' part
+                row["large_scale_lengthscale"] = d["large_scale_lengthscale"]
+                if self.spec_.geographic:
+                    row["large_scale_lengthscale_km"] = d["large_scale_lengthscale"] * KM_PER_DEGREE
+                row["large_scale_sd"] = d["large_scale_sd"]
             row.update(signal_sd=d["signal_sd"], noise_sd=d["noise_sd"],
                        n_observed=self.n_observed_[s], n_features=d["n_features"],
                        n_iter=d["n_iter"], converged=d["converged"],
@@ -263,7 +288,7 @@ class GeoRegressor:
         self._check_fitted()
         ell = engines.describe(self.estimators_[0])["lengthscale"]
         if ell is None:
-            raise InputError(f"model={self.model!r} has no single lengthscale.")
+            raise InputError(f"model={self.model_!r} has no single lengthscale.")
         return ell[0]
 
     def summary(self) -> str:
@@ -271,8 +296,10 @@ class GeoRegressor:
         table = self.hyperparameters()
         spec = self.spec_
         crs = spec.crs.to_string() if spec.crs is not None else "none"
-        lines = [f"geogp {self.model} model, CRS {crs}" + (f" ({spec.assumed})" if spec.assumed
-                                                             else "")]
+        reason = getattr(self, "model_reason_", "requested")
+        chosen = f" (model='auto': {reason})" if self.model == "auto" else ""
+        lines = [f"geogp {self.model_} model{chosen}, CRS {crs}"
+                 + (f" ({spec.assumed})" if spec.assumed else "")]
         for s, row in table.iterrows():
             head = f"  slice {s}: " if len(table) > 1 else "  "
             ell = [c for c in table.columns if c.startswith("lengthscale_") and "_km" not in c]
@@ -283,6 +310,15 @@ class GeoRegressor:
                     txt += (f" ≈ ({row[c_y.replace('_y', '_y_km', 1)]:.3g}, "
                             f"{row[c_x.replace('_x', '_x_km', 1)]:.3g}) km")
                 parts.append(txt)
+            if self.model_ == "lattice" and ell:  # isotropic SPDE: one range
+                parts[0] = f"range ρ = {row[ell[0]]:.4g} {spec.units}" + (
+                    f" ≈ {row[ell[0].replace('_y', '_y_km', 1)]:.3g} km"
+                    if spec.geographic else "")
+            if "large_scale_lengthscale" in row:
+                txt = f"large scales: lengthscale {row['large_scale_lengthscale']:.4g} {spec.units}"
+                if spec.geographic:
+                    txt += f" ≈ {row['large_scale_lengthscale_km']:.3g} km"
+                parts.append(txt + f", sd {row['large_scale_sd']:.4g}")
             parts.append(f"signal sd {row['signal_sd']:.4g}, noise sd {row['noise_sd']:.4g}")
             feats = "" if pd.isna(row["n_features"]) else f", {int(row['n_features'])} features"
             parts.append(f"{int(row['n_observed'])} observations{feats}, fit in "
@@ -306,8 +342,10 @@ class GeoRegressor:
                 value = est.bound()
             elif hasattr(est, "log_marginal_likelihood") and hasattr(est, "scaler_"):
                 value = est.log_marginal_likelihood()
+            elif hasattr(est, "log_likelihood_"):  # lattice: REML, the trend integrated
+                value = est.log_likelihood_
             else:
-                raise InputError(f"score() is not available for model={self.model!r}; it "
+                raise InputError(f"score() is not available for model={self.model_!r}; it "
                                  "needs the bound (afs) or the exact evidence (exact, wavelet).")
             total += float(value) - n * float(np.log(est.scaler_.y_scale))
         return total
@@ -338,14 +376,16 @@ def _n_observed(est, values) -> int:
 _OWN = ("kernel", "n_features", "share_hyperparameters", "crs", "nodata", "progress")
 
 
-def fit(data, model: str = "afs", *, var: str | None = None, x: str = "x", y: str = "y",
+def fit(data, model: str = "auto", *, var: str | None = None, x: str = "x", y: str = "y",
         value: str = "value", grid=None, **kwargs) -> GeoRegressor:
     """Fit a Gaussian process to a raster or to points: ``GeoRegressor(...).fit(data)``.
 
     Args:
         data: ``xr.DataArray``/``xr.Dataset`` raster (NaN/nodata = missing, numpy or dask) or a
             pandas/GeoPandas table of points.
-        model: ``"afs"`` (default), ``"wavelet"`` or ``"exact"``.
+        model: ``"auto"`` (default: ``"lattice"`` for regular rasters that fit in memory,
+            else ``"afs"``; see :class:`GeoRegressor`), ``"lattice"``, ``"afs"``, ``"wavelet"``
+            or ``"exact"``.
         var: variable of a Dataset. x, y, value: columns of a point table. grid: target
             raster for points.
         **kwargs: :class:`GeoRegressor` arguments (``kernel``, ``n_features``,

@@ -143,11 +143,11 @@ def save_model(model, path, *, overwrite: bool = False) -> Path:
     """Write a fitted :class:`~geogp.api.GeoRegressor` to ``path`` (``.npz``), atomically."""
     if not hasattr(model, "estimators_"):
         raise InputError("the model is not fitted; call fit(...) before save().")
-    if model.model not in SAVABLE:
-        raise GeogpError(f"saving model={model.model!r} is not supported yet; only "
+    if model.model_ not in SAVABLE:
+        raise GeogpError(f"saving model={model.model_!r} is not supported yet; only "
                          f"{' and '.join(map(repr, SAVABLE))} models can be saved.")
     arrays: dict = {}
-    if model.model == "lattice":
+    if model.model_ == "lattice":
         from geogp.models.lattice import LatticeRegressor
         from geogp.persist_lattice import save_lattice
 
@@ -171,7 +171,7 @@ def save_model(model, path, *, overwrite: bool = False) -> Path:
     spec = model.spec_
     meta = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
-        "params": {"model": model.model, "kernel": model.kernel if isinstance(model.kernel, str)
+        "params": {"model": model.model_, "kernel": model.kernel if isinstance(model.kernel, str)
                    or model.kernel is None else None, "n_features": model.n_features,
                    "share_hyperparameters": bool(model.share_hyperparameters),
                    "nodata": _jsonable(model.nodata), "options": _clean(model.options or {})},
@@ -353,6 +353,7 @@ def load_model(path, *, max_bytes: float | None = None):
                              n_features=p.get("n_features"),
                              share_hyperparameters=bool(p.get("share_hyperparameters", False)),
                              nodata=p.get("nodata"), options=options or None)
+        model.model_, model.model_reason_ = kind, "loaded from a file"
         slices = require(meta, "slices", "list")
         if not slices or not all(isinstance(m, dict) for m in slices):
             raise ReadError("model file metadata: 'slices' must be a non-empty list of objects.")

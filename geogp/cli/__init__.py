@@ -41,6 +41,8 @@ def _version_text() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of the ``geogp`` command."""
+    from geogp.cli.options import add_model_options
+
     parser = argparse.ArgumentParser(
         prog="geogp", description="Gaussian-process gap filling and uncertainty maps for rasters.",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -56,15 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("input", metavar="INPUT", help="raster to fill (.tif or .nc)")
     fit.add_argument("--out", required=True, metavar="PRED.tif", help="output GeoTIFF")
     fit.add_argument("--var", metavar="NAME", help="variable of a NetCDF file")
-    fit.add_argument("--model", default="afs", choices=("afs", "wavelet", "exact"),
-                     help="model (default: afs)")
-    fit.add_argument("--kernel", default=None, metavar="NAME",
-                     help="kernel: matern12 (default), matern32, matern52, se, or a sum a+b")
-    fit.add_argument("--features", type=int, default=None, metavar="M",
-                     help="number of Fourier features for afs (default: observed cells / 8, "
-                          "between 2000 and 10000); above 4096 a matrix-free solver is used "
-                          "(M up to ~10^5: minutes, not hours)")
-    fit.add_argument("--maxiter", type=int, default=None, help="L-BFGS iterations (default 300)")
+    add_model_options(fit)
     fit.add_argument("--share-hyperparameters", action="store_true",
                      help="with a time/band dimension: learn on the first slice, reuse for all")
     fit.add_argument("--latent", action="store_true", help="add the latent std as band 3")

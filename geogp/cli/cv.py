@@ -1,7 +1,7 @@
 """``geogp cv``: cross-validate gap filling on a raster, with folds shaped like its real gaps.
 
     geogp cv INPUT.(tif|nc) [--folds gaps|random|blocks --n-folds 5 --fraction 0.15 --seed 0
-        --kernel K --features M --maxiter N --model afs --csv cells.csv --plot cv.png]
+        --model auto --kernel K --features M --maxiter N --csv cells.csv --plot cv.png]
 
 Prints the overall scores (RMSE, MAE, CRPS, 95 % interval score and coverage, NLPD) and the
 table by distance to the nearest training cell; writes the per-cell predictions (CSV) and the
@@ -11,6 +11,8 @@ figure (reliability diagram, coverage by distance) when asked. See :mod:`geogp.c
 from __future__ import annotations
 
 import argparse
+
+from geogp.cli.options import add_model_options, model_keywords
 
 __all__ = ["add_cv_parser", "run_cv"]
 
@@ -52,13 +54,7 @@ def add_cv_parser(subparsers) -> argparse.ArgumentParser:
                    help="share of observed cells hidden per fold (gaps: default 0.15; "
                         "random: default 1/K)")
     p.add_argument("--seed", type=int, default=0, help="seed of the folds (default 0)")
-    p.add_argument("--model", default="afs", choices=("afs", "wavelet", "exact"),
-                   help="model (default: afs)")
-    p.add_argument("--kernel", default=None, metavar="NAME",
-                   help="kernel: matern12 (default), matern32, matern52, se, or a sum a+b")
-    p.add_argument("--features", type=int, default=None, metavar="M",
-                   help="number of Fourier features (default as geogp fit)")
-    p.add_argument("--maxiter", type=int, default=None, help="L-BFGS iterations (default 300)")
+    add_model_options(p)
     p.add_argument("--csv", metavar="CELLS.csv", help="write every held-out prediction")
     p.add_argument("--plot", metavar="CV.png", help="reliability + coverage-by-distance figure")
     p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
@@ -87,8 +83,7 @@ def run_cv(args, echo) -> int:
     if args.fraction is not None and args.folds == "blocks":
         raise InputError("--fraction applies to gaps and random folds; blocks partition the "
                          "grid.")
-    fit_options = {k: v for k, v in (("kernel", args.kernel), ("n_features", args.features),
-                                     ("maxiter", args.maxiter)) if v is not None}
+    fit_options = model_keywords(args)
     da = open_raster(args.input, var=args.var)
     result = cross_validate(da, args.folds, args.n_folds, seed=args.seed, model=args.model,
                             fold_options=fold_options, progress=not args.quiet, **fit_options)

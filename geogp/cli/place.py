@@ -28,6 +28,7 @@ import warnings
 
 import numpy as np
 
+from geogp.cli.options import add_model_options
 from geogp.models.afs import ITERATIVE_ABOVE
 
 PLACEMENT_FEATURES = 2000  # the dense posterior that placement updates rank by rank
@@ -65,12 +66,9 @@ def add_place_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--criterion", default="marginal", choices=("marginal", "joint"),
                    help="for mi: marginal (default) or joint log-determinant")
     p.add_argument("--var", metavar="NAME", help="variable of a NetCDF file")
-    p.add_argument("--kernel", default=None, metavar="NAME",
-                   help="kernel: matern12 (default), matern32, matern52, se, or a sum a+b")
-    p.add_argument("--features", type=int, default=None, metavar="M",
-                   help="number of Fourier features (default 2000; placement needs the dense "
-                        "solver, at most 4096)")
-    p.add_argument("--maxiter", type=int, default=None, help="L-BFGS iterations (default 300)")
+    add_model_options(p, models=False, features_help=(
+        "number of Fourier features (default 2000; placement fits an AFS model with the "
+        "dense solver, at most 4096)"))
     p.add_argument("--min-distance", type=_distance, default="auto", metavar="D",
                    help="minimum distance between sites, in CRS units (degrees of latitude "
                         "on lon/lat rasters); default auto: 1/4 of the shortest learnt "

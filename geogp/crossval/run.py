@@ -180,7 +180,7 @@ def _takes_two(fn) -> bool:
     return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
-def cross_validate(data, folds="gaps", n_folds: int = 5, *, seed: int = 0, model: str = "afs",
+def cross_validate(data, folds="gaps", n_folds: int = 5, *, seed: int = 0, model: str = "auto",
                    method=None, var: str | None = None, fold_options: dict | None = None,
                    progress: bool = False, label: str | None = None,
                    **fit_options) -> CVResult:
@@ -192,7 +192,8 @@ def cross_validate(data, folds="gaps", n_folds: int = 5, *, seed: int = 0, model
             ``"random"``, ``"blocks"``, or a boolean array (n_folds, ny, nx) of held-out cells.
         n_folds: number of folds (ignored for an array).
         seed: seed of the folds.
-        model: geogp model (``"afs"``, ``"wavelet"``, ``"exact"``) fitted by :func:`geogp.fit`
+        model: geogp model (``"auto"``, the default of :func:`geogp.fit`, ``"lattice"``,
+            ``"afs"``, ``"wavelet"``, ``"exact"``) fitted by :func:`geogp.fit`
             with ``fit_options`` (``kernel``, ``n_features``, ``mean``, ``maxiter``...).
         method: instead of a geogp model, a callable ``method(train) -> prediction``: ``train``
             is the raster with the held-out cells set to NaN; the prediction is an

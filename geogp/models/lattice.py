@@ -488,5 +488,11 @@ class LatticeRegressor:
 
     def describe(self) -> dict:
         """Fitted hyperparameters on the data's scale (for :func:`geogp.engines.describe`)."""
-        return {"lengthscale": np.array([[self.range_, self.range_]]), "signal_sd": self.sd_,
-                "noise_sd": self.noise_sd_, "n_features": self.shape_[0] * self.shape_[1]}
+        out = {"lengthscale": np.array([[self.range_, self.range_]]), "signal_sd": self.sd_,
+               "noise_sd": self.noise_sd_}
+        if "log_range_large" in self.params_ and self._n_large():
+            out["large_scale_lengthscale"] = (float(np.exp(self.params_["log_range_large"]))
+                                              * self.unit_)
+            out["large_scale_sd"] = (float(np.exp(self.params_["log_sd_large"]))
+                                     * self.scaler_.y_scale)
+        return {**out, "n_features": self.shape_[0] * self.shape_[1] + self._n_large()}

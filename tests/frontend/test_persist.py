@@ -63,7 +63,7 @@ def test_save_refuses_overwrite_and_unsupported_models(raster, fast, tmp_path):
     with pytest.raises(OutputExistsError):
         model.save(tmp_path / "m.npz")
     model.save(tmp_path / "m.npz", overwrite=True)
-    model.model = "exact"
+    model.model_ = "exact"
     with pytest.raises(GeogpError, match="only 'afs'"):
         model.save(tmp_path / "other.npz")
 

@@ -1,0 +1,33 @@
+"""Command-line options shared by the sub-commands that fit a model (fit, cv, place)."""
+
+from __future__ import annotations
+
+__all__ = ["add_model_options", "model_keywords", "MODEL_CHOICES"]
+
+MODEL_CHOICES = ("auto", "lattice", "afs", "wavelet", "exact")
+
+_MODEL_HELP = ("model: auto (default: lattice for regular rasters up to ~3·10^5 cells, else afs), "
+               "lattice (SPDE/GMRF on the cells + large-scale Fourier features), afs "
+               "(approximate Fourier series; any size), wavelet, exact (small data)")
+
+
+def add_model_options(parser, *, models: bool = True, features_help: str | None = None) -> None:
+    """Add --model (unless ``models`` is False), --kernel, --features and --maxiter."""
+    if models:
+        parser.add_argument("--model", default="auto", choices=MODEL_CHOICES, help=_MODEL_HELP)
+    parser.add_argument("--kernel", default=None, metavar="NAME",
+                        help="AFS kernel: matern12 (default), matern32, matern52, se, or a sum "
+                             "a+b (implies --model afs under auto)")
+    parser.add_argument("--features", type=int, default=None, metavar="M",
+                        help=features_help or (
+                            "number of Fourier features for afs (default: observed cells / 8, "
+                            "between 2000 and 10000; implies --model afs under auto); above "
+                            "4096 a matrix-free solver is used (M up to ~10^5: minutes)"))
+    parser.add_argument("--maxiter", type=int, default=None,
+                        help="L-BFGS iterations (default 300 for afs, 100 for lattice)")
+
+
+def model_keywords(args) -> dict:
+    """``kernel``, ``n_features`` and ``maxiter`` given on the command line, as keywords."""
+    return {k: v for k, v in (("kernel", args.kernel), ("n_features", args.features),
+                              ("maxiter", args.maxiter)) if v is not None}

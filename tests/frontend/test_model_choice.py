@@ -1,0 +1,77 @@
+"""``model="auto"``, the front end's default: the lattice model for regular rasters that fit in
+memory, AFS for everything else; the choice is recorded and reproducible."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from _frontend_rasters import FEATURES, make_raster
+
+import geogp
+from geogp import engines
+
+
+def test_default_on_a_regular_raster_is_the_lattice_model_with_large_scales():
+    da = make_raster(ny=20, nx=24)
+    auto = geogp.fit(da, maxiter=5)
+    assert auto.model == "auto" and auto.model_ == "lattice"
+    assert auto.model_reason_ == "regular raster"
+    est = auto.estimators_[0]
+    assert est.large_scale == engines.DEFAULT_LARGE_SCALE and est._n_large() == 200
+    explicit = geogp.fit(da, model="lattice", maxiter=5)
+    a, b = auto.predict(), explicit.predict()
+    for v in ("mean", "std"):   # "auto" is the lattice model with the front end's defaults
+        np.testing.assert_allclose(a[v].values, b[v].values, rtol=1e-9)  # two fits: BLAS order
+    assert "model='auto': regular raster" in auto.summary()
+
+
+@pytest.mark.parametrize("kwargs, reason", [
+    (dict(kernel="matern32"), "AFS options given"),
+    (dict(n_features=FEATURES), "AFS options given"),
+    (dict(lengthscale=0.3), "AFS options given"),         # an option only AFS knows
+    (dict(max_bytes=1e5), "raster too large"),            # the lattice's estimate is refused
+])
+def test_auto_falls_back_to_afs(kwargs, reason):
+    da = make_raster(ny=20, nx=24)
+    model = geogp.fit(da, maxiter=3, **kwargs) if "max_bytes" not in kwargs else None
+    if model is None:   # AFS itself needs more than 1e5 bytes: check the choice only
+        got = engines.resolve_model("auto", raster_shape=(20, 24), options=kwargs)
+        assert got[0] == "afs" and reason in got[1]
+        return
+    assert model.model_ == "afs" and reason in model.model_reason_
+    assert type(model.estimators_[0]).__name__ == "AFSRegressor"
+
+
+def test_auto_uses_afs_for_points_and_irregular_rasters():
+    da = make_raster(ny=20, nx=24)
+    Y, X = np.meshgrid(da.y.values, da.x.values, indexing="ij")
+    ok = np.isfinite(da.values)
+    df = pd.DataFrame({"x": X[ok], "y": Y[ok], "value": da.values[ok]})
+    pts = geogp.fit(df, n_features=FEATURES, maxiter=3)
+    assert pts.model_ == "afs"
+    assert engines.resolve_model("auto")[1] == "scattered points"
+    x = da.x.values.copy()
+    x[10:] += 37.0
+    irregular = geogp.fit(da.assign_coords(x=x), maxiter=3)
+    assert irregular.model_ == "afs" and irregular.model_reason_ == "irregular raster"
+
+
+def test_memory_threshold_matches_the_lattice_estimate():
+    """The raster size where auto switches is where the lattice would refuse."""
+    from geogp.exceptions import MemoryEstimateError
+    from geogp.models.lattice import LatticeRegressor
+
+    est = LatticeRegressor(large_scale="auto")
+    sizes = [(100, 100), (400, 400), (600, 700), (2000, 2000)]
+    for shape in sizes:
+        chosen, _ = engines.resolve_model("auto", raster_shape=shape)
+        n = (shape[0] + 32) * (shape[1] + 32)
+        try:
+            est._memory(n)
+            fits = True
+        except MemoryEstimateError:
+            fits = False
+        assert chosen == ("lattice" if fits else "afs"), shape
+    assert engines.resolve_model("auto", raster_shape=(100, 100))[0] == "lattice"
+    assert engines.resolve_model("auto", raster_shape=(2000, 2000))[0] == "afs"

@@ -17,7 +17,7 @@ from geogp.persist_checks import Arrays, require
 
 __all__ = ["save_lattice", "load_lattice"]
 
-_PARAMS = ("log_range", "log_sd", "log_noise", "log_range_large", "log_sd_large")
+_PARAMS = ("log_range", "log_sd", "log_noise", "log_range_large", "log_sd_large", "log_ratio")
 
 
 def save_lattice(est, pre: str, arrays: dict, init: dict) -> dict:

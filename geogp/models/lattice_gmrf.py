@@ -33,7 +33,8 @@ import scipy.sparse as sp
 
 from geogp.exceptions import InputError
 
-__all__ = ["ALPHAS", "BACKENDS", "PARAMS", "PARAMS_LARGE", "KERNELS_LARGE", "LatticeProblem",
+__all__ = ["ALPHAS", "BACKENDS", "PARAMS", "PARAMS_LARGE", "PARAM_RATIO", "KERNELS_LARGE",
+           "LatticeProblem",
            "laplacian", "make_problem", "precision", "spectral_weights", "low_frequencies",
            "fourier_features",
            "log_marginal_likelihood", "sparse_statistics", "dense_likelihood",
@@ -43,6 +44,7 @@ ALPHAS = (1, 2)
 BACKENDS = ("auto", "cholmod", "dense")
 PARAMS = ("log_range", "log_sd", "log_noise")
 PARAMS_LARGE = ("log_range_large", "log_sd_large")
+PARAM_RATIO = "log_ratio"  # two-range operator, κ₂/κ₁ = 1 + e^t (second_range=True)
 KERNELS_LARGE = ("matern12", "matern32", "matern52", "se")
 
 
@@ -241,8 +243,36 @@ def make_problem(shape, h, alpha: int, cells: np.ndarray, y: np.ndarray, X: np.n
         freq2, int(features.shape[1]), float(dw), kernel)
 
 
+def _product_coefficients(params, area: float):
+    """(κ₁², κ₂², c) of the two-range operator (κ₁² + L)(κ₂² + L), κ₂ = κ₁(1 + e^t).
+
+    c makes s² the continuum marginal variance: ∫ dω / ((κ₁² + |ω|²)(κ₂² + |ω|²)) / (2π)²
+    = log(κ₂²/κ₁²) / (4π (κ₂² − κ₁²)), which tends to 1/(4πκ²) (α = 2) as κ₂ → κ₁.
+    """
+    rho = jnp.exp(params["log_range"])
+    var = jnp.exp(2.0 * params["log_sd"])
+    k1 = 8.0 / rho**2
+    u = (1.0 + jnp.exp(params["log_ratio"])) ** 2 - 1.0  # κ₂²/κ₁² − 1 > 0
+    k2 = k1 * (1.0 + u)
+    c = area * jnp.log1p(u) / (4.0 * math.pi * k1 * u * var)
+    return k1, k2, c
+
+
 def precision(params, problem: LatticeProblem):
-    """(Q on the pattern, log|Q|, κ², σ²) at θ (standardised units)."""
+    """(Q on the pattern, log|Q|, κ², σ²) at θ (standardised units).
+
+    With ``log_ratio`` in ``params`` (α = 2 only) Q = c (κ₁² + L)(κ₂² + L) with two ranges
+    (:func:`_product_coefficients`); otherwise c (κ² + L)^α.
+    """
+    if "log_ratio" in params:
+        if problem.alpha != 2:
+            raise InputError("the two-range operator (second_range=True) needs alpha=2.")
+        k1, k2, c = _product_coefficients(params, problem.area)
+        noise = jnp.exp(2.0 * params["log_noise"])
+        q = c * (k1 * k2 * problem.e_i + (k1 + k2) * problem.e_l + problem.e_l2)
+        logdet_q = problem.eig.shape[0] * jnp.log(c) + jnp.sum(
+            jnp.log(k1 + problem.eig) + jnp.log(k2 + problem.eig))
+        return q, logdet_q, k1, noise
     kappa2, c, noise = _coefficients(params, problem.alpha, problem.area)
     if problem.alpha == 2:
         q = c * (kappa2**2 * problem.e_i + 2.0 * kappa2 * problem.e_l + problem.e_l2)

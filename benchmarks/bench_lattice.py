@@ -33,6 +33,8 @@ DATA = Path("/work/shared/data/heaton_satellite_train.nc")
 def _options(args) -> dict:
     opts = dict(alpha=args.alpha, margin=args.margin, mean=args.mean, maxiter=args.maxiter,
                 fit_cells=(args.fit_cells or None), tile=args.tile)
+    if args.second_range:
+        opts["second_range"] = True
     if args.large_scale:
         opts.update(large_scale=args.large_scale, large_scale_kernel=args.large_scale_kernel,
                     large_scale_window=args.large_scale_window)
@@ -78,6 +80,8 @@ def main(argv=None) -> int:
                     help="large-scale Fourier features (multi-resolution model; 0: none)")
     ap.add_argument("--large-scale-kernel", default="matern32")
     ap.add_argument("--large-scale-window", type=float, default=1.5)
+    ap.add_argument("--second-range", action="store_true",
+                    help="α = 2 as (κ₁² − Δ)(κ₂² − Δ) with two learnt ranges")
     ap.add_argument("--n-folds", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fit-only", action="store_true", help="skip the cross-validation")

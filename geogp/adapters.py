@@ -204,7 +204,44 @@ def masked_values(da: xr.DataArray, nodata=None) -> xr.DataArray:
             continue
         seen.add(value)
         out = out.where(da != value)
+    if not seen:
+        _warn_sentinels(da)
     return out
+
+
+# values that files use for "missing" when they declare no nodata (ESRI, GDAL, NetCDF defaults)
+_SENTINELS = (-9999.0, -999.0, -32768.0, -3.4028234663852886e38, 9.969209968386869e36, -1e30)
+
+
+def _warn_sentinels(da: xr.DataArray) -> None:
+    """Warn when a raster with no declared nodata holds a common sentinel or, for integer
+    rasters, its type's extreme value: those cells would be fitted as data."""
+    import warnings
+
+    from geogp.exceptions import NodataWarning
+
+    values = list(_SENTINELS)
+    if np.issubdtype(da.dtype, np.integer):
+        info = np.iinfo(da.dtype)
+        values += [float(info.min), float(info.max)]
+    values = [v for v in values if _representable(v, da.dtype)]
+    hits = da.isin(values)
+    count = int(hits.sum())  # one pass over the data (lazy arrays compute here)
+    if count:
+        found = np.unique(np.asarray(da.where(hits).stack(cell=da.dims).dropna("cell")))[:3]
+        shown = ", ".join(f"{v:g}" for v in found)
+        warnings.warn(
+            f"{count} cell(s) equal {shown}, a common nodata sentinel, but the raster declares "
+            "no nodata value: they are fitted as data. If they are missing, pass "
+            f"nodata={found[0]:g} (geogp.fit(..., nodata=...)) or set the file's nodata.",
+            NodataWarning, stacklevel=3)
+
+
+def _representable(value: float, dtype) -> bool:
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        return float(value).is_integer() and info.min <= value <= info.max
+    return True
 
 
 def select_variable(obj, var: str | None = None) -> xr.DataArray:

@@ -20,6 +20,7 @@ __all__ = [
     "OutputExistsError",
     "ReadError",
     "MissingCRSWarning",
+    "NodataWarning",
     "ApproximationWarning",
 ]
 
@@ -82,6 +83,11 @@ class ReadError(InputError):
 
 class MissingCRSWarning(UserWarning):
     """A raster has no CRS; the warning says what geogp assumed instead."""
+
+
+class NodataWarning(UserWarning):
+    """A raster without a nodata value holds a common nodata sentinel (e.g. −9999, or its
+    integer type's extreme), which would be fitted as data."""
 
 
 class ApproximationWarning(UserWarning):

@@ -129,6 +129,9 @@ def _open_netcdf(path: Path, var: str | None) -> xr.DataArray:
 def check_writable(path, overwrite: bool = False) -> Path:
     """Raise :class:`OutputExistsError` if ``path`` exists, unless ``overwrite``."""
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"cannot write {str(path)!r}: it is a folder; give a file name "
+                         "inside it instead.")
     if path.exists() and not overwrite:
         raise OutputExistsError(
             f"{str(path)!r} already exists; pass overwrite=True (CLI: --overwrite) to replace it."
@@ -146,8 +149,16 @@ def atomic_path(path, overwrite: bool = False):
     On any exception the temporary file is removed and ``path`` is left untouched.
     """
     path = check_writable(path, overwrite)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}",
-                               dir=path.parent if str(path.parent) else ".")
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}",
+                                   dir=folder)
+    except PermissionError:
+        raise InputError(f"cannot write {str(path)!r}: no permission to create files in "
+                         f"{str(folder)!r}; choose another folder.") from None
+    except OSError as err:
+        raise InputError(f"cannot write {str(path)!r}: {err.strerror or err} (in "
+                         f"{str(folder)!r}).") from None
     os.close(fd)
     try:
         yield Path(tmp)

@@ -104,6 +104,8 @@ class ExactGP:
         standardize: z-score inputs and targets with training statistics (docs/model.md).
         optimize: learn the hyperparameters (else keep the initial values).
         maxiter: L-BFGS iteration limit.
+        max_bytes: refuse (before allocating) data whose N × N matrices (kernel, Cholesky
+            factor, their gradients: about 6 copies) would need more memory than this.
 
     Attributes:
         kernel_: fitted kernel (standardised units); noise_: fitted σ² (standardised units).
@@ -118,7 +120,7 @@ class ExactGP:
     """
 
     def __init__(self, kernel="se", *, lengthscale=0.2, variance=1.0, noise=1.0,
-                 standardize=True, optimize=True, maxiter=500):
+                 standardize=True, optimize=True, maxiter=500, max_bytes=4 * 2**30):
         self.kernel = kernel
         self.lengthscale = lengthscale
         self.variance = variance
@@ -126,12 +128,21 @@ class ExactGP:
         self.standardize = standardize
         self.optimize = optimize
         self.maxiter = maxiter
+        self.max_bytes = max_bytes
 
     def fit(self, X, y) -> ExactGP:
         """Learn the hyperparameters on X (N, D), y (N,). Returns self."""
         X = as_points(X)
         y = as_targets(y)
         check_same_length(X, y)
+        needed = 6 * 8.0 * X.shape[0] ** 2
+        if needed > self.max_bytes:
+            from geogp.exceptions import MemoryEstimateError
+
+            raise MemoryEstimateError(
+                f"the exact GP on {X.shape[0]} points (N × N kernel, factor and gradients)",
+                needed, self.max_bytes, "Use AFSRegressor (any N) or SGPRRegressor, or raise "
+                "max_bytes if the machine has the memory.")
         check_positive(self.noise, "noise")
         self.scaler_ = (Standardizer.from_data(X, y) if self.standardize
                         else Standardizer.identity(X.shape[1]))

@@ -320,6 +320,10 @@ class WaveletRegressor:
         maxiter: L-BFGS iteration limit.
         backend: ``"auto"`` (CHOLMOD when available), ``"cholmod"`` or ``"dense"``.
         chunk_size: data points per chunk when accumulating statistics.
+        max_bytes: refuse, before the statistics are accumulated, bases whose sparse G (an
+            upper bound: min(N·K², M²) entries, K = features per point, M = basis size; with
+            its pattern counts, the factor and the selected inverse, about 6 copies) would need
+            more memory than this.
 
     Attributes:
         params_: fitted parameters (standardised units).
@@ -342,7 +346,8 @@ class WaveletRegressor:
                  normalisation="amplitude", location="left", decay=0.5, component_decay=0.5, component_weight=1.0,
                  component_centre=None, component_width=1.0, noise=0.5, amplitude=1.0,
                  learn_weights=False, learn_amplitude=False, margin=0.1, level=12,
-                 standardize=True, optimize=True, maxiter=500, backend="auto", chunk_size=None):
+                 standardize=True, optimize=True, maxiter=500, backend="auto", chunk_size=None,
+                 max_bytes=4 * 2**30):
         self.family = family
         self.iota = iota
         self.j_max = j_max
@@ -365,6 +370,7 @@ class WaveletRegressor:
         self.maxiter = maxiter
         self.backend = backend
         self.chunk_size = chunk_size
+        self.max_bytes = max_bytes
 
     def _check_args(self):
         canonical_family(self.family)
@@ -380,6 +386,19 @@ class WaveletRegressor:
             raise InputError(f"location must be one of {LOCATIONS}; got {self.location!r}.")
         if self.backend not in BACKENDS:
             raise InputError(f"backend must be one of {BACKENDS}; got {self.backend!r}.")
+
+    def _check_memory(self, n: int) -> None:
+        """Refuse, with the estimate, a basis whose statistics would not fit in max_bytes."""
+        from geogp.exceptions import MemoryEstimateError
+
+        k, m = self.basis_.max_local, self.basis_.n_features
+        entries = min(float(n) * k * k, float(m) * m)
+        needed = 6 * 12.0 * entries + 12.0 * n * k  # G-like sparse arrays, and Φ in chunks
+        if needed > self.max_bytes:
+            raise MemoryEstimateError(
+                f"wavelet statistics for {n} points and {m} basis functions ({k} per point)",
+                needed, self.max_bytes, "Lower j_max (the finest level), use fewer points, or "
+                "raise max_bytes if the machine has the memory.")
 
     def fit(self, X, y) -> WaveletRegressor:
         """Precompute the statistics of X (N, D ≤ 2), y (N,) and learn θ. Returns self.
@@ -398,6 +417,7 @@ class WaveletRegressor:
         pad = self.margin * (hi - lo)
         window = np.stack([lo - pad, hi + pad], axis=1)
         self.basis_ = make_basis(self.family, self.iota, self.j_max, window, self.level)
+        self._check_memory(X.shape[0])
         t0 = time.perf_counter()
         self.stats_ = wavelet_statistics(self.basis_, Xs, ys, self.chunk_size)
         self.stats_time_s_ = time.perf_counter() - t0

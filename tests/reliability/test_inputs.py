@@ -157,3 +157,55 @@ def test_huge_feature_budget_is_refused_before_allocating(n_features):
         tracemalloc.stop()
     assert err.value.needed_bytes >= 8.0 * n_features  # at least one vector of length M
     assert peak < 50 * 2**20  # refused without allocating anything of size M
+
+
+def test_undeclared_sentinel_values_are_warned_about():
+    """-9999 or an integer type's extreme in a raster without nodata: warned, not silent."""
+    import warnings
+
+    from geogp.exceptions import NodataWarning
+
+    rng = np.random.default_rng(0)
+    v = (rng.normal(size=(10, 12)) * 100).astype(np.int16)
+    v[2, 3], v[4, 4] = -9999, np.iinfo(np.int16).min
+    with pytest.warns(NodataWarning, match=r"2 cell\(s\) equal -32768, -9999") as rec:
+        geogp.fit(_da(v), n_features=16, maxiter=2)
+    assert "nodata=-32768" in str(rec[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NodataWarning)
+        geogp.fit(_da(v), n_features=16, maxiter=2, nodata=-9999)   # declared: no warning
+        geogp.fit(_da(rng.normal(size=(10, 12))), n_features=16, maxiter=2)  # ordinary data
+
+
+@pytest.mark.parametrize("route", ["exact", "wavelet", "afs_dense", "afs_matrix_free", "lattice"])
+def test_each_route_refuses_before_allocating(route):
+    """Every model refuses with its estimate (MemoryEstimateError, in GiB) before allocating
+    what scales with the problem; the estimate exceeds the limit that refused it."""
+    import tracemalloc
+
+    from geogp.exceptions import MemoryEstimateError
+    from geogp.models.afs import AFSRegressor
+    from geogp.models.exact import ExactGP
+    from geogp.models.lattice import LatticeRegressor
+    from geogp.models.wavelet import WaveletRegressor
+
+    rng = np.random.default_rng(0)
+    X, y = rng.uniform(size=(3000, 2)), rng.normal(size=3000)
+    limit = 2**20
+    make = {"exact": lambda: ExactGP(max_bytes=limit).fit(X, y),
+            "wavelet": lambda: WaveletRegressor("db2", j_max=5, max_bytes=limit).fit(X, y),
+            "afs_dense": lambda: AFSRegressor(n_features=2000, solver="dense",
+                                              max_bytes=limit).fit(X, y),
+            "afs_matrix_free": lambda: AFSRegressor(n_features=20000, solver="iterative",
+                                                    max_bytes=limit).fit(X, y),
+            "lattice": lambda: LatticeRegressor(max_bytes=limit).fit_grid(
+                [np.arange(300.0), np.arange(400.0)], rng.normal(size=(300, 400)))}[route]
+    tracemalloc.start()
+    try:
+        with pytest.raises(MemoryEstimateError, match="GiB") as err:
+            make()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert err.value.needed_bytes > err.value.limit_bytes == limit
+    assert peak < 40 * 2**20   # the inputs and small set-up only

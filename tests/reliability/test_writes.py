@@ -139,3 +139,42 @@ def test_netcdf_round_trip_after_fsync(tmp_path):
     write_netcdf(pred, tmp_path / "p.nc")
     back = xr.open_dataset(tmp_path / "p.nc", engine="h5netcdf")
     np.testing.assert_array_equal(back["mean"].values, pred["mean"].values)
+
+
+def _small_prediction():
+    import geogp
+
+    rng = np.random.default_rng(0)
+    da = xr.DataArray(rng.normal(size=(8, 9)), dims=("y", "x"),
+                      coords={"y": np.arange(8.0)[::-1], "x": np.arange(9.0)}).rio.write_crs(32633)
+    return geogp.fit(da, n_features=16, optimize=False, lengthscale=2.0, noise=0.5)
+
+
+@pytest.mark.parametrize("writer", ["geotiff", "netcdf", "model"])
+def test_output_path_that_is_a_folder_is_refused_clearly(tmp_path, writer):
+    model = _small_prediction()
+    folder = tmp_path / "out.tif"
+    folder.mkdir()
+    write = {"geotiff": lambda p, **k: write_geotiff(model.predict(), p, **k),
+             "netcdf": lambda p, **k: write_netcdf(model.predict(), p, **k),
+             "model": lambda p, **k: model.save(p, **k)}[writer]
+    for overwrite in (False, True):
+        with pytest.raises(InputError, match="it is a folder") as err:
+            write(folder, overwrite=overwrite)
+        assert "\n" not in str(err.value)
+    assert folder.is_dir() and not any(folder.iterdir())
+
+
+def test_folder_without_write_permission_is_refused_clearly(tmp_path, monkeypatch):
+    """As root every folder is writable, so the refusal of the OS is injected (mkstemp)."""
+    import tempfile
+
+    model = _small_prediction()
+
+    def denied(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", denied)
+    with pytest.raises(InputError, match="no permission to create files"):
+        write_geotiff(model.predict(), tmp_path / "p.tif")
+    assert not (tmp_path / "p.tif").exists()

@@ -10,8 +10,9 @@ cell (≤ 1, 1–3, 3–10, > 10 cells), with the wall time of fit + prediction 
 
 Methods:
 
-- geogp configurations (``CONFIGS``; ``default`` is ``geogp.fit(da)`` as shipped), fitted on
-  the training cells and predicting the full grid;
+- geogp configurations (``CONFIGS``; ``default`` is ``geogp.fit(da)`` as shipped, i.e.
+  ``model="auto"``, which is the lattice model on this raster; ``afs`` the AFS front-end
+  defaults), fitted on the training cells and predicting the full grid;
 - ``pykrige``: PyKrige ordinary kriging with a moving window of the 50 nearest training cells
   and an exponential variogram fitted by PyKrige on 2,000 random training cells (as in
   ``peers/run_peers.py``; needs the peers' venv, ``bash benchmarks/peers/setup_peers.sh``),
@@ -44,12 +45,16 @@ sys.path.insert(0, str(HERE / "peers"))
 import heaton_cv  # noqa: E402
 
 CONFIGS = {
-    "default": {},
+    "default": {},  # geogp.fit(da): model="auto", the lattice model on this raster
+    "afs": dict(model="afs"),  # the AFS front-end defaults (Matérn-1/2, linear, M auto)
     "m12 M=2000 linear": dict(kernel="matern12", n_features=2000, mean="linear"),
     "m32 M=10000 linear": dict(kernel="matern32", n_features=10000, mean="linear"),
     "m12+m32 M=10000 linear": dict(kernel="matern12+matern32", n_features=10000,
                                    mean="linear"),
-    "lattice": dict(model="lattice"),
+    "lattice": dict(model="lattice"),  # = default here (α = 2 + 200 large-scale features)
+    "lattice local only": dict(model="lattice", large_scale=None),
+    "lattice two ranges": dict(model="lattice", second_range=True),
+    "lattice α=1": dict(model="lattice", alpha=1),
 }
 
 
@@ -143,7 +148,7 @@ def main(argv=None) -> int:
                 method, opts = None, dict(CONFIGS[name])
             else:
                 raise SystemExit(f"unknown method {name!r}")
-            model = opts.pop("model", "afs")
+            model = opts.pop("model", "auto")
             cv = geogp.cross_validate(da, kind, args.n_folds, seed=args.seed, model=model,
                                       method=method, label=name, **opts)
             print(f"\n## {kind} folds — {name}\n{cv.summary()}", flush=True)

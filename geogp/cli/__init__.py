@@ -55,9 +55,21 @@ def build_parser() -> argparse.ArgumentParser:
         description="Fit a Gaussian process to INPUT (GeoTIFF or NetCDF; NaN/nodata = missing) "
                     "and write the prediction on the same grid: band 1 = mean, band 2 = std "
                     "of a new observation (noise included).")
-    fit.add_argument("input", metavar="INPUT", help="raster to fill (.tif or .nc)")
+    fit.add_argument("input", metavar="INPUT",
+                     help="raster to fill (.tif or .nc), or a table of points (.csv) with "
+                          "--crs and --like or --resolution")
     fit.add_argument("--out", required=True, metavar="PRED.tif", help="output GeoTIFF")
     fit.add_argument("--var", metavar="NAME", help="variable of a NetCDF file")
+    pts = fit.add_argument_group("point tables (INPUT.csv)")
+    pts.add_argument("--x", default="x", metavar="COL", help="x / longitude column (default x)")
+    pts.add_argument("--y", default="y", metavar="COL", help="y / latitude column (default y)")
+    pts.add_argument("--value", default="value", metavar="COL",
+                     help="column of the measured values (default value)")
+    pts.add_argument("--crs", metavar="CRS", help="CRS of the table, e.g. EPSG:4326")
+    pts.add_argument("--like", metavar="GRID.tif",
+                     help="predict on this raster's grid (its CRS must match the table's)")
+    pts.add_argument("--resolution", type=float, metavar="R",
+                     help="or predict on a grid of R × R cells (CRS units) over the points")
     add_model_options(fit)
     fit.add_argument("--share-hyperparameters", action="store_true",
                      help="with a time/band dimension: learn on the first slice, reuse for all")
@@ -94,6 +106,57 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _read_table(args):
+    import pandas as pd
+
+    from geogp.exceptions import InputError
+
+    try:
+        table = pd.read_csv(args.input)
+    except (OSError, ValueError) as err:
+        raise InputError(f"cannot read the table {args.input!r}: {err}") from None
+    missing = [c for c in (args.x, args.y, args.value) if c not in table.columns]
+    if missing:
+        raise InputError(f"the table {args.input!r} has no column(s) {missing}; it has "
+                         f"{list(table.columns)[:12]}. Name them with --x, --y, --value.")
+    return table
+
+
+def _points_grid(args):
+    """The prediction grid of a point table: --like's raster, or --resolution over the points."""
+    import numpy as np
+    import xarray as xr
+
+    from geogp.exceptions import InputError
+    from geogp.io import open_raster
+
+    if args.crs is None:
+        raise InputError("a point table needs its CRS: pass --crs (e.g. --crs EPSG:4326).")
+    if (args.like is None) == (args.resolution is None):
+        raise InputError("a point table needs a prediction grid: pass --like GRID.tif or "
+                         "--resolution R (one of them).")
+    if args.like is not None:
+        return open_raster(args.like)
+    r = float(args.resolution)
+    if not (np.isfinite(r) and r > 0):
+        raise InputError(f"--resolution must be a positive number; got {args.resolution}.")
+    table = _read_table(args)
+    xs = np.asarray(table[args.x], dtype=np.float64)
+    ys = np.asarray(table[args.y], dtype=np.float64)
+    ok = np.isfinite(xs) & np.isfinite(ys)
+    if not ok.any():
+        raise InputError("the table has no point with finite coordinates.")
+    nx = int(np.floor((xs[ok].max() - xs[ok].min()) / r)) + 1
+    ny = int(np.floor((ys[ok].max() - ys[ok].min()) / r)) + 1
+    if nx * ny > 10**8:
+        raise InputError(f"--resolution {r} gives a {ny} × {nx} grid; choose a coarser one.")
+    x = 0.5 * (xs[ok].min() + xs[ok].max()) + r * (np.arange(nx) - 0.5 * (nx - 1))
+    y = 0.5 * (ys[ok].min() + ys[ok].max()) - r * (np.arange(ny) - 0.5 * (ny - 1))
+    grid = xr.DataArray(np.full((ny, nx), np.nan), dims=("y", "x"), coords={"y": y, "x": x},
+                        name=args.value)
+    return grid.rio.write_crs(args.crs)
+
+
 def _fit(args, echo) -> int:
     from geogp.api import GeoRegressor
     from geogp.io import check_writable, open_raster, write_geotiff, write_netcdf
@@ -106,10 +169,16 @@ def _fit(args, echo) -> int:
     if args.features is not None and args.features < 4:
         raise _usage(f"--features must be ≥ 4; got {args.features}.")
     options = {"maxiter": args.maxiter} if args.maxiter is not None else None
-    da = open_raster(args.input, var=args.var)
     model = GeoRegressor(args.model, kernel=args.kernel, n_features=args.features,
                          share_hyperparameters=args.share_hyperparameters,
-                         progress=not args.quiet, options=options).fit(da)
+                         progress=not args.quiet, options=options)
+    if str(args.input).lower().endswith(".csv"):
+        da = _points_grid(args)
+        model.crs = args.crs
+        model.fit(_read_table(args), x=args.x, y=args.y, value=args.value, grid=da)
+    else:
+        da = open_raster(args.input, var=args.var)
+        model.fit(da)
     pred = model.predict(like=da, quantiles=args.quantiles)
     write_geotiff(pred, args.out, overwrite=args.overwrite, latent=args.latent,
                   quantiles=bool(args.quantiles), cog=args.cog)

@@ -135,3 +135,32 @@ def test_demo_command_small(tmp_path, capsys):
     with rasterio.open(tmp_path / "demo_prediction.tif") as src:
         assert src.descriptions == ("mean", "std") and src.crs.to_epsg() == 4326
         assert src.shape == (344, 403)
+
+
+def test_fit_a_point_table_onto_a_grid(tmp_path):
+    """geogp fit points.csv --crs --resolution: a GeoTIFF on a grid over the points, whose
+    mean follows the measured field; a missing CRS or column is one clear line (exit 2)."""
+    import pandas as pd
+    import rioxarray
+
+    rng = np.random.default_rng(0)
+    x, y = rng.uniform(5e5, 5.1e5, 800), rng.uniform(4e6, 4.008e6, 800)
+    truth = lambda a, b: np.sin(a / 2000) + np.cos(b / 1500)   # noqa: E731
+    pd.DataFrame({"E": x, "N": y, "temp": truth(x, y) + 0.05 * rng.normal(size=800)}).to_csv(
+        tmp_path / "pts.csv", index=False)
+    out = tmp_path / "p.tif"
+    code = main(["fit", str(tmp_path / "pts.csv"), "--x", "E", "--y", "N", "--value", "temp",
+                 "--crs", "EPSG:32633", "--resolution", "250", "--out", str(out),
+                 "--features", "400", "--quiet"])
+    assert code == 0
+    band = rioxarray.open_rasterio(out)
+    assert band.rio.crs.to_epsg() == 32633 and band.shape == (2, 32, 40)
+    gx, gy = np.meshgrid(band.x.values, band.y.values)
+    inside = (gx > 5.01e5) & (gx < 5.09e5) & (gy > 4.001e6) & (gy < 4.007e6)
+    err = band.values[0][inside] - truth(gx, gy)[inside]
+    assert np.sqrt(np.mean(err**2)) < 0.1
+    assert main(["fit", str(tmp_path / "pts.csv"), "--resolution", "250", "--out",
+                 str(tmp_path / "q.tif")]) == 2           # no --crs
+    assert main(["fit", str(tmp_path / "pts.csv"), "--crs", "EPSG:32633", "--resolution", "250",
+                 "--out", str(tmp_path / "q.tif")]) == 2  # columns x, y, value absent
+    assert not (tmp_path / "q.tif").exists()

@@ -4,15 +4,17 @@ The front end (:mod:`geogp.api`) speaks xarray; the models speak numpy. This mod
 in numpy only: build an estimator by name, fit it on a raster or on points so that its window
 covers the prediction grid, predict in row blocks, and describe the fitted hyperparameters.
 
-Models:
-    ``"afs"``: :class:`~geogp.models.afs.AFSRegressor` (default). Regular rasters take the grid
+Models (``"auto"``, the front end's default, picks ``"lattice"`` or ``"afs"``:
+:func:`resolve_model`):
+    ``"afs"``: :class:`~geogp.models.afs.AFSRegressor`. Regular rasters take the grid
     path (``fit_grid``: statistics by separable transforms, O(M) per step on complete grids);
     irregular coordinates and scattered points take ``fit``.
     ``"wavelet"``: :class:`~geogp.models.wavelet.WaveletRegressor`, when that module is
     installed; rasters are fitted on their observed cells as scattered points.
     ``"exact"``: :class:`~geogp.models.exact.ExactGP`, for small data (≤ 5,000 points).
     ``"lattice"``: :class:`~geogp.models.lattice.LatticeRegressor`, an SPDE/GMRF on the cells
-    of a regular raster (sparse Cholesky); rasters only.
+    of a regular raster (sparse Cholesky) plus large-scale Fourier features (200 from the
+    front end); rasters only.
 """
 
 from __future__ import annotations

@@ -20,8 +20,9 @@ examples:
   geogp demo                                  fill holes in a real elevation model (≈ 1 min)
   geogp fit dem.tif --out filled.tif          mean (band 1) and std (band 2) GeoTIFF
   geogp fit sst.nc --var sst --out sst_gp.tif --netcdf sst_gp.nc --map sst_gp.png
-  geogp fit dem.tif --out filled.tif --kernel matern52 --features 2000 --overwrite
+  geogp fit dem.tif --out filled.tif --model afs --kernel matern52 --features 2000
   geogp fit dem.tif --out filled.tif --save-model dem_model.npz --quiet
+  geogp fit obs.csv --x lon --y lat --value t --crs EPSG:4326 --resolution 0.01 --out t.tif
   geogp cv dem.tif --plot cv.png              cross-validate on gap-shaped folds
   geogp place dem.tif --n 20 --out sites.geojson --map sites.png   where to measure next
 

@@ -166,7 +166,7 @@ def test_bad_inputs_are_refused(rng):
     with pytest.raises(ValueError):
         SGPRRegressor(noise=-1.0).fit(X, y)
     m = SGPRRegressor(n_inducing=5, optimize=False).fit(X, y)
-    with pytest.raises(InputError, match="columns"):
+    with pytest.raises(InputError, match="column"):
         m.predict(np.zeros((3, 3)))
     with warnings.catch_warnings():
         warnings.simplefilter("error")

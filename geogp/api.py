@@ -253,6 +253,38 @@ class GeoRegressor:
                                   extra_dim=self.extra_dim_, extra_coords=self.extra_coords_,
                                   quantiles=quantiles, attrs=self.attrs_, name=self.name_)
 
+    def exceedance(self, threshold: float, like=None, *, latent: bool = True,
+                   **predict_options) -> xr.DataArray:
+        """Probability that the field exceeds ``threshold`` at every cell: Φ((μ − t)/σ).
+
+        Args:
+            threshold: the level t, in the data's units.
+            like: the grid (as :meth:`predict`; default the input raster).
+            latent: σ of the field itself (default) or, with ``False``, of a new observation
+                (noise included).
+            **predict_options: ``x``, ``y``, ``outside``, ``points`` as for :meth:`predict`.
+
+        Returns:
+            ``xr.DataArray`` named ``exceedance_probability`` on the prediction's grid, with
+            its coordinates and CRS, attrs ``threshold`` and ``latent``. Cells of zero latent
+            variance get 0 or 1.
+        """
+        from scipy.special import ndtr
+
+        t = float(threshold)
+        if not np.isfinite(t):
+            raise InputError(f"threshold must be a finite number; got {threshold!r}.")
+        pred = self.predict(like, **predict_options)
+        sd = pred["std_latent" if latent else "std"]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = (pred["mean"] - t) / sd
+        prob = xr.apply_ufunc(ndtr, z.where(sd > 0, np.sign(pred["mean"] - t) * np.inf))
+        prob = prob.where(pred["mean"].notnull())
+        prob.name = "exceedance_probability"
+        prob.attrs = {"long_name": f"P(field > {t:g})", "threshold": t, "latent": int(latent),
+                      "units": "1"}
+        return prob
+
     # ------------------------------------------------------------------ reporting
     def hyperparameters(self) -> pd.DataFrame:
         """One row per slice: lengthscales (y, x) in the input's units (and km for geographic

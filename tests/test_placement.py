@@ -423,6 +423,12 @@ def test_bad_candidates_raise_input_error(afs):
         suggest_sites(afs, np.array([[5.0, 5.0]]), 1)
     with pytest.raises(InputError, match="fitted"):
         suggest_sites(AFSRegressor(), _cands(), 1)
+    from geogp.models.lattice import LatticeRegressor
+
+    lattice = LatticeRegressor(margin=1, optimize=False).fit_grid(
+        [AXIS, AXIS], np.add.outer(AXIS, AXIS))
+    with pytest.raises(InputError, match="does not support the lattice model yet"):
+        suggest_sites(lattice, _cands(), 1)
 
 
 # --------------------------------------------------------------------------- outputs

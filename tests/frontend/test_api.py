@@ -244,3 +244,23 @@ def test_score_is_the_bound_in_data_units_and_ranks_models(raster, fast):
     # the same data at 10x the scale: evidence shifts by exactly −N log 10
     big = geogp.fit(small * 10.0, model="exact", kernel="matern32", maxiter=30)
     assert big.score() == pytest.approx(exact.score() - n * np.log(10.0), rel=1e-6, abs=1e-6)
+
+
+def test_exceedance_probability_is_the_gaussian_tail(raster, fast):
+    """P(f > t) = 1 − Φ((t − μ)/σ) per cell (scipy.stats.norm), latent or with noise; grid,
+    coordinates and CRS of the prediction; thresholds in data units; bad thresholds refused."""
+    from scipy.stats import norm
+
+    model = geogp.fit(raster, **fast)
+    pred = model.predict()
+    for t in (-0.5, 0.3):
+        for latent, sd in ((True, "std_latent"), (False, "std")):
+            p = model.exceedance(t, latent=latent)
+            want = norm.sf(t, loc=pred["mean"].values, scale=pred[sd].values)
+            np.testing.assert_allclose(p.values, want, rtol=1e-10, atol=1e-15)
+            assert p.dims == pred["mean"].dims and p.rio.crs.to_epsg() == 32633
+            assert p.attrs["threshold"] == t
+    lo, hi = model.exceedance(-0.5).values, model.exceedance(0.3).values
+    assert np.all(lo >= hi)   # a higher threshold is never more likely to be exceeded
+    with pytest.raises(InputError, match="finite"):
+        model.exceedance(np.nan)

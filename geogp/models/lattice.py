@@ -111,6 +111,12 @@ _sparse_statistics = jax.jit(sparse_statistics)
 
 
 # --------------------------------------------------------------------------- estimator
+def _dense_solver():
+    from geogp import linalg
+
+    return linalg.dense.logdet_and_solve
+
+
 def _tiles(shape: tuple[int, int], tile: int, budget: int | None) -> list[tuple[slice, slice]]:
     """Square-ish tiles partitioning ``shape``; an evenly spread subset within ``budget`` cells."""
     ny, nx = shape
@@ -411,6 +417,10 @@ class LatticeRegressor:
         del s
         vbeta = np.linalg.inv(a) if a.size else np.zeros((0, 0))
         rv = r @ vbeta
+        # what posterior samples need (kept in memory only; model files keep the moments)
+        self._sampler = {"r": r, "chol_w": np.linalg.cholesky(vbeta) if a.size else vbeta,
+                         "pattern": problem.pattern, "b_vals": np.asarray(b_vals),
+                         "dense": problem.solve is _dense_solver()}
         z = self._selected_inverse(problem, b_vals)
         pat = problem.pattern
         cell = np.arange(n).reshape(ny, nx)
@@ -457,18 +467,70 @@ class LatticeRegressor:
     def noise_sd_(self) -> float:
         return math.sqrt(self.noise_var_) * self.scaler_.y_scale
 
-    # ------------------------------------------------------------------ prediction
-    def predict(self, X, outside: str = "raise") -> Prediction:
-        """Predictive moments at points X (N*, 2) (model units, (y, x)), bilinear between the
-        lattice's cell centres (exact at the centres). Points outside the lattice (raster plus
-        margin) raise :class:`OutsideWindowError`, or give NaN with ``outside="nan"``.
+    # ------------------------------------------------------------------ samples
+    def _sample_cells(self, eps_w: np.ndarray, eps_g: np.ndarray) -> np.ndarray:
+        """Latent samples at every lattice cell (standardised), linear in the normal draws:
 
-        Cost: O(N* p²).
+            f = E f + r C ε_w + Πᵀ L⁻ᵀ ε_g,   C Cᵀ = A⁻¹,  Π B Πᵀ = L Lᵀ (CHOLMOD),
+
+        so that Cov f = B⁻¹ + r A⁻¹ rᵀ, the posterior of the module docstring. ``eps_w``
+        (k + p, n_s), ``eps_g`` (n, n_s); returns (n, n_s).
         """
+        sm = getattr(self, "_sampler", None)
+        if sm is None:
+            raise InputError("posterior samples need a lattice model fitted in this session: "
+                             "model files keep the per-cell moments only. Refit it.")
+        if sm["dense"]:
+            B = sm["pattern"].to_scipy(sm["b_vals"]).toarray()
+            lower = np.linalg.cholesky(B)
+            g = np.linalg.solve(lower.T, eps_g)
+        else:
+            import scipy.sparse.linalg as spla
+
+            from geogp import linalg
+
+            fac = linalg.cholmod.analyze(sm["pattern"], ordering=self.ordering)
+            with fac.lock:
+                fac._ensure_factor(sm["b_vals"])
+                lower, perm = fac.backend.factor_and_perm()
+            u = spla.spsolve_triangular(lower.T.tocsr(), eps_g, lower=False)
+            g = np.empty_like(u)
+            g[perm] = u
+        return self._mean[:, None] + sm["r"] @ (sm["chol_w"] @ eps_w) + g
+
+    def sample_cells(self, n: int, seed=None) -> np.ndarray:
+        """``n`` posterior samples of the latent field at every lattice cell, (n, n_y, n_x),
+        standardised units (``seed``: an int, a SeedSequence or a Generator). Exact under the
+        model. Cost: one sparse factorisation and two
+        triangular solves per 64 samples."""
+        if not (isinstance(n, (int, np.integer)) and n >= 1):
+            raise InputError(f"n (number of samples) must be an integer ≥ 1; got {n!r}.")
         check_fitted(self, "_mean")
-        if outside not in ("raise", "nan"):
-            raise InputError(f"outside must be 'raise' or 'nan'; got {outside!r}.")
-        X = np.asarray(X, dtype=np.float64)
+        rng = np.random.default_rng(seed)
+        k = self._sampler["chol_w"].shape[0] if getattr(self, "_sampler", None) else 0
+        out = []
+        for start in range(0, n, 64):
+            m = min(64, n - start)
+            out.append(self._sample_cells(rng.standard_normal((k, m)),
+                                          rng.standard_normal((self._mean.size, m))).T)
+        return np.concatenate(out).reshape(n, *self.shape_)
+
+    def sample(self, X, n: int, seed=None, observed: bool = False) -> np.ndarray:
+        """``n`` posterior samples at points X (N*, 2) (model units, (y, x)), data units:
+        bilinear between cell centres like :meth:`predict`, so each sample is a draw of the
+        same interpolated field. ``observed`` adds the noise of a new observation. (n, N*)."""
+        check_fitted(self, "_mean")
+        c, w, inside = self._bilinear(np.asarray(X, dtype=np.float64), "raise")
+        rng = np.random.default_rng(seed)
+        cells = self.sample_cells(n, rng).reshape(n, -1)
+        f = sum(wk[None, :] * cells[:, ck] for wk, ck in zip(w, c))
+        if observed:
+            f = f + math.sqrt(self.noise_var_) * rng.standard_normal(f.shape)
+        return self.scaler_.y_mean + self.scaler_.y_scale * f
+
+    # ------------------------------------------------------------------ prediction
+    def _bilinear(self, X: np.ndarray, outside: str):
+        """Corner cells and bilinear weights of points X (model units) between cell centres."""
         if X.ndim != 2 or X.shape[1] != 2:
             raise InputError(f"X must have shape (N, 2) (y, x); got {X.shape}.")
         ny, nx = self.shape_
@@ -487,6 +549,20 @@ class LatticeRegressor:
         c00 = i0 * nx + j0
         c = (c00, c00 + 1, c00 + nx, c00 + nx + 1)
         w = ((1 - ty) * (1 - tx), (1 - ty) * tx, ty * (1 - tx), ty * tx)
+        return c, w, inside
+
+    def predict(self, X, outside: str = "raise") -> Prediction:
+        """Predictive moments at points X (N*, 2) (model units, (y, x)), bilinear between the
+        lattice's cell centres (exact at the centres). Points outside the lattice (raster plus
+        margin) raise :class:`OutsideWindowError`, or give NaN with ``outside="nan"``.
+
+        Cost: O(N* p²).
+        """
+        check_fitted(self, "_mean")
+        if outside not in ("raise", "nan"):
+            raise InputError(f"outside must be 'raise' or 'nan'; got {outside!r}.")
+        X = np.asarray(X, dtype=np.float64)
+        c, w, inside = self._bilinear(X, outside)
         mean = sum(wk * self._mean[ck] for wk, ck in zip(w, c))
         var = sum(wk**2 * self._var[ck] for wk, ck in zip(w, c))
         cov = self._cov

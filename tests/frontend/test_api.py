@@ -264,3 +264,34 @@ def test_exceedance_probability_is_the_gaussian_tail(raster, fast):
     assert np.all(lo >= hi)   # a higher threshold is never more likely to be exceeded
     with pytest.raises(InputError, match="finite"):
         model.exceedance(np.nan)
+
+
+def test_sample_rasters_reproduce_the_prediction():
+    """Posterior sample rasters of the default (lattice) model: dims (sample, y, x), CRS and
+    coordinates of the grid; over 2,000 samples the mean is within 5 standard errors of the
+    predicted mean and the sd within 10 % of std_latent (stated tolerances); seeded."""
+    from _frontend_rasters import make_raster
+
+    da = make_raster(ny=14, nx=16)
+    model = geogp.fit(da, maxiter=5)
+    assert model.model_ == "lattice"
+    pred = model.predict()
+    s = model.sample(2000, seed=1)
+    assert s.dims == ("sample", "y", "x") and s.shape == (2000, 14, 16)
+    assert s.rio.crs.to_epsg() == 32633
+    np.testing.assert_array_equal(s.x.values, da.x.values)
+    sd = pred["std_latent"].values
+    assert np.all(np.abs(s.mean("sample").values - pred["mean"].values) < 5 * sd / np.sqrt(2000))
+    np.testing.assert_allclose(s.std("sample").values, sd, rtol=0.1)
+    np.testing.assert_array_equal(model.sample(3, seed=1).values, model.sample(3, seed=1).values)
+    with pytest.raises(InputError, match="supports model='lattice'"):
+        geogp.fit(da, n_features=FEATURES, maxiter=3).sample(2)
+
+
+def test_observation_samples_add_the_noise():
+    from _frontend_rasters import make_raster
+
+    model = geogp.fit(make_raster(ny=12, nx=12), maxiter=5)
+    s = model.sample(3000, seed=2, latent=False)
+    sd = model.predict()["std"].values
+    np.testing.assert_allclose(s.std("sample").values, sd, rtol=0.1)

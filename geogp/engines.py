@@ -191,6 +191,16 @@ def fit_grid(est, axes: list, values, regular: bool):
         return est.fit_grid(axes, values)
     if _kind(est) == "lattice":  # SPDE/GMRF on the raster's own cells (regular rasters only)
         return est.fit_grid(axes, values)
+    if _kind(est) == "wavelet" and regular:  # statistics from per-axis evaluations
+        v = np.asarray(values, dtype=np.float64)
+        obs = np.isfinite(v)
+        if obs.any():
+            iy, ix = np.nonzero(obs)
+            X = np.stack([axes[0][iy], axes[1][ix]], axis=1)
+            t_lo = np.array([min(a.min(), b) for a, b in zip(axes, X.min(axis=0))])
+            t_hi = np.array([max(a.max(), b) for a, b in zip(axes, X.max(axis=0))])
+            _cover_margin(est, X.min(axis=0), X.max(axis=0), t_lo, t_hi, X.std(axis=0))
+            return est.fit_grid(axes, v)
     v = np.asarray(values, dtype=np.float64)
     if np.isinf(v).any():
         raise InputError("the raster contains infinite values; replace them by NaN (missing) "

@@ -421,9 +421,51 @@ class WaveletRegressor:
         t0 = time.perf_counter()
         self.stats_ = wavelet_statistics(self.basis_, Xs, ys, self.chunk_size)
         self.stats_time_s_ = time.perf_counter() - t0
+        return self._learn(X.shape[1])
+
+    def fit_grid(self, axes, values) -> WaveletRegressor:
+        """Fit a 2-D raster: ``axes`` = (y, x) coordinates, ``values`` (n_y, n_x), NaN missing.
+
+        Same model, window and result as :meth:`fit` on the observed cells, but the statistics
+        come from per-axis evaluations (:mod:`geogp.features.wavelet_grid`): sparse products
+        over the overlapping pairs of row and column functions instead of K² products per
+        observation. Returns self.
+        """
+        from geogp.features.wavelet_grid import grid_wavelet_statistics
+
+        self._check_args()
+        if len(axes) != 2:
+            raise InputError(f"fit_grid needs two axes (y, x); got {len(axes)}.")
+        ay, ax = (np.asarray(a, dtype=np.float64).ravel() for a in axes)
+        v = np.asarray(values, dtype=np.float64)
+        if v.shape != (ay.size, ax.size):
+            raise InputError(f"values must have shape {(ay.size, ax.size)}; got {v.shape}.")
+        if np.isinf(v).any():
+            raise InputError("the raster contains infinite values; replace them by NaN.")
+        obs = np.isfinite(v)
+        Y, X = np.meshgrid(ay, ax, indexing="ij")
+        Xo = np.stack([Y[obs], X[obs]], axis=1)
+        y = as_targets(v[obs])
+        self.scaler_ = (Standardizer.from_data(Xo, y) if self.standardize
+                        else Standardizer.identity(2))
+        Xs = self.scaler_.x(Xo)
+        lo, hi = Xs.min(axis=0), Xs.max(axis=0)
+        pad = self.margin * (hi - lo)
+        window = np.stack([lo - pad, hi + pad], axis=1)
+        self.basis_ = make_basis(self.family, self.iota, self.j_max, window, self.level)
+        saxes = [(a - m) / sc for a, m, sc in zip((ay, ax), self.scaler_.x_mean,
+                                                   self.scaler_.x_scale)]
+        t0 = time.perf_counter()
+        self.stats_ = grid_wavelet_statistics(
+            self.basis_, saxes, np.where(obs, self.scaler_.y(v), np.nan), self.max_bytes)
+        self.stats_time_s_ = time.perf_counter() - t0
+        return self._learn(2)
+
+    def _learn(self, n_dims: int) -> WaveletRegressor:
+        """θ by L-BFGS on the sparse bound of ``stats_``, then the posterior."""
         self.problem_ = make_problem(self.stats_, self.backend, self.normalisation, self.location)
         params = init_params(
-            X.shape[1], int(self.n_components), decay=self.decay,
+            n_dims, int(self.n_components), decay=self.decay,
             component_decay=self.component_decay, component_weight=self.component_weight,
             component_centre=self.component_centre, component_width=self.component_width,
             noise=self.noise, amplitude=self.amplitude)

@@ -37,7 +37,7 @@ from geogp.exceptions import GeogpError, InputError, ReadError
 from geogp.io import atomic_path
 from geogp.outputs import Target
 from geogp.persist_checks import (Arrays, check_declared_memory, declared_arrays, digest,
-                                  meta_digest, require)
+                                  meta_digest, require, scaler_and_report)
 
 __all__ = ["save_model", "load_model", "FORMAT", "FORMAT_VERSION"]
 
@@ -171,7 +171,8 @@ def save_model(model, path, *, overwrite: bool = False) -> Path:
     spec = model.spec_
     meta = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
-        "params": {"model": model.model_, "kernel": model.kernel if isinstance(model.kernel, str)
+        "params": {"model": model.model_, "requested": model.model,
+                   "reason": getattr(model, "model_reason_", None), "kernel": model.kernel if isinstance(model.kernel, str)
                    or model.kernel is None else None, "n_features": model.n_features,
                    "share_hyperparameters": bool(model.share_hyperparameters),
                    "nodata": _jsonable(model.nodata), "options": _clean(model.options or {})},
@@ -197,10 +198,8 @@ def _load_afs(meta: dict, pre: str, z: Arrays) -> object:
     from geogp.features.fourier import FourierFeatures
     from geogp.features.gram_operator import GramOperator
     from geogp.models.afs import AFSRegressor
-    from geogp.models.base import Standardizer
     from geogp.models.collapsed import Posterior
     from geogp.models.collapsed_iterative import IterativePosterior
-    from geogp.optimize import FitReport
     from geogp.stats import SufficientStats
 
     where = f"slice {pre[:-1]}"
@@ -277,16 +276,7 @@ def _load_afs(meta: dict, pre: str, z: Arrays) -> object:
                                    z.get(f"{pre}posterior/quad", shape=square),
                                    z.get(f"{pre}posterior/chol", shape=square),
                                    post_noise, kvar0)
-    est.scaler_ = Standardizer(z.get(f"{pre}scaler/x_mean", shape=(D,)),
-                               z.get(f"{pre}scaler/x_scale", shape=(D,), positive=True),
-                               require(meta, "y_mean", "float", where),
-                               require(meta, "y_scale", "float", where, positive=True))
-    rep = require(meta, "report", "dict", where)
-    try:
-        est.report_ = FitReport(**rep, history=z.get(f"{pre}report/history",
-                                                     finite=False).tolist())
-    except TypeError as err:
-        raise ReadError(f"model file {where}: malformed fit report ({err}).") from None
+    est.scaler_, est.report_ = scaler_and_report(meta, pre, z, D, where)
     est.stats_time_s_ = meta.get("stats_time_s", float("nan"))
     return est
 
@@ -349,11 +339,17 @@ def load_model(path, *, max_bytes: float | None = None):
             raise ReadError(f"model {kind!r:.30} cannot be loaded; only "
                             f"{' and '.join(map(repr, SAVABLE))} models are saved by this geogp.")
         options = require(p, "options", "dict", "params", nullable=True)
-        model = GeoRegressor(kind, kernel=require(p, "kernel", "str", "params", nullable=True),
+        requested = p.get("requested", kind)
+        if requested not in (kind, "auto"):
+            raise ReadError(f"model file metadata: requested model {requested!r:.30} does not "
+                            f"match the fitted {kind!r}.")
+        model = GeoRegressor(requested, kernel=require(p, "kernel", "str", "params", nullable=True),
                              n_features=p.get("n_features"),
                              share_hyperparameters=bool(p.get("share_hyperparameters", False)),
                              nodata=p.get("nodata"), options=options or None)
-        model.model_, model.model_reason_ = kind, "loaded from a file"
+        reason = p.get("reason")
+        model.model_ = kind
+        model.model_reason_ = reason if isinstance(reason, str) else "requested"
         slices = require(meta, "slices", "list")
         if not slices or not all(isinstance(m, dict) for m in slices):
             raise ReadError("model file metadata: 'slices' must be a non-empty list of objects.")

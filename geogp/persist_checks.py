@@ -20,7 +20,7 @@ import numpy as np
 from geogp.exceptions import ReadError
 
 __all__ = ["declared_arrays", "check_declared_memory", "require", "Arrays", "digest",
-           "meta_digest"]
+           "meta_digest", "scaler_and_report"]
 
 
 def _gib(n: float) -> str:
@@ -159,3 +159,20 @@ class Arrays:
         if positive and not np.all(a > 0):
             raise ReadError(f"array {key!r} must be > 0 everywhere; the model file is damaged.")
         return a
+
+
+def scaler_and_report(meta: dict, pre: str, z: Arrays, n_dims: int, where: str):
+    """The checked Standardizer and FitReport of one slice of a model file."""
+    from geogp.models.base import Standardizer
+    from geogp.optimize import FitReport
+
+    scaler = Standardizer(z.get(f"{pre}scaler/x_mean", shape=(n_dims,)),
+                          z.get(f"{pre}scaler/x_scale", shape=(n_dims,), positive=True),
+                          require(meta, "y_mean", "float", where),
+                          require(meta, "y_scale", "float", where, positive=True))
+    rep = require(meta, "report", "dict", where)
+    try:
+        report = FitReport(**rep, history=z.get(f"{pre}report/history", finite=False).tolist())
+    except TypeError as err:
+        raise ReadError(f"model file {where}: malformed fit report ({err}).") from None
+    return scaler, report

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from geogp.exceptions import ReadError
-from geogp.persist_checks import Arrays, require
+from geogp.persist_checks import Arrays, require, scaler_and_report
 
 __all__ = ["save_lattice", "load_lattice"]
 
@@ -57,9 +57,7 @@ def _floats(meta: dict, key: str, n: int, where: str, positive: bool = False) ->
 
 def load_lattice(meta: dict, pre: str, z: Arrays, accepted_init) -> object:
     """Rebuild a fitted LatticeRegressor from the metadata and arrays of one slice."""
-    from geogp.models.base import Standardizer
     from geogp.models.lattice import LatticeRegressor
-    from geogp.optimize import FitReport
 
     where = f"slice {pre[:-1]}"
     init = dict(require(meta, "init", "dict", where))
@@ -95,14 +93,5 @@ def load_lattice(meta: dict, pre: str, z: Arrays, accepted_init) -> object:
     est.n_obs_ = require(meta, "n_obs", "int", where, positive=True)
     est.fit_tiles_ = require(meta, "fit_tiles", "int", where, positive=True)
     est.log_likelihood_ = require(meta, "log_likelihood", "float", where)
-    est.scaler_ = Standardizer(z.get(f"{pre}scaler/x_mean", shape=(2,)),
-                               z.get(f"{pre}scaler/x_scale", shape=(2,), positive=True),
-                               require(meta, "y_mean", "float", where),
-                               require(meta, "y_scale", "float", where, positive=True))
-    rep = require(meta, "report", "dict", where)
-    try:
-        est.report_ = FitReport(**rep, history=z.get(f"{pre}report/history",
-                                                     finite=False).tolist())
-    except TypeError as err:
-        raise ReadError(f"model file {where}: malformed fit report ({err}).") from None
+    est.scaler_, est.report_ = scaler_and_report(meta, pre, z, 2, where)
     return est

@@ -203,21 +203,26 @@ def test_fit_increases_likelihood_and_tiles_sum(rng):
 
 
 # --------------------------------------------------------------------------- prior
+def _prior_covariance_from_centre(n1: int, theta: dict) -> np.ndarray:
+    """Prior covariance of the centre cell of an n1 × n1 (α = 2 pattern, unit cells) lattice
+    with the cells to its right, by one sparse solve with Q(θ)."""
+    import scipy.sparse.linalg as spla
+
+    prob = lm.make_problem((n1, n1), (1.0, 1.0), 2, np.array([0]), np.zeros(1),
+                           np.zeros((1, 0)), backend="dense")
+    q, *_ = lm.precision(theta, prob)
+    Q = prob.pattern.to_scipy(np.asarray(q)).tocsc()
+    e = np.zeros(n1 * n1)
+    e[(n1 // 2) * n1 + n1 // 2] = 1.0
+    return spla.spsolve(Q, e).reshape(n1, n1)[n1 // 2, n1 // 2:]
+
+
 def test_prior_covariance_approaches_matern():
     """Away from the boundary the α = 2 lattice covariance is the Matérn ν = 1 one
     s² κr K₁(κr). Tolerance (stated): variance within 3 %, correlation within 0.02 for
     r = 1..25 cells, at ρ = 12 cells (κh ≈ 0.24) on a 81×81 lattice."""
-    import scipy.sparse.linalg as spla
-
     n1, rho, sd = 81, 12.0, 1.5
-    prob = lm.make_problem((n1, n1), (1.0, 1.0), 2, np.array([0]), np.zeros(1),
-                           np.zeros((1, 0)), backend="dense")
-    q, *_ = lm.precision(_params(rho, sd, 1.0), prob)
-    Q = prob.pattern.to_scipy(np.asarray(q)).tocsc()
-    centre = (n1 // 2) * n1 + n1 // 2
-    e = np.zeros(n1 * n1)
-    e[centre] = 1.0
-    col = spla.spsolve(Q, e).reshape(n1, n1)[n1 // 2, n1 // 2:]
+    col = _prior_covariance_from_centre(n1, _params(rho, sd, 1.0))
     assert col[0] == pytest.approx(sd**2, rel=0.03)
     kappa = math.sqrt(8) / rho
     r = np.arange(1, 26)
@@ -509,17 +514,8 @@ def test_two_range_prior_covariance_is_the_bessel_difference():
     s² · 2 (K₀(κ₁r) − K₀(κ₂r)) / log(κ₂²/κ₁²). Tolerance (stated): variance within 3 %,
     correlation within 0.02 for r = 1..25 cells, at ρ = 24 cells and κ₂ = 3κ₁ (κ₂h ≈ 0.35;
     the lattice's O((κh)²) error: 2.6 % and 0.017 measured)."""
-    import scipy.sparse.linalg as spla
-
     n1, rho, sd, t = 121, 24.0, 1.3, math.log(2.0)
-    prob = lm.make_problem((n1, n1), (1.0, 1.0), 2, np.array([0]), np.zeros(1),
-                           np.zeros((1, 0)), backend="dense")
-    q, *_ = lm.precision(dict(_params(rho, sd, 1.0), log_ratio=t), prob)
-    Q = prob.pattern.to_scipy(np.asarray(q)).tocsc()
-    centre = (n1 // 2) * n1 + n1 // 2
-    e = np.zeros(n1 * n1)
-    e[centre] = 1.0
-    col = spla.spsolve(Q, e).reshape(n1, n1)[n1 // 2, n1 // 2:]
+    col = _prior_covariance_from_centre(n1, dict(_params(rho, sd, 1.0), log_ratio=t))
     assert col[0] == pytest.approx(sd**2, rel=0.03)
     k1 = math.sqrt(8) / rho
     k2 = 3 * k1

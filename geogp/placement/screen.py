@@ -48,7 +48,8 @@ from geogp.placement.posterior import _rank1
 
 _Z_MAX = 1.0 - 1e-15
 _SLACK = 0.02  # η: weights are at most 2 % above 1/ρ_i
-_BATCH = 32  # exact evaluations per batch
+_BATCH = 32  # exact evaluations per batch (fewer on large target sets: _BATCH_BYTES)
+_BATCH_BYTES = 64 * 2**20
 _ROUND = 1e-9  # relative margin on the bounds for rounding (quadratic forms, updates)
 
 
@@ -91,6 +92,8 @@ class _Screen:
         self.B = Ainv @ G @ Ainv
         self.B = 0.5 * (self.B + self.B.T)
         self.n_evals, self.gaps = [], []
+        # exact evaluations per batch: a batch holds a (batch × |T|) matrix; keep it ≤ 64 MiB
+        self.batch = int(np.clip(_BATCH_BYTES // (8 * max(pb.tops.n, 1)), 1, _BATCH))
 
     @property
     def rho(self) -> np.ndarray:
@@ -125,7 +128,7 @@ class _Screen:
         order = cand[np.lexsort((cand, -rank_u[cand]))]  # decreasing bound, then index
         best, best_score, best_rank, done = None, None, -np.inf, 0
         while done < order.size and done < self.max_evals:
-            batch = order[done:done + _BATCH]
+            batch = order[done:done + self.batch]
             F = self.exact(batch, Ainv, h)
             rank = F / costs[batch] if costs is not None else F
             for a, r, f in zip(batch, rank, F):

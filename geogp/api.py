@@ -258,7 +258,7 @@ class GeoRegressor:
         """``n`` posterior sample rasters (conditional simulation), for uncertainty propagation.
 
         Each sample is a draw of the whole field from the posterior, exact under the model
-        (lattice models: one sparse factorisation and two triangular solves per 64 samples,
+        (lattice models: one sparse factorisation, then a triangular solve per 64 samples,
         :meth:`~geogp.models.lattice.LatticeRegressor.sample`); the mean and spread of many
         samples reproduce :meth:`predict`'s ``mean`` and ``std_latent``.
 

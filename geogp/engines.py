@@ -173,34 +173,30 @@ def fit_points(est, X: np.ndarray, y: np.ndarray, target_axes=None):
             f"model='exact' costs O(N³) and is limited to {EXACT_MAX_POINTS} points; got "
             f"{X.shape[0]}. Use model='afs'."
         )
-    if target_axes is not None:
-        t_lo = np.array([min(a.min(), b) for a, b in zip(target_axes, X.min(axis=0))])
-        t_hi = np.array([max(a.max(), b) for a, b in zip(target_axes, X.max(axis=0))])
-        _cover_margin(est, X.min(axis=0), X.max(axis=0), t_lo, t_hi, X.std(axis=0))
+    _cover_target(est, X, target_axes)
     return est.fit(X, y)
+
+
+def _cover_target(est, X: np.ndarray, target_axes) -> None:
+    """Widen the window of a model fitted on X (N, 2) to the target grid ``target_axes``."""
+    if target_axes is None:
+        return
+    t_lo = np.array([min(a.min(), b) for a, b in zip(target_axes, X.min(axis=0))])
+    t_hi = np.array([max(a.max(), b) for a, b in zip(target_axes, X.max(axis=0))])
+    _cover_margin(est, X.min(axis=0), X.max(axis=0), t_lo, t_hi, X.std(axis=0))
 
 
 def fit_grid(est, axes: list, values, regular: bool):
     """Fit on one raster slice: ``values`` (N_y, N_x) numpy or dask, NaN = missing.
 
-    ``axes`` are the model coordinates of the rows and columns. Regular rasters go to AFS's grid
-    path; otherwise (or for other models) the observed cells are fitted as scattered points with
-    a window that covers the whole raster.
+    ``axes`` are the model coordinates of the rows and columns. Regular rasters go to the AFS,
+    lattice and wavelet grid paths; otherwise (or for other models) the observed cells are
+    fitted as scattered points. Both keep a window that covers the whole raster.
     """
     if _kind(est) == "afs" and regular:
         return est.fit_grid(axes, values)
     if _kind(est) == "lattice":  # SPDE/GMRF on the raster's own cells (regular rasters only)
         return est.fit_grid(axes, values)
-    if _kind(est) == "wavelet" and regular:  # statistics from per-axis evaluations
-        v = np.asarray(values, dtype=np.float64)
-        obs = np.isfinite(v)
-        if obs.any():
-            iy, ix = np.nonzero(obs)
-            X = np.stack([axes[0][iy], axes[1][ix]], axis=1)
-            t_lo = np.array([min(a.min(), b) for a, b in zip(axes, X.min(axis=0))])
-            t_hi = np.array([max(a.max(), b) for a, b in zip(axes, X.max(axis=0))])
-            _cover_margin(est, X.min(axis=0), X.max(axis=0), t_lo, t_hi, X.std(axis=0))
-            return est.fit_grid(axes, v)
     v = np.asarray(values, dtype=np.float64)
     if np.isinf(v).any():
         raise InputError("the raster contains infinite values; replace them by NaN (missing) "
@@ -208,6 +204,9 @@ def fit_grid(est, axes: list, values, regular: bool):
     obs = np.isfinite(v)
     iy, ix = np.nonzero(obs)
     X = np.stack([axes[0][iy], axes[1][ix]], axis=1)
+    if _kind(est) == "wavelet" and regular and obs.any():  # per-axis statistics
+        _cover_target(est, X, axes)
+        return est.fit_grid(axes, v)
     return fit_points(est, X, v[obs], axes)
 
 

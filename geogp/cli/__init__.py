@@ -11,7 +11,7 @@ import argparse
 import sys
 import warnings
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "run_command"]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -42,7 +42,7 @@ def _version_text() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of the ``geogp`` command."""
-    from geogp.cli.options import add_model_options
+    from geogp.cli.options import add_model_options, add_run_options
 
     parser = argparse.ArgumentParser(
         prog="geogp", description="Gaussian-process gap filling and uncertainty maps for rasters.",
@@ -81,9 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--netcdf", metavar="PRED.nc", help="also write CF NetCDF")
     fit.add_argument("--map", metavar="PRED.png", help="also draw maps (obs, mean, std)")
     fit.add_argument("--save-model", metavar="MODEL.npz", help="save the fitted model")
-    fit.add_argument("--overwrite", action="store_true", help="replace existing outputs")
-    fit.add_argument("--quiet", "-q", action="store_true", help="no progress bars or summary")
-    fit.add_argument("--traceback", action="store_true", help=argparse.SUPPRESS)
+    add_run_options(fit, quiet_help="no progress bars or summary")
 
     demo = sub.add_parser(
         "demo", help="run the demo on a real elevation model",
@@ -97,8 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--features", type=int, default=None, metavar="M",
                       help="fit AFS with M Fourier features instead (800: ≈ 10 s)")
     demo.add_argument("--seed", type=int, default=0, help="seed of the held-out cells")
-    demo.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
-    demo.add_argument("--traceback", action="store_true", help=argparse.SUPPRESS)
+    add_run_options(demo, overwrite=False)
     from geogp.cli.cv import add_cv_parser
     from geogp.cli.place import add_place_parser
 
@@ -123,7 +120,7 @@ def _read_table(args):
     return table
 
 
-def _points_grid(args):
+def _points_grid(args, table):
     """The prediction grid of a point table: --like's raster, or --resolution over the points."""
     import numpy as np
     import xarray as xr
@@ -141,7 +138,6 @@ def _points_grid(args):
     r = float(args.resolution)
     if not (np.isfinite(r) and r > 0):
         raise InputError(f"--resolution must be a positive number; got {args.resolution}.")
-    table = _read_table(args)
     xs = np.asarray(table[args.x], dtype=np.float64)
     ys = np.asarray(table[args.y], dtype=np.float64)
     ok = np.isfinite(xs) & np.isfinite(ys)
@@ -174,9 +170,10 @@ def _fit(args, echo) -> int:
                          share_hyperparameters=args.share_hyperparameters,
                          progress=not args.quiet, options=options)
     if str(args.input).lower().endswith(".csv"):
-        da = _points_grid(args)
+        table = _read_table(args)
+        da = _points_grid(args, table)
         model.crs = args.crs
-        model.fit(_read_table(args), x=args.x, y=args.y, value=args.value, grid=da)
+        model.fit(table, x=args.x, y=args.y, value=args.value, grid=da)
     else:
         da = open_raster(args.input, var=args.var)
         model.fit(da)
@@ -229,24 +226,30 @@ def main(argv=None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
-    quiet = args.command in ("fit", "place") and args.quiet  # cv and demo print their results  # the demo always prints results
+    from geogp.cli.cv import run_cv
+    from geogp.cli.place import _place
+
+    handler = {"fit": _fit, "demo": _demo, "place": _place, "cv": run_cv}[args.command]
+    # cv and demo always print their results
+    return run_command(handler, args, quiet=args.command in ("fit", "place") and args.quiet)
+
+
+def run_command(handler, args, quiet: bool = False) -> int:
+    """Run ``handler(args, echo)`` with the CLI's conventions: warnings as one line, bad input
+    as one line and exit 2, other errors as one line and exit 1 (``--traceback`` re-raises)."""
+    from geogp.exceptions import InputError
 
     def echo(text: str) -> None:
         if not quiet:
             print(text, flush=True)
 
-    from geogp.exceptions import InputError
-
+    traceback = bool(getattr(args, "traceback", False))
     try:
         with warnings.catch_warnings():  # restores warnings.showwarning on exit
             warnings.showwarning = _show_warning
-            from geogp.cli.cv import run_cv
-            from geogp.cli.place import _place
-
-            handler = {"fit": _fit, "demo": _demo, "place": _place, "cv": run_cv}[args.command]
             return handler(args, echo)
     except (InputError, _UsageError) as err:
-        if args.traceback:
+        if traceback:
             raise
         print(f"geogp: error: {' '.join(str(err).split())}", file=sys.stderr)
         return EXIT_USAGE
@@ -254,7 +257,7 @@ def main(argv=None) -> int:
         print("geogp: interrupted; no partial output was kept.", file=sys.stderr)
         return 130
     except Exception as err:
-        if args.traceback:
+        if traceback:
             raise
         msg = str(err).splitlines()[0] if str(err) else ""
         print(f"geogp: error: {type(err).__name__}: {msg} (run with --traceback for details)",

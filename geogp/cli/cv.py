@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from geogp.cli.options import add_model_options, model_keywords
+from geogp.cli.options import add_model_options, add_run_options, model_keywords
 
 __all__ = ["add_cv_parser", "run_cv"]
 
@@ -57,9 +57,7 @@ def add_cv_parser(subparsers) -> argparse.ArgumentParser:
     add_model_options(p)
     p.add_argument("--csv", metavar="CELLS.csv", help="write every held-out prediction")
     p.add_argument("--plot", metavar="CV.png", help="reliability + coverage-by-distance figure")
-    p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
-    p.add_argument("--traceback", action="store_true", help=argparse.SUPPRESS)
+    add_run_options(p)
     return p
 
 

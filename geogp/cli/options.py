@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["add_model_options", "model_keywords", "MODEL_CHOICES"]
+import argparse
+
+__all__ = ["add_model_options", "add_run_options", "model_keywords", "MODEL_CHOICES"]
 
 MODEL_CHOICES = ("auto", "lattice", "afs", "wavelet", "exact")
 
@@ -25,6 +27,15 @@ def add_model_options(parser, *, models: bool = True, features_help: str | None 
                             "4096 a matrix-free solver is used (M up to ~10^5: minutes)"))
     parser.add_argument("--maxiter", type=int, default=None,
                         help="L-BFGS iterations (default 300 for afs, 100 for lattice)")
+
+
+def add_run_options(parser, *, quiet_help: str = "no progress bars",
+                    overwrite: bool = True) -> None:
+    """Add --overwrite (when the command writes files), --quiet and the hidden --traceback."""
+    if overwrite:
+        parser.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    parser.add_argument("--quiet", "-q", action="store_true", help=quiet_help)
+    parser.add_argument("--traceback", action="store_true", help=argparse.SUPPRESS)
 
 
 def model_keywords(args) -> dict:

@@ -23,12 +23,10 @@ Exit codes as in :mod:`geogp.cli`: 0 ok; 2 bad input or usage (one line, no trac
 from __future__ import annotations
 
 import argparse
-import sys
-import warnings
 
 import numpy as np
 
-from geogp.cli.options import add_model_options
+from geogp.cli.options import add_model_options, add_run_options
 from geogp.models.afs import ITERATIVE_ABOVE
 
 PLACEMENT_FEATURES = 2000  # the dense posterior that placement updates rank by rank
@@ -82,9 +80,7 @@ def add_place_parser(subparsers) -> argparse.ArgumentParser:
                         "of T cells")
     p.add_argument("--csv", metavar="SITES.csv", help="also write the table as CSV")
     p.add_argument("--map", metavar="SITES.png", help="also draw the sites over the std map")
-    p.add_argument("--overwrite", action="store_true", help="replace existing outputs")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress bars or summary")
-    p.add_argument("--traceback", action="store_true", help=argparse.SUPPRESS)
+    add_run_options(p, quiet_help="no progress bars or summary")
     return p
 
 
@@ -98,39 +94,11 @@ def _distance(text: str):
         raise argparse.ArgumentTypeError(f"expected a distance or 'auto'; got {text!r}") from None
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None):
-    print(f"geogp: warning: {message}", file=sys.stderr)
-
-
 def run_place(args) -> int:
     """Run ``geogp place`` with parsed ``args``; returns the exit code (0, 1 or 2)."""
-    from geogp.exceptions import InputError
+    from geogp.cli import run_command
 
-    quiet = bool(getattr(args, "quiet", False))
-
-    def echo(text: str) -> None:
-        if not quiet:
-            print(text, flush=True)
-
-    try:
-        with warnings.catch_warnings():
-            warnings.showwarning = _show_warning
-            return _place(args, echo)
-    except InputError as err:
-        if getattr(args, "traceback", False):
-            raise
-        print(f"geogp: error: {' '.join(str(err).split())}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("geogp: interrupted; no partial output was kept.", file=sys.stderr)
-        return 130
-    except Exception as err:
-        if getattr(args, "traceback", False):
-            raise
-        msg = str(err).splitlines()[0] if str(err) else ""
-        print(f"geogp: error: {type(err).__name__}: {msg} (run with --traceback for details)",
-              file=sys.stderr)
-        return 1
+    return run_command(_place, args, quiet=bool(getattr(args, "quiet", False)))
 
 
 def _check_args(args) -> None:

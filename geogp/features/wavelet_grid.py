@@ -22,9 +22,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from geogp.exceptions import InputError, MemoryEstimateError
-from geogp.features.wavelet import WaveletBasis, WaveletStatistics, _csc_keys
+from geogp.features.wavelet import WaveletBasis, WaveletStatistics
 
-__all__ = ["grid_wavelet_statistics", "grid_memory_bytes"]
+__all__ = ["grid_wavelet_statistics"]
 
 
 def _axis_pairs(basis1d, coords: np.ndarray):
@@ -46,14 +46,6 @@ def _axis_pairs(basis1d, coords: np.ndarray):
     P = sp.csr_matrix((prod[nonzero], (inverse, idx_n)), shape=shape)
     ind = sp.csr_matrix((np.ones(inverse.size), (inverse, idx_n)), shape=shape)
     return phi, np.divmod(pair_keys, m), P, ind
-
-
-def grid_memory_bytes(basis: WaveletBasis, axes) -> float:
-    """Bytes of the dense pair products (pairs_y × pairs_x, values and counts, per block) and of
-    the assembled G (COO then CSC, about four copies of its entries)."""
-    pairs = [_axis_pairs(b, np.asarray(a, dtype=np.float64))[1][0].size
-             for b, a in zip(basis.dims, axes)]
-    return 4 * 16.0 * pairs[0] * pairs[1]
 
 
 def grid_wavelet_statistics(basis: WaveletBasis, axes, values,
@@ -123,16 +115,12 @@ def grid_wavelet_statistics(basis: WaveletBasis, axes, values,
     pos = np.full(M, -1, dtype=np.int64)
     pos[active] = np.arange(active.size)
     ma = active.size
+    # every entry of the pattern appears once (an observed product), so the CSC conversion
+    # keeps exactly the pattern P, entries whose sum cancels included as explicit zeros
     gram = sp.coo_matrix((data, (pos[lo_r], pos[lo_c])), shape=(ma, ma)).tocsc()
     gram.sum_duplicates()
     gram.sort_indices()
-    count = sp.coo_matrix((np.ones(data.size), (pos[lo_r], pos[lo_c])), shape=(ma, ma)).tocsc()
-    count.sum_duplicates()
-    count.sort_indices()
-    if count.nnz != data.size:  # pragma: no cover - guards the pair bookkeeping
+    if gram.nnz != data.size:  # pragma: no cover - guards the pair bookkeeping
         raise RuntimeError("grid wavelet statistics: a pair of features was counted twice.")
-    vals = np.zeros(count.nnz)
-    vals[np.searchsorted(_csc_keys(count, ma), _csc_keys(gram, ma))] = gram.data
-    g_on_p = sp.csc_matrix((vals, count.indices.copy(), count.indptr.copy()), shape=(ma, ma))
     yo = v[obs]
-    return WaveletStatistics(basis, active, g_on_p, r[active], float(yo @ yo), int(obs.sum()))
+    return WaveletStatistics(basis, active, gram, r[active], float(yo @ yo), int(obs.sum()))

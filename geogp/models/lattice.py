@@ -111,10 +111,11 @@ _sparse_statistics = jax.jit(sparse_statistics)
 
 
 # --------------------------------------------------------------------------- estimator
-def _dense_solver():
+def _is_dense(problem: LatticeProblem) -> bool:
+    """Whether the problem uses the dense reference backend (small lattices, tests)."""
     from geogp import linalg
 
-    return linalg.dense.logdet_and_solve
+    return problem.solve is linalg.dense.logdet_and_solve
 
 
 def _tiles(shape: tuple[int, int], tile: int, budget: int | None) -> list[tuple[slice, slice]]:
@@ -345,8 +346,10 @@ class LatticeRegressor:
         self.freq_, self._dw = low_frequencies(self.shape_, self.h_, self._n_large() // 2,
                                                self.large_scale_window)
 
-    def _features(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        return fourier_features(rows * self.h_[0], cols * self.h_[1], self.freq_)
+    def _features(self, rows: np.ndarray, cols: np.ndarray, freq=None) -> np.ndarray:
+        """Large-scale features at lattice cells (row, col); ``freq`` default ``freq_``."""
+        return fourier_features(rows * self.h_[0], cols * self.h_[1],
+                                self.freq_ if freq is None else freq)
 
     def _initial(self, ys: np.ndarray, X: np.ndarray) -> dict:
         resid = ys - X @ np.linalg.lstsq(X, ys, rcond=None)[0] if X.shape[1] else ys
@@ -380,8 +383,7 @@ class LatticeRegressor:
         cells = (r + m) * shape[1] + (c + m)
         freq = self.freq_ if large else self.freq_[:0]
         f2 = np.tile(np.sum(freq**2, axis=1), 2)
-        feats = fourier_features((r + sy.start + m) * self.h_[0], (c + sx.start + m) * self.h_[1],
-                                 freq)
+        feats = self._features(r + sy.start + m, c + sx.start + m, freq)
         return make_problem(shape, self.h_, int(self.alpha), cells, ys[order], X,
                             self.backend, self.ordering, feats, f2,
                             getattr(self, "_dw", 0.0), self.large_scale_kernel)
@@ -420,7 +422,7 @@ class LatticeRegressor:
         # what posterior samples need (kept in memory only; model files keep the moments)
         self._sampler = {"r": r, "chol_w": np.linalg.cholesky(vbeta) if a.size else vbeta,
                          "pattern": problem.pattern, "b_vals": np.asarray(b_vals),
-                         "dense": problem.solve is _dense_solver()}
+                         "dense": _is_dense(problem)}
         z = self._selected_inverse(problem, b_vals)
         pat = problem.pattern
         cell = np.arange(n).reshape(ny, nx)
@@ -444,7 +446,7 @@ class LatticeRegressor:
     def _selected_inverse(self, problem: LatticeProblem, b_vals: np.ndarray) -> np.ndarray:
         from geogp import linalg
 
-        if problem.solve is linalg.dense.logdet_and_solve:
+        if _is_dense(problem):
             return np.linalg.inv(problem.pattern.to_scipy(b_vals).toarray())[
                 problem.pattern.rows, problem.pattern.cols]
         return linalg.cholmod.selected_inverse(problem.pattern, b_vals, ordering=self.ordering)
@@ -476,38 +478,50 @@ class LatticeRegressor:
         so that Cov f = B⁻¹ + r A⁻¹ rᵀ, the posterior of the module docstring. ``eps_w``
         (k + p, n_s), ``eps_g`` (n, n_s); returns (n, n_s).
         """
+        sm = self._require_sampler()
+        upper, perm = self._sampler_root(sm)
+        if perm is None:  # dense reference backend
+            g = np.linalg.solve(upper, eps_g)
+        else:
+            import scipy.sparse.linalg as spla
+
+            g = np.empty_like(eps_g)
+            g[perm] = spla.spsolve_triangular(upper, eps_g, lower=False)
+        return self._mean[:, None] + sm["r"] @ (sm["chol_w"] @ eps_w) + g
+
+    def _require_sampler(self) -> dict:
         sm = getattr(self, "_sampler", None)
         if sm is None:
             raise InputError("posterior samples need a lattice model fitted in this session: "
                              "model files keep the per-cell moments only. Refit it.")
-        if sm["dense"]:
-            B = sm["pattern"].to_scipy(sm["b_vals"]).toarray()
-            lower = np.linalg.cholesky(B)
-            g = np.linalg.solve(lower.T, eps_g)
-        else:
-            import scipy.sparse.linalg as spla
+        return sm
 
-            from geogp import linalg
+    def _sampler_root(self, sm: dict):
+        """(Lᵀ, Π) with Π B Πᵀ = L Lᵀ, computed on the first draw and kept (Π None: dense)."""
+        if "root" not in sm:
+            if sm["dense"]:
+                B = sm["pattern"].to_scipy(sm["b_vals"]).toarray()
+                sm["root"] = (np.linalg.cholesky(B).T, None)
+            else:
+                from geogp import linalg
 
-            fac = linalg.cholmod.analyze(sm["pattern"], ordering=self.ordering)
-            with fac.lock:
-                fac._ensure_factor(sm["b_vals"])
-                lower, perm = fac.backend.factor_and_perm()
-            u = spla.spsolve_triangular(lower.T.tocsr(), eps_g, lower=False)
-            g = np.empty_like(u)
-            g[perm] = u
-        return self._mean[:, None] + sm["r"] @ (sm["chol_w"] @ eps_w) + g
+                fac = linalg.cholmod.analyze(sm["pattern"], ordering=self.ordering)
+                with fac.lock:
+                    fac._ensure_factor(sm["b_vals"])
+                    lower, perm = fac.backend.factor_and_perm()
+                sm["root"] = (lower.T.tocsr(), perm)
+        return sm["root"]
 
     def sample_cells(self, n: int, seed=None) -> np.ndarray:
         """``n`` posterior samples of the latent field at every lattice cell, (n, n_y, n_x),
         standardised units (``seed``: an int, a SeedSequence or a Generator). Exact under the
-        model. Cost: one sparse factorisation and two
-        triangular solves per 64 samples."""
+        model. Cost: one sparse factorisation on the first call, then a triangular solve per
+        64 samples."""
         if not (isinstance(n, (int, np.integer)) and n >= 1):
             raise InputError(f"n (number of samples) must be an integer ≥ 1; got {n!r}.")
         check_fitted(self, "_mean")
         rng = np.random.default_rng(seed)
-        k = self._sampler["chol_w"].shape[0] if getattr(self, "_sampler", None) else 0
+        k = self._require_sampler()["chol_w"].shape[0]
         out = []
         for start in range(0, n, 64):
             m = min(64, n - start)

@@ -410,6 +410,16 @@ class WaveletRegressor:
         X = as_points(X, max_dims=2)
         y = as_targets(y)
         check_same_length(X, y)
+        Xs, ys = self._standardise_and_lay_out(X, y)
+        self._check_memory(X.shape[0])
+        t0 = time.perf_counter()
+        self.stats_ = wavelet_statistics(self.basis_, Xs, ys, self.chunk_size)
+        self.stats_time_s_ = time.perf_counter() - t0
+        return self._learn(X.shape[1])
+
+    def _standardise_and_lay_out(self, X: np.ndarray, y: np.ndarray):
+        """Set ``scaler_`` from (X, y) and ``basis_`` on the data's box widened by ``margin``;
+        returns the standardised (X, y)."""
         self.scaler_ = (Standardizer.from_data(X, y) if self.standardize
                         else Standardizer.identity(X.shape[1]))
         Xs, ys = self.scaler_.x(X), self.scaler_.y(y)
@@ -417,11 +427,7 @@ class WaveletRegressor:
         pad = self.margin * (hi - lo)
         window = np.stack([lo - pad, hi + pad], axis=1)
         self.basis_ = make_basis(self.family, self.iota, self.j_max, window, self.level)
-        self._check_memory(X.shape[0])
-        t0 = time.perf_counter()
-        self.stats_ = wavelet_statistics(self.basis_, Xs, ys, self.chunk_size)
-        self.stats_time_s_ = time.perf_counter() - t0
-        return self._learn(X.shape[1])
+        return Xs, ys
 
     def fit_grid(self, axes, values) -> WaveletRegressor:
         """Fit a 2-D raster: ``axes`` = (y, x) coordinates, ``values`` (n_y, n_x), NaN missing.
@@ -444,15 +450,7 @@ class WaveletRegressor:
             raise InputError("the raster contains infinite values; replace them by NaN.")
         obs = np.isfinite(v)
         Y, X = np.meshgrid(ay, ax, indexing="ij")
-        Xo = np.stack([Y[obs], X[obs]], axis=1)
-        y = as_targets(v[obs])
-        self.scaler_ = (Standardizer.from_data(Xo, y) if self.standardize
-                        else Standardizer.identity(2))
-        Xs = self.scaler_.x(Xo)
-        lo, hi = Xs.min(axis=0), Xs.max(axis=0)
-        pad = self.margin * (hi - lo)
-        window = np.stack([lo - pad, hi + pad], axis=1)
-        self.basis_ = make_basis(self.family, self.iota, self.j_max, window, self.level)
+        self._standardise_and_lay_out(np.stack([Y[obs], X[obs]], axis=1), as_targets(v[obs]))
         saxes = [(a - m) / sc for a, m, sc in zip((ay, ax), self.scaler_.x_mean,
                                                    self.scaler_.x_scale)]
         t0 = time.perf_counter()

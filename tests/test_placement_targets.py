@@ -293,6 +293,11 @@ def test_cli_reports_the_default_min_distance(tmp_path, capsys):
     with pytest.raises(SystemExit):
         run("--min-distance", "far")
     assert "expected a distance or 'auto'" in capsys.readouterr().err
+    (tmp_path / "s2.geojson").unlink()  # written by the "--min-distance 0" run
+    code, io, _ = run("--max-memory", "0.0001")  # refused with the estimate, nothing written
+    assert code == 1 and "would need about" in io.err and "0.0001 GiB" not in io.out
+    assert "placement over 396 candidates" in io.err
+    assert not (tmp_path / "s2.geojson").exists()
 
 
 # --------------------------------------------------------------------------- (5) the map

@@ -78,6 +78,9 @@ def add_place_parser(subparsers) -> argparse.ArgumentParser:
                         "1000); above it the marginal criterion still scores every cell "
                         "(bounds + exact re-ranking), the joint one a stratified random subset "
                         "of T cells")
+    p.add_argument("--max-memory", type=float, default=4.0, metavar="GIB",
+                   help="refuse, with the estimate, placements that would need more than this "
+                        "many GiB (default 4; about 400 bytes per cell)")
     p.add_argument("--csv", metavar="SITES.csv", help="also write the table as CSV")
     p.add_argument("--map", metavar="SITES.png", help="also draw the sites over the std map")
     add_run_options(p, quiet_help="no progress bars or summary")
@@ -174,7 +177,8 @@ def _place(args, echo) -> int:
     exclude = _exclusion_mask(args.exclude, target) if args.exclude else None
     sites = suggest_sites(est, cands, args.n, strategy=args.strategy, criterion=args.criterion,
                           exclude=exclude, min_distance=args.min_distance,
-                          max_targets=args.max_targets, names=("y_model", "x_model"))
+                          max_targets=args.max_targets, names=("y_model", "x_model"),
+                          max_memory=args.max_memory * 2**30)
     iy, ix = np.unravel_index(sites["index"].to_numpy(), (target.y.size, target.x.size))
     out = sites.drop(columns=["y_model", "x_model"])
     out.insert(2, "x", target.x[ix])

@@ -69,6 +69,7 @@ from geogp.models.lattice_gmrf import (
     KERNELS_LARGE,
     LARGE_SCALE_LOSSES,
     PARAM_RATIO,
+    PARAM_SCALE,
     PARAMS,
     PARAMS_LARGE,
     LatticeProblem,
@@ -393,13 +394,24 @@ class LatticeRegressor:
         problem = self._problem(obs, ys)
         logdet_sigma, m_mat, s, b_vals = (np.asarray(v) for v in
                                           _sparse_statistics(self.params_, problem))
-        if problem.n_feat and self.optimize:
-            # stage 2: the large-scale θ at the local θ; only the small dense part depends on it
-            self.params_, self.report_large_ = minimize_lbfgs(
-                LARGE_SCALE_LOSSES[problem.kernel], self.params_,
+        if self.optimize:
+            # stage 2 on the whole raster, at the local shape (range, noise/sd) of stage 1: the
+            # large-scale θ and one overall scale c of the local field and noise. Only the small
+            # dense part depends on them, so no sparse work is added.
+            large = PARAMS_LARGE if problem.n_feat else ()
+            params, self.report_large_ = minimize_lbfgs(
+                LARGE_SCALE_LOSSES[problem.kernel], {**self.params_, PARAM_SCALE: 0.0},
                 args=(m_mat, logdet_sigma, problem.n_obs, problem.freq2, problem.dw),
-                unconstrained=self._local_keys() + PARAMS_LARGE, fixed=self._local_keys(),
-                maxiter=int(self.maxiter))
+                unconstrained=self._local_keys() + large + (PARAM_SCALE,),
+                fixed=self._local_keys(), maxiter=int(self.maxiter))
+            # fold c into (sd, noise): B = Q + PᵀP/σ² becomes B/c, so M/c, log|Σ| + N log c,
+            # and the factor's values / c, while B⁻¹Pᵀy/σ² (``s``) is unchanged
+            t = float(params.pop(PARAM_SCALE))
+            params["log_sd"] = params["log_sd"] + 0.5 * t
+            params["log_noise"] = params["log_noise"] + 0.5 * t
+            self.params_, self.local_scale_ = params, math.exp(t)
+            m_mat, logdet_sigma = m_mat / self.local_scale_, logdet_sigma + problem.n_obs * t
+            b_vals = b_vals / self.local_scale_
         ll, w, a, d = (np.asarray(v) for v in dense_likelihood(
             self.params_, m_mat, logdet_sigma, problem.n_obs, problem.freq2, problem.dw,
             problem.kernel))

@@ -33,7 +33,8 @@ import scipy.sparse as sp
 
 from geogp.exceptions import InputError
 
-__all__ = ["ALPHAS", "BACKENDS", "PARAMS", "PARAMS_LARGE", "PARAM_RATIO", "KERNELS_LARGE",
+__all__ = ["ALPHAS", "BACKENDS", "PARAMS", "PARAMS_LARGE", "PARAM_RATIO", "PARAM_SCALE",
+           "KERNELS_LARGE",
            "LatticeProblem",
            "laplacian", "make_problem", "precision", "spectral_weights", "low_frequencies",
            "fourier_features",
@@ -45,6 +46,7 @@ BACKENDS = ("auto", "cholmod", "dense")
 PARAMS = ("log_range", "log_sd", "log_noise")
 PARAMS_LARGE = ("log_range_large", "log_sd_large")
 PARAM_RATIO = "log_ratio"  # two-range operator, κ₂/κ₁ = 1 + e^t (second_range=True)
+PARAM_SCALE = "log_scale"  # stage 2: Σ_g + σ²I multiplied by e^t (see dense_likelihood)
 KERNELS_LARGE = ("matern12", "matern32", "matern52", "se")
 
 
@@ -304,7 +306,14 @@ def dense_likelihood(params, m, logdet_sigma, n_obs, freq2, dw, kernel: str):
     ``m`` is the (1 + k + p)² matrix of :func:`sparse_statistics` with k = len(freq2) large-scale
     columns first. Only the large-scale parameters enter here besides M, so fitting them at a
     fixed local θ costs no sparse work. Returns (log p(y), ŵ, A, d).
+
+    With ``params["log_scale"]`` = t, the local part Σ_g = PQ⁻¹Pᵀ + σ²I is multiplied by
+    c = e^t (marginal and noise variance alike): M becomes M/c and log|Σ_g| gains N log c, so
+    this overall scale is also learnt without sparse work.
     """
+    if PARAM_SCALE in params:
+        m = m * jnp.exp(-params[PARAM_SCALE])
+        logdet_sigma = logdet_sigma + n_obs * params[PARAM_SCALE]
     k = freq2.shape[0]
     p = m.shape[0] - 1 - k
     d = jnp.ones(p)

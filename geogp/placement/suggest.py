@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from geogp._validation import as_points
-from geogp.exceptions import InputError
+from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.placement.candidates import (
     _as_candidates,
     _at_candidates,
@@ -24,6 +24,7 @@ from geogp.placement.candidates import (
 from geogp.placement.greedy import _Greedy, _run
 from geogp.placement.operators import _DENSE_LIMIT, _afs_problem, _DenseOps, _exact_problem
 from geogp.placement.posterior import _check_afs
+from geogp.placement.screen import _BATCH, _BATCH_BYTES
 
 STRATEGIES = ("variance", "mi", "krause")
 CRITERIA = ("marginal", "joint")
@@ -69,6 +70,33 @@ def _min_distance(value, model) -> tuple[float, bool]:
     return out, False
 
 
+# per candidate or target location: coordinates, quadratic forms, scores, masks, the grid
+# transforms' temporaries (an upper bound of the measured peak: tests/reliability)
+_LOCATION_BYTES = 400
+
+
+def memory_estimate(n_candidates: int, n_targets: int, n_features: int, *, same: bool = True,
+                    dense: bool = False, strategy: str = "mi", criterion: str = "marginal",
+                    matrix_targets: int = 0, screened: bool = False) -> float:
+    """Bytes :func:`suggest_sites` needs beyond its inputs (an upper bound, checked by tests).
+
+    ``same``: the targets are the candidates; ``dense``: the candidate (and target) features
+    are stored as matrices; ``matrix_targets``: targets in the explicit |T| × |V_c| matrix of
+    the ``"mi"`` criterion (0 on the bounds route, ``screened``, whose batch is capped).
+    """
+    locations = n_candidates + (0 if same else n_targets)
+    out = float(_LOCATION_BYTES) * locations + 8.0 * 8 * n_features**2  # A⁻¹, B, E⁻¹, work
+    if dense:  # the feature matrix and the temporaries of its evaluation
+        out += 4 * 8.0 * n_features * locations
+    if strategy == "mi" and screened:  # a batch of exact evaluations and its f(z) values
+        out += 2.0 * min(_BATCH_BYTES, 8.0 * _BATCH * n_targets)
+    elif strategy == "mi":
+        joint = criterion == "joint"
+        out += 8.0 * n_candidates * matrix_targets * (2 if joint else 1)
+        out += (8.0 * 3 * matrix_targets**2 + 8.0 * n_features * matrix_targets) if joint else 0
+    return out
+
+
 def _default_names(d: int) -> tuple:
     return ("x", "y", "z")[:d] if d <= 3 else tuple(f"x{i}" for i in range(d))
 
@@ -78,7 +106,8 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
                   cost=None, budget: float | None = None, max_targets: int = 1000,
                   max_bytes: float = 2**28, max_evaluations: int = 1024,
                   lazy: bool | None = None, names=None, seed: int = 0,
-                  dense_limit: int = _DENSE_LIMIT) -> pd.DataFrame:
+                  dense_limit: int = _DENSE_LIMIT, max_memory: float = 4 * 2**30
+                  ) -> pd.DataFrame:
     """Suggest the next ``n`` measurement sites by greedy selection (docs/placement.md).
 
     Args:
@@ -121,6 +150,8 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
         names: coordinate column names (default ``x``, ``y``, ``z``).
         seed: random thinning of the targets (joint criterion, exact GP).
         dense_limit: |V_c|·M below which candidate (and target) features are stored densely.
+        max_memory: refuse (:class:`~geogp.exceptions.MemoryEstimateError`, with the
+            estimate of :func:`memory_estimate`) before allocating more than this many bytes.
 
     Returns:
         DataFrame, one row per site in selection order: ``order`` (1..k), ``index`` (row of
@@ -206,6 +237,20 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
     if exact and tgt is not None and not thinned and len(tgt) > max_targets:
         tgt, thinned = tgt.thin(max_targets, seed)
 
+    n_t = N if tgt is None else len(tgt)
+    if exact:
+        n_feat = N + (0 if tgt is None else n_t) + (0 if existing is None else len(existing))
+    else:
+        n_feat = int(model.features_.n_features)
+    needed = memory_estimate(
+        N, n_t, n_feat, same=tgt is None, dense=exact or N * n_feat <= dense_limit,
+        strategy=strategy, criterion=criterion, screened=screened,
+        matrix_targets=0 if screened else n_t)
+    if needed > max_memory:
+        raise MemoryEstimateError(
+            f"placement over {N} candidates and {n_t} targets ({n_feat} features)", needed,
+            max_memory, "Use fewer candidates (a coarser grid, a mask or exclude=), fewer "
+            "targets, or raise max_memory.")
     if exact:
         pb = _exact_problem(model, cands, tgt, existing)
     else:

@@ -211,30 +211,78 @@ def test_each_route_refuses_before_allocating(route):
     assert peak < 40 * 2**20   # the inputs and small set-up only
 
 
-def test_placement_memory_is_bounded_on_a_large_grid():
-    """The mi criterion over every cell of a 400 × 400 grid (no thinning): the batch of exact
-    evaluations is capped at 64 MiB and the rest is O(cells) vectors, so the peak stays under
-    64 MiB + 400 bytes per cell + 20 MiB; an (N × M) feature matrix (82 MiB here) would not."""
-    import tracemalloc
+@pytest.fixture(scope="module")
+def placement_model():
     import warnings
 
     from geogp.models.afs import AFSRegressor
-    from geogp.placement import Candidates, suggest_sites
 
     rng = np.random.default_rng(0)
     X = rng.uniform(size=(300, 2))
     y = np.sin(4 * X[:, 0]) + 0.1 * rng.normal(size=300)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = AFSRegressor(n_features=64, maxiter=5).fit(X, y)
+        return AFSRegressor(n_features=64, maxiter=5).fit(X, y)
+
+
+@pytest.mark.parametrize("side, options", [
+    (400, dict(strategy="mi", max_bytes=2**26)),  # all 160,000 targets: bounds route
+    (400, dict(strategy="variance")),
+    (400, dict(strategy="krause")),
+    (200, dict(strategy="mi", targets=100)),  # dense features, explicit |T| × |V_c| matrix
+    (200, dict(strategy="variance")),
+])
+def test_placement_memory_stays_within_its_estimate(placement_model, side, options):
+    """The peak of suggest_sites (traced allocations) stays under placement's memory estimate,
+    and the estimate is not loose by more than 3× (it is what refuses large problems). On a
+    400 × 400 grid the mi criterion scores every cell within a capped batch, so the peak
+    stays far below an (N × M) feature matrix."""
+    import tracemalloc
+
+    from geogp.placement import Candidates, suggest_sites
+    from geogp.placement.suggest import memory_estimate
+
+    ax = np.linspace(0.02, 0.98, side)
+    cands = Candidates.grid([ax, ax])
+    options = dict(options)
+    if "targets" in options:
+        options["targets"] = np.random.default_rng(1).uniform(0.05, 0.95, (options["targets"], 2))
+    M = placement_model.features_.n_features
+    tracemalloc.start()
+    try:
+        sites = suggest_sites(placement_model, cands, 2, **options)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    a = sites.attrs
+    N, n_t = side * side, a["n_targets"]
+    screened = options["strategy"] == "mi" and "targets" not in options
+    estimate = memory_estimate(N, n_t, M, same="targets" not in options, dense=N * M <= 2**23,
+                               strategy=options["strategy"], screened=screened,
+                               matrix_targets=0 if screened else n_t)
+    assert len(sites) == 2 and a["criterion_gap"] == 0.0
+    if screened:
+        assert n_t == N  # every cell is a target, none thinned
+    assert peak <= estimate <= 3 * peak + 8 * 2**20, (peak / 2**20, estimate / 2**20)
+
+
+def test_placement_refuses_before_allocating(placement_model):
+    """Placement over a grid whose estimate passes max_memory is refused with the estimate
+    (in GiB) before any O(cells) work."""
+    import tracemalloc
+
+    from geogp.exceptions import MemoryEstimateError
+    from geogp.placement import Candidates, suggest_sites
+
     ax = np.linspace(0.02, 0.98, 400)
     cands = Candidates.grid([ax, ax])
     tracemalloc.start()
     try:
-        sites = suggest_sites(model, cands, 2, strategy="mi", max_bytes=2**26)
+        with pytest.raises(MemoryEstimateError, match="GiB") as err:
+            suggest_sites(placement_model, cands, 3, max_memory=2**24)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert len(sites) == 2 and sites.attrs["n_targets"] == 400 * 400
-    assert sites.attrs["criterion_gap"] == 0.0   # still the exact greedy pick
-    assert peak < 64 * 2**20 + 400 * 400 * 400 + 20 * 2**20
+    assert err.value.needed_bytes > err.value.limit_bytes == 2**24
+    assert "160000 candidates" in str(err.value)
+    assert peak < 4 * 2**20  # far below one vector per cell and feature

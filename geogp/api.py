@@ -259,8 +259,10 @@ class GeoRegressor:
 
         Each sample is a draw of the whole field from the posterior, exact under the model
         (lattice models: one sparse factorisation, then a triangular solve per 64 samples,
-        :meth:`~geogp.models.lattice.LatticeRegressor.sample`); the mean and spread of many
-        samples reproduce :meth:`predict`'s ``mean`` and ``std_latent``.
+        :meth:`~geogp.models.lattice.LatticeRegressor.sample`; AFS models: a draw of the
+        feature weights and one grid transform per sample, :mod:`geogp.models.afs_sampling`);
+        the mean and spread of many samples reproduce :meth:`predict`'s ``mean`` and
+        ``std_latent`` (AFS: less the prior variance its features leave out, k(0) − φᵀΛφ).
 
         Args:
             n: number of samples. like, x, y: the grid (as :meth:`predict`; default the input
@@ -272,19 +274,18 @@ class GeoRegressor:
             coordinates, the input's attributes and CRS.
         """
         self._check_fitted()
-        if self.model_ != "lattice":
-            raise InputError(f"sample() supports model='lattice' (the raster default) so far; "
-                             f"this model is {self.model_!r}.")
+        if self.model_ not in ("lattice", "afs"):
+            raise InputError(f"sample() supports model='lattice' and model='afs'; this model "
+                             f"is {self.model_!r}.")
         if not (isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1):
             raise InputError(f"n must be an integer ≥ 1; got {n!r}.")
         target = (self.target_ if like is None and x is None and y is None
                   else target_from(self.spec_, like, x=x, y=y))
         my, mx = self.spec_.to_model(target.y, target.x)
-        Y, X = np.meshgrid(my, mx, indexing="ij")
-        pts = np.stack([Y.ravel(), X.ravel()], axis=1)
         seeds = np.random.SeedSequence(seed).spawn(len(self.estimators_))
-        draws = np.stack([est.sample(pts, int(n), seed=ss, observed=not latent)
-                          .reshape(n, *Y.shape) for est, ss in zip(self.estimators_, seeds)],
+        draws = np.stack([engines.sample_grid(est, [my, mx], int(n), seed=ss,
+                                              observed=not latent)
+                          for est, ss in zip(self.estimators_, seeds)],
                          axis=1)  # (sample, slice, y, x)
         dims = ["sample", target.y_dim, target.x_dim]
         coords = dict(target.coords)

@@ -235,6 +235,20 @@ def predict_grid(est, axes: list, outside: str = "raise", block_cells: int = 2**
                         for f in Prediction._fields))
 
 
+def sample_grid(est, axes: list, n: int, seed=None, observed: bool = False) -> np.ndarray:
+    """``n`` posterior samples on the tensor grid ``axes`` (model coordinates), (n, N_y, N_x)
+    in data units: AFS by one grid transform per sample, lattice by its sparse sampler."""
+    kind = _kind(est)
+    if kind == "afs":
+        return est.sample_grid(axes, n, seed=seed, observed=observed)
+    if kind == "lattice":
+        Y, X = np.meshgrid(axes[0], axes[1], indexing="ij")
+        pts = np.stack([Y.ravel(), X.ravel()], axis=1)
+        return est.sample(pts, n, seed=seed, observed=observed).reshape(n, *Y.shape)
+    raise InputError(f"posterior samples are available for model='afs' and model='lattice'; "
+                     f"this model is {kind!r}.")
+
+
 def predict_points(est, X: np.ndarray, outside: str = "raise") -> Prediction:
     """Predict at points X (N*, 2) in model coordinates."""
     if _kind(est) == "afs":

@@ -18,7 +18,7 @@ from geogp.exceptions import InputError
 from geogp.features.afs_dft import log_lambda as _log_lambda
 from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures
 from geogp.kernels import make_kernel
-from geogp.models import afs_predict
+from geogp.models import afs_predict, afs_sampling
 from geogp.models.afs_diagnostics import (ALIAS_TOL, REFIT_FACTOR, REFIT_GROWTH, alias_error,
                                           balanced_width, diagnostics, truncation,
                                           warn_if_poor)
@@ -523,6 +523,30 @@ class AFSRegressor:
         if inside.any():
             mean[inside], var[inside] = afs_predict.at_points(self, Xs[inside])
         return self.scaler_.unscale(mean, var, self.noise_)
+
+    def sample(self, X, n: int, seed=None, observed: bool = False) -> np.ndarray:
+        """``n`` posterior samples at X (N*, D), data units, (n, N*): draws of q(u) pushed
+        through the features (:mod:`geogp.models.afs_sampling`). ``observed`` adds the noise
+        of a new observation. Points outside the window raise."""
+        check_fitted(self, "posterior_")
+        X = as_points(X, "X (sample points)")
+        check_columns(X, self.scaler_.x_mean.size, "X (sample points)")
+        Xs = self.scaler_.x(X)
+        self.features_.check_inside(Xs, "raise")
+        return afs_sampling.sample_points(self, Xs, n, np.random.default_rng(seed), observed)
+
+    def sample_grid(self, axes, n: int, seed=None, observed: bool = False) -> np.ndarray:
+        """``n`` posterior samples on the tensor grid ``axes`` (D vectors), data units,
+        (n, N_1, …, N_D); one separable grid transform per sample."""
+        check_fitted(self, "posterior_")
+        if len(axes) != self.scaler_.x_mean.size:
+            raise InputError(f"expected {self.scaler_.x_mean.size} coordinate vector(s); got "
+                             f"{len(axes)}.")
+        saxes = [(np.asarray(a, dtype=np.float64).ravel() - m) / s
+                 for a, m, s in zip(axes, self.scaler_.x_mean, self.scaler_.x_scale)]
+        self.features_.check_inside(np.array([[a.min() for a in saxes],
+                                              [a.max() for a in saxes]]), "raise")
+        return afs_sampling.sample_grid(self, saxes, n, np.random.default_rng(seed), observed)
 
     def predict_grid(self, axes, outside: str = "raise") -> Prediction:
         """Predictions on the tensor grid ``axes`` (D vectors); arrays of shape (N_1, ..., N_D).

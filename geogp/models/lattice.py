@@ -62,7 +62,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from geogp.exceptions import InputError, MemoryEstimateError, OutsideWindowError
-from geogp.models.base import Prediction, Standardizer, check_fitted
+from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
 from geogp.models.lattice_gmrf import (
     ALPHAS,
     BACKENDS,
@@ -557,8 +557,9 @@ class LatticeRegressor:
     # ------------------------------------------------------------------ prediction
     def _bilinear(self, X: np.ndarray, outside: str):
         """Corner cells and bilinear weights of points X (model units) between cell centres."""
-        if X.ndim != 2 or X.shape[1] != 2:
+        if X.ndim != 2:
             raise InputError(f"X must have shape (N, 2) (y, x); got {X.shape}.")
+        check_columns(X, 2)
         ny, nx = self.shape_
         fy = (X[:, 0] - self.origin_[0]) / self.step_[0]
         fx = (X[:, 1] - self.origin_[1]) / self.step_[1]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -291,6 +292,10 @@ def _loss_per_point(params: dict, problem: WaveletProblem):
     return -collapsed_bound(params, problem) / problem.stats.n
 
 
+def _is_auto(value) -> bool:
+    return isinstance(value, str) and value == "auto"
+
+
 class WaveletRegressor:
     """Non-stationary GP regression with a multiresolution (wavelet) prior (docs/wavelets.md).
 
@@ -300,7 +305,14 @@ class WaveletRegressor:
 
     Args:
         family: ``"haar"`` or ``"db1"`` … ``"db8"``.
-        iota: canonical scale ι (coarsest level). j_max: finest wavelet level.
+        iota: canonical scale ι (coarsest level), or ``"auto"`` (default): the largest ι
+            whose scale 2^{-ι} spans the window (standardised units).
+        j_max: finest wavelet level, or ``"auto"`` (default): the coarsest level whose scale
+            2^{-j} is within 2× of the pixel size (rasters, :meth:`fit_grid`) or of the typical
+            spacing (extent/N)^{1/D} of scattered points, lowered until the memory estimate
+            fits ``max_bytes`` (then an :class:`~geogp.exceptions.ApproximationWarning` says
+            how far from the pixel size the finest level stays). An integer is used as given
+            and refused with the estimate when it does not fit.
         n_components: Q, localised fine-scale components per dimension (eq. 4.26).
         normalisation: ``"amplitude"`` (unit-amplitude basis, default) or ``"l2"``.
         location: where the bumps g_q read a basis function's position: ``"left"`` (t 2^{−j},
@@ -342,7 +354,7 @@ class WaveletRegressor:
         (2,)
     """
 
-    def __init__(self, family="db4", *, iota=-2, j_max=3, n_components=1,
+    def __init__(self, family="db4", *, iota="auto", j_max="auto", n_components=1,
                  normalisation="amplitude", location="left", decay=0.5, component_decay=0.5, component_weight=1.0,
                  component_centre=None, component_width=1.0, noise=0.5, amplitude=1.0,
                  learn_weights=False, learn_amplitude=False, margin=0.1, level=12,
@@ -374,6 +386,10 @@ class WaveletRegressor:
 
     def _check_args(self):
         canonical_family(self.family)
+        for name in ("iota", "j_max"):
+            v = getattr(self, name)
+            if not (_is_auto(v) or (isinstance(v, (int, np.integer)) and not isinstance(v, bool))):
+                raise InputError(f"{name} must be an integer level or 'auto'; got {v!r}.")
         if int(self.n_components) != self.n_components or self.n_components < 0:
             raise InputError(
                 f"n_components must be a non-negative integer; got {self.n_components!r}.")
@@ -387,13 +403,19 @@ class WaveletRegressor:
         if self.backend not in BACKENDS:
             raise InputError(f"backend must be one of {BACKENDS}; got {self.backend!r}.")
 
+    @staticmethod
+    def _needed_bytes(basis, n: int) -> float:
+        """Memory estimate of the statistics and factorisation for ``n`` points."""
+        k, m = basis.max_local, basis.n_features
+        entries = min(float(n) * k * k, float(m) * m)
+        return 6 * 12.0 * entries + 12.0 * n * k  # G-like sparse arrays, and Φ in chunks
+
     def _check_memory(self, n: int) -> None:
         """Refuse, with the estimate, a basis whose statistics would not fit in max_bytes."""
         from geogp.exceptions import MemoryEstimateError
 
         k, m = self.basis_.max_local, self.basis_.n_features
-        entries = min(float(n) * k * k, float(m) * m)
-        needed = 6 * 12.0 * entries + 12.0 * n * k  # G-like sparse arrays, and Φ in chunks
+        needed = self._needed_bytes(self.basis_, n)
         if needed > self.max_bytes:
             raise MemoryEstimateError(
                 f"wavelet statistics for {n} points and {m} basis functions ({k} per point)",
@@ -417,17 +439,53 @@ class WaveletRegressor:
         self.stats_time_s_ = time.perf_counter() - t0
         return self._learn(X.shape[1])
 
-    def _standardise_and_lay_out(self, X: np.ndarray, y: np.ndarray):
-        """Set ``scaler_`` from (X, y) and ``basis_`` on the data's box widened by ``margin``;
-        returns the standardised (X, y)."""
+    def _standardise_and_lay_out(self, X: np.ndarray, y: np.ndarray, spacing=None):
+        """Set ``scaler_`` from (X, y), the levels (``iota_``, ``j_max_``) and ``basis_`` on
+        the data's box widened by ``margin``; returns the standardised (X, y). ``spacing``:
+        the pixel size per dimension (original units; None: scattered points)."""
         self.scaler_ = (Standardizer.from_data(X, y) if self.standardize
                         else Standardizer.identity(X.shape[1]))
         Xs, ys = self.scaler_.x(X), self.scaler_.y(y)
         lo, hi = Xs.min(axis=0), Xs.max(axis=0)
         pad = self.margin * (hi - lo)
         window = np.stack([lo - pad, hi + pad], axis=1)
-        self.basis_ = make_basis(self.family, self.iota, self.j_max, window, self.level)
+        extent = float(np.max(window[:, 1] - window[:, 0]))
+        self.iota_ = (math.floor(-math.log2(extent)) if _is_auto(self.iota)
+                      else int(self.iota))
+        if spacing is None:  # typical spacing of N points over the data's box
+            box = np.maximum(hi - lo, 1e-300)
+            self.spacing_ = float(np.prod(box) / X.shape[0]) ** (1.0 / X.shape[1])
+        else:
+            self.spacing_ = float(np.min(np.asarray(spacing) / self.scaler_.x_scale))
+        if _is_auto(self.j_max):
+            self._auto_finest_level(window, X.shape[0])
+        else:
+            self.j_max_ = int(self.j_max)
+            self.basis_ = make_basis(self.family, self.iota_, self.j_max_, window, self.level)
         return Xs, ys
+
+    def _auto_finest_level(self, window: np.ndarray, n: int) -> None:
+        """j_max_ and basis_: within 2× of the spacing, lowered to fit max_bytes."""
+        target = max(self.iota_, math.ceil(-math.log2(2.0 * self.spacing_)))
+        j = target
+        basis = make_basis(self.family, self.iota_, j, window, self.level)
+        need = self._needed_bytes(basis, n)  # at the target level (for the warning)
+        while j > self.iota_ and self._needed_bytes(basis, n) > self.max_bytes:
+            j -= 1
+            basis = make_basis(self.family, self.iota_, j, window, self.level)
+        self.j_max_, self.basis_ = j, basis
+        if j < target:
+            from geogp.exceptions import ApproximationWarning
+
+            finest = 2.0**-j * float(np.min(self.scaler_.x_scale))
+            pixel = self.spacing_ * float(np.min(self.scaler_.x_scale))
+            warnings.warn(
+                f"wavelet levels: the finest level (j_max = {j}, scale {finest:.3g} in data "
+                f"units) is {finest / pixel:.0f}× the data's spacing ({pixel:.3g}); j_max = "
+                f"{target} would need about {need / 2**30:.1f} GiB (max_bytes = "
+                f"{self.max_bytes / 2**30:.1f} GiB). The tensor-product basis grows with the "
+                "square of the levels; fine structure below that scale is not modelled.",
+                ApproximationWarning, stacklevel=4)
 
     def fit_grid(self, axes, values) -> WaveletRegressor:
         """Fit a 2-D raster: ``axes`` = (y, x) coordinates, ``values`` (n_y, n_x), NaN missing.
@@ -450,7 +508,9 @@ class WaveletRegressor:
             raise InputError("the raster contains infinite values; replace them by NaN.")
         obs = np.isfinite(v)
         Y, X = np.meshgrid(ay, ax, indexing="ij")
-        self._standardise_and_lay_out(np.stack([Y[obs], X[obs]], axis=1), as_targets(v[obs]))
+        pixel = [abs(a[1] - a[0]) if a.size > 1 else np.inf for a in (ay, ax)]
+        self._standardise_and_lay_out(np.stack([Y[obs], X[obs]], axis=1), as_targets(v[obs]),
+                                      spacing=pixel)
         saxes = [(a - m) / sc for a, m, sc in zip((ay, ax), self.scaler_.x_mean,
                                                    self.scaler_.x_scale)]
         t0 = time.perf_counter()
@@ -490,10 +550,8 @@ class WaveletRegressor:
 
     def _points(self, X, what="X (prediction points)") -> np.ndarray:
         check_fitted(self, "posterior_")
-        X = as_points(X, what, max_dims=2)
-        if X.shape[1] != self.basis_.n_dims:
-            raise InputError(f"{what} must have {self.basis_.n_dims} column(s) like the training "
-                             f"inputs; got {X.shape[1]}.")
+        X = as_points(X, what)
+        check_columns(X, self.basis_.n_dims, what)
         return self.scaler_.x(X)
 
     def predict(self, X) -> Prediction:
@@ -501,7 +559,8 @@ class WaveletRegressor:
 
         Cost: see :meth:`WaveletPosterior.predict`.
         """
-        mean, var = self.posterior_.predict(self._points(X), self.chunk_size)
+        Xs = self._points(X)
+        mean, var = self.posterior_.predict(Xs, self.chunk_size)
         return self.scaler_.unscale(mean, var, float(self.params_["noise"]))
 
     def predict_grid(self, *axes) -> Prediction:

@@ -284,8 +284,33 @@ def test_sample_rasters_reproduce_the_prediction():
     assert np.all(np.abs(s.mean("sample").values - pred["mean"].values) < 5 * sd / np.sqrt(2000))
     np.testing.assert_allclose(s.std("sample").values, sd, rtol=0.1)
     np.testing.assert_array_equal(model.sample(3, seed=1).values, model.sample(3, seed=1).values)
-    with pytest.raises(InputError, match="supports model='lattice'"):
-        geogp.fit(da, n_features=FEATURES, maxiter=3).sample(2)
+    with pytest.raises(InputError, match="supports model='lattice' and model='afs'"):
+        geogp.fit(da, model="exact", maxiter=3).sample(2)
+
+
+def test_afs_sample_rasters_reproduce_the_prediction():
+    """The same for an AFS model: 2,000 sample rasters (one grid transform each) have the
+    predicted mean (5 standard errors) and sd within 10 % of √(std_latent² − r), r the prior
+    variance the features leave out, k(0) − φᵀΛφ (large with so few features); CRS kept."""
+    from _frontend_rasters import make_raster
+
+    from geogp.models.afs import _log_lambda
+
+    da = make_raster(ny=14, nx=16)
+    model = geogp.fit(da, model="afs", n_features=FEATURES, maxiter=10)
+    pred = model.predict()
+    s = model.sample(2000, seed=1)
+    assert s.dims == ("sample", "y", "x") and s.shape == (2000, 14, 16)
+    assert s.rio.crs.to_epsg() == 32633
+    est = model.estimators_[0]
+    my, mx = model.spec_.to_model(da.y.values, da.x.values)
+    Y, X = np.meshgrid(my, mx, indexing="ij")
+    Phi = np.asarray(est.features_(est.scaler_.x(np.stack([Y.ravel(), X.ravel()], 1))))
+    lam = np.exp(np.asarray(_log_lambda(est.features_, est.kernel_)))
+    resid = (est.kernel_.variance_at_zero - Phi**2 @ lam).reshape(Y.shape)
+    sd = np.sqrt(pred["std_latent"].values**2 - est.scaler_.y_scale**2 * resid)
+    assert np.all(np.abs(s.mean("sample").values - pred["mean"].values) < 5 * sd / np.sqrt(2000))
+    np.testing.assert_allclose(s.std("sample").values, sd, rtol=0.1)
 
 
 def test_observation_samples_add_the_noise():

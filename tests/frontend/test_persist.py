@@ -66,6 +66,11 @@ def test_save_refuses_overwrite_and_unsupported_models(raster, fast, tmp_path):
     model.model_ = "exact"
     with pytest.raises(GeogpError, match="only 'afs'"):
         model.save(tmp_path / "other.npz")
+    wavelet = geogp.fit(raster, model="wavelet", family="haar", iota=-1, j_max=1,
+                        n_components=0, maxiter=3)
+    with pytest.raises(GeogpError, match="saving model='wavelet' is not supported"):
+        wavelet.save(tmp_path / "wavelet.npz")
+    assert not (tmp_path / "wavelet.npz").exists() and not (tmp_path / "other.npz").exists()
 
 
 def test_load_rejects_other_files(tmp_path):

@@ -340,7 +340,7 @@ def test_regressor_fit_predict_on_original_scale(data2d):
     assert grid.mean.shape == (4, 2) and np.all(grid.var_latent >= 0)
     with pytest.raises(OutsideWindowError, match="margin"):
         m.predict(X[:1] + np.array([1e4, 0.0]))
-    with pytest.raises(InputError, match="2 column"):
+    with pytest.raises(InputError, match="1 column.*fitted on 2-dimensional"):
         m.predict(X[:3, :1])
 
 
@@ -387,14 +387,11 @@ def _toy(seed):
 
 @pytest.fixture(scope="module")
 def t25_rmse():
-    """Patch RMSE of the three Table 4.1 models on seed 0 of the toy (thesis App. C.2)."""
-    from geogp.models.exact import ExactGP
-
+    """Patch RMSE of the two wavelet models of Table 4.1 on seed 0 of the toy (thesis App. C.2)."""
     x, y, test = _toy(0)
     rmse = {}
-    for name, model in [("stationary", ExactGP("se", lengthscale=0.02, noise=0.05)),
-                        ("haar", wm.WaveletRegressor("haar")),
-                        ("db4", wm.WaveletRegressor("db4"))]:
+    for name, model in [("haar", wm.WaveletRegressor("haar", iota=-2, j_max=3)),
+                        ("db4", wm.WaveletRegressor("db4", iota=-2, j_max=3))]:
         pred = model.fit(x[~test], y[~test]).predict(x[test])
         rmse[name] = float(np.sqrt(np.mean((pred.mean - y[test]) ** 2)))
     return rmse
@@ -407,12 +404,61 @@ def test_t25_wavelets_on_patch(t25_rmse):
     assert t25_rmse["haar"] > t25_rmse["db4"]
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason=(
-    "under the docs/tests.md (reference experiments) toy (h on g(u) ∈ [0, 1], ℓ = 0.4) the censored patch is about one "
-    "local lengthscale wide and an exact SE GP bridges it (RMSE ≈ 0.05–0.16 over seeds, "
-    "thesis 0.425); see benchmarks/bench_wavelet_patch.py"))
-def test_t25_stationary_as_in_thesis(t25_rmse):
-    """T25 (loose): db4 < stationary, and stationary within 2× of the thesis's 0.425."""
-    assert t25_rmse["db4"] < t25_rmse["stationary"]
-    assert 0.425 / 2 < t25_rmse["stationary"] < 2 * 0.425
+# T25's other half (db4 below the stationary model, stationary ≈ 0.425) is not reproduced
+# under the documented toy, at any of three patch widths: it is not a test but a recorded
+# finding, with the figures, in benchmarks/README.md (bench_wavelet_patch.py).
+
+
+# --------------------------------------------------------------------------- default levels
+def test_default_levels_follow_the_extent_and_the_pixel_size():
+    """iota='auto': the coarsest scale 2^{-ι} spans the window; j_max='auto': the finest scale
+    2^{-j} is within 2× of the pixel size (raster) or of the typical spacing (points), and
+    the next coarser level would not be."""
+    import warnings
+
+    from geogp.exceptions import ApproximationWarning
+
+    rng = np.random.default_rng(3)
+    ay, ax = np.arange(40) * 0.25, 10.0 + np.arange(56) * 0.25   # pixel 0.25 (data units)
+    v = np.sin(ay)[:, None] + np.cos(ax / 2)[None, :] + 0.05 * rng.normal(size=(40, 56))
+    v[rng.random(v.shape) < 0.3] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ApproximationWarning)  # fits in memory: no warning
+        m = wm.WaveletRegressor("haar", n_components=0, optimize=False).fit_grid([ay, ax], v)
+    # the axis whose pixel is finest in the standardised units sets the level
+    scale = float(np.max(m.scaler_.x_scale))   # standardised → data units on that axis
+    finest = 2.0 ** -m.j_max_ * scale
+    assert 0.25 / 2 < finest <= 2 * 0.25   # within 2× of the pixel
+    assert 2.0 * finest > 2 * 0.25          # one level coarser would not be
+    widths = [b.hi - b.lo for b in m.basis_.dims]
+    assert 2.0 ** -m.iota_ >= max(widths) > 2.0 ** -(m.iota_ + 1)
+    # scattered points: (area/N)^(1/2)
+    X = rng.uniform(0, 10, size=(400, 2))
+    p = wm.WaveletRegressor("haar", n_components=0, optimize=False).fit(X, np.sin(X[:, 0]))
+    box = np.ptp(X, axis=0) / p.scaler_.x_scale   # the data's box, standardised
+    assert p.spacing_ == pytest.approx(np.sqrt(np.prod(box) / 400), rel=1e-12)
+    assert p.spacing_ / 2 < 2.0 ** -p.j_max_ <= 2 * p.spacing_
+
+
+def test_default_finest_level_is_capped_by_memory_with_a_warning():
+    """With a small max_bytes the finest level is lowered until the estimate fits, and a
+    warning says so; an explicit j_max above the limit is refused with the estimate."""
+    from geogp.exceptions import ApproximationWarning, MemoryEstimateError
+
+    rng = np.random.default_rng(4)
+    ay, ax = np.arange(40) * 0.25, np.arange(56) * 0.25
+    v = np.sin(ay)[:, None] + np.cos(ax / 2)[None, :] + 0.05 * rng.normal(size=(40, 56))
+    free = wm.WaveletRegressor("db2", n_components=0, optimize=False).fit_grid([ay, ax], v)
+    limit = 0.5 * wm.WaveletRegressor._needed_bytes(free.basis_, int(np.isfinite(v).sum()))
+    with pytest.warns(ApproximationWarning, match="finest level"):
+        capped = wm.WaveletRegressor("db2", n_components=0, optimize=False,
+                                     max_bytes=limit).fit_grid([ay, ax], v)
+    assert capped.j_max_ < free.j_max_
+    assert wm.WaveletRegressor._needed_bytes(capped.basis_, v.size) <= limit
+    with pytest.raises(MemoryEstimateError, match="GiB"):
+        wm.WaveletRegressor("db2", j_max=free.j_max_, n_components=0, optimize=False,
+                            max_bytes=limit).fit(np.stack(np.meshgrid(ay, ax, indexing="ij"),
+                                                          -1).reshape(-1, 2), v.ravel())
+    with pytest.raises(InputError, match="j_max must be an integer level or 'auto'"):
+        wm.WaveletRegressor(j_max="fine").fit(np.zeros((5, 1)) + np.arange(5.0)[:, None],
+                                              np.arange(5.0))

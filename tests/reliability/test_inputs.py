@@ -75,12 +75,14 @@ def _estimators():
     from geogp.models.afs import AFSRegressor
     from geogp.models.exact import ExactGP
     from geogp.models.sgpr import SGPRRegressor
+    from geogp.models.wavelet import WaveletRegressor
 
     return [AFSRegressor(n_features=32, maxiter=3), ExactGP(maxiter=3),
-            SGPRRegressor(n_inducing=8, maxiter=3)]
+            SGPRRegressor(n_inducing=8, maxiter=3),
+            WaveletRegressor("haar", iota=-1, j_max=1, n_components=0, maxiter=3)]
 
 
-@pytest.mark.parametrize("index", range(3))
+@pytest.mark.parametrize("index", range(4))
 def test_unfitted_estimators_raise_not_fitted(index):
     """scikit-learn's convention: NotFittedError, which is a ValueError and an AttributeError."""
     from geogp.exceptions import NotFittedError
@@ -91,7 +93,7 @@ def test_unfitted_estimators_raise_not_fitted(index):
     assert issubclass(NotFittedError, ValueError) and issubclass(NotFittedError, AttributeError)
 
 
-@pytest.mark.parametrize("index", range(3))
+@pytest.mark.parametrize("index", range(4))
 def test_wrong_number_of_columns_is_refused(index):
     rng = np.random.default_rng(0)
     X = rng.uniform(size=(40, 2))
@@ -102,6 +104,23 @@ def test_wrong_number_of_columns_is_refused(index):
         warnings.simplefilter("ignore")
         est = _estimators()[index].fit(X, y)
     ok = est.predict(X[:2])  # the right shape still predicts
+    assert np.all(np.isfinite(ok.mean))
+    with pytest.raises(InputError, match="3 column"):
+        est.predict(np.zeros((3, 3)))
+
+
+def test_lattice_refuses_unfitted_use_and_wrong_columns():
+    from geogp.exceptions import NotFittedError
+    from geogp.models.lattice import LatticeRegressor
+
+    est = LatticeRegressor(margin=2, maxiter=3)
+    with pytest.raises(NotFittedError, match="not fitted"):
+        est.predict(np.zeros((3, 2)))
+    rng = np.random.default_rng(0)
+    ay, ax = np.arange(12.0), np.arange(15.0)
+    v = np.sin(ay / 3)[:, None] + np.cos(ax / 4)[None, :] + 0.1 * rng.normal(size=(12, 15))
+    est.fit_grid([ay, ax], v)
+    ok = est.predict(np.array([[3.2, 4.7], [5.0, 6.0]]))
     assert np.all(np.isfinite(ok.mean))
     with pytest.raises(InputError, match="3 column"):
         est.predict(np.zeros((3, 3)))

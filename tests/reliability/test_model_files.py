@@ -108,7 +108,7 @@ def test_metadata_as_a_list_is_refused(saved, tmp_path):
         geogp.load_model(tmp_path / "bad.npz")
 
 
-def test_huge_declared_array_is_refused_before_reading(tmp_path):
+def test_huge_declared_array_is_refused_before_reading(tmp_path, monkeypatch):
     """A header declaring a 74.5 GiB array (with no data behind it) is refused up front."""
     header = io.BytesIO()
     np.lib.format.write_array_header_1_0(
@@ -119,6 +119,12 @@ def test_huge_declared_array_is_refused_before_reading(tmp_path):
         buf = io.BytesIO()
         np.save(buf, np.array(json.dumps({"format": "geogp-model"})))
         zf.writestr("__meta__.npy", buf.getvalue())
+    with pytest.raises(ReadError, match="74.5 GiB"):
+        geogp.load_model(path, max_bytes=16 * 2**30)
+    # the default limit (80 % of this machine's memory), whatever the machine
+    from geogp import persist_checks
+
+    monkeypatch.setattr(persist_checks, "_memory_limit", lambda: 8.0 * 2**30)
     with pytest.raises(ReadError, match="74.5 GiB"):
         geogp.load_model(path)
 

@@ -93,7 +93,7 @@ class GeoRegressor:
 
     # ------------------------------------------------------------------ fitting
     def fit(self, data, *, var: str | None = None, x: str = "x", y: str = "y",
-            value: str = "value", grid=None) -> GeoRegressor:
+            value: str = "value", grid=None, covariates=None) -> GeoRegressor:
         """Fit to a raster or to a table of points. Returns self.
 
         Args:
@@ -103,6 +103,11 @@ class GeoRegressor:
             x, y, value: column names of a point table.
             grid: for points, the target raster (DataArray/Dataset) that ``predict()`` fills
                 by default; the model's window is made to cover it.
+            covariates: rasters on the same grid as ``data`` (a DataArray or a list of them,
+                e.g. elevation) that enter the mean as regressors beside the trend (external
+                drift / regression kriging), with a flat prior. Every covariate needs a value
+                at every cell. Lattice model only (``model="auto"`` on a regular raster);
+                ``covariate_coef_`` gives their coefficients.
         """
         if self.model not in engines.MODELS + (engines.AUTO,):
             raise InputError(f"model must be one of {[engines.AUTO, *engines.MODELS]}; got "
@@ -114,7 +119,11 @@ class GeoRegressor:
                 raise InputError("grid= is for point tables; a raster is its own grid.")
             g = to_grid_data(data, var=var, crs=self.crs, nodata=self.nodata)
             self._resolve(g.values[0].shape, g.regular)
-            return self._fit_raster(g)
+            cov = None if covariates is None else self._covariate_stack(covariates, g)
+            return self._fit_raster(g, cov)
+        if covariates is not None:
+            raise InputError("covariates= needs a raster (the covariates live on its cells); "
+                             "for point tables, sample them at the points yourself.")
         self._resolve(None, True)
         return self._fit_table(data, x=x, y=y, value=value, grid=grid)
 
@@ -139,7 +148,48 @@ class GeoRegressor:
     def _finish(self, spec: GridSpec, target: Target | None, attrs: dict, name):
         self.spec_, self.target_, self.attrs_, self.name_ = spec, target, attrs, name
 
-    def _fit_raster(self, g: GridData) -> GeoRegressor:
+    def _covariate_stack(self, covariates, g: GridData) -> np.ndarray:
+        """(k, n_y, n_x) values of the covariate rasters on the grid of ``g`` (same cells)."""
+        if self.model_ != "lattice":
+            raise InputError(
+                f"covariates= is supported by the lattice model (model='auto' on a regular "
+                f"raster, or model='lattice'); this fit uses model={self.model_!r} "
+                f"({self.model_reason_}).")
+        items = [covariates] if isinstance(covariates, (xr.DataArray, np.ndarray)) else list(
+            covariates)
+        out = []
+        for i, c in enumerate(items):
+            name = getattr(c, "name", None) or f"covariate {i + 1}"
+            if not isinstance(c, xr.DataArray):
+                raise InputError(f"{name}: covariates must be xarray DataArrays on the raster's "
+                                 f"grid; got {type(c).__name__}.")
+            cg = to_grid_data(c, crs=self.crs)
+            if cg.n_slices != 1:
+                raise InputError(f"{name}: a covariate must be one 2-D raster; it has "
+                                 f"{cg.n_slices} slices.")
+            same = (cg.values[0].shape == g.values[0].shape and all(
+                np.allclose(a, b, rtol=1e-9, atol=1e-9 * max(np.ptp(b), 1.0))
+                for a, b in zip(cg.axes, g.axes)))
+            if not same:
+                raise InputError(f"{name}: the covariate's grid differs from the data's "
+                                 f"({cg.values[0].shape} cells against {g.values[0].shape}, or "
+                                 "other coordinates); align it first, e.g. "
+                                 "cov.rio.reproject_match(da).")
+            out.append(np.asarray(cg.values[0], dtype=np.float64))
+        self.covariate_names_ = [str(getattr(c, "name", None) or f"covariate {i + 1}")
+                                 for i, c in enumerate(items)]
+        return np.stack(out)
+
+    @property
+    def covariate_coef_(self) -> pd.DataFrame:
+        """One row per slice: the covariates' coefficients (data units per covariate unit)."""
+        self._check_fitted()
+        names = getattr(self, "covariate_names_", [])
+        rows = [dict(zip(names, getattr(est, "covariate_coef_", np.zeros(0))))
+                for est in self.estimators_]
+        return pd.DataFrame(rows, columns=names)
+
+    def _fit_raster(self, g: GridData, covariates=None) -> GeoRegressor:
         self.estimators_, self.n_observed_, self.fit_time_s_ = [], [], []
         shared = None
         for s in range(g.n_slices):
@@ -147,7 +197,7 @@ class GeoRegressor:
             est, tracker = self._estimator(label, shared)
             t0 = time.perf_counter()
             try:
-                engines.fit_grid(est, g.axes, g.values[s], g.regular)
+                engines.fit_grid(est, g.axes, g.values[s], g.regular, covariates)
             finally:
                 if tracker is not None:
                     tracker.close()
@@ -459,7 +509,7 @@ _OWN = ("kernel", "n_features", "share_hyperparameters", "crs", "nodata", "progr
 
 
 def fit(data, model: str = "auto", *, var: str | None = None, x: str = "x", y: str = "y",
-        value: str = "value", grid=None, **kwargs) -> GeoRegressor:
+        value: str = "value", grid=None, covariates=None, **kwargs) -> GeoRegressor:
     """Fit a Gaussian process to a raster or to points: ``GeoRegressor(...).fit(data)``.
 
     Args:
@@ -469,7 +519,8 @@ def fit(data, model: str = "auto", *, var: str | None = None, x: str = "x", y: s
             else ``"afs"``; see :class:`GeoRegressor`), ``"lattice"``, ``"afs"``, ``"wavelet"``
             or ``"exact"``.
         var: variable of a Dataset. x, y, value: columns of a point table. grid: target
-            raster for points.
+            raster for points. covariates: rasters on the data's grid used as regressors
+            (lattice model; see :meth:`GeoRegressor.fit`).
         **kwargs: :class:`GeoRegressor` arguments (``kernel``, ``n_features``,
             ``share_hyperparameters``, ``crs``, ``nodata``, ``progress``) and model options
             (``maxiter``, ``margin``, ``lengthscale``, ``noise``, ...).
@@ -479,4 +530,4 @@ def fit(data, model: str = "auto", *, var: str | None = None, x: str = "x", y: s
     """
     own = {k: kwargs.pop(k) for k in list(kwargs) if k in _OWN}
     reg = GeoRegressor(model, options=kwargs or None, **own)
-    return reg.fit(data, var=var, x=x, y=y, value=value, grid=grid)
+    return reg.fit(data, var=var, x=x, y=y, value=value, grid=grid, covariates=covariates)

@@ -186,17 +186,21 @@ def _cover_target(est, X: np.ndarray, target_axes) -> None:
     _cover_margin(est, X.min(axis=0), X.max(axis=0), t_lo, t_hi, X.std(axis=0))
 
 
-def fit_grid(est, axes: list, values, regular: bool):
+def fit_grid(est, axes: list, values, regular: bool, covariates=None):
     """Fit on one raster slice: ``values`` (N_y, N_x) numpy or dask, NaN = missing.
 
     ``axes`` are the model coordinates of the rows and columns. Regular rasters go to the AFS,
     lattice and wavelet grid paths; otherwise (or for other models) the observed cells are
     fitted as scattered points. Both keep a window that covers the whole raster.
+    ``covariates`` (k, N_y, N_x): regressors of the lattice model (refused by the others).
     """
+    if covariates is not None and _kind(est) != "lattice":
+        raise InputError(f"covariates are supported by the lattice model only; got "
+                         f"model={_kind(est)!r}.")
     if _kind(est) == "afs" and regular:
         return est.fit_grid(axes, values)
     if _kind(est) == "lattice":  # SPDE/GMRF on the raster's own cells (regular rasters only)
-        return est.fit_grid(axes, values)
+        return est.fit_grid(axes, values, covariates)
     v = np.asarray(values, dtype=np.float64)
     if np.isinf(v).any():
         raise InputError("the raster contains infinite values; replace them by NaN (missing) "

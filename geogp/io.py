@@ -258,7 +258,7 @@ def _verify_geotiff(tmp, expected: list) -> None:
     except (OSError, rasterio.errors.RasterioError) as err:
         raise OSError(f"the GeoTIFF could not be written completely ({err}; disk full?); "
                       "nothing was kept at the target path.") from None
-def _bands(pred: xr.Dataset, latent: bool, quantiles: bool):
+def _bands(pred: xr.Dataset, latent: bool, quantiles: bool, samples: bool = False):
     """(name, 2-D array) per band, in band order."""
     if not isinstance(pred, xr.Dataset):
         raise InputError(f"expected the Dataset returned by predict() (mean, std, ...); got "
@@ -275,6 +275,12 @@ def _bands(pred: xr.Dataset, latent: bool, quantiles: bool):
         for q in pred["quantile"].values:
             arrays.append(pred["quantiles"].sel(quantile=q))
             names.append(f"q{float(q):g}")
+    if samples:
+        if "samples" not in pred.data_vars:
+            raise InputError("samples=True needs a 'samples' variable (dims sample, y, x), e.g. "
+                             "pred['samples'] = model.sample(n).")
+        names.append("samples")
+        arrays.append(pred["samples"])
     out = []
     for name, a in zip(names, arrays):
         a = a.rio.set_spatial_dims(x_dim=x_dim, y_dim=y_dim)
@@ -301,7 +307,7 @@ def _label(value) -> str:
 
 def write_geotiff(pred: xr.Dataset, path, *, overwrite: bool = False, latent: bool = False,
                   quantiles: bool = False, nodata: float = np.nan, compress: str = "deflate",
-                  cog: bool = False, dtype: str = "float32") -> Path:
+                  cog: bool = False, dtype: str = "float32", samples: bool = False) -> Path:
     """Write a prediction as a GeoTIFF on exactly its grid (CRS, transform, shape).
 
     Band 1 = predictive mean, band 2 = std of a new observation (noise included); then
@@ -319,6 +325,8 @@ def write_geotiff(pred: xr.Dataset, path, *, overwrite: bool = False, latent: bo
         cog: write a Cloud-Optimized GeoTIFF (GDAL driver "COG", with overviews).
         dtype: band data type ("float32" default, "float64", or an integer type, which is
             refused when a value does not fit: nothing wraps silently).
+        samples: append one band per posterior sample of ``pred["samples"]`` (dims sample,
+            y, x; :meth:`~geogp.api.GeoRegressor.sample`), described "samples sample=i".
 
     Returns:
         The path written. The file is read back before it is moved into place, so a full disk
@@ -327,7 +335,7 @@ def write_geotiff(pred: xr.Dataset, path, *, overwrite: bool = False, latent: bo
     import rasterio
 
     compress, dt = _check_write_options(compress, dtype, nodata)
-    bands = _bands(pred, latent, quantiles)
+    bands = _bands(pred, latent, quantiles, samples)
     data = [_as_band(arr.values, dt, nodata, name) for name, arr in bands]
     ref = bands[0][1]
     transform = ref.rio.transform(recalc=True)

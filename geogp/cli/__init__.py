@@ -77,6 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--latent", action="store_true", help="add the latent std as band 3")
     fit.add_argument("--quantiles", type=float, nargs="+", metavar="Q",
                      help="add predictive quantiles as extra bands, e.g. 0.05 0.95")
+    fit.add_argument("--covariate", action="append", default=[], metavar="COV.tif",
+                     help="a raster on the same grid (e.g. elevation) used as a regressor of the "
+                          "mean (external drift); repeat for several. Lattice model only")
+    fit.add_argument("--samples", type=int, default=0, metavar="N",
+                     help="also write N posterior sample rasters (conditional simulations of "
+                          "the field; lattice and AFS models): extra bands 'samples sample=i' "
+                          "after the others, and a 'samples' variable in --netcdf")
+    fit.add_argument("--seed", type=int, default=0, help="seed of --samples (default 0)")
     fit.add_argument("--cog", action="store_true", help="write a Cloud-Optimized GeoTIFF")
     fit.add_argument("--netcdf", metavar="PRED.nc", help="also write CF NetCDF")
     fit.add_argument("--map", metavar="PRED.png", help="also draw maps (obs, mean, std)")
@@ -155,6 +163,8 @@ def _points_grid(args, table):
 
 
 def _fit(args, echo) -> int:
+    import numpy as np
+
     from geogp.api import GeoRegressor
     from geogp.io import check_writable, open_raster, write_geotiff, write_netcdf
 
@@ -165,21 +175,29 @@ def _fit(args, echo) -> int:
         check_writable(path, args.overwrite)
     if args.features is not None and args.features < 4:
         raise _usage(f"--features must be ≥ 4; got {args.features}.")
+    if args.samples < 0:
+        raise _usage(f"--samples must be ≥ 0; got {args.samples}.")
     options = {"maxiter": args.maxiter} if args.maxiter is not None else None
     model = GeoRegressor(args.model, kernel=args.kernel, n_features=args.features,
                          share_hyperparameters=args.share_hyperparameters,
                          progress=not args.quiet, options=options)
     if str(args.input).lower().endswith(".csv"):
+        if args.covariate:
+            raise _usage("--covariate needs a raster INPUT (the covariates live on its cells).")
         table = _read_table(args)
         da = _points_grid(args, table)
         model.crs = args.crs
         model.fit(table, x=args.x, y=args.y, value=args.value, grid=da)
     else:
         da = open_raster(args.input, var=args.var)
-        model.fit(da)
+        covariates = [open_raster(c) for c in args.covariate] or None
+        model.fit(da, covariates=covariates)
     pred = model.predict(like=da, quantiles=args.quantiles)
+    if args.samples:
+        draws = model.sample(args.samples, like=da, seed=args.seed)
+        pred["samples"] = draws.assign_coords(sample=np.arange(1, args.samples + 1))
     write_geotiff(pred, args.out, overwrite=args.overwrite, latent=args.latent,
-                  quantiles=bool(args.quantiles), cog=args.cog)
+                  quantiles=bool(args.quantiles), cog=args.cog, samples=bool(args.samples))
     if args.netcdf:
         write_netcdf(pred, args.netcdf, overwrite=args.overwrite)
     if args.map:

@@ -161,9 +161,10 @@ class LatticeRegressor:
             (``"matern12"``, ``"matern32"``, ``"matern52"``, ``"se"``); u is integrated exactly in
             the same Woodbury step as β (see :mod:`geogp.models.lattice_gmrf`). θ is fitted in
             two stages: the local (range, sd, noise) on the tiles, each with its own trend
-            standing in for the large scales; then (ℓ_L, s_L) on the whole raster at that local
-            θ, where only a small dense matrix depends on them (no extra sparse work: the
-            posterior's factorisation is reused).
+            standing in for the large scales; then (ℓ_L, s_L) and one overall scale of the
+            local sd² and noise on the whole raster at that local shape, where only a small
+            dense matrix depends on them (no extra sparse work: the posterior's factorisation
+            is reused). ``local_scale_`` is that scale.
         second_range: with α = 2, the operator (κ₁² − Δ)(κ₂² − Δ) with two ranges: ρ (from
             κ₁ = √8/ρ) and a shorter one from κ₂ = κ₁(1 + e^t) ≥ κ₁ (parameter ``log_ratio``
             = t, learnt). κ₂ = κ₁ is the Matérn ν = 1 model; κ₂ ≫ κ₁ behaves like α = 1
@@ -267,9 +268,14 @@ class LatticeRegressor:
         raise InputError("model='lattice' fits rasters only (its field lives on the raster's "
                          "cells); grid the points first or use model='afs'.")
 
-    def fit_grid(self, axes, values) -> LatticeRegressor:
+    def fit_grid(self, axes, values, covariates=None) -> LatticeRegressor:
         """Fit on a regular raster: ``axes`` = (y coordinates, x coordinates) in model units,
         ``values`` (n_y, n_x) with NaN = missing. Returns self.
+
+        ``covariates``: (k, n_y, n_x) (or (n_y, n_x)) rasters on the same cells, finite at
+        every cell, that enter the mean as k more regressors beside the trend (external
+        drift / regression kriging), with a flat prior like β. ``covariate_coef_`` gives their
+        coefficients in data units per covariate unit.
 
         Cost: per L-BFGS evaluation one sparse Cholesky (and a selected inversion) of each
         fitting tile; then one factorisation and selected inversion of the whole lattice.
@@ -286,11 +292,13 @@ class LatticeRegressor:
             raise InputError("the raster contains infinite values; replace them by NaN.")
         obs = np.isfinite(v)
         powers = monomial_powers(self.mean, 2)
-        p = 0 if powers is None else powers.shape[0]
+        m = int(self.margin)
+        self._covariates = self._standardised_covariates(covariates, obs, m)
+        p = (0 if powers is None else powers.shape[0]) + (
+            0 if self._covariates is None else self._covariates.shape[0])
         if obs.sum() < p + 2:
             raise InputError(f"the raster has {int(obs.sum())} observed cell(s); the lattice "
                              f"model needs at least {p + 2}.")
-        m = int(self.margin)
         shape = (ay.size + 2 * m, ax.size + 2 * m)
         self._memory(shape[0] * shape[1])
         unit = abs(ay[1] - ay[0])
@@ -327,13 +335,58 @@ class LatticeRegressor:
         self._posterior(obs, ys)
         return self
 
+    def _standardised_covariates(self, covariates, obs: np.ndarray, margin: int):
+        """(k, n_y + 2m, n_x + 2m) covariates z-scored over the observed cells, extended into
+        the margin by their edge values; None without covariates."""
+        self.covariate_mean_ = self.covariate_scale_ = None
+        if covariates is None:
+            return None
+        c = np.asarray(covariates)
+        if c.dtype == bool or not np.issubdtype(c.dtype, np.number) or np.iscomplexobj(c):
+            raise InputError(f"covariates must be real numbers; got dtype {c.dtype}.")
+        c = c.astype(np.float64)
+        if c.ndim == 2:
+            c = c[None]
+        if c.ndim != 3 or c.shape[1:] != obs.shape:
+            raise InputError(f"covariates must have shape (k, {obs.shape[0]}, {obs.shape[1]}) "
+                             f"(the raster's cells); got {c.shape}.")
+        for i, ci in enumerate(c):
+            bad = int((~np.isfinite(ci)).sum())
+            if bad:
+                raise InputError(f"covariate {i + 1} has {bad} missing or infinite cell(s); the "
+                                 "model needs every covariate at every cell: fill them first.")
+        mean = c[:, obs].mean(axis=1)
+        scale = c[:, obs].std(axis=1)
+        flat = scale <= 1e-12 * np.maximum(np.abs(mean), 1.0)
+        if flat.any():
+            raise InputError(f"covariate(s) {list(np.flatnonzero(flat) + 1)} are constant over "
+                             "the observed cells: they cannot be told apart from the mean.")
+        self.covariate_mean_, self.covariate_scale_ = mean, scale
+        z = (c - mean[:, None, None]) / scale[:, None, None]
+        return np.pad(z, ((0, 0), (margin, margin), (margin, margin)), mode="edge")
+
+    @property
+    def covariate_coef_(self) -> np.ndarray:
+        """Coefficients of the covariates, in data units per covariate unit (k,)."""
+        check_fitted(self, "beta_")
+        k = 0 if getattr(self, "covariate_scale_", None) is None else self.covariate_scale_.size
+        if k == 0:
+            return np.zeros(0)
+        return self.scaler_.y_scale * np.asarray(self.beta_)[-k:] / self.covariate_scale_
+
     def _trend(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        """Trend features at lattice cells (row, col), in the standardised coordinates."""
+        """Trend features at lattice cells (row, col): the polynomial in the standardised
+        coordinates, then the standardised covariates."""
         if self.powers_ is None:
-            return np.zeros((rows.size, 0))
-        pts = np.stack([self.origin_[0] + rows * self.step_[0],
-                        self.origin_[1] + cols * self.step_[1]], axis=1)
-        return basis(self.scaler_.x(pts), self.powers_)
+            out = np.zeros((rows.size, 0))
+        else:
+            pts = np.stack([self.origin_[0] + rows * self.step_[0],
+                            self.origin_[1] + cols * self.step_[1]], axis=1)
+            out = basis(self.scaler_.x(pts), self.powers_)
+        cov = getattr(self, "_covariates", None)
+        if cov is not None:
+            out = np.concatenate([out, cov[:, rows, cols].T], axis=1)
+        return out
 
     def _local_keys(self) -> tuple:
         """The local field's parameters (stage 1)."""
@@ -394,6 +447,7 @@ class LatticeRegressor:
         problem = self._problem(obs, ys)
         logdet_sigma, m_mat, s, b_vals = (np.asarray(v) for v in
                                           _sparse_statistics(self.params_, problem))
+        self.local_scale_ = 1.0
         if self.optimize:
             # stage 2 on the whole raster, at the local shape (range, noise/sd) of stage 1: the
             # large-scale θ and one overall scale c of the local field and noise. Only the small

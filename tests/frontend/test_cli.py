@@ -164,3 +164,35 @@ def test_fit_a_point_table_onto_a_grid(tmp_path):
     assert main(["fit", str(tmp_path / "pts.csv"), "--crs", "EPSG:32633", "--resolution", "250",
                  "--out", str(tmp_path / "q.tif")]) == 2  # columns x, y, value absent
     assert not (tmp_path / "q.tif").exists()
+
+
+@pytest.mark.parametrize("model", ["lattice", "afs"])
+def test_fit_writes_posterior_sample_bands(tif, tmp_path, model, capsys):
+    """--samples N: N extra GeoTIFF bands after mean/std and a 'samples' NetCDF variable with
+    the same values; each sample lies within 6 std of the mean (a draw of the posterior);
+    --seed reproduces them."""
+    import xarray as xr
+
+    def run(name, seed):
+        out, nc = tmp_path / f"{name}.tif", tmp_path / f"{name}.nc"
+        argv = ["fit", str(tif), "--out", str(out), "--netcdf", str(nc), "--model", model,
+                "--maxiter", "5", "--samples", "3", "--seed", str(seed), "--quiet"]
+        if model == "afs":
+            argv += ["--features", "32"]
+        assert main(argv) == 0, capsys.readouterr().err
+        return out, nc
+
+    out, nc = run("a", 0)
+    with rasterio.open(out) as src:
+        assert src.descriptions == ("mean", "std", "samples sample=1", "samples sample=2",
+                                    "samples sample=3")
+        bands = src.read()
+    mean, std, draws = bands[0], bands[1], bands[2:]
+    assert np.all(np.abs(draws - mean) < 6 * std)
+    assert np.all(np.std(draws, axis=0) > 0)   # the draws differ
+    with xr.open_dataset(nc) as ds:
+        np.testing.assert_allclose(ds["samples"].transpose("sample", "y", "x").values, draws,
+                                   rtol=1e-6)
+    with rasterio.open(run("b", 0)[0]) as src:
+        np.testing.assert_array_equal(src.read()[2:], draws)
+    assert main(["fit", str(tif), "--out", str(tmp_path / "c.tif"), "--samples", "-1"]) == 2

@@ -122,13 +122,24 @@ class WaveletProblem:
         return cls(stats, pattern, solve, *leaves, normalisation, location)
 
 
+# "auto": a pattern this dense gains nothing from sparse factors (the coarse levels' wide
+# functions couple almost every pair), and dense LAPACK beats the selected inversion
+_DENSE_FILL, _DENSE_MAX = 0.2, 8000
+
+
+def _dense_is_faster(gram) -> bool:
+    m = gram.shape[0]
+    return m <= _DENSE_MAX and (2 * gram.nnz - m) >= _DENSE_FILL * m * m
+
+
 def make_problem(stats: WaveletStatistics, backend: str = "auto",
                  normalisation: str = "amplitude", location: str = "left") -> WaveletProblem:
     """Fix the sparse pattern (and, in the CHOLMOD backend, its analysis) for the bound.
 
     Args:
         stats: precomputed statistics.
-        backend: ``"cholmod"``, ``"dense"`` (reference; densifies A) or ``"auto"``.
+        backend: ``"cholmod"``, ``"dense"`` (densifies A) or ``"auto"``: CHOLMOD, except
+            for patterns of at most 8,000 features filled to 20 % or more (dense LAPACK).
         normalisation: ``"amplitude"`` (default) or ``"l2"`` (docs/wavelets.md, coefficients).
         location: bump location of a basis function, ``"left"`` (t 2^{−j}, thesis eq. 4.26,
             default) or ``"centre"`` (middle of its support).
@@ -142,6 +153,8 @@ def make_problem(stats: WaveletStatistics, backend: str = "auto",
         raise InputError(f"normalisation must be one of {NORMALISATIONS}; got {normalisation!r}.")
     if location not in LOCATIONS:
         raise InputError(f"location must be one of {LOCATIONS}; got {location!r}.")
+    if backend == "auto" and _dense_is_faster(stats.gram):
+        backend = "dense"
     pattern_cls, solve = _load_linalg(backend)
     pattern = pattern_cls.from_scipy(stats.gram)
     rows = np.asarray(pattern.rows, dtype=np.int64)
@@ -330,7 +343,8 @@ class WaveletRegressor:
         standardize: z-score inputs and targets (docs/model.md).
         optimize: learn θ (else keep the initial values).
         maxiter: L-BFGS iteration limit.
-        backend: ``"auto"`` (CHOLMOD when available), ``"cholmod"`` or ``"dense"``.
+        backend: ``"auto"`` (CHOLMOD, or dense LAPACK for patterns filled to ≥ 20 %),
+            ``"cholmod"`` or ``"dense"``.
         chunk_size: data points per chunk when accumulating statistics.
         max_bytes: refuse, before the statistics are accumulated, bases whose sparse G (an
             upper bound: min(N·K², M²) entries, K = features per point, M = basis size; with

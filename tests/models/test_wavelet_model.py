@@ -462,3 +462,27 @@ def test_default_finest_level_is_capped_by_memory_with_a_warning():
     with pytest.raises(InputError, match="j_max must be an integer level or 'auto'"):
         wm.WaveletRegressor(j_max="fine").fit(np.zeros((5, 1)) + np.arange(5.0)[:, None],
                                               np.arange(5.0))
+
+
+@pytest.mark.skipif(not HAVE_CHOLMOD, reason="compares with the CHOLMOD backend")
+def test_auto_backend_goes_dense_for_dense_patterns_with_the_same_bound():
+    """backend='auto' takes dense LAPACK when the pattern is ≥ 20 % filled (coarse levels
+    couple almost every pair) and CHOLMOD otherwise; the bound and its gradient are the same."""
+    from geogp.features.wavelet import make_basis, wavelet_statistics
+    from geogp.linalg import cholmod, dense
+
+    rng = np.random.default_rng(8)
+    X = rng.uniform(-1, 1, size=(300, 2))
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=300)
+    coarse = wavelet_statistics(make_basis("db2", -1, 0, [[-1.2, 1.2]] * 2), X, y)
+    fine = wavelet_statistics(make_basis("haar", 0, 3, [[-1.2, 1.2]] * 2), X, y)
+    assert wm._dense_is_faster(coarse.gram) and not wm._dense_is_faster(fine.gram)
+    assert wm.make_problem(coarse, "auto").solve is dense.logdet_and_solve
+    assert wm.make_problem(fine, "auto").solve is cholmod.logdet_and_solve
+    params = _params(2, 1, rng)
+    loss = lambda p, pb: wm.collapsed_bound(p, pb)  # noqa: E731
+    a, ga = jax.value_and_grad(loss)(params, wm.make_problem(coarse, "auto"))
+    b, gb = jax.value_and_grad(loss)(params, wm.make_problem(coarse, "cholmod"))
+    assert float(a) == pytest.approx(float(b), rel=1e-10)
+    for k in ga:
+        np.testing.assert_allclose(ga[k], gb[k], rtol=1e-7, atol=1e-10)

@@ -162,7 +162,8 @@ def minimize_lbfgs(
             # tell the line search to back off: a big finite value, no direction
             base = state["best"] if np.isfinite(state["best"]) else 0.0
             return base + 1e10 * (1 + abs(base)), np.zeros_like(grad)
-        state["best"] = min(state["best"], value)
+        if value < state["best"]:
+            state["best"], state["best_u"] = value, np.array(u, dtype=np.float64)
         return value, grad
 
     def callback(intermediate_result):
@@ -175,18 +176,23 @@ def minimize_lbfgs(
         fun, np.asarray(u0, dtype=np.float64), jac=True, method="L-BFGS-B",
         callback=callback, options={"maxiter": maxiter, "gtol": gtol, "ftol": ftol},
     )
-    out = {**constrain(unravel(jnp.asarray(res.x)), unconstrained), **held}
-    out = {k: out[k] for k in params}  # keep the caller's key order
-    report = FitReport(
-        objective=float(res.fun), n_iter=int(res.nit), n_eval=state["n_eval"],
-        converged=bool(res.success), message=str(res.message),
-        time_s=time.perf_counter() - t0, history=state["history"],
-    )
     # best = inf: no evaluation was ever finite (the start included), so res.fun is the penalty
-    if (not np.isfinite(state["best"]) or not np.isfinite(report.objective)
-            or report.objective > 1e9 * (1 + abs(state["best"]))):
+    if not np.isfinite(state["best"]):
         raise GeogpError(
             "optimisation failed: the objective was not finite at any accepted point. Check the "
             "data for outliers and the initial hyperparameters."
         )
+    x, fun_x, message = res.x, float(res.fun), str(res.message)
+    if not np.isfinite(fun_x) or fun_x > state["best"] + 1e9 * (1 + abs(state["best"])):
+        # the line search ended on a non-finite trial (scipy then reports the penalty): keep
+        # the best point evaluated, which L-BFGS had accepted or tried with a finite value
+        x, fun_x = state["best_u"], state["best"]
+        message += " (ended on a non-finite trial point; the best finite point is kept)"
+    out = {**constrain(unravel(jnp.asarray(x)), unconstrained), **held}
+    out = {k: out[k] for k in params}  # keep the caller's key order
+    report = FitReport(
+        objective=fun_x, n_iter=int(res.nit), n_eval=state["n_eval"],
+        converged=bool(res.success), message=message,
+        time_s=time.perf_counter() - t0, history=state["history"],
+    )
     return out, report

@@ -117,6 +117,27 @@ def test_backs_off_from_a_region_where_the_loss_is_nan():
     assert np.isfinite(report.objective) and report.objective < 1e-10
 
 
+def test_a_run_ending_on_a_non_finite_trial_keeps_the_best_point(monkeypatch):
+    """When L-BFGS-B stops on a trial point where the loss is not finite (scipy then reports
+    the penalty as the result), the best finite point evaluated is returned, and the report
+    says so: no error, no penalty in the report."""
+    import scipy.optimize
+
+    real = scipy.optimize.minimize
+
+    def ending_on_a_bad_trial(fun, x0, **kw):
+        res = real(fun, x0, **kw)
+        res.x = res.x + 50.0            # a trial deep in the NaN region
+        res.fun = fun(res.x)[0]         # the penalty
+        return res
+
+    monkeypatch.setattr(scipy.optimize, "minimize", ending_on_a_bad_trial)
+    loss = lambda p: jnp.where(p["a"] < 3.0, (p["a"] - 2.9) ** 2, jnp.nan)  # noqa: E731
+    out, report = minimize_lbfgs(loss, {"a": jnp.asarray(2.5)})
+    assert_allclose(out["a"], 2.9, rtol=1e-6)
+    assert report.objective < 1e-10 and "best finite point is kept" in report.message
+
+
 def test_loss_nan_everywhere_raises_a_clear_error():
     with pytest.raises(GeogpError, match="objective was not finite"):
         minimize_lbfgs(lambda p: jnp.nan * p["a"], {"a": jnp.asarray(1.0)})

@@ -56,12 +56,14 @@ inside gaps (coverage 0.89–0.91 beyond one cell).
 from __future__ import annotations
 
 import math
+import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from geogp.exceptions import InputError, MemoryEstimateError, OutsideWindowError
+from geogp.exceptions import (ApproximationWarning, GeogpError, InputError,
+                               MemoryEstimateError, OutsideWindowError)
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
 from geogp.models.lattice_gmrf import (
     ALPHAS,
@@ -453,11 +455,23 @@ class LatticeRegressor:
             # large-scale θ and one overall scale c of the local field and noise. Only the small
             # dense part depends on them, so no sparse work is added.
             large = PARAMS_LARGE if problem.n_feat else ()
-            params, self.report_large_ = minimize_lbfgs(
-                LARGE_SCALE_LOSSES[problem.kernel], {**self.params_, PARAM_SCALE: 0.0},
-                args=(m_mat, logdet_sigma, problem.n_obs, problem.freq2, problem.dw),
-                unconstrained=self._local_keys() + large + (PARAM_SCALE,),
-                fixed=self._local_keys(), maxiter=int(self.maxiter))
+            try:
+                params, self.report_large_ = minimize_lbfgs(
+                    LARGE_SCALE_LOSSES[problem.kernel], {**self.params_, PARAM_SCALE: 0.0},
+                    args=(m_mat, logdet_sigma, problem.n_obs, problem.freq2, problem.dw),
+                    unconstrained=self._local_keys() + large + (PARAM_SCALE,),
+                    fixed=self._local_keys(), maxiter=int(self.maxiter))
+            except GeogpError:
+                # the dense half is not finite anywhere the optimiser looked: with a noise
+                # far below the signal, M = yᵀΣ⁻¹y − … loses most of its digits. Keep the
+                # initial large-scale θ and c = 1; the posterior below is checked.
+                ratio = math.exp(float(self.params_["log_noise"] - self.params_["log_sd"]))
+                warnings.warn(
+                    "lattice model: the whole-raster likelihood of the large scales could not "
+                    f"be evaluated (noise sd / signal sd = {ratio:.2g}: nearly noise-free data "
+                    "make it ill-conditioned); the large-scale parameters keep their initial "
+                    "values.", ApproximationWarning, stacklevel=4)
+                params, self.report_large_ = {**self.params_, PARAM_SCALE: 0.0}, None
             # fold c into (sd, noise): B = Q + PᵀP/σ² becomes B/c, so M/c, log|Σ| + N log c,
             # and the factor's values / c, while B⁻¹Pᵀy/σ² (``s``) is unchanged
             t = float(params.pop(PARAM_SCALE))
@@ -469,6 +483,12 @@ class LatticeRegressor:
         ll, w, a, d = (np.asarray(v) for v in dense_likelihood(
             self.params_, m_mat, logdet_sigma, problem.n_obs, problem.freq2, problem.dw,
             problem.kernel))
+        if not (np.isfinite(ll) and np.all(np.isfinite(w)) and np.all(np.isfinite(a))):
+            raise GeogpError(
+                "lattice model: the posterior is numerically singular at the fitted parameters "
+                f"({ {k: round(float(v), 3) for k, v in self.params_.items()} }); nearly "
+                "noise-free data are the usual cause. Pass a larger noise= or sd=, "
+                "large_scale=None, or use model='afs'.")
         self.log_likelihood_ = float(ll)
         self.n_obs_ = problem.n_obs
         ny, nx = self.shape_

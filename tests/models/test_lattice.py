@@ -656,3 +656,34 @@ def test_bad_covariates_are_refused(rng):
                                                        np.full((10, 12), 3.0)]))
     with pytest.raises(InputError, match="real numbers"):
         est.fit_grid([ay, ax], v, covariates=np.ones((10, 12), dtype=bool))
+
+
+def test_stage_two_failure_keeps_the_initial_large_scales_with_a_warning(rng, monkeypatch):
+    """If the whole-raster dense half is not finite anywhere (nearly noise-free data), the fit
+    warns, keeps the initial large-scale θ and c = 1, and still returns a finite posterior;
+    a posterior that is itself not finite is refused with a clear error."""
+    from geogp.exceptions import ApproximationWarning, GeogpError
+
+    ny, nx = 14, 16
+    ay, ax = np.arange(ny * 1.0), np.arange(nx * 1.0)
+    v = np.sin(ay / 3)[:, None] + np.cos(ax / 4)[None, :] + 0.1 * rng.standard_normal((ny, nx))
+    nan_loss = lambda p, *a: jax.numpy.nan * p["log_scale"]  # noqa: E731
+    monkeypatch.setitem(lm.LARGE_SCALE_LOSSES, "matern32", nan_loss)
+    est = lm.LatticeRegressor(margin=2, large_scale=8, maxiter=20)
+    with pytest.warns(ApproximationWarning, match="large scales could not be evaluated"):
+        est.fit_grid([ay, ax], v)
+    iy, ix = np.nonzero(np.isfinite(v))
+    start = est._initial(est.scaler_.y(v[iy, ix]), est._trend(iy + 2, ix + 2))
+    assert est.local_scale_ == 1.0
+    for k in lm.PARAMS_LARGE:
+        assert float(est.params_[k]) == pytest.approx(float(start[k]), rel=1e-12)
+    assert np.all(np.isfinite(est.predict(np.array([[3.0, 4.0]])).mean))
+    real = lm.dense_likelihood
+
+    def nan_posterior(*args, **kw):
+        ll, w, a, d = real(*args, **kw)
+        return ll * np.nan, w, a, d
+
+    monkeypatch.setattr(lm, "dense_likelihood", nan_posterior)
+    with pytest.raises(GeogpError, match="numerically singular"):
+        lm.LatticeRegressor(margin=2, large_scale=8, maxiter=5).fit_grid([ay, ax], v)

@@ -87,8 +87,8 @@ def test_matrix_free_samples_reuse_the_variance_draws():
     y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=300)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        m = AFSRegressor("matern32", n_features=400, solver="iterative", n_samples=32,
-                         maxiter=5).fit(X, y)
+        m = AFSRegressor("matern32", n_features=144, solver="iterative", n_samples=32,
+                         maxiter=2).fit(X, y)
     pts = rng.uniform(0.2, 2.8, size=(5, 2))
     s = m.sample(pts, 32, seed=0)
     post = m.posterior_

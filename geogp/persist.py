@@ -12,8 +12,9 @@ The file holds plain arrays and one JSON document (``__meta__``):
 
 Loading rebuilds the estimators from these arrays, so predictions are reproduced bit for bit.
 Only numeric, datetime and string arrays are stored; ``np.load(allow_pickle=False)`` reads them.
-Lattice models store their per-cell posterior moments (:mod:`geogp.persist_lattice`); wavelet,
-exact and SGPR models cannot be saved yet.
+Lattice models store their per-cell posterior moments (:mod:`geogp.persist_lattice`); wavelet
+models their basis, θ and sparse statistics, the posterior being recomputed on loading
+(:mod:`geogp.persist_wavelet`); exact and SGPR models cannot be saved yet.
 
 Files are untrusted on loading (:mod:`geogp.persist_checks`): the declared array sizes are
 checked before anything is read, every metadata key for presence and type, every array for
@@ -42,7 +43,7 @@ from geogp.persist_checks import (Arrays, check_declared_memory, declared_arrays
 __all__ = ["save_model", "load_model", "FORMAT", "FORMAT_VERSION"]
 
 FORMAT = "geogp-model"
-SAVABLE = ("afs", "lattice")
+SAVABLE = ("afs", "lattice", "wavelet")
 FORMAT_VERSION = 2  # 2: SHA-256 digest of every array in the metadata (1 is still read)
 _OPTIONAL_STATS = ("F", "HH", "Hy")  # mean-function statistics, when the model has one
 # matrix-free models (solver="iterative"): GramOperator fields, IterativePosterior arrays
@@ -153,6 +154,13 @@ def save_model(model, path, *, overwrite: bool = False) -> Path:
 
         slices = [save_lattice(est, f"s{k}/", arrays, _clean(
             {n: getattr(est, n) for n in _init_names(LatticeRegressor)}))
+                  for k, est in enumerate(model.estimators_)]
+    elif model.model_ == "wavelet":
+        from geogp.models.wavelet import WaveletRegressor
+        from geogp.persist_wavelet import save_wavelet
+
+        slices = [save_wavelet(est, f"s{k}/", arrays, _clean(
+            {n: getattr(est, n) for n in _init_names(WaveletRegressor)}))
                   for k, est in enumerate(model.estimators_)]
     else:
         slices = [_save_afs(est, f"s{k}/", arrays) for k, est in enumerate(model.estimators_)]
@@ -359,6 +367,13 @@ def load_model(path, *, max_bytes: float | None = None):
 
             names = set(_init_names(LatticeRegressor))
             model.estimators_ = [load_lattice(m, f"s{k}/", arrays, names)
+                                 for k, m in enumerate(slices)]
+        elif kind == "wavelet":
+            from geogp.models.wavelet import WaveletRegressor
+            from geogp.persist_wavelet import load_wavelet
+
+            names = set(_init_names(WaveletRegressor))
+            model.estimators_ = [load_wavelet(m, f"s{k}/", arrays, names)
                                  for k, m in enumerate(slices)]
         else:
             model.estimators_ = [_load_afs(m, f"s{k}/", arrays) for k, m in enumerate(slices)]

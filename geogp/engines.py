@@ -268,7 +268,8 @@ def describe(est) -> dict:
     """Fitted hyperparameters on the data's scale.
 
     Returns a dict: ``lengthscale`` ((P, 2) array in model units, rows = kernel parts, columns
-    = (y, x); None for wavelet models), ``signal_sd``, ``noise_sd``, ``n_features``,
+    = (y, x); None for wavelet models), ``signal_sd`` (wavelet models: at the window's
+    centre), ``noise_sd``, ``n_features``,
     ``n_iter``, ``converged``, ``objective``.
     """
     sc = est.scaler_
@@ -288,7 +289,10 @@ def describe(est) -> dict:
             out["n_features"] = est.features_.n_features
     elif kind == "lattice":
         out.update(est.describe())
-    elif kind == "wavelet":
+    elif kind == "wavelet":  # k(x, x) varies in space: the value at the window's centre
+        centre = np.array([[0.5 * (b.lo + b.hi) for b in est.basis_.dims]])
+        x0 = sc.x_mean + sc.x_scale * centre
+        out["signal_sd"] = float(np.sqrt(est.prior_variance(x0)[0]))
         out["noise_sd"] = float(np.sqrt(float(est.params_["noise"])) * sc.y_scale)
         out["n_features"] = int(est.n_features_)
     return out

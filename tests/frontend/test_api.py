@@ -186,6 +186,11 @@ def test_wavelet_model_plugs_in_or_says_it_is_missing(raster):
                       optimize=False)
     pred = model.predict()
     assert pred["mean"].shape == (12, 14) and np.isfinite(pred["std"]).all()
+    # the summary's signal sd: √k(x, x) at the window's centre, in data units
+    est = model.estimators_[0]
+    centre = np.array([[0.5 * (b.lo + b.hi) for b in est.basis_.dims]])
+    want = est.scaler_.y_scale * np.sqrt(est.posterior_.prior_variance(centre)[0])
+    assert model.hyperparameters()["signal_sd"][0] == pytest.approx(want, rel=1e-12)
     with pytest.raises(InputError, match="unknown option.*'n_features'"):
         geogp.fit(da, model="wavelet", n_features=10)
 

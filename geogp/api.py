@@ -491,11 +491,12 @@ class GeoRegressor:
         save_model(self, path, overwrite=overwrite)
 
     @classmethod
-    def load(cls, path) -> GeoRegressor:
-        """Load a model saved by :meth:`save`; predictions are reproduced exactly."""
+    def load(cls, path, *, max_bytes: float | None = None) -> GeoRegressor:
+        """Load a model saved by :meth:`save`; predictions are reproduced exactly.
+        ``max_bytes``: refuse files whose arrays declare more (default 80 % of the RAM)."""
         from geogp.persist import load_model
 
-        return load_model(path)
+        return load_model(path, max_bytes=max_bytes)
 
 
 def _n_observed(est, values) -> int:

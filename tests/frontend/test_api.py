@@ -273,20 +273,21 @@ def test_exceedance_probability_is_the_gaussian_tail(raster, fast):
 
 def test_sample_rasters_reproduce_the_prediction():
     """Posterior sample rasters of the default (lattice) model: dims (sample, y, x), CRS and
-    coordinates of the grid; over 2,000 samples the mean is within 5 standard errors of the
-    predicted mean and the sd within 10 % of std_latent (stated tolerances); seeded."""
+    coordinates of the grid; over 1,000 samples the mean is within 5 standard errors of the
+    predicted mean and the sd within 10 % of std_latent (about 4.5 standard errors of a sample
+    sd); seeded."""
     from _frontend_rasters import make_raster
 
     da = make_raster(ny=14, nx=16)
     model = geogp.fit(da, maxiter=5)
     assert model.model_ == "lattice"
     pred = model.predict()
-    s = model.sample(2000, seed=1)
-    assert s.dims == ("sample", "y", "x") and s.shape == (2000, 14, 16)
+    s = model.sample(1000, seed=1)
+    assert s.dims == ("sample", "y", "x") and s.shape == (1000, 14, 16)
     assert s.rio.crs.to_epsg() == 32633
     np.testing.assert_array_equal(s.x.values, da.x.values)
     sd = pred["std_latent"].values
-    assert np.all(np.abs(s.mean("sample").values - pred["mean"].values) < 5 * sd / np.sqrt(2000))
+    assert np.all(np.abs(s.mean("sample").values - pred["mean"].values) < 5 * sd / np.sqrt(1000))
     np.testing.assert_allclose(s.std("sample").values, sd, rtol=0.1)
     np.testing.assert_array_equal(model.sample(3, seed=1).values, model.sample(3, seed=1).values)
     with pytest.raises(InputError, match="supports model='lattice' and model='afs'"):
@@ -335,19 +336,19 @@ def test_covariate_rasters_enter_the_mean(tmp_path):
 
     from geogp.cli import main
 
-    da = make_raster(ny=24, nx=28, frac_missing=0.0)
+    da = make_raster(ny=18, nx=22, frac_missing=0.0)
     rng = np.random.default_rng(3)
     h = xr.zeros_like(da) + rng.standard_normal(da.shape).cumsum(axis=1)
     h.name = "elev"
     truth = da + 0.5 * h
     obs = truth.copy()
-    obs[6:14, 8:18] = np.nan
-    model = geogp.fit(obs, covariates=[h], maxiter=40)
+    obs[5:12, 6:15] = np.nan
+    model = geogp.fit(obs, covariates=[h], maxiter=20)
     assert model.model_ == "lattice"
     coef = model.covariate_coef_
     assert list(coef.columns) == ["elev"] and coef["elev"][0] == pytest.approx(0.5, rel=0.05)
     pred = model.predict()
-    plain = geogp.fit(obs, maxiter=40).predict()
+    plain = geogp.fit(obs, maxiter=20).predict()
     hole = np.isnan(obs.values)
     rmse = [float(np.sqrt(np.mean((p["mean"].values[hole] - truth.values[hole]) ** 2)))
             for p in (pred, plain)]
@@ -359,7 +360,7 @@ def test_covariate_rasters_enter_the_mean(tmp_path):
     obs.rio.to_raster(tmp_path / "obs.tif")
     h.rio.to_raster(tmp_path / "elev.tif")
     assert main(["fit", str(tmp_path / "obs.tif"), "--out", str(tmp_path / "p.tif"),
-                 "--covariate", str(tmp_path / "elev.tif"), "--maxiter", "40", "--quiet"]) == 0
+                 "--covariate", str(tmp_path / "elev.tif"), "--maxiter", "20", "--quiet"]) == 0
     cli = np.asarray(geogp.open_raster(tmp_path / "p.tif").isel(band=0))
     # the same model through the files (float32 bands, coordinates from the transform; the
     # optimiser may stop at a slightly different θ): the same gain in the hole

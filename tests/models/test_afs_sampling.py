@@ -88,7 +88,7 @@ def test_matrix_free_samples_reuse_the_variance_draws():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m = AFSRegressor("matern32", n_features=144, solver="iterative", n_samples=32,
-                         maxiter=2).fit(X, y)
+                         optimize=False, lengthscale=0.5, noise=0.05).fit(X, y)
     pts = rng.uniform(0.2, 2.8, size=(5, 2))
     s = m.sample(pts, 32, seed=0)
     post = m.posterior_

@@ -73,7 +73,7 @@ def test_untouched_file_loads(saved):
     (lambda a, m: m["slices"][0].__setitem__("kernel_parts", ["os.system"]), "unknown kernel"),
     (lambda a, m: m["slices"][0].__setitem__("y_scale", "big"), "'y_scale' must be float"),
     (lambda a, m: m.__setitem__("spec", [1, 2]), "'spec' must be dict"),
-    (lambda a, m: m["params"].__setitem__("model", "wavelet"), "only 'afs'"),
+    (lambda a, m: m["params"].__setitem__("model", "exact"), "only 'afs'"),
 ])
 def test_tampered_files_are_refused_with_one_line(saved, tmp_path, edit, match):
     path, _ = saved

@@ -176,3 +176,14 @@ def scaler_and_report(meta: dict, pre: str, z: Arrays, n_dims: int, where: str):
     except TypeError as err:
         raise ReadError(f"model file {where}: malformed fit report ({err}).") from None
     return scaler, report
+
+
+def estimator_from_init(cls, meta: dict, where: str, accepted) -> object:
+    """``cls(**init)`` from a slice's stored options (unknown keys dropped), checked."""
+    init = dict(require(meta, "init", "dict", where))
+    try:
+        est = cls(**{k: v for k, v in init.items() if k in accepted})
+        est._check_args()
+    except (TypeError, ValueError) as err:
+        raise ReadError(f"model file {where}: invalid estimator options ({err}).") from None
+    return est

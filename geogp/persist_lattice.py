@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from geogp.exceptions import ReadError
-from geogp.persist_checks import Arrays, require, scaler_and_report
+from geogp.persist_checks import Arrays, estimator_from_init, require, scaler_and_report
 
 __all__ = ["save_lattice", "load_lattice"]
 
@@ -60,12 +60,7 @@ def load_lattice(meta: dict, pre: str, z: Arrays, accepted_init) -> object:
     from geogp.models.lattice import LatticeRegressor
 
     where = f"slice {pre[:-1]}"
-    init = dict(require(meta, "init", "dict", where))
-    try:
-        est = LatticeRegressor(**{k: v for k, v in init.items() if k in accepted_init})
-        est._check_args()
-    except (TypeError, ValueError) as err:
-        raise ReadError(f"model file {where}: invalid estimator options ({err}).") from None
+    est = estimator_from_init(LatticeRegressor, meta, where, accepted_init)
     shape = _floats(meta, "shape", 2, where, positive=True)
     if not all(v == int(v) for v in shape):
         raise ReadError(f"model file {where}: the lattice shape must be integers.")

@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from geogp.exceptions import GeogpError, InputError, ReadError
-from geogp.persist_checks import Arrays, require, scaler_and_report
+from geogp.persist_checks import Arrays, estimator_from_init, require, scaler_and_report
 
 __all__ = ["save_wavelet", "load_wavelet"]
 
@@ -54,12 +54,7 @@ def load_wavelet(meta: dict, pre: str, z: Arrays, accepted_init) -> object:
     from geogp.models.wavelet import WaveletRegressor, make_problem, posterior
 
     where = f"slice {pre[:-1]}"
-    init = dict(require(meta, "init", "dict", where))
-    try:
-        est = WaveletRegressor(**{k: v for k, v in init.items() if k in accepted_init})
-        est._check_args()
-    except (TypeError, ValueError) as err:
-        raise ReadError(f"model file {where}: invalid estimator options ({err}).") from None
+    est = estimator_from_init(WaveletRegressor, meta, where, accepted_init)
     window = z.get(f"{pre}wavelet/window", ndim=2)
     d = window.shape[0]
     if window.shape != (d, 2) or not 1 <= d <= 2:

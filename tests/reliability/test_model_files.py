@@ -55,6 +55,16 @@ def _assert_refused_or_identical(path, reference):
     return "identical"
 
 
+def _assert_tampered_copy_refused(path, tmp_path, edit, match):
+    """``edit(arrays, meta)`` on a copy of ``path`` (digests fixed): refused in one line."""
+    arrays, meta = _contents(path)
+    edit(arrays, meta)
+    _write(tmp_path / "bad.npz", arrays, meta)
+    with pytest.raises(ReadError, match=match) as info:
+        geogp.load_model(tmp_path / "bad.npz")
+    assert "\n" not in str(info.value)
+
+
 def test_untouched_file_loads(saved):
     path, ref = saved
     assert _assert_refused_or_identical(path, ref) == "identical"
@@ -216,13 +226,7 @@ def test_lattice_model_round_trip_is_bit_for_bit(saved_lattice):
     (lambda a, m: a.pop("s0/lattice/var"), "lacks the array 's0/lattice/var'"),
 ])
 def test_tampered_lattice_files_are_refused(saved_lattice, tmp_path, edit, match):
-    path, _ = saved_lattice
-    arrays, meta = _contents(path)
-    edit(arrays, meta)
-    _write(tmp_path / "bad.npz", arrays, meta)
-    with pytest.raises(ReadError, match=match) as info:
-        geogp.load_model(tmp_path / "bad.npz")
-    assert "\n" not in str(info.value)
+    _assert_tampered_copy_refused(saved_lattice[0], tmp_path, edit, match)
 
 
 # --------------------------------------------------------------------------- wavelet models
@@ -270,10 +274,4 @@ def test_wavelet_model_round_trip_is_bit_for_bit(saved_wavelet):
     (lambda a, m: a.pop("s0/wavelet/gram_indptr"), "lacks the array"),
 ])
 def test_tampered_wavelet_files_are_refused(saved_wavelet, tmp_path, edit, match):
-    path, _ = saved_wavelet
-    arrays, meta = _contents(path)
-    edit(arrays, meta)
-    _write(tmp_path / "bad.npz", arrays, meta)
-    with pytest.raises(ReadError, match=match) as info:
-        geogp.load_model(tmp_path / "bad.npz")
-    assert "\n" not in str(info.value)
+    _assert_tampered_copy_refused(saved_wavelet[0], tmp_path, edit, match)

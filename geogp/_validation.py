@@ -10,9 +10,9 @@ import warnings
 
 import numpy as np
 
-from geogp.exceptions import InputError
+from geogp.exceptions import GeographicCoordinatesWarning, InputError
 
-__all__ = ["as_points", "as_targets", "check_positive", "check_same_length"]
+__all__ = ["as_points", "as_targets", "check_positive", "check_same_length", "warn_if_lonlat"]
 
 
 def _as_float64(a, name: str) -> np.ndarray:
@@ -83,3 +83,54 @@ def check_positive(value, name: str) -> np.ndarray:
     if not np.all(np.isfinite(v)) or np.any(v <= 0):
         raise InputError(f"{name} must be finite and > 0; got {value!r}.")
     return v
+
+
+_LON_NAMES = {"lon", "long", "lng", "longitude", "x_lon"}
+_LAT_NAMES = {"lat", "latitude", "y_lat"}
+
+
+def _lonlat_columns(X, points: np.ndarray):
+    """(lon column, lat column) when X looks like degrees, else None (see warn_if_lonlat)."""
+    names = [str(c).strip().lower() for c in getattr(X, "columns", [])]
+    if len(names) == points.shape[1]:
+        lon = [i for i, n in enumerate(names) if n in _LON_NAMES]
+        lat = [i for i, n in enumerate(names) if n in _LAT_NAMES]
+        if lon and lat:
+            return lon[0], lat[0]
+    if points.shape[1] != 2 or points.shape[0] < 3:
+        return None
+    if np.all(points == np.round(points)):  # integer grid indices, not degrees
+        return None
+    for i, j in ((0, 1), (1, 0)):  # (lon, lat)
+        lon, lat = points[:, i], points[:, j]
+        span = float(np.ptp(lat))
+        if (np.abs(lon).max() <= 180.0 and np.abs(lat).max() <= 90.0
+                and abs(float(lat.mean())) >= 20.0 and 0.0 < span <= 40.0):
+            return i, j
+    return None
+
+
+def warn_if_lonlat(X, points: np.ndarray, estimator: str) -> None:
+    """Warn when coordinates given to an array estimator look like longitude/latitude degrees.
+
+    Array estimators treat columns as planar, so a degree of longitude counts as much as a degree
+    of latitude, though it is cos(latitude) as long (0.71 at 45°): lengthscales and distances are
+    then anisotropic in reality. The front end (``geogp.fit`` with a CRS) scales longitude by
+    cos(mean latitude). Detected from column names (lon/lat, longitude/latitude) or, for two
+    unnamed non-integer columns, from values within ±180° / ±90° whose latitude column lies at
+    ≥ 20° from the equator (where the scale error exceeds 6 %) and spans ≤ 40°.
+    """
+    found = _lonlat_columns(X, points)
+    if found is None:
+        return
+    i, j = found
+    phi = float(np.mean(points[:, j]))
+    warnings.warn(
+        f"X looks like longitude (column {i}) and latitude (column {j}) in degrees, around "
+        f"{abs(phi):.0f}°{'N' if phi >= 0 else 'S'}. {estimator} treats the columns as planar "
+        f"coordinates, so a degree of longitude counts as a degree of latitude although it is "
+        f"{np.cos(np.deg2rad(phi)):.2f} times as long there. Project the points first (pyproj), "
+        "or fit a table or DataArray with geogp.fit(..., crs='EPSG:4326'), which scales "
+        "longitude by cos(latitude). If the columns are planar coordinates, ignore this warning "
+        "(category geogp.exceptions.GeographicCoordinatesWarning).",
+        GeographicCoordinatesWarning, stacklevel=3)

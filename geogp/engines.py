@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import warnings
 
 import numpy as np
 
-from geogp.exceptions import InputError
+from geogp.exceptions import GeographicCoordinatesWarning, InputError
 from geogp.models.base import Prediction
 
 __all__ = ["MODELS", "make_estimator", "resolve_model", "fit_grid", "fit_points",
@@ -174,7 +175,9 @@ def fit_points(est, X: np.ndarray, y: np.ndarray, target_axes=None):
             f"{X.shape[0]}. Use model='afs'."
         )
     _cover_target(est, X, target_axes)
-    return est.fit(X, y)
+    with warnings.catch_warnings():  # model coordinates: longitude already scaled by cos φ̄
+        warnings.simplefilter("ignore", GeographicCoordinatesWarning)
+        return est.fit(X, y)
 
 
 def _cover_target(est, X: np.ndarray, target_axes) -> None:

@@ -93,3 +93,8 @@ class NodataWarning(UserWarning):
 class ApproximationWarning(UserWarning):
     """A fitted approximation is measurably off (aliasing, truncation); the warning gives the
     numbers and the setting that fixes it (``n_features``, the window)."""
+
+
+class GeographicCoordinatesWarning(UserWarning):
+    """Coordinates passed to an array estimator look like longitude/latitude in degrees, which
+    the estimator would treat as planar (a degree of longitude counted as a degree of latitude)."""

@@ -23,6 +23,7 @@ examples:
   geogp fit dem.tif --out filled.tif --model afs --kernel matern52 --features 2000
   geogp fit dem.tif --out filled.tif --save-model dem_model.npz --quiet
   geogp fit obs.csv --x lon --y lat --value t --crs EPSG:4326 --resolution 0.01 --out t.tif
+  geogp fit stations.gpkg --value t --like grid.tif --out t.tif     (needs geopandas)
   geogp cv dem.tif --plot cv.png              cross-validate on gap-shaped folds
   geogp place dem.tif --n 20 --out sites.geojson --map sites.png   where to measure next
 
@@ -57,21 +58,28 @@ def build_parser() -> argparse.ArgumentParser:
                     "and write the prediction on the same grid: band 1 = mean, band 2 = std "
                     "of a new observation (noise included).")
     fit.add_argument("input", metavar="INPUT",
-                     help="raster to fill (.tif or .nc), or a table of points (.csv) with "
-                          "--crs and --like or --resolution")
+                     help="raster to fill (.tif or .nc), or points: a table (.csv) with "
+                          "--crs, or a GeoPackage/GeoJSON/shapefile (needs geopandas: pip "
+                          "install 'geogp[vector]'); with --like or --resolution")
     fit.add_argument("--out", required=True, metavar="PRED.tif", help="output GeoTIFF")
     fit.add_argument("--var", metavar="NAME", help="variable of a NetCDF file")
-    pts = fit.add_argument_group("point tables (INPUT.csv)")
+    pts = fit.add_argument_group("points (INPUT.csv, .gpkg, .geojson, .shp)")
     pts.add_argument("--x", default="x", metavar="COL", help="x / longitude column (default x)")
     pts.add_argument("--y", default="y", metavar="COL", help="y / latitude column (default y)")
     pts.add_argument("--value", default="value", metavar="COL",
                      help="column of the measured values (default value)")
-    pts.add_argument("--crs", metavar="CRS", help="CRS of the table, e.g. EPSG:4326")
+    pts.add_argument("--crs", metavar="CRS",
+                     help="CRS of a CSV table, e.g. EPSG:4326 (vector files carry their own; "
+                          "with --crs they are reprojected to it)")
     pts.add_argument("--like", metavar="GRID.tif",
                      help="predict on this raster's grid (its CRS must match the table's)")
     pts.add_argument("--resolution", type=float, metavar="R",
                      help="or predict on a grid of R × R cells (CRS units) over the points")
     add_model_options(fit)
+    fit.add_argument("--likelihood", default="gaussian",
+                     choices=("gaussian", "poisson", "bernoulli", "student_t"),
+                     help="observation model: gaussian (default) or counts (poisson), 0/1 "
+                          "(bernoulli), outliers (student_t): an SVGP on AFS features")
     fit.add_argument("--share-hyperparameters", action="store_true",
                      help="with a time/band dimension: learn on the first slice, reuse for all")
     fit.add_argument("--latent", action="store_true", help="add the latent std as band 3")
@@ -112,11 +120,58 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+VECTOR_SUFFIXES = (".gpkg", ".geojson", ".json", ".shp", ".fgb")
+TABLE_SUFFIXES = (".csv",) + VECTOR_SUFFIXES
+
+
+def _read_vector(args):
+    """A GeoPackage/GeoJSON/shapefile of points as a (x, y, value) table; sets ``args.crs``.
+
+    Needs geopandas (the optional extra ``geogp[vector]``). The file's CRS is used; with
+    ``--crs`` too, the points are reprojected to it.
+    """
+    import pandas as pd
+
+    from geogp.exceptions import InputError
+
+    try:
+        import geopandas as gpd
+    except ImportError:
+        raise InputError(f"reading {args.input!r} needs geopandas: pip install 'geogp[vector]' "
+                         "(or pip install geopandas), or export the points to CSV with x, y "
+                         "and value columns.") from None
+    try:
+        gdf = gpd.read_file(args.input)
+    except Exception as err:  # fiona/pyogrio raise many types for unreadable files
+        raise InputError(f"cannot read {args.input!r} as a vector file: {err}") from None
+    if len(gdf) == 0:
+        raise InputError(f"{args.input!r} holds no features.")
+    kinds = set(gdf.geom_type.dropna())
+    if kinds != {"Point"}:
+        raise InputError(f"{args.input!r} must hold Point geometries only; it has "
+                         f"{sorted(kinds) or 'none'}. Take centroids first if that is meant.")
+    if args.value not in gdf.columns:
+        cols = [c for c in gdf.columns if c != gdf.geometry.name]
+        raise InputError(f"{args.input!r} has no column {args.value!r}; it has {cols[:12]}. "
+                         "Name it with --value.")
+    if gdf.crs is None and args.crs is None:
+        raise InputError(f"{args.input!r} has no CRS; pass --crs (e.g. --crs EPSG:4326).")
+    if gdf.crs is None:
+        gdf = gdf.set_crs(args.crs)
+    elif args.crs is not None:
+        gdf = gdf.to_crs(args.crs)
+    args.crs = gdf.crs.to_wkt()
+    return pd.DataFrame({args.x: gdf.geometry.x.to_numpy(), args.y: gdf.geometry.y.to_numpy(),
+                         args.value: pd.to_numeric(gdf[args.value], errors="coerce")})
+
+
 def _read_table(args):
     import pandas as pd
 
     from geogp.exceptions import InputError
 
+    if str(args.input).lower().endswith(VECTOR_SUFFIXES):
+        return _read_vector(args)
     try:
         table = pd.read_csv(args.input)
     except (OSError, ValueError) as err:
@@ -181,7 +236,12 @@ def _fit(args, echo) -> int:
     model = GeoRegressor(args.model, kernel=args.kernel, n_features=args.features,
                          share_hyperparameters=args.share_hyperparameters,
                          progress=not args.quiet, options=options)
-    if str(args.input).lower().endswith(".csv"):
+    if args.likelihood != "gaussian":
+        from geogp.api_likelihoods import SVGPGeoRegressor
+
+        model = SVGPGeoRegressor(args.likelihood, kernel=args.kernel, n_features=args.features,
+                                 progress=not args.quiet, options=options)
+    if str(args.input).lower().endswith(TABLE_SUFFIXES):
         if args.covariate:
             raise _usage("--covariate needs a raster INPUT (the covariates live on its cells).")
         table = _read_table(args)

@@ -13,7 +13,8 @@ import warnings
 import jax.numpy as jnp
 import numpy as np
 
-from geogp._validation import as_points, as_targets, check_positive, check_same_length
+from geogp._validation import (as_points, as_targets, check_positive, check_same_length,
+                               warn_if_lonlat)
 from geogp.exceptions import InputError
 from geogp.features.afs_dft import log_lambda as _log_lambda
 from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures
@@ -259,7 +260,8 @@ class AFSRegressor:
     # ------------------------------------------------------------------ fitting
     def fit(self, X, y) -> AFSRegressor:
         """Fit on scattered points X (N, D), y (N,). Returns self."""
-        X = as_points(X)
+        X_in, X = X, as_points(X)
+        warn_if_lonlat(X_in, X, "AFSRegressor")
         y = as_targets(y)
         check_same_length(X, y)
         self._check_counts(X.shape[0], X.shape[1])

@@ -15,7 +15,8 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 
-from geogp._validation import as_points, as_targets, check_positive, check_same_length
+from geogp._validation import (as_points, as_targets, check_positive, check_same_length,
+                               warn_if_lonlat)
 from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.kernels import Kernel, make_kernel
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
@@ -132,7 +133,8 @@ class ExactGP:
 
     def fit(self, X, y) -> ExactGP:
         """Learn the hyperparameters on X (N, D), y (N,). Returns self."""
-        X = as_points(X)
+        X_in, X = X, as_points(X)
+        warn_if_lonlat(X_in, X, "ExactGP")
         y = as_targets(y)
         check_same_length(X, y)
         needed = 6 * 8.0 * X.shape[0] ** 2

@@ -25,7 +25,8 @@ import jax.scipy.linalg as jsl
 import numpy as np
 import scipy.linalg
 
-from geogp._validation import as_points, as_targets, check_positive, check_same_length
+from geogp._validation import (as_points, as_targets, check_positive, check_same_length,
+                               warn_if_lonlat)
 from geogp.exceptions import InputError
 from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.kernels import Kernel, make_kernel
@@ -296,7 +297,8 @@ class SGPRRegressor:
         Cost: selection O(N M²) per round (greedy) or O(N M D · iterations) (k-means), then
         O(N M² + M³) per L-BFGS evaluation; memory O(N M).
         """
-        X = as_points(X)
+        X_in, X = X, as_points(X)
+        warn_if_lonlat(X_in, X, "SGPRRegressor")
         y = as_targets(y)
         check_same_length(X, y)
         self._check_args(X.shape[0])

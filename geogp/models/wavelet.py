@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from geogp._validation import as_points, as_targets, check_same_length
+from geogp._validation import as_points, as_targets, check_same_length, warn_if_lonlat
 from geogp.exceptions import InputError
 from geogp.features.wavelet import WaveletStatistics, make_basis, wavelet_statistics
 from geogp.features.wavelet_basis import canonical_family
@@ -443,7 +443,8 @@ class WaveletRegressor:
         Cholesky of A per L-BFGS evaluation, independent of N.
         """
         self._check_args()
-        X = as_points(X, max_dims=2)
+        X_in, X = X, as_points(X, max_dims=2)
+        warn_if_lonlat(X_in, X, "WaveletRegressor")
         y = as_targets(y)
         check_same_length(X, y)
         Xs, ys = self._standardise_and_lay_out(X, y)

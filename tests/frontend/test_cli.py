@@ -196,3 +196,44 @@ def test_fit_writes_posterior_sample_bands(tif, tmp_path, model, capsys):
     with rasterio.open(run("b", 0)[0]) as src:
         np.testing.assert_array_equal(src.read()[2:], draws)
     assert main(["fit", str(tif), "--out", str(tmp_path / "c.tif"), "--samples", "-1"]) == 2
+
+
+def test_fit_vector_point_files_like_the_same_csv(tmp_path):
+    """geogp fit stations.gpkg / .geojson (issue #17): the same points as a CSV give the same
+    prediction raster (GeoPackage in the grid's CRS; GeoJSON in lon/lat, reprojected with
+    --crs); lines or a missing CRS are refused with exit 2 and no file."""
+    gpd = pytest.importorskip("geopandas")
+    import pandas as pd
+    from shapely.geometry import LineString
+
+    rng = np.random.default_rng(1)
+    x, y = rng.uniform(5e5, 5.1e5, 300), rng.uniform(4e6, 4.008e6, 300)
+    t = np.sin(x / 2000) + np.cos(y / 1500) + 0.05 * rng.normal(size=300)
+    pd.DataFrame({"x": x, "y": y, "t": t}).to_csv(tmp_path / "pts.csv", index=False)
+    gdf = gpd.GeoDataFrame({"t": t}, geometry=gpd.points_from_xy(x, y), crs="EPSG:32633")
+    gdf.to_file(tmp_path / "pts.gpkg")
+    gdf.to_crs("EPSG:4326").to_file(tmp_path / "pts.geojson")
+    common = ["--value", "t", "--resolution", "500", "--features", "64", "--maxiter", "5",
+              "--quiet"]
+
+    def band(name, *extra):
+        out = tmp_path / f"{name}.tif"
+        assert main(["fit", str(tmp_path / name), "--out", str(out), *common, *extra]) == 0
+        with rasterio.open(out) as src:
+            return src.read(), src.crs, src.transform
+
+    ref, crs, transform = band("pts.csv", "--crs", "EPSG:32633")
+    got, gcrs, gtransform = band("pts.gpkg")
+    assert gcrs == crs and gtransform == transform
+    np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-6)
+    got, gcrs, _ = band("pts.geojson", "--crs", "EPSG:32633")   # lon/lat → UTM 33N
+    assert gcrs.to_epsg() == 32633
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)   # reprojection round trip
+
+    gpd.GeoDataFrame({"t": [1.0]}, geometry=[LineString([(0, 0), (1, 1)])],
+                     crs="EPSG:32633").to_file(tmp_path / "line.gpkg")
+    gpd.GeoDataFrame({"t": t}, geometry=gpd.points_from_xy(x, y)).to_file(tmp_path / "nocrs.gpkg")
+    for bad in ("line.gpkg", "nocrs.gpkg"):
+        assert main(["fit", str(tmp_path / bad), "--out", str(tmp_path / "bad.tif"),
+                     *common]) == 2
+    assert not (tmp_path / "bad.tif").exists()

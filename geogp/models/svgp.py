@@ -1,0 +1,407 @@
+"""Uncollapsed (stochastic) variational GP on AFS features, any likelihood (docs/svgp.md).
+
+Model: f(x) = φ(x)ᵀu + b with u ~ N(0, Λ), Λ = diag λ(θ) (docs/afs.md), and a constant mean b.
+Whitened: v = Λ^{-1/2}u ~ N(0, I), q(v) = N(m, S), S = LLᵀ, so with ψ(x) = λ^{1/2} ⊙ φ(x)
+
+    q(f(x)) = N(ψᵀm + b,  k(0) − ψᵀψ + ψᵀSψ)
+    ELBO    = Σ_n E_q[log p(y_n | f_n)] − KL(q(v) ‖ N(0, I))
+
+(the true k(0) in the variance, as in the AFS collapsed bound, so that with a Gaussian likelihood
+the optimum over q is exactly the collapsed bound of :mod:`geogp.models.collapsed`). Minibatches
+scale the data term by N/B (unbiased). Everything below the estimator is a pure function of
+pytrees; :class:`SVGPRegressor` is a thin shell (optax Adam on minibatches, or full-batch L-BFGS).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import scipy.special as sps
+from jax.flatten_util import ravel_pytree
+
+from geogp._validation import as_points, as_targets, check_same_length
+from geogp.exceptions import InputError
+from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures
+from geogp.kernels import make_kernel
+from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
+from geogp.models.likelihoods import gauss_hermite, make_likelihood
+from geogp.optimize import constrain, minimize_lbfgs, unconstrain
+
+__all__ = ["SVGPRegressor", "SVGPPrediction", "elbo", "kl_whitened", "marginals", "q_chol",
+           "gaussian_optimal_q", "log_lambda"]
+
+FREE = ("q", "mean")  # unconstrained top-level keys; the rest (kernel, lik) are positive
+
+
+# ---------------------------------------------------------------------- pure functions
+def q_chol(L_raw):
+    """Lower-triangular L of S = LLᵀ from its raw form (strict lower part, log of the diagonal)."""
+    return jnp.tril(L_raw, -1) + jnp.diag(jnp.exp(jnp.diagonal(L_raw)))
+
+
+def log_lambda(kernel, freqs, log_norm):
+    """log λ_m = log S(|z_m|) − log ∏T_d (kernels with a spectral density)."""
+    return kernel.log_spectral_density(freqs) - log_norm
+
+
+def kl_whitened(m, L):
+    """KL(N(m, LLᵀ) ‖ N(0, I)) = ½ (tr S + mᵀm − M − log|S|)."""
+    return 0.5 * (jnp.sum(L**2) + m @ m - m.shape[0]
+                  - 2.0 * jnp.sum(jnp.log(jnp.abs(jnp.diagonal(L)))))
+
+
+def marginals(Psi, m, L, kvar0, b=0.0):
+    """Mean and variance of q(f) at the rows of Ψ = Φᵀ diag λ^{1/2} (B, M)."""
+    mu = Psi @ m + b
+    var = kvar0 - jnp.sum(Psi**2, axis=1) + jnp.sum((Psi @ L) ** 2, axis=1)
+    return mu, var
+
+
+def elbo(params, Phi, y, offset, n_total, freqs, log_norm, lik):
+    """The ELBO with the data term of the batch (Φᵀ (B, M), y, offset) scaled by N/B."""
+    kern = params["kernel"]
+    Psi = Phi * jnp.exp(0.5 * log_lambda(kern, freqs, log_norm))
+    L = q_chol(params["q"]["L"])
+    mu, var = marginals(Psi, params["q"]["m"], L, kern.variance_at_zero,
+                        params.get("mean", 0.0))
+    ell = lik.expected_log_lik(y, mu, var, params.get("lik", {}), offset)
+    return n_total / y.shape[0] * jnp.sum(ell) - kl_whitened(params["q"]["m"], L)
+
+
+def gaussian_optimal_q(Psi, y, noise, b=0.0):
+    """The optimal q(v) for a Gaussian likelihood (docs/bound.md, eq. 2.30, whitened):
+    S = A⁻¹, m = σ⁻² A⁻¹Ψᵀ(y − b), A = I + σ⁻²ΨᵀΨ. Returns (m, L) with S = LLᵀ."""
+    Psi = np.asarray(Psi)
+    A = np.eye(Psi.shape[1]) + Psi.T @ Psi / noise
+    C = np.linalg.cholesky(A)
+    m = np.linalg.solve(A, Psi.T @ (np.asarray(y) - b)) / noise
+    Cinv = np.linalg.solve(C, np.eye(C.shape[0]))  # A⁻¹ = C⁻ᵀC⁻¹ = (C⁻ᵀ)(C⁻ᵀ)ᵀ
+    Q, R = np.linalg.qr(Cinv)  # C⁻ᵀ = Rᵀ Qᵀ: L = Rᵀ with a positive diagonal
+    L = (R * np.sign(np.diag(R))[:, None]).T
+    return m, L
+
+
+def L_raw_from(L):
+    """Inverse of :func:`q_chol` (L with a positive diagonal)."""
+    L = np.array(L)
+    L[np.diag_indices_from(L)] = np.log(np.diag(L))
+    return np.tril(L)
+
+
+@functools.lru_cache(maxsize=32)
+def _loss(lik):
+    """−ELBO/N on precomputed features (a module-level function per likelihood: jit cache)."""
+    def loss(params, Phi, y, offset, n_total, freqs, log_norm):
+        return -elbo(params, Phi, y, offset, n_total, freqs, log_norm, lik) / n_total
+    return loss
+
+
+class SVGPPrediction(Prediction):
+    """:class:`~geogp.models.base.Prediction` of the response (``mean``, ``var_observed``) and of
+    the latent f (``var_latent``), with the latent mean in ``mean_latent`` (data units for
+    real-valued likelihoods, log-rate for Poisson, probit/logit scale for Bernoulli)."""
+
+    def __new__(cls, mean, var_latent, var_observed, mean_latent):
+        self = super().__new__(cls, mean, var_latent, var_observed)
+        self.mean_latent = mean_latent
+        return self
+
+
+# ---------------------------------------------------------------------- estimator
+class SVGPRegressor:
+    """Stochastic variational GP on AFS features with a non-Gaussian (or Gaussian) likelihood.
+
+    Args:
+        likelihood: ``"gaussian"``, ``"poisson"`` (log link), ``"bernoulli"`` (probit) or
+            ``"student_t"``, or a :mod:`geogp.models.likelihoods` instance (e.g.
+            ``Bernoulli(link="logit")``, ``StudentT(dof=3, learn_dof=True)``).
+        kernel: name or Kernel with a spectral density (standardised inputs, docs/model.md).
+        n_features: target M (realised: ``features_.n_features``); n_freq: explicit K_d.
+        lattice, window_factor, margin: the feature window (docs/afs.md); ``bounds``: optional
+            (lo, hi) box in data units that the window must also cover (a prediction grid).
+        lengthscale, variance: initial θ (standardised units).
+        batch_size: minibatch size B; None: full batch up to 10,000 points, else 4,096.
+        maxiter: Adam steps or L-BFGS iterations. learning_rate: Adam's initial step (decays
+            geometrically to a tenth over ``maxiter``).
+        optimizer: ``"adam"``, ``"lbfgs"`` (full batch only) or ``"auto"`` (L-BFGS on a full
+            batch, Adam on minibatches).
+        learn_hyperparameters: learn θ and the likelihood's parameters (else only q and b).
+        mean: ``"constant"`` (learnt b) or None (b = 0).
+        seed: minibatch order. progress: optional callback ``progress(step, -elbo)``.
+
+    Attributes:
+        features_, kernel_, lik_params_, mean_ (b), q_mean_ (m), q_chol_ (L), scaler_,
+        elbo_ (full-data ELBO at the end; y standardised for real-valued likelihoods),
+        history_ (−ELBO estimates), n_iter_, fit_time_s_, likelihood_.
+    """
+
+    def __init__(self, likelihood="gaussian", kernel="matern32", *, n_features=256,
+                 n_freq=None, lattice="odd", window_factor=DEFAULT_WIDTH_FACTOR, margin=0.0,
+                 bounds=None, lengthscale=0.2, variance=1.0, batch_size=None, maxiter=2000,
+                 learning_rate=0.02, optimizer="auto", learn_hyperparameters=True,
+                 mean="constant", seed=0, progress=None):
+        self.likelihood = likelihood
+        self.kernel = kernel
+        self.n_features = n_features
+        self.n_freq = n_freq
+        self.lattice = lattice
+        self.window_factor = window_factor
+        self.margin = margin
+        self.bounds = bounds
+        self.lengthscale = lengthscale
+        self.variance = variance
+        self.batch_size = batch_size
+        self.maxiter = maxiter
+        self.learning_rate = learning_rate
+        self.optimizer = optimizer
+        self.learn_hyperparameters = learn_hyperparameters
+        self.mean = mean
+        self.seed = seed
+        self.progress = progress
+
+    # ------------------------------------------------------------------ set-up
+    def _offset(self, exposure, n, what="exposure"):
+        if exposure is None:
+            return np.zeros(n)
+        e = np.asarray(exposure, dtype=np.float64).reshape(-1)
+        if e.shape != (n,) or not np.all(np.isfinite(e)) or np.any(e <= 0):
+            raise InputError(f"{what} must be {n} finite positive values (one per point); got "
+                             f"shape {np.shape(exposure)}.")
+        if self.likelihood_.name != "poisson":
+            raise InputError("exposure is for likelihood='poisson' only.")
+        return np.log(e)
+
+    def _setup(self, X, y):
+        self.likelihood_ = make_likelihood(self.likelihood)
+        X = as_points(X)
+        y = as_targets(y)
+        check_same_length(X, y)
+        y = self.likelihood_.check(y)
+        if self.mean not in ("constant", None):
+            raise InputError(f"mean must be 'constant' or None; got {self.mean!r}.")
+        if self.likelihood_.standardise:
+            self.scaler_ = Standardizer.from_data(X, y)
+        else:
+            s = Standardizer.from_data(X, np.arange(2.0))
+            self.scaler_ = Standardizer(s.x_mean, s.x_scale, 0.0, 1.0)
+        Xs, ys = self.scaler_.x(X), self.scaler_.y(y)
+        lo, hi = Xs.min(axis=0), Xs.max(axis=0)
+        if self.bounds is not None:
+            b = self.scaler_.x(np.asarray(self.bounds, dtype=np.float64).reshape(2, -1))
+            lo, hi = np.minimum(lo, b.min(axis=0)), np.maximum(hi, b.max(axis=0))
+        ext = hi - lo
+        center, width = (lo + hi) / 2, ext * self.window_factor + 2 * self.margin * ext
+        if self.n_freq is not None:
+            self.features_ = FourierFeatures.build(center, width, self.n_freq, self.lattice)
+        else:
+            self.features_ = FourierFeatures.for_budget(center, width, int(self.n_features),
+                                                        self.lattice)
+        return Xs, ys
+
+    def _init_params(self, ys, offset):
+        M = self.features_.n_features
+        kern = make_kernel(self.kernel, self.features_.n_dims, self.lengthscale, self.variance)
+        if not hasattr(kern, "log_spectral_density"):
+            raise InputError("SVGPRegressor needs a kernel with a spectral density (SE, Matérn "
+                             "or their sums).")
+        params = {"q": {"m": jnp.zeros(M), "L": jnp.zeros((M, M))}, "kernel": kern}
+        lp = self.likelihood_.init_params(ys)
+        if lp:
+            params["lik"] = lp
+        if self.mean == "constant":
+            name, ybar = self.likelihood_.name, float(np.mean(ys))
+            if name == "poisson":
+                b = np.log(max(np.mean(ys / np.exp(offset)), 1e-3))
+            elif name == "bernoulli":
+                p = min(max(ybar, 1e-3), 1 - 1e-3)
+                b = sps.ndtri(p) if self.likelihood_.link == "probit" else sps.logit(p)
+            else:
+                b = ybar
+            params["mean"] = jnp.asarray(float(b))
+        return params
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, X, y, exposure=None) -> SVGPRegressor:
+        """Fit on points X (N, D), observations y (N,); ``exposure`` (N,) for Poisson."""
+        t0 = time.perf_counter()
+        Xs, ys = self._setup(X, y)
+        offset = self._offset(exposure, Xs.shape[0])
+        N = Xs.shape[0]
+        params = self._init_params(ys, offset)
+        B = self.batch_size if self.batch_size is not None else (N if N <= 10000 else 4096)
+        B = int(min(B, N))
+        opt = self.optimizer
+        if opt == "auto":
+            opt = "lbfgs" if B == N else "adam"
+        if opt not in ("adam", "lbfgs"):
+            raise InputError(f"optimizer must be 'auto', 'adam' or 'lbfgs'; got {opt!r}.")
+        if opt == "lbfgs" and B < N:
+            raise InputError("optimizer='lbfgs' needs the full batch (batch_size=None or ≥ N).")
+        fixed = () if self.learn_hyperparameters else ("kernel", "lik")
+        ff = self.features_
+        consts = (jnp.asarray(ff.frequencies), jnp.asarray(ff.log_norm))
+        if opt == "lbfgs":
+            args = (jnp.asarray(ff(Xs)), jnp.asarray(ys), jnp.asarray(offset), float(N), *consts)
+            params, rep = minimize_lbfgs(_loss(self.likelihood_), params, args=args,
+                                         unconstrained=FREE, fixed=fixed, maxiter=self.maxiter,
+                                         gtol=1e-9, ftol=1e-14, progress=self.progress)
+            self.history_ = [h * N for h in rep.history]
+            self.n_iter_ = rep.n_iter
+        else:
+            params = self._adam(params, Xs, ys, offset, B, fixed, consts)
+        self.kernel_ = params["kernel"]
+        self.lik_params_ = params.get("lik", {})
+        self.mean_ = float(params.get("mean", 0.0))
+        self.q_mean_ = np.asarray(params["q"]["m"])
+        self.q_chol_ = np.asarray(q_chol(params["q"]["L"]))
+        self._params = params
+        self.elbo_ = self.elbo(Xs, ys, offset)
+        self.fit_time_s_ = time.perf_counter() - t0
+        return self
+
+    def _adam(self, params, Xs, ys, offset, B, fixed, consts):
+        N = Xs.shape[0]
+        ff, lik = self.features_, self.likelihood_
+        free = {k: v for k, v in params.items() if k not in fixed}
+        held = {k: v for k, v in params.items() if k in fixed}
+        T = int(self.maxiter)
+        # Adam whose step decays geometrically to a tenth over the run
+        opt = optax.adam(optax.exponential_decay(float(self.learning_rate),
+                                                 transition_steps=max(T - 1, 1), decay_rate=0.1))
+
+        def objective(u, Xb, yb, ob):
+            p = {**constrain(u, FREE), **held}
+            return -elbo(p, ff(Xb), yb, ob, N, *consts, lik) / N
+
+        @jax.jit
+        def step(u, state, Xb, yb, ob):
+            val, g = jax.value_and_grad(objective)(u, Xb, yb, ob)
+            updates, state = opt.update(g, state, u)
+            return optax.apply_updates(u, updates), state, val
+
+        u = unconstrain(free, FREE)
+        state = opt.init(u)
+        rng = np.random.default_rng(self.seed)
+        order, pos, hist = rng.permutation(N), 0, []
+        for t in range(T):
+            if pos + B > N:
+                order, pos = rng.permutation(N), 0
+            idx = np.sort(order[pos:pos + B])
+            pos += B
+            u, state, val = step(u, state, Xs[idx], ys[idx], offset[idx])
+            if t % 50 == 0 or t == T - 1:
+                hist.append(float(val) * N)
+                if self.progress is not None:
+                    self.progress(t, hist[-1])
+        self.history_, self.n_iter_ = hist, T
+        return {**constrain(u, FREE), **held}
+
+    # ------------------------------------------------------------------ results
+    def elbo(self, Xs, ys, offset, chunk: int = 65536) -> float:
+        """Full-data ELBO at the fitted parameters, on standardised data (in chunks)."""
+        ff, lik, p = self.features_, self.likelihood_, self._params
+        N = Xs.shape[0]
+        consts = (jnp.asarray(ff.frequencies), jnp.asarray(ff.log_norm))
+        kl = float(kl_whitened(p["q"]["m"], q_chol(p["q"]["L"])))
+        data = 0.0
+        fn = jax.jit(lambda P, y, o: elbo(p, P, y, o, y.shape[0], *consts, lik))
+        for s in range(0, N, chunk):
+            sl = slice(s, s + chunk)
+            data += float(fn(jnp.asarray(ff(Xs[sl])), jnp.asarray(ys[sl]),
+                             jnp.asarray(offset[sl]))) + kl
+        return data - kl
+
+    def _latent(self, X, outside="raise", chunk: int = 8192):
+        check_fitted(self, "q_mean_")
+        X = as_points(X, "X (prediction points)")
+        check_columns(X, self.scaler_.x_mean.size)
+        Xs = self.scaler_.x(X)
+        inside = self.features_.check_inside(Xs, outside)
+        sl = np.exp(0.5 * np.asarray(log_lambda(self.kernel_, self.features_.frequencies,
+                                                self.features_.log_norm)))
+        k0 = float(self.kernel_.variance_at_zero)
+        mu = np.full(X.shape[0], np.nan)
+        var = np.full(X.shape[0], np.nan)
+        idx = np.flatnonzero(inside)
+        for s in range(0, idx.size, chunk):
+            i = idx[s:s + chunk]
+            Psi = self.features_(Xs[i]) * sl
+            mu[i] = Psi @ self.q_mean_ + self.mean_
+            var[i] = np.maximum(k0 - np.sum(Psi**2, 1) + np.sum((Psi @ self.q_chol_) ** 2, 1),
+                                0.0)
+        return mu, var
+
+    def predict(self, X, exposure=None, outside: str = "raise") -> SVGPPrediction:
+        """Latent and response moments at X (N*, D): ``mean``/``var_observed`` of a new
+        observation (counts or rates for Poisson — rates with exposure 1 —, probabilities for
+        Bernoulli), ``var_latent`` and ``mean_latent`` of f. Real-valued likelihoods are in
+        data units. Points outside the window raise, or are NaN with ``outside='nan'``."""
+        mu, var = self._latent(X, outside)
+        off = self._offset(exposure, mu.size)
+        m, v = self.likelihood_.predict(jnp.asarray(mu), jnp.asarray(var), self.lik_params_,
+                                        jnp.asarray(off))
+        s, c = self.scaler_.y_scale, self.scaler_.y_mean
+        if self.likelihood_.standardise:
+            return SVGPPrediction(c + s * np.asarray(m), s**2 * var, s**2 * np.asarray(v),
+                                  c + s * mu)
+        return SVGPPrediction(np.asarray(m), var, np.asarray(v), mu)
+
+    def interval(self, X, level: float = 0.95, exposure=None):
+        """Central predictive interval (lower, upper): of the rate exp(f + offset) (Poisson),
+        of the probability p(y = 1 | f) (Bernoulli), of a new observation (Gaussian, Student-t:
+        quantiles of the t–normal mixture by bisection)."""
+        mu, var = self._latent(X)
+        off = self._offset(exposure, mu.size)
+        z = sps.ndtri(0.5 + level / 2)
+        sd = np.sqrt(var)
+        name, lp = self.likelihood_.name, self.lik_params_
+        if name == "poisson":
+            return np.exp(mu + off - z * sd), np.exp(mu + off + z * sd)
+        if name == "bernoulli":
+            g = sps.ndtr if self.likelihood_.link == "probit" else sps.expit
+            return g(mu - z * sd), g(mu + z * sd)
+        s, c = self.scaler_.y_scale, self.scaler_.y_mean
+        if name == "gaussian":
+            h = z * np.sqrt(var + float(lp["noise"]))
+            return c + s * (mu - h), c + s * (mu + h)
+        nu, sc = float(self.likelihood_.nu(lp)), float(lp["scale"])
+        x, w = gauss_hermite()
+
+        def cdf(q):
+            return np.sum(w * sps.stdtr(nu, (q[:, None] - mu[:, None] - sd[:, None] * x) / sc),
+                          axis=1)
+
+        out = []
+        for p in (0.5 - level / 2, 0.5 + level / 2):
+            a = mu - 10 * (sd + sc) - 50 * sc
+            b = mu + 10 * (sd + sc) + 50 * sc
+            for _ in range(80):
+                mid = 0.5 * (a + b)
+                low = cdf(mid) < p
+                a, b = np.where(low, mid, a), np.where(low, b, mid)
+            out.append(c + s * 0.5 * (a + b))
+        return tuple(out)
+
+    def log_predictive_density(self, X, y, exposure=None) -> np.ndarray:
+        """log p(y* | data) = log E_q[p(y* | f)] per point, by Gauss–Hermite quadrature
+        (data units: real-valued likelihoods include the −log y_scale Jacobian)."""
+        mu, var = self._latent(X)
+        lik = self.likelihood_
+        y = lik.check(as_targets(y, "y (held-out)"))
+        if y.size != mu.size:
+            raise InputError(f"y has {y.size} values for {mu.size} points.")
+        off = self._offset(exposure, mu.size)
+        x, w = gauss_hermite()
+        f = mu[:, None] + np.sqrt(var)[:, None] * x
+        lp = np.asarray(lik.log_prob(jnp.asarray(self.scaler_.y(y))[:, None], jnp.asarray(f),
+                                     self.lik_params_, jnp.asarray(off)[:, None]))
+        out = sps.logsumexp(lp + np.log(w), axis=1)
+        return out - np.log(self.scaler_.y_scale) if lik.standardise else out
+
+    def n_params(self) -> int:
+        return int(ravel_pytree(self._params)[0].size)

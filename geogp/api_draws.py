@@ -1,4 +1,4 @@
-"""Posterior draws of the front end: sample rasters and exceedance maps (docs/afs.md, docs/lattice.md).
+"""Maps drawn from a fitted front end: sample rasters, exceedance and effective lengthscale (docs/afs.md, docs/lattice.md, docs/wavelets.md).
 
 A mixin of :class:`geogp.api.GeoRegressor`; it uses the fitted state that class sets
 (``estimators_``, ``spec_``, ``target_``, ``model_``, ...) and its :meth:`predict`.
@@ -17,7 +17,7 @@ __all__ = ["DrawsMixin"]
 
 
 class DrawsMixin:
-    """``sample`` and ``exceedance`` for :class:`geogp.api.GeoRegressor`."""
+    """``sample``, ``exceedance`` and ``effective_lengthscale`` for :class:`geogp.api.GeoRegressor`."""
 
     def sample(self, n: int = 10, like=None, *, seed=None, latent: bool = True, x=None,
                y=None) -> xr.DataArray:
@@ -100,3 +100,54 @@ class DrawsMixin:
         prob.attrs = {"long_name": f"P(field > {t:g})", "threshold": t, "latent": int(latent),
                       "units": "1"}
         return prob
+
+    def effective_lengthscale(self, like=None, *, x=None, y=None) -> xr.DataArray:
+        """Map of the wavelet model's local lengthscale (docs/wavelets.md, effective lengthscale).
+
+        The multiresolution prior puts more weight on fine levels where its components say so,
+        so its lengthscale varies in space. This is the geometric mean √(ℓ_y ℓ_x) of the
+        per-axis effective lengthscales (thesis eqs. 4.33–4.36) at every cell: a qualitative
+        map of where the learnt field is rough (short) or smooth (long).
+
+        Args:
+            like, x, y: the grid (as :meth:`predict`; default the input raster).
+
+        Returns:
+            ``xr.DataArray`` ([extra,] y, x) named ``effective_lengthscale``, in the CRS's
+            linear units (km for geographic rasters), with the grid's coordinates and CRS.
+
+        Raises:
+            InputError: for models other than ``model="wavelet"`` (their lengthscale is the
+                same everywhere: see :meth:`hyperparameters`).
+        """
+        from geogp.adapters import KM_PER_DEGREE
+
+        self._check_fitted()
+        if self.model_ != "wavelet":
+            raise InputError(f"effective_lengthscale() maps the local lengthscale of "
+                             f"model='wavelet'; this model is {self.model_!r}, whose "
+                             "lengthscale is the same everywhere (see hyperparameters()).")
+        target = (self.target_ if like is None and x is None and y is None
+                  else target_from(self.spec_, like, x=x, y=y))
+        my, mx = self.spec_.to_model(target.y, target.x)
+        Y, X = np.meshgrid(my, mx, indexing="ij")
+        pts = np.column_stack([Y.ravel(), X.ravel()])
+        scale, units = ((KM_PER_DEGREE, "km") if self.spec_.geographic
+                        else (1.0, self.spec_.units))
+        maps = np.stack([np.sqrt(np.prod(est.effective_lengthscale(pts), axis=1)).reshape(Y.shape)
+                         for est in self.estimators_]) * scale
+        dims = [target.y_dim, target.x_dim]
+        coords = dict(target.coords)
+        if self.extra_dim_ is not None:
+            dims.insert(0, self.extra_dim_)
+            coords.update({k: v for k, v in (self.extra_coords_ or {}).items()})
+        else:
+            maps = maps[0]
+        out = xr.DataArray(maps, dims=dims, coords=coords, name="effective_lengthscale",
+                           attrs={"units": units, "long_name": "effective lengthscale "
+                                  "(wavelet prior, geometric mean of the axes)"})
+        crs = self.spec_.crs_wkt or target.crs_wkt
+        if crs:
+            out = out.rio.set_spatial_dims(x_dim=target.x_dim, y_dim=target.y_dim)
+            out = out.rio.write_crs(crs)
+        return out

@@ -258,7 +258,8 @@ def _verify_geotiff(tmp, expected: list) -> None:
     except (OSError, rasterio.errors.RasterioError) as err:
         raise OSError(f"the GeoTIFF could not be written completely ({err}; disk full?); "
                       "nothing was kept at the target path.") from None
-def _bands(pred: xr.Dataset, latent: bool, quantiles: bool, samples: bool = False):
+def _bands(pred: xr.Dataset, latent: bool, quantiles: bool, samples: bool = False,
+           extra: tuple = ()):
     """(name, 2-D array) per band, in band order."""
     if not isinstance(pred, xr.Dataset):
         raise InputError(f"expected the Dataset returned by predict() (mean, std, ...); got "
@@ -281,6 +282,12 @@ def _bands(pred: xr.Dataset, latent: bool, quantiles: bool, samples: bool = Fals
                              "pred['samples'] = model.sample(n).")
         names.append("samples")
         arrays.append(pred["samples"])
+    for name in extra:
+        if name not in pred.data_vars:
+            raise InputError(f"extra band {name!r} is not a variable of the prediction dataset; "
+                             f"it has {sorted(pred.data_vars)}.")
+        names.append(name)
+        arrays.append(pred[name])
     out = []
     for name, a in zip(names, arrays):
         a = a.rio.set_spatial_dims(x_dim=x_dim, y_dim=y_dim)
@@ -307,7 +314,8 @@ def _label(value) -> str:
 
 def write_geotiff(pred: xr.Dataset, path, *, overwrite: bool = False, latent: bool = False,
                   quantiles: bool = False, nodata: float = np.nan, compress: str = "deflate",
-                  cog: bool = False, dtype: str = "float32", samples: bool = False) -> Path:
+                  cog: bool = False, dtype: str = "float32", samples: bool = False,
+                  extra: tuple = ()) -> Path:
     """Write a prediction as a GeoTIFF on exactly its grid (CRS, transform, shape).
 
     Band 1 = predictive mean, band 2 = std of a new observation (noise included); then
@@ -327,6 +335,8 @@ def write_geotiff(pred: xr.Dataset, path, *, overwrite: bool = False, latent: bo
             refused when a value does not fit: nothing wraps silently).
         samples: append one band per posterior sample of ``pred["samples"]`` (dims sample,
             y, x; :meth:`~geogp.api.GeoRegressor.sample`), described "samples sample=i".
+        extra: names of further variables of ``pred`` on the same grid to append as bands
+            (e.g. ``("effective_lengthscale",)``), described by their names.
 
     Returns:
         The path written. The file is read back before it is moved into place, so a full disk
@@ -335,7 +345,7 @@ def write_geotiff(pred: xr.Dataset, path, *, overwrite: bool = False, latent: bo
     import rasterio
 
     compress, dt = _check_write_options(compress, dtype, nodata)
-    bands = _bands(pred, latent, quantiles, samples)
+    bands = _bands(pred, latent, quantiles, samples, extra)
     data = [_as_band(arr.values, dt, nodata, name) for name, arr in bands]
     ref = bands[0][1]
     transform = ref.rio.transform(recalc=True)

@@ -62,6 +62,9 @@ def plot_maps(observed: xr.DataArray, prediction: xr.Dataset, heldout: xr.DataAr
               *, title: str | None = None, cmap: str = "viridis", figsize=None):
     """Figure with the observations, the predictive mean and std (and held-out residuals).
 
+    A prediction holding ``effective_lengthscale`` (wavelet models,
+    :meth:`~geogp.api.GeoRegressor.effective_lengthscale`) gets a panel of it.
+
     Args:
         observed: the input raster (NaN = missing), 2-D (y, x).
         prediction: output of ``GeoRegressor.predict`` on the same grid (2-D, or the first
@@ -89,6 +92,11 @@ def plot_maps(observed: xr.DataArray, prediction: xr.Dataset, heldout: xr.DataAr
     obs = two_d(obs.rename({oy: y_dim, ox: x_dim}) if (oy, ox) != (y_dim, x_dim) else obs)
     panels = [("observations", obs.values, cmap), ("predictive mean", mean.values, cmap),
               ("predictive std (new observation)", std.values, "magma")]
+    if "effective_lengthscale" in prediction.data_vars:  # wavelet models
+        ell = two_d(prediction["effective_lengthscale"])
+        unit = ell.attrs.get("units", "")
+        panels.append((f"effective lengthscale ({unit})" if unit else "effective lengthscale",
+                       ell.values, "cividis"))
     if heldout is not None:
         truth = two_d(heldout.rename(dict(zip(find_spatial_dims(heldout), (y_dim, x_dim)))))
         resid = truth.values - mean.values

@@ -56,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_EPILOG,
         description="Fit a Gaussian process to INPUT (GeoTIFF or NetCDF; NaN/nodata = missing) "
                     "and write the prediction on the same grid: band 1 = mean, band 2 = std "
-                    "of a new observation (noise included).")
+                    "of a new observation (noise included); wavelet models add a band of "
+                    "their effective lengthscale.")
     fit.add_argument("input", metavar="INPUT",
                      help="raster to fill (.tif or .nc), or points: a table (.csv) with "
                           "--crs, or a GeoPackage/GeoJSON/shapefile (needs geopandas: pip "
@@ -256,8 +257,13 @@ def _fit(args, echo) -> int:
     if args.samples:
         draws = model.sample(args.samples, like=da, seed=args.seed)
         pred["samples"] = draws.assign_coords(sample=np.arange(1, args.samples + 1))
+    extra = ()
+    if model.model_ == "wavelet":  # its local lengthscale: a band, and a panel of --map
+        pred["effective_lengthscale"] = model.effective_lengthscale(like=da)
+        extra = ("effective_lengthscale",)
     write_geotiff(pred, args.out, overwrite=args.overwrite, latent=args.latent,
-                  quantiles=bool(args.quantiles), cog=args.cog, samples=bool(args.samples))
+                  quantiles=bool(args.quantiles), cog=args.cog, samples=bool(args.samples),
+                  extra=extra)
     if args.netcdf:
         write_netcdf(pred, args.netcdf, overwrite=args.overwrite)
     if args.map:

@@ -2,9 +2,9 @@
 
 :mod:`geogp.cli` wires :func:`add_place_parser` and :func:`run_place` into the command::
 
-    geogp place INPUT.(tif|nc) --n 20 --out sites.geojson [--strategy mi --features 500
-        --min-distance D --exclude MASK.tif --csv sites.csv --map sites.png --var NAME
-        --overwrite --quiet]
+    geogp place INPUT.(tif|nc) --n 20 --out sites.geojson [--model afs|wavelet --strategy mi
+        --features 500 --min-distance D --exclude MASK.tif --csv sites.csv --map sites.png
+        --var NAME --overwrite --quiet]
 
 INPUT is read and fitted exactly as by ``geogp fit`` (:func:`geogp.io.open_raster`,
 :class:`geogp.api.GeoRegressor`: NaN/nodata = missing, CRS kept, longitude scaled by
@@ -14,7 +14,10 @@ the exclusion raster is non-zero there, and every cell is a target: the default 
 :mod:`geogp.placement.screen`); only ``--criterion joint`` scores a stratified random subset of
 ``--max-targets`` cells. Distances (``--min-distance``) are in the raster's CRS units (degrees
 of latitude on lon/lat rasters); by default ¼ of the shortest learnt lengthscale, stated in
-the summary. Outputs are written atomically (temp file + os.replace).
+the summary. ``--model wavelet`` fits the multiresolution wavelet model instead of AFS and
+places on its sparse posterior (:mod:`geogp.placement.wavelet`: strategies ``variance`` and
+``mi``; ``mi`` scores a stratified random subset of ``--max-targets`` cells). Outputs are
+written atomically (temp file + os.replace).
 
 Exit codes as in :mod:`geogp.cli`: 0 ok; 2 bad input or usage (one line, no traceback);
 1 other errors.
@@ -64,6 +67,9 @@ def add_place_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--criterion", default="marginal", choices=("marginal", "joint"),
                    help="for mi: marginal (default) or joint log-determinant")
     p.add_argument("--var", metavar="NAME", help="variable of a NetCDF file")
+    p.add_argument("--model", default="afs", choices=("afs", "wavelet"),
+                   help="afs (default; dense posterior, rank-one updates) or wavelet "
+                        "(multiresolution model; sparse posterior, strategies mi and variance)")
     add_model_options(p, models=False, features_help=(
         "number of Fourier features (default 2000; placement fits an AFS model with the "
         "dense solver, at most 4096)"))
@@ -121,6 +127,13 @@ def _check_args(args) -> None:
     md = args.min_distance
     if md != "auto" and (not np.isfinite(md) or md < 0):
         raise InputError(f"--min-distance must be ≥ 0 or 'auto'; got {md}.")
+    model = getattr(args, "model", "afs")
+    if model == "wavelet" and (args.features is not None or args.kernel is not None):
+        raise InputError("--features and --kernel are AFS options; --model wavelet takes "
+                         "neither.")
+    if model == "wavelet" and args.strategy == "krause":
+        raise InputError("--strategy krause is not available with --model wavelet; use mi or "
+                         "variance.")
     if args.max_targets < 1:
         raise InputError(f"--max-targets must be ≥ 1; got {args.max_targets}.")
 
@@ -165,8 +178,12 @@ def _place(args, echo) -> int:
     _check_args(args)
     da = open_raster(args.input, var=args.var)
     options = {"maxiter": args.maxiter} if args.maxiter is not None else None
-    geo = GeoRegressor("afs", kernel=args.kernel, n_features=args.features or PLACEMENT_FEATURES,
-                       progress=not args.quiet, options=options).fit(da)
+    if getattr(args, "model", "afs") == "wavelet":
+        geo = GeoRegressor("wavelet", progress=not args.quiet, options=options).fit(da)
+    else:
+        geo = GeoRegressor("afs", kernel=args.kernel,
+                           n_features=args.features or PLACEMENT_FEATURES,
+                           progress=not args.quiet, options=options).fit(da)
     if len(geo.estimators_) != 1:
         raise InputError(f"geogp place works on one 2-D raster; {args.input!r} has "
                          f"{len(geo.estimators_)} slices along {geo.extra_dim_!r}. Select one "

@@ -69,6 +69,12 @@ def _load_linalg(backend: str):
     from geogp import linalg
 
     if backend == "dense" or (backend == "auto" and not linalg.HAVE_CHOLMOD):
+        # LAPACK on the host behind the custom VJP (one dpotrf + dpotri per value and
+        # gradient); JAX's own dense Cholesky (the test oracle) only without scikit-sparse
+        if linalg.HAVE_CHOLMOD:
+            from geogp.linalg import lapack
+
+            return linalg.SparsePattern, lapack.logdet_and_solve
         return linalg.SparsePattern, linalg.dense.logdet_and_solve
     if not linalg.HAVE_CHOLMOD:
         raise InputError(
@@ -125,6 +131,11 @@ class WaveletProblem:
 # "auto": a pattern this dense gains nothing from sparse factors (the coarse levels' wide
 # functions couple almost every pair), and dense LAPACK beats the selected inversion
 _DENSE_FILL, _DENSE_MAX = 0.2, 8000
+# automatic levels of the overlapping families (db2–db8) stop below this many basis functions:
+# their coarse levels make the pattern nearly dense, and one value and gradient costs a dense
+# factorisation plus inverse: ≈ 1.5 s at 4,000 on 2 cores, so a default fit (≈ 100
+# evaluations) stays within minutes. Explicit j_max is not capped (only by max_bytes).
+AUTO_MAX_FEATURES = 4000
 
 
 def _dense_is_faster(gram) -> bool:
@@ -323,8 +334,10 @@ class WaveletRegressor:
         j_max: finest wavelet level, or ``"auto"`` (default): the coarsest level whose scale
             2^{-j} is within 2× of the pixel size (rasters, :meth:`fit_grid`) or of the typical
             spacing (extent/N)^{1/D} of scattered points, lowered until the memory estimate
-            fits ``max_bytes`` (then an :class:`~geogp.exceptions.ApproximationWarning` says
-            how far from the pixel size the finest level stays). An integer is used as given
+            fits ``max_bytes`` and, for db2–db8 (overlapping supports, nearly dense
+            patterns), until the basis has at most ``AUTO_MAX_FEATURES`` = 4,000 functions
+            (then an :class:`~geogp.exceptions.ApproximationWarning` says how far from the
+            pixel size the finest level stays, and why). An integer is used as given
             and refused with the estimate when it does not fit.
         n_components: Q, localised fine-scale components per dimension (eq. 4.26).
         normalisation: ``"amplitude"`` (unit-amplitude basis, default) or ``"l2"``.
@@ -480,12 +493,24 @@ class WaveletRegressor:
         return Xs, ys
 
     def _auto_finest_level(self, window: np.ndarray, n: int) -> None:
-        """j_max_ and basis_: within 2× of the spacing, lowered to fit max_bytes."""
+        """j_max_ and basis_: within 2× of the spacing, lowered to fit max_bytes and, for the
+        overlapping families (db2–db8), the cost cap AUTO_MAX_FEATURES."""
         target = max(self.iota_, math.ceil(-math.log2(2.0 * self.spacing_)))
+        overlapping = canonical_family(self.family)[1] > 1
+
+        def too_big(b):
+            over_memory = self._needed_bytes(b, n) > self.max_bytes
+            return over_memory, overlapping and b.n_features > AUTO_MAX_FEATURES
+
         j = target
         basis = make_basis(self.family, self.iota_, j, window, self.level)
         need = self._needed_bytes(basis, n)  # at the target level (for the warning)
-        while j > self.iota_ and self._needed_bytes(basis, n) > self.max_bytes:
+        m_target = basis.n_features
+        why = set()
+        while j > self.iota_ and any(too_big(basis)):
+            memory, cost = too_big(basis)
+            why |= {"memory"} if memory else set()
+            why |= {"cost"} if cost else set()
             j -= 1
             basis = make_basis(self.family, self.iota_, j, window, self.level)
         self.j_max_, self.basis_ = j, basis
@@ -494,12 +519,20 @@ class WaveletRegressor:
 
             finest = 2.0**-j * float(np.min(self.scaler_.x_scale))
             pixel = self.spacing_ * float(np.min(self.scaler_.x_scale))
+            reasons = []
+            if "memory" in why:
+                reasons.append(f"would need about {need / 2**30:.1f} GiB (max_bytes = "
+                               f"{self.max_bytes / 2**30:.1f} GiB)")
+            if "cost" in why:
+                reasons.append(f"would have {m_target} basis functions (> {AUTO_MAX_FEATURES}: "
+                               f"each L-BFGS step factorises a nearly dense matrix of that "
+                               f"size, overlapping {self.family} supports)")
             warnings.warn(
                 f"wavelet levels: the finest level (j_max = {j}, scale {finest:.3g} in data "
                 f"units) is {finest / pixel:.0f}× the data's spacing ({pixel:.3g}); j_max = "
-                f"{target} would need about {need / 2**30:.1f} GiB (max_bytes = "
-                f"{self.max_bytes / 2**30:.1f} GiB). The tensor-product basis grows with the "
-                "square of the levels; fine structure below that scale is not modelled.",
+                f"{target} {' and '.join(reasons)}. The tensor-product basis grows with the "
+                "square of the levels; fine structure below that scale is not modelled. Pass "
+                "j_max explicitly to go finer (family='haar' keeps the pattern sparse).",
                 ApproximationWarning, stacklevel=4)
 
     def fit_grid(self, axes, values) -> WaveletRegressor:

@@ -56,7 +56,10 @@ stale upper bounds, docs/placement.md) returns the plain greedy picks.
 
 The exact GP (:class:`geogp.models.exact.ExactGP`) enters the same machinery through
 explicit features of its posterior covariance on V_c ∪ T (an eigendecomposition, O(|V_c ∪ T|³)),
-for small candidate sets. The wavelet model is not supported yet.
+for small candidate sets. The wavelet model (:class:`geogp.models.wavelet.WaveletRegressor`)
+uses its sparse posterior (:mod:`~geogp.placement.wavelet`, :class:`SparseFeaturePosterior`):
+one solve with the model's sparse factorisation per chosen site, Woodbury with the chosen set,
+strategies ``"variance"`` and ``"mi"``.
 
 Sites keep a minimum distance, by default ¼ of the model's shortest lengthscale
 (:func:`auto_min_distance`; ``min_distance=0`` turns it off).
@@ -66,7 +69,8 @@ Modules: :mod:`~geogp.placement.candidates` (locations, stratified thinning, con
 :mod:`~geogp.placement.operators` (candidate/target feature operators, AFS and exact-GP
 problems), :mod:`~geogp.placement.suggest` (:func:`suggest_sites`),
 :mod:`~geogp.placement.greedy` (the greedy state and loop), :mod:`~geogp.placement.screen`
-(the marginal criterion over a large target set), :mod:`~geogp.placement.output`
+(the marginal criterion over a large target set), :mod:`~geogp.placement.wavelet` (wavelet
+models), :mod:`~geogp.placement.output`
 (GeoJSON/CSV writers, :func:`plot_sites`).
 
 Example:
@@ -99,12 +103,14 @@ from geogp.placement.posterior import add_observations as add_observations
 from geogp.placement.suggest import CRITERIA as CRITERIA
 from geogp.placement.suggest import STRATEGIES as STRATEGIES
 from geogp.placement.suggest import suggest_sites as suggest_sites
+from geogp.placement.wavelet import SparseFeaturePosterior as SparseFeaturePosterior
 
 __all__ = [
     "STRATEGIES",
     "CRITERIA",
     "Candidates",
     "FeaturePosterior",
+    "SparseFeaturePosterior",
     "add_observations",
     "auto_min_distance",
     "suggest_sites",

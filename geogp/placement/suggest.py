@@ -25,6 +25,7 @@ from geogp.placement.greedy import _Greedy, _run
 from geogp.placement.operators import _DENSE_LIMIT, _afs_problem, _DenseOps, _exact_problem
 from geogp.placement.posterior import _check_afs
 from geogp.placement.screen import _BATCH, _BATCH_BYTES
+from geogp.placement.wavelet import is_wavelet, wavelet_greedy, wavelet_min_distance
 
 STRATEGIES = ("variance", "mi", "krause")
 CRITERIA = ("marginal", "joint")
@@ -55,11 +56,13 @@ def _check_count(value, name: str) -> int:
     return int(value)
 
 
-def _min_distance(value, model) -> tuple[float, bool]:
+def _min_distance(value, model, coords=None) -> tuple[float, bool]:
     """(minimum distance, whether it is the default ¼ of the shortest lengthscale)."""
     if isinstance(value, str):
         if value != "auto":
             raise InputError(f"min_distance must be a number ≥ 0 or 'auto'; got {value!r}.")
+        if is_wavelet(model):  # no kernel_: its effective lengthscale over the candidates
+            return wavelet_min_distance(model, coords), True
         return auto_min_distance(model), True
     try:
         out = float(value)
@@ -111,8 +114,11 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
     """Suggest the next ``n`` measurement sites by greedy selection (docs/placement.md).
 
     Args:
-        model: a fitted :class:`~geogp.models.afs.AFSRegressor` or
-            :class:`~geogp.models.exact.ExactGP` (hyperparameters are kept fixed).
+        model: a fitted :class:`~geogp.models.afs.AFSRegressor`,
+            :class:`~geogp.models.exact.ExactGP` or
+            :class:`~geogp.models.wavelet.WaveletRegressor` (sparse posterior, strategies
+            ``"variance"`` and ``"mi"``: :mod:`geogp.placement.wavelet`; hyperparameters are
+            kept fixed).
         candidates: :class:`Candidates` (e.g. ``Candidates.grid(axes, mask)``), or an (N, D)
             array / DataFrame of points, in the model's input units and column order.
         n: number of sites k (fewer are returned when the budget or the minimum distance
@@ -128,7 +134,8 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
             the candidates that its upper bounds cannot rule out (:mod:`geogp.placement.screen`)
             and only the joint criterion (a |T| × |T| determinant) is computed on a
             stratified random subset (:meth:`Candidates.thin`; ``attrs['targets_thinned']``).
-            With the exact GP, explicit targets beyond ``max_targets`` are thinned likewise.
+            With the exact GP, explicit targets beyond ``max_targets`` are thinned likewise;
+            with a wavelet model the marginal criterion is thinned as the joint one.
         existing: (N_e, D) existing sensors, absorbed first by the same rank-one updates. For
             ``"krause"``, those that sit on a candidate are part of the selected set A (so a
             batch of q equals q calls that each pass the previous picks as existing).
@@ -187,8 +194,16 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
     max_targets = _check_count(max_targets, "max_targets")
     max_evaluations = _check_count(max_evaluations, "max_evaluations")
     cands = _as_candidates(candidates, "candidates")
-    exact = hasattr(model, "X_train_") and not hasattr(model, "features_")
-    if not exact:
+    wavelet = is_wavelet(model)
+    exact = not wavelet and hasattr(model, "X_train_") and not hasattr(model, "features_")
+    if wavelet:  # sparse posterior, rank-one updates by solves (geogp.placement.wavelet)
+        if not hasattr(model, "posterior_"):
+            raise InputError("expected a fitted WaveletRegressor; call fit() or fit_grid().")
+        if strategy == "krause":
+            raise InputError("strategy 'krause' is not available for wavelet models; use "
+                             "'variance' or 'mi' (or an AFS model for 'krause').")
+        n_dims = model.basis_.n_dims
+    elif not exact:
         _check_afs(model)
         n_dims = model.features_.n_dims
     else:
@@ -202,7 +217,7 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
         if existing.shape[1] != n_dims:
             raise InputError(f"existing sensors have {existing.shape[1]} columns; expected "
                              f"{n_dims}.")
-    min_distance, auto = _min_distance(min_distance, model)
+    min_distance, auto = _min_distance(min_distance, model, cands.coords)
     costs = None if cost is None else _check_vector(cost, N, "cost", positive=True)
     if budget is not None:
         budget = float(budget)
@@ -230,7 +245,7 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
     if strategy == "mi":
         per = 8 * N * (2 if criterion == "joint" else 1)
         limit = min(max_targets, max(1, int(max_bytes // per)))
-        if n_t > limit and criterion == "marginal":
+        if n_t > limit and criterion == "marginal" and not wavelet:
             screened = True  # all targets, bounds + exact values (geogp.placement.screen)
         elif n_t > limit:
             tgt, thinned = (cands if tgt is None else tgt).thin(limit, seed)
@@ -238,11 +253,14 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
         tgt, thinned = tgt.thin(max_targets, seed)
 
     n_t = N if tgt is None else len(tgt)
-    if exact:
+    if wavelet:  # its own memory estimate and refusal, before allocating
+        g = wavelet_greedy(model, cands, tgt, existing, strategy, criterion, n, max_memory)
+        pb = g.pb
+    elif exact:
         n_feat = N + (0 if tgt is None else n_t) + (0 if existing is None else len(existing))
     else:
         n_feat = int(model.features_.n_features)
-    needed = memory_estimate(
+    needed = 0.0 if wavelet else memory_estimate(
         N, n_t, n_feat, same=tgt is None, dense=exact or N * n_feat <= dense_limit,
         strategy=strategy, criterion=criterion, screened=screened,
         matrix_targets=0 if screened else n_t)
@@ -251,14 +269,13 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
             f"placement over {N} candidates and {n_t} targets ({n_feat} features)", needed,
             max_memory, "Use fewer candidates (a coarser grid, a mask or exclude=), fewer "
             "targets, or raise max_memory.")
-    if exact:
-        pb = _exact_problem(model, cands, tgt, existing)
-    else:
-        pb = _afs_problem(model, cands, tgt, existing, dense_limit)
-    taken = _at_candidates(existing, cands.coords) if existing is not None else []
-    if lazy is None:
-        lazy = isinstance(pb.ops, _DenseOps)
-    g = _Greedy(pb, strategy, criterion, bool(lazy), 16, taken, screened, max_evaluations)
+    if not wavelet:
+        pb = (_exact_problem(model, cands, tgt, existing) if exact
+              else _afs_problem(model, cands, tgt, existing, dense_limit))
+        taken = _at_candidates(existing, cands.coords) if existing is not None else []
+        if lazy is None:
+            lazy = isinstance(pb.ops, _DenseOps)
+        g = _Greedy(pb, strategy, criterion, bool(lazy), 16, taken, screened, max_evaluations)
     picks, stopped = _run(g, n, active, costs, budget, min_distance, cands.coords)
 
     ys = pb.y_scale
@@ -286,7 +303,7 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
                      "criterion_gap": screen.get("criterion_gap", 0.0),
                      "exact_evaluations": screen.get("exact_evaluations"),
                      "stopped": stopped, "coord_names": list(names),
-                     "model": "exact" if exact else "afs"})
+                     "model": "wavelet" if wavelet else "exact" if exact else "afs"})
     if stopped != "n":
         warnings.warn(f"only {len(picks)} of {n} sites could be placed ({stopped}).", stacklevel=2)
     return df

@@ -367,3 +367,47 @@ def test_covariate_rasters_enter_the_mean(tmp_path):
     assert float(np.sqrt(np.mean((cli[hole] - truth.values[hole]) ** 2))) < 0.5 * rmse[1]
     np.testing.assert_allclose(cli[~hole], pred["mean"].values[~hole], rtol=0,
                                atol=0.05 * float(np.std(truth.values)))
+
+
+def test_wavelet_effective_lengthscale_map_band_and_panel(tmp_path):
+    """The wavelet model's effective-lengthscale map (issue #14) equals the thesis formula
+    (eqs. 4.33–4.36) written out here in numpy, per axis, in the raster's units; `geogp fit`
+    writes it as a named band with the same values; other models refuse the map."""
+    import rasterio
+
+    from geogp.cli import main
+
+    da = make_raster(ny=12, nx=14, seed=6)
+    model = geogp.fit(da, model="wavelet", family="haar", iota=0, j_max=1, n_components=1,
+                      maxiter=15)
+    ell = model.effective_lengthscale()
+    est = model.estimators_[0]
+    p = {k: np.asarray(v) for k, v in est.params_.items()}
+    iota = est.basis_.dims[0].iota
+    Y, X = np.meshgrid(da["y"].values, da["x"].values, indexing="ij")
+    Z = (np.column_stack([Y.ravel(), X.ravel()]) - est.scaler_.x_mean) / est.scaler_.x_scale
+    per_axis = []
+    for d in range(2):
+        j0 = iota + 0.5 * np.log2(np.e) / (1 + p["decay"][d])
+        jq = iota + 0.5 * np.log2(np.e) / (1 + p["component_decay"][d])
+        bg = p["component_weight"][d] * 2.0 ** (-((Z[:, d, None] - p["component_centre"][d])
+                                                    / p["component_width"][d]) ** 2)
+        per_axis.append((2.0**-j0 + (bg * 2.0**-jq).sum(1)) / (1 + bg.sum(1))
+                        * est.scaler_.x_scale[d])
+    want = np.sqrt(per_axis[0] * per_axis[1]).reshape(Y.shape)
+    np.testing.assert_allclose(ell.values, want, rtol=1e-10)
+    assert ell.dims == ("y", "x") and ell.rio.crs == da.rio.crs
+    assert ell.attrs["units"] == "metre"
+    assert np.ptp(want) > 0  # the learnt component makes it vary in space
+
+    path = tmp_path / "in.tif"
+    da.astype("float32").rio.write_nodata(np.nan, encoded=True).rio.to_raster(path)
+    out = tmp_path / "pred.tif"
+    assert main(["fit", str(path), "--out", str(out), "--model", "wavelet", "--map",
+                 str(tmp_path / "m.png"), "--quiet"]) == 0
+    with rasterio.open(out) as src:
+        assert src.descriptions == ("mean", "std", "effective_lengthscale")
+        assert np.all(np.isfinite(src.read(3))) and np.all(src.read(3) > 0)
+    assert (tmp_path / "m.png").stat().st_size > 0
+    with pytest.raises(InputError, match="local lengthscale of model='wavelet'"):
+        geogp.fit(da, model="afs", n_features=16, maxiter=2).effective_lengthscale()

@@ -221,6 +221,7 @@ def _points_grid(args, table):
 def _fit(args, echo) -> int:
     import numpy as np
 
+    from geogp._progress import bar
     from geogp.api import GeoRegressor
     from geogp.io import check_writable, open_raster, write_geotiff, write_netcdf
 
@@ -255,26 +256,33 @@ def _fit(args, echo) -> int:
         model.fit(da, covariates=covariates)
     pred = model.predict(like=da, quantiles=args.quantiles)
     if args.samples:
-        draws = model.sample(args.samples, like=da, seed=args.seed)
+        with bar(f"posterior samples ({args.samples})", 1, not args.quiet, unit="pass") as pb:
+            draws = model.sample(args.samples, like=da, seed=args.seed)
+            pb.update(1)
         pred["samples"] = draws.assign_coords(sample=np.arange(1, args.samples + 1))
     extra = ()
     if model.model_ == "wavelet":  # its local lengthscale: a band, and a panel of --map
         pred["effective_lengthscale"] = model.effective_lengthscale(like=da)
         extra = ("effective_lengthscale",)
-    write_geotiff(pred, args.out, overwrite=args.overwrite, latent=args.latent,
-                  quantiles=bool(args.quantiles), cog=args.cog, samples=bool(args.samples),
-                  extra=extra)
-    if args.netcdf:
-        write_netcdf(pred, args.netcdf, overwrite=args.overwrite)
-    if args.map:
-        import matplotlib
+    with bar("writing", len(outputs), not args.quiet, unit="file") as pb:
+        write_geotiff(pred, args.out, overwrite=args.overwrite, latent=args.latent,
+                      quantiles=bool(args.quantiles), cog=args.cog,
+                      samples=bool(args.samples), extra=extra)
+        pb.update(1)
+        if args.netcdf:
+            write_netcdf(pred, args.netcdf, overwrite=args.overwrite)
+            pb.update(1)
+        if args.map:
+            import matplotlib
 
-        matplotlib.use("Agg")
-        from geogp.plotting import save_maps
+            matplotlib.use("Agg")
+            from geogp.plotting import save_maps
 
-        save_maps(args.map, da, pred, overwrite=args.overwrite, title=str(da.name or ""))
-    if args.save_model:
-        model.save(args.save_model, overwrite=args.overwrite)
+            save_maps(args.map, da, pred, overwrite=args.overwrite, title=str(da.name or ""))
+            pb.update(1)
+        if args.save_model:
+            model.save(args.save_model, overwrite=args.overwrite)
+            pb.update(1)
     echo(model.summary())
     echo("wrote " + ", ".join(outputs))
     return EXIT_OK

@@ -404,7 +404,7 @@ def test_wavelet_effective_lengthscale_map_band_and_panel(tmp_path):
     da.astype("float32").rio.write_nodata(np.nan, encoded=True).rio.to_raster(path)
     out = tmp_path / "pred.tif"
     assert main(["fit", str(path), "--out", str(out), "--model", "wavelet", "--map",
-                 str(tmp_path / "m.png"), "--quiet"]) == 0
+                 str(tmp_path / "m.png"), "--maxiter", "5", "--quiet"]) == 0
     with rasterio.open(out) as src:
         assert src.descriptions == ("mean", "std", "effective_lengthscale")
         assert np.all(np.isfinite(src.read(3))) and np.all(src.read(3) > 0)

@@ -369,13 +369,16 @@ def test_covariate_rasters_enter_the_mean(tmp_path):
                                atol=0.05 * float(np.std(truth.values)))
 
 
-def test_wavelet_effective_lengthscale_map_band_and_panel(tmp_path):
+def test_wavelet_effective_lengthscale_map_band_and_panel(tmp_path, monkeypatch):
     """The wavelet model's effective-lengthscale map (issue #14) equals the thesis formula
     (eqs. 4.33–4.36) written out here in numpy, per axis, in the raster's units; `geogp fit`
-    writes it as a named band with the same values; other models refuse the map."""
+    writes it as a named band with the same values; other models refuse the map. The CLI's
+    automatic db4 levels respect the cost cap (patched to 400 functions to keep this fast)."""
     import rasterio
 
+    import geogp.models.wavelet as wavelet_module
     from geogp.cli import main
+    from geogp.exceptions import ApproximationWarning
 
     da = make_raster(ny=12, nx=14, seed=6)
     model = geogp.fit(da, model="wavelet", family="haar", iota=0, j_max=1, n_components=1,
@@ -403,6 +406,10 @@ def test_wavelet_effective_lengthscale_map_band_and_panel(tmp_path):
     path = tmp_path / "in.tif"
     da.astype("float32").rio.write_nodata(np.nan, encoded=True).rio.to_raster(path)
     out = tmp_path / "pred.tif"
+    monkeypatch.setattr(wavelet_module, "AUTO_MAX_FEATURES", 400)
+    with pytest.warns(ApproximationWarning, match=r"basis functions \(> 400"):
+        capped = geogp.fit(da, model="wavelet", maxiter=2)
+    assert 0 < capped.estimators_[0].n_features_ <= 400
     assert main(["fit", str(path), "--out", str(out), "--model", "wavelet", "--map",
                  str(tmp_path / "m.png"), "--maxiter", "5", "--quiet"]) == 0
     with rasterio.open(out) as src:

@@ -1,0 +1,275 @@
+"""The wavelet model's sparse problem, collapsed bound and posterior: pure functions of θ.
+
+Split from :mod:`geogp.models.wavelet` (the estimator :class:`WaveletRegressor`, a thin shell
+over these). See that module's docstring for the bound, and docs/wavelets.md,
+docs/sparse_vjp.md for the maths and the solvers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from geogp.exceptions import InputError
+from geogp.features.wavelet import WaveletStatistics
+from geogp.models.wavelet_prior import LOCATIONS, NORMALISATIONS, log_coefficients, log_precisions
+
+__all__ = ["BACKENDS", "WaveletProblem", "WaveletPosterior", "make_problem", "collapsed_bound",
+           "posterior"]
+
+BACKENDS = ("auto", "cholmod", "dense")
+_PREDICT_ENTRIES = 2**22  # entries of the dense (M_a, chunk) right-hand sides in prediction
+
+
+def _load_linalg(backend: str):
+    """Return ``(SparsePattern, logdet_and_solve)`` of the chosen backend (docs/sparse_vjp.md, contract)."""
+    if backend not in BACKENDS:
+        raise InputError(f"backend must be one of {BACKENDS}; got {backend!r}.")
+    from geogp import linalg
+
+    if backend == "dense" or (backend == "auto" and not linalg.HAVE_CHOLMOD):
+        # LAPACK on the host behind the custom VJP (one dpotrf + dpotri per value and
+        # gradient); JAX's own dense Cholesky (the test oracle) only without scikit-sparse
+        if linalg.HAVE_CHOLMOD:
+            from geogp.linalg import lapack
+
+            return linalg.SparsePattern, lapack.logdet_and_solve
+        return linalg.SparsePattern, linalg.dense.logdet_and_solve
+    if not linalg.HAVE_CHOLMOD:
+        raise InputError(
+            "backend='cholmod' needs scikit-sparse (CHOLMOD), which is not installed; install "
+            "scikit-sparse or use backend='dense' (small problems only)."
+        )
+    return linalg.SparsePattern, linalg.cholmod.logdet_and_solve
+
+
+@jax.tree_util.register_pytree_node_class
+@dataclass(frozen=True, eq=False)
+class WaveletProblem:
+    """Everything the bound needs besides θ: statistics, pattern and solver (all constant).
+
+    A JAX pytree: the index and value arrays are leaves, so a jitted objective receives them as
+    arguments rather than as compiled-in constants; the rest is static (compared by identity).
+
+    Attributes:
+        stats: the :class:`~geogp.features.wavelet.WaveletStatistics`.
+        pattern: the ``geogp.linalg.SparsePattern`` of P (lower triangle, CSC order).
+        solve: ``logdet_and_solve(pattern, values, rhs) -> (logdet, solution)``.
+        rows, cols: (nnz,) row and column of each stored entry of P (pattern order).
+        g_vals: (nnz,) G on P in pattern order.
+        r: (M_a,) r = Φy of the active features.
+        index: (D, M_a) per-dimension function indices of the active features.
+        normalisation: ``"amplitude"`` or ``"l2"``. location: ``"left"`` or ``"centre"``.
+    """
+
+    stats: WaveletStatistics
+    pattern: object = field(repr=False)
+    solve: object = field(repr=False)
+    rows: np.ndarray = field(repr=False)
+    cols: np.ndarray = field(repr=False)
+    g_vals: np.ndarray = field(repr=False)
+    r: np.ndarray = field(repr=False)
+    index: np.ndarray = field(repr=False)
+    normalisation: str = "amplitude"
+    location: str = "left"
+
+    @property
+    def basis(self):
+        return self.stats.basis
+
+    def tree_flatten(self):
+        leaves = (self.rows, self.cols, self.g_vals, self.r, self.index)
+        return leaves, (self.stats, self.pattern, self.solve, self.normalisation, self.location)
+
+    @classmethod
+    def tree_unflatten(cls, aux, leaves):
+        stats, pattern, solve, normalisation, location = aux
+        return cls(stats, pattern, solve, *leaves, normalisation, location)
+
+
+# "auto": a pattern this dense gains nothing from sparse factors (the coarse levels' wide
+# functions couple almost every pair), and dense LAPACK beats the selected inversion
+_DENSE_FILL, _DENSE_MAX = 0.2, 8000
+
+
+def _dense_is_faster(gram) -> bool:
+    m = gram.shape[0]
+    return m <= _DENSE_MAX and (2 * gram.nnz - m) >= _DENSE_FILL * m * m
+
+
+def make_problem(stats: WaveletStatistics, backend: str = "auto",
+                 normalisation: str = "amplitude", location: str = "left") -> WaveletProblem:
+    """Fix the sparse pattern (and, in the CHOLMOD backend, its analysis) for the bound.
+
+    Args:
+        stats: precomputed statistics.
+        backend: ``"cholmod"``, ``"dense"`` (densifies A) or ``"auto"``: CHOLMOD, except
+            for patterns of at most 8,000 features filled to 20 % or more (dense LAPACK).
+        normalisation: ``"amplitude"`` (default) or ``"l2"`` (docs/wavelets.md, coefficients).
+        location: bump location of a basis function, ``"left"`` (t 2^{−j}, thesis eq. 4.26,
+            default) or ``"centre"`` (middle of its support).
+
+    Returns:
+        A :class:`WaveletProblem`.
+
+    Cost: O(nnz(P)) here, plus the backend's symbolic analysis.
+    """
+    if normalisation not in NORMALISATIONS:
+        raise InputError(f"normalisation must be one of {NORMALISATIONS}; got {normalisation!r}.")
+    if location not in LOCATIONS:
+        raise InputError(f"location must be one of {LOCATIONS}; got {location!r}.")
+    if backend == "auto" and _dense_is_faster(stats.gram):
+        backend = "dense"
+    pattern_cls, solve = _load_linalg(backend)
+    pattern = pattern_cls.from_scipy(stats.gram)
+    rows = np.asarray(pattern.rows, dtype=np.int64)
+    cols = np.asarray(pattern.cols, dtype=np.int64)
+    g_vals = np.asarray(pattern.values_from_scipy(stats.gram), dtype=np.float64)
+    index = stats.basis.unravel(stats.active)
+    return WaveletProblem(stats, pattern, solve, rows, cols, g_vals, stats.r.copy(), index,
+                          normalisation, location)
+
+
+def _whitened_system(params: dict, problem: WaveletProblem):
+    """A on P (pattern order) and b = σ⁻² Λ^{1/2} r for the active features."""
+    log_lam = log_precisions(params, problem.basis.dims, problem.index, problem.normalisation,
+                             problem.location)
+    sqrt_lam = jnp.exp(0.5 * log_lam)  # Λ^{1/2}, never formed from 1/λ (docs/bound.md)
+    inv_noise = 1.0 / params["noise"]
+    rows, cols = problem.rows, problem.cols
+    # A_vals = 1[row = col] + σ⁻² √λ_row G_vals √λ_col                   (docs/wavelets.md, sparsity and bound)
+    a_vals = (rows == cols) + inv_noise * sqrt_lam[rows] * problem.g_vals * sqrt_lam[cols]
+    b = inv_noise * sqrt_lam * problem.r  # b = σ⁻² Λ^{1/2} r
+    return a_vals, b
+
+
+@jax.jit
+def _bound_and_solution(params: dict, problem: WaveletProblem):
+    a_vals, b = _whitened_system(params, problem)
+    logdet, gamma = problem.solve(problem.pattern, a_vals, b)  # (log|A|, A⁻¹b)
+    noise = params["noise"]
+    st = problem.stats
+    # L′ = −½ [N log 2πσ² + log|A| + σ⁻² yᵀy − bᵀA⁻¹b]
+    bound = -0.5 * (st.n * jnp.log(2.0 * math.pi * noise) + logdet + st.yy / noise - b @ gamma)
+    return bound, gamma, a_vals
+
+
+def collapsed_bound(params: dict, problem: WaveletProblem):
+    """The collapsed (Titsias) bound L′ with sparse A (docs/bound.md, docs/wavelets.md).
+
+    For the truncated prior it equals the exact log marginal likelihood
+    log N(y | 0, ΦᵀΛΦ + σ²I) of the finite wavelet model.
+
+    Args:
+        params: constrained parameters (see :func:`geogp.models.wavelet_prior.init_params`).
+        problem: from :func:`make_problem` (a pytree: its arrays are traced, not compiled in).
+
+    Returns:
+        Scalar L′ (standardised units). Differentiable in ``params`` (custom VJP of the solver).
+
+    Cost: one sparse Cholesky of A (O(nnz(L)) memory) and O(nnz(P) + Σ_d M_d Q) other work.
+    """
+    return _bound_and_solution(params, problem)[0]
+
+
+@dataclass(frozen=True, eq=False)
+class WaveletPosterior:
+    """Optimal q(u) at fixed θ (docs/bound.md, eq. 2.30), in whitened coordinates.
+
+    Attributes:
+        params: the parameters. problem: the :class:`WaveletProblem`.
+        gamma: (M_a,) A⁻¹b, so that the mean at x* is ψ*ᵀγ with ψ* = Λ^{1/2}φ(x*).
+        bound: L′ at ``params``.
+        a_vals: (nnz,) A on P at ``params``.
+        log_coeffs: per dimension, (M_d,) log β^{(d)} of every 1-D function (normalisation
+            included).
+    """
+
+    params: dict = field(repr=False)
+    problem: WaveletProblem = field(repr=False)
+    gamma: np.ndarray = field(repr=False)
+    bound: float
+    a_vals: object = field(repr=False)
+    log_coeffs: tuple = field(repr=False)
+
+    @cached_property
+    def _solve_many(self):
+        """Jitted X ↦ A⁻¹X at this posterior's A (compiled once per right-hand-side width)."""
+        pattern, solve = self.problem.pattern, self.problem.solve
+        return jax.jit(lambda vals, rhs: solve(pattern, vals, rhs)[1])
+
+    def _local(self, X: np.ndarray):
+        """Local features at X (N, D): flat rows (N, K) and ψ = √λ·φ values (N, K)."""
+        basis = self.problem.basis
+        rows, vals = basis.local_features(X)
+        idx = basis.unravel(rows)
+        log_lam = np.log(float(self.params["amplitude"])) + sum(
+            c[i] for c, i in zip(self.log_coeffs, idx))
+        return rows, np.exp(0.5 * log_lam) * vals
+
+    def prior_variance(self, X) -> np.ndarray:
+        """k(x, x) = Σ_m λ_m φ_m(x)² of the finite prior at X (N, D). Cost O(N·K)."""
+        _, psi = self._local(np.asarray(X, dtype=np.float64))
+        return np.sum(psi**2, axis=1)
+
+    def predict(self, X, chunk_size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean and latent variance of f at X (standardised units).
+
+        mean = ψ*ᵀγ (= σ⁻² φ*ᵀB⁻¹r) and var = Σ_{pruned} λ_m φ_m(x*)² + ψ_aᵀA⁻¹ψ_a
+        (= φ*ᵀB⁻¹φ* over the unpruned basis, docs/wavelets.md (sparsity and bound)).
+
+        Args:
+            X: (N*, D) points inside the window.
+            chunk_size: points per batch of solves; default keeps M_a·chunk ≤ 2^22.
+
+        Returns:
+            ``(mean, var)``, each (N*,).
+
+        Cost: per chunk one factorisation of A and a solve with chunk right-hand sides;
+        O(N*·K) other work.
+        """
+        X = np.asarray(X, dtype=np.float64)
+        st = self.problem.stats
+        pos_of = st.position
+        ma = st.n_active
+        n_pts = X.shape[0]
+        step = max(1, _PREDICT_ENTRIES // max(ma, 1)) if chunk_size is None else int(chunk_size)
+        step = min(step, 1 << max(n_pts - 1, 1).bit_length())  # few distinct shapes to compile
+        solve_many = self._solve_many
+        means, variances = [], []
+        for start in range(0, n_pts, step):
+            rows, psi = self._local(X[start:start + step])
+            pos = pos_of[rows]
+            act = pos >= 0
+            means.append(np.sum(np.where(act, psi * self.gamma[np.where(act, pos, 0)], 0.0), 1))
+            var_pruned = np.sum(np.where(act, 0.0, psi**2), axis=1)
+            rhs = np.zeros((ma, step))  # fixed width: the last chunk is zero-padded
+            cols = np.broadcast_to(np.arange(rows.shape[0])[:, None], rows.shape)
+            rhs[pos[act], cols[act]] = psi[act]
+            sol = np.asarray(solve_many(self.a_vals, jnp.asarray(rhs)))
+            var_act = np.sum(rhs * sol, axis=0)[: rows.shape[0]]  # ψ_aᵀ A⁻¹ ψ_a
+            variances.append(var_pruned + var_act)
+        return np.concatenate(means), np.concatenate(variances)
+
+
+def posterior(params: dict, problem: WaveletProblem) -> WaveletPosterior:
+    """Build the posterior at θ: one sparse factorisation. Cost as :func:`collapsed_bound`."""
+    bound, gamma, a_vals = _bound_and_solution(params, problem)
+    log_coeffs = tuple(np.asarray(c) for c in _log_coefficients_jit(
+        params, problem.basis.dims, problem.normalisation, problem.location))
+    return WaveletPosterior(params, problem, np.asarray(gamma), float(bound), a_vals,
+                            log_coeffs)
+
+
+_log_coefficients_jit = jax.jit(log_coefficients, static_argnums=(1, 2, 3))
+
+
+def _loss_per_point(params: dict, problem: WaveletProblem):
+    """−L′/N, the objective minimised by :class:`WaveletRegressor` (module level: the
+    optimiser caches its compilation per loss function)."""
+    return -collapsed_bound(params, problem) / problem.stats.n

@@ -1,0 +1,150 @@
+"""Posterior samples and predictions of a fitted lattice model (docs/lattice.md, posterior).
+
+A mixin of :class:`geogp.models.lattice.LatticeRegressor`: it reads the per-cell posterior
+moments the fit keeps (``_mean``, ``_var``, the neighbour covariances ``_cov``), the lattice
+geometry (``shape_``, ``origin_``, ``step_``, ``margin``), ``scaler_``, ``noise_var_`` and,
+for samples, the factorisation state ``_sampler`` of the fit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from geogp.exceptions import InputError, OutsideWindowError
+from geogp.models.base import Prediction, check_columns, check_fitted
+
+__all__ = ["LatticeOutputsMixin"]
+
+
+class LatticeOutputsMixin:
+    """Samples (:meth:`sample_cells`, :meth:`sample`) and predictions (:meth:`predict`,
+    :meth:`predict_grid`) of :class:`~geogp.models.lattice.LatticeRegressor`."""
+
+    # ------------------------------------------------------------------ samples
+    def _sample_cells(self, eps_w: np.ndarray, eps_g: np.ndarray) -> np.ndarray:
+        """Latent samples at every lattice cell (standardised), linear in the normal draws:
+
+            f = E f + r C ε_w + Πᵀ L⁻ᵀ ε_g,   C Cᵀ = A⁻¹,  Π B Πᵀ = L Lᵀ (CHOLMOD),
+
+        so that Cov f = B⁻¹ + r A⁻¹ rᵀ, the posterior of the module docstring. ``eps_w``
+        (k + p, n_s), ``eps_g`` (n, n_s); returns (n, n_s).
+        """
+        sm = self._require_sampler()
+        upper, perm = self._sampler_root(sm)
+        if perm is None:  # dense reference backend
+            g = np.linalg.solve(upper, eps_g)
+        else:
+            import scipy.sparse.linalg as spla
+
+            g = np.empty_like(eps_g)
+            g[perm] = spla.spsolve_triangular(upper, eps_g, lower=False)
+        return self._mean[:, None] + sm["r"] @ (sm["chol_w"] @ eps_w) + g
+
+    def _require_sampler(self) -> dict:
+        sm = getattr(self, "_sampler", None)
+        if sm is None:
+            raise InputError("posterior samples need a lattice model fitted in this session: "
+                             "model files keep the per-cell moments only. Refit it.")
+        return sm
+
+    def _sampler_root(self, sm: dict):
+        """(Lᵀ, Π) with Π B Πᵀ = L Lᵀ, computed on the first draw and kept (Π None: dense)."""
+        if "root" not in sm:
+            if sm["dense"]:
+                B = sm["pattern"].to_scipy(sm["b_vals"]).toarray()
+                sm["root"] = (np.linalg.cholesky(B).T, None)
+            else:
+                from geogp import linalg
+
+                fac = linalg.cholmod.analyze(sm["pattern"], ordering=self.ordering)
+                with fac.lock:
+                    fac._ensure_factor(sm["b_vals"])
+                    lower, perm = fac.backend.factor_and_perm()
+                sm["root"] = (lower.T.tocsr(), perm)
+        return sm["root"]
+
+    def sample_cells(self, n: int, seed=None) -> np.ndarray:
+        """``n`` posterior samples of the latent field at every lattice cell, (n, n_y, n_x),
+        standardised units (``seed``: an int, a SeedSequence or a Generator). Exact under the
+        model. Cost: one sparse factorisation on the first call, then a triangular solve per
+        64 samples."""
+        if not (isinstance(n, (int, np.integer)) and n >= 1):
+            raise InputError(f"n (number of samples) must be an integer ≥ 1; got {n!r}.")
+        check_fitted(self, "_mean")
+        rng = np.random.default_rng(seed)
+        k = self._require_sampler()["chol_w"].shape[0]
+        out = []
+        for start in range(0, n, 64):
+            m = min(64, n - start)
+            out.append(self._sample_cells(rng.standard_normal((k, m)),
+                                          rng.standard_normal((self._mean.size, m))).T)
+        return np.concatenate(out).reshape(n, *self.shape_)
+
+    def sample(self, X, n: int, seed=None, observed: bool = False) -> np.ndarray:
+        """``n`` posterior samples at points X (N*, 2) (model units, (y, x)), data units:
+        bilinear between cell centres like :meth:`predict`, so each sample is a draw of the
+        same interpolated field. ``observed`` adds the noise of a new observation. (n, N*)."""
+        check_fitted(self, "_mean")
+        c, w, inside = self._bilinear(np.asarray(X, dtype=np.float64), "raise")
+        rng = np.random.default_rng(seed)
+        cells = self.sample_cells(n, rng).reshape(n, -1)
+        f = sum(wk[None, :] * cells[:, ck] for wk, ck in zip(w, c))
+        if observed:
+            f = f + math.sqrt(self.noise_var_) * rng.standard_normal(f.shape)
+        return self.scaler_.y_mean + self.scaler_.y_scale * f
+
+    # ------------------------------------------------------------------ prediction
+    def _bilinear(self, X: np.ndarray, outside: str):
+        """Corner cells and bilinear weights of points X (model units) between cell centres."""
+        if X.ndim != 2:
+            raise InputError(f"X must have shape (N, 2) (y, x); got {X.shape}.")
+        check_columns(X, 2)
+        ny, nx = self.shape_
+        fy = (X[:, 0] - self.origin_[0]) / self.step_[0]
+        fx = (X[:, 1] - self.origin_[1]) / self.step_[1]
+        tol = 1e-9
+        inside = (fy >= -tol) & (fy <= ny - 1 + tol) & (fx >= -tol) & (fx <= nx - 1 + tol)
+        if not inside.all() and outside == "raise":
+            raise OutsideWindowError(
+                f"{int((~inside).sum())} point(s) lie outside the lattice (the raster plus "
+                f"{self.margin} cells on each side); use outside='nan' or a larger margin.")
+        fy, fx = np.where(inside, fy, 0.0), np.where(inside, fx, 0.0)
+        i0 = np.clip(np.floor(fy + tol).astype(np.int64), 0, ny - 2)
+        j0 = np.clip(np.floor(fx + tol).astype(np.int64), 0, nx - 2)
+        ty, tx = np.clip(fy - i0, 0.0, 1.0), np.clip(fx - j0, 0.0, 1.0)
+        c00 = i0 * nx + j0
+        c = (c00, c00 + 1, c00 + nx, c00 + nx + 1)
+        w = ((1 - ty) * (1 - tx), (1 - ty) * tx, ty * (1 - tx), ty * tx)
+        return c, w, inside
+
+    def predict(self, X, outside: str = "raise") -> Prediction:
+        """Predictive moments at points X (N*, 2) (model units, (y, x)), bilinear between the
+        lattice's cell centres (exact at the centres). Points outside the lattice (raster plus
+        margin) raise :class:`OutsideWindowError`, or give NaN with ``outside="nan"``.
+
+        Cost: O(N* p²).
+        """
+        check_fitted(self, "_mean")
+        if outside not in ("raise", "nan"):
+            raise InputError(f"outside must be 'raise' or 'nan'; got {outside!r}.")
+        X = np.asarray(X, dtype=np.float64)
+        c, w, inside = self._bilinear(X, outside)
+        mean = sum(wk * self._mean[ck] for wk, ck in zip(w, c))
+        var = sum(wk**2 * self._var[ck] for wk, ck in zip(w, c))
+        cov = self._cov
+        var = var + 2.0 * (w[0] * w[1] * cov[0, c[0]] + w[2] * w[3] * cov[0, c[2]]
+                           + w[0] * w[2] * cov[1, c[0]] + w[1] * w[3] * cov[1, c[1]]
+                           + w[0] * w[3] * cov[2, c[0]] + w[1] * w[2] * cov[3, c[0]])
+        pred = self.scaler_.unscale(mean, var, self.noise_var_)
+        if not inside.all():
+            pred = Prediction(*(np.where(inside, a, np.nan) for a in pred))
+        return pred
+
+    def predict_grid(self, axes, outside: str = "raise") -> Prediction:
+        """Predictions on the tensor grid ``axes`` = (y, x) (model units), arrays (n_y, n_x)."""
+        Y, Xg = np.meshgrid(np.asarray(axes[0], dtype=np.float64),
+                            np.asarray(axes[1], dtype=np.float64), indexing="ij")
+        pred = self.predict(np.stack([Y.ravel(), Xg.ravel()], axis=1), outside=outside)
+        return Prediction(*(np.reshape(a, Y.shape) for a in pred))

@@ -450,6 +450,7 @@ class LatticeRegressor(LatticeOutputsMixin):
         logdet_sigma, m_mat, s, b_vals = (np.asarray(v) for v in
                                           _sparse_statistics(self.params_, problem))
         self.local_scale_ = 1.0
+        stage1 = (dict(self.params_), m_mat, logdet_sigma, b_vals)
         if self.optimize:
             # stage 2 on the whole raster, at the local shape (range, noise/sd) of stage 1: the
             # large-scale θ and one overall scale c of the local field and noise. Only the small
@@ -480,10 +481,29 @@ class LatticeRegressor(LatticeOutputsMixin):
             self.params_, self.local_scale_ = params, math.exp(t)
             m_mat, logdet_sigma = m_mat / self.local_scale_, logdet_sigma + problem.n_obs * t
             b_vals = b_vals / self.local_scale_
-        ll, w, a, d = (np.asarray(v) for v in dense_likelihood(
-            self.params_, m_mat, logdet_sigma, problem.n_obs, problem.freq2, problem.dw,
-            problem.kernel))
-        if not (np.isfinite(ll) and np.all(np.isfinite(w)) and np.all(np.isfinite(a))):
+        def dense_part(params, m_mat, logdet_sigma):
+            out = tuple(np.asarray(v) for v in dense_likelihood(
+                params, m_mat, logdet_sigma, problem.n_obs, problem.freq2, problem.dw,
+                problem.kernel))
+            return out, bool(np.isfinite(out[0]) and np.all(np.isfinite(out[1]))
+                             and np.all(np.isfinite(out[2])))
+
+        (ll, w, a, d), finite = dense_part(self.params_, m_mat, logdet_sigma)
+        if not finite and self.optimize:
+            # stage 2 ended where the small dense system is singular (nearly noise-free data,
+            # run-to-run rounding): fall back to the stage-1 θ with its initial large scales
+            params0, m0, logdet0, b0 = stage1
+            (ll, w, a, d), finite = dense_part(params0, m0, logdet0)
+            if finite:
+                warnings.warn(
+                    "lattice model: the whole-raster fit of the large scales ended where the "
+                    "posterior is numerically singular (nearly noise-free data); the stage-1 "
+                    "parameters with the initial large scales are used instead.",
+                    ApproximationWarning, stacklevel=4)
+                self.params_, self.local_scale_ = params0, 1.0
+                m_mat, logdet_sigma, b_vals = m0, logdet0, b0
+                self.report_large_ = None
+        if not finite:
             raise GeogpError(
                 "lattice model: the posterior is numerically singular at the fitted parameters "
                 f"({ {k: round(float(v), 3) for k, v in self.params_.items()} }); nearly "

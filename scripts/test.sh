@@ -3,4 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m pytest -q "$@"
+# two workers (pytest-xdist), one test file each at a time (module fixtures built once): on
+# 2 cores the suite took 10:45 instead of 15:48 serially (2026-11-25)
+exec .venv/bin/python -m pytest -q -n 2 --dist loadfile "$@"

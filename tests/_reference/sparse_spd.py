@@ -91,3 +91,30 @@ def logdet_solve_objective(backend, pattern, weights):
         return 0.7 * logdet + jnp.sum(weights * x) + 0.1 * jnp.sum(x**2)
 
     return f
+
+
+def matrix_case(name: str, rng: np.random.Generator) -> sp.csc_matrix:
+    """The named SPD test matrices of the sparse-backend tests."""
+    if name == "random10":
+        return random_spd(10, 0.3, rng)
+    if name == "random200":
+        return random_spd(200, 0.02, rng)
+    if name == "grid":
+        return randomised_values(grid_laplacian(12, 11), rng)
+    if name == "full60":  # a full pattern (the dense LAPACK backend's use)
+        g = rng.standard_normal((60, 80))
+        return sp.csc_matrix(g @ g.T / 80 + np.eye(60))
+    return banded_spd(150, 4, rng)
+
+
+def problem_case(name: str, rng: np.random.Generator, k=None):
+    """(pattern, values, rhs) of :func:`matrix_case`; rhs (n,) or (n, k) standard normal."""
+    import jax.numpy as jnp
+
+    from geogp.linalg import SparsePattern
+
+    a = matrix_case(name, rng)
+    pattern = SparsePattern.from_scipy(a)
+    values = jnp.asarray(pattern.values_from_scipy(a))
+    shape = (a.shape[0],) if k is None else (a.shape[0], k)
+    return pattern, values, jnp.asarray(rng.standard_normal(shape))

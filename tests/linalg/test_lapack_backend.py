@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from _reference.assertions import assert_allclose
-from _reference.sparse_spd import (banded_spd, grid_laplacian, logdet_solve_objective,
-                                   random_spd, randomised_values)
+from _reference.sparse_spd import (grid_laplacian, logdet_solve_objective, matrix_case,
+                                   problem_case, randomised_values)
 from jax.test_util import check_grads
 
 pytest.importorskip("sksparse.cholmod")  # the host logic is shared with the CHOLMOD backend
@@ -26,25 +26,7 @@ dense_jit = jax.jit(dense.logdet_and_solve, static_argnums=0)
 CASES = ["random10", "random200", "grid", "banded", "full60"]
 
 
-def _matrix(name, rng):
-    if name == "random10":
-        return random_spd(10, 0.3, rng)
-    if name == "random200":
-        return random_spd(200, 0.02, rng)
-    if name == "grid":
-        return randomised_values(grid_laplacian(12, 11), rng)
-    if name == "full60":
-        g = rng.standard_normal((60, 80))
-        return sp.csc_matrix(g @ g.T / 80 + np.eye(60))
-    return banded_spd(150, 4, rng)
-
-
-def _problem(name, rng, k=None):
-    a = _matrix(name, rng)
-    pattern = SparsePattern.from_scipy(a)
-    values = jnp.asarray(pattern.values_from_scipy(a))
-    shape = (a.shape[0],) if k is None else (a.shape[0], k)
-    return pattern, values, jnp.asarray(rng.standard_normal(shape))
+_matrix, _problem = matrix_case, problem_case
 
 
 _objective = logdet_solve_objective

@@ -266,14 +266,7 @@ class GeoRegressor(DrawsMixin):
             raise InputError(f"outside must be 'raise' or 'nan'; got {outside!r}.")
         if points:
             return self._predict_points(x, y, quantiles, outside)
-        if like is None and x is None and y is None:
-            if self.target_ is None:
-                raise InputError("the model was fitted on points without grid=...; pass "
-                                 "like=DataArray or x=/y= coordinates to predict on.")
-            target = self.target_
-        else:
-            target = target_from(self.spec_, like, x=x, y=y)
-        axes = list(self.spec_.to_model(target.y, target.x))
+        target, axes = self._grid(like, x, y)
         n = len(self.estimators_)
         with bar("prediction", n * len(axes[0]), bool(self.progress), unit="row") as pbar:
             preds = [engines.predict_grid(est, axes, outside, on_block=pbar.update)
@@ -286,6 +279,18 @@ class GeoRegressor(DrawsMixin):
             spatial_dims=(target.y_dim, target.x_dim), extra_dim=self.extra_dim_,
             extra_coords=self.extra_coords_, quantiles=quantiles, attrs=self.attrs_,
             name=self.name_)
+
+    def _grid(self, like, x, y) -> tuple[Target, list]:
+        """The target grid of ``like`` / ``x``, ``y`` (default: the fitted raster's or
+        ``grid=``'s) and its axes in model coordinates."""
+        if like is None and x is None and y is None:
+            if self.target_ is None:
+                raise InputError("the model was fitted on points without grid=...; pass "
+                                 "like=DataArray or x=/y= coordinates to predict on.")
+            target = self.target_
+        else:
+            target = target_from(self.spec_, like, x=x, y=y)
+        return target, list(self.spec_.to_model(target.y, target.x))
 
     def _predict_points(self, x, y, quantiles, outside) -> xr.Dataset:
         xs = np.atleast_1d(np.asarray(x, dtype=np.float64))

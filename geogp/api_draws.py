@@ -11,7 +11,6 @@ import xarray as xr
 
 from geogp import engines
 from geogp.exceptions import InputError
-from geogp.outputs import target_from
 
 __all__ = ["DrawsMixin"]
 
@@ -45,29 +44,14 @@ class DrawsMixin:
                              f"is {self.model_!r}.")
         if not (isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1):
             raise InputError(f"n must be an integer ≥ 1; got {n!r}.")
-        target = (self.target_ if like is None and x is None and y is None
-                  else target_from(self.spec_, like, x=x, y=y))
-        my, mx = self.spec_.to_model(target.y, target.x)
+        target, axes = self._grid(like, x, y)
         seeds = np.random.SeedSequence(seed).spawn(len(self.estimators_))
-        draws = np.stack([engines.sample_grid(est, [my, mx], int(n), seed=ss,
-                                              observed=not latent)
+        draws = np.stack([engines.sample_grid(est, axes, int(n), seed=ss, observed=not latent)
                           for est, ss in zip(self.estimators_, seeds)],
                          axis=1)  # (sample, slice, y, x)
-        dims = ["sample", target.y_dim, target.x_dim]
-        coords = dict(target.coords)
-        if self.extra_dim_ is not None:
-            dims.insert(1, self.extra_dim_)
-            coords.update({k: v for k, v in (self.extra_coords_ or {}).items()})
-        else:
-            draws = draws[:, 0]
-        out = xr.DataArray(draws, dims=dims, coords=coords,
-                           name=f"{self.name_ or 'field'}_samples", attrs=dict(self.attrs_))
-        out = out.assign_coords(sample=np.arange(n))
-        crs = self.spec_.crs_wkt or target.crs_wkt
-        if crs:
-            out = out.rio.set_spatial_dims(x_dim=target.x_dim, y_dim=target.y_dim)
-            out = out.rio.write_crs(crs)
-        return out
+        out = self._raster(draws, ["sample"], target, f"{self.name_ or 'field'}_samples",
+                           dict(self.attrs_))
+        return out.assign_coords(sample=np.arange(n))
 
     def exceedance(self, threshold: float, like=None, *, latent: bool = True,
                    **predict_options) -> xr.DataArray:
@@ -127,25 +111,28 @@ class DrawsMixin:
             raise InputError(f"effective_lengthscale() maps the local lengthscale of "
                              f"model='wavelet'; this model is {self.model_!r}, whose "
                              "lengthscale is the same everywhere (see hyperparameters()).")
-        target = (self.target_ if like is None and x is None and y is None
-                  else target_from(self.spec_, like, x=x, y=y))
-        my, mx = self.spec_.to_model(target.y, target.x)
+        target, (my, mx) = self._grid(like, x, y)
         Y, X = np.meshgrid(my, mx, indexing="ij")
         pts = np.column_stack([Y.ravel(), X.ravel()])
         scale, units = ((KM_PER_DEGREE, "km") if self.spec_.geographic
                         else (1.0, self.spec_.units))
         maps = np.stack([np.sqrt(np.prod(est.effective_lengthscale(pts), axis=1)).reshape(Y.shape)
-                         for est in self.estimators_]) * scale
-        dims = [target.y_dim, target.x_dim]
+                         for est in self.estimators_]) * scale  # (slice, y, x)
+        return self._raster(maps, [], target, "effective_lengthscale",
+                            {"units": units, "long_name": "effective lengthscale "
+                             "(wavelet prior, geometric mean of the axes)"})
+
+    def _raster(self, values, lead: list, target, name: str, attrs: dict) -> xr.DataArray:
+        """``values`` (*lead, slice, y, x) as a DataArray (*lead, [extra,] y, x) on the target
+        grid: its coordinates, the extra dimension's (or no slice axis without one), the CRS."""
+        dims = [*lead, target.y_dim, target.x_dim]
         coords = dict(target.coords)
         if self.extra_dim_ is not None:
-            dims.insert(0, self.extra_dim_)
-            coords.update({k: v for k, v in (self.extra_coords_ or {}).items()})
+            dims.insert(len(lead), self.extra_dim_)
+            coords.update(self.extra_coords_ or {})
         else:
-            maps = maps[0]
-        out = xr.DataArray(maps, dims=dims, coords=coords, name="effective_lengthscale",
-                           attrs={"units": units, "long_name": "effective lengthscale "
-                                  "(wavelet prior, geometric mean of the axes)"})
+            values = np.take(values, 0, axis=len(lead))
+        out = xr.DataArray(values, dims=dims, coords=coords, name=name, attrs=attrs)
         crs = self.spec_.crs_wkt or target.crs_wkt
         if crs:
             out = out.rio.set_spatial_dims(x_dim=target.x_dim, y_dim=target.y_dim)

@@ -28,13 +28,23 @@ import numpy as np
 
 from geogp.exceptions import InputError, MemoryEstimateError, OutsideWindowError
 
-__all__ = ["FourierFeatures", "lattice_rows", "DEFAULT_WIDTH_FACTOR"]
+__all__ = ["FourierFeatures", "lattice_rows", "window", "DEFAULT_WIDTH_FACTOR"]
 
 # W_d = W_xd / 0.95 (docs/afs.md (window), thesis C.1.6): the narrowest window AFSRegressor
 # uses; it widens it for lengthscales that are not ≪ W_x (geogp.models.afs_diagnostics)
 DEFAULT_WIDTH_FACTOR = 1 / 0.95
 
 COS, SIN, CONST = 0, 1, 2
+
+
+def window(lo, hi, window_factor: float, margin: float):
+    """(centre, width) of the AFS window over the data box [lo, hi] (docs/afs.md, window):
+    width = extent · window_factor + 2 · margin · extent per dimension."""
+    if window_factor < 1:
+        raise InputError(f"window_factor must be ≥ 1 (window covers the data); got "
+                         f"{window_factor}.")
+    extent = hi - lo
+    return (lo + hi) / 2, extent * window_factor + 2 * margin * extent
 
 
 def lattice_rows(n_freq: int, lattice: str) -> tuple[np.ndarray, np.ndarray]:

@@ -17,7 +17,7 @@ from geogp._validation import (as_points, as_targets, check_positive, check_same
                                warn_if_lonlat)
 from geogp.exceptions import InputError
 from geogp.features.afs_dft import log_lambda as _log_lambda
-from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures
+from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures, window
 from geogp.kernels import make_kernel
 from geogp.models import afs_predict, afs_sampling
 from geogp.models.afs_diagnostics import (ALIAS_TOL, REFIT_FACTOR, REFIT_GROWTH, alias_error,
@@ -251,11 +251,7 @@ class AFSRegressor:
             raise MemoryEstimateError(what, needed, self.max_bytes, hint)
 
     def _window(self, lo, hi):
-        extent = hi - lo
-        if self.window_factor < 1:
-            raise InputError("window_factor must be ≥ 1 (window covers the data); got "
-                             f"{self.window_factor}.")
-        return (lo + hi) / 2, extent * self.window_factor + 2 * self.margin * extent
+        return window(lo, hi, self.window_factor, self.margin)
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X, y) -> AFSRegressor:

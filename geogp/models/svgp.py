@@ -26,7 +26,7 @@ from jax.flatten_util import ravel_pytree
 
 from geogp._validation import as_points, as_targets, check_same_length
 from geogp.exceptions import InputError
-from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures
+from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures, window
 from geogp.kernels import make_kernel
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
 from geogp.models.likelihoods import gauss_hermite, make_likelihood
@@ -194,8 +194,7 @@ class SVGPRegressor:
         if self.bounds is not None:
             b = self.scaler_.x(np.asarray(self.bounds, dtype=np.float64).reshape(2, -1))
             lo, hi = np.minimum(lo, b.min(axis=0)), np.maximum(hi, b.max(axis=0))
-        ext = hi - lo
-        center, width = (lo + hi) / 2, ext * self.window_factor + 2 * self.margin * ext
+        center, width = window(lo, hi, self.window_factor, self.margin)
         if self.n_freq is not None:
             self.features_ = FourierFeatures.build(center, width, self.n_freq, self.lattice)
         else:

@@ -260,8 +260,10 @@ class WaveletRegressor:
         need = self._needed_bytes(basis, n)  # at the target level (for the warning)
         m_target = basis.n_features
         why = set()
-        while j > self.iota_ and any(too_big(basis)):
+        while j > self.iota_:
             memory, cost = too_big(basis)
+            if not (memory or cost):
+                break
             why |= {"memory"} if memory else set()
             why |= {"cost"} if cost else set()
             j -= 1

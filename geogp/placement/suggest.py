@@ -25,7 +25,8 @@ from geogp.placement.greedy import _Greedy, _run
 from geogp.placement.operators import _DENSE_LIMIT, _afs_problem, _DenseOps, _exact_problem
 from geogp.placement.posterior import _check_afs
 from geogp.placement.screen import _BATCH, _BATCH_BYTES
-from geogp.placement.wavelet import is_wavelet, wavelet_greedy, wavelet_min_distance
+from geogp.placement.wavelet import (check_wavelet, is_wavelet, wavelet_greedy,
+                                     wavelet_min_distance)
 
 STRATEGIES = ("variance", "mi", "krause")
 CRITERIA = ("marginal", "joint")
@@ -197,11 +198,7 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
     wavelet = is_wavelet(model)
     exact = not wavelet and hasattr(model, "X_train_") and not hasattr(model, "features_")
     if wavelet:  # sparse posterior, rank-one updates by solves (geogp.placement.wavelet)
-        if not hasattr(model, "posterior_"):
-            raise InputError("expected a fitted WaveletRegressor; call fit() or fit_grid().")
-        if strategy == "krause":
-            raise InputError("strategy 'krause' is not available for wavelet models; use "
-                             "'variance' or 'mi' (or an AFS model for 'krause').")
+        check_wavelet(model, strategy)
         n_dims = model.basis_.n_dims
     elif not exact:
         _check_afs(model)

@@ -55,6 +55,14 @@ def _check_wavelet(model) -> None:
         raise InputError("expected a fitted WaveletRegressor; call fit() or fit_grid() first.")
 
 
+def check_wavelet(model, strategy: str) -> None:
+    """Refuse an unfitted wavelet model, or a strategy it does not support."""
+    _check_wavelet(model)
+    if strategy not in ("variance", "mi"):
+        raise InputError(f"strategy {strategy!r} is not available for wavelet models; use "
+                         "'variance' or 'mi' (or fit an AFS model for 'krause').")
+
+
 def _uses_cholmod(problem) -> bool:
     from geogp import linalg
 
@@ -309,15 +317,12 @@ def wavelet_min_distance(model, coords) -> float:
 def wavelet_greedy(model, cands: Candidates, targets: Candidates | None, existing,
                    strategy: str, criterion: str, n_sites: int, max_memory: float
                    ) -> _WaveletGreedy:
-    """The greedy state for a wavelet model (``targets=None``: the candidates).
+    """The greedy state for a wavelet model (``targets=None``: the candidates), after
+    :func:`check_wavelet` (as :func:`~geogp.placement.suggest.suggest_sites` calls it).
 
     Refuses (:class:`~geogp.exceptions.MemoryEstimateError`) before allocating above
     ``max_memory``. Existing sensors are absorbed first by the same rank-one updates.
     """
-    if strategy not in ("variance", "mi"):
-        raise InputError(f"strategy {strategy!r} is not available for wavelet models; use "
-                         "'variance' or 'mi' (or fit an AFS model for 'krause').")
-    _check_wavelet(model)
     n_t = len(cands) if targets is None else len(targets)
     n_e = 0 if existing is None else len(existing)
     needed = wavelet_memory_estimate(len(cands), n_t, model, n_sites=n_sites + n_e,

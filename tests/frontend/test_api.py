@@ -418,3 +418,15 @@ def test_wavelet_effective_lengthscale_map_band_and_panel(tmp_path, monkeypatch)
     assert (tmp_path / "m.png").stat().st_size > 0
     with pytest.raises(InputError, match="local lengthscale of model='wavelet'"):
         geogp.fit(da, model="afs", n_features=16, maxiter=2).effective_lengthscale()
+
+
+def test_maps_of_a_point_model_without_grid_ask_for_one():
+    """predict(), sample() and exceedance() share one grid rule: a model fitted on points
+    without grid= needs like= or x=/y=, and says so (sample used to fail with AttributeError)."""
+    rng = np.random.default_rng(3)
+    table = {"x": rng.uniform(0, 1000, 80), "y": rng.uniform(0, 1000, 80)}
+    table["value"] = np.sin(table["x"] / 300) + 0.1 * rng.standard_normal(80)
+    model = geogp.fit(table, model="afs", crs=32633, n_features=16, maxiter=2)
+    for call in (model.predict, lambda: model.sample(2), lambda: model.exceedance(0.0)):
+        with pytest.raises(InputError, match="fitted on points without grid"):
+            call()

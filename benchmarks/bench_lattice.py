@@ -17,6 +17,7 @@ Usage::
     .venv/bin/python benchmarks/bench_lattice.py --alpha 1 --fit-only
     .venv/bin/python benchmarks/bench_lattice.py --fit-cells 0         # exact full likelihood
     .venv/bin/python benchmarks/bench_lattice.py --cv-only --large-scale 200   # multi-resolution
+    .venv/bin/python benchmarks/bench_lattice.py --large-scale 200 --mid-scale 4 --maxiter 30
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ def _options(args) -> dict:
                 fit_cells=(args.fit_cells or None), tile=args.tile)
     if args.second_range:
         opts["second_range"] = True
+    if args.mid_scale:
+        opts["mid_scale"] = args.mid_scale
     if args.large_scale:
         opts.update(large_scale=args.large_scale, large_scale_kernel=args.large_scale_kernel,
                     large_scale_window=args.large_scale_window)
@@ -60,6 +63,10 @@ def single_fit(da, opts: dict) -> None:
     print(f"  range {est.range_:.4g} model units ({est.range_ / est.unit_:.1f} cells), "
           f"sd {est.sd_:.3f}, noise sd {est.noise_sd_:.3f}, lattice {est.shape_}, "
           f"REML log-lik (whole raster) {est.log_likelihood_:.1f}")
+    if est.mid_scale is not None:
+        d = est.describe()
+        print(f"  mid-scale level: range {d['mid_scale_range'] / est.unit_:.1f} cells, sd "
+              f"{d['mid_scale_sd']:.3f}")
     std = out["std"].values
     print(f"  predicted std: min {np.nanmin(std):.3f}, median {np.nanmedian(std):.3f}, "
           f"max {np.nanmax(std):.3f}", flush=True)
@@ -82,6 +89,9 @@ def main(argv=None) -> int:
     ap.add_argument("--large-scale-window", type=float, default=1.5)
     ap.add_argument("--second-range", action="store_true",
                     help="α = 2 as (κ₁² − Δ)(κ₂² − Δ) with two learnt ranges")
+    ap.add_argument("--mid-scale", type=int, default=0,
+                    help="add the mid-scale α = 2 level on a lattice this many times coarser "
+                         "(0: none)")
     ap.add_argument("--n-folds", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fit-only", action="store_true", help="skip the cross-validation")

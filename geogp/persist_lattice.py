@@ -17,7 +17,8 @@ from geogp.persist_checks import Arrays, estimator_from_init, require, scaler_an
 
 __all__ = ["save_lattice", "load_lattice"]
 
-_PARAMS = ("log_range", "log_sd", "log_noise", "log_range_large", "log_sd_large", "log_ratio")
+_PARAMS = ("log_range", "log_sd", "log_noise", "log_range_large", "log_sd_large", "log_ratio",
+           "log_range_mid", "log_sd_mid")
 
 
 def save_lattice(est, pre: str, arrays: dict, init: dict) -> dict:

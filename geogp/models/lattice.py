@@ -56,23 +56,22 @@ inside gaps (coverage 0.89–0.91 beyond one cell).
 from __future__ import annotations
 
 import math
-import warnings
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-from geogp.exceptions import ApproximationWarning, GeogpError, InputError, MemoryEstimateError
+from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.models.base import Standardizer, check_fitted
 from geogp.models.lattice_gmrf import (
     ALPHAS,
     BACKENDS,
     KERNELS_LARGE,
     LARGE_SCALE_LOSSES,
+    MID_MARGIN,
     PARAM_RATIO,
-    PARAM_SCALE,
     PARAMS,
     PARAMS_LARGE,
+    PARAMS_MID,
     LatticeProblem,
     _loss,
     dense_likelihood,
@@ -85,6 +84,7 @@ from geogp.models.lattice_gmrf import (
     spectral_weights,
 )
 from geogp.models.lattice_outputs import LatticeOutputsMixin
+from geogp.models.lattice_posterior import LatticePosteriorMixin
 from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.trend import basis, monomial_powers
 
@@ -97,8 +97,11 @@ __all__ = [
     "log_marginal_likelihood",
     "sparse_statistics",
     "dense_likelihood",
+    "LARGE_SCALE_LOSSES",
     "PARAMS",
     "PARAMS_LARGE",
+    "PARAMS_MID",
+    "MID_MARGIN",
     "LatticeRegressor",
 ]
 
@@ -110,17 +113,7 @@ _BYTES_PER_FACTOR_ENTRY = 3 * 12.0
 _FILL = {1: 2.6, 2: 6.5}
 
 
-_sparse_statistics = jax.jit(sparse_statistics)
-
-
 # --------------------------------------------------------------------------- estimator
-def _is_dense(problem: LatticeProblem) -> bool:
-    """Whether the problem uses the dense reference backend (small lattices, tests)."""
-    from geogp import linalg
-
-    return problem.solve is linalg.dense.logdet_and_solve
-
-
 def _tiles(shape: tuple[int, int], tile: int, budget: int | None) -> list[tuple[slice, slice]]:
     """Square-ish tiles partitioning ``shape``; an evenly spread subset within ``budget`` cells."""
     ny, nx = shape
@@ -135,7 +128,7 @@ def _tiles(shape: tuple[int, int], tile: int, budget: int | None) -> list[tuple[
     return [all_tiles[i] for i in pick]
 
 
-class LatticeRegressor(LatticeOutputsMixin):
+class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
     """SPDE / GMRF Gaussian process on a regular raster (see the module docstring).
 
     Args:
@@ -172,6 +165,10 @@ class LatticeRegressor(LatticeOutputsMixin):
             = t, learnt). κ₂ = κ₁ is the Matérn ν = 1 model; κ₂ ≫ κ₁ behaves like α = 1
             between the two ranges and stays smooth below 1/κ₂. Same sparsity and cost as
             α = 2; log|Q| stays in closed form.
+        mid_scale: None (default) or a coarsening factor r ≥ 2: a second, independent
+            Matérn ν = 1 field (α = 2, its own range and sd, learnt with the local θ) on a
+            lattice r times coarser, bilinearly interpolated to the cells and added to the
+            local field: the scales between the local range and the large-scale features.
 
     Attributes:
         params_: fitted log parameters (lattice units, standardised y). report_: FitReport.
@@ -184,7 +181,8 @@ class LatticeRegressor(LatticeOutputsMixin):
     def __init__(self, alpha=2, *, margin=16, mean="linear", range=None, sd=None, noise=None,
                  optimize=True, maxiter=100, fit_cells=60_000, tile=128, backend="auto",
                  ordering="nesdis", max_bytes=4 * 2**30, progress=None, large_scale=None,
-                 large_scale_kernel="matern32", large_scale_window=1.5, second_range=False):
+                 large_scale_kernel="matern32", large_scale_window=1.5, second_range=False,
+                 mid_scale=None):
         self.alpha = alpha
         self.margin = margin
         self.mean = mean
@@ -203,6 +201,7 @@ class LatticeRegressor(LatticeOutputsMixin):
         self.large_scale_kernel = large_scale_kernel
         self.large_scale_window = large_scale_window
         self.second_range = second_range
+        self.mid_scale = mid_scale
 
     # ------------------------------------------------------------------ checks
     def _check_args(self) -> None:
@@ -213,6 +212,10 @@ class LatticeRegressor(LatticeOutputsMixin):
             problems.append(f"second_range must be True or False (got {self.second_range!r})")
         elif self.second_range and self.alpha != 2:
             problems.append("second_range=True needs alpha=2")
+        ms = self.mid_scale
+        if not (ms is None or (isinstance(ms, (int, np.integer)) and not isinstance(ms, bool)
+                               and ms >= 2)):
+            problems.append(f"mid_scale must be None or an integer factor ≥ 2 (got {ms!r})")
         if not (isinstance(self.margin, (int, np.integer)) and self.margin >= 0):
             problems.append(f"margin must be an integer number of cells ≥ 0 (got {self.margin!r})")
         for name in ("range", "sd", "noise"):
@@ -257,6 +260,8 @@ class LatticeRegressor(LatticeOutputsMixin):
 
     def _memory(self, n: int) -> None:
         needed = _FILL[int(self.alpha)] * n * max(math.log2(n), 1.0) * _BYTES_PER_FACTOR_ENTRY
+        if self.mid_scale is not None:  # the fine–coarse coupling about doubles the factor
+            needed *= 2.0
         needed += 6 * 8.0 * n * self._n_large()  # Φ, B⁻¹PᵀΦ and their products on the lattice
         if needed > self.max_bytes:
             raise MemoryEstimateError(
@@ -392,7 +397,8 @@ class LatticeRegressor(LatticeOutputsMixin):
 
     def _local_keys(self) -> tuple:
         """The local field's parameters (stage 1)."""
-        return PARAMS + ((PARAM_RATIO,) if self.second_range else ())
+        return (PARAMS + ((PARAM_RATIO,) if self.second_range else ())
+                + (PARAMS_MID if self.mid_scale is not None else ()))
 
     def _n_large(self) -> int:
         ls = self.large_scale
@@ -417,6 +423,9 @@ class LatticeRegressor(LatticeOutputsMixin):
                "log_noise": jnp.asarray(math.log(noise))}
         if self.second_range:
             out[PARAM_RATIO] = jnp.asarray(0.0)  # κ₂ = 2κ₁
+        if self.mid_scale is not None:  # a few times longer and weaker than the local field
+            out["log_range_mid"] = jnp.asarray(math.log(4.0 * rng))
+            out["log_sd_mid"] = jnp.asarray(math.log(0.5 * sd))
         if self._n_large():
             ext = 0.25 * max(n * h for n, h in zip(self.shape_, self.h_))
             out["log_range_large"] = jnp.asarray(math.log(ext))
@@ -442,120 +451,8 @@ class LatticeRegressor(LatticeOutputsMixin):
         feats = self._features(r + sy.start + m, c + sx.start + m, freq)
         return make_problem(shape, self.h_, int(self.alpha), cells, ys[order], X,
                             self.backend, self.ordering, feats, f2,
-                            getattr(self, "_dw", 0.0), self.large_scale_kernel)
-
-    def _posterior(self, obs: np.ndarray, ys: np.ndarray) -> None:
-        """Mean, variances and neighbour covariances on the whole lattice at ``params_``."""
-        problem = self._problem(obs, ys)
-        logdet_sigma, m_mat, s, b_vals = (np.asarray(v) for v in
-                                          _sparse_statistics(self.params_, problem))
-        self.local_scale_ = 1.0
-        stage1 = (dict(self.params_), m_mat, logdet_sigma, b_vals)
-        if self.optimize:
-            # stage 2 on the whole raster, at the local shape (range, noise/sd) of stage 1: the
-            # large-scale θ and one overall scale c of the local field and noise. Only the small
-            # dense part depends on them, so no sparse work is added.
-            large = PARAMS_LARGE if problem.n_feat else ()
-            try:
-                params, self.report_large_ = minimize_lbfgs(
-                    LARGE_SCALE_LOSSES[problem.kernel], {**self.params_, PARAM_SCALE: 0.0},
-                    args=(m_mat, logdet_sigma, problem.n_obs, problem.freq2, problem.dw),
-                    unconstrained=self._local_keys() + large + (PARAM_SCALE,),
-                    fixed=self._local_keys(), maxiter=int(self.maxiter))
-            except GeogpError:
-                # the dense half is not finite anywhere the optimiser looked: with a noise
-                # far below the signal, M = yᵀΣ⁻¹y − … loses most of its digits. Keep the
-                # initial large-scale θ and c = 1; the posterior below is checked.
-                ratio = math.exp(float(self.params_["log_noise"] - self.params_["log_sd"]))
-                warnings.warn(
-                    "lattice model: the whole-raster likelihood of the large scales could not "
-                    f"be evaluated (noise sd / signal sd = {ratio:.2g}: nearly noise-free data "
-                    "make it ill-conditioned); the large-scale parameters keep their initial "
-                    "values.", ApproximationWarning, stacklevel=4)
-                params, self.report_large_ = {**self.params_, PARAM_SCALE: 0.0}, None
-            # fold c into (sd, noise): B = Q + PᵀP/σ² becomes B/c, so M/c, log|Σ| + N log c,
-            # and the factor's values / c, while B⁻¹Pᵀy/σ² (``s``) is unchanged
-            t = float(params.pop(PARAM_SCALE))
-            params["log_sd"] = params["log_sd"] + 0.5 * t
-            params["log_noise"] = params["log_noise"] + 0.5 * t
-            self.params_, self.local_scale_ = params, math.exp(t)
-            m_mat, logdet_sigma = m_mat / self.local_scale_, logdet_sigma + problem.n_obs * t
-            b_vals = b_vals / self.local_scale_
-        def dense_part(params, m_mat, logdet_sigma):
-            out = tuple(np.asarray(v) for v in dense_likelihood(
-                params, m_mat, logdet_sigma, problem.n_obs, problem.freq2, problem.dw,
-                problem.kernel))
-            return out, bool(np.isfinite(out[0]) and np.all(np.isfinite(out[1]))
-                             and np.all(np.isfinite(out[2])))
-
-        (ll, w, a, d), finite = dense_part(self.params_, m_mat, logdet_sigma)
-        if not finite and self.optimize:
-            # stage 2 ended where the small dense system is singular (nearly noise-free data,
-            # run-to-run rounding): fall back to the stage-1 θ with its initial large scales
-            params0, m0, logdet0, b0 = stage1
-            (ll, w, a, d), finite = dense_part(params0, m0, logdet0)
-            if finite:
-                warnings.warn(
-                    "lattice model: the whole-raster fit of the large scales ended where the "
-                    "posterior is numerically singular (nearly noise-free data); the stage-1 "
-                    "parameters with the initial large scales are used instead.",
-                    ApproximationWarning, stacklevel=4)
-                self.params_, self.local_scale_ = params0, 1.0
-                m_mat, logdet_sigma, b_vals = m0, logdet0, b0
-                self.report_large_ = None
-        if not finite:
-            raise GeogpError(
-                "lattice model: the posterior is numerically singular at the fitted parameters "
-                f"({ {k: round(float(v), 3) for k, v in self.params_.items()} }); nearly "
-                "noise-free data are the usual cause. Pass a larger noise= or sd=, "
-                "large_scale=None, or use model='afs'.")
-        self.log_likelihood_ = float(ll)
-        self.n_obs_ = problem.n_obs
-        ny, nx = self.shape_
-        n = ny * nx
-        k = problem.n_feat
-        rr, cc = np.divmod(np.arange(n), nx)
-        # columns (Φ√λ, X) and their B⁻¹Pᵀ·/σ²; w = (Λ^{-1/2}u, β), posterior cov A⁻¹
-        r = np.concatenate([self._features(rr, cc), self._trend(rr, cc)], axis=1)
-        r *= d
-        r -= s[:, 1:] * d
-        self.beta_ = w[k:]
-        self.large_coef_ = w[:k] * d[:k]  # posterior mean of u
-        self._mean = s[:, 0] + r @ w
-        del s
-        vbeta = np.linalg.inv(a) if a.size else np.zeros((0, 0))
-        rv = r @ vbeta
-        # what posterior samples need (kept in memory only; model files keep the moments)
-        self._sampler = {"r": r, "chol_w": np.linalg.cholesky(vbeta) if a.size else vbeta,
-                         "pattern": problem.pattern, "b_vals": np.asarray(b_vals),
-                         "dense": _is_dense(problem)}
-        z = self._selected_inverse(problem, b_vals)
-        pat = problem.pattern
-        cell = np.arange(n).reshape(ny, nx)
-
-        def cov(a, b):  # Cov(f_a, f_b) for lattice neighbours a < b (flat arrays)
-            sparse = z[pat.positions_of_keys(a.astype(np.int64) * n + b)]
-            return sparse + np.einsum("ij,ij->i", rv[a], r[b])
-
-        # per cell: var, and the covariances with (i, j+1), (i+1, j), (i+1, j+1), and of
-        # (i+1, j) with (i, j+1) (what bilinear interpolation between centres needs)
-        self._var = z[pat.diag_index] + np.einsum("ij,ij->i", rv, r)
-        self._cov = np.zeros((4, ny, nx))
-        self._cov[0, :, :-1] = cov(cell[:, :-1].ravel(), cell[:, 1:].ravel()).reshape(ny, nx - 1)
-        self._cov[1, :-1, :] = cov(cell[:-1, :].ravel(), cell[1:, :].ravel()).reshape(ny - 1, nx)
-        self._cov[2, :-1, :-1] = cov(cell[:-1, :-1].ravel(),
-                                     cell[1:, 1:].ravel()).reshape(ny - 1, nx - 1)
-        self._cov[3, :-1, :-1] = cov(cell[:-1, 1:].ravel(),
-                                     cell[1:, :-1].ravel()).reshape(ny - 1, nx - 1)
-        self._cov = self._cov.reshape(4, n)
-
-    def _selected_inverse(self, problem: LatticeProblem, b_vals: np.ndarray) -> np.ndarray:
-        from geogp import linalg
-
-        if _is_dense(problem):
-            return np.linalg.inv(problem.pattern.to_scipy(b_vals).toarray())[
-                problem.pattern.rows, problem.pattern.cols]
-        return linalg.cholmod.selected_inverse(problem.pattern, b_vals, ordering=self.ordering)
+                            getattr(self, "_dw", 0.0), self.large_scale_kernel,
+                            self.mid_scale, neighbours=large)
 
     # ------------------------------------------------------------------ reporting
     @property
@@ -579,6 +476,10 @@ class LatticeRegressor(LatticeOutputsMixin):
         """Fitted hyperparameters on the data's scale (for :func:`geogp.engines.describe`)."""
         out = {"lengthscale": np.array([[self.range_, self.range_]]), "signal_sd": self.sd_,
                "noise_sd": self.noise_sd_}
+        if "log_range_mid" in self.params_:
+            out["mid_scale_range"] = float(np.exp(self.params_["log_range_mid"])) * self.unit_
+            out["mid_scale_sd"] = (float(np.exp(self.params_["log_sd_mid"]))
+                                   * self.scaler_.y_scale)
         if "log_range_large" in self.params_ and self._n_large():
             out["large_scale_lengthscale"] = (float(np.exp(self.params_["log_range_large"]))
                                               * self.unit_)

@@ -33,7 +33,8 @@ import scipy.sparse as sp
 
 from geogp.exceptions import InputError
 
-__all__ = ["ALPHAS", "BACKENDS", "PARAMS", "PARAMS_LARGE", "PARAM_RATIO", "PARAM_SCALE",
+__all__ = ["ALPHAS", "BACKENDS", "PARAMS", "PARAMS_LARGE", "PARAMS_MID", "PARAM_RATIO",
+           "PARAM_SCALE", "MID_MARGIN", "mid_lattice", "mid_stencil",
            "KERNELS_LARGE",
            "LatticeProblem",
            "laplacian", "make_problem", "precision", "spectral_weights", "low_frequencies",
@@ -46,6 +47,7 @@ BACKENDS = ("auto", "cholmod", "dense")
 PARAMS = ("log_range", "log_sd", "log_noise")
 PARAMS_LARGE = ("log_range_large", "log_sd_large")
 PARAM_RATIO = "log_ratio"  # two-range operator, κ₂/κ₁ = 1 + e^t (second_range=True)
+PARAMS_MID = ("log_range_mid", "log_sd_mid")  # the mid-scale level (mid_scale=r)
 PARAM_SCALE = "log_scale"  # stage 2: Σ_g + σ²I multiplied by e^t (see dense_likelihood)
 KERNELS_LARGE = ("matern12", "matern32", "matern52", "se")
 
@@ -84,6 +86,73 @@ def _structure(shape: tuple[int, int], alpha: int) -> sp.csc_matrix:
         return nine
     five = abs(laplacian(shape, (1.0, 1.0))) + sp.eye(ny * nx)
     return sp.csc_matrix(five @ five + nine)
+
+
+# coarse-lattice nodes added beyond the fine lattice on every side (the mid-scale level's own
+# margin against its boundary effect: 4 nodes = 4r fine cells)
+MID_MARGIN = 4
+
+
+def _band(n: int, width: int) -> sp.csr_matrix:
+    """n × n ones on the diagonals −width..width (a pattern placeholder)."""
+    w = min(width, n - 1)
+    return sp.diags([np.ones(n - abs(k)) for k in range(-w, w + 1)], list(range(-w, w + 1)),
+                    format="csr")
+
+
+def mid_lattice(shape: tuple[int, int], factor: int) -> tuple[tuple[int, int], sp.csr_matrix]:
+    """The mid-scale level's coarse lattice and its bilinear map Π (n_fine × n_coarse).
+
+    Coarse node (i, j) sits at fine cell ((i − m) r, (j − m) r), r = ``factor``,
+    m = :data:`MID_MARGIN`; a fine cell is the bilinear blend of the 4 nodes around it, so
+    the level's field at the fine cells is Π g_mid. Returns ((c_y, c_x), Π)."""
+    coarse, nodes, weights = mid_stencil(shape, factor)
+    n = shape[0] * shape[1]
+    pi = sp.csr_matrix((weights.ravel(), (np.repeat(np.arange(n), 4), nodes.ravel())),
+                       shape=(n, coarse[0] * coarse[1]))
+    return coarse, pi
+
+
+def mid_stencil(shape: tuple[int, int], factor: int):
+    """((c_y, c_x), nodes (n, 4), weights (n, 4)): the 4 coarse nodes around each fine cell
+    (row-major) and their bilinear weights (rows of Π in :func:`mid_lattice`)."""
+    r, m = int(factor), MID_MARGIN
+    cy, cx = ((n - 1) // r + 2 + 2 * m for n in shape)
+    iy, ty = np.arange(shape[0]) // r + m, (np.arange(shape[0]) % r) / r
+    ix, tx = np.arange(shape[1]) // r + m, (np.arange(shape[1]) % r) / r
+    fy, fx = np.meshgrid(np.arange(shape[0]), np.arange(shape[1]), indexing="ij")
+    nodes, weights = [], []
+    for dy in (0, 1):
+        for dx in (0, 1):
+            wy = (ty if dy else 1.0 - ty)[fy].ravel()
+            wx = (tx if dx else 1.0 - tx)[fx].ravel()
+            nodes.append(((iy[fy] + dy) * cx + ix[fx] + dx).ravel())
+            weights.append(wy * wx)
+    return (cy, cx), np.stack(nodes, axis=1), np.stack(weights, axis=1)
+
+
+def _mid_cross(shape: tuple[int, int], factor: int, coarse: tuple[int, int]) -> sp.coo_matrix:
+    """Pattern of the fine–coarse block: fine cell (y, x) with the coarse nodes of its own and
+    its 8 neighbours' bilinear stencils (what the exact neighbour covariances need)."""
+    r, m = int(factor), MID_MARGIN
+
+    def span(n):  # per fine index: the coarse indices from the stencil of y−1 to that of y+1
+        pos = np.arange(n)
+        lo = np.maximum(pos - 1, 0) // r + m
+        hi = np.minimum(pos + 1, n - 1) // r + m + 1
+        return lo, hi
+
+    (ly, hy), (lx, hx) = span(shape[0]), span(shape[1])
+    rows, cols = [], []
+    for oy in range(4):
+        for ox in range(4):
+            ok = ((ly + oy) <= hy)[:, None] & ((lx + ox) <= hx)[None, :]
+            fy, fx = np.nonzero(ok)
+            rows.append(fy * shape[1] + fx)
+            cols.append((ly[fy] + oy) * coarse[1] + lx[fx] + ox)
+    rows, cols = np.concatenate(rows), np.concatenate(cols)
+    return sp.coo_matrix((np.ones(rows.size), (rows, cols)),
+                         shape=(shape[0] * shape[1], coarse[0] * coarse[1]))
 
 
 def _coefficients(params, alpha: int, area: float):
@@ -155,6 +224,10 @@ class LatticeProblem:
         large-scale Fourier features (Gaussian prior, :func:`spectral_weights`; the rest have
         a flat prior), with |ω|² in freq2 (n_feat,), cell dw of the frequency grid and
         ``kernel`` their spectral density.
+        e_i_mid, e_l_mid, e_l2_mid, eig_mid: the mid-scale level's I, L, L² on the pattern and
+        its Laplacian eigenvalues (empty without that level; with it, B, ``e_obs`` and ``ptw``
+        are over the joint unknowns (g_fine, g_mid) and the observations see g_fine + Π g_mid).
+        area_mid: the coarse cell area.
     """
 
     pattern: object = field(repr=False)
@@ -174,16 +247,26 @@ class LatticeProblem:
     n_feat: int = 0
     dw: float = 0.0
     kernel: str = "matern32"
+    e_i_mid: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
+    e_l_mid: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
+    e_l2_mid: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
+    eig_mid: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
+    area_mid: float = 0.0
 
     def tree_flatten(self):
         leaves = (self.e_i, self.e_l, self.e_l2, self.e_obs, self.eig, self.ptw, self.wtw,
-                  self.freq2)
+                  self.freq2, self.e_i_mid, self.e_l_mid, self.e_l2_mid, self.eig_mid)
         return leaves, (self.pattern, self.solve, self.alpha, self.area, self.n_obs,
-                        self.n_trend, self.n_feat, self.dw, self.kernel)
+                        self.n_trend, self.n_feat, self.dw, self.kernel, self.area_mid)
 
     @classmethod
     def tree_unflatten(cls, aux, leaves):
-        return cls(*aux[:6], *leaves, *aux[6:])
+        return cls(*aux[:6], *leaves[:8], *aux[6:9], *leaves[8:], aux[9])
+
+    @property
+    def has_mid(self) -> bool:
+        """Whether the problem has the mid-scale level."""
+        return self.eig_mid.shape[0] > 0
 
 
 def _load_solver(backend: str, ordering: str):
@@ -201,7 +284,8 @@ def _load_solver(backend: str, ordering: str):
 
 def make_problem(shape, h, alpha: int, cells: np.ndarray, y: np.ndarray, X: np.ndarray,
                  backend: str = "auto", ordering: str = "nesdis", features=None, freq2=None,
-                 dw: float = 0.0, kernel: str = "matern32") -> LatticeProblem:
+                 dw: float = 0.0, kernel: str = "matern32", mid_scale=None,
+                 neighbours: bool = True) -> LatticeProblem:
     """Fix the lattice, its pattern and the data for :func:`log_marginal_likelihood`.
 
     Args:
@@ -213,6 +297,11 @@ def make_problem(shape, h, alpha: int, cells: np.ndarray, y: np.ndarray, X: np.n
         features: (N, m) large-scale features Φ at the cells (None: none), with |ω|² per
             column ``freq2`` (m,), frequency-grid cell ``dw`` and spectral density ``kernel``
             (:data:`KERNELS_LARGE`); u ~ N(0, diag λ(θ_L)) (:func:`spectral_weights`).
+        mid_scale: None, or the coarsening factor r ≥ 2 of a second, mid-scale α = 2 field on
+            a lattice r times coarser (:func:`mid_lattice`), added to the fine one.
+        neighbours: with the mid-scale level, keep the pattern entries that the posterior's
+            neighbour covariances need (:func:`_mid_cross`); False keeps only those of B
+            (a sparser factor, enough for the likelihood: the fitting tiles).
 
     Cost: O(nnz(Q)) here; the CHOLMOD analysis happens on the first evaluation.
     """
@@ -223,8 +312,25 @@ def make_problem(shape, h, alpha: int, cells: np.ndarray, y: np.ndarray, X: np.n
     shape = (int(shape[0]), int(shape[1]))
     n = shape[0] * shape[1]
     lap = laplacian(shape, h)
-    pattern = SparsePattern.from_scipy(_structure(shape, alpha))
-    e_l2 = (pattern.values_from_scipy(sp.csc_matrix(lap @ lap)) if alpha == 2
+    structure = _structure(shape, alpha)
+    pi = None
+    if mid_scale is not None:
+        coarse, pi = mid_lattice(shape, int(mid_scale))
+        nc = coarse[0] * coarse[1]
+        width = 2 if neighbours else 1
+        cross = _mid_cross(shape, int(mid_scale), coarse) if neighbours else pi
+        coarse_block = sp.kron(_band(coarse[0], width), _band(coarse[1], width))
+        coarse_block = coarse_block + abs(_structure(coarse, 2))
+        structure = sp.bmat([[structure, cross], [cross.T, coarse_block]], format="csc")
+
+    def fine(a):  # a fine-lattice matrix as a block of the joint one
+        return a if pi is None else sp.block_diag((a, sp.csc_matrix((nc, nc))), format="csc")
+
+    def mid(a):  # a coarse-lattice matrix as a block of the joint one
+        return sp.block_diag((sp.csc_matrix((n, n)), a), format="csc")
+
+    pattern = SparsePattern.from_scipy(structure)
+    e_l2 = (pattern.values_from_scipy(fine(sp.csc_matrix(lap @ lap))) if alpha == 2
             else np.zeros(pattern.nnz))
     if kernel not in KERNELS_LARGE:
         raise InputError(f"large_scale_kernel must be one of {KERNELS_LARGE}; got {kernel!r}.")
@@ -237,12 +343,29 @@ def make_problem(shape, h, alpha: int, cells: np.ndarray, y: np.ndarray, X: np.n
     ptw[cells] = W
     eig = np.add.outer(_neumann_eigenvalues(shape[0]) / h[0] ** 2,
                        _neumann_eigenvalues(shape[1]) / h[1] ** 2).ravel()
+    mid_parts = {}
+    if pi is None:
+        e_obs = pattern.values_from_scipy(sp.diags(obs, format="csc"))
+    else:  # observations see g_fine + Π g_mid: A = [P, PΠ], AᵀA on the joint pattern
+        a = sp.hstack([sp.diags(obs), sp.diags(obs) @ pi], format="csr")
+        e_obs = pattern.values_from_scipy(sp.csc_matrix(a.T @ a))
+        ptw = np.concatenate([ptw, pi.T @ ptw])
+        r = int(mid_scale)
+        hm = (r * h[0], r * h[1])
+        lap_m = laplacian(coarse, hm)
+        mid_parts = dict(
+            e_i_mid=pattern.values_from_scipy(mid(sp.eye(nc, format="csc"))),
+            e_l_mid=pattern.values_from_scipy(mid(lap_m)),
+            e_l2_mid=pattern.values_from_scipy(mid(sp.csc_matrix(lap_m @ lap_m))),
+            eig_mid=np.add.outer(_neumann_eigenvalues(coarse[0]) / hm[0] ** 2,
+                                 _neumann_eigenvalues(coarse[1]) / hm[1] ** 2).ravel(),
+            area_mid=float(hm[0] * hm[1]))
     return LatticeProblem(
         pattern, _load_solver(backend, ordering), int(alpha), float(h[0] * h[1]),
         int(len(cells)), int(X.shape[1]),
-        pattern.values_from_scipy(sp.eye(n, format="csc")), pattern.values_from_scipy(lap),
-        e_l2, pattern.values_from_scipy(sp.diags(obs, format="csc")), eig, ptw, W.T @ W,
-        freq2, int(features.shape[1]), float(dw), kernel)
+        pattern.values_from_scipy(fine(sp.eye(n, format="csc"))),
+        pattern.values_from_scipy(fine(lap)), e_l2, e_obs, eig, ptw, W.T @ W,
+        freq2, int(features.shape[1]), float(dw), kernel, **mid_parts)
 
 
 def _product_coefficients(params, area: float):
@@ -274,6 +397,7 @@ def precision(params, problem: LatticeProblem):
         q = c * (k1 * k2 * problem.e_i + (k1 + k2) * problem.e_l + problem.e_l2)
         logdet_q = problem.eig.shape[0] * jnp.log(c) + jnp.sum(
             jnp.log(k1 + problem.eig) + jnp.log(k2 + problem.eig))
+        q, logdet_q = _add_mid(params, problem, q, logdet_q)
         return q, logdet_q, k1, noise
     kappa2, c, noise = _coefficients(params, problem.alpha, problem.area)
     if problem.alpha == 2:
@@ -282,7 +406,25 @@ def precision(params, problem: LatticeProblem):
         q = c * (kappa2 * problem.e_i + problem.e_l)
     logdet_q = problem.eig.shape[0] * jnp.log(c) + problem.alpha * jnp.sum(
         jnp.log(kappa2 + problem.eig))
+    q, logdet_q = _add_mid(params, problem, q, logdet_q)
     return q, logdet_q, kappa2, noise
+
+
+def _add_mid(params, problem: LatticeProblem, q, logdet_q):
+    """Add the mid-scale level's block c_m (κ_m² + L_m)² (Matérn ν = 1, its own range and sd)."""
+    has = "log_range_mid" in params
+    if has != problem.has_mid:
+        raise InputError("the parameters and the lattice problem disagree on the mid-scale "
+                         f"level (parameters: {'with' if has else 'without'} it).")
+    if not has:
+        return q, logdet_q
+    k2, c, _ = _coefficients({"log_range": params["log_range_mid"],
+                              "log_sd": params["log_sd_mid"], "log_noise": 0.0},
+                             2, problem.area_mid)
+    q = q + c * (k2**2 * problem.e_i_mid + 2.0 * k2 * problem.e_l_mid + problem.e_l2_mid)
+    logdet_q = logdet_q + problem.eig_mid.shape[0] * jnp.log(c) + 2.0 * jnp.sum(
+        jnp.log(k2 + problem.eig_mid))
+    return q, logdet_q
 
 
 def sparse_statistics(params, problem: LatticeProblem):

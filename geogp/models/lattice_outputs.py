@@ -40,6 +40,10 @@ class LatticeOutputsMixin:
 
             g = np.empty_like(eps_g)
             g[perm] = spla.spsolve_triangular(upper, eps_g, lower=False)
+        pi = sm.get("pi")
+        if pi is not None:  # joint unknowns (g_fine, g_mid): the field is g_fine + Π g_mid
+            n = pi.shape[0]
+            g = g[:n] + pi @ g[n:]
         return self._mean[:, None] + sm["r"] @ (sm["chol_w"] @ eps_w) + g
 
     def _require_sampler(self) -> dict:
@@ -78,8 +82,9 @@ class LatticeOutputsMixin:
         out = []
         for start in range(0, n, 64):
             m = min(64, n - start)
+            size = self._sampler["pattern"].n  # lattice cells (and mid-scale nodes)
             out.append(self._sample_cells(rng.standard_normal((k, m)),
-                                          rng.standard_normal((self._mean.size, m))).T)
+                                          rng.standard_normal((size, m))).T)
         return np.concatenate(out).reshape(n, *self.shape_)
 
     def sample(self, X, n: int, seed=None, observed: bool = False) -> np.ndarray:

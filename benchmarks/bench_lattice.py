@@ -57,7 +57,8 @@ def single_fit(da, opts: dict) -> None:
     est = model.estimators_[0]
     rep = est.report_
     print(f"fit {w1 - w0:.1f} s wall / {c1 - c0:.1f} s CPU (L-BFGS {rep.n_iter} iterations, "
-          f"{rep.n_eval} evaluations on {est.fit_tiles_} tile(s), converged={rep.converged}); "
+          f"{rep.n_eval} evaluations on {est.fit_tiles_} tile(s) in {rep.time_s:.1f} s, "
+          f"converged={rep.converged}); "
           f"full-grid mean/std {w2 - w1:.1f} s wall / {c2 - c1:.1f} s CPU; total "
           f"{w2 - w0:.1f} s wall")
     print(f"  range {est.range_:.4g} model units ({est.range_ / est.unit_:.1f} cells), "

@@ -234,7 +234,12 @@ def _fit(args, echo) -> int:
         raise _usage(f"--features must be ≥ 4; got {args.features}.")
     if args.samples < 0:
         raise _usage(f"--samples must be ≥ 0; got {args.samples}.")
-    options = {"maxiter": args.maxiter} if args.maxiter is not None else None
+    options = {"maxiter": args.maxiter} if args.maxiter is not None else {}
+    if args.mid_scale is not None:
+        if args.likelihood != "gaussian":
+            raise _usage("--mid-scale belongs to the lattice model (Gaussian likelihood).")
+        options["mid_scale"] = args.mid_scale
+    options = options or None
     model = GeoRegressor(args.model, kernel=args.kernel, n_features=args.features,
                          share_hyperparameters=args.share_hyperparameters,
                          progress=not args.quiet, options=options)

@@ -13,8 +13,10 @@ _MODEL_HELP = ("model: auto (default: lattice for regular rasters up to ~3·10^5
                "(approximate Fourier series; any size), wavelet, exact (small data)")
 
 
-def add_model_options(parser, *, models: bool = True, features_help: str | None = None) -> None:
-    """Add --model (unless ``models`` is False), --kernel, --features and --maxiter."""
+def add_model_options(parser, *, models: bool = True, features_help: str | None = None,
+                      lattice: bool = True) -> None:
+    """Add --model (unless ``models`` is False), --kernel, --features, --mid-scale and
+    --maxiter (--mid-scale only when ``lattice``: the commands that may fit a lattice model)."""
     if models:
         parser.add_argument("--model", default="auto", choices=MODEL_CHOICES, help=_MODEL_HELP)
     parser.add_argument("--kernel", default=None, metavar="NAME",
@@ -25,6 +27,11 @@ def add_model_options(parser, *, models: bool = True, features_help: str | None 
                             "number of Fourier features for afs (default: observed cells / 8, "
                             "between 2000 and 10000; implies --model afs under auto); above "
                             "4096 a matrix-free solver is used (M up to ~10^5: minutes)"))
+    if lattice:
+        parser.add_argument("--mid-scale", type=int, default=None, metavar="R",
+                            help="lattice model: add a mid-scale field on a lattice R times "
+                                 "coarser (e.g. 12): more accurate deep inside large gaps, "
+                                 "about 3x the fitting time (docs/lattice.md)")
     parser.add_argument("--maxiter", type=int, default=None,
                         help="L-BFGS iterations (default 300 for afs, 100 for lattice)")
 
@@ -39,6 +46,8 @@ def add_run_options(parser, *, quiet_help: str = "no progress bars",
 
 
 def model_keywords(args) -> dict:
-    """``kernel``, ``n_features`` and ``maxiter`` given on the command line, as keywords."""
+    """``kernel``, ``n_features``, ``mid_scale`` and ``maxiter`` given on the command line,
+    as keywords."""
     return {k: v for k, v in (("kernel", args.kernel), ("n_features", args.features),
+                              ("mid_scale", getattr(args, "mid_scale", None)),
                               ("maxiter", args.maxiter)) if v is not None}

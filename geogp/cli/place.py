@@ -70,7 +70,7 @@ def add_place_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--model", default="afs", choices=("afs", "wavelet"),
                    help="afs (default; dense posterior, rank-one updates) or wavelet "
                         "(multiresolution model; sparse posterior, strategies mi and variance)")
-    add_model_options(p, models=False, features_help=(
+    add_model_options(p, models=False, lattice=False, features_help=(
         "number of Fourier features (default 2000; placement fits an AFS model with the "
         "dense solver, at most 4096)"))
     p.add_argument("--min-distance", type=_distance, default="auto", metavar="D",

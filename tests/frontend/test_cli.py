@@ -238,3 +238,20 @@ def test_fit_vector_point_files_like_the_same_csv(tmp_path):
         assert main(["fit", str(tmp_path / bad), "--out", str(tmp_path / "bad.tif"),
                      *common]) == 2
     assert not (tmp_path / "bad.tif").exists()
+
+
+def test_fit_with_the_mid_scale_level(tif, tmp_path, capsys):
+    """--mid-scale reaches the lattice model: the saved model has the level and predicts like
+    the same model fitted through the API; a bad factor is refused with the reason."""
+    import geogp
+
+    model_path = tmp_path / "model.npz"
+    assert main(["fit", str(tif), "--out", str(tmp_path / "p.tif"), "--mid-scale", "3",
+                 "--maxiter", "3", "--save-model", str(model_path), "--quiet"]) == 0
+    est = geogp.load_model(model_path).estimators_[0]
+    assert est.mid_scale == 3 and "mid_scale_range" in est.describe()
+    ref = geogp.fit(geogp.open_raster(tif), mid_scale=3, maxiter=3).predict()
+    with rasterio.open(tmp_path / "p.tif") as src:
+        np.testing.assert_allclose(src.read(1), ref["mean"].values, rtol=1e-5, atol=1e-5)
+    assert main(["fit", str(tif), "--out", str(tmp_path / "q.tif"), "--mid-scale", "1"]) == 2
+    assert "mid_scale" in capsys.readouterr().err

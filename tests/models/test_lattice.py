@@ -71,19 +71,35 @@ def dense_reml(Q, cells, y, X, noise, K=None):
     return ll
 
 
-def universal_kriging(Q, cells, y, X, x_all, noise, K=None):
-    """Posterior mean and variance of f = x_cᵀβ + g_c at every lattice cell (flat prior β);
-    the prior covariance of g is Q⁻¹ (or ``K``)."""
-    K = np.linalg.inv(Q) if K is None else K
+def universal_kriging_cov(K, cells, y, X, x_all, noise):
+    """Posterior mean and covariance of f = x_cᵀβ + g_c at every lattice cell (flat prior β),
+    with an explicit prior covariance K of the field g."""
     C = K[np.ix_(cells, cells)] + noise * np.eye(len(cells))
     Ci = np.linalg.inv(C)
     V = np.linalg.inv(X.T @ Ci @ X)
     beta = V @ X.T @ Ci @ y
     ks = K[:, cells]  # (n, N)
-    mean = x_all @ beta + ks @ Ci @ (y - X @ beta)
     r = x_all - ks @ Ci @ X
-    cov = K - ks @ Ci @ ks.T + r @ V @ r.T
-    return mean, cov
+    return x_all @ beta + ks @ Ci @ (y - X @ beta), K - ks @ Ci @ ks.T + r @ V @ r.T
+
+
+def kriging_on_lattice(est, obs, v, ay, ax, K, m=2):
+    """Dense universal kriging with prior covariance K at every cell of ``est``'s lattice (a
+    linear trend in the estimator's standardised coordinates; the fixtures' raster steps
+    −0.5 in y and 0.35 in x, margin ``m``). Returns (mean, cov, mask of the raster's cells)."""
+    sc, shape = est.scaler_, est.shape_
+    ly = ay[0] + 0.5 * m - 0.5 * np.arange(shape[0])
+    lx = ax[0] - 0.35 * m + 0.35 * np.arange(shape[1])
+    LY, LX = np.meshgrid(ly, lx, indexing="ij")
+    pts = sc.x(np.stack([LY.ravel(), LX.ravel()], axis=1))
+    x_all = np.column_stack([np.ones(len(pts)), pts])
+    r, c = np.nonzero(obs)
+    cells = (r + m) * shape[1] + c + m
+    mean, cov = universal_kriging_cov(K, cells, sc.y(v[obs]), x_all[cells], x_all,
+                                      (0.2 / sc.y_scale) ** 2)
+    inner = (LY.ravel() <= ay[0] + 1e-9) & (LY.ravel() >= ay[-1] - 1e-9) & \
+        (LX.ravel() >= ax[0] - 1e-9) & (LX.ravel() <= ax[-1] + 1e-9)
+    return mean, cov, inner
 
 
 def _data(rng, shape=(8, 9), frac=0.35):
@@ -161,17 +177,7 @@ def test_posterior_equals_universal_kriging(rng, backend, alpha):
     h = est.h_
     shape = est.shape_
     Q = dense_precision(shape, h, alpha, 1.3 / 0.5, 0.8 / sc.y_scale)
-    ly = ay[0] + 0.5 * m - 0.5 * np.arange(shape[0])
-    lx = ax[0] - 0.35 * m + 0.35 * np.arange(shape[1])
-    LY, LX = np.meshgrid(ly, lx, indexing="ij")
-    pts = sc.x(np.stack([LY.ravel(), LX.ravel()], axis=1))
-    x_all = np.column_stack([np.ones(len(pts)), pts])
-    r, c = np.nonzero(obs)
-    cells = (r + m) * shape[1] + c + m
-    ys = sc.y(v[obs])
-    mean, cov = universal_kriging(Q, cells, ys, x_all[cells], x_all, (0.2 / sc.y_scale) ** 2)
-    inner = (LY.ravel() <= ay[0] + 1e-9) & (LY.ravel() >= ay[-1] - 1e-9) & \
-        (LX.ravel() >= ax[0] - 1e-9) & (LX.ravel() <= ax[-1] + 1e-9)
+    mean, cov, inner = kriging_on_lattice(est, obs, v, ay, ax, np.linalg.inv(Q), m)
     np.testing.assert_allclose(pred.mean.ravel(), sc.y_mean + sc.y_scale * mean[inner],
                                rtol=1e-9, atol=1e-9)
     var = sc.y_scale**2 * np.diag(cov)[inner]
@@ -315,17 +321,6 @@ def matern_spectral_weights(freq2, ell, sd, dw, kernel):
     return 2 * sd**2 * dens * dw
 
 
-def universal_kriging_cov(K, cells, y, X, x_all, noise):
-    """Universal kriging (flat-prior β) with an explicit prior covariance K of the field."""
-    C = K[np.ix_(cells, cells)] + noise * np.eye(len(cells))
-    Ci = np.linalg.inv(C)
-    V = np.linalg.inv(X.T @ Ci @ X)
-    beta = V @ X.T @ Ci @ y
-    ks = K[:, cells]
-    r = x_all - ks @ Ci @ X
-    return x_all @ beta + ks @ Ci @ (y - X @ beta), K - ks @ Ci @ ks.T + r @ V @ r.T
-
-
 @pytest.mark.parametrize("kernel", ["matern32", "se"])
 def test_spectral_density_is_normalised(kernel):
     import scipy.integrate
@@ -409,17 +404,7 @@ def test_multires_posterior_equals_dense_kriging(rng, backend):
                                   float(np.exp(est.params_["log_range_large"])),
                                   float(np.exp(est.params_["log_sd_large"])), est._dw, "matern32")
     K = np.linalg.inv(Q) + phi @ np.diag(lam) @ phi.T
-    ly = ay[0] + 0.5 * m - 0.5 * np.arange(shape[0])
-    lx = ax[0] - 0.35 * m + 0.35 * np.arange(shape[1])
-    LY, LX = np.meshgrid(ly, lx, indexing="ij")
-    pts = sc.x(np.stack([LY.ravel(), LX.ravel()], axis=1))
-    x_all = np.column_stack([np.ones(len(pts)), pts])
-    r, c = np.nonzero(obs)
-    cells = (r + m) * shape[1] + c + m
-    mean, cov = universal_kriging_cov(K, cells, sc.y(v[obs]), x_all[cells], x_all,
-                                      (0.2 / sc.y_scale) ** 2)
-    inner = (LY.ravel() <= ay[0] + 1e-9) & (LY.ravel() >= ay[-1] - 1e-9) & \
-        (LX.ravel() >= ax[0] - 1e-9) & (LX.ravel() <= ax[-1] + 1e-9)
+    mean, cov, inner = kriging_on_lattice(est, obs, v, ay, ax, K, m)
     np.testing.assert_allclose(pred.mean.ravel(), sc.y_mean + sc.y_scale * mean[inner],
                                rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(pred.var_latent.ravel(), sc.y_scale**2 * np.diag(cov)[inner],
@@ -808,15 +793,7 @@ def test_mid_scale_posterior_equals_universal_kriging(rng, backend):
     # initial mid-scale level: 4 × the range, half the sd (LatticeRegressor._initial)
     K = mid_covariance(shape, est.h_, 2, 1.3 / 0.5, 0.8 / sc.y_scale, 3, 4 * 1.3 / 0.5,
                        0.4 / sc.y_scale)
-    ly = ay[0] + 0.5 * m - 0.5 * np.arange(shape[0])
-    lx = ax[0] - 0.35 * m + 0.35 * np.arange(shape[1])
-    LY, LX = np.meshgrid(ly, lx, indexing="ij")
-    pts = sc.x(np.stack([LY.ravel(), LX.ravel()], axis=1))
-    x_all = np.column_stack([np.ones(len(pts)), pts])
-    r, c = np.nonzero(obs)
-    cells = (r + m) * shape[1] + c + m
-    mean, cov = universal_kriging(None, cells, sc.y(v[obs]), x_all[cells], x_all,
-                                  (0.2 / sc.y_scale) ** 2, K=K)
+    mean, cov, _ = kriging_on_lattice(est, obs, v, ay, ax, K, m)
     np.testing.assert_allclose(est._mean, mean, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(est._var, np.diag(cov), rtol=1e-8)
     nx = shape[1]

@@ -31,7 +31,7 @@ def add_model_options(parser, *, models: bool = True, features_help: str | None 
         parser.add_argument("--mid-scale", type=int, default=None, metavar="R",
                             help="lattice model: add a mid-scale field on a lattice R times "
                                  "coarser (e.g. 12): more accurate deep inside large gaps, "
-                                 "about 3x the fitting time (docs/lattice.md)")
+                                 "about 1.2x the fitting time (docs/lattice.md)")
     parser.add_argument("--maxiter", type=int, default=None,
                         help="L-BFGS iterations (default 300 for afs, 100 for lattice)")
 

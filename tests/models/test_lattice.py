@@ -790,9 +790,10 @@ def test_mid_scale_posterior_equals_universal_kriging(rng, backend):
                               optimize=False, fit_cells=None, backend=backend, mid_scale=3)
     est.fit_grid([ay, ax], v)
     sc, m, shape = est.scaler_, 2, est.shape_
-    # initial mid-scale level: 4 × the range, half the sd (LatticeRegressor._initial)
-    K = mid_covariance(shape, est.h_, 2, 1.3 / 0.5, 0.8 / sc.y_scale, 3, 4 * 1.3 / 0.5,
-                       0.4 / sc.y_scale)
+    # initial mid-scale level: 10 × the range, the same sd as the given local one
+    # (LatticeRegressor._initial: sd / √2 each only when sd is not given)
+    K = mid_covariance(shape, est.h_, 2, 1.3 / 0.5, 0.8 / sc.y_scale, 3, 10 * 1.3 / 0.5,
+                       0.8 / math.sqrt(2) / sc.y_scale)
     mean, cov, _ = kriging_on_lattice(est, obs, v, ay, ax, K, m)
     np.testing.assert_allclose(est._mean, mean, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(est._var, np.diag(cov), rtol=1e-8)

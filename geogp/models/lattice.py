@@ -439,8 +439,10 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
 
     def _problem(self, obs: np.ndarray, ys: np.ndarray, sl=None,
                  large: bool = True) -> LatticeProblem:
-        """The problem of the raster window ``sl`` (default all) extended by the margin, with
-        the large-scale features when ``large``."""
+        """The problem of the raster window ``sl`` (default all) extended by the margin. With
+        ``large`` (the whole-raster posterior problem): the large-scale features, and with the
+        mid-scale level the pattern entries of the exact neighbour covariances; without (a
+        fitting tile): neither."""
         sy, sx = sl if sl is not None else (slice(0, obs.shape[0]), slice(0, obs.shape[1]))
         m = int(self.margin)
         full = np.full(obs.shape, -1, dtype=np.int64)

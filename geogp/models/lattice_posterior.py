@@ -84,6 +84,7 @@ class LatticePosteriorMixin:
             self.params_, self.local_scale_ = params, math.exp(t)
             m_mat, logdet_sigma = m_mat / self.local_scale_, logdet_sigma + problem.n_obs * t
             b_vals = b_vals / self.local_scale_
+
         def dense_part(params, m_mat, logdet_sigma):
             out = tuple(np.asarray(v) for v in dense_likelihood(
                 params, m_mat, logdet_sigma, problem.n_obs, problem.freq2, problem.dw,
@@ -165,7 +166,7 @@ class LatticePosteriorMixin:
             i, j = np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64)
             return z[pattern.positions_of_keys(np.minimum(i, j) * size + np.maximum(i, j))]
 
-        if self.mid_scale is None or size == n:
+        if size == n:  # no mid-scale level: B's unknowns are the cells
             return look
         _, nodes, weights = mid_stencil(self.shape_, self.mid_scale)
         nodes = nodes + n

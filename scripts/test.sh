@@ -5,4 +5,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # two workers (pytest-xdist), one test file each at a time (module fixtures built once): on
 # 2 cores the suite took 10:45 instead of 15:48 serially (2026-11-25)
+# one BLAS thread per worker: two workers already fill the two cores, and OpenBLAS threads on
+# top of them only compete (CHOLMOD links the system OpenBLAS that setup.sh installs)
+export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
 exec .venv/bin/python -m pytest -q -n 2 --dist loadfile "$@"

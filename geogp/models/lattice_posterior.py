@@ -136,7 +136,9 @@ class LatticePosteriorMixin:
         self._sampler = {"r": r, "chol_w": np.linalg.cholesky(vbeta) if a.size else vbeta,
                          "pattern": problem.pattern, "b_vals": np.asarray(b_vals),
                          "dense": _is_dense(problem), "pi": pi}
-        z = self._selected_inverse(problem, b_vals)
+        # B/c has the inverse c B⁻¹: invert the values whose factor the statistics left
+        # behind (the stage-1 B) and scale, rather than factorising B/c once more
+        z = self._selected_inverse(problem, stage1[3]) * self.local_scale_
         cell = np.arange(n).reshape(ny, nx)
         field_cov = self._field_covariance(problem.pattern, z, n)
 

@@ -36,6 +36,8 @@ AUTO = "auto"
 EXACT_MAX_POINTS = 5000
 DEFAULT_KERNEL, DEFAULT_FEATURES, DEFAULT_MEAN = "matern12", "auto", "linear"  # see make_estimator
 DEFAULT_LARGE_SCALE = "auto"  # model="lattice" from the front end: 200 large-scale features
+# and the mid-scale level on rasters with ≥ 128 cells a side (LatticeRegressor(mid_scale="auto"))
+DEFAULT_MID_SCALE = "auto"
 _CLASSES = {
     "afs": ("geogp.models.afs", "AFSRegressor"),
     "wavelet": ("geogp.models.wavelet", "WaveletRegressor"),
@@ -89,6 +91,7 @@ def make_estimator(model: str = "afs", kernel=None, n_features=None, options: di
         params.setdefault("mean", DEFAULT_MEAN)
     if model == "lattice":  # the multi-resolution model: local GMRF + large-scale features
         params.setdefault("large_scale", DEFAULT_LARGE_SCALE)
+        params.setdefault("mid_scale", DEFAULT_MID_SCALE)
     if progress is not None and "progress" in accepted:
         params["progress"] = progress
     unknown = sorted(set(params) - accepted)
@@ -129,6 +132,8 @@ def resolve_model(model: str, *, raster_shape=None, regular: bool = True,
     except MemoryEstimateError:
         return "afs", "raster too large for the lattice model's sparse factor"
     except InputError:
+        if set(options or {}) - _afs_option_names():
+            raise  # a lattice-only option is wrong: say so, rather than fall back to AFS
         return "afs", "options not accepted by the lattice model"
     return "lattice", "regular raster"
 
@@ -136,6 +141,10 @@ def resolve_model(model: str, *, raster_shape=None, regular: bool = True,
 def lattice_option_names() -> set:
     """Keyword arguments the lattice model accepts."""
     return set(inspect.signature(_estimator_class("lattice").__init__).parameters) - {"self"}
+
+
+def _afs_option_names() -> set:
+    return set(inspect.signature(_estimator_class("afs").__init__).parameters) - {"self"}
 
 
 def _lattice_options(options: dict | None) -> dict:

@@ -223,6 +223,7 @@ def _fit(args, echo) -> int:
 
     from geogp._progress import bar
     from geogp.api import GeoRegressor
+    from geogp.cli.options import mid_scale_option
     from geogp.io import check_writable, open_raster, write_geotiff, write_netcdf
 
     outputs = [p for p in (args.out, args.netcdf, args.map, args.save_model) if p]
@@ -238,7 +239,7 @@ def _fit(args, echo) -> int:
     if args.mid_scale is not None:
         if args.likelihood != "gaussian":
             raise _usage("--mid-scale belongs to the lattice model (Gaussian likelihood).")
-        options["mid_scale"] = args.mid_scale
+        options["mid_scale"] = mid_scale_option(args.mid_scale)
     options = options or None
     model = GeoRegressor(args.model, kernel=args.kernel, n_features=args.features,
                          share_hyperparameters=args.share_hyperparameters,

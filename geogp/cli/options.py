@@ -28,12 +28,32 @@ def add_model_options(parser, *, models: bool = True, features_help: str | None 
                             "between 2000 and 10000; implies --model afs under auto); above "
                             "4096 a matrix-free solver is used (M up to ~10^5: minutes)"))
     if lattice:
-        parser.add_argument("--mid-scale", type=int, default=None, metavar="R",
-                            help="lattice model: add a mid-scale field on a lattice R times "
-                                 "coarser (e.g. 12): more accurate deep inside large gaps, "
-                                 "about 1.2x the fitting time (docs/lattice.md)")
+        parser.add_argument("--mid-scale", type=_mid_scale, default=None, metavar="R",
+                            help="lattice model: the mid-scale field on a lattice R times "
+                                 "coarser, more accurate deep inside large gaps (docs/"
+                                 "lattice.md). auto (default): R = 12 when both sides of the "
+                                 "raster have at least 128 cells; none: no mid-scale field "
+                                 "(about 1.4x faster)")
     parser.add_argument("--maxiter", type=int, default=None,
                         help="L-BFGS iterations (default 300 for afs, 100 for lattice)")
+
+
+def _mid_scale(text: str):
+    """``--mid-scale``: "auto", "none" (kept as the string until the options are built) or an
+    integer factor."""
+    low = text.strip().lower()
+    if low in ("auto", "none"):
+        return low
+    try:
+        return int(low)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected auto, none or an integer factor ≥ 2; got {text!r}") from None
+
+
+def mid_scale_option(value):
+    """The ``mid_scale`` keyword for a parsed ``--mid-scale`` ("none" → None)."""
+    return None if value == "none" else value
 
 
 def add_run_options(parser, *, quiet_help: str = "no progress bars",
@@ -48,6 +68,9 @@ def add_run_options(parser, *, quiet_help: str = "no progress bars",
 def model_keywords(args) -> dict:
     """``kernel``, ``n_features``, ``mid_scale`` and ``maxiter`` given on the command line,
     as keywords."""
-    return {k: v for k, v in (("kernel", args.kernel), ("n_features", args.features),
-                              ("mid_scale", getattr(args, "mid_scale", None)),
-                              ("maxiter", args.maxiter)) if v is not None}
+    given = {k: v for k, v in (("kernel", args.kernel), ("n_features", args.features),
+                               ("mid_scale", getattr(args, "mid_scale", None)),
+                               ("maxiter", args.maxiter)) if v is not None}
+    if "mid_scale" in given:
+        given["mid_scale"] = mid_scale_option(given["mid_scale"])
+    return given

@@ -44,7 +44,7 @@ def _is_dense(problem: LatticeProblem) -> bool:
 
 class LatticePosteriorMixin:
     """Stage 2 and the posterior moments of :class:`~geogp.models.lattice.LatticeRegressor`
-    (reads ``params_``, ``shape_``, ``mid_scale``, ``optimize``, ``maxiter``, ``ordering`` and
+    (reads ``params_``, ``shape_``, ``_mid_factor()``, ``optimize``, ``maxiter``, ``ordering`` and
     the estimator's ``_problem``, ``_local_keys``, ``_features``, ``_trend``)."""
 
     def _posterior(self, obs: np.ndarray, ys: np.ndarray) -> None:
@@ -118,7 +118,7 @@ class LatticePosteriorMixin:
         ny, nx = self.shape_
         n = ny * nx
         k = problem.n_feat
-        pi = mid_lattice(self.shape_, self.mid_scale)[1] if problem.has_mid else None
+        pi = mid_lattice(self.shape_, self._mid_factor())[1] if problem.has_mid else None
         if pi is not None:  # the field at the cells is g_fine + Π g_mid
             s = s[:n] + pi @ s[n:]
         rr, cc = np.divmod(np.arange(n), nx)
@@ -170,7 +170,7 @@ class LatticePosteriorMixin:
 
         if size == n:  # no mid-scale level: B's unknowns are the cells
             return look
-        _, nodes, weights = mid_stencil(self.shape_, self.mid_scale)
+        _, nodes, weights = mid_stencil(self.shape_, self._mid_factor())
         nodes = nodes + n
 
         def cov(a, b):

@@ -255,3 +255,12 @@ def test_fit_with_the_mid_scale_level(tif, tmp_path, capsys):
         np.testing.assert_allclose(src.read(1), ref["mean"].values, rtol=1e-5, atol=1e-5)
     assert main(["fit", str(tif), "--out", str(tmp_path / "q.tif"), "--mid-scale", "1"]) == 2
     assert "mid_scale" in capsys.readouterr().err
+    # "none" turns the level off, "auto" is the front end's default; anything else is refused
+    for word, want in (("none", None), ("AUTO", "auto")):
+        path = tmp_path / f"{word}.npz"
+        assert main(["fit", str(tif), "--out", str(tmp_path / f"{word}.tif"), "--mid-scale",
+                     word, "--maxiter", "2", "--save-model", str(path), "--quiet"]) == 0
+        assert geogp.load_model(path).estimators_[0].mid_scale == want
+    with pytest.raises(SystemExit):
+        main(["fit", str(tif), "--out", str(tmp_path / "r.tif"), "--mid-scale", "coarse"])
+    assert "expected auto, none or an integer" in capsys.readouterr().err

@@ -10,6 +10,7 @@ from _frontend_rasters import FEATURES, make_raster
 
 import geogp
 from geogp import engines
+from geogp.exceptions import InputError
 
 
 def test_default_on_a_regular_raster_is_the_lattice_model_with_large_scales():
@@ -24,6 +25,43 @@ def test_default_on_a_regular_raster_is_the_lattice_model_with_large_scales():
     for v in ("mean", "std"):   # "auto" is the lattice model with the front end's defaults
         np.testing.assert_allclose(a[v].values, b[v].values, rtol=1e-9)  # two fits: BLAS order
     assert "model='auto': regular raster" in auto.summary()
+
+
+def test_default_adds_the_mid_scale_level_on_large_rasters_only(tmp_path):
+    """The front end's lattice default has ``mid_scale="auto"``: the level (factor 12) on a
+    raster with ≥ 128 cells a side, where it equals an explicit ``mid_scale=12`` fit, none on
+    a smaller one; ``mid_scale=None`` turns it off; a saved model keeps it bit for bit."""
+    from geogp.models.lattice import MID_SCALE_AUTO, MID_SCALE_MIN_CELLS
+
+    n = MID_SCALE_MIN_CELLS
+    big = make_raster(ny=n, nx=n + 4)
+    auto = geogp.fit(big, optimize=False)
+    est = auto.estimators_[0]
+    assert est.mid_scale == engines.DEFAULT_MID_SCALE == "auto"
+    assert est._mid_factor() == MID_SCALE_AUTO and "log_range_mid" in est.params_
+    explicit = geogp.fit(big, optimize=False, mid_scale=MID_SCALE_AUTO).predict()
+    off = geogp.fit(big, optimize=False, mid_scale=None)
+    assert off.estimators_[0]._mid_factor() is None
+    a = auto.predict()
+    for v in ("mean", "std"):
+        np.testing.assert_allclose(a[v].values, explicit[v].values, rtol=1e-9)
+    # the level changes the prediction (its variance adds to the local field's)
+    assert np.nanmax(np.abs(a["std"].values - off.predict()["std"].values)) > 1e-3
+    auto.save(tmp_path / "m.npz")
+    back = geogp.load_model(tmp_path / "m.npz")
+    assert back.estimators_[0]._mid_factor() == MID_SCALE_AUTO
+    b = back.predict()
+    for v in ("mean", "std"):
+        np.testing.assert_array_equal(a[v].values, b[v].values)
+    small = geogp.fit(make_raster(ny=n - 1, nx=n + 4), optimize=False).estimators_[0]
+    assert small.mid_scale == "auto" and small._mid_factor() is None
+
+
+def test_auto_reports_a_bad_lattice_only_option_instead_of_falling_back():
+    """An invalid option only the lattice model knows is that model's error, not a fall back
+    to AFS that then calls the option unknown."""
+    with pytest.raises(InputError, match="mid_scale must be None, 'auto' or an integer"):
+        geogp.fit(make_raster(ny=20, nx=24), mid_scale=0)
 
 
 @pytest.mark.parametrize("kwargs, reason", [

@@ -845,3 +845,25 @@ def test_mid_scale_fit_recovers_both_scales():
         lm.LatticeRegressor(2, mid_scale=1).fit_grid(axes, v)
     with pytest.raises(InputError, match="mid_scale"):
         lm.LatticeRegressor(2, mid_scale=True).fit_grid(axes, v)
+
+
+def test_mid_scale_auto_is_the_fixed_factor_on_large_rasters_and_none_on_small(rng):
+    """``mid_scale="auto"``: on a raster with both sides ≥ MID_SCALE_MIN_CELLS it is exactly the
+    ``mid_scale=MID_SCALE_AUTO`` model (same parameters, posterior mean and variance); one cell
+    short on a side it is exactly the model without the level."""
+    n = lm.MID_SCALE_MIN_CELLS
+    kw = dict(margin=2, mean="constant", range=3.0, sd=1.0, noise=0.3, optimize=False,
+              fit_cells=None)
+    for shape, same_as in (((n, n + 7), lm.MID_SCALE_AUTO), ((n - 1, n + 7), None)):
+        v = rng.standard_normal(shape)
+        v[rng.random(shape) < 0.3] = np.nan
+        axes = [np.arange(shape[0], dtype=float), np.arange(shape[1], dtype=float)]
+        auto = lm.LatticeRegressor(2, mid_scale="auto", **kw).fit_grid(axes, v)
+        ref = lm.LatticeRegressor(2, mid_scale=same_as, **kw).fit_grid(axes, v)
+        assert auto._mid_factor() == same_as and auto.mid_scale == "auto"
+        assert ("log_range_mid" in auto.params_) == (same_as is not None)
+        assert auto.params_.keys() == ref.params_.keys()
+        np.testing.assert_array_equal(auto._mean, ref._mean)
+        np.testing.assert_array_equal(auto._var, ref._var)
+    with pytest.raises(InputError, match="'auto'"):
+        lm.LatticeRegressor(2, mid_scale="coarse").fit_grid(axes, v)

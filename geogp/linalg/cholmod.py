@@ -18,6 +18,11 @@ pass. The factor of the last values seen is kept, keyed by an exact copy of thos
 ``value_and_grad`` costs one factorisation; any other values refactorise (docs/sparse_vjp.md, backends). The
 shared factor is mutated by callbacks, so every use holds a per-pattern lock.
 
+Threads: CHOLMOD's BLAS runs single-threaded (``threadpoolctl``, as in the selected inversion).
+With OpenBLAS on the 300×500 satellite lattice one thread was as fast as two when idle
+(factorisation 0.9 s against 1.2 s, a 204-column solve 2.2 s either way) and, with another
+process on the second core, two threads made the factorisation 4× slower.
+
 Failure handling (STYLE.md guideline 8): inside a callback nothing raises. A matrix that is
 not positive definite gives NaN value and gradients under tracing, so an L-BFGS line search
 rejects the step. Called eagerly (concrete arrays), :func:`logdet_and_solve` raises
@@ -39,7 +44,7 @@ from geogp.exceptions import InputError, NotPositiveDefiniteError
 from geogp.linalg._checks import check_inputs
 from geogp.linalg._sksparse import CholmodBackend, make_backend
 from geogp.linalg.pattern import SparsePattern
-from geogp.linalg.selinv import gather_on_pattern, takahashi
+from geogp.linalg.selinv import _single_threaded_blas, gather_on_pattern, takahashi
 
 __all__ = [
     "CholmodFactorization",
@@ -125,7 +130,7 @@ class CholmodFactorization:
         rhs = np.asarray(rhs, dtype=np.float64)
         nan = (np.asarray(np.nan), np.full(rhs.shape, np.nan))
         try:
-            with self.lock:
+            with self.lock, _single_threaded_blas():
                 if not self._ensure_factor(values):
                     return nan
                 logdet = self.backend.logdet()
@@ -161,7 +166,7 @@ class CholmodFactorization:
         g_logdet = float(np.asarray(g_logdet))
         nan = (np.full(values.shape, np.nan), np.full(solution.shape, np.nan))
         try:
-            with self.lock:
+            with self.lock, _single_threaded_blas():
                 if not self._ensure_factor(values):
                     return nan
                 if np.any(g_solution):
@@ -182,7 +187,7 @@ class CholmodFactorization:
     def check_positive_definite(self, values: Any) -> None:
         """Raise :class:`NotPositiveDefiniteError` unless ``B`` is positive definite (eager)."""
         values = _concrete(values, "values")
-        with self.lock:
+        with self.lock, _single_threaded_blas():
             positive = self._ensure_factor(values)
             bad = self.backend.first_bad_pivot()
             perm = self.backend.perm
@@ -205,7 +210,7 @@ class CholmodFactorization:
         """``B⁻¹`` on the pattern entries, shape ``(nnz,)``; see :func:`selected_inverse`."""
         self.check_positive_definite(values)
         values = _concrete(values, "values")
-        with self.lock:
+        with self.lock, _single_threaded_blas():
             self._ensure_factor(values)
             return self._selected_inverse_locked().copy()
 

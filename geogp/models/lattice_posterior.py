@@ -178,9 +178,14 @@ class LatticePosteriorMixin:
             for k in range(4):
                 out = out + weights[b, k] * look(a, nodes[b, k])
                 out = out + weights[a, k] * look(b, nodes[a, k])
-                for m in range(4):
-                    out = out + weights[a, k] * weights[b, m] * look(nodes[a, k], nodes[b, m])
-            return out
+            # coarse–coarse: the 4 × 4 block of B⁻¹ between the two cells' stencils, looked up
+            # once per distinct pair of stencils (a stencil is fixed by its first node)
+            pair = nodes[a, 0] * size + nodes[b, 0]
+            _, first, inv = np.unique(pair, return_index=True, return_inverse=True)
+            na, nb = nodes[a[first]], nodes[b[first]]
+            block = np.stack([np.stack([look(na[:, k], nb[:, m]) for m in range(4)], axis=1)
+                              for k in range(4)], axis=1)
+            return out + np.einsum("ik,ikm,im->i", weights[a], block[inv.ravel()], weights[b])
 
         return cov
 

@@ -850,7 +850,7 @@ def test_mid_scale_fit_recovers_both_scales():
 def test_mid_scale_auto_is_the_fixed_factor_on_large_rasters_and_none_on_small(rng):
     """``mid_scale="auto"``: on a raster with both sides ≥ MID_SCALE_MIN_CELLS it is exactly the
     ``mid_scale=MID_SCALE_AUTO`` model (same parameters, posterior mean and variance); one cell
-    short on a side it is exactly the model without the level."""
+    short on a side it is the model without the level."""
     n = lm.MID_SCALE_MIN_CELLS
     kw = dict(margin=2, mean="constant", range=3.0, sd=1.0, noise=0.3, optimize=False,
               fit_cells=None)
@@ -863,7 +863,8 @@ def test_mid_scale_auto_is_the_fixed_factor_on_large_rasters_and_none_on_small(r
         assert auto._mid_factor() == same_as and auto.mid_scale == "auto"
         assert ("log_range_mid" in auto.params_) == (same_as is not None)
         assert auto.params_.keys() == ref.params_.keys()
-        np.testing.assert_array_equal(auto._mean, ref._mean)
-        np.testing.assert_array_equal(auto._var, ref._var)
+        # two fits of the same model: equal up to the rounding of their sparse solves
+        np.testing.assert_allclose(auto._mean, ref._mean, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(auto._var, ref._var, rtol=1e-10)
     with pytest.raises(InputError, match="'auto'"):
         lm.LatticeRegressor(2, mid_scale="coarse").fit_grid(axes, v)

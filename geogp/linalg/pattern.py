@@ -91,7 +91,7 @@ class SparsePattern:
         lo = np.minimum(rows, cols).astype(np.int64)
         hi = np.maximum(rows, cols).astype(np.int64)
         diag = np.arange(n, dtype=np.int64)
-        keys = np.unique(np.concatenate([lo * n + hi, diag * n + diag]))
+        keys = _sorted_unique(np.concatenate([lo * n + hi, diag * n + diag]))
         return cls(keys % n, keys // n, n)
 
     @classmethod
@@ -207,3 +207,16 @@ def _square_coo(matrix: Any) -> sp.coo_matrix:
     if coo.shape[0] != coo.shape[1]:
         raise InputError(f"Expected a square matrix, got shape {coo.shape}.")
     return coo
+
+
+def _sorted_unique(keys: np.ndarray) -> np.ndarray:
+    """``np.unique(keys)`` for a 1-D integer array, by one sort. numpy 2.4's ``np.unique``
+    takes a hash-based route that was 40× slower on 1.2·10⁷ int64 keys (15 s against 0.4 s),
+    and lattice patterns have that many."""
+    keys = np.sort(keys)
+    if keys.size < 2:
+        return keys
+    first = np.empty(keys.size, dtype=bool)
+    first[0] = True
+    np.not_equal(keys[1:], keys[:-1], out=first[1:])
+    return keys[first]

@@ -341,9 +341,12 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         self.fit_tiles_ = len(problems)
         local = {k: params[k] for k in self._local_keys()}
         if self.optimize:
+            # the loss is −log p per observation: stop once an iteration gains < 1e-7 of it
+            # (< 0.006 in log-likelihood over 60,000 cells); scipy's 1e-10 spent the last 3 of
+            # 18 evaluations on the satellite raster gaining 0.002 in all
             local, report = minimize_lbfgs(_loss, local, args=(tuple(problems),),
                                            unconstrained=self._local_keys(),
-                                           maxiter=int(self.maxiter),
+                                           maxiter=int(self.maxiter), ftol=1e-7,
                                            progress=self.progress)
         else:
             report = FitReport(float(_loss(local, tuple(problems))), 0, 1, True,

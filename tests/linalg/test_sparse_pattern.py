@@ -103,3 +103,15 @@ def test_hashable_by_identity_and_static_under_jit(rng):
     np.testing.assert_allclose(closed_over(v), np.trace(a.toarray()))
     out = jax.jit(as_static, static_argnums=0)(p1, v)
     np.testing.assert_allclose(out, np.bincount(p1.rows, weights=np.asarray(v)))
+
+
+def test_sorted_unique_equals_numpy_unique():
+    """The sort-based unique of the pattern constructor against ``np.unique`` (empty, one
+    key, heavy duplication and large keys)."""
+    from geogp.linalg.pattern import _sorted_unique
+
+    rng = np.random.default_rng(5)
+    cases = [np.zeros(0, dtype=np.int64), np.array([7]), rng.integers(0, 5, 1000),
+             rng.integers(0, 2**40, 20_000), np.repeat(rng.integers(-50, 50, 300), 3)]
+    for keys in cases:
+        np.testing.assert_array_equal(_sorted_unique(keys), np.unique(keys))

@@ -33,7 +33,7 @@ def add_model_options(parser, *, models: bool = True, features_help: str | None 
                                  "coarser, more accurate deep inside large gaps (docs/"
                                  "lattice.md). auto (default): R = 12 when both sides of the "
                                  "raster have at least 128 cells; none: no mid-scale field "
-                                 "(about 1.4x faster)")
+                                 "(about 1.5x faster)")
     parser.add_argument("--maxiter", type=int, default=None,
                         help="L-BFGS iterations (default 300 for afs, 100 for lattice)")
 

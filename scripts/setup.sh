@@ -10,8 +10,9 @@ cd "$(dirname "$0")/.."
 need_apt=()
 [ -f /usr/include/suitesparse/cholmod.h ] || need_apt+=(libsuitesparse-dev)
 command -v gcc >/dev/null 2>&1 || need_apt+=(build-essential)
-# installing it makes it the system's libblas.so.3 / liblapack.so.3 (update-alternatives)
-ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so\.0' || need_apt+=(libopenblas0-pthread)
+# installing it makes it the system's libblas.so.3 / liblapack.so.3 (update-alternatives);
+# grep without -q reads all of ldconfig's output (-q would stop early: SIGPIPE under pipefail)
+ldconfig -p 2>/dev/null | grep 'libopenblas\.so\.0' >/dev/null || need_apt+=(libopenblas0-pthread)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 python3 -c "import venv, ensurepip" >/dev/null 2>&1 || need_apt+=(python3-venv)
 python3 -c "import sysconfig, os, sys; sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')) else 1)" \

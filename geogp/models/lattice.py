@@ -185,7 +185,9 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         scaler_: Standardizer. range_, sd_, noise_sd_: fitted range (model units), marginal sd
         and noise sd (data units). beta_: trend coefficients (standardised). shape_: lattice
         shape. n_obs_: observed cells. log_likelihood_: REML log likelihood of the whole raster
-        at θ (standardised units). fit_tiles_: number of tiles in the fit.
+        at θ (standardised units). fit_tiles_: number of tiles in the fit. mid_dropped_:
+        True when ``mid_scale="auto"`` dropped the mid-scale level because the fit gave the
+        local field the longer range (nearly noise-free smooth data).
     """
 
     def __init__(self, alpha=2, *, margin=16, mean="linear", range=None, sd=None, noise=None,
@@ -335,10 +337,30 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
                  if obs[sl].sum() >= max(p + 2, 0.01 * obs[sl].size)]  # skip near-empty tiles
         if not tiles:
             tiles = [(slice(0, obs.shape[0]), slice(0, obs.shape[1]))]
-        # stage 1: the local field's θ on the tiles (each tile's own trend stands in for the
-        # large scales, which a tile cannot identify)
+        # stage 1 on the tiles
+        self.mid_dropped_ = False
         problems = [self._problem(obs, ys, sl, large=False) for sl in tiles]
         self.fit_tiles_ = len(problems)
+        local, report = self._stage1(params, problems)
+        if (self.mid_scale == "auto" and self._mid_factor() is not None
+                and local["log_range"] >= local["log_range_mid"]):
+            # the likelihood made the "local" field the longer-ranged one (nearly noise-free,
+            # smooth data such as a DEM): the level is not identified there and only pushes the
+            # noise towards a singular posterior. "auto" drops it and fits the local field
+            # again from the usual start (from where it ended, the noise, which such data do
+            # not identify, stayed where the level had pushed it).
+            self.mid_dropped_ = True
+            params = self._initial(ys, self._trend(iy + m, ix + m))
+            problems = [self._problem(obs, ys, sl, large=False) for sl in tiles]
+            local, report = self._stage1(params, problems)
+        self.params_, self.report_ = {**params, **local}, report
+        # stage 2 (large scales, inside the posterior's factorisation) and the posterior
+        self._posterior(obs, ys)
+        return self
+
+    def _stage1(self, params: dict, problems: list) -> tuple[dict, FitReport]:
+        """The local field's θ on the tiles (each tile's own trend stands in for the large
+        scales, which a tile cannot identify)."""
         local = {k: params[k] for k in self._local_keys()}
         if self.optimize:
             # the loss is −log p per observation: stop once an iteration gains < 1e-7 of it
@@ -351,10 +373,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         else:
             report = FitReport(float(_loss(local, tuple(problems))), 0, 1, True,
                                "not optimised", 0.0)
-        self.params_, self.report_ = {**params, **local}, report
-        # stage 2 (large scales, inside the posterior's factorisation) and the posterior
-        self._posterior(obs, ys)
-        return self
+        return local, report
 
     def _standardised_covariates(self, covariates, obs: np.ndarray, margin: int):
         """(k, n_y + 2m, n_x + 2m) covariates z-scored over the observed cells, extended into
@@ -417,8 +436,11 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
     def _mid_factor(self) -> int | None:
         """The mid-scale level's coarsening factor on this raster (None: no level).
         ``"auto"``: :data:`MID_SCALE_AUTO` when both sides of the raster have at least
-        :data:`MID_SCALE_MIN_CELLS` cells, else none."""
+        :data:`MID_SCALE_MIN_CELLS` cells, else none, and none once the fit has dropped the
+        level (``mid_dropped_``)."""
         ms = self.mid_scale
+        if getattr(self, "mid_dropped_", False):
+            return None
         if not isinstance(ms, str):
             return None if ms is None else int(ms)
         sides = [n - 2 * int(self.margin) for n in self.shape_]

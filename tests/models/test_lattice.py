@@ -868,3 +868,42 @@ def test_mid_scale_auto_is_the_fixed_factor_on_large_rasters_and_none_on_small(r
         np.testing.assert_allclose(auto._var, ref._var, rtol=1e-10)
     with pytest.raises(InputError, match="'auto'"):
         lm.LatticeRegressor(2, mid_scale="coarse").fit_grid(axes, v)
+
+
+def test_mid_scale_auto_drops_the_level_when_the_local_field_takes_the_longer_range(
+        rng, monkeypatch):
+    """When stage 1 gives the "local" field the longer range (as on the nearly noise-free
+    Jacksboro DEM: 490 against 98 cells, after which the noise sank until the posterior was
+    singular), ``mid_scale="auto"`` drops the level and fits the local field again from the
+    usual start: the result is the fit without the level. Stage 1's outcome is forced here
+    (on such data the optimiser ends anywhere in a flat valley, run to run)."""
+    n = lm.MID_SCALE_MIN_CELLS
+    v = rng.standard_normal((n, n + 2))
+    v[rng.random(v.shape) < 0.3] = np.nan
+    axes = [np.arange(n, dtype=float), np.arange(n + 2, dtype=float)]
+    kw = dict(margin=2, mean="constant", maxiter=4)
+    real = lm.LatticeRegressor._stage1
+    calls = []
+
+    def switched(self, params, problems):
+        local, report = real(self, params, problems)
+        calls.append(sorted(local))
+        if "log_range_mid" in local:  # the level's fit: make the local range the longer one
+            local = {**local, "log_range": local["log_range_mid"] + 1.0}
+        return local, report
+
+    monkeypatch.setattr(lm.LatticeRegressor, "_stage1", switched)
+    auto = lm.LatticeRegressor(2, mid_scale="auto", **kw).fit_grid(axes, v)
+    assert len(calls) == 2 and "log_range_mid" in calls[0] and "log_range_mid" not in calls[1]
+    assert auto.mid_dropped_ and auto._mid_factor() is None
+    assert not set(lm.PARAMS_MID) & set(auto.params_)
+    off = lm.LatticeRegressor(2, mid_scale=None, **kw).fit_grid(axes, v)
+    assert not off.mid_dropped_ and auto.params_.keys() == off.params_.keys()
+    for k, val in off.params_.items():
+        assert float(auto.params_[k]) == pytest.approx(float(val), rel=1e-8, abs=1e-10), k
+    np.testing.assert_allclose(auto._mean, off._mean, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(auto._var, off._var, rtol=1e-8)
+    # an explicit factor is the user's choice: kept, however stage 1 ends
+    calls.clear()
+    kept = lm.LatticeRegressor(2, mid_scale=12, **kw).fit_grid(axes, v)
+    assert len(calls) == 1 and not kept.mid_dropped_ and kept._mid_factor() == 12

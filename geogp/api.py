@@ -325,6 +325,11 @@ class GeoRegressor(DrawsMixin):
                 if self.spec_.geographic:
                     row[f"lengthscale_y_km{sfx}"] = ell[p, 0] * KM_PER_DEGREE
                     row[f"lengthscale_x_km{sfx}"] = ell[p, 1] * KM_PER_DEGREE
+            if "mid_scale_range" in d:   # lattice: the mid-scale level
+                row["mid_scale_range"] = d["mid_scale_range"]
+                if self.spec_.geographic:
+                    row["mid_scale_range_km"] = d["mid_scale_range"] * KM_PER_DEGREE
+                row["mid_scale_sd"] = d["mid_scale_sd"]
             if "large_scale_lengthscale" in d:   # lattice: the large-scale features' part
                 row["large_scale_lengthscale"] = d["large_scale_lengthscale"]
                 if self.spec_.geographic:
@@ -370,6 +375,11 @@ class GeoRegressor(DrawsMixin):
                 parts[0] = f"range ρ = {row[ell[0]]:.4g} {spec.units}" + (
                     f" ≈ {row[ell[0].replace('_y', '_y_km', 1)]:.3g} km"
                     if spec.geographic else "")
+            if "mid_scale_range" in row and pd.notna(row["mid_scale_range"]):
+                txt = f"mid scales: range {row['mid_scale_range']:.4g} {spec.units}"
+                if spec.geographic:
+                    txt += f" ≈ {row['mid_scale_range_km']:.3g} km"
+                parts.append(txt + f", sd {row['mid_scale_sd']:.4g}")
             if "large_scale_lengthscale" in row:
                 txt = f"large scales: lengthscale {row['large_scale_lengthscale']:.4g} {spec.units}"
                 if spec.geographic:

@@ -45,6 +45,9 @@ def test_default_adds_the_mid_scale_level_on_large_rasters_only(tmp_path):
     a = auto.predict()
     for v in ("mean", "std"):
         np.testing.assert_allclose(a[v].values, explicit[v].values, rtol=1e-9)
+    d = est.describe()
+    assert f"mid scales: range {d['mid_scale_range']:.4g} m" in auto.summary()
+    assert "mid scales" not in off.summary()
     # the level changes the prediction (its variance adds to the local field's)
     assert np.nanmax(np.abs(a["std"].values - off.predict()["std"].values)) > 1e-3
     auto.save(tmp_path / "m.npz")

@@ -72,7 +72,7 @@ def run_demo(out_dir="geogp-demo", *, model: str = "auto", n_features: int | Non
     ``demo_map.png`` to ``out_dir`` (created; existing demo files are replaced).
 
     The model is :func:`geogp.fit`'s default (``model="auto"``: the lattice model on this
-    raster, 1–2 minutes on 2 cores); ``n_features`` (or ``model="afs"``) fits AFS
+    raster, about 2 minutes on 2 cores); ``n_features`` (or ``model="afs"``) fits AFS
     instead (800 features: about 10 s, with intervals too narrow in the holes).
 
     Returns:

@@ -42,7 +42,7 @@ from bench_scale import (  # noqa: E402  (benchmarks/ is on sys.path)
 
 def worker(n: int, seed: int, family: str | None) -> dict:
     mon = RSSMonitor().start()
-    import geogp  # noqa: F401  (float64)
+    import geogp  # noqa: F401  (float64 on import)
     from geogp import engines
     from geogp.models.wavelet import WaveletRegressor
 

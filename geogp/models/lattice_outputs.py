@@ -1,4 +1,5 @@
-"""Posterior samples and predictions of a fitted lattice model (docs/lattice.md, posterior).
+"""Posterior samples, predictions and the fitted hyperparameters of a lattice model
+(docs/lattice.md, posterior).
 
 A mixin of :class:`geogp.models.lattice.LatticeRegressor`: it reads the per-cell posterior
 moments the fit keeps (``_mean``, ``_var``, the neighbour covariances ``_cov``), the lattice
@@ -153,3 +154,36 @@ class LatticeOutputsMixin:
                             np.asarray(axes[1], dtype=np.float64), indexing="ij")
         pred = self.predict(np.stack([Y.ravel(), Xg.ravel()], axis=1), outside=outside)
         return Prediction(*(np.reshape(a, Y.shape) for a in pred))
+
+    # ------------------------------------------------------------------ reporting
+    @property
+    def noise_var_(self) -> float:
+        """σ² in standardised units."""
+        return float(np.exp(2.0 * self.params_["log_noise"]))
+
+    @property
+    def range_(self) -> float:
+        return float(np.exp(self.params_["log_range"])) * self.unit_
+
+    @property
+    def sd_(self) -> float:
+        return float(np.exp(self.params_["log_sd"])) * self.scaler_.y_scale
+
+    @property
+    def noise_sd_(self) -> float:
+        return math.sqrt(self.noise_var_) * self.scaler_.y_scale
+
+    def describe(self) -> dict:
+        """Fitted hyperparameters on the data's scale (for :func:`geogp.engines.describe`)."""
+        out = {"lengthscale": np.array([[self.range_, self.range_]]), "signal_sd": self.sd_,
+               "noise_sd": self.noise_sd_}
+        if "log_range_mid" in self.params_:
+            out["mid_scale_range"] = float(np.exp(self.params_["log_range_mid"])) * self.unit_
+            out["mid_scale_sd"] = (float(np.exp(self.params_["log_sd_mid"]))
+                                   * self.scaler_.y_scale)
+        if "log_range_large" in self.params_ and self._n_large():
+            out["large_scale_lengthscale"] = (float(np.exp(self.params_["log_range_large"]))
+                                              * self.unit_)
+            out["large_scale_sd"] = (float(np.exp(self.params_["log_sd_large"]))
+                                     * self.scaler_.y_scale)
+        return {**out, "n_features": self.shape_[0] * self.shape_[1] + self._n_large()}

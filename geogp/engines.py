@@ -79,7 +79,7 @@ def make_estimator(model: str = "afs", kernel=None, n_features=None, options: di
     """
     cls = _estimator_class(model)
     params = dict(options or {})
-    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    accepted = _option_names(model)
     if kernel is not None:
         params["kernel"] = kernel
     elif "kernel" in accepted and model != "wavelet":
@@ -132,7 +132,7 @@ def resolve_model(model: str, *, raster_shape=None, regular: bool = True,
     except MemoryEstimateError:
         return "afs", "raster too large for the lattice model's sparse factor"
     except InputError:
-        if set(options or {}) - _afs_option_names():
+        if set(options or {}) - _option_names("afs"):
             raise  # a lattice-only option is wrong: say so, rather than fall back to AFS
         return "afs", "options not accepted by the lattice model"
     return "lattice", "regular raster"
@@ -140,11 +140,12 @@ def resolve_model(model: str, *, raster_shape=None, regular: bool = True,
 
 def lattice_option_names() -> set:
     """Keyword arguments the lattice model accepts."""
-    return set(inspect.signature(_estimator_class("lattice").__init__).parameters) - {"self"}
+    return _option_names("lattice")
 
 
-def _afs_option_names() -> set:
-    return set(inspect.signature(_estimator_class("afs").__init__).parameters) - {"self"}
+def _option_names(model: str) -> set:
+    """Keyword arguments the estimator of ``model`` accepts."""
+    return set(inspect.signature(_estimator_class(model).__init__).parameters) - {"self"}
 
 
 def _lattice_options(options: dict | None) -> dict:

@@ -79,7 +79,6 @@ def load_lattice(meta: dict, pre: str, z: Arrays, accepted_init) -> object:
         raise ReadError(f"model file {where}: malformed lattice parameters {params!r:.80}.")
     est.params_ = {k: float(v) for k, v in params.items()}
     # mid_scale="auto" may have dropped the level during the fit: the parameters say so
-    est.mid_dropped_ = False
     est.mid_dropped_ = est._mid_factor() is not None and "log_range_mid" not in est.params_
     est._mean = z.get(f"{pre}lattice/mean", shape=(n,))
     est._var = z.get(f"{pre}lattice/var", shape=(n,), positive=True)

@@ -2,8 +2,8 @@
 # Install everything geogp needs on a fresh Debian/Ubuntu machine (run as root, or with sudo
 # available): the CHOLMOD headers (libsuitesparse-dev) and a C compiler for scikit-sparse, an
 # optimised BLAS for CHOLMOD (OpenBLAS: Debian's default reference BLAS makes the sparse
-# factorisations and solves 4-5 times slower), then a virtual environment in .venv with geogp and its test extra. Safe to run again: it skips
-# what is already there.
+# factorisations and solves 4-5 times slower), then a virtual environment in .venv with geogp
+# and its test extra. Safe to run again: it skips what is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -23,6 +23,12 @@ With OpenBLAS on the 300×500 satellite lattice one thread was as fast as two wh
 (factorisation 0.9 s against 1.2 s, a 204-column solve 2.2 s either way) and, with another
 process on the second core, two threads made the factorisation 4× slower.
 
+Prefetched inversion: with ``prefetch_inverse`` set, each new factor's selected inversion
+starts in a background thread as soon as it is factorised (the compiled kernel releases the
+GIL), and the backward pass waits for it. :mod:`geogp.linalg.cholmod_many` sets it, so that one
+term's inversion overlaps the next term's factorisation. It only pays when every forward pass
+is followed by a backward pass, and only with a second core: on one core it is switched off.
+
 Failure handling (STYLE.md guideline 8): inside a callback nothing raises. A matrix that is
 not positive definite gives NaN value and gradients under tracing, so an L-BFGS line search
 rejects the step. Called eagerly (concrete arrays), :func:`logdet_and_solve` raises
@@ -32,7 +38,9 @@ rejects the step. Called eagerly (concrete arrays), :func:`logdet_and_solve` rai
 from __future__ import annotations
 
 import logging
+import os
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from types import ModuleType
 from typing import Any
 
@@ -57,6 +65,27 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 _CACHE_LOCK = threading.Lock()
+_PREFETCH: dict[str, Any] = {"pool": None}
+
+
+def _prefetch_pool() -> ThreadPoolExecutor | None:
+    """The shared background pool of the prefetched inversions (one thread per core beyond
+    the first); None on a single core."""
+    with _CACHE_LOCK:
+        if _PREFETCH["pool"] is None:
+            cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                     else os.cpu_count()) or 1
+            _PREFETCH["pool"] = (ThreadPoolExecutor(cores - 1, thread_name_prefix="geogp-selinv")
+                                 if cores > 1 else False)
+        return _PREFETCH["pool"] or None
+
+
+def _inverse_on_pattern(lfac, prow: np.ndarray, pcol: np.ndarray) -> np.ndarray:
+    """``B⁻¹`` on the pattern entries (factor ordering ``prow``, ``pcol``) from ``L``."""
+    if not lfac.has_sorted_indices:
+        lfac.sort_indices()
+    z = takahashi(lfac.indptr, lfac.indices, lfac.data)
+    return gather_on_pattern(lfac.indptr, lfac.indices, z, prow, pcol)
 
 
 class CholmodFactorization:
@@ -70,6 +99,8 @@ class CholmodFactorization:
         backend: The scikit-sparse adapter (:class:`~geogp.linalg._sksparse.CholmodBackend`).
         lock: Guards ``backend`` and the cache.
         last_error: Repr of the last unexpected exception caught inside a callback, or None.
+        prefetch_inverse: start each new factor's selected inversion in the background (see
+            the module docstring); set by :mod:`geogp.linalg.cholmod_many`.
     """
 
     def __init__(
@@ -91,6 +122,8 @@ class CholmodFactorization:
         self._prow, self._pcol = pinv[pattern.rows], pinv[pattern.cols]
         self._values: np.ndarray | None = None  # values of the current numeric factor
         self._zpattern: np.ndarray | None = None  # B⁻¹ on the pattern, for those values
+        self._zfuture: Future | None = None  # ... being computed in the background
+        self.prefetch_inverse = False
         self.op = _build_op(self)
 
     # ------------------------------------------------------------ host side (numpy only)
@@ -98,19 +131,25 @@ class CholmodFactorization:
         """Factorise ``values`` unless the current factor already holds them. Hold the lock."""
         if self._values is not None and np.array_equal(values, self._values):
             return self.backend.positive_definite
-        self._values, self._zpattern = None, None
+        self._values, self._zpattern, self._zfuture = None, None, None
         positive = self.backend.factorize(values)
         self._values = np.array(values, dtype=np.float64, copy=True)
+        pool = _prefetch_pool() if positive and self.prefetch_inverse else None
+        if pool is not None:  # the factor is copied here, so refactorising cannot disturb it
+            lfac, _ = self.backend.factor_and_perm()
+            self._zfuture = pool.submit(_inverse_on_pattern, lfac,
+                                        self._prow, self._pcol)
         return positive
 
     def _selected_inverse_locked(self) -> np.ndarray:
         """``B⁻¹`` on the pattern for the current factor (cached). Hold the lock."""
         if self._zpattern is None:
-            lfac, _ = self.backend.factor_and_perm()
-            if not lfac.has_sorted_indices:
-                lfac.sort_indices()
-            z = takahashi(lfac.indptr, lfac.indices, lfac.data)
-            self._zpattern = gather_on_pattern(lfac.indptr, lfac.indices, z, self._prow, self._pcol)
+            if self._zfuture is not None:
+                future, self._zfuture = self._zfuture, None
+                self._zpattern = future.result()  # re-raises the worker's error, if any
+            else:
+                lfac, _ = self.backend.factor_and_perm()
+                self._zpattern = _inverse_on_pattern(lfac, self._prow, self._pcol)
         return self._zpattern
 
     def host_forward(self, values: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

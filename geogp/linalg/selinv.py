@@ -25,6 +25,8 @@ Threads: the blocks are small to medium, where OpenBLAS's thread start-up costs 
 saves (measured at M = 2·10⁵ on a 2-D grid: 0.5 s CPU single-threaded, 2.3 s with 2 threads on
 a busy machine). While the kernel runs, BLAS is limited to one thread through ``threadpoolctl``
 when it is installed (it comes with scikit-learn); the previous limits are restored after.
+The compiled kernels release the GIL, so selected inversions of different matrices run in
+parallel threads (the lattice model's fitting tiles, :func:`geogp.optimize.minimize_lbfgs`).
 """
 
 from __future__ import annotations
@@ -142,7 +144,7 @@ def supernodes(indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
     return _supernode_starts(np.ascontiguousarray(indptr, np.int64), _as_index32(indices))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _tri_inv(ld):  # pragma: no cover - compiled
     """Inverse of a dense lower-triangular matrix (blocked; BLAS for the off-diagonal blocks)."""
     s = ld.shape[0]
@@ -168,7 +170,7 @@ def _tri_inv(ld):  # pragma: no cover - compiled
     return x
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _takahashi_kernel(indptr, indices, data, starts, z):  # pragma: no cover - compiled
     nsup = starts.shape[0] - 1
     for sn in range(nsup - 1, -1, -1):
@@ -292,7 +294,7 @@ def takahashi(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray) -> np.n
     return z
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _gather_kernel(indptr, indices, z, rows, cols, out):  # pragma: no cover - compiled
     for e in range(rows.shape[0]):
         a = rows[e]

@@ -73,7 +73,6 @@ from geogp.models.lattice_gmrf import (
     PARAMS_LARGE,
     PARAMS_MID,
     LatticeProblem,
-    _loss,
     dense_likelihood,
     fourier_features,
     log_marginal_likelihood,
@@ -85,6 +84,7 @@ from geogp.models.lattice_gmrf import (
 )
 from geogp.models.lattice_outputs import LatticeOutputsMixin
 from geogp.models.lattice_posterior import LatticePosteriorMixin
+from geogp.models.lattice_tiles import composite_loss
 from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.trend import basis, monomial_powers
 
@@ -366,12 +366,12 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             # the loss is −log p per observation: stop once an iteration gains < 1e-7 of it
             # (< 0.006 in log-likelihood over 60,000 cells); scipy's 1e-10 spent the last 3 of
             # 18 evaluations on the satellite raster gaining 0.002 in all
-            local, report = minimize_lbfgs(_loss, local, args=(tuple(problems),),
+            local, report = minimize_lbfgs(composite_loss, local, args=(tuple(problems),),
                                            unconstrained=self._local_keys(),
                                            maxiter=int(self.maxiter), ftol=1e-7,
                                            progress=self.progress)
         else:
-            report = FitReport(float(_loss(local, tuple(problems))), 0, 1, True,
+            report = FitReport(float(composite_loss(local, tuple(problems))), 0, 1, True,
                                "not optimised", 0.0)
         return local, report
 

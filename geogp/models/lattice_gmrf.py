@@ -433,13 +433,21 @@ def sparse_statistics(params, problem: LatticeProblem):
     Returns (log|Σ_g|, M, S, B values) with Σ_g = PQ⁻¹Pᵀ + σ²I, M = [y, F]ᵀ Σ_g⁻¹ [y, F] and
     S = B⁻¹Pᵀ[y, F]/σ² (n, 1 + m + p). Cost: one sparse Cholesky of B and 1 + m + p solves.
     """
-    q, logdet_q, _, noise = precision(params, problem)
-    b_vals = q + problem.e_obs / noise
-    rhs = problem.ptw / noise
+    b_vals, rhs, logdet_q, noise = sparse_system(params, problem)
     logdet_b, s = problem.solve(problem.pattern, b_vals, rhs)
+    return (*statistics_from_solve(problem, logdet_b, s, rhs, logdet_q, noise), s, b_vals)
+
+
+def sparse_system(params, problem: LatticeProblem):
+    """(B values, right-hand sides Pᵀ[y, F]/σ², log|Q|, σ²) at θ: what B's solve needs."""
+    q, logdet_q, _, noise = precision(params, problem)
+    return q + problem.e_obs / noise, problem.ptw / noise, logdet_q, noise
+
+
+def statistics_from_solve(problem: LatticeProblem, logdet_b, s, rhs, logdet_q, noise):
+    """(log|Σ_g|, M) from B's (log|B|, S = B⁻¹ rhs) (:func:`sparse_statistics`)."""
     m = problem.wtw / noise - rhs.T @ s
-    logdet_sigma = logdet_b - logdet_q + problem.n_obs * jnp.log(noise)
-    return logdet_sigma, m, s, b_vals
+    return logdet_b - logdet_q + problem.n_obs * jnp.log(noise), m
 
 
 def dense_likelihood(params, m, logdet_sigma, n_obs, freq2, dw, kernel: str):
@@ -493,12 +501,6 @@ def log_marginal_likelihood(params, problem: LatticeProblem):
     solve and a selected inversion.
     """
     return _evaluate(params, problem)[0]
-
-
-def _loss(params, problems):
-    """−Σ_t log p_t / Σ_t N_t over the tiles (module level: the optimiser caches it)."""
-    total = sum(p.n_obs for p in problems)
-    return -sum(log_marginal_likelihood(params, p) for p in problems) / total
 
 
 def _large_scale_loss(params, m, logdet_sigma, n_obs, freq2, dw, kernel):

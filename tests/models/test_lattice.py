@@ -213,6 +213,34 @@ def test_fit_increases_likelihood_and_tiles_sum(rng):
     assert tiled.report_.objective == pytest.approx(-total / n, rel=1e-12)
 
 
+@pytest.mark.skipif(not HAVE_CHOLMOD, reason="needs scikit-sparse (CHOLMOD)")
+def test_composite_loss_batches_cholmod_tiles_and_equals_dense_tiles(rng, monkeypatch):
+    """Stage 1's loss over tiles: through the batched CHOLMOD operation (prefetched selected
+    inversions) it has the value and gradient of the dense backend, tile by tile."""
+    from geogp.linalg import cholmod_many
+    from geogp.models.lattice_tiles import composite_loss
+
+    calls = []
+    real = cholmod_many.logdet_and_solve_many
+    monkeypatch.setattr(cholmod_many, "logdet_and_solve_many",
+                        lambda items, **kw: calls.append(len(items)) or real(items, **kw))
+    obs, v = _data(rng, (20, 24), 0.3)
+    axes = [np.arange(20.0), np.arange(24.0)]
+    got = {}
+    for backend in ("cholmod", "dense"):
+        est = lm.LatticeRegressor(2, margin=3, range=3.0, optimize=False, fit_cells=300,
+                                  tile=10, backend=backend).fit_grid(axes, v)
+        ys = est.scaler_.y(v[obs])
+        probs = tuple(est._problem(obs, ys, sl) for sl in lm._tiles(obs.shape, 10, 300))
+        theta = {k: est.params_[k] + 0.1 for k in est._local_keys()}
+        got[backend] = jax.value_and_grad(composite_loss)(theta, probs)
+    assert len(probs) >= 2 and calls and all(n == len(probs) for n in calls)
+    assert float(got["cholmod"][0]) == pytest.approx(float(got["dense"][0]), rel=1e-11)
+    for k in got["dense"][1]:
+        assert float(got["cholmod"][1][k]) == pytest.approx(float(got["dense"][1][k]),
+                                                            rel=1e-8, abs=1e-11)
+
+
 # --------------------------------------------------------------------------- prior
 def _prior_covariance_from_centre(n1: int, theta: dict) -> np.ndarray:
     """Prior covariance of the centre cell of an n1 × n1 (α = 2 pattern, unit cells) lattice

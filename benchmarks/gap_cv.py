@@ -116,6 +116,7 @@ def _row(fold_kind, name, cv):
             "mae": s["mae"], "crps": s["crps"], "is95": s["is95"],
             "coverage95": s["coverage95"], "seconds": s["seconds"],
             "coverage_by_distance": {i: float(t.loc[i, "coverage95"]) for i in strata},
+            "coverage_se_by_distance": {i: float(t.loc[i, "coverage95_se"]) for i in strata},
             "rmse_by_distance": {i: float(t.loc[i, "rmse"]) for i in strata},
             "n_by_distance": {i: int(t.loc[i, "n"]) for i in strata}}
 
@@ -153,11 +154,12 @@ def main(argv=None) -> int:
                                       method=method, label=name, **opts)
             print(f"\n## {kind} folds — {name}\n{cv.summary()}", flush=True)
             rows.append(_row(kind, name, cv))
-    print("\n| folds | method | RMSE | MAE | CRPS | IS95 | cov95 | cov95 by distance "
-          "(≤1 / 1–3 / 3–10 / >10) | s per fold |")
+    print("\n| folds | method | RMSE | MAE | CRPS | IS95 | cov95 | cov95 ± se (held-out patches "
+          "as clusters) by distance (≤1 / 1–3 / 3–10 / >10) | s per fold |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        cov = " / ".join(f"{v:.2f}" for v in r["coverage_by_distance"].values())
+        cov = " / ".join(f"{v:.3f} ± {e:.3f}" for v, e in zip(
+            r["coverage_by_distance"].values(), r["coverage_se_by_distance"].values()))
         print(f"| {r['folds']} | {r['method']} | {r['rmse']:.3f} | {r['mae']:.3f} | "
               f"{r['crps']:.3f} | {r['is95']:.2f} | {r['coverage95']:.3f} | {cov} | "
               f"{r['seconds']:.0f} |")

@@ -241,6 +241,8 @@ def predict_grid(est, axes: list, outside: str = "raise", block_cells: int = 2**
         rows = axes[0][start:start + step]
         if _kind(est) in ("afs", "lattice"):
             p = est.predict_grid([rows, axes[1]], outside=outside)
+        elif _kind(est) == "wavelet" and est.posterior_.grid_ready():
+            p = est.predict_grid(rows, axes[1])  # separable, per axis (raises outside)
         else:
             Y, X = np.meshgrid(rows, axes[1], indexing="ij")
             p = predict_points(est, np.stack([Y.ravel(), X.ravel()], axis=1), outside)

@@ -23,7 +23,8 @@ from scipy.stats import norm
 from geogp.exceptions import InputError
 
 __all__ = ["rmse", "mae", "nlpd", "crps_gaussian", "interval_score", "coverage", "evaluate",
-           "DISTANCE_BINS", "distance_labels", "evaluate_by_distance", "reliability"]
+           "DISTANCE_BINS", "distance_labels", "evaluate_by_distance", "reliability",
+           "clustered_standard_error"]
 
 
 def _pairs(y, mean, std=None):
@@ -93,6 +94,26 @@ def coverage(y, mean, std, level: float = 0.95) -> float:
     return float(np.mean((lo <= y) & (y <= hi)))
 
 
+def clustered_standard_error(values, clusters) -> float:
+    """Standard error of ``mean(values)`` when values in one cluster may be correlated.
+
+    The cluster-robust (sandwich) estimate with G clusters and the usual G/(G − 1) factor:
+    SE² = G/(G − 1) · Σ_g [Σ_{i∈g} (v_i − v̄)]² / n². With one value per cluster it is the
+    sample SE √(Σ (v_i − v̄)² / (n(n − 1))). Cross-validation uses it with the cells of one
+    held-out gap as a cluster: their errors share the gap's geometry, so n cells are worth far
+    fewer independent draws. NaN with fewer than 2 clusters.
+    """
+    v = np.asarray(values, dtype=np.float64).ravel()
+    _, g = np.unique(np.asarray(clusters).ravel(), return_inverse=True)
+    if g.size != v.size:
+        raise InputError("values and clusters must have the same number of entries.")
+    n_g = int(g.max()) + 1 if g.size else 0
+    if n_g < 2:
+        return float("nan")
+    sums = np.bincount(g, weights=v - v.mean(), minlength=n_g)
+    return float(np.sqrt(n_g / (n_g - 1) * np.sum(sums**2)) / v.size)
+
+
 def evaluate(y, mean, std) -> dict:
     """All scores at once: rmse, mae, nlpd, crps, is95, coverage95, n."""
     n = _pairs(y, mean, std)[0].size
@@ -111,20 +132,25 @@ def distance_labels(bins=DISTANCE_BINS) -> list:
     return [f"≤ {b[0]}"] + [f"{lo}–{hi}" for lo, hi in zip(b[:-1], b[1:])] + [f"> {b[-1]}"]
 
 
-def evaluate_by_distance(y, mean, std, distance, bins=DISTANCE_BINS):
+def evaluate_by_distance(y, mean, std, distance, bins=DISTANCE_BINS, clusters=None):
     """:func:`evaluate` per distance stratum (and ``all``), as a pandas DataFrame.
 
     ``distance`` is, per scored cell, its distance to the nearest observed (training) cell;
     stratum i holds bins[i-1] < d ≤ bins[i]. Strata with no cell get NaN scores and n = 0.
     Columns: rmse, mae, nlpd, crps, is95, coverage95, n, plus ``std_mean`` (mean predictive
     sd) and ``std_ratio`` (RMSE over the root mean predictive variance: 1 when the intervals
-    are as wide as the errors, above 1 when they are too narrow).
+    are as wide as the errors, above 1 when they are too narrow). With ``clusters`` (a label
+    per cell, e.g. its held-out gap), ``coverage95_se`` is the coverage's clustered standard
+    error (:func:`clustered_standard_error`).
     """
     import pandas as pd
 
     y, mean, std, d = (np.asarray(a, dtype=np.float64).ravel() for a in (y, mean, std, distance))
     if not (y.size == mean.size == std.size == d.size):
         raise InputError("y, mean, std and distance must have the same number of values.")
+    groups = None if clusters is None else np.asarray(clusters).ravel()
+    if groups is not None and groups.size != y.size:
+        raise InputError("clusters must have one label per value of y.")
     edges = np.concatenate([[-np.inf], np.asarray(bins, dtype=np.float64), [np.inf]])
     names = distance_labels(bins)
     rows = {}
@@ -137,8 +163,13 @@ def evaluate_by_distance(y, mean, std, distance, bins=DISTANCE_BINS):
         row = evaluate(y[ok], mean[ok], std[ok])
         row["std_mean"] = float(np.mean(std[ok]))
         row["std_ratio"] = row["rmse"] / float(np.sqrt(np.mean(std[ok] ** 2)))
+        if groups is not None:
+            lo, hi = _bounds(mean[ok], std[ok], 0.05)
+            row["coverage95_se"] = clustered_standard_error((lo <= y[ok]) & (y[ok] <= hi),
+                                                            groups[ok])
         rows[name] = row
     cols = ["n", "rmse", "mae", "crps", "is95", "coverage95", "nlpd", "std_mean", "std_ratio"]
+    cols += [] if groups is None else ["coverage95_se"]
     table = pd.DataFrame.from_dict(rows, orient="index").reindex(columns=cols)
     table["n"] = table["n"].fillna(0).astype(np.int64)
     return table

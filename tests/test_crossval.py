@@ -155,6 +155,46 @@ def test_scores_by_distance_equal_hand_computed_values():
     assert t.loc["≤ 1", "std_ratio"] == pytest.approx(math.sqrt(0.125) / math.sqrt(0.625))
 
 
+def test_clustered_standard_error_equals_hand_computed_values():
+    v = np.array([1.0, 0.0, 1.0, 1.0, 0.0, 1.0])
+    # one value per cluster: the sample standard error of the mean
+    se = metrics.clustered_standard_error(v, np.arange(6))
+    assert se == pytest.approx(np.std(v, ddof=1) / math.sqrt(6), rel=1e-14)
+    # clusters {0, 1, 2}, {3, 4}, {5}; mean 2/3, residuals (1/3, −2/3, 1/3, 1/3, −2/3, 1/3)
+    # summed per cluster: 0, −1/3, 1/3 -> SE² = 3/2 · (2/9) / 6²
+    se = metrics.clustered_standard_error(v, [7, 7, 7, 2, 2, 9])
+    assert se == pytest.approx(math.sqrt(1.5 * (2 / 9) / 36), rel=1e-14)
+    assert np.isnan(metrics.clustered_standard_error(v, np.zeros(6)))
+    with pytest.raises(InputError, match="same number"):
+        metrics.clustered_standard_error(v, [1, 2])
+    t = metrics.evaluate_by_distance(np.zeros(6), np.zeros(6), np.ones(6), np.ones(6),
+                                     clusters=np.arange(6))
+    assert t.loc["all", "coverage95_se"] == 0.0  # all covered: no spread
+
+
+def test_cv_clusters_are_the_held_out_patches():
+    z, _ = _cloudy()
+    held = np.zeros((2,) + z.shape, bool)
+    held[0, 1:4, 25:29] = True        # fold 1: two patches, the second touching diagonally
+    held[0, 20:22, 30:33] = True
+    held[0, 22, 33] = True
+    held[1, 32:36, 5:10] = True       # fold 2: one patch
+    cv = cross_validate(_raster(z), held,
+                        method=lambda train: (np.nan_to_num(train.values), np.ones(z.shape)))
+    lab = cv.clusters()
+    c = cv.cells
+    assert len(np.unique(lab)) == 3
+    for k, r0, c0, n in [(1, 1, 25, 12), (1, 20, 30, 7), (2, 32, 5, 20)]:
+        first = lab[(c["fold"] == k).to_numpy() & (c["row"] == r0).to_numpy()
+                    & (c["col"] == c0).to_numpy()][0]
+        assert np.sum(lab == first) == n
+    t = cv.by_distance()
+    covered = np.abs(c["truth"] - c["mean"]) <= 1.959964 * c["std"]
+    assert t.loc["all", "coverage95_se"] == pytest.approx(
+        metrics.clustered_standard_error(covered, lab), rel=1e-12)
+    assert "±" in cv.summary()
+
+
 def test_empty_stratum_has_no_scores():
     t = metrics.evaluate_by_distance([1.0, 2.0], [1.0, 2.5], [1.0, 1.0], [1.0, 1.0])
     assert t.loc["> 10", "n"] == 0 and np.isnan(t.loc["> 10", "rmse"])

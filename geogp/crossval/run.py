@@ -70,11 +70,30 @@ class CVResult:
                        "seconds": float(np.mean(self.seconds))}
         return pd.DataFrame.from_dict(rows, orient="index")
 
+    def clusters(self) -> np.ndarray:
+        """Per scored cell, the held-out patch it belongs to: a connected component (8
+        neighbours) of its fold's held-out cells, as one integer label over all folds."""
+        from scipy import ndimage
+
+        labels = np.zeros(self.folds.shape, dtype=np.int64)
+        offset = 0
+        for k, held in enumerate(self.folds):
+            lab, n = ndimage.label(held, structure=np.ones((3, 3)))
+            labels[k] = np.where(lab > 0, lab + offset, 0)
+            offset += n
+        c = self.cells
+        return labels[c["fold"].to_numpy() - 1, c["row"].to_numpy(), c["col"].to_numpy()]
+
     def by_distance(self) -> pd.DataFrame:
-        """Pooled scores per distance stratum (cells to the nearest training cell)."""
+        """Pooled scores per distance stratum (cells to the nearest training cell).
+
+        ``coverage95_se`` is the standard error of the coverage with each held-out patch
+        (:meth:`clusters`) as one cluster: the cells of one gap share its errors, so a
+        stratum of thousands of cells may hold only tens of independent gaps.
+        """
         c = self.cells
         return metrics.evaluate_by_distance(c["truth"], c["mean"], c["std"], c["distance"],
-                                            self.bins)
+                                            self.bins, clusters=self.clusters())
 
     def reliability(self, levels=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)):
         """(levels, empirical coverage of the central intervals), pooled over folds."""
@@ -89,14 +108,17 @@ class CVResult:
                  f"  RMSE {s['rmse']:.4g}  MAE {s['mae']:.4g}  CRPS {s['crps']:.4g}  "
                  f"IS95 {s['is95']:.4g}  coverage95 {s['coverage95']:.3f}  NLPD {s['nlpd']:.4g}",
                  "  by distance to the nearest training cell (cells):",
-                 f"  {'stratum':>8} {'n':>7} {'RMSE':>8} {'CRPS':>8} {'cov95':>6} "
+                 f"  {'stratum':>8} {'n':>7} {'RMSE':>8} {'CRPS':>8} {'cov95 ± se':>13} "
                  f"{'RMSE/sd':>8}"]
         for name, r in self.by_distance().iterrows():
             if r["n"] == 0:
                 lines.append(f"  {name:>8} {0:>7}")
                 continue
             lines.append(f"  {name:>8} {int(r['n']):>7} {r['rmse']:8.4g} {r['crps']:8.4g} "
-                         f"{r['coverage95']:6.3f} {r['std_ratio']:8.3f}")
+                         f"{r['coverage95']:6.3f} ± {r['coverage95_se']:.3f} "
+                         f"{r['std_ratio']:8.3f}")
+        lines.append("  (se: standard error of the coverage with each held-out patch as one "
+                     "cluster)")
         return "\n".join(lines)
 
     def plot(self, path=None, *, overwrite: bool = False):

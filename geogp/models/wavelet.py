@@ -380,6 +380,11 @@ class WaveletRegressor:
             raise InputError(
                 f"expected {self.basis_.n_dims} coordinate vector(s); got {len(axes)}.")
         axes = [np.asarray(a, dtype=np.float64).ravel() for a in axes]
+        if self.posterior_.grid_ready():  # separable: no solve per cell
+            sc = self.scaler_
+            std_axes = [(a - sc.x_mean[d]) / sc.x_scale[d] for d, a in enumerate(axes)]
+            mean, var = self.posterior_.predict_grid(std_axes)
+            return sc.unscale(mean, var, float(self.params_["noise"]))
         mesh = np.meshgrid(*axes, indexing="ij")
         pred = self.predict(np.stack([m.ravel() for m in mesh], axis=1))
         shape = mesh[0].shape

@@ -37,6 +37,7 @@ rejects the step. Called eagerly (concrete arrays), :func:`logdet_and_solve` rai
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -126,6 +127,13 @@ class CholmodFactorization:
         self.prefetch_inverse = False
         self.op = _build_op(self)
 
+    # BLAS threads: CHOLMOD's supernodes are small to medium blocks, where a second thread
+    # costs more than it gains (module docstring); dense subclasses set this False
+    single_threaded_blas = True
+
+    def _blas_threads(self):
+        return _single_threaded_blas() if self.single_threaded_blas else contextlib.nullcontext()
+
     # ------------------------------------------------------------ host side (numpy only)
     def _ensure_factor(self, values: np.ndarray) -> bool:
         """Factorise ``values`` unless the current factor already holds them. Hold the lock."""
@@ -169,7 +177,7 @@ class CholmodFactorization:
         rhs = np.asarray(rhs, dtype=np.float64)
         nan = (np.asarray(np.nan), np.full(rhs.shape, np.nan))
         try:
-            with self.lock, _single_threaded_blas():
+            with self.lock, self._blas_threads():
                 if not self._ensure_factor(values):
                     return nan
                 logdet = self.backend.logdet()
@@ -205,7 +213,7 @@ class CholmodFactorization:
         g_logdet = float(np.asarray(g_logdet))
         nan = (np.full(values.shape, np.nan), np.full(solution.shape, np.nan))
         try:
-            with self.lock, _single_threaded_blas():
+            with self.lock, self._blas_threads():
                 if not self._ensure_factor(values):
                     return nan
                 if np.any(g_solution):
@@ -226,7 +234,7 @@ class CholmodFactorization:
     def check_positive_definite(self, values: Any) -> None:
         """Raise :class:`NotPositiveDefiniteError` unless ``B`` is positive definite (eager)."""
         values = _concrete(values, "values")
-        with self.lock, _single_threaded_blas():
+        with self.lock, self._blas_threads():
             positive = self._ensure_factor(values)
             bad = self.backend.first_bad_pivot()
             perm = self.backend.perm
@@ -249,7 +257,7 @@ class CholmodFactorization:
         """``B⁻¹`` on the pattern entries, shape ``(nnz,)``; see :func:`selected_inverse`."""
         self.check_positive_definite(values)
         values = _concrete(values, "values")
-        with self.lock, _single_threaded_blas():
+        with self.lock, self._blas_threads():
             self._ensure_factor(values)
             return self._selected_inverse_locked().copy()
 

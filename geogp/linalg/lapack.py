@@ -87,7 +87,13 @@ class LapackFactor:
 
 
 class DenseFactorization(CholmodFactorization):
-    """:class:`~geogp.linalg.cholmod.CholmodFactorization` with a dense LAPACK factor."""
+    """:class:`~geogp.linalg.cholmod.CholmodFactorization` with a dense LAPACK factor.
+
+    BLAS keeps its own thread count here: dense dpotrf + dpotri of a 3,304² matrix took
+    1.44 s on one thread and 0.88 s on two (2 cores, idle).
+    """
+
+    single_threaded_blas = False
 
     def __init__(self, pattern: SparsePattern) -> None:  # no CHOLMOD analysis
         self.pattern = pattern

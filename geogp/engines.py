@@ -153,10 +153,17 @@ def _lattice_options(options: dict | None) -> dict:
     return {k: v for k, v in (options or {}).items() if k in accepted}
 
 
+_KINDS = {"AFSRegressor": "afs", "WaveletRegressor": "wavelet", "ExactGP": "exact",
+          "LatticeRegressor": "lattice"}
+
+
 def _kind(est) -> str:
-    return {"AFSRegressor": "afs", "WaveletRegressor": "wavelet", "ExactGP": "exact",
-            "LatticeRegressor": "lattice"}.get(
-        type(est).__name__, "other")
+    """The model family of ``est``, subclasses included (a subclass of WaveletRegressor is
+    routed as a wavelet model; by name, so that the model modules load lazily)."""
+    for cls in type(est).__mro__:
+        if cls.__name__ in _KINDS:
+            return _KINDS[cls.__name__]
+    return "other"
 
 
 def _cover_margin(est, lo, hi, t_lo, t_hi, scale=None) -> None:

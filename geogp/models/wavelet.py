@@ -190,6 +190,14 @@ class WaveletRegressor:
         entries = min(float(n) * k * k, float(m) * m)
         return 6 * 12.0 * entries + 12.0 * n * k  # G-like sparse arrays, and Φ in chunks
 
+    @staticmethod
+    def _grid_needed_bytes(basis, n: int) -> float:
+        """The same for a raster's grid route, which never forms Φ: G-like arrays and the
+        per-axis pair products (at most M_d·(2K_d − 1) pairs per axis)."""
+        k, m = basis.max_local, basis.n_features
+        pairs = np.prod([b.size * (2 * b.max_local - 1) for b in basis.dims])
+        return 6 * 12.0 * min(float(n) * k * k, float(m) * m) + 64.0 * float(pairs)
+
     def _check_memory(self, n: int) -> None:
         """Refuse, with the estimate, a basis whose statistics would not fit in max_bytes."""
         from geogp.exceptions import MemoryEstimateError
@@ -220,10 +228,13 @@ class WaveletRegressor:
         self.stats_time_s_ = time.perf_counter() - t0
         return self._learn(X.shape[1])
 
-    def _standardise_and_lay_out(self, X: np.ndarray, y: np.ndarray, spacing=None):
+    def _standardise_and_lay_out(self, X: np.ndarray, y: np.ndarray, spacing=None,
+                                 needed_bytes=None):
         """Set ``scaler_`` from (X, y), the levels (``iota_``, ``j_max_``) and ``basis_`` on
         the data's box widened by ``margin``; returns the standardised (X, y). ``spacing``:
-        the pixel size per dimension (original units; None: scattered points)."""
+        the pixel size per dimension (original units; None: scattered points);
+        ``needed_bytes(basis, n)``: the memory estimate that caps the automatic finest level
+        (default :meth:`_needed_bytes`, the scattered-point route)."""
         self.scaler_ = (Standardizer.from_data(X, y) if self.standardize
                         else Standardizer.identity(X.shape[1]))
         Xs, ys = self.scaler_.x(X), self.scaler_.y(y)
@@ -239,25 +250,25 @@ class WaveletRegressor:
         else:
             self.spacing_ = float(np.min(np.asarray(spacing) / self.scaler_.x_scale))
         if _is_auto(self.j_max):
-            self._auto_finest_level(window, X.shape[0])
+            self._auto_finest_level(window, X.shape[0], needed_bytes or self._needed_bytes)
         else:
             self.j_max_ = int(self.j_max)
             self.basis_ = make_basis(self.family, self.iota_, self.j_max_, window, self.level)
         return Xs, ys
 
-    def _auto_finest_level(self, window: np.ndarray, n: int) -> None:
+    def _auto_finest_level(self, window: np.ndarray, n: int, needed_bytes) -> None:
         """j_max_ and basis_: within 2× of the spacing, lowered to fit max_bytes and, for the
         overlapping families (db2–db8), the cost cap AUTO_MAX_FEATURES."""
         target = max(self.iota_, math.ceil(-math.log2(2.0 * self.spacing_)))
         overlapping = canonical_family(self.family)[1] > 1
 
         def too_big(b):
-            over_memory = self._needed_bytes(b, n) > self.max_bytes
+            over_memory = needed_bytes(b, n) > self.max_bytes
             return over_memory, overlapping and b.n_features > AUTO_MAX_FEATURES
 
         j = target
         basis = make_basis(self.family, self.iota_, j, window, self.level)
-        need = self._needed_bytes(basis, n)  # at the target level (for the warning)
+        need = needed_bytes(basis, n)  # at the target level (for the warning)
         m_target = basis.n_features
         why = set()
         while j > self.iota_:
@@ -313,7 +324,7 @@ class WaveletRegressor:
         Y, X = np.meshgrid(ay, ax, indexing="ij")
         pixel = [abs(a[1] - a[0]) if a.size > 1 else np.inf for a in (ay, ax)]
         self._standardise_and_lay_out(np.stack([Y[obs], X[obs]], axis=1), as_targets(v[obs]),
-                                      spacing=pixel)
+                                      spacing=pixel, needed_bytes=self._grid_needed_bytes)
         saxes = [(a - m) / sc for a, m, sc in zip((ay, ax), self.scaler_.x_mean,
                                                    self.scaler_.x_scale)]
         t0 = time.perf_counter()

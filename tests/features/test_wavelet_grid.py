@@ -84,8 +84,18 @@ def test_separable_grid_prediction_equals_the_point_prediction(family, iota, j_m
     np.testing.assert_allclose(grid.mean.ravel(), point.mean, rtol=1e-9, atol=1e-11)
     np.testing.assert_allclose(grid.var_latent.ravel(), point.var_latent, rtol=1e-8, atol=1e-12)
     np.testing.assert_allclose(grid.var_observed.ravel(), point.var_observed, rtol=1e-9)
-    # the front end's block-wise route gives the same rasters
+    # the front end's block-wise route gives the same rasters, and takes it for subclasses
     blocks = engines.predict_grid(est, [gy, gx], block_cells=5 * gx.size)
     np.testing.assert_allclose(blocks.var_latent, grid.var_latent, rtol=1e-12)
+    calls = []
+
+    class Traced(WaveletRegressor):
+        def predict_grid(self, *axes):
+            calls.append(len(axes[0]))
+            return super().predict_grid(*axes)
+
+    est.__class__ = Traced
+    engines.predict_grid(est, [gy, gx], block_cells=5 * gx.size)
+    assert calls == [5, 5, 5, 5, 3]  # the separable route, block by block
     with pytest.raises(OutsideWindowError, match="outside the wavelet window"):
         est.predict_grid(gy + 1e3, gx)

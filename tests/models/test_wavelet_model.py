@@ -449,12 +449,13 @@ def test_default_finest_level_is_capped_by_memory_with_a_warning():
     ay, ax = np.arange(40) * 0.25, np.arange(56) * 0.25
     v = np.sin(ay)[:, None] + np.cos(ax / 2)[None, :] + 0.05 * rng.normal(size=(40, 56))
     free = wm.WaveletRegressor("db2", n_components=0, optimize=False).fit_grid([ay, ax], v)
-    limit = 0.5 * wm.WaveletRegressor._needed_bytes(free.basis_, int(np.isfinite(v).sum()))
+    limit = 0.5 * wm.WaveletRegressor._grid_needed_bytes(free.basis_,
+                                                          int(np.isfinite(v).sum()))
     with pytest.warns(ApproximationWarning, match="finest level"):
         capped = wm.WaveletRegressor("db2", n_components=0, optimize=False,
                                      max_bytes=limit).fit_grid([ay, ax], v)
     assert capped.j_max_ < free.j_max_
-    assert wm.WaveletRegressor._needed_bytes(capped.basis_, v.size) <= limit
+    assert wm.WaveletRegressor._grid_needed_bytes(capped.basis_, v.size) <= limit
     with pytest.raises(MemoryEstimateError, match="GiB"):
         wm.WaveletRegressor("db2", j_max=free.j_max_, n_components=0, optimize=False,
                             max_bytes=limit).fit(np.stack(np.meshgrid(ay, ax, indexing="ij"),

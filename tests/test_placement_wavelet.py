@@ -278,6 +278,31 @@ def test_suggest_sites_raster(rng, backend, monkeypatch):
     assert reductions["mi"] >= 0.95 * reductions["variance"]
 
 
+@pytest.mark.parametrize("strategy", ["variance", "mi"])
+def test_raster_candidates_per_axis_equal_the_sparse_route(rng, strategy, monkeypatch):
+    """Candidates on a raster are applied per axis (_GridOps, never formed); the same cells
+    given as points go through the sparse features. Same sites, scores and stds, with an
+    existing sensor absorbed first."""
+    m, _, cells, (ay, ax, _) = _fit_raster(rng)
+    built = []
+    real = pw._GridOps.__init__
+    monkeypatch.setattr(pw._GridOps, "__init__",
+                        lambda self, *a: built.append(1) or real(self, *a))
+    T, E = cells[::7], cells[[123]]
+    kw = dict(strategy=strategy, targets=T, existing=E, min_distance=0.0)
+    grid = suggest_sites(m, Candidates.grid([ay, ax]), 5, **kw)
+    assert built == [1]
+    pts = suggest_sites(m, Candidates.points(cells), 5, **kw)
+    assert built == [1]
+    assert list(grid["index"]) == list(pts["index"])
+    np.testing.assert_allclose(grid["score"], pts["score"], rtol=1e-8)
+    np.testing.assert_allclose(grid["mean_std_after"], pts["mean_std_after"], rtol=1e-8)
+    # and the memory estimate of the per-axis route is far below the sparse one's
+    args = (len(cells), len(T), m)
+    assert (pw.wavelet_memory_estimate(*args, n_sites=6, same=False, grid=True)
+            < pw.wavelet_memory_estimate(*args, n_sites=6, same=False))
+
+
 def test_suggest_sites_refusals(rng):
     m, _, cells, (ay, ax, _) = _fit_raster(rng)
     cands = Candidates.grid([ay, ax])

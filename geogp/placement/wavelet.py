@@ -234,6 +234,70 @@ class _SparseOps:
         return self.P[np.asarray(idx)]
 
 
+class _GridOps:
+    """Candidate features on cells of a raster, applied per axis and never formed.
+
+    The wavelet prior is separable (docs/wavelets.md, predicting a raster): ψ at cell (i, j)
+    is s u_a(y_i) v_b(x_j) for feature (a, b), so Ψw over the whole grid is s U W Vᵀ with W
+    the (M_y × M_x) reshape of w. Memory O(n_y K_y + n_x K_x) instead of the N·K nonzeros of
+    :class:`_SparseOps` (2.6·10⁸ on the satellite grid).
+    """
+
+    def __init__(self, post: SparseFeaturePosterior, model, locs: Candidates):
+        sc = model.scaler_
+        self.post, self.model, self.n, self.flat = post, model, len(locs), locs.flat
+        self.coords_std = sc.x(locs.coords)
+        self.axes_std = [(np.asarray(a, dtype=np.float64) - m) / s
+                         for a, m, s in zip(locs.axes, sc.x_mean, sc.x_scale)]
+        per_axis = []
+        for b, coeff, x in zip(model.basis_.dims, post._log_coeffs, self.axes_std):
+            rows, vals = b.local_features(x)
+            n, k = rows.shape
+            u = np.exp(0.5 * coeff[rows]) * vals
+            per_axis.append(sp.csr_matrix((u.ravel(), (np.repeat(np.arange(n), k),
+                                                       rows.ravel())), shape=(n, b.size)))
+        self.U, self.V = per_axis
+        self.U = self.U * np.exp(0.5 * post._log_amp)
+
+    def rows(self, idx):
+        return self.post.features(self.coords_std[np.asarray(idx)], "candidate locations")
+
+    def apply(self, w) -> np.ndarray:
+        """Ψ w at the locations: (n,) for w (F,), (n, T) for w (F, T)."""
+        w = np.asarray(w, dtype=np.float64)
+        vec = w.ndim == 1
+        w2 = w[:, None] if vec else w
+        pos = self.post._pos
+        reg = np.flatnonzero(pos >= 0)
+        full = np.zeros((pos.size, w2.shape[1]))
+        ok = pos[reg] < w2.shape[0]
+        full[reg[ok]] = w2[pos[reg[ok]]]  # unregistered features: A = I, ψ = 0, w = 0
+        my, mx = self.U.shape[1], self.V.shape[1]
+        out = np.empty((self.n, w2.shape[1]))
+        for t in range(w2.shape[1]):
+            grid = self.U @ (self.V @ full[:, t].reshape(my, mx).T).T  # (n_y, n_x)
+            out[:, t] = np.asarray(grid).ravel()[self.flat]
+        return out[:, 0] if vec else out
+
+    def var_latent(self) -> np.ndarray:
+        """ψᵀA_k⁻¹ψ at the locations: the model's separable variance, less the absorbed
+        sites' rank-one terms (Woodbury)."""
+        _, var = self.model.posterior_.predict_grid(self.axes_std)
+        h = np.asarray(var).ravel()[self.flat]
+        post = self.post
+        for j in range(post.d.size):
+            h = h - self.apply(post.W[:, j]) ** 2 / post.d[j]
+        return h
+
+    def covariance(self, tops) -> np.ndarray:
+        """Ψ A_k⁻¹ Ψ_Tᵀ (n, T) for sparse target features ``tops``."""
+        return self.apply(self.post.solve(tops.P.T.toarray()))
+
+
+def _var_latent(post: SparseFeaturePosterior, ops) -> np.ndarray:
+    return ops.var_latent() if isinstance(ops, _GridOps) else post.var_latent(ops.P)
+
+
 class _WaveletGreedy(_Greedy):
     """The greedy state of :class:`~geogp.placement.greedy._Greedy` on the sparse posterior.
 
@@ -246,12 +310,14 @@ class _WaveletGreedy(_Greedy):
         self.pb, self.post, self.strategy, self.criterion = pb, post, strategy, criterion
         self.lazy, self.lazy_batch, self.screen = False, 16, None
         same = pb.tops is pb.ops
-        self.h = post.var_latent(pb.ops.P)  # h_c = C_cc
-        self.cT = self.h.copy() if same else post.var_latent(pb.tops.P)  # diag C_T
+        self.h = _var_latent(post, pb.ops)  # h_c = C_cc
+        self.cT = self.h.copy() if same else _var_latent(post, pb.tops)  # diag C_T
         self.hT = self.cT
         self.scores = np.full(pb.ops.n, -np.inf)
         if strategy == "mi":
-            self.Xt = np.ascontiguousarray(post.covariance(pb.ops.P, pb.tops.P))  # (N, T)
+            self.Xt = np.ascontiguousarray(  # (N, T)
+                pb.ops.covariance(pb.tops) if isinstance(pb.ops, _GridOps)
+                else post.covariance(pb.ops.P, pb.tops.P))
             if criterion == "joint":
                 CT = self.Xt if same else post.covariance(pb.tops.P, pb.tops.P)
                 R = CT + pb.noise * np.eye(pb.tops.n)
@@ -279,24 +345,29 @@ class _WaveletGreedy(_Greedy):
 # =========================================================================== problem
 def wavelet_memory_estimate(n_candidates: int, n_targets: int, model, *, n_sites: int,
                             same: bool = True, strategy: str = "mi",
-                            criterion: str = "marginal") -> float:
+                            criterion: str = "marginal", grid: bool = False) -> float:
     """Bytes the wavelet placement needs beyond the fitted model (an upper bound).
 
     Sparse features at the candidates and targets (K nonzeros each), the position map of the
     M basis functions, the solve vectors (F ≤ M_a + K·locations columns, one per site and
     existing sensor), the dense right-hand-side blocks of the solves, a dense A_a and its
     Cholesky factor when the model's backend is dense, and for ``"mi"`` the |V_c| × |T|
-    covariance (twice, and |T| × |T| matrices, for ``"joint"``).
+    covariance (twice, and |T| × |T| matrices, for ``"joint"``). With ``grid`` (candidates on
+    a raster, :class:`_GridOps`) the candidates hold no features: instead the model's dense
+    A⁻¹ over all M features (its separable predictor) and one grid of values per column.
     """
     basis, problem = model.basis_, model.problem_
     k, m, ma = basis.max_local, basis.n_features, problem.stats.n_active
     locations = n_candidates + (0 if same else n_targets)
-    f = min(m, ma + k * locations)
-    out = (float(_LOCATION_BYTES) * locations + float(_NONZERO_BYTES) * k * locations
+    featured = (0 if same else n_targets) + n_sites if grid else locations
+    f = min(m, ma + k * featured)
+    out = (float(_LOCATION_BYTES) * locations + float(_NONZERO_BYTES) * k * featured
            + 8.0 * m + 8.0 * f * (n_sites + 2)
            + 4 * 8.0 * max(_SOLVE_ENTRIES, f, n_candidates, n_targets))  # solve blocks
     if not _sparse_solves(problem):
         out += 2 * 8.0 * ma * ma
+    if grid:
+        out += 2 * 8.0 * m * m + 8.0 * m * max(n_targets, 1) + 16.0 * n_candidates
     if strategy == "mi":
         joint = criterion == "joint"
         out += 8.0 * n_candidates * n_targets * (2 if joint else 1)
@@ -325,9 +396,13 @@ def wavelet_greedy(model, cands: Candidates, targets: Candidates | None, existin
     """
     n_t = len(cands) if targets is None else len(targets)
     n_e = 0 if existing is None else len(existing)
+    # a raster's candidates are applied per axis (never formed) when the model's separable
+    # predictor applies and no |V| × |V| covariance is needed (separate targets, or variance)
+    grid = (cands.axes is not None and model.posterior_.grid_ready()
+            and (targets is not None or strategy == "variance"))
     needed = wavelet_memory_estimate(len(cands), n_t, model, n_sites=n_sites + n_e,
                                      same=targets is None, strategy=strategy,
-                                     criterion=criterion)
+                                     criterion=criterion, grid=grid)
     if needed > max_memory:
         raise MemoryEstimateError(
             f"wavelet placement over {len(cands)} candidates and {n_t} targets "
@@ -336,7 +411,8 @@ def wavelet_greedy(model, cands: Candidates, targets: Candidates | None, existin
             "fewer targets, or raise max_memory.")
     sc = model.scaler_
     post = SparseFeaturePosterior(model)
-    ops = _SparseOps(post, post.features(sc.x(cands.coords), "candidate locations"))
+    ops = (_GridOps(post, model, cands) if grid else
+           _SparseOps(post, post.features(sc.x(cands.coords), "candidate locations")))
     tops = ops if targets is None else _SparseOps(
         post, post.features(sc.x(targets.coords), "target locations"))
     if n_e:

@@ -67,6 +67,8 @@ __all__ = [
 _log = logging.getLogger(__name__)
 _CACHE_LOCK = threading.Lock()
 _PREFETCH: dict[str, Any] = {"pool": None}
+if hasattr(os, "register_at_fork"):  # a forked child has none of the pool's threads: new pool
+    os.register_at_fork(after_in_child=lambda: _PREFETCH.update(pool=None))
 
 
 def _prefetch_pool() -> ThreadPoolExecutor | None:

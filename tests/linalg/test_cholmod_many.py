@@ -3,6 +3,9 @@ against the dense reference, term by term: values, gradients and failures."""
 
 from __future__ import annotations
 
+import os
+import time
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -137,3 +140,37 @@ def test_prefetched_inverse_is_the_selected_inverse(rng):
             z = state._selected_inverse_locked()
         inv = np.linalg.inv(pattern2.to_scipy(np.asarray(v)).toarray())
         assert_allclose(z, inv[pattern2.rows, pattern2.cols], rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
+def test_a_forked_child_gets_its_own_background_pool(rng):
+    """After fork the child has none of the parent's pool threads; a prefetched inversion in
+    the child must still complete (a stale pool would wait forever)."""
+    pattern, values, rhs = problem_case("grid", rng)
+    state = cholmod.analyze(pattern)
+    state.prefetch_inverse = True
+    with state.lock:  # start the parent's pool
+        state._ensure_factor(np.asarray(values) * 1.1)
+        state._selected_inverse_locked()
+    want = np.linalg.inv(pattern.to_scipy(np.asarray(values) * 1.3).toarray())
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if the prefetched inversion completes correctly
+        code = 1
+        try:
+            with state.lock:
+                state._ensure_factor(np.asarray(values) * 1.3)
+                z = state._selected_inverse_locked()
+            code = 0 if np.allclose(z, want[pattern.rows, pattern.cols], rtol=1e-10) else 2
+        finally:
+            os._exit(code)
+    deadline = time.time() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.time() > deadline:
+            os.kill(pid, 9)
+            pytest.fail("the forked child's prefetched inversion never finished")
+        time.sleep(0.05)
+    assert os.waitstatus_to_exitcode(status) == 0

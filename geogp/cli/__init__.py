@@ -223,7 +223,7 @@ def _fit(args, echo) -> int:
 
     from geogp._progress import bar
     from geogp.api import GeoRegressor
-    from geogp.cli.options import mid_scale_option
+    from geogp.cli.options import model_keywords
     from geogp.io import check_writable, open_raster, write_geotiff, write_netcdf
 
     outputs = [p for p in (args.out, args.netcdf, args.map, args.save_model) if p]
@@ -235,12 +235,10 @@ def _fit(args, echo) -> int:
         raise _usage(f"--features must be ≥ 4; got {args.features}.")
     if args.samples < 0:
         raise _usage(f"--samples must be ≥ 0; got {args.samples}.")
-    options = {"maxiter": args.maxiter} if args.maxiter is not None else {}
-    if args.mid_scale is not None:
-        if args.likelihood != "gaussian":
-            raise _usage("--mid-scale belongs to the lattice model (Gaussian likelihood).")
-        options["mid_scale"] = mid_scale_option(args.mid_scale)
-    options = options or None
+    given = model_keywords(args)  # kernel and n_features go to GeoRegressor itself
+    if "mid_scale" in given and args.likelihood != "gaussian":
+        raise _usage("--mid-scale belongs to the lattice model (Gaussian likelihood).")
+    options = {k: given[k] for k in ("maxiter", "mid_scale") if k in given} or None
     model = GeoRegressor(args.model, kernel=args.kernel, n_features=args.features,
                          share_hyperparameters=args.share_hyperparameters,
                          progress=not args.quiet, options=options)

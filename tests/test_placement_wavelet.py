@@ -297,6 +297,14 @@ def test_raster_candidates_per_axis_equal_the_sparse_route(rng, strategy, monkey
     assert list(grid["index"]) == list(pts["index"])
     np.testing.assert_allclose(grid["score"], pts["score"], rtol=1e-8)
     np.testing.assert_allclose(grid["mean_std_after"], pts["mean_std_after"], rtol=1e-8)
+    # a grid reaching beyond the window, with the outside cells masked out: the sparse
+    # route takes over (the per-axis one would evaluate every row and column)
+    wide = np.concatenate([ay, [ay[-1] + 50.0]])
+    mask = np.ones((wide.size, ax.size), bool)
+    mask[-1] = False
+    masked = suggest_sites(m, Candidates.grid([wide, ax], mask), 5, **kw)
+    assert built == [1]
+    assert list(masked["score"]) == pytest.approx(list(pts["score"]), rel=1e-8)
     # and the memory estimate of the per-axis route is far below the sparse one's
     args = (len(cells), len(T), m)
     assert (pw.wavelet_memory_estimate(*args, n_sites=6, same=False, grid=True)

@@ -294,6 +294,17 @@ class _GridOps:
         return self.apply(self.post.solve(tops.P.T.toarray()))
 
 
+def _box_inside(model, locs: Candidates) -> bool:
+    """Whether the whole grid of ``locs`` lies in the model's window (the per-axis route
+    evaluates every row and column; masked-out cells outside the window would not matter
+    to the sparse route, which then takes over)."""
+    sc = model.scaler_
+    lo = sc.x(np.array([[a.min() for a in locs.axes]]))[0]
+    hi = sc.x(np.array([[a.max() for a in locs.axes]]))[0]
+    win = model.basis_.window
+    return bool(np.all(lo >= win[:, 0]) and np.all(hi <= win[:, 1]))
+
+
 def _var_latent(post: SparseFeaturePosterior, ops) -> np.ndarray:
     return ops.var_latent() if isinstance(ops, _GridOps) else post.var_latent(ops.P)
 
@@ -399,7 +410,7 @@ def wavelet_greedy(model, cands: Candidates, targets: Candidates | None, existin
     # a raster's candidates are applied per axis (never formed) when the model's separable
     # predictor applies and no |V| × |V| covariance is needed (separate targets, or variance)
     grid = (cands.axes is not None and model.posterior_.grid_ready()
-            and (targets is not None or strategy == "variance"))
+            and (targets is not None or strategy == "variance") and _box_inside(model, cands))
     needed = wavelet_memory_estimate(len(cands), n_t, model, n_sites=n_sites + n_e,
                                      same=targets is None, strategy=strategy,
                                      criterion=criterion, grid=grid)

@@ -193,6 +193,10 @@ def test_cv_clusters_are_the_held_out_patches():
     assert t.loc["all", "coverage95_se"] == pytest.approx(
         metrics.clustered_standard_error(covered, lab), rel=1e-12)
     assert "±" in cv.summary()
+    # random folds: scattered cells, each its own cluster
+    rnd = cross_validate(_raster(z), "random", 2, seed=1,
+                         method=lambda train: (np.nan_to_num(train.values), np.ones(z.shape)))
+    np.testing.assert_array_equal(rnd.clusters(), np.arange(len(rnd.cells)))
 
 
 def test_empty_stratum_has_no_scores():

@@ -297,6 +297,18 @@ def test_raster_candidates_per_axis_equal_the_sparse_route(rng, strategy, monkey
     assert list(grid["index"]) == list(pts["index"])
     np.testing.assert_allclose(grid["score"], pts["score"], rtol=1e-8)
     np.testing.assert_allclose(grid["mean_std_after"], pts["mean_std_after"], rtol=1e-8)
+    # a masked subset of the cells, on decreasing axes: the per-axis route indexes the kept
+    # cells by their flat positions, and agrees with the same cells as points
+    mask = np.zeros((ay.size, ax.size), bool)
+    mask[::2, 5:50] = True
+    sub = Candidates.grid([ay[::-1], ax], mask)
+    a = suggest_sites(m, sub, 4, **kw)
+    b = suggest_sites(m, Candidates.points(sub.coords), 4, **kw)
+    assert built == [1, 1]
+    assert list(a["index"]) == list(b["index"])
+    np.testing.assert_allclose(a["score"], b["score"], rtol=1e-8)
+    built.clear()
+    built.append(1)
     # a grid reaching beyond the window, with the outside cells masked out: the sparse
     # route takes over (the per-axis one would evaluate every row and column)
     wide = np.concatenate([ay, [ay[-1] + 50.0]])

@@ -72,9 +72,13 @@ class CVResult:
 
     def clusters(self) -> np.ndarray:
         """Per scored cell, the held-out patch it belongs to: a connected component (8
-        neighbours) of its fold's held-out cells, as one integer label over all folds."""
+        neighbours) of its fold's held-out cells, as one integer label over all folds.
+        Random folds are scattered cells, whose components would merge into one web per
+        fold at high held-out densities: there every cell is its own cluster."""
         from scipy import ndimage
 
+        if self.kind == "random":
+            return np.arange(len(self.cells))
         labels = np.zeros(self.folds.shape, dtype=np.int64)
         offset = 0
         for k, held in enumerate(self.folds):

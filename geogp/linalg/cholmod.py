@@ -23,10 +23,11 @@ With OpenBLAS on the 300×500 satellite lattice one thread was as fast as two wh
 (factorisation 0.9 s against 1.2 s, a 204-column solve 2.2 s either way) and, with another
 process on the second core, two threads made the factorisation 4× slower.
 
-Prefetched inversion: with ``prefetch_inverse`` set, each new factor's selected inversion
-starts in a background thread as soon as it is factorised (the compiled kernel releases the
-GIL), and the backward pass waits for it. :mod:`geogp.linalg.cholmod_many` sets it, so that one
-term's inversion overlaps the next term's factorisation. It only pays when every forward pass
+Prefetched inversion: ``host_forward(..., prefetch=True)`` starts a new factor's selected
+inversion in a background thread as soon as it is factorised (the compiled kernel releases the
+GIL), and the backward pass waits for it; a refactorisation cancels an inversion not started.
+:mod:`geogp.linalg.cholmod_many` asks for it, so that one term's inversion overlaps the next
+term's factorisation. It only pays when every forward pass
 is followed by a backward pass, and only with a second core: on one core it is switched off.
 
 Failure handling (STYLE.md guideline 8): inside a callback nothing raises. A matrix that is
@@ -66,9 +67,21 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 _CACHE_LOCK = threading.Lock()
-_PREFETCH: dict[str, Any] = {"pool": None}
-if hasattr(os, "register_at_fork"):  # a forked child has none of the pool's threads: new pool
-    os.register_at_fork(after_in_child=lambda: _PREFETCH.update(pool=None))
+_PREFETCH: dict[str, Any] = {"pool": None, "generation": 0}
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's threads: a new pool, futures of the old one
+    disowned (their generation is stale), and the BLAS limiter's bookkeeping reset."""
+    from geogp.linalg import selinv
+
+    _PREFETCH.update(pool=None, generation=_PREFETCH["generation"] + 1)
+    selinv._BLAS_LOCK = threading.Lock()
+    selinv._blas_state.update(depth=0, limiter=None)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _prefetch_pool() -> ThreadPoolExecutor | None:
@@ -102,8 +115,6 @@ class CholmodFactorization:
         backend: The scikit-sparse adapter (:class:`~geogp.linalg._sksparse.CholmodBackend`).
         lock: Guards ``backend`` and the cache.
         last_error: Repr of the last unexpected exception caught inside a callback, or None.
-        prefetch_inverse: start each new factor's selected inversion in the background (see
-            the module docstring); set by :mod:`geogp.linalg.cholmod_many`.
     """
 
     def __init__(
@@ -125,8 +136,7 @@ class CholmodFactorization:
         self._prow, self._pcol = pinv[pattern.rows], pinv[pattern.cols]
         self._values: np.ndarray | None = None  # values of the current numeric factor
         self._zpattern: np.ndarray | None = None  # B⁻¹ on the pattern, for those values
-        self._zfuture: Future | None = None  # ... being computed in the background
-        self.prefetch_inverse = False
+        self._zfuture: tuple[int, Future] | None = None  # ... in the background (generation)
         self.op = _build_op(self)
 
     # BLAS threads: CHOLMOD's supernodes are small to medium blocks, where a second thread
@@ -137,37 +147,47 @@ class CholmodFactorization:
         return _single_threaded_blas() if self.single_threaded_blas else contextlib.nullcontext()
 
     # ------------------------------------------------------------ host side (numpy only)
-    def _ensure_factor(self, values: np.ndarray) -> bool:
-        """Factorise ``values`` unless the current factor already holds them. Hold the lock."""
+    def _ensure_factor(self, values: np.ndarray, prefetch: bool = False) -> bool:
+        """Factorise ``values`` unless the current factor already holds them; with
+        ``prefetch``, start its selected inversion in the background. Hold the lock."""
         if self._values is not None and np.array_equal(values, self._values):
             return self.backend.positive_definite
-        self._values, self._zpattern, self._zfuture = None, None, None
+        self._values, self._zpattern = None, None
+        self._drop_future()
         positive = self.backend.factorize(values)
         self._values = np.array(values, dtype=np.float64, copy=True)
-        pool = _prefetch_pool() if positive and self.prefetch_inverse else None
+        pool = _prefetch_pool() if positive and prefetch else None
         if pool is not None:  # the factor is copied here, so refactorising cannot disturb it
             lfac, _ = self.backend.factor_and_perm()
-            self._zfuture = pool.submit(_inverse_on_pattern, lfac,
-                                        self._prow, self._pcol)
+            self._zfuture = (_PREFETCH["generation"],
+                             pool.submit(_inverse_on_pattern, lfac, self._prow, self._pcol))
         return positive
+
+    def _drop_future(self) -> None:
+        if self._zfuture is not None:
+            self._zfuture[1].cancel()  # a queued inversion of values no longer wanted
+            self._zfuture = None
 
     def _selected_inverse_locked(self) -> np.ndarray:
         """``B⁻¹`` on the pattern for the current factor (cached). Hold the lock."""
         if self._zpattern is None:
-            if self._zfuture is not None:
-                future, self._zfuture = self._zfuture, None
-                self._zpattern = future.result()  # re-raises the worker's error, if any
-            else:
+            pending, self._zfuture = self._zfuture, None
+            if pending is not None and pending[0] == _PREFETCH["generation"]:
+                self._zpattern = pending[1].result()  # re-raises the worker's error, if any
+            else:  # none started, or started before a fork (its thread is the parent's)
                 lfac, _ = self.backend.factor_and_perm()
                 self._zpattern = _inverse_on_pattern(lfac, self._prow, self._pcol)
         return self._zpattern
 
-    def host_forward(self, values: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def host_forward(self, values: np.ndarray, rhs: np.ndarray,
+                     prefetch: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """``(log|B|, B⁻¹ b)`` on the host; NaN when ``B`` is not positive definite. Never raises.
 
         Args:
             values: float64, shape ``(nnz,)``.
             rhs: float64, shape ``(n,)`` or ``(n, k)``.
+            prefetch: start the selected inversion of a new factor in the background (module
+                docstring; :mod:`geogp.linalg.cholmod_many`).
 
         Returns:
             A 0-d array and an array shaped like ``rhs``.
@@ -180,7 +200,7 @@ class CholmodFactorization:
         nan = (np.asarray(np.nan), np.full(rhs.shape, np.nan))
         try:
             with self.lock, self._blas_threads():
-                if not self._ensure_factor(values):
+                if not self._ensure_factor(values, prefetch):
                     return nan
                 logdet = self.backend.logdet()
                 solution = self.backend.solve(rhs)

@@ -43,9 +43,10 @@ def logdet_and_solve_many(
 ) -> list[tuple[jax.Array, jax.Array]]:
     """``[(log|B_t|, B_t⁻¹ b_t)]`` for ``items = [(pattern_t, values_t, rhs_t)]``, differentiable.
 
-    Same contract per term as :func:`geogp.linalg.cholmod.logdet_and_solve`: usable under
-    ``jax.jit`` and reverse-mode autodiff, NaN (value and gradients) for a term whose matrix
-    is not positive definite under tracing.
+    Usable under ``jax.jit`` and reverse-mode autodiff like
+    :func:`geogp.linalg.cholmod.logdet_and_solve`; a term whose matrix is not positive
+    definite gives NaN (value and gradients), also when called eagerly (no
+    :class:`~geogp.exceptions.NotPositiveDefiniteError` here: the caller checks the terms).
 
     Args:
         items: one ``(pattern, values, rhs)`` per term; each pattern at most once (a pattern
@@ -71,30 +72,30 @@ def logdet_and_solve_many(
                          "pattern keeps one factor, which two terms would overwrite in turn).")
     checked = [check_inputs(p, v, r) for p, v, r in items]
     states = tuple(analyze(p, ordering=ordering, mode=mode) for p in patterns)
-    for state in states:
-        state.prefetch_inverse = bool(prefetch_inverse)
-    op = _cached_op(states, ordering, mode)
+    op = _cached_op(states, ordering, mode, bool(prefetch_inverse))
     logdets, solutions = op(tuple(jnp.asarray(v) for v, _ in checked),
                             tuple(jnp.asarray(r) for _, r in checked))
     return list(zip(logdets, solutions))
 
 
-def _cached_op(states: tuple[CholmodFactorization, ...], ordering: str, mode: str) -> Any:
+def _cached_op(states: tuple[CholmodFactorization, ...], ordering: str, mode: str,
+               prefetch: bool) -> Any:
     """The operation for these factorisations, kept on the first pattern (it holds the others'
     states alive for as long as that pattern lives: the terms of one loss live together)."""
-    key = ("cholmod-many", ordering, mode, tuple(id(s) for s in states[1:]))
+    key = ("cholmod-many", ordering, mode, prefetch, tuple(id(s) for s in states[1:]))
     cache = states[0].pattern._cache
     if key not in cache:
-        cache[key] = _build_op(states)
+        cache[key] = _build_op(states, prefetch)
     return cache[key]
 
 
-def _build_op(states: tuple[CholmodFactorization, ...]) -> Any:
+def _build_op(states: tuple[CholmodFactorization, ...], prefetch: bool) -> Any:
     f64 = jnp.float64
     n = len(states)
 
     def host_forward(*flat: np.ndarray) -> tuple[np.ndarray, ...]:
-        out = [state.host_forward(v, r) for state, v, r in zip(states, flat[:n], flat[n:])]
+        out = [state.host_forward(v, r, prefetch)
+               for state, v, r in zip(states, flat[:n], flat[n:])]
         return tuple(o[0] for o in out) + tuple(o[1] for o in out)
 
     def host_backward(*flat: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -102,8 +102,7 @@ class DenseFactorization(CholmodFactorization):
         self.last_error: str | None = None
         self._values: np.ndarray | None = None
         self._zpattern: np.ndarray | None = None
-        self._zfuture = None
-        self.prefetch_inverse = False  # no background inversion: dpotri is one LAPACK call
+        self._zfuture = None  # never set: dpotri is one LAPACK call, not prefetched
         self.op = _build_op(self)
 
     def _selected_inverse_locked(self) -> np.ndarray:

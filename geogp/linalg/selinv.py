@@ -26,7 +26,7 @@ saves (measured at M = 2·10⁵ on a 2-D grid: 0.5 s CPU single-threaded, 2.3 s 
 a busy machine). While the kernel runs, BLAS is limited to one thread through ``threadpoolctl``
 when it is installed (it comes with scikit-learn); the previous limits are restored after.
 The compiled kernels release the GIL, so selected inversions of different matrices run in
-parallel threads (the lattice model's fitting tiles, :func:`geogp.optimize.minimize_lbfgs`).
+parallel threads (the lattice model's fitting tiles, :mod:`geogp.linalg.cholmod_many`).
 """
 
 from __future__ import annotations

@@ -368,7 +368,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             # (< 0.006 in log-likelihood over 60,000 cells); scipy's 1e-10 spent the last 3 of
             # 18 evaluations on the satellite raster gaining 0.002 in all
             # one BLAS thread throughout: OpenBLAS's idle workers spin after every call and
-            # took the second core from the tiles' background inversions (stage 1 31 s → 23 s)
+            # took the second core from the tiles' background inversions (stage 1 31 s → 22 s)
             with _single_threaded_blas():
                 local, report = minimize_lbfgs(composite_loss, local, args=(tuple(problems),),
                                                unconstrained=self._local_keys(),

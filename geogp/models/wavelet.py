@@ -391,6 +391,11 @@ class WaveletRegressor:
             raise InputError(
                 f"expected {self.basis_.n_dims} coordinate vector(s); got {len(axes)}.")
         axes = [np.asarray(a, dtype=np.float64).ravel() for a in axes]
+        for d, a in enumerate(axes):
+            if a.size == 0 or not np.all(np.isfinite(a)):
+                raise InputError(f"prediction axis {d} must be a non-empty vector of finite "
+                                 f"coordinates (got {a.size} value(s), "
+                                 f"{int(np.sum(~np.isfinite(a)))} not finite).")
         if self.posterior_.grid_ready():  # separable: no solve per cell
             sc = self.scaler_
             std_axes = [(a - sc.x_mean[d]) / sc.x_scale[d] for d, a in enumerate(axes)]

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from geogp.exceptions import InputError
+from geogp.exceptions import InputError, NotPositiveDefiniteError
 from geogp.features.wavelet import WaveletStatistics
 from geogp.models.wavelet_prior import LOCATIONS, NORMALISATIONS, log_coefficients, log_precisions
 
@@ -24,7 +24,8 @@ __all__ = ["BACKENDS", "WaveletProblem", "WaveletPosterior", "make_problem", "co
 
 BACKENDS = ("auto", "cholmod", "dense")
 _PREDICT_ENTRIES = 2**22  # entries of the dense (M_a, chunk) right-hand sides in prediction
-# the separable grid predictor holds A⁻¹ densely over all M features: at most 6,000 (288 MB)
+# the separable grid predictor holds A⁻¹ densely over all M features: at most 6,000 (two
+# M × M arrays at a time while it is built, 576 MB)
 GRID_DENSE_MAX = 6000
 
 
@@ -263,16 +264,22 @@ class WaveletPosterior:
     def _grid_operator(self) -> np.ndarray:
         """D (M_y², M_x²) with D[(a, c), (b, d)] = (A⁻¹)_(a,b),(c,d) over all M = M_y·M_x
         features (zero rows and columns for the pruned ones), for :meth:`predict_grid`."""
-        import scipy.linalg
+        from scipy.linalg import lapack
 
         st = self.problem.stats
         my, mx = self.problem.basis.sizes
+        # A⁻¹ in place (dpotrf, dpotri: lower triangle), then symmetrised: one M_a² array
         a = self.problem.pattern.to_scipy(np.asarray(self.a_vals)).toarray()
-        inv = scipy.linalg.cho_solve(scipy.linalg.cho_factor(a, lower=True),
-                                     np.eye(a.shape[0]), overwrite_b=True)
+        a, info = lapack.dpotrf(a, lower=1, overwrite_a=1)
+        if info == 0:
+            a, info = lapack.dpotri(a, lower=1, overwrite_c=1)
+        if info != 0:
+            raise NotPositiveDefiniteError(f"the wavelet posterior precision A is not positive "
+                                           f"definite (LAPACK info {info}).")
+        a = np.tril(a) + np.tril(a, -1).T
         full = np.zeros((my * mx, my * mx))
-        full[np.ix_(st.active, st.active)] = inv
-        del inv
+        full[np.ix_(st.active, st.active)] = a
+        del a
         # (a, b, c, d) → (a, c, b, d): entry (a, b),(c, d) of A⁻¹ at row (a, c), column (b, d)
         return np.ascontiguousarray(
             full.reshape(my, mx, my, mx).transpose(0, 2, 1, 3)).reshape(my * my, mx * mx)
@@ -295,7 +302,8 @@ class WaveletPosterior:
         Q_x) and D = A⁻¹ rearranged (:attr:`_grid_operator`). Same values as :meth:`predict`
         on the mesh, without one solve per cell.
 
-        Cost: one dense inversion of A (M_a³, cached) and O(n_y K_y² M_x² + n_y n_x K_x²).
+        Cost: one dense inversion of A (M_a³, cached; two M² arrays while it is built) and
+        O(n_y K_y² M_x² + n_y n_x K_x²).
         """
         import scipy.sparse as sp
 

@@ -378,7 +378,7 @@ def wavelet_memory_estimate(n_candidates: int, n_targets: int, model, *, n_sites
     if not _sparse_solves(problem):
         out += 2 * 8.0 * ma * ma
     if grid:
-        out += 2 * 8.0 * m * m + 8.0 * m * max(n_targets, 1) + 16.0 * n_candidates
+        out += 3 * 8.0 * m * m + 8.0 * m * max(n_targets, 1) + 16.0 * n_candidates
     if strategy == "mi":
         joint = criterion == "joint"
         out += 8.0 * n_candidates * n_targets * (2 if joint else 1)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from geogp import engines
-from geogp.exceptions import MemoryEstimateError, OutsideWindowError
+from geogp.exceptions import InputError, MemoryEstimateError, OutsideWindowError
 from geogp.features.wavelet import make_basis, wavelet_statistics
 from geogp.features.wavelet_grid import grid_wavelet_statistics
 from geogp.models.wavelet import WaveletRegressor
@@ -97,5 +97,7 @@ def test_separable_grid_prediction_equals_the_point_prediction(family, iota, j_m
     est.__class__ = Traced
     engines.predict_grid(est, [gy, gx], block_cells=5 * gx.size)
     assert calls == [5, 5, 5, 5, 3]  # the separable route, block by block
+    with pytest.raises(InputError, match="axis 0 must be a non-empty vector of finite"):
+        est.predict_grid(np.r_[gy[:3], np.nan], gx)
     with pytest.raises(OutsideWindowError, match="outside the wavelet window"):
         est.predict_grid(gy + 1e3, gx)

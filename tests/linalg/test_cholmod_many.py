@@ -101,7 +101,8 @@ def test_a_term_that_is_not_positive_definite_gives_nan_for_that_term_only(rng):
     assert np.all(np.isnan(grads[0]))
 
 
-def test_a_failed_background_inversion_gives_nan_not_an_exception(rng, monkeypatch):
+def test_a_failed_background_inversion_gives_nan_not_an_exception(rng, monkeypatch,
+                                                                 background_pool):
     terms = _terms(rng)[:2]
 
     def broken(*args):
@@ -127,50 +128,88 @@ def test_bad_calls_are_refused(rng):
         cholmod_many.logdet_and_solve_many([(pattern, values[:-1], rhs)])
 
 
-def test_prefetched_inverse_is_the_selected_inverse(rng):
-    """The background inversion is B⁻¹ on the pattern (dense inverse), for new values too."""
+@pytest.fixture
+def background_pool(monkeypatch):
+    """A one-thread background pool even on a one-core machine (where prefetching is off)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(1)
+    monkeypatch.setitem(cholmod._PREFETCH, "pool", pool)
+    yield pool
+    pool.shutdown()
+
+
+def test_prefetched_inverse_is_the_selected_inverse(rng, background_pool):
+    """The background inversion is B⁻¹ on the pattern (dense inverse), for new values too,
+    and a refactorisation before it is used drops it for the new values' own."""
     pattern, values, rhs = problem_case("grid", rng)
     a = randomised_values(pattern.to_scipy(np.asarray(values)), rng)
     pattern2 = SparsePattern.from_scipy(a)
     state = cholmod.analyze(pattern2)
-    state.prefetch_inverse = True
-    for v in (pattern2.values_from_scipy(a), 1.5 * pattern2.values_from_scipy(a)):
+    v0 = pattern2.values_from_scipy(a)
+    for v in (v0, 1.5 * v0, 2.0 * v0):
         with state.lock:
-            assert state._ensure_factor(np.asarray(v))
+            assert state._ensure_factor(np.asarray(v), prefetch=True)
+            assert state._zfuture is not None  # started in the background
+            if v is not v0:
+                assert state._ensure_factor(np.asarray(v) * 1.01, prefetch=True)  # replaced
+                v = v * 1.01
             z = state._selected_inverse_locked()
         inv = np.linalg.inv(pattern2.to_scipy(np.asarray(v)).toarray())
         assert_allclose(z, inv[pattern2.rows, pattern2.cols], rtol=1e-10, atol=1e-13)
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
-def test_a_forked_child_gets_its_own_background_pool(rng):
-    """After fork the child has none of the parent's pool threads; a prefetched inversion in
-    the child must still complete (a stale pool would wait forever)."""
-    pattern, values, rhs = problem_case("grid", rng)
-    state = cholmod.analyze(pattern)
-    state.prefetch_inverse = True
-    with state.lock:  # start the parent's pool
-        state._ensure_factor(np.asarray(values) * 1.1)
-        state._selected_inverse_locked()
-    want = np.linalg.inv(pattern.to_scipy(np.asarray(values) * 1.3).toarray())
+def _run_in_child(fn) -> int:
+    """Fork; run ``fn()`` in the child (exit 0 if it returns True); the child's exit code, or
+    a failure when it does not finish within 60 s."""
     pid = os.fork()
-    if pid == 0:  # the child: exit 0 only if the prefetched inversion completes correctly
+    if pid == 0:
         code = 1
         try:
-            with state.lock:
-                state._ensure_factor(np.asarray(values) * 1.3)
-                z = state._selected_inverse_locked()
-            code = 0 if np.allclose(z, want[pattern.rows, pattern.cols], rtol=1e-10) else 2
+            code = 0 if fn() else 2
         finally:
             os._exit(code)
     deadline = time.time() + 60
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
-            break
+            return os.waitstatus_to_exitcode(status)
         if time.time() > deadline:
             os.kill(pid, 9)
             pytest.fail("the forked child's prefetched inversion never finished")
         time.sleep(0.05)
-    assert os.waitstatus_to_exitcode(status) == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
+def test_a_forked_child_inverts_without_the_parents_threads(rng, background_pool,
+                                                            monkeypatch):
+    """The child has none of the parent's threads. A new inversion there needs a new pool,
+    and one the parent had started (still running at the fork) is done again in the child:
+    waiting for it would never end."""
+    pattern, values, rhs = problem_case("grid", rng)
+    state = cholmod.analyze(pattern)
+
+    def want(scale):
+        inv = np.linalg.inv(pattern.to_scipy(np.asarray(values) * scale).toarray())
+        return inv[pattern.rows, pattern.cols]
+
+    def invert(scale):
+        with state.lock:
+            state._ensure_factor(np.asarray(values) * scale, prefetch=True)
+            return np.allclose(state._selected_inverse_locked(), want(scale), rtol=1e-10)
+
+    assert invert(1.1)  # the parent's pool is running
+    assert _run_in_child(lambda: invert(1.3)) == 0
+    # an inversion still running in the parent's thread at the fork
+    real = cholmod._inverse_on_pattern
+
+    def slow(*args):
+        time.sleep(1.0)
+        return real(*args)
+
+    monkeypatch.setattr(cholmod, "_inverse_on_pattern", slow)
+    with state.lock:
+        state._ensure_factor(np.asarray(values) * 1.7, prefetch=True)
+    assert _run_in_child(lambda: invert(1.7)) == 0
+    assert invert(1.7)  # and the parent still gets its own

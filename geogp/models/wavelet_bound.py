@@ -289,6 +289,31 @@ class WaveletPosterior:
         features (A⁻¹ is held densely over all of them)."""
         return self.problem.basis.n_dims == 2 and self.problem.basis.n_features <= GRID_DENSE_MAX
 
+    def axis_values(self, axes, quadratic: bool = False) -> list:
+        """The prior's per-axis factors at the coordinates ``axes`` (standardised units).
+
+        Returns, per axis d, ``(U_d, Q_d)``: U_d (n_d × M_d) CSR of u_a(x) = √β_a φ_a(x) (the
+        amplitude s excluded: ψ_(a,b) = s u_a(y) v_b(x)), and with ``quadratic`` Q_d
+        (n_d × M_d²) CSR of the products u_a(x) u_c(x) at column a·M_d + c (else None).
+        Cost O(n_d K_d) (O(n_d K_d²) with ``quadratic``).
+        """
+        import scipy.sparse as sp
+
+        out = []
+        for b, coeff, x in zip(self.problem.basis.dims, self.log_coeffs, axes):
+            rows, vals = b.local_features(x)
+            n, k = rows.shape
+            u = np.exp(0.5 * coeff[rows]) * vals
+            pt = np.repeat(np.arange(n), k)
+            lin = sp.csr_matrix((u.ravel(), (pt, rows.ravel())), shape=(n, b.size))
+            quad = None
+            if quadratic:
+                pair = (rows[:, :, None] * b.size + rows[:, None, :]).ravel()
+                quad = sp.csr_matrix(((u[:, :, None] * u[:, None, :]).ravel(),
+                                      (np.repeat(pt, k), pair)), shape=(n, b.size**2))
+            out.append((lin, quad))
+        return out
+
     def predict_grid(self, axes) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and latent variance of f on the grid ``axes`` (standardised units).
 
@@ -305,24 +330,11 @@ class WaveletPosterior:
         Cost: one dense inversion of A (M_a³, cached; two M² arrays while it is built) and
         O(n_y K_y² M_x² + n_y n_x K_x²).
         """
-        import scipy.sparse as sp
-
         basis, st = self.problem.basis, self.problem.stats
         axes = [np.asarray(a, dtype=np.float64).ravel() for a in axes]
         basis.check_inside(np.array([[a.min() for a in axes], [a.max() for a in axes]]),
                            "the prediction grid")
-        per_axis = []
-        for b, coeff, x in zip(basis.dims, self.log_coeffs, axes):
-            rows, vals = b.local_features(x)
-            n, k = rows.shape
-            u = np.exp(0.5 * coeff[rows]) * vals  # √β_a φ_a(x)
-            pt = np.repeat(np.arange(n), k)
-            lin = sp.csr_matrix((u.ravel(), (pt, rows.ravel())), shape=(n, b.size))
-            pair = (rows[:, :, None] * b.size + rows[:, None, :]).ravel()
-            quad = sp.csr_matrix(((u[:, :, None] * u[:, None, :]).ravel(),
-                                  (np.repeat(pt, k), pair)), shape=(n, b.size**2))
-            per_axis.append((lin, quad))
-        (uy, qy), (vx, qx) = per_axis
+        (uy, qy), (vx, qx) = self.axis_values(axes, quadratic=True)
         my, mx = basis.sizes
         gamma = np.zeros(my * mx)
         gamma[st.active] = self.gamma

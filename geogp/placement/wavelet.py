@@ -249,15 +249,8 @@ class _GridOps:
         self.coords_std = sc.x(locs.coords)
         self.axes_std = [(np.asarray(a, dtype=np.float64) - m) / s
                          for a, m, s in zip(locs.axes, sc.x_mean, sc.x_scale)]
-        per_axis = []
-        for b, coeff, x in zip(model.basis_.dims, post._log_coeffs, self.axes_std):
-            rows, vals = b.local_features(x)
-            n, k = rows.shape
-            u = np.exp(0.5 * coeff[rows]) * vals
-            per_axis.append(sp.csr_matrix((u.ravel(), (np.repeat(np.arange(n), k),
-                                                       rows.ravel())), shape=(n, b.size)))
-        self.U, self.V = per_axis
-        self.U = self.U * np.exp(0.5 * post._log_amp)
+        (u, _), (v, _) = model.posterior_.axis_values(self.axes_std)
+        self.U, self.V = u * np.exp(0.5 * post._log_amp), v
 
     def rows(self, idx):
         return self.post.features(self.coords_std[np.asarray(idx)], "candidate locations")

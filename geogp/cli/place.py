@@ -30,7 +30,7 @@ import argparse
 import numpy as np
 
 from geogp.cli.options import add_model_options, add_run_options
-from geogp.models.afs import ITERATIVE_ABOVE
+from geogp.models.afs_policy import ITERATIVE_ABOVE
 
 PLACEMENT_FEATURES = 2000  # the dense posterior that placement updates rank by rank
 

@@ -24,19 +24,19 @@ from geogp.models.afs_diagnostics import (ALIAS_TOL, REFIT_FACTOR, REFIT_GROWTH,
                                           balanced_width, diagnostics, truncation,
                                           warn_if_poor)
 from geogp.models.afs_grid import grid_axes_info, grid_standardizer  # noqa: F401 (re-export)
+from geogp.models.afs_policy import check_budget, choose_solver, dense_block_size
 from geogp.models.afs_objectives import loss_and_args, merge_reports, warm_start
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
 from geogp.models.collapsed import collapsed_bound, posterior, trace_term
 from geogp.models.collapsed_iterative import (IterativeOptions, iterative_bound,
                                               iterative_posterior, rademacher_probes)
 from geogp.optimize import FitReport, minimize_lbfgs
-from geogp.stats import (DEFAULT_CHUNK_BYTES, DEFAULT_DENSE_BLOCK, dense_stats,
+from geogp.stats import (DEFAULT_CHUNK_BYTES, dense_stats,
                          grid_noise_projection, grid_stats, points_noise_projection, points_stats)
 from geogp.trend import monomial_powers, ols, residual_stats
 
 __all__ = ["AFSRegressor", "grid_axes_info", "auto_features"]
 
-ITERATIVE_ABOVE = 4096  # solver="auto": matrix-free above this many features
 MAX_REFITS = 3  # at most this many refits on a wider window (alias_tol)
 SUM_SPREAD = 9.0  # a sum's parts start at the pilot lengthscale ×/÷ 3 (two parts)
 
@@ -175,80 +175,12 @@ class AFSRegressor:
                                        max_bytes=np.inf)
         else:
             M = auto_features(self._n_obs) if self.n_features == "auto" else int(self.n_features)
-            self._check_budget(M, len(np.atleast_1d(width)))
+            check_budget(M, len(np.atleast_1d(width)), self.max_bytes)
             ff = FourierFeatures.for_budget(center, width, M, self.lattice,
                                             max_bytes=np.inf)
         if choose:
-            self._choose_solver(ff)
+            self.solver_ = choose_solver(ff, self)
         return ff
-
-    def _dense_block(self, M: int) -> int:
-        if self.dense_block == "auto":
-            return int(np.clip(M // 10, DEFAULT_DENSE_BLOCK, 2 * DEFAULT_DENSE_BLOCK))
-        return int(self.dense_block)
-
-    def _check_iterative_options(self) -> None:
-        """Refuse settings of the matrix-free solver that would give NaN or garbage."""
-        def integer(v):
-            return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-        problems = []
-        if not (integer(self.n_probes) and self.n_probes >= 1):
-            problems.append(f"n_probes must be an integer ≥ 1 (got {self.n_probes!r})")
-        if not (integer(self.n_samples) and self.n_samples >= 0):
-            problems.append(f"n_samples must be an integer ≥ 0 (got {self.n_samples!r})")
-        if not (isinstance(self.cg_tol, (int, float)) and 0 < self.cg_tol < 1):
-            problems.append(f"cg_tol must be in (0, 1) (got {self.cg_tol!r})")
-        block = self.dense_block
-        if not (block == "auto" or (integer(block) and block >= 0)):
-            problems.append(f"dense_block must be 'auto' or an integer ≥ 0 (got {block!r})")
-        if not (integer(self.warm_start) and self.warm_start >= 0):
-            problems.append(f"warm_start must be an integer ≥ 0 (got {self.warm_start!r})")
-        if problems:
-            raise InputError("invalid matrix-free solver settings: " + "; ".join(problems) + ".")
-
-    def _check_budget(self, M: int, n_dims: int) -> None:
-        """Refuse a feature budget M whose cheapest solver cannot fit in ``max_bytes``, before
-        anything of size M is allocated (the feature search itself builds ~M index rows)."""
-        from geogp.exceptions import MemoryEstimateError
-
-        rows = 8.0 * M * n_dims * 4  # candidate index rows of the masked lattice search
-        vectors = 8.0 * M * 6  # the fewest M-vectors any solver keeps (one right-hand side)
-        needed = rows + min(vectors, 8.0 * M * M)  # each solver's full estimate comes later
-        if needed > self.max_bytes:
-            raise MemoryEstimateError(
-                f"n_features={M} (at least: feature search and the cheapest solver's vectors)",
-                needed, self.max_bytes, "Reduce n_features, or raise max_bytes if the machine "
-                "has the memory.")
-
-    def _choose_solver(self, ff: FourierFeatures) -> None:
-        """Set ``solver_`` and refuse, with the estimate, what would not fit in ``max_bytes``."""
-        from geogp.exceptions import MemoryEstimateError
-        from geogp.features.gram_operator import operator_bytes
-
-        if self.solver not in ("auto", "dense", "iterative"):
-            raise InputError(f"solver must be 'auto', 'dense' or 'iterative'; got {self.solver!r}.")
-        M = ff.n_features
-        iterative = self.solver == "iterative" or (self.solver == "auto" and M > ITERATIVE_ABOVE)
-        if iterative and not hasattr(make_kernel(self.kernel, ff.n_dims), "log_spectral_density"):
-            raise InputError("the iterative solver needs a kernel with a spectral density (SE, "
-                             "Matérn or their sums); use solver='dense'.")
-        self.solver_ = "iterative" if iterative else "dense"
-        if iterative:
-            self._check_iterative_options()
-            cols = int(self.n_probes) + 1
-            block = min(self._dense_block(M), M)
-            needed = (2 * operator_bytes(ff, cols) + 8.0 * M * (cols * 6 + 2 * self.n_samples)
-                      + 8.0 * block * block * 4)
-            what = f"{M} Fourier features, matrix-free with {cols} right-hand sides"
-            hint = "Reduce n_features or n_probes, or raise max_bytes."
-        else:
-            needed = 8.0 * M * M * 3
-            what = f"{M} Fourier features (dense {M}×{M} statistics and factors)"
-            hint = ("Use solver='iterative' (matrix-free), reduce n_features, or raise max_bytes "
-                    "if the machine has the memory.")
-        if needed > self.max_bytes:
-            raise MemoryEstimateError(what, needed, self.max_bytes, hint)
 
     def _window(self, lo, hi):
         return window(lo, hi, self.window_factor, self.margin)
@@ -276,7 +208,7 @@ class AFSRegressor:
                 return dense_stats(ff, Xs, ys, self.chunk_bytes, powers=self.powers_)
             return points_stats(ff, Xs, ys, "nufft", self.chunk_bytes, powers=self.powers_,
                                 gram="operator" if self.solver_ == "iterative" else "dense",
-                                dense_block=self._dense_block(ff.n_features))
+                                dense_block=dense_block_size(self.dense_block, ff.n_features))
 
         return self._learn(Xs.min(axis=0), Xs.max(axis=0), make_stats,
                            lambda S, rng: points_noise_projection(self.features_, Xs, S, rng))
@@ -320,7 +252,7 @@ class AFSRegressor:
             return grid_stats(ff, saxes, values_std, diagonal=diagonal is not None,
                               chunk_bytes=self.chunk_bytes, powers=self.powers_,
                               gram="operator" if self.solver_ == "iterative" else "dense",
-                              dense_block=self._dense_block(ff.n_features))
+                              dense_block=dense_block_size(self.dense_block, ff.n_features))
 
         chunk = self.chunk_bytes
         return self._learn(lo, hi, make_stats, lambda S, rng: grid_noise_projection(

@@ -13,7 +13,7 @@ from geogp.features import trig
 from geogp.features.fourier import FourierFeatures
 from geogp.features.gram_operator import GramOperator
 from geogp.kernels import ProductKernel
-from geogp.models import afs as afs_module
+from geogp.models import afs_policy
 from geogp.models.afs import AFSRegressor
 from geogp.models.collapsed import collapsed_bound, posterior
 from geogp.models.collapsed_iterative import (IterativeOptions, iterative_bound, iterative_parts,
@@ -157,7 +157,7 @@ def test_estimator_iterative_on_scattered_points(rng):
 
 def test_solver_choice_memory_and_errors(rng, monkeypatch):
     axes, v = _grid(rng, 20, 24)
-    monkeypatch.setattr(afs_module, "ITERATIVE_ABOVE", 50)
+    monkeypatch.setattr(afs_policy, "ITERATIVE_ABOVE", 50)
     m = AFSRegressor(n_features=80, maxiter=3).fit_grid(axes, v)
     assert m.solver_ == "iterative"
     m = AFSRegressor(n_features=40, maxiter=3).fit_grid(axes, v)

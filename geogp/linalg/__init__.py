@@ -1,12 +1,16 @@
 """Sparse symmetric linear algebra: ``(log|B|, B⁻¹b)`` with derivatives (docs/sparse_vjp.md).
 
-Two backends share one contract, ``logdet_and_solve(pattern, values, rhs)``:
+Three backends share one contract, ``logdet_and_solve(pattern, values, rhs)``:
 
 - :mod:`geogp.linalg.cholmod`: CHOLMOD (scikit-sparse) behind a custom JAX VJP with a selected
   inverse; memory ``O(nnz(L))``. Used when scikit-sparse imports (``HAVE_CHOLMOD``).
 - :mod:`geogp.linalg.dense`: dense Cholesky in pure JAX; the test oracle, and the fallback
   when scikit-sparse is missing (``O(n³)``: fine for a few thousand rows, not beyond).
+- :mod:`geogp.linalg.lapack`: dense LAPACK on the host behind the same VJP, for patterns
+  that are nearly full (the wavelet model's coarse levels).
 
+The models hold a :class:`~geogp.linalg.solvers.Solver` (``Solver("cholmod")``, ...) that names
+its backend and says whether it can factorise several systems in one host call.
 ``geogp.linalg.logdet_and_solve`` is the CHOLMOD one when available, else the dense one.
 """
 
@@ -15,6 +19,7 @@ from __future__ import annotations
 from geogp.exceptions import NotPositiveDefiniteError as NotPositiveDefiniteError
 from geogp.linalg import dense as dense
 from geogp.linalg.pattern import SparsePattern as SparsePattern
+from geogp.linalg.solvers import Solver as Solver
 
 try:  # scikit-sparse is optional: it needs SuiteSparse headers to build (docs/sparse_vjp.md, backends)
     import sksparse.cholmod  # noqa: F401
@@ -35,6 +40,7 @@ else:  # pragma: no cover - depends on the installation
 __all__ = [
     "HAVE_CHOLMOD",
     "NotPositiveDefiniteError",
+    "Solver",
     "SparsePattern",
     "dense",
     "logdet_and_solve",

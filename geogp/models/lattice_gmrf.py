@@ -32,6 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from geogp.exceptions import InputError
+from geogp.linalg.solvers import Solver
 
 __all__ = ["ALPHAS", "BACKENDS", "PARAMS", "PARAMS_LARGE", "PARAMS_MID", "PARAM_RATIO",
            "PARAM_SCALE", "MID_MARGIN", "mid_lattice", "mid_stencil",
@@ -217,7 +218,7 @@ class LatticeProblem:
 
     Attributes:
         pattern: ``SparsePattern`` of B (lower triangle, CSC order). solve: its
-            ``logdet_and_solve``. alpha: 1 or 2. area: h_y h_x. n_obs: N. n_trend: p.
+            :class:`~geogp.linalg.solvers.Solver`. alpha: 1 or 2. area: h_y h_x. n_obs: N. n_trend: p.
         e_i, e_l, e_l2: (nnz,) I, L and L² on the pattern. e_obs: (nnz,) PᵀP on the pattern.
         eig: (n,) Laplacian eigenvalues λ_kl (for log|Q|). ptw: (n, 1 + p) Pᵀ[y, X].
         wtw: (1 + p, 1 + p) [y, X]ᵀ[y, X]. n_feat: the first n_feat columns of X are
@@ -269,17 +270,17 @@ class LatticeProblem:
         return self.eig_mid.shape[0] > 0
 
 
-def _load_solver(backend: str, ordering: str):
+def _load_solver(backend: str, ordering: str) -> Solver:
     if backend not in BACKENDS:
         raise InputError(f"backend must be one of {BACKENDS}; got {backend!r}.")
     from geogp import linalg
 
     if backend == "dense" or (backend == "auto" and not linalg.HAVE_CHOLMOD):
-        return linalg.dense.logdet_and_solve
+        return Solver("dense")
     if not linalg.HAVE_CHOLMOD:
         raise InputError("backend='cholmod' needs scikit-sparse (CHOLMOD), which is not "
                          "installed; install it or use backend='dense' (small lattices only).")
-    return functools.partial(linalg.cholmod.logdet_and_solve, ordering=ordering)
+    return Solver("cholmod", ordering)
 
 
 def make_problem(shape, h, alpha: int, cells: np.ndarray, y: np.ndarray, X: np.ndarray,

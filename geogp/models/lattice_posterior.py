@@ -36,9 +36,7 @@ _sparse_statistics = jax.jit(sparse_statistics)
 
 def _is_dense(problem: LatticeProblem) -> bool:
     """Whether the problem uses the dense reference backend (small lattices, tests)."""
-    from geogp import linalg
-
-    return problem.solve is linalg.dense.logdet_and_solve
+    return problem.solve.backend == "dense"
 
 
 

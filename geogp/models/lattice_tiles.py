@@ -10,8 +10,6 @@ the same either way; only the order of the host work differs.
 
 from __future__ import annotations
 
-import functools
-
 from geogp.models.lattice_gmrf import (
     LatticeProblem,
     dense_likelihood,
@@ -22,27 +20,14 @@ from geogp.models.lattice_gmrf import (
 __all__ = ["composite_loss"]
 
 
-def _cholmod_keywords(solve):
-    """The keywords of a CHOLMOD solver made by ``functools.partial``; None for another one."""
-    from geogp.linalg import HAVE_CHOLMOD
-
-    if HAVE_CHOLMOD and isinstance(solve, functools.partial):
-        from geogp.linalg import cholmod
-
-        if solve.func is cholmod.logdet_and_solve and not solve.args:
-            return dict(solve.keywords)
-    return None
-
-
 def _solve_all(problems, systems) -> list:
-    """[(log|B_t|, B_t⁻¹ rhs_t)] for every tile: batched when all go through CHOLMOD."""
-    keywords = [_cholmod_keywords(p.solve) for p in problems]
-    if len(problems) > 1 and keywords[0] is not None and all(k == keywords[0] for k in keywords):
-        from geogp.linalg.cholmod_many import logdet_and_solve_many
-
-        return logdet_and_solve_many(
-            [(p.pattern, b, rhs) for p, (b, rhs, _, _) in zip(problems, systems)], **keywords[0])
-    return [p.solve(p.pattern, b, rhs) for p, (b, rhs, _, _) in zip(problems, systems)]
+    """[(log|B_t|, B_t⁻¹ rhs_t)] for every tile: in one batch when they share a solver that
+    batches (CHOLMOD), else tile by tile."""
+    items = [(p.pattern, b, rhs) for p, (b, rhs, _, _) in zip(problems, systems)]
+    solver = problems[0].solve
+    if all(p.solve == solver for p in problems):
+        return solver.solve_many(items)
+    return [p.solve(*item) for p, item in zip(problems, items)]
 
 
 def composite_loss(params, problems: tuple[LatticeProblem, ...]):

@@ -17,6 +17,7 @@ import numpy as np
 
 from geogp.exceptions import InputError, NotPositiveDefiniteError
 from geogp.features.wavelet import WaveletStatistics
+from geogp.linalg.solvers import Solver
 from geogp.models.wavelet_prior import LOCATIONS, NORMALISATIONS, log_coefficients, log_precisions
 
 __all__ = ["BACKENDS", "WaveletProblem", "WaveletPosterior", "make_problem", "collapsed_bound",
@@ -29,8 +30,8 @@ _PREDICT_ENTRIES = 2**22  # entries of the dense (M_a, chunk) right-hand sides i
 GRID_DENSE_MAX = 6000
 
 
-def _load_linalg(backend: str):
-    """Return ``(SparsePattern, logdet_and_solve)`` of the chosen backend (docs/sparse_vjp.md, contract)."""
+def _load_solver(backend: str) -> Solver:
+    """The :class:`~geogp.linalg.solvers.Solver` of the chosen backend (docs/sparse_vjp.md, contract)."""
     if backend not in BACKENDS:
         raise InputError(f"backend must be one of {BACKENDS}; got {backend!r}.")
     from geogp import linalg
@@ -38,17 +39,13 @@ def _load_linalg(backend: str):
     if backend == "dense" or (backend == "auto" and not linalg.HAVE_CHOLMOD):
         # LAPACK on the host behind the custom VJP (one dpotrf + dpotri per value and
         # gradient); JAX's own dense Cholesky (the test oracle) only without scikit-sparse
-        if linalg.HAVE_CHOLMOD:
-            from geogp.linalg import lapack
-
-            return linalg.SparsePattern, lapack.logdet_and_solve
-        return linalg.SparsePattern, linalg.dense.logdet_and_solve
+        return Solver("lapack" if linalg.HAVE_CHOLMOD else "dense")
     if not linalg.HAVE_CHOLMOD:
         raise InputError(
             "backend='cholmod' needs scikit-sparse (CHOLMOD), which is not installed; install "
             "scikit-sparse or use backend='dense' (small problems only)."
         )
-    return linalg.SparsePattern, linalg.cholmod.logdet_and_solve
+    return Solver("cholmod")
 
 
 @jax.tree_util.register_pytree_node_class
@@ -62,7 +59,8 @@ class WaveletProblem:
     Attributes:
         stats: the :class:`~geogp.features.wavelet.WaveletStatistics`.
         pattern: the ``geogp.linalg.SparsePattern`` of P (lower triangle, CSC order).
-        solve: ``logdet_and_solve(pattern, values, rhs) -> (logdet, solution)``.
+        solve: the :class:`~geogp.linalg.solvers.Solver`,
+            ``(pattern, values, rhs) -> (logdet, solution)``.
         rows, cols: (nnz,) row and column of each stored entry of P (pattern order).
         g_vals: (nnz,) G on P in pattern order.
         r: (M_a,) r = Φy of the active features.
@@ -128,8 +126,10 @@ def make_problem(stats: WaveletStatistics, backend: str = "auto",
         raise InputError(f"location must be one of {LOCATIONS}; got {location!r}.")
     if backend == "auto" and _dense_is_faster(stats.gram):
         backend = "dense"
-    pattern_cls, solve = _load_linalg(backend)
-    pattern = pattern_cls.from_scipy(stats.gram)
+    from geogp.linalg import SparsePattern
+
+    solve = _load_solver(backend)
+    pattern = SparsePattern.from_scipy(stats.gram)
     rows = np.asarray(pattern.rows, dtype=np.int64)
     cols = np.asarray(pattern.cols, dtype=np.int64)
     g_vals = np.asarray(pattern.values_from_scipy(stats.gram), dtype=np.float64)

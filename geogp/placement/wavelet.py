@@ -64,9 +64,7 @@ def check_wavelet(model, strategy: str) -> None:
 
 
 def _uses_cholmod(problem) -> bool:
-    from geogp import linalg
-
-    return linalg.HAVE_CHOLMOD and problem.solve is linalg.cholmod.logdet_and_solve
+    return problem.solve.backend == "cholmod"
 
 
 def _sparse_solves(problem, dense_max: int | None = None) -> bool:

@@ -1,0 +1,78 @@
+"""A named solver object for the models' sparse systems (docs/sparse_vjp.md, contract).
+
+The models hold one :class:`Solver` in their problem pytrees instead of a bare function, so
+that the code reading a problem asks the solver what it is (``backend``) and whether it can
+factorise several systems in one host call (``batches``), instead of recognising functions by
+identity or looking inside a ``functools.partial``. Equal solvers compare equal and hash alike
+(a frozen dataclass), as static pytree data must.
+
+Example:
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from geogp.linalg import SparsePattern
+    >>> a = sp.csc_matrix(np.array([[4.0, 1.0], [1.0, 3.0]]))
+    >>> p = SparsePattern.from_scipy(a)
+    >>> solver = Solver("dense")
+    >>> logdet, x = solver(p, p.values_from_scipy(a), np.ones(2))
+    >>> round(float(logdet), 6) == round(float(np.log(11.0)), 6), solver.batches
+    (True, False)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from geogp.exceptions import InputError
+
+__all__ = ["SOLVER_BACKENDS", "Solver"]
+
+#: ``"cholmod"``: CHOLMOD and a selected inversion (:mod:`geogp.linalg.cholmod`);
+#: ``"lapack"``: dense LAPACK on the host (:mod:`geogp.linalg.lapack`); ``"dense"``: dense
+#: Cholesky in JAX, the test oracle (:mod:`geogp.linalg.dense`). Same contract for all three.
+SOLVER_BACKENDS = ("cholmod", "lapack", "dense")
+
+
+@dataclass(frozen=True)
+class Solver:
+    """``(pattern, values, rhs) -> (log|B|, B⁻¹ rhs)`` of one backend, with a custom VJP.
+
+    Attributes:
+        backend: one of :data:`SOLVER_BACKENDS`.
+        ordering: CHOLMOD's fill-reducing ordering (``"cholmod"`` only).
+    """
+
+    backend: str
+    ordering: str = "amd"
+
+    def __post_init__(self):
+        if self.backend not in SOLVER_BACKENDS:
+            raise InputError(f"solver backend must be one of {SOLVER_BACKENDS}; "
+                             f"got {self.backend!r}.")
+
+    def __call__(self, pattern, values, rhs):
+        if self.backend == "cholmod":
+            from geogp.linalg import cholmod
+
+            return cholmod.logdet_and_solve(pattern, values, rhs, ordering=self.ordering)
+        if self.backend == "lapack":
+            from geogp.linalg import lapack
+
+            return lapack.logdet_and_solve(pattern, values, rhs)
+        from geogp.linalg import dense
+
+        return dense.logdet_and_solve(pattern, values, rhs)
+
+    @property
+    def batches(self) -> bool:
+        """Whether :meth:`solve_many` factorises all systems in one host call (CHOLMOD: the
+        selected inversions of the gradient overlap with the next factorisation)."""
+        return self.backend == "cholmod"
+
+    def solve_many(self, items) -> list:
+        """[(log|B_t|, B_t⁻¹ rhs_t)] for ``items`` = [(pattern, values, rhs)]: batched through
+        :func:`geogp.linalg.cholmod_many.logdet_and_solve_many` when :attr:`batches` and there
+        is more than one, else one call each. Same values and gradients either way."""
+        if self.batches and len(items) > 1:
+            from geogp.linalg.cholmod_many import logdet_and_solve_many
+
+            return logdet_and_solve_many(list(items), ordering=self.ordering)
+        return [self(*item) for item in items]

@@ -4,7 +4,7 @@ Data: the gappy synthetic raster of ``bench_scale.py`` (n × n cells on [0, 1]²
 clouds and random cells, noise sd 0.1), 1024² by default (≈ 7.3·10⁵ observed cells).
 
 **Per-step cost** (``steps``, one subprocess per M): for each target M the statistics are read
-once (``grid_stats(..., gram="operator")``: quad bins by separable transforms, the FFT of the
+once (``grid_stats(..., gram="operator")``: quadratic-form bins by separable transforms, the FFT of the
 bins, the dense low-frequency block), then at fixed θ (Matérn-3/2, ℓ = 0.05, σ_f² = 0.5,
 σ² = 0.01, near the fitted values) the script times
 

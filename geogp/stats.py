@@ -180,7 +180,7 @@ DEFAULT_DENSE_BLOCK = 1024  # low-frequency block kept dense beside a matrix-fre
 
 
 def _gram(ff: FourierFeatures, C: np.ndarray, gram: str, dense_block: int):
-    """G from the quad bins: dense (M, M) array, or matrix-free operator (large M)."""
+    """G from the quadratic-form bins: dense (M, M) array, or matrix-free operator (large M)."""
     if gram == "dense":
         return trig.assemble_gram(ff, C)
     if gram == "operator":
@@ -202,13 +202,13 @@ def points_stats(ff: FourierFeatures, X, y, method: str = "nufft",
     trend = _TrendAccumulator(ff, powers)
     N = int(X.shape[0])
     step = _rows_per_chunk(8.0 * 8, chunk_bytes)
-    C = np.zeros(trig.bin_sizes(ff, "quad"), dtype=np.complex128)
+    C = np.zeros(trig.bin_sizes(ff, "quadratic"), dtype=np.complex128)
     L = np.zeros(trig.bin_sizes(ff, "linear"), dtype=np.complex128)
     yy = 0.0
     for start in range(0, N, step):
         Xc = np.asarray(X[start:start + step], dtype=np.float64)
         yc = np.asarray(y[start:start + step], dtype=np.float64)
-        C += trig.points_bins(ff, Xc, np.ones_like(yc), "quad", method)
+        C += trig.points_bins(ff, Xc, np.ones_like(yc), "quadratic", method)
         L += trig.points_bins(ff, Xc, yc, "linear", method)
         yy += float(yc @ yc)
         if powers is not None:
@@ -254,7 +254,7 @@ def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
     from geogp.trend import basis_grid
 
     trend = _TrendAccumulator(ff, powers)
-    Pq = trig.bin_sizes(ff, "quad")
+    Pq = trig.bin_sizes(ff, "quadratic")
     Pl = trig.bin_sizes(ff, "linear")
     C = np.zeros(Pq, dtype=np.complex128)
     L = np.zeros(Pl, dtype=np.complex128)
@@ -274,7 +274,7 @@ def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
         yb = np.where(obs, block, 0.0)
         sub_axes = [np.asarray(axes[0])[sl]] + [np.asarray(a) for a in axes[1:]]
         if not diagonal:
-            C += trig.grid_bins(ff, sub_axes, obs.astype(np.float64), "quad")
+            C += trig.grid_bins(ff, sub_axes, obs.astype(np.float64), "quadratic")
         L += trig.grid_bins(ff, sub_axes, yb, "linear")
         yy += float(np.sum(yb * yb))
         n += int(obs.sum())

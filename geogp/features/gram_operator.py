@@ -7,7 +7,8 @@ of 2^D exponentials (:mod:`geogp.features.trig`),
     (G v)_m = Σ_t c_{m,t} b(t∘n_m),      b(j) = Σ_k a(k) C(k + j),
     a(k) = Σ_{m,s: s∘n_m = k} v_m c_{m,s},
 
-where C(J) = Σ_n w_n e^{2πi J·u_n} are the quad bins read from the data once. ``a`` lives on the
+where C(J) = Σ_n w_n e^{2πi J·u_n} are the quadratic-form bins read from the data once.
+``a`` lives on the
 (half-)integer lattice of signed frequencies, ``b`` is its cyclic cross-correlation with C, so
 one matrix-vector product is a scatter of 2^D·M values, a forward and an inverse FFT of the
 lattice (Q_d ≈ 4K_d points per axis, Π Q_d ≈ 5 M in 2-D with the ellipsoidal mask) and a
@@ -70,7 +71,7 @@ def subset(ff: FourierFeatures, rows: np.ndarray) -> FourierFeatures:
 
 
 def _lattice_size(ff: FourierFeatures) -> tuple:
-    return tuple(scipy.fft.next_fast_len(int(p)) for p in bin_sizes(ff, "quad"))
+    return tuple(scipy.fft.next_fast_len(int(p)) for p in bin_sizes(ff, "quadratic"))
 
 
 def operator_bytes(ff: FourierFeatures, n_rhs: int = 1) -> float:
@@ -87,7 +88,8 @@ def operator_bytes(ff: FourierFeatures, n_rhs: int = 1) -> float:
 class GramOperator:
     """Matrix-free G = ΦΦᵀ (M × M, symmetric PSD) for one feature set and one data set.
 
-    Build with :meth:`from_bins` (quad bins C of the data, see :func:`geogp.features.trig.grid_bins`
+    Build with :meth:`from_bins` (quadratic-form bins C of the data, see
+    :func:`geogp.features.trig.grid_bins`
     and :func:`~geogp.features.trig.points_bins`). Pytree: can be passed through ``jax.jit``.
 
     Attributes:
@@ -112,7 +114,8 @@ class GramOperator:
 
     @classmethod
     def from_bins(cls, ff: FourierFeatures, C: np.ndarray, n_dense: int = 0) -> GramOperator:
-        """Operator from the quad bins C (shape ``bin_sizes(ff, 'quad')``, FFT order).
+        """Operator from the quadratic-form bins C (shape ``bin_sizes(ff, 'quadratic')``, FFT
+        order).
 
         ``n_dense`` > 0 also keeps the dense block of G over the ``n_dense`` lowest-frequency
         features (where λ, hence the ill-conditioning of A, is largest).
@@ -120,9 +123,9 @@ class GramOperator:
         """
         C = np.asarray(C, dtype=np.complex128)
         P = C.shape
-        if P != bin_sizes(ff, "quad"):
-            raise ValueError(f"quad bins of shape {P} do not match the features "
-                             f"({bin_sizes(ff, 'quad')}).")
+        if P != bin_sizes(ff, "quadratic"):
+            raise ValueError(f"quadratic-form bins of shape {P} do not match the features "
+                             f"({bin_sizes(ff, 'quadratic')}).")
         Q = _lattice_size(ff)
         # Cq(J') = C(J' + 2·offset): bin J of C goes to J' = J − 2·offset
         Cq = embed_bins(C, Q, shift=int(round(-2 * _offset(ff))))

@@ -15,7 +15,8 @@ Consequently
 
 and conversely any quadratic form Σ Q_{mm'} φ_m(x)φ_{m'}(x) (a predictive variance) or linear
 form Σ w_m φ_m(x) (a predictive mean) is a short trigonometric polynomial whose coefficients are
-scattered from Q or w (:func:`quad_coefficients`, :func:`linear_coefficients`) and evaluated at
+scattered from Q or w (:func:`quadratic_form_coefficients`, :func:`linear_coefficients`) and
+evaluated at
 many points at once (:func:`evaluate_grid`, :func:`evaluate_points`).
 
 The transforms between weights on the data and the bins are separable DFT products on regular
@@ -36,10 +37,10 @@ __all__ = [
     "bin_sizes",
     "assemble_gram",
     "assemble_linear",
-    "quad_coefficients",
+    "quadratic_form_coefficients",
     "linear_coefficients",
     "assemble_gram_diagonal",
-    "diag_quad_coefficients",
+    "diagonal_quadratic_form_coefficients",
     "embed_bins",
     "product_coefficients",
     "grid_bins",
@@ -57,9 +58,9 @@ def _shift(ff: FourierFeatures) -> np.ndarray:
 
 
 def bin_sizes(ff: FourierFeatures, kind: str) -> tuple:
-    """Bin-array shape (P_d per dimension) for ``kind`` = 'quad' (G, variances) or 'linear'."""
+    """Bin-array shape (P_d per dimension) for ``kind`` = 'quadratic' (G, variances) or 'linear'."""
     nmax = ff.numerators.max(axis=0)
-    if kind == "quad":
+    if kind == "quadratic":
         return tuple(int(2 * round(2 * n) + 1) for n in nmax)  # |J| ≤ 2 n_max
     return tuple(int(2 * np.ceil(n) + 1) for n in nmax)  # |j| ≤ n_max + ½
 
@@ -85,7 +86,7 @@ def _flat_index(J_list, P) -> np.ndarray:
     return flat
 
 
-def _quad_terms(ff: FourierFeatures, P):
+def _quadratic_terms(ff: FourierFeatures, P):
     """Yield (c_{m,s} c_{m',s'} (M, M), flat bin index of s∘n_m + s'∘n_{m'} (M, M)) for the
     conjugate-pair representatives (s, s'); the other half of the sum is the complex conjugate.
     """
@@ -122,13 +123,14 @@ def _scatter(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
 
 
 def assemble_gram(ff: FourierFeatures, C: np.ndarray) -> np.ndarray:
-    """G_{mm'} = Σ_n w_n φ_m(x_n) φ_{m'}(x_n) from the quad bins C (shape :func:`bin_sizes` 'quad').
+    """G_{mm'} = Σ_n w_n φ_m(x_n) φ_{m'}(x_n) from the quadratic-form bins C (shape
+    :func:`bin_sizes` 'quadratic').
 
     Cost O(M² 2^{2D−1}) time, O(M²) memory. Returns a symmetric (M, M) float64 array.
     """
     Cf = C.ravel()
     G = np.zeros((ff.n_features,) * 2)
-    for coef, idx in _quad_terms(ff, C.shape):
+    for coef, idx in _quadratic_terms(ff, C.shape):
         G += 2 * np.real(coef * Cf[idx])
     return 0.5 * (G + G.T)
 
@@ -142,22 +144,22 @@ def assemble_linear(ff: FourierFeatures, L: np.ndarray) -> np.ndarray:
     return r
 
 
-def quad_coefficients(ff: FourierFeatures, Q: np.ndarray) -> np.ndarray:
+def quadratic_form_coefficients(ff: FourierFeatures, Q: np.ndarray) -> np.ndarray:
     """Bins A with Σ_{mm'} Q_{mm'} φ_m(x)φ_{m'}(x) = Re Σ_J A(J) e^{2πi J·u(x)}; adjoint of assemble_gram.
 
     Args:
         Q: (M, M) real matrix (symmetric in practice). Cost O(M² 2^{2D−1}).
     """
-    P = bin_sizes(ff, "quad")
+    P = bin_sizes(ff, "quadratic")
     size = int(np.prod(P))
     A = np.zeros(size, dtype=np.complex128)
-    for coef, idx in _quad_terms(ff, P):
+    for coef, idx in _quadratic_terms(ff, P):
         A += 2 * _scatter(idx, coef * Q, size)
     return A.reshape(P)
 
 
-def _diag_quad_terms(ff: FourierFeatures, P):
-    """The diagonal m = m' of :func:`_quad_terms` in O(M 2^{2D−1}): (c_{m,s} c_{m,t} (M,),
+def _diagonal_quadratic_terms(ff: FourierFeatures, P):
+    """The diagonal m = m' of :func:`_quadratic_terms` in O(M 2^{2D−1}): (c_{m,s} c_{m,t} (M,),
     flat bin index of s∘n_m + t∘n_m (M,)) for the conjugate-pair representatives (s, t)."""
     n2 = np.rint(2 * ff.numerators).astype(np.int64)
     for s, t in _half_sign_combos(ff.n_dims):
@@ -170,22 +172,22 @@ def _diag_quad_terms(ff: FourierFeatures, P):
 
 
 def assemble_gram_diagonal(ff: FourierFeatures, C: np.ndarray) -> np.ndarray:
-    """G_mm = Σ_n w_n φ_m(x_n)² from the quad bins C in O(M 2^{2D−1}) (no M×M array)."""
+    """G_mm = Σ_n w_n φ_m(x_n)² from the quadratic-form bins C in O(M 2^{2D−1}) (no M×M array)."""
     Cf = C.ravel()
     out = np.zeros(ff.n_features)
-    for coef, idx in _diag_quad_terms(ff, C.shape):
+    for coef, idx in _diagonal_quadratic_terms(ff, C.shape):
         out += 2 * np.real(coef * Cf[idx])
     return out
 
 
-def diag_quad_coefficients(ff: FourierFeatures, q: np.ndarray) -> np.ndarray:
-    """:func:`quad_coefficients` of diag(q) in O(M 2^{2D−1}): bins of Σ_m q_m φ_m(x)²; the
+def diagonal_quadratic_form_coefficients(ff: FourierFeatures, q: np.ndarray) -> np.ndarray:
+    """:func:`quadratic_form_coefficients` of diag(q) in O(M 2^{2D−1}): bins of Σ_m q_m φ_m(x)²; the
     adjoint of :func:`assemble_gram_diagonal`."""
-    P = bin_sizes(ff, "quad")
+    P = bin_sizes(ff, "quadratic")
     size = int(np.prod(P))
     q = np.asarray(q, dtype=np.float64)
     A = np.zeros(size, dtype=np.complex128)
-    for coef, idx in _diag_quad_terms(ff, P):
+    for coef, idx in _diagonal_quadratic_terms(ff, P):
         A += 2 * _scatter(idx, coef * q, size)
     return A.reshape(P)
 
@@ -210,7 +212,8 @@ def linear_coefficients(ff: FourierFeatures, w: np.ndarray) -> np.ndarray:
 
 
 def product_coefficients(ff: FourierFeatures, B1: np.ndarray, B2: np.ndarray) -> np.ndarray:
-    """Quad bins A of the product of two linear forms: evaluate(A, 'quad') = f₁·f₂ pointwise.
+    """Quadratic-form bins A of the product of two linear forms: evaluate(A, 'quadratic') =
+    f₁·f₂ pointwise.
 
     With f_k(x) = Re[e^{iπh·u} Σ_j B_k(j) e^{2πij·u}] (:func:`linear_coefficients`) and
     Re a · Re b = ½ Re(ab) + ½ Re(a b̄):  A(J) = ½ (B₁ ∗ B₂)(J − h) + ½ (B₁ ⋆ B₂)(J), a
@@ -222,7 +225,7 @@ def product_coefficients(ff: FourierFeatures, B1: np.ndarray, B2: np.ndarray) ->
 
     D = ff.n_dims
     Pl = bin_sizes(ff, "linear")
-    Pq = bin_sizes(ff, "quad")
+    Pq = bin_sizes(ff, "quadratic")
     B1 = np.asarray(B1, dtype=np.complex128).reshape((-1,) + Pl)
     B2 = np.asarray(B2, dtype=np.complex128).reshape((-1,) + Pl)
     L = tuple(scipy.fft.next_fast_len(2 * p + 2) for p in Pl)
@@ -271,7 +274,7 @@ def grid_bins(ff: FourierFeatures, axes: list, weights: np.ndarray, kind: str) -
     Args:
         axes: D coordinate vectors (N_d,) of the grid axes (any spacing).
         weights: (N_1, ..., N_D) weights (0 at missing cells: the mask, or mask·y).
-        kind: 'quad' (for G) or 'linear' (for r).
+        kind: 'quadratic' (for G) or 'linear' (for r).
 
     Cost: O(N Σ_d P_d) complex multiply-adds as D dense products; memory O(N + Π P_d).
     """

@@ -15,20 +15,20 @@ from geogp.features.fourier import FourierFeatures
 from geogp.models.collapsed_iterative import IterativePosterior, predict_moments, variance_bins
 from geogp.trend import basis, basis_grid
 
-__all__ = ["at_points", "on_grid", "quad_bins"]
+__all__ = ["at_points", "on_grid", "quadratic_form_bins"]
 
 DENSE_PREDICT_MAX = 2048  # below this many points, predict with explicit features
 
 
-def quad_bins(ff: FourierFeatures, quad: np.ndarray) -> np.ndarray:
-    """Quad bins of φᵀQφ: Q dense (M, M), or its diagonal (M,) (O(M) instead of O(M²))."""
+def quadratic_form_bins(ff: FourierFeatures, quad: np.ndarray) -> np.ndarray:
+    """Quadratic-form bins of φᵀQφ: Q dense (M, M), or its diagonal (M,) (O(M) instead of O(M²))."""
     if quad.ndim == 1:
-        return trig.diag_quad_coefficients(ff, quad)
-    return trig.quad_coefficients(ff, quad)
+        return trig.diagonal_quadratic_form_coefficients(ff, quad)
+    return trig.quadratic_form_coefficients(ff, quad)
 
 
 def _variance_bins(model):
-    """Quad bins of the matrix-free posterior's variance, computed once per posterior."""
+    """Quadratic-form bins of the matrix-free posterior's variance, computed once per posterior."""
     cache = getattr(model, "_var_bins_cache", None)
     if cache is None or cache[0] is not model.posterior_:
         cache = (model.posterior_, variance_bins(model.features_, model.posterior_))
@@ -51,7 +51,8 @@ def at_points(model, Xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
                              else np.einsum("nm,mk,nk->n", Phi, post.quad, Phi))
     else:
         mean = trig.evaluate_points(ff, Xs, trig.linear_coefficients(ff, post.weights), "linear")
-        var = post.kvar0 + trig.evaluate_points(ff, Xs, quad_bins(ff, post.quad), "quad")
+        bins = quadratic_form_bins(ff, post.quad)
+        var = post.kvar0 + trig.evaluate_points(ff, Xs, bins, "quadratic")
     if model.beta_ is not None:
         mean = mean + basis(Xs, model.powers_) @ model.beta_
     return mean, np.maximum(var, 0.0)
@@ -72,7 +73,8 @@ def on_grid(model, saxes: list, outside: str = "raise") -> tuple[np.ndarray, np.
         mean, var = predict_moments(ff, post, evaluate, _variance_bins(model))
     else:
         mean = trig.evaluate_grid(ff, saxes, trig.linear_coefficients(ff, post.weights), "linear")
-        var = post.kvar0 + trig.evaluate_grid(ff, saxes, quad_bins(ff, post.quad), "quad")
+        bins = quadratic_form_bins(ff, post.quad)
+        var = post.kvar0 + trig.evaluate_grid(ff, saxes, bins, "quadratic")
     var = np.maximum(var, 0.0)
     if model.beta_ is not None:
         for j, b in enumerate(model.beta_):

@@ -279,16 +279,18 @@ def iterative_posterior(log_lam, noise, kvar0, stats, noise_projection=None, n_s
 
 
 def variance_bins(ff, post: IterativePosterior, batch: int = 8) -> np.ndarray:
-    """Quad bins A with var_f(x) = k(0) + Re Σ_J A(J) e^{2πiJ·u(x)} for an IterativePosterior.
+    """Quadratic-form bins A with var_f(x) = k(0) + Re Σ_J A(J) e^{2πiJ·u(x)} for an
+    IterativePosterior.
 
     Sums the exact part (Σ q_m φ_m², the block φ₀ᵀQ₀φ₀) and the sample average of the products
     (φᵀE1_s)(φᵀE2_s), each product's bins by FFT convolution
     (:func:`geogp.features.trig.product_coefficients`). Cost O(S · Π L_d log L_d) once; every
-    prediction then costs one quad evaluation, whatever S.
+    prediction then costs one quadratic-form evaluation, whatever S.
     """
-    A = trig.diag_quad_coefficients(ff, post.diag_quad)
+    A = trig.diagonal_quadratic_form_coefficients(ff, post.diag_quad)
     if post.low is not None:
-        A += trig.embed_bins(trig.quad_coefficients(subset(ff, post.low), post.quad_low), A.shape)
+        low = trig.quadratic_form_coefficients(subset(ff, post.low), post.quad_low)
+        A += trig.embed_bins(low, A.shape)
     S = post.sample_a.shape[1]
     for start in range(0, S, batch):
         cols = range(start, min(S, start + batch))
@@ -304,4 +306,4 @@ def predict_moments(ff, post: IterativePosterior, evaluate, var_bins: np.ndarray
     ``var_bins`` from :func:`variance_bins` (computed once per posterior).
     """
     mean = evaluate(trig.linear_coefficients(ff, post.weights), "linear")
-    return mean, post.kvar0 + evaluate(var_bins, "quad")
+    return mean, post.kvar0 + evaluate(var_bins, "quadratic")

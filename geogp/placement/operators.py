@@ -157,8 +157,9 @@ class _GridOps(_FourierOps):
         """
         Bs = self.sl[:, None] * B * self.sl[None, :]
         if self.ff.n_dims > 2:
-            coef = trig.quad_coefficients(self.ff, Bs)
-            return trig.evaluate_grid(self.ff, list(self.saxes), coef, "quad").ravel()[self.flat]
+            coef = trig.quadratic_form_coefficients(self.ff, Bs)
+            values = trig.evaluate_grid(self.ff, list(self.saxes), coef, "quadratic")
+            return values.ravel()[self.flat]
         pairs, index = [], 0
         for d, b in enumerate(self.blocks):
             R = b.shape[1]
@@ -183,7 +184,8 @@ class _GridOps(_FourierOps):
         return self.sl[:, None] * G * self.sl[None, :]
 
     def wgram(self, weights) -> np.ndarray:
-        """Σ_c ω_c ψ_cψ_cᵀ: quad bins of the weights on the grid (zero off the cells), chunked
+        """Σ_c ω_c ψ_cψ_cᵀ: quadratic-form bins of the weights on the grid (zero off the cells),
+        chunked
         along the first axis, then assembled (:mod:`geogp.features.trig`).
 
         Cost O(N Σ_d P_d + M²)."""
@@ -194,7 +196,7 @@ class _GridOps(_FourierOps):
         step = max(1, _BLOCK // (4 * max(row, 1)))
         for s in range(0, self.shape[0], step):
             axes = [self.saxes[0][s:s + step]] + list(self.saxes[1:])
-            C = C + trig.grid_bins(self.ff, axes, full[s:s + step], "quad")
+            C = C + trig.grid_bins(self.ff, axes, full[s:s + step], "quadratic")
         G = trig.assemble_gram(self.ff, C)
         return self.sl[:, None] * G * self.sl[None, :]
 
@@ -239,8 +241,8 @@ class _PointOps(_FourierOps):
         return np.stack([self._nufft(W[:, j]) for j in range(W.shape[1])])
 
     def quad(self, B) -> np.ndarray:
-        coef = trig.quad_coefficients(self.ff, self.sl[:, None] * B * self.sl[None, :])
-        return trig.evaluate_points(self.ff, self.Xs, coef, "quad")
+        coef = trig.quadratic_form_coefficients(self.ff, self.sl[:, None] * B * self.sl[None, :])
+        return trig.evaluate_points(self.ff, self.Xs, coef, "quadratic")
 
     def gram(self) -> np.ndarray:
         from geogp.stats import points_stats
@@ -250,7 +252,7 @@ class _PointOps(_FourierOps):
 
     def wgram(self, weights) -> np.ndarray:
         """Σ_c ω_c ψ_cψ_cᵀ through a type-1 NUFFT of the weights. Cost O(N + P^D log P + M²)."""
-        C = trig.points_bins(self.ff, self.Xs, np.asarray(weights, dtype=np.float64), "quad")
+        C = trig.points_bins(self.ff, self.Xs, np.asarray(weights, dtype=np.float64), "quadratic")
         G = trig.assemble_gram(self.ff, C)
         return self.sl[:, None] * G * self.sl[None, :]
 

@@ -201,8 +201,8 @@ def test_trig_polynomials_evaluate_quadratic_and_linear_forms(lattice, rng):
     Phi = ff(X)
     quad = np.einsum("nm,mk,nk->n", Phi, Q, Phi)
     lin = Phi @ w
-    A, B = trig.quad_coefficients(ff, Q), trig.linear_coefficients(ff, w)
-    np.testing.assert_allclose(trig.evaluate_grid(ff, ax, A, "quad").ravel(), quad, atol=1e-10)
+    A, B = trig.quadratic_form_coefficients(ff, Q), trig.linear_coefficients(ff, w)
+    np.testing.assert_allclose(trig.evaluate_grid(ff, ax, A, "quadratic").ravel(), quad, atol=1e-10)
     np.testing.assert_allclose(trig.evaluate_grid(ff, ax, B, "linear").ravel(), lin, atol=1e-11)
-    np.testing.assert_allclose(trig.evaluate_points(ff, X, A, "quad"), quad, atol=1e-10)
+    np.testing.assert_allclose(trig.evaluate_points(ff, X, A, "quadratic"), quad, atol=1e-10)
     np.testing.assert_allclose(trig.evaluate_points(ff, X, B, "linear"), lin, atol=1e-11)

@@ -20,7 +20,7 @@ def _points_case(rng, lattice, D, K, N=300):
     ff = FourierFeatures.build(np.zeros(D), np.full(D, 2.3), K, lattice)
     X = rng.uniform(-1, 1, (N, D))
     w = rng.uniform(0, 1, N)  # non-uniform weights: any data set, not only masks
-    return ff, X, w, trig.points_bins(ff, X, w, "quad", "direct")
+    return ff, X, w, trig.points_bins(ff, X, w, "quadratic", "direct")
 
 
 @pytest.mark.parametrize("lattice,D,K", CASES)
@@ -82,8 +82,8 @@ def test_diag_quad_coefficients_equal_dense_quad_coefficients(rng):
     for lattice in ("odd", "full"):
         ff = FourierFeatures.build(np.zeros(2), np.full(2, 2.0), (4, 5), lattice)
         q = rng.normal(size=ff.n_features)
-        np.testing.assert_allclose(trig.diag_quad_coefficients(ff, q),
-                                   trig.quad_coefficients(ff, np.diag(q)), atol=1e-12)
+        np.testing.assert_allclose(trig.diagonal_quadratic_form_coefficients(ff, q),
+                                   trig.quadratic_form_coefficients(ff, np.diag(q)), atol=1e-12)
 
 
 def test_noise_projections_are_phi_eta(rng):
@@ -111,7 +111,8 @@ def test_noise_projections_are_phi_eta(rng):
 
 @pytest.mark.parametrize("lattice,D,K", [("odd", 1, 6), ("odd", 2, (5, 4)), ("full", 2, (4, 5))])
 def test_product_coefficients_give_pointwise_products(rng, lattice, D, K):
-    """Σ_s (φᵀw1_s)(φᵀw2_s) from one set of quad bins (FFT convolutions), against Φ directly."""
+    """Σ_s (φᵀw1_s)(φᵀw2_s) from one set of quadratic-form bins (FFT convolutions), against Φ
+    directly."""
     ff = FourierFeatures.build(np.zeros(D), np.full(D, 2.3), K, lattice)
     W1, W2 = rng.normal(size=(2, ff.n_features, 3))
     B1, B2 = (np.stack([trig.linear_coefficients(ff, W[:, s]) for s in range(3)])
@@ -120,5 +121,5 @@ def test_product_coefficients_give_pointwise_products(rng, lattice, D, K):
     X = rng.uniform(-1, 1, (60, D))
     Phi = ff(X)
     direct = np.sum((Phi @ W1) * (Phi @ W2), axis=1)
-    np.testing.assert_allclose(trig.evaluate_points(ff, X, A, "quad"), direct,
+    np.testing.assert_allclose(trig.evaluate_points(ff, X, A, "quadratic"), direct,
                                atol=1e-11 * np.abs(direct).max())

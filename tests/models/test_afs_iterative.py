@@ -27,7 +27,7 @@ def _problem(rng, n_dense=0, N=400):
     y = np.sin(3 * X[:, 0]) + np.cos(2 * X[:, 1]) + 0.1 * rng.normal(size=X.shape[0])
     ff = FourierFeatures.build(np.zeros(2), np.full(2, 2.2), (5, 5))
     st = dense_stats(ff, X, y)
-    C = trig.points_bins(ff, X, np.ones(X.shape[0]), "quad", "direct")
+    C = trig.points_bins(ff, X, np.ones(X.shape[0]), "quadratic", "direct")
     op = GramOperator.from_bins(ff, C, n_dense=n_dense)
     sti = SufficientStats(op, st.r, st.yy, st.n)
     k = geogp.Matern32(lengthscale=jnp.array([0.3, 0.4]), variance=1.2)

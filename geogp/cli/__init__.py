@@ -1,5 +1,8 @@
 """Command-line interface: ``geogp fit``, ``geogp cv``, ``geogp place``, ``geogp demo``, ``--version``.
 
+Each sub-command lives in its own module (``fit.py``, ``cv.py``, ``place.py``, ``demo.py``, with
+the options they share in ``options.py``); this one builds the parser and runs the handlers.
+
 Exit codes: 0 success; 2 usage errors and bad input (unreadable file, unknown variable, all
 missing, output exists without ``--overwrite``...), reported as one line without traceback;
 1 any other error (one line too; ``--traceback`` shows the details).
@@ -11,13 +14,13 @@ import argparse
 import sys
 import warnings
 
-__all__ = ["main", "build_parser", "run_command"]
+__all__ = ["main", "build_parser", "run_command", "usage_error"]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
 _EPILOG = """\
 examples:
-  geogp demo                                  fill holes in a real elevation model (≈ 1 min)
+  geogp demo                                  fill holes in a real elevation model (≈ 1.5 min)
   geogp fit dem.tif --out filled.tif          mean (band 1) and std (band 2) GeoTIFF
   geogp fit sst.nc --var sst --out sst_gp.tif --netcdf sst_gp.nc --map sst_gp.png
   geogp fit dem.tif --out filled.tif --model afs --kernel matern52 --features 2000
@@ -43,7 +46,10 @@ def _version_text() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of the ``geogp`` command."""
-    from geogp.cli.options import add_model_options, add_run_options
+    from geogp.cli.cv import add_cv_parser
+    from geogp.cli.demo import add_demo_parser
+    from geogp.cli.fit import add_fit_parser
+    from geogp.cli.place import add_place_parser
 
     parser = argparse.ArgumentParser(
         prog="geogp", description="Gaussian-process gap filling and uncertainty maps for rasters.",
@@ -51,263 +57,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=_version_text())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    fit = sub.add_parser(
-        "fit", help="fit a raster and write the predicted mean and std",
-        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_EPILOG,
-        description="Fit a Gaussian process to INPUT (GeoTIFF or NetCDF; NaN/nodata = missing) "
-                    "and write the prediction on the same grid: band 1 = mean, band 2 = std "
-                    "of a new observation (noise included); wavelet models add a band of "
-                    "their effective lengthscale.")
-    fit.add_argument("input", metavar="INPUT",
-                     help="raster to fill (.tif or .nc), or points: a table (.csv) with "
-                          "--crs, or a GeoPackage/GeoJSON/shapefile (needs geopandas: pip "
-                          "install 'geogp[vector]'); with --like or --resolution")
-    fit.add_argument("--out", required=True, metavar="PRED.tif", help="output GeoTIFF")
-    fit.add_argument("--var", metavar="NAME", help="variable of a NetCDF file")
-    pts = fit.add_argument_group("points (INPUT.csv, .gpkg, .geojson, .shp)")
-    pts.add_argument("--x", default="x", metavar="COL", help="x / longitude column (default x)")
-    pts.add_argument("--y", default="y", metavar="COL", help="y / latitude column (default y)")
-    pts.add_argument("--value", default="value", metavar="COL",
-                     help="column of the measured values (default value)")
-    pts.add_argument("--crs", metavar="CRS",
-                     help="CRS of a CSV table, e.g. EPSG:4326 (vector files carry their own; "
-                          "with --crs they are reprojected to it)")
-    pts.add_argument("--like", metavar="GRID.tif",
-                     help="predict on this raster's grid (its CRS must match the table's)")
-    pts.add_argument("--resolution", type=float, metavar="R",
-                     help="or predict on a grid of R × R cells (CRS units) over the points")
-    add_model_options(fit)
-    fit.add_argument("--likelihood", default="gaussian",
-                     choices=("gaussian", "poisson", "bernoulli", "student_t"),
-                     help="observation model: gaussian (default) or counts (poisson), 0/1 "
-                          "(bernoulli), outliers (student_t): an SVGP on AFS features")
-    fit.add_argument("--share-hyperparameters", action="store_true",
-                     help="with a time/band dimension: learn on the first slice, reuse for all")
-    fit.add_argument("--latent", action="store_true", help="add the latent std as band 3")
-    fit.add_argument("--quantiles", type=float, nargs="+", metavar="Q",
-                     help="add predictive quantiles as extra bands, e.g. 0.05 0.95")
-    fit.add_argument("--covariate", action="append", default=[], metavar="COV.tif",
-                     help="a raster on the same grid (e.g. elevation) used as a regressor of the "
-                          "mean (external drift); repeat for several. Lattice model only")
-    fit.add_argument("--samples", type=int, default=0, metavar="N",
-                     help="also write N posterior sample rasters (conditional simulations of "
-                          "the field; lattice and AFS models): extra bands 'samples sample=i' "
-                          "after the others, and a 'samples' variable in --netcdf")
-    fit.add_argument("--seed", type=int, default=0, help="seed of --samples (default 0)")
-    fit.add_argument("--cog", action="store_true", help="write a Cloud-Optimized GeoTIFF")
-    fit.add_argument("--netcdf", metavar="PRED.nc", help="also write CF NetCDF")
-    fit.add_argument("--map", metavar="PRED.png", help="also draw maps (obs, mean, std)")
-    fit.add_argument("--save-model", metavar="MODEL.npz", help="save the fitted model")
-    add_run_options(fit, quiet_help="no progress bars or summary")
-
-    demo = sub.add_parser(
-        "demo", help="run the demo on a real elevation model",
-        description="Cut holes in the Jacksboro fault elevation model (matplotlib sample data), "
-                    "fill them, and report the hold-out RMSE and 95%% coverage. Writes "
-                    "demo_prediction.tif and demo_map.png (replacing earlier demo files).")
-    demo.add_argument("--out-dir", default="geogp-demo", metavar="DIR",
-                      help="output folder (default: ./geogp-demo)")
-    demo.add_argument("--model", default="auto", choices=("auto", "lattice", "afs"),
-                      help="model: auto (default: the lattice model here, ≈ 1 min) or afs")
-    demo.add_argument("--features", type=int, default=None, metavar="M",
-                      help="fit AFS with M Fourier features instead (800: ≈ 10 s)")
-    demo.add_argument("--seed", type=int, default=0, help="seed of the held-out cells")
-    add_run_options(demo, overwrite=False)
-    from geogp.cli.cv import add_cv_parser
-    from geogp.cli.place import add_place_parser
-
+    add_fit_parser(sub, _EPILOG)
+    add_demo_parser(sub)
     add_cv_parser(sub)
     add_place_parser(sub)
     return parser
-
-
-VECTOR_SUFFIXES = (".gpkg", ".geojson", ".json", ".shp", ".fgb")
-TABLE_SUFFIXES = (".csv",) + VECTOR_SUFFIXES
-
-
-def _read_vector(args):
-    """A GeoPackage/GeoJSON/shapefile of points as a (x, y, value) table; sets ``args.crs``.
-
-    Needs geopandas (the optional extra ``geogp[vector]``). The file's CRS is used; with
-    ``--crs`` too, the points are reprojected to it.
-    """
-    import pandas as pd
-
-    from geogp.exceptions import InputError
-
-    try:
-        import geopandas as gpd
-    except ImportError:
-        raise InputError(f"reading {args.input!r} needs geopandas: pip install 'geogp[vector]' "
-                         "(or pip install geopandas), or export the points to CSV with x, y "
-                         "and value columns.") from None
-    try:
-        gdf = gpd.read_file(args.input)
-    except Exception as err:  # fiona/pyogrio raise many types for unreadable files
-        raise InputError(f"cannot read {args.input!r} as a vector file: {err}") from None
-    if len(gdf) == 0:
-        raise InputError(f"{args.input!r} holds no features.")
-    kinds = set(gdf.geom_type.dropna())
-    if kinds != {"Point"}:
-        raise InputError(f"{args.input!r} must hold Point geometries only; it has "
-                         f"{sorted(kinds) or 'none'}. Take centroids first if that is meant.")
-    if args.value not in gdf.columns:
-        cols = [c for c in gdf.columns if c != gdf.geometry.name]
-        raise InputError(f"{args.input!r} has no column {args.value!r}; it has {cols[:12]}. "
-                         "Name it with --value.")
-    if gdf.crs is None and args.crs is None:
-        raise InputError(f"{args.input!r} has no CRS; pass --crs (e.g. --crs EPSG:4326).")
-    if gdf.crs is None:
-        gdf = gdf.set_crs(args.crs)
-    elif args.crs is not None:
-        gdf = gdf.to_crs(args.crs)
-    args.crs = gdf.crs.to_wkt()
-    return pd.DataFrame({args.x: gdf.geometry.x.to_numpy(), args.y: gdf.geometry.y.to_numpy(),
-                         args.value: pd.to_numeric(gdf[args.value], errors="coerce")})
-
-
-def _read_table(args):
-    import pandas as pd
-
-    from geogp.exceptions import InputError
-
-    if str(args.input).lower().endswith(VECTOR_SUFFIXES):
-        return _read_vector(args)
-    try:
-        table = pd.read_csv(args.input)
-    except (OSError, ValueError) as err:
-        raise InputError(f"cannot read the table {args.input!r}: {err}") from None
-    missing = [c for c in (args.x, args.y, args.value) if c not in table.columns]
-    if missing:
-        raise InputError(f"the table {args.input!r} has no column(s) {missing}; it has "
-                         f"{list(table.columns)[:12]}. Name them with --x, --y, --value.")
-    return table
-
-
-def _points_grid(args, table):
-    """The prediction grid of a point table: --like's raster, or --resolution over the points."""
-    import numpy as np
-    import xarray as xr
-
-    from geogp.exceptions import InputError
-    from geogp.io import open_raster
-
-    if args.crs is None:
-        raise InputError("a point table needs its CRS: pass --crs (e.g. --crs EPSG:4326).")
-    if (args.like is None) == (args.resolution is None):
-        raise InputError("a point table needs a prediction grid: pass --like GRID.tif or "
-                         "--resolution R (one of them).")
-    if args.like is not None:
-        return open_raster(args.like)
-    r = float(args.resolution)
-    if not (np.isfinite(r) and r > 0):
-        raise InputError(f"--resolution must be a positive number; got {args.resolution}.")
-    xs = np.asarray(table[args.x], dtype=np.float64)
-    ys = np.asarray(table[args.y], dtype=np.float64)
-    ok = np.isfinite(xs) & np.isfinite(ys)
-    if not ok.any():
-        raise InputError("the table has no point with finite coordinates.")
-    nx = int(np.floor((xs[ok].max() - xs[ok].min()) / r)) + 1
-    ny = int(np.floor((ys[ok].max() - ys[ok].min()) / r)) + 1
-    if nx * ny > 10**8:
-        raise InputError(f"--resolution {r} gives a {ny} × {nx} grid; choose a coarser one.")
-    x = 0.5 * (xs[ok].min() + xs[ok].max()) + r * (np.arange(nx) - 0.5 * (nx - 1))
-    y = 0.5 * (ys[ok].min() + ys[ok].max()) - r * (np.arange(ny) - 0.5 * (ny - 1))
-    grid = xr.DataArray(np.full((ny, nx), np.nan), dims=("y", "x"), coords={"y": y, "x": x},
-                        name=args.value)
-    return grid.rio.write_crs(args.crs)
-
-
-def _fit(args, echo) -> int:
-    import numpy as np
-
-    from geogp._progress import bar
-    from geogp.api import GeoRegressor
-    from geogp.cli.options import model_keywords
-    from geogp.io import check_writable, open_raster, write_geotiff, write_netcdf
-
-    outputs = [p for p in (args.out, args.netcdf, args.map, args.save_model) if p]
-    if len(set(outputs)) != len(outputs):
-        raise _usage("the output paths must differ from each other.")
-    for path in outputs:  # fail before the expensive part
-        check_writable(path, args.overwrite)
-    if args.features is not None and args.features < 4:
-        raise _usage(f"--features must be ≥ 4; got {args.features}.")
-    if args.samples < 0:
-        raise _usage(f"--samples must be ≥ 0; got {args.samples}.")
-    given = model_keywords(args)  # kernel and n_features go to GeoRegressor itself
-    if "mid_scale" in given and args.likelihood != "gaussian":
-        raise _usage("--mid-scale belongs to the lattice model (Gaussian likelihood).")
-    options = {k: given[k] for k in ("maxiter", "mid_scale") if k in given} or None
-    model = GeoRegressor(args.model, kernel=args.kernel, n_features=args.features,
-                         share_hyperparameters=args.share_hyperparameters,
-                         progress=not args.quiet, options=options)
-    if args.likelihood != "gaussian":
-        from geogp.api_likelihoods import SVGPGeoRegressor
-
-        model = SVGPGeoRegressor(args.likelihood, kernel=args.kernel, n_features=args.features,
-                                 progress=not args.quiet, options=options)
-    if str(args.input).lower().endswith(TABLE_SUFFIXES):
-        if args.covariate:
-            raise _usage("--covariate needs a raster INPUT (the covariates live on its cells).")
-        table = _read_table(args)
-        da = _points_grid(args, table)
-        model.crs = args.crs
-        model.fit(table, x=args.x, y=args.y, value=args.value, grid=da)
-    else:
-        da = open_raster(args.input, var=args.var)
-        covariates = [open_raster(c) for c in args.covariate] or None
-        model.fit(da, covariates=covariates)
-    pred = model.predict(like=da, quantiles=args.quantiles)
-    if args.samples:
-        with bar(f"posterior samples ({args.samples})", 1, not args.quiet, unit="pass") as pb:
-            draws = model.sample(args.samples, like=da, seed=args.seed)
-            pb.update(1)
-        pred["samples"] = draws.assign_coords(sample=np.arange(1, args.samples + 1))
-    extra = ()
-    if model.model_ == "wavelet":  # its local lengthscale: a band, and a panel of --map
-        pred["effective_lengthscale"] = model.effective_lengthscale(like=da)
-        extra = ("effective_lengthscale",)
-    with bar("writing", len(outputs), not args.quiet, unit="file") as pb:
-        write_geotiff(pred, args.out, overwrite=args.overwrite, latent=args.latent,
-                      quantiles=bool(args.quantiles), cog=args.cog,
-                      samples=bool(args.samples), extra=extra)
-        pb.update(1)
-        if args.netcdf:
-            write_netcdf(pred, args.netcdf, overwrite=args.overwrite)
-            pb.update(1)
-        if args.map:
-            import matplotlib
-
-            matplotlib.use("Agg")
-            from geogp.plotting import save_maps
-
-            save_maps(args.map, da, pred, overwrite=args.overwrite, title=str(da.name or ""))
-            pb.update(1)
-        if args.save_model:
-            model.save(args.save_model, overwrite=args.overwrite)
-            pb.update(1)
-    echo(model.summary())
-    echo("wrote " + ", ".join(outputs))
-    return EXIT_OK
-
-
-def _demo(args, echo) -> int:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from geogp.demo import run_demo
-
-    run_demo(args.out_dir, model=args.model, n_features=args.features, seed=args.seed,
-             progress=not args.quiet, echo=echo)
-    return EXIT_OK
 
 
 class _UsageError(Exception):
     pass
 
 
-def _usage(msg: str) -> _UsageError:
+def usage_error(msg: str) -> _UsageError:
+    """An error that the CLI reports as one line with exit code 2 (wrong use of options)."""
     return _UsageError(msg)
 
 
@@ -323,9 +85,11 @@ def main(argv=None) -> int:
         parser.print_help()
         return EXIT_USAGE
     from geogp.cli.cv import run_cv
+    from geogp.cli.demo import run_demo
+    from geogp.cli.fit import run_fit
     from geogp.cli.place import _place
 
-    handler = {"fit": _fit, "demo": _demo, "place": _place, "cv": run_cv}[args.command]
+    handler = {"fit": run_fit, "demo": run_demo, "place": _place, "cv": run_cv}[args.command]
     # cv and demo always print their results
     return run_command(handler, args, quiet=args.command in ("fit", "place") and args.quiet)
 

@@ -145,19 +145,23 @@ def test_log_det_q_closed_form(rng):
     assert float(logdet_q) == pytest.approx(np.linalg.slogdet(Q)[1], rel=1e-11)
 
 
-@pytest.mark.skipif(not HAVE_CHOLMOD, reason="needs CHOLMOD")
-@pytest.mark.parametrize("alpha", [1, 2])
-def test_gradient_matches_finite_differences(rng, alpha):
-    prob, *_ = _problem_and_reference(rng, alpha, 3, "cholmod")
-    theta = _params(2.0, 0.9, 0.2)
+def _assert_gradient_matches_central_differences(theta, prob, eps=1e-5):
+    """jax.grad of the log marginal likelihood against central differences, per parameter."""
     grad = jax.grad(lm.log_marginal_likelihood)(theta, prob)
-    eps = 1e-5
     for k in theta:
         up = dict(theta, **{k: theta[k] + eps})
         dn = dict(theta, **{k: theta[k] - eps})
         fd = (float(lm.log_marginal_likelihood(up, prob))
               - float(lm.log_marginal_likelihood(dn, prob))) / (2 * eps)
         assert float(grad[k]) == pytest.approx(fd, rel=1e-5, abs=1e-7), k
+
+
+@pytest.mark.skipif(not HAVE_CHOLMOD, reason="needs CHOLMOD")
+@pytest.mark.parametrize("alpha", [1, 2])
+def test_gradient_matches_finite_differences(rng, alpha):
+    prob, *_ = _problem_and_reference(rng, alpha, 3, "cholmod")
+    theta = _params(2.0, 0.9, 0.2)
+    _assert_gradient_matches_central_differences(theta, prob)
 
 
 # --------------------------------------------------------------------------- posterior
@@ -401,14 +405,7 @@ def test_multires_lml_equals_dense_gaussian(rng, backend, kernel, p):
 def test_multires_gradient_matches_finite_differences(rng):
     prob, *_ = _multires_problem(rng, "cholmod")
     theta = dict(_params(2.0, 0.9, 0.2), log_range_large=np.log(12.0), log_sd_large=np.log(0.7))
-    grad = jax.grad(lm.log_marginal_likelihood)(theta, prob)
-    eps = 1e-5
-    for k in theta:
-        up = dict(theta, **{k: theta[k] + eps})
-        dn = dict(theta, **{k: theta[k] - eps})
-        fd = (float(lm.log_marginal_likelihood(up, prob))
-              - float(lm.log_marginal_likelihood(dn, prob))) / (2 * eps)
-        assert float(grad[k]) == pytest.approx(fd, rel=1e-5, abs=1e-7), k
+    _assert_gradient_matches_central_differences(theta, prob)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

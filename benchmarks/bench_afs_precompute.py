@@ -50,7 +50,7 @@ import numpy as np
 import geogp  # noqa: F401  (switches JAX to float64)
 from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures
 from geogp.models.afs import AFSRegressor
-from geogp.stats import dense_stats, points_stats
+from geogp.features.fourier_statistics import dense_stats, points_stats
 
 
 from _machine import cpu_model  # noqa: E402  (benchmarks/ is on sys.path when run)

@@ -46,7 +46,7 @@ from geogp import metrics
 from geogp.models.afs import AFSRegressor
 from geogp.models.collapsed import posterior
 from geogp.placement import Candidates, FeaturePosterior, suggest_sites
-from geogp.stats import dense_stats
+from geogp.features.fourier_statistics import dense_stats
 
 OUT = Path(__file__).resolve().parent / "out"
 

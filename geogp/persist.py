@@ -208,7 +208,7 @@ def _load_afs(meta: dict, pre: str, z: Arrays) -> object:
     from geogp.models.afs import AFSRegressor
     from geogp.models.collapsed import Posterior
     from geogp.models.collapsed_iterative import IterativePosterior
-    from geogp.stats import SufficientStats
+    from geogp.features.fourier_statistics import SufficientStats
 
     where = f"slice {pre[:-1]}"
     names = require(meta, "kernel_parts", "list", where)

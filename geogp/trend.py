@@ -2,7 +2,7 @@
 
 The model becomes y = h(x)ᵀβ + f(x) + ε. β is learnt jointly with θ by L-BFGS, starting from the
 ordinary least-squares fit. The data enter only through three more statistics, read once with
-the others (:mod:`geogp.stats`):
+the others (:mod:`geogp.features.fourier_statistics`):
 
     F = Φ H  (M, p),     HH = Hᵀ H  (p, p),     Hy = Hᵀ y  (p,)
 
@@ -51,7 +51,7 @@ def basis_grid(axes: list, powers: np.ndarray, j: int) -> np.ndarray:
 
 def residual_stats(stats, beta):
     """Statistics of y − Hβ: r − Fβ and yᵀy − 2βᵀHy + βᵀHHβ (differentiable in β)."""
-    from geogp.stats import SufficientStats
+    from geogp.features.fourier_statistics import SufficientStats
 
     r = stats.r - stats.F @ beta
     yy = stats.yy - 2.0 * beta @ stats.Hy + beta @ (stats.HH @ beta)

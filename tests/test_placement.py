@@ -17,7 +17,7 @@ from geogp.models import exact
 from geogp.models.afs import AFSRegressor
 from geogp.models.collapsed import posterior
 from geogp.placement import Candidates, FeaturePosterior, add_observations, suggest_sites
-from geogp.stats import SufficientStats, dense_stats
+from geogp.features.fourier_statistics import SufficientStats, dense_stats
 
 try:  # tiny matrices: threaded BLAS only adds overhead on a shared machine
     from threadpoolctl import threadpool_limits

@@ -19,7 +19,7 @@ from geogp.models.afs import AFSRegressor
 from geogp.models.collapsed import posterior
 from geogp.placement import Candidates, auto_min_distance, plot_sites, suggest_sites
 from geogp.placement import screen as screen_mod
-from geogp.stats import SufficientStats
+from geogp.features.fourier_statistics import SufficientStats
 
 try:  # small matrices: threaded BLAS only adds overhead on a shared machine
     from threadpoolctl import threadpool_limits

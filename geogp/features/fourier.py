@@ -244,3 +244,47 @@ class FourierFeatures:
         for d in range(1, self.n_dims):
             out = out * blocks[d][:, self.rows[:, d]]
         return out
+
+    # ------------------------------------------------------------------ statistics
+    def statistics(self, data, *, method: str = "nufft", powers=None, gram: str = "dense",
+                   diagonal: bool = False, chunk_bytes: float | None = None,
+                   dense_block: int | None = None):
+        """The sufficient statistics of ``data`` for these features, read once (docs/afs.md).
+
+        Args:
+            data: :class:`~geogp.features.data.Points` or :class:`~geogp.features.data.Grid`,
+                in model (standardised) units; numpy or dask, read chunk by chunk.
+            method: points only: ``"nufft"`` (default), ``"direct"`` (the same frequency bins
+                summed exactly, the reference) or ``"dense"`` (explicit feature matrices,
+                O(N M²)).
+            powers: monomial exponents (p, D) of a trend (:mod:`geogp.trend`), or None.
+            gram: ``"dense"`` (an M × M array) or ``"operator"`` (matrix-free, large M).
+            diagonal: grids only: G = N·I by Lemma 3.1 (a complete raster; checked).
+            chunk_bytes, dense_block: memory per chunk, and the dense low-frequency block of
+                a matrix-free G (defaults of :mod:`geogp.features.fourier_statistics`).
+
+        Returns:
+            :class:`~geogp.features.fourier_statistics.SufficientStats`; every route gives the
+            same numbers for the same observed cells.
+        """
+        from geogp.features import fourier_statistics as fs
+        from geogp.features.data import Grid, Points
+
+        chunk = fs.DEFAULT_CHUNK_BYTES if chunk_bytes is None else chunk_bytes
+        block = fs.DEFAULT_DENSE_BLOCK if dense_block is None else dense_block
+        if isinstance(data, Grid):
+            return fs.grid_stats(self, list(data.axes), data.values, diagonal=diagonal,
+                                 chunk_bytes=chunk, powers=powers, gram=gram, dense_block=block)
+        if not isinstance(data, Points):
+            raise InputError(f"data must be geogp.features.data.Points or Grid; got "
+                             f"{type(data).__name__}.")
+        if diagonal:
+            raise InputError("diagonal=True (Lemma 3.1) needs a complete Grid, not Points.")
+        if method == "dense":
+            if gram != "dense":
+                raise InputError("method='dense' assembles G densely; use gram='dense'.")
+            return fs.dense_stats(self, data.X, data.y, chunk, powers=powers)
+        if method not in ("nufft", "direct"):
+            raise InputError(f"method must be 'nufft', 'direct' or 'dense'; got {method!r}.")
+        return fs.points_stats(self, data.X, data.y, method, chunk, powers=powers, gram=gram,
+                               dense_block=block)

@@ -226,6 +226,34 @@ class WaveletBasis:
         return _columns_to_csc(rows, vals, self.n_features)
 
 
+    def statistics(self, data, *, chunk_size: int | None = None,
+                   max_bytes: float = 4 * 2**30) -> WaveletStatistics:
+        """The sufficient statistics of ``data`` for this basis, read once (docs/wavelets.md).
+
+        Args:
+            data: :class:`~geogp.features.data.Points` (any D) or a 2-D
+                :class:`~geogp.features.data.Grid` (NaN = missing), in the basis's
+                (standardised) units.
+            chunk_size: points per chunk (points only; default: about 2^21 nonzeros of Φ).
+            max_bytes: grids only: refuse before allocating G's entries above this.
+
+        Returns:
+            :class:`WaveletStatistics`. A grid's statistics equal those of its observed cells
+            as points (:func:`wavelet_statistics`); the grid route uses the separable basis
+            (:mod:`geogp.features.wavelet_grid`).
+        """
+        from geogp.features.data import Grid, Points
+
+        if isinstance(data, Grid):
+            from geogp.features.wavelet_grid import grid_wavelet_statistics
+
+            return grid_wavelet_statistics(self, data.axes, data.values, max_bytes)
+        if not isinstance(data, Points):
+            raise InputError(f"data must be geogp.features.data.Points or Grid; got "
+                             f"{type(data).__name__}.")
+        return wavelet_statistics(self, data.X, data.y, chunk_size)
+
+
 def _columns_to_csc(rows: np.ndarray, vals: np.ndarray, n_rows: int) -> sp.csc_matrix:
     """CSC matrix whose column n holds vals[n] at rows[n] (distinct), dropping exact zeros."""
     n, k = rows.shape

@@ -31,8 +31,9 @@ from geogp.models.collapsed import collapsed_bound, posterior, trace_term
 from geogp.models.collapsed_iterative import (IterativeOptions, iterative_bound,
                                               iterative_posterior, rademacher_probes)
 from geogp.optimize import FitReport, minimize_lbfgs
-from geogp.stats import (DEFAULT_CHUNK_BYTES, dense_stats,
-                         grid_noise_projection, grid_stats, points_noise_projection, points_stats)
+from geogp.features.data import Grid, Points
+from geogp.features.fourier_statistics import (DEFAULT_CHUNK_BYTES, grid_noise_projection,
+                                               points_noise_projection)
 from geogp.trend import monomial_powers, ols, residual_stats
 
 __all__ = ["AFSRegressor", "grid_axes_info", "auto_features"]
@@ -203,12 +204,14 @@ class AFSRegressor:
         if method not in ("nufft", "dense"):
             raise InputError(f"stats_method must be 'auto', 'dense' or 'nufft'; got {method!r}.")
 
+        data = Points(Xs, ys)
+
         def make_stats(ff):
-            if method == "dense" and self.solver_ == "dense":
-                return dense_stats(ff, Xs, ys, self.chunk_bytes, powers=self.powers_)
-            return points_stats(ff, Xs, ys, "nufft", self.chunk_bytes, powers=self.powers_,
-                                gram="operator" if self.solver_ == "iterative" else "dense",
-                                dense_block=dense_block_size(self.dense_block, ff.n_features))
+            dense = method == "dense" and self.solver_ == "dense"
+            return ff.statistics(data, method="dense" if dense else "nufft",
+                                 powers=self.powers_, chunk_bytes=self.chunk_bytes,
+                                 gram="operator" if self.solver_ == "iterative" else "dense",
+                                 dense_block=dense_block_size(self.dense_block, ff.n_features))
 
         return self._learn(Xs.min(axis=0), Xs.max(axis=0), make_stats,
                            lambda S, rng: points_noise_projection(self.features_, Xs, S, rng))
@@ -246,13 +249,15 @@ class AFSRegressor:
         values_std = (values - y_mean) / y_std  # lazy for dask
         self.powers_ = monomial_powers(self.mean, len(axes))
 
+        data = Grid(tuple(saxes), values_std)
+
         def make_stats(ff):
             if diagonal is not None:
                 self.solver_ = "dense"  # G = N·I: O(M) per step, nothing to iterate
-            return grid_stats(ff, saxes, values_std, diagonal=diagonal is not None,
-                              chunk_bytes=self.chunk_bytes, powers=self.powers_,
-                              gram="operator" if self.solver_ == "iterative" else "dense",
-                              dense_block=dense_block_size(self.dense_block, ff.n_features))
+            return ff.statistics(data, diagonal=diagonal is not None, powers=self.powers_,
+                                 chunk_bytes=self.chunk_bytes,
+                                 gram="operator" if self.solver_ == "iterative" else "dense",
+                                 dense_block=dense_block_size(self.dense_block, ff.n_features))
 
         chunk = self.chunk_bytes
         return self._learn(lo, hi, make_stats, lambda S, rng: grid_noise_projection(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from geogp.exceptions import InputError, MemoryEstimateError
-from geogp.stats import DEFAULT_DENSE_BLOCK
+from geogp.features.fourier_statistics import DEFAULT_DENSE_BLOCK
 
 __all__ = ["ITERATIVE_ABOVE", "SOLVERS", "dense_block_size", "check_iterative_options",
            "check_budget", "choose_solver"]

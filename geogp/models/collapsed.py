@@ -1,6 +1,6 @@
 """Collapsed (Titsias) bound and optimal posterior from precomputed statistics (docs/bound.md).
 
-Everything here is a pure function of (log λ, σ², k(0), :class:`~geogp.stats.SufficientStats`):
+Everything here is a pure function of (log λ, σ², k(0), :class:`~geogp.features.fourier_statistics.SufficientStats`):
 the data are not touched. With A = I + σ⁻² Λ^{1/2} G Λ^{1/2} = L_A L_Aᵀ and
 c = σ⁻² L_A⁻¹ (λ^{1/2} ⊙ r), the bound is
 
@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 
-from geogp.stats import SufficientStats
+from geogp.features.fourier_statistics import SufficientStats
 
 __all__ = ["collapsed_bound", "trace_term", "Posterior", "posterior"]
 

@@ -32,7 +32,8 @@ import numpy as np
 
 from geogp._validation import as_points, as_targets, check_same_length, warn_if_lonlat
 from geogp.exceptions import InputError
-from geogp.features.wavelet import make_basis, wavelet_statistics
+from geogp.features.data import Grid, Points
+from geogp.features.wavelet import make_basis
 from geogp.features.wavelet_basis import canonical_family
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
 from geogp.models.wavelet_prior import (
@@ -224,7 +225,7 @@ class WaveletRegressor:
         Xs, ys = self._standardise_and_lay_out(X, y)
         self._check_memory(X.shape[0])
         t0 = time.perf_counter()
-        self.stats_ = wavelet_statistics(self.basis_, Xs, ys, self.chunk_size)
+        self.stats_ = self.basis_.statistics(Points(Xs, ys), chunk_size=self.chunk_size)
         self.stats_time_s_ = time.perf_counter() - t0
         return self._learn(X.shape[1])
 
@@ -309,8 +310,6 @@ class WaveletRegressor:
         over the overlapping pairs of row and column functions instead of K² products per
         observation. Returns self.
         """
-        from geogp.features.wavelet_grid import grid_wavelet_statistics
-
         self._check_args()
         if len(axes) != 2:
             raise InputError(f"fit_grid needs two axes (y, x); got {len(axes)}.")
@@ -328,8 +327,8 @@ class WaveletRegressor:
         saxes = [(a - m) / sc for a, m, sc in zip((ay, ax), self.scaler_.x_mean,
                                                    self.scaler_.x_scale)]
         t0 = time.perf_counter()
-        self.stats_ = grid_wavelet_statistics(
-            self.basis_, saxes, np.where(obs, self.scaler_.y(v), np.nan), self.max_bytes)
+        self.stats_ = self.basis_.statistics(
+            Grid(tuple(saxes), np.where(obs, self.scaler_.y(v), np.nan)), max_bytes=self.max_bytes)
         self.stats_time_s_ = time.perf_counter() - t0
         return self._learn(2)
 

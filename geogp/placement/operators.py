@@ -176,11 +176,11 @@ class _GridOps(_FourierOps):
         return self._grid_values([P for P, _ in pairs], T.reshape(sizes))
 
     def gram(self) -> np.ndarray:
-        from geogp.stats import grid_stats
+        from geogp.features.data import Grid
 
         values = np.full(self.shape, np.nan)
         values.ravel()[self.flat] = 0.0
-        G = np.asarray(grid_stats(self.ff, list(self.saxes), values).G)
+        G = np.asarray(self.ff.statistics(Grid(tuple(self.saxes), values)).G)
         return self.sl[:, None] * G * self.sl[None, :]
 
     def wgram(self, weights) -> np.ndarray:
@@ -245,9 +245,9 @@ class _PointOps(_FourierOps):
         return trig.evaluate_points(self.ff, self.Xs, coef, "quadratic")
 
     def gram(self) -> np.ndarray:
-        from geogp.stats import points_stats
+        from geogp.features.data import Points
 
-        G = np.asarray(points_stats(self.ff, self.Xs, np.zeros(self.n), "nufft").G)
+        G = np.asarray(self.ff.statistics(Points(self.Xs, np.zeros(self.n))).G)
         return self.sl[:, None] * G * self.sl[None, :]
 
     def wgram(self, weights) -> np.ndarray:

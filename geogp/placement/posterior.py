@@ -157,7 +157,8 @@ def add_observations(model, X, y=None):
     """
     import copy
 
-    from geogp.stats import SufficientStats, dense_stats
+    from geogp.features.data import Points
+    from geogp.features.fourier_statistics import SufficientStats
 
     _check_afs(model)
     X = as_points(X, "X (new observations)")
@@ -185,7 +186,7 @@ def add_observations(model, X, y=None):
         stats = SufficientStats(np.diag(np.asarray(stats.G)), stats.r, stats.yy, stats.n,
                                 False, stats.F, stats.HH, stats.Hy)
     out = copy.copy(model)
-    out.stats_ = stats + dense_stats(model.features_, sc.x(X), ys,
-                                     powers=getattr(model, "powers_", None))
+    out.stats_ = stats + model.features_.statistics(
+        Points(sc.x(X), ys), method="dense", powers=getattr(model, "powers_", None))
     out.posterior_ = fp.posterior()
     return out

@@ -20,7 +20,7 @@ from geogp.features.afs_dft import (
 from geogp.features.fourier import FourierFeatures
 from geogp.kernels import ProductKernel
 from geogp.models.collapsed import collapsed_bound
-from geogp.stats import dense_stats
+from geogp.features.fourier_statistics import dense_stats
 
 
 _gram = jax.jit(lambda k, X: k(X, X))  # jitted: eager JAX compiles every primitive separately

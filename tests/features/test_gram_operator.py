@@ -10,7 +10,7 @@ import pytest
 from geogp.features import trig
 from geogp.features.fourier import FourierFeatures
 from geogp.features.gram_operator import GramOperator, lowest_frequencies, subset
-from geogp.stats import SufficientStats, grid_noise_projection, grid_stats, points_noise_projection
+from geogp.features.fourier_statistics import SufficientStats, grid_noise_projection, grid_stats, points_noise_projection
 
 CASES = [("odd", 1, 7), ("odd", 2, (5, 4)), ("odd", 3, 3), ("full", 1, 6), ("full", 2, (4, 5)),
          ("full", 3, 3)]

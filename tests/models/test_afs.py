@@ -15,7 +15,7 @@ from geogp.features.fourier import FourierFeatures
 from geogp.models import exact
 from geogp.models.afs import AFSRegressor
 from geogp.models.collapsed import _dense_parts, _dense_parts_reference, collapsed_bound, posterior
-from geogp.stats import dense_stats, grid_stats
+from geogp.features.fourier_statistics import dense_stats, grid_stats
 
 
 def _sample(rng, N=150, D=1, ell=0.3, noise=0.1, kern=geogp.SquaredExponential):
@@ -270,7 +270,7 @@ def test_mean_function_statistics_match_dense_on_every_route(rng):
         np.testing.assert_allclose(st.F, F_ref, atol=1e-9 * np.abs(F_ref).max())
         np.testing.assert_allclose(st.HH, H.T @ H, rtol=1e-12)
         np.testing.assert_allclose(st.Hy, H.T @ y, rtol=1e-10)
-    from geogp.stats import points_stats
+    from geogp.features.fourier_statistics import points_stats
 
     st = points_stats(ff, X, y, powers=powers)
     np.testing.assert_allclose(st.F, F_ref, atol=1e-9 * np.abs(F_ref).max())

@@ -18,7 +18,7 @@ from geogp.models.afs import AFSRegressor
 from geogp.models.collapsed import collapsed_bound, posterior
 from geogp.models.collapsed_iterative import (IterativeOptions, iterative_bound, iterative_parts,
                                               iterative_posterior, rademacher_probes)
-from geogp.stats import SufficientStats, dense_stats
+from geogp.features.fourier_statistics import SufficientStats, dense_stats
 
 
 def _problem(rng, n_dense=0, N=400):

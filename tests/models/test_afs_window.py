@@ -22,7 +22,7 @@ from geogp.models import exact
 from geogp.models.afs import AFSRegressor
 from geogp.models.afs_diagnostics import ALIAS_TOL, MAX_AUTO_FACTOR, REFIT_FACTOR
 from geogp.models.collapsed import collapsed_bound
-from geogp.stats import dense_stats
+from geogp.features.fourier_statistics import dense_stats
 
 _bound = jax.jit(collapsed_bound)
 

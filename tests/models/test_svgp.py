@@ -21,7 +21,7 @@ from geogp.kernels import Matern32
 from geogp.models.collapsed import collapsed_bound, posterior
 from geogp.models.likelihoods import Bernoulli, Gaussian, Poisson, StudentT
 from geogp.models.svgp import SVGPRegressor, elbo, gaussian_optimal_q, L_raw_from
-from geogp.stats import dense_stats
+from geogp.features.fourier_statistics import dense_stats
 
 
 def _data(n=150, seed=0):

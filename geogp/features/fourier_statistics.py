@@ -1,6 +1,8 @@
 """Sufficient statistics of AFS models, read from the data once (docs/bound.md, docs/afs.md).
 
-After :func:`dense_stats`, :func:`grid_stats` or :func:`points_stats`, the data are never
+Callers reach them through the feature set, ``FourierFeatures.statistics(Points(X, y))`` or
+``FourierFeatures.statistics(Grid(axes, values))`` (:mod:`geogp.features.data`), which picks
+the route below. After :func:`dense_stats`, :func:`grid_stats` or :func:`points_stats`, the data are never
 touched again: the collapsed bound, its gradient and the posterior are functions of
 (θ, :class:`SufficientStats`) only.
 

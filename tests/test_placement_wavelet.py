@@ -183,6 +183,40 @@ def test_greedy_equals_brute_force(rng, strategy):
     np.testing.assert_allclose(got["mean_std_after"].iloc[-1], after.mean(), rtol=1e-8)
 
 
+@pytest.mark.parametrize("with_existing", [False, True])
+def test_krause_greedy_equals_brute_force(rng, with_existing):
+    """Krause et al. (2008): δ_a = ½ log(σ²_{a|A} / σ²_{a|V∖(A∪a)}), each conditional variance
+    from a dense refit of the finite prior with the sites it conditions on; existing sensors
+    (one of them on a candidate) belong to A."""
+    X, y = _data_1d(rng, 40)
+    m = WaveletRegressor("db2", iota=0, j_max=3, noise=0.05, optimize=False,
+                         standardize=False).fit(X, y)
+    ref = DenseReference(m, X)
+    C = np.linspace(0.02, 0.98, 21)[:, None]
+    E = np.vstack([C[[10]], [[0.31]]]) if with_existing else np.zeros((0, 1))
+    taken = [10] if with_existing else []
+    k = 3
+    exclude = np.isin(np.arange(C.shape[0]), taken)  # the sensor already there
+    got = suggest_sites(m, Candidates.points(C), k, strategy="krause", min_distance=0.0,
+                        existing=E if with_existing else None, exclude=exclude)
+    chosen = []
+    for step in range(k):
+        scores = np.full(C.shape[0], -np.inf)
+        for c in range(C.shape[0]):
+            if c in chosen or c in taken:
+                continue
+            given_a = ref.with_sites(np.vstack([E, C[chosen]]))
+            rest = [i for i in range(C.shape[0]) if i not in chosen + taken + [c]]
+            given_rest = ref.with_sites(C[rest])
+            v_a = given_a.var(C[c:c + 1])[0] + ref.noise
+            v_rest = given_rest.var(C[c:c + 1])[0] + ref.noise
+            scores[c] = 0.5 * np.log(v_a / v_rest)
+        best = int(np.argmax(scores))
+        assert got["index"].iloc[step] == best
+        np.testing.assert_allclose(got["score"].iloc[step], scores[best], rtol=1e-8)
+        chosen.append(best)
+
+
 def test_existing_sensors_and_joint_criterion(rng):
     X, y = _data_1d(rng, 40)
     m = WaveletRegressor("db2", iota=0, j_max=3, noise=0.05, optimize=False,
@@ -326,8 +360,13 @@ def test_raster_candidates_per_axis_equal_the_sparse_route(rng, strategy, monkey
 def test_suggest_sites_refusals(rng):
     m, _, cells, (ay, ax, _) = _fit_raster(rng)
     cands = Candidates.grid([ay, ax])
-    with pytest.raises(InputError, match="krause"):
-        suggest_sites(m, cands, 2, strategy="krause")
+    # Krause's dense E over the F columns is counted before anything is allocated
+    args = (len(cells), len(cells), m)
+    krause = pw.wavelet_memory_estimate(*args, n_sites=2, strategy="krause")
+    f = m.problem_.stats.n_active
+    assert krause >= pw.wavelet_memory_estimate(*args, n_sites=2, strategy="variance") + 24.0 * f**2
+    with pytest.raises(MemoryEstimateError, match="wavelet placement"):
+        suggest_sites(m, cands, 2, strategy="krause", max_memory=0.5 * krause)
     with pytest.raises(InputError, match="outside"):
         suggest_sites(m, Candidates.points([[0.5, 100.0]]), 1)
     with pytest.raises(InputError, match="columns"):

@@ -131,9 +131,6 @@ def _check_args(args) -> None:
     if model == "wavelet" and (args.features is not None or args.kernel is not None):
         raise InputError("--features and --kernel are AFS options; --model wavelet takes "
                          "neither.")
-    if model == "wavelet" and args.strategy == "krause":
-        raise InputError("--strategy krause is not available with --model wavelet; use mi or "
-                         "variance.")
     if args.max_targets < 1:
         raise InputError(f"--max-targets must be ≥ 1; got {args.max_targets}.")
 

@@ -198,8 +198,9 @@ class WaveletBasis:
         vals = np.ones((n, 1))
         for d, b in enumerate(self.dims):
             r, v = b.local_features(X[:, d])
-            rows = (rows[:, :, None] * b.size + r[:, None, :]).reshape(n, -1)
-            vals = (vals[:, :, None] * v[:, None, :]).reshape(n, -1)
+            k = rows.shape[1] * r.shape[1]  # explicit: reshape(0, -1) is ambiguous
+            rows = (rows[:, :, None] * b.size + r[:, None, :]).reshape(n, k)
+            vals = (vals[:, :, None] * v[:, None, :]).reshape(n, k)
         return rows, vals
 
     def chunk_size(self, n: int, chunk_size: int | None = None) -> int:

@@ -117,9 +117,8 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
     Args:
         model: a fitted :class:`~geogp.models.afs.AFSRegressor`,
             :class:`~geogp.models.exact.ExactGP` or
-            :class:`~geogp.models.wavelet.WaveletRegressor` (sparse posterior, strategies
-            ``"variance"`` and ``"mi"``: :mod:`geogp.placement.wavelet`; hyperparameters are
-            kept fixed).
+            :class:`~geogp.models.wavelet.WaveletRegressor` (sparse posterior, every strategy:
+            :mod:`geogp.placement.wavelet`; hyperparameters are kept fixed).
         candidates: :class:`Candidates` (e.g. ``Candidates.grid(axes, mask)``), or an (N, D)
             array / DataFrame of points, in the model's input units and column order.
         n: number of sites k (fewer are returned when the budget or the minimum distance

@@ -19,6 +19,13 @@ and covariances at the candidates and targets follow the posterior's own predict
 (solves with the sparse factor, in chunks), then rank-one updates
 var_t ← var_t − (ψ_tᵀw)²/d per site.
 
+Krause's criterion (``"krause"``, Krause et al. 2008) also needs the precision given the data
+and every candidate not yet chosen, E = blockdiag(A_a, I) + σ⁻² Σ_{c ∈ V∖A} ψ_cψ_cᵀ (existing
+sensors belong to A, not to V∖A), and q_c = ψ_cᵀE⁻¹ψ_c; choosing a removes σ⁻²ψ_aψ_aᵀ from E,
+so E⁻¹ ← E⁻¹ + zzᵀ/(σ² − q_a) with z = E⁻¹ψ_a and q_c ← q_c + (ψ_cᵀz)²/(σ² − q_a). E is held
+densely over the F columns (O(F²) memory, counted by the estimate): it couples every feature
+that two candidates share, which on a raster is nearly all of them.
+
 :class:`SparseFeaturePosterior` holds that state; :func:`wavelet_greedy` builds the greedy
 state of :mod:`geogp.placement.greedy` for ``"variance"`` and ``"mi"`` (marginal and joint);
 :func:`wavelet_memory_estimate` is the bound checked before anything is allocated.
@@ -31,7 +38,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from geogp.exceptions import InputError, MemoryEstimateError, NotPositiveDefiniteError
-from geogp.placement.candidates import MIN_DISTANCE_FRACTION, Candidates
+from geogp.placement.candidates import MIN_DISTANCE_FRACTION, Candidates, _at_candidates
 from geogp.placement.greedy import _Greedy
 from geogp.placement.operators import _Problem
 
@@ -58,9 +65,9 @@ def _check_wavelet(model) -> None:
 def check_wavelet(model, strategy: str) -> None:
     """Refuse an unfitted wavelet model, or a strategy it does not support."""
     _check_wavelet(model)
-    if strategy not in ("variance", "mi"):
+    if strategy not in ("variance", "mi", "krause"):
         raise InputError(f"strategy {strategy!r} is not available for wavelet models; use "
-                         "'variance' or 'mi' (or fit an AFS model for 'krause').")
+                         "'variance', 'mi' or 'krause'.")
 
 
 def _uses_cholmod(problem) -> bool:
@@ -99,6 +106,7 @@ class SparseFeaturePosterior:
         self._W = np.zeros((self.n_active, 0))
         self._d = np.zeros(0)
         a_vals = np.asarray(post.a_vals, dtype=np.float64)
+        self._problem, self._a_vals = problem, a_vals
         if _sparse_solves(problem, dense_max):
             from geogp import linalg
 
@@ -195,6 +203,14 @@ class SparseFeaturePosterior:
         PT = P.T.tocsc()
         for s in range(0, P.shape[0], step):
             yield s, PT[:, s:s + step].toarray()
+
+    def data_precision(self) -> np.ndarray:
+        """Dense (F, F) blockdiag(A_a, I): the whitened precision given the model's data only
+        (no absorbed sites). Cost O(F²) memory."""
+        low = self._problem.pattern.to_scipy_lower(self._a_vals)
+        out = np.eye(self.n_columns)
+        out[: self.n_active, : self.n_active] = (low + low.T - sp.diags(low.diagonal())).toarray()
+        return out
 
     def var_latent(self, P: sp.csr_matrix) -> np.ndarray:
         """Latent variance ψᵀA_k⁻¹ψ at the rows of P (N, F). Cost: N/B solves of B columns."""
@@ -308,7 +324,7 @@ class _WaveletGreedy(_Greedy):
     """
 
     def __init__(self, pb: _Problem, post: SparseFeaturePosterior, strategy: str,
-                 criterion: str):
+                 criterion: str, taken=()):
         self.pb, self.post, self.strategy, self.criterion = pb, post, strategy, criterion
         self.lazy, self.lazy_batch, self.screen = False, 16, None
         same = pb.tops is pb.ops
@@ -316,6 +332,8 @@ class _WaveletGreedy(_Greedy):
         self.cT = self.h.copy() if same else _var_latent(post, pb.tops)  # diag C_T
         self.hT = self.cT
         self.scores = np.full(pb.ops.n, -np.inf)
+        if strategy == "krause":
+            self._krause_init(taken)
         if strategy == "mi":
             self.Xt = np.ascontiguousarray(  # (N, T)
                 pb.ops.covariance(pb.tops) if isinstance(pb.ops, _GridOps)
@@ -326,8 +344,34 @@ class _WaveletGreedy(_Greedy):
                 cho = sla.cho_factor(0.5 * (R + R.T), lower=True)
                 self.Yt = np.ascontiguousarray(sla.cho_solve(cho, self.Xt.T).T)
 
+    def _krause_init(self, taken) -> None:
+        """E⁻¹ (dense, F × F) and q_c = ψ_cᵀE⁻¹ψ_c at every candidate (module docstring)."""
+        P = self.pb.ops.P  # (N, F) CSR: the candidates' features
+        rest = np.ones(P.shape[0], dtype=bool)
+        rest[list(taken)] = False  # existing sensors at candidates belong to A, not to V∖A
+        Pr = P[np.flatnonzero(rest)]
+        E = self.post.data_precision() + (Pr.T @ Pr).toarray() / self.pb.noise
+        try:
+            L = np.linalg.cholesky(0.5 * (E + E.T))
+        except np.linalg.LinAlgError as err:  # E ⪰ I in exact arithmetic
+            raise NotPositiveDefiniteError("Krause's precision E given the data and the "
+                                           "candidates is not positive definite.") from err
+        self.Einv = sla.cho_solve((L, True), np.eye(E.shape[0]))
+        self.q = np.empty(P.shape[0])
+        step = max(1, _SOLVE_ENTRIES // max(E.shape[0], 1))
+        for s in range(0, P.shape[0], step):
+            rows = P[s:s + step]
+            self.q[s:s + rows.shape[0]] = np.asarray(
+                rows.multiply(rows @ self.Einv).sum(axis=1)).ravel()
+
     def add(self, a: int, active) -> dict:
         pb = self.pb
+        if self.strategy == "krause":  # a leaves V∖A: E⁻¹ ← E⁻¹ + zzᵀ/e (module docstring)
+            psi = pb.ops.rows([a]).toarray().ravel()
+            z = self.Einv @ psi
+            e = pb.noise - float(psi @ z)
+            self.q += pb.ops.apply(z) ** 2 / e
+            self.Einv += np.outer(z, z) / e
         w, d = self.post.add(pb.ops.rows([a]))
         v = pb.ops.apply(w)  # v_c = C(c, a)
         u = v if pb.tops is pb.ops else pb.tops.apply(w)  # u_i = C(t_i, a)
@@ -370,6 +414,8 @@ def wavelet_memory_estimate(n_candidates: int, n_targets: int, model, *, n_sites
         out += 2 * 8.0 * ma * ma
     if grid:
         out += 3 * 8.0 * m * m + 8.0 * m * max(n_targets, 1) + 16.0 * n_candidates
+    if strategy == "krause":  # E and E⁻¹ dense over the F columns, and one product block
+        out += 3 * 8.0 * f * f
     if strategy == "mi":
         joint = criterion == "joint"
         out += 8.0 * n_candidates * n_targets * (2 if joint else 1)
@@ -400,7 +446,7 @@ def wavelet_greedy(model, cands: Candidates, targets: Candidates | None, existin
     n_e = 0 if existing is None else len(existing)
     # a raster's candidates are applied per axis (never formed) when the model's separable
     # predictor applies and no |V| × |V| covariance is needed (separate targets, or variance)
-    grid = (cands.axes is not None and model.posterior_.grid_ready()
+    grid = (cands.axes is not None and model.posterior_.grid_ready() and strategy != "krause"
             and (targets is not None or strategy == "variance") and _box_inside(model, cands))
     needed = wavelet_memory_estimate(len(cands), n_t, model, n_sites=n_sites + n_e,
                                      same=targets is None, strategy=strategy,
@@ -423,4 +469,5 @@ def wavelet_greedy(model, cands: Candidates, targets: Candidates | None, existin
     zc = np.zeros(ops.n)
     pb = _Problem(None, None, post.noise, ops, tops, zc, zc if tops is ops else np.zeros(tops.n),
                   None, float(sc.y_scale))
-    return _WaveletGreedy(pb, post, strategy, criterion)
+    taken = _at_candidates(existing, cands.coords) if n_e else []
+    return _WaveletGreedy(pb, post, strategy, criterion, taken)

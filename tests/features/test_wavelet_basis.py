@@ -212,3 +212,11 @@ def test_bad_arguments_raise_input_errors():
     with pytest.raises(ValueError, match="chunk_size"):
         wavelet_statistics(basis, np.array([[0.5, 0.5]]), np.ones(1), chunk_size=0)
     assert set(FAMILIES) >= {"haar", "db4", "db8"}
+
+
+@pytest.mark.parametrize("dims", [1, 2])
+def test_no_points_give_an_empty_feature_matrix(dims):
+    basis = make_basis("db2", 0, 2, np.array([[0.0, 1.0]] * dims))
+    rows, vals = basis.local_features(np.zeros((0, dims)))
+    assert rows.shape == vals.shape == (0, basis.max_local)
+    assert basis.feature_matrix(np.zeros((0, dims))).shape == (basis.n_features, 0)

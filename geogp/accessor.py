@@ -25,7 +25,7 @@ class _Base:
     def __init__(self, obj):
         self._obj = obj
 
-    def fit(self, model: str = "afs", **kwargs) -> GeoRegressor:
+    def fit(self, model: str = "auto", **kwargs) -> GeoRegressor:
         """Fit a Gaussian process to this raster: ``geogp.fit(obj, model, **kwargs)``.
 
         Keyword arguments are those of :func:`geogp.api.fit` (``kernel``, ``n_features``,
@@ -33,7 +33,7 @@ class _Base:
         """
         return fit(self._obj, model, **kwargs)
 
-    def fill(self, model: str = "afs", *, quantiles=None, **kwargs) -> xr.Dataset:
+    def fill(self, model: str = "auto", *, quantiles=None, **kwargs) -> xr.Dataset:
         """Fit, then predict on this raster's own grid: the gap-filled ``xr.Dataset``
         (``mean``, ``std``, ``std_latent``; ``quantiles`` when asked)."""
         return self.fit(model, **kwargs).predict(quantiles=quantiles)

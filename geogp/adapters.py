@@ -234,7 +234,7 @@ def _warn_sentinels(da: xr.DataArray) -> None:
             f"{count} cell(s) equal {shown}, a common nodata sentinel, but the raster declares "
             "no nodata value: they are fitted as data. If they are missing, pass "
             f"nodata={found[0]:g} (geogp.fit(..., nodata=...)) or set the file's nodata.",
-            NodataWarning, stacklevel=3)
+            NodataWarning, stacklevel=_user_stacklevel())
 
 
 def _representable(value: float, dtype) -> bool:

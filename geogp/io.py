@@ -33,8 +33,9 @@ def open_raster(path, var: str | None = None) -> xr.DataArray:
     """Open a GeoTIFF or NetCDF raster as a DataArray with missing cells as NaN.
 
     Args:
-        path: ``.tif``/``.tiff`` (read with ``rioxarray.open_rasterio(masked=True)``: nodata
-            becomes NaN, a single band is squeezed) or ``.nc`` (xarray, engine h5netcdf,
+        path: ``.tif``/``.tiff`` (read with ``rioxarray.open_rasterio(mask_and_scale=True)``:
+            nodata becomes NaN, stored values are unpacked with the file's scale and offset, a
+            single band is squeezed) or ``.nc`` (xarray, engine h5netcdf,
             ``decode_coords="all"`` so that ``spatial_ref`` is a coordinate, not a variable).
         var: NetCDF variable; optional when the file has a single data variable.
 
@@ -52,7 +53,7 @@ def open_raster(path, var: str | None = None) -> xr.DataArray:
     if suffix in _NC:
         return _open_netcdf(path, var)
     try:
-        da = rioxarray.open_rasterio(path, masked=True)
+        da = rioxarray.open_rasterio(path, mask_and_scale=True)
     except Exception as err:  # rasterio raises RasterioIOError and friends
         msg = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ReadError(
@@ -290,10 +291,10 @@ def _bands(pred: xr.Dataset, latent: bool, quantiles: bool, samples: bool = Fals
         arrays.append(pred[name])
     out = []
     for name, a in zip(names, arrays):
-        a = a.rio.set_spatial_dims(x_dim=x_dim, y_dim=y_dim)
         extra = [d for d in a.dims if d not in (y_dim, x_dim)]
-        if not extra:
-            out.append((name, a.transpose(y_dim, x_dim)))
+        if not extra:  # spatial dims set last: transpose() returns an object without them
+            out.append((name, a.transpose(y_dim, x_dim).rio.set_spatial_dims(
+                x_dim=x_dim, y_dim=y_dim)))
             continue
         if len(extra) > 1:
             raise InputError(f"cannot write dims {extra} to a GeoTIFF; select a slice.")
@@ -380,11 +381,20 @@ def write_netcdf(pred: xr.Dataset, path, *, overwrite: bool = False) -> Path:
     """
     ds = pred.copy()
     if ds.rio.crs is not None:
-        ds = ds.rio.write_crs(ds.rio.crs).rio.write_coordinate_system()
-        try:
-            ds = ds.rio.write_transform(ds.rio.transform(recalc=True))
-        except Exception:  # points or irregular grids have no affine transform
-            pass
+        try:  # named spatial dims (lat/lon, rows/cols...): rioxarray only guesses x/y
+            y_dim, x_dim = find_spatial_dims(ds)
+        except InputError:  # points: no grid
+            y_dim = x_dim = None
+        crs = ds.rio.crs
+        if x_dim is not None:
+            ds = ds.rio.set_spatial_dims(x_dim=x_dim, y_dim=y_dim)
+        ds = ds.rio.write_crs(crs)
+        if x_dim is not None:
+            ds = ds.rio.set_spatial_dims(x_dim=x_dim, y_dim=y_dim).rio.write_coordinate_system()
+            try:
+                ds = ds.rio.write_transform(ds.rio.transform(recalc=True))
+            except Exception:  # irregular grids have no affine transform
+                pass
     ds.attrs.setdefault("Conventions", "CF-1.8")
     encoding = {}
     for v in ds.data_vars:

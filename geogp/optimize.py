@@ -26,7 +26,7 @@ import numpy as np
 import scipy.optimize
 from jax.flatten_util import ravel_pytree
 
-from geogp.exceptions import GeogpError
+from geogp.exceptions import GeogpError, InputError
 
 __all__ = ["FitReport", "constrain", "unconstrain", "minimize_lbfgs", "POSITIVE_FLOOR"]
 
@@ -142,6 +142,8 @@ def minimize_lbfgs(
 
     Cost: one jitted value-and-gradient per evaluation; the cost of ``loss`` decides the rest.
     """
+    if isinstance(maxiter, bool) or not isinstance(maxiter, (int, np.integer)) or maxiter < 1:
+        raise InputError(f"maxiter must be an integer ≥ 1; got {maxiter!r}.")
     t0 = time.perf_counter()
     free = {k: v for k, v in params.items() if k not in fixed}
     held = {k: v for k, v in params.items() if k in fixed}

@@ -11,6 +11,7 @@ their CRS (``--crs``, or the vector file's own) and a prediction grid (``--like 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from geogp.cli.options import add_model_options, add_run_options
 
@@ -208,6 +209,16 @@ def run_fit(args, echo) -> int:
         model.fit(table, x=args.x, y=args.y, value=args.value, grid=da)
     else:
         da = open_raster(args.input, var=args.var)
+        if args.samples:  # refused now, not after the fit: sample bands need one 2-D grid
+            from geogp.adapters import find_spatial_dims
+
+            extra = [d for d in da.dims if d not in find_spatial_dims(da)]
+            if extra:
+                raise usage_error(
+                    f"--samples writes one band per sample of a single 2-D raster; "
+                    f"{args.input} also has the dimension(s) {extra} "
+                    f"({', '.join(f'{d}: {da.sizes[d]}' for d in extra)}). Extract one slice "
+                    "first (e.g. gdal_translate -b 1, or xarray's isel), or drop --samples.")
         covariates = [open_raster(c) for c in args.covariate] or None
         model.fit(da, covariates=covariates)
     pred = model.predict(like=da, quantiles=args.quantiles)
@@ -220,25 +231,36 @@ def run_fit(args, echo) -> int:
     if model.model_ == "wavelet":  # its local lengthscale: a band, and a panel of --map
         pred["effective_lengthscale"] = model.effective_lengthscale(like=da)
         extra = ("effective_lengthscale",)
-    with bar("writing", len(outputs), not args.quiet, unit="file") as pb:
-        write_geotiff(pred, args.out, overwrite=args.overwrite, latent=args.latent,
-                      quantiles=bool(args.quantiles), cog=args.cog,
-                      samples=bool(args.samples), extra=extra)
-        pb.update(1)
-        if args.netcdf:
-            write_netcdf(pred, args.netcdf, overwrite=args.overwrite)
+    written = []  # each write is atomic; a failed later one takes the earlier ones back
+    try:
+        with bar("writing", len(outputs), not args.quiet, unit="file") as pb:
+            write_geotiff(pred, args.out, overwrite=args.overwrite, latent=args.latent,
+                          quantiles=bool(args.quantiles), cog=args.cog,
+                          samples=bool(args.samples), extra=extra)
+            written.append(args.out)
             pb.update(1)
-        if args.map:
-            import matplotlib
+            if args.netcdf:
+                write_netcdf(pred, args.netcdf, overwrite=args.overwrite)
+                written.append(args.netcdf)
+                pb.update(1)
+            if args.map:
+                import matplotlib
 
-            matplotlib.use("Agg")
-            from geogp.plotting import save_maps
+                matplotlib.use("Agg")
+                from geogp.plotting import save_maps
 
-            save_maps(args.map, da, pred, overwrite=args.overwrite, title=str(da.name or ""))
-            pb.update(1)
-        if args.save_model:
-            model.save(args.save_model, overwrite=args.overwrite)
-            pb.update(1)
+                save_maps(args.map, da, pred, overwrite=args.overwrite,
+                          title=str(da.name or ""))
+                written.append(args.map)
+                pb.update(1)
+            if args.save_model:
+                model.save(args.save_model, overwrite=args.overwrite)
+                written.append(args.save_model)
+                pb.update(1)
+    except BaseException:
+        for path in written:
+            Path(path).unlink(missing_ok=True)
+        raise
     echo(model.summary())
     echo("wrote " + ", ".join(outputs))
     return EXIT_OK

@@ -34,8 +34,19 @@ def add_model_options(parser, *, models: bool = True, features_help: str | None 
                                  "lattice.md). auto (default): R = 12 when both sides of the "
                                  "raster have at least 128 cells; none: no mid-scale field "
                                  "(about 1.5x faster)")
-    parser.add_argument("--maxiter", type=int, default=None,
+    parser.add_argument("--maxiter", type=_positive_int, default=None, metavar="N",
                         help="L-BFGS iterations (default 300 for afs, 100 for lattice)")
+
+
+def _positive_int(text: str) -> int:
+    """An integer ≥ 1 (argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer ≥ 1; got {text!r}")
+    return value
 
 
 def _mid_scale(text: str):

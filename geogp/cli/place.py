@@ -121,6 +121,8 @@ def _check_args(args) -> None:
         check_writable(path, args.overwrite)
     if args.n < 1:
         raise InputError(f"--n must be ≥ 1; got {args.n}.")
+    if not (np.isfinite(args.max_memory) and args.max_memory > 0):
+        raise InputError(f"--max-memory must be a positive number of GiB; got {args.max_memory}.")
     if args.features is not None and not 4 <= args.features <= ITERATIVE_ABOVE:
         raise InputError(f"--features must be between 4 and {ITERATIVE_ABOVE} (placement uses "
                          f"the dense posterior); got {args.features}.")

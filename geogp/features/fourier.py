@@ -211,17 +211,25 @@ class FourierFeatures:
                 f"{np.round(self.center, 6).tolist()}")
 
     # ------------------------------------------------------------------ evaluation
-    def check_inside(self, X: np.ndarray, outside: str = "raise") -> np.ndarray:
-        """Boolean (N,) mask of points inside the window; raises if any is outside and outside='raise'."""
+    def check_inside(self, X: np.ndarray, outside: str = "raise", scaler=None) -> np.ndarray:
+        """Boolean (N,) mask of points inside the window; raises if any is outside and
+        outside='raise'. With the model's ``scaler`` (x_mean, x_scale) the message gives the
+        window and the first point outside in the caller's input units."""
         half = self.width / 2
         inside = np.all(np.abs(X - self.center) <= half * (1 + 1e-12), axis=1)
         if outside == "raise" and not inside.all():
             n_out = int((~inside).sum())
+            lo, hi, first = self.center - half, self.center + half, X[np.argmin(inside)]
+            units = "standardised units"
+            if scaler is not None:
+                m, s = np.asarray(scaler.x_mean), np.asarray(scaler.x_scale)
+                lo, hi, first, units = lo * s + m, hi * s + m, first * s + m, "input units"
+            bounds = ", ".join(f"[{a:.6g}, {b:.6g}]" for a, b in zip(lo, hi))
             raise OutsideWindowError(
-                f"{n_out} prediction point(s) lie outside the feature window "
-                f"[{(self.center - half).tolist()}, {(self.center + half).tolist()}] where the Fourier "
-                "features are valid (docs/afs.md, window). Widen the window (window_factor/margin) when "
-                "fitting, or pass outside='nan'."
+                f"{n_out} prediction point(s) lie outside the feature window where the Fourier "
+                f"features are valid ({units}, per dimension: {bounds}; first point outside: "
+                f"{[float(f'{v:.6g}') for v in first]}; docs/afs.md, window). Widen the window "
+                "(window_factor/margin) when fitting, or pass outside='nan'."
             )
         return inside
 

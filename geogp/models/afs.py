@@ -452,7 +452,7 @@ class AFSRegressor:
         X = as_points(X, "X (prediction points)")
         check_columns(X, self.scaler_.x_mean.size)
         Xs = self.scaler_.x(X)
-        inside = self.features_.check_inside(Xs, outside)
+        inside = self.features_.check_inside(Xs, outside, self.scaler_)
         mean = np.full(X.shape[0], np.nan)
         var = np.full(X.shape[0], np.nan)
         if inside.any():
@@ -467,7 +467,7 @@ class AFSRegressor:
         X = as_points(X, "X (sample points)")
         check_columns(X, self.scaler_.x_mean.size, "X (sample points)")
         Xs = self.scaler_.x(X)
-        self.features_.check_inside(Xs, "raise")
+        self.features_.check_inside(Xs, "raise", self.scaler_)
         return afs_sampling.sample_points(self, Xs, n, np.random.default_rng(seed), observed)
 
     def sample_grid(self, axes, n: int, seed=None, observed: bool = False) -> np.ndarray:
@@ -480,7 +480,7 @@ class AFSRegressor:
         saxes = [(np.asarray(a, dtype=np.float64).ravel() - m) / s
                  for a, m, s in zip(axes, self.scaler_.x_mean, self.scaler_.x_scale)]
         self.features_.check_inside(np.array([[a.min() for a in saxes],
-                                              [a.max() for a in saxes]]), "raise")
+                                              [a.max() for a in saxes]]), "raise", self.scaler_)
         return afs_sampling.sample_grid(self, saxes, n, np.random.default_rng(seed), observed)
 
     def predict_grid(self, axes, outside: str = "raise") -> Prediction:

@@ -65,7 +65,8 @@ def on_grid(model, saxes: list, outside: str = "raise") -> tuple[np.ndarray, np.
     half = ff.width / 2 * (1 + 1e-12)
     inside_axes = [np.abs(a - c) <= h for a, c, h in zip(saxes, ff.center, half)]
     if outside == "raise" and not all(m.all() for m in inside_axes):
-        ff.check_inside(np.array([[a.min() for a in saxes], [a.max() for a in saxes]]), "raise")
+        ff.check_inside(np.array([[a.min() for a in saxes], [a.max() for a in saxes]]), "raise",
+                        model.scaler_)
     if isinstance(post, IterativePosterior):
         def evaluate(coef, kind):
             return trig.evaluate_grid(ff, saxes, coef, kind)

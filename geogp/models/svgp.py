@@ -320,7 +320,7 @@ class SVGPRegressor:
         X = as_points(X, "X (prediction points)")
         check_columns(X, self.scaler_.x_mean.size)
         Xs = self.scaler_.x(X)
-        inside = self.features_.check_inside(Xs, outside)
+        inside = self.features_.check_inside(Xs, outside, self.scaler_)
         sl = np.exp(0.5 * np.asarray(log_lambda(self.kernel_, self.features_.frequencies,
                                                 self.features_.log_norm)))
         k0 = float(self.kernel_.variance_at_zero)

@@ -245,11 +245,15 @@ class WaveletRegressor:
         extent = float(np.max(window[:, 1] - window[:, 0]))
         self.iota_ = (math.floor(-math.log2(extent)) if _is_auto(self.iota)
                       else int(self.iota))
+        scale = np.asarray(self.scaler_.x_scale, dtype=np.float64)
         if spacing is None:  # typical spacing of N points over the data's box
             box = np.maximum(hi - lo, 1e-300)
             self.spacing_ = float(np.prod(box) / X.shape[0]) ** (1.0 / X.shape[1])
-        else:
-            self.spacing_ = float(np.min(np.asarray(spacing) / self.scaler_.x_scale))
+            self._data_units = float(np.prod(scale) ** (1.0 / scale.size))  # same mean
+        else:  # the finest axis in standardised units, and its scale back to data units
+            ratios = np.asarray(spacing, dtype=np.float64) / scale
+            self.spacing_ = float(ratios.min())
+            self._data_units = float(scale[int(np.argmin(ratios))])
         if _is_auto(self.j_max):
             self._auto_finest_level(window, X.shape[0], needed_bytes or self._needed_bytes)
         else:
@@ -284,8 +288,8 @@ class WaveletRegressor:
         if j < target:
             from geogp.exceptions import ApproximationWarning
 
-            finest = 2.0**-j * float(np.min(self.scaler_.x_scale))
-            pixel = self.spacing_ * float(np.min(self.scaler_.x_scale))
+            finest = 2.0**-j * self._data_units
+            pixel = self.spacing_ * self._data_units
             reasons = []
             if "memory" in why:
                 reasons.append(f"would need about {need / 2**30:.1f} GiB (max_bytes = "

@@ -84,6 +84,12 @@ def test_outside_window_raises_or_flags():
     with pytest.raises(OutsideWindowError, match="outside the feature window"):
         ff.check_inside(X)
     np.testing.assert_array_equal(ff.check_inside(X, outside="nan"), [True, False])
+    # with the model's scaler the message speaks the caller's units: x = 100 + 50·z
+    from geogp.models.base import Standardizer
+
+    sc = Standardizer(np.array([100.0]), np.array([50.0]), 0.0, 1.0)
+    with pytest.raises(OutsideWindowError, match=r"input units.*\[50, 150\].*\[175\.0\]"):
+        ff.check_inside(X, scaler=sc)
 
 
 def test_bad_lattice_and_width():

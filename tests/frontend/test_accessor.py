@@ -30,3 +30,14 @@ def test_dataset_accessor_picks_the_variable(raster, fast):
     np.testing.assert_allclose(model.predict()["mean"],
                                2 * ds.geogp.fit(var="height", **fast).predict()["mean"],
                                rtol=1e-9, atol=1e-12)
+
+
+def test_accessor_defaults_to_the_same_model_choice_as_geogp_fit():
+    import inspect
+
+    from geogp.accessor import GeogpDataArrayAccessor
+
+    default = inspect.signature(geogp.fit).parameters["model"].default
+    assert default == "auto"
+    for method in (GeogpDataArrayAccessor.fit, GeogpDataArrayAccessor.fill):
+        assert inspect.signature(method).parameters["model"].default == default

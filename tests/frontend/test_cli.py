@@ -120,6 +120,46 @@ def test_failure_during_the_run_leaves_no_partial_output(tif, tmp_path, capsys, 
     assert sorted(os.listdir(tmp_path)) == ["in.tif"]
 
 
+def test_a_failed_later_output_takes_back_the_earlier_ones(tif, tmp_path, capsys,
+                                                            monkeypatch):
+    """--out written, then --netcdf fails: nothing of this run is left on disk."""
+    import geogp.io
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full (injected)")
+
+    monkeypatch.setattr(geogp.io, "write_netcdf", broken)
+    code = main(["fit", str(tif), "--out", str(tmp_path / "p.tif"), "--netcdf",
+                 str(tmp_path / "p.nc"), "--features", "64", "--maxiter", "3", "--quiet"])
+    assert code == 1
+    assert "injected" in _error_line(capsys)
+    assert sorted(os.listdir(tmp_path)) == ["in.tif"]
+
+
+def test_options_that_cannot_work_are_refused_before_the_fit(raster, tif, tmp_path, capsys,
+                                                              monkeypatch):
+    """Exit 2 at once (the fit is never started): --samples on a raster with bands,
+    --maxiter < 1, --max-memory ≤ 0."""
+    import geogp.api
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("the fit should not start")
+
+    monkeypatch.setattr(geogp.api.GeoRegressor, "fit", no_fit)
+    bands = tmp_path / "bands.tif"
+    raster.expand_dims(band=[1, 2]).rio.to_raster(bands)
+    out = str(tmp_path / "o.tif")
+    assert main(["fit", str(bands), "--out", out, "--samples", "2", "--quiet"]) == 2
+    assert "--samples" in _error_line(capsys)
+    with pytest.raises(SystemExit) as exc:
+        main(["fit", str(tif), "--out", out, "--maxiter", "-1"])
+    assert exc.value.code == 2
+    sites = str(tmp_path / "s.geojson")
+    assert main(["place", str(tif), "--out", sites, "--max-memory", "-1", "--quiet"]) == 2
+    assert "--max-memory" in _error_line(capsys)
+    assert sorted(os.listdir(tmp_path)) == ["bands.tif", "in.tif"]
+
+
 def test_missing_crs_is_a_warning_on_stderr(raster, tmp_path, capsys):
     path = tmp_path / "nocrs.nc"
     raster.drop_vars("spatial_ref").to_dataset(name="h").to_netcdf(path, engine="h5netcdf")

@@ -48,6 +48,39 @@ def test_geotiff_optional_bands_and_nodata(pred, tmp_path):
     assert int(np.isnan(back[0]).sum()) == int((band == -9999.0).sum()) > 0
 
 
+def test_lat_lon_named_grids_keep_their_georeferencing(tmp_path):
+    """Dims named lat/lon (CF NetCDF): the GeoTIFF and the NetCDF carry the grid's own
+    transform and CRS (rioxarray only guesses dims named x/y)."""
+    lat, lon = 60.0 - 0.01 * np.arange(30), 10.0 + 0.01 * np.arange(40)
+    z = np.sin(50 * lon)[None, :] + np.cos(40 * lat)[:, None]
+    grid = {"dims": ("lat", "lon"), "coords": {"lat": lat, "lon": lon}}
+    pred = xr.Dataset({"mean": xr.DataArray(z, **grid), "std": xr.DataArray(0.1 + 0 * z, **grid)})
+    pred = pred.rio.write_crs(4326)
+    want = rasterio.transform.from_origin(lon[0] - 0.005, lat[0] + 0.005, 0.01, 0.01)
+    with rasterio.open(write_geotiff(pred, tmp_path / "p.tif")) as src:
+        assert src.transform.almost_equals(want, precision=1e-9)
+        assert src.crs.to_epsg() == 4326
+        np.testing.assert_allclose(src.read(1), z, rtol=1e-6)
+    back = open_raster(write_netcdf(pred, tmp_path / "p.nc"), var="mean")
+    assert back.dims == ("lat", "lon") and back.rio.crs.to_epsg() == 4326
+    assert back.rio.transform().almost_equals(want, precision=1e-9)
+    np.testing.assert_array_equal(back.values, z)
+
+
+def test_packed_geotiff_is_unpacked_with_its_scale_and_offset(tmp_path):
+    stored = np.arange(12, dtype=np.int16).reshape(3, 4) * 100
+    stored[1, 2] = -32768
+    profile = {"driver": "GTiff", "height": 3, "width": 4, "count": 1, "dtype": "int16",
+               "crs": "EPSG:32633", "nodata": -32768,
+               "transform": rasterio.transform.from_origin(500000, 5e6, 30, 30)}
+    with rasterio.open(tmp_path / "packed.tif", "w", **profile) as dst:
+        dst.write(stored, 1)
+        dst.scales, dst.offsets = (0.01,), (273.15,)
+    da = open_raster(tmp_path / "packed.tif")
+    want = np.where(stored == -32768, np.nan, stored * 0.01 + 273.15)
+    np.testing.assert_allclose(da.values, want, rtol=1e-6)
+
+
 def test_cloud_optimized_geotiff(pred, tmp_path):
     path = write_geotiff(pred, tmp_path / "p.tif", cog=True)
     with rasterio.open(path) as src:

@@ -451,7 +451,9 @@ def test_default_finest_level_is_capped_by_memory_with_a_warning():
     free = wm.WaveletRegressor("db2", n_components=0, optimize=False).fit_grid([ay, ax], v)
     limit = 0.5 * wm.WaveletRegressor._grid_needed_bytes(free.basis_,
                                                           int(np.isfinite(v).sum()))
-    with pytest.warns(ApproximationWarning, match="finest level"):
+    # the message gives the pixel in data units (axes of different extents: it is the same
+    # 0.25 along both, whatever their standardised scales)
+    with pytest.warns(ApproximationWarning, match=r"finest level.*the data's spacing \(0\.25\)"):
         capped = wm.WaveletRegressor("db2", n_components=0, optimize=False,
                                      max_bytes=limit).fit_grid([ay, ax], v)
     assert capped.j_max_ < free.j_max_

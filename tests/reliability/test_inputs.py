@@ -190,10 +190,18 @@ def test_undeclared_sentinel_values_are_warned_about():
     with pytest.warns(NodataWarning, match=r"2 cell\(s\) equal -32768, -9999") as rec:
         geogp.fit(_da(v), n_features=16, maxiter=2)
     assert "nodata=-32768" in str(rec[0].message)
+    assert rec[0].filename == __file__  # pointed at the caller's line, not inside geogp
     with warnings.catch_warnings():
         warnings.simplefilter("error", NodataWarning)
         geogp.fit(_da(v), n_features=16, maxiter=2, nodata=-9999)   # declared: no warning
         geogp.fit(_da(rng.normal(size=(10, 12))), n_features=16, maxiter=2)  # ordinary data
+
+
+@pytest.mark.parametrize("maxiter", [-1, 0, 2.5, True])
+def test_a_bad_iteration_limit_is_refused(maxiter):
+    v = np.random.default_rng(0).normal(size=(10, 12))
+    with pytest.raises(InputError, match="maxiter must be an integer"):
+        geogp.fit(_da(v), n_features=16, maxiter=maxiter)
 
 
 @pytest.mark.parametrize("route", ["exact", "wavelet", "afs_dense", "afs_matrix_free", "lattice"])

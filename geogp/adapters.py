@@ -184,13 +184,17 @@ def masked_values(da: xr.DataArray, nodata=None) -> xr.DataArray:
     if not np.issubdtype(da.dtype, np.number):
         raise InputError(f"raster values must be real numbers; got dtype {da.dtype}.")
     candidates = [nodata]
+    # values unpacked with a scale/offset (open_raster, xarray's CF decoding) were masked while
+    # decoding; the encoded nodata is a *stored* value and would hit valid decoded cells
+    unpacked = any(k in da.encoding for k in ("scale_factor", "add_offset"))
     if nodata is None:
         try:
-            candidates += [da.rio.nodata, da.rio.encoded_nodata]
+            candidates += [da.rio.nodata] + ([] if unpacked else [da.rio.encoded_nodata])
         except Exception:
             pass
         candidates += [da.attrs.get(k) for k in ("_FillValue", "missing_value", "nodata")]
-        candidates += [da.encoding.get(k) for k in ("_FillValue", "missing_value")]
+        if not unpacked:
+            candidates += [da.encoding.get(k) for k in ("_FillValue", "missing_value")]
     out = da.astype(np.float64)
     seen = set()
     for value in candidates:

@@ -11,6 +11,8 @@ their CRS (``--crs``, or the vector file's own) and a prediction grid (``--like 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 from pathlib import Path
 
 from geogp.cli.options import add_model_options, add_run_options
@@ -169,6 +171,18 @@ def _points_grid(args, table):
     return grid.rio.write_crs(args.crs)
 
 
+def _keep_previous(outputs) -> dict:
+    """{path: copy} of the outputs that exist already (``--overwrite``): hidden copies beside
+    them, so that a failed run can put them back."""
+    kept = {}
+    for path in map(Path, outputs):
+        if path.exists():
+            copy = path.with_name(f".{path.name}.geogp-previous-{os.getpid()}")
+            shutil.copy2(path, copy)
+            kept[path] = copy
+    return kept
+
+
 def run_fit(args, echo) -> int:
     """Run ``geogp fit`` with parsed ``args``; ``echo`` prints unless ``--quiet``."""
     import numpy as np
@@ -231,7 +245,9 @@ def run_fit(args, echo) -> int:
     if model.model_ == "wavelet":  # its local lengthscale: a band, and a panel of --map
         pred["effective_lengthscale"] = model.effective_lengthscale(like=da)
         extra = ("effective_lengthscale",)
-    written = []  # each write is atomic; a failed later one takes the earlier ones back
+    # each write is atomic; a failed later one takes the earlier ones back: files made by this
+    # run are removed, files it replaced (--overwrite) get their previous content back
+    written, kept = [], _keep_previous(outputs)
     try:
         with bar("writing", len(outputs), not args.quiet, unit="file") as pb:
             write_geotiff(pred, args.out, overwrite=args.overwrite, latent=args.latent,
@@ -260,7 +276,11 @@ def run_fit(args, echo) -> int:
     except BaseException:
         for path in written:
             Path(path).unlink(missing_ok=True)
+        for path, copy in kept.items():
+            os.replace(copy, path)
         raise
+    for copy in kept.values():
+        copy.unlink(missing_ok=True)
     echo(model.summary())
     echo("wrote " + ", ".join(outputs))
     return EXIT_OK

@@ -41,6 +41,7 @@ from geogp.exceptions import InputError, MemoryEstimateError, NotPositiveDefinit
 from geogp.placement.candidates import MIN_DISTANCE_FRACTION, Candidates, _at_candidates
 from geogp.placement.greedy import _Greedy
 from geogp.placement.operators import _Problem
+from geogp.placement.posterior import _rank1
 
 _SOLVE_ENTRIES = 2**21  # entries of one dense (F, chunk) block of right-hand sides
 _LOCATION_BYTES = 400  # per candidate/target: coordinates, variances, scores, masks
@@ -207,9 +208,10 @@ class SparseFeaturePosterior:
     def data_precision(self) -> np.ndarray:
         """Dense (F, F) blockdiag(A_a, I): the whitened precision given the model's data only
         (no absorbed sites). Cost O(F²) memory."""
-        low = self._problem.pattern.to_scipy_lower(self._a_vals)
-        out = np.eye(self.n_columns)
-        out[: self.n_active, : self.n_active] = (low + low.T - sp.diags(low.diagonal())).toarray()
+        low = self._problem.pattern.to_scipy_lower(self._a_vals).tocoo()
+        out = np.eye(self.n_columns)  # scattered in place: no second dense array
+        out[low.row, low.col] = low.data
+        out[low.col, low.row] = low.data
         return out
 
     def var_latent(self, P: sp.csr_matrix) -> np.ndarray:
@@ -350,15 +352,27 @@ class _WaveletGreedy(_Greedy):
         rest = np.ones(P.shape[0], dtype=bool)
         rest[list(taken)] = False  # existing sensors at candidates belong to A, not to V∖A
         Pr = P[np.flatnonzero(rest)]
-        E = self.post.data_precision() + (Pr.T @ Pr).toarray() / self.pb.noise
+        # in place, as the memory estimate counts: E, its factor in E's memory (E is symmetric,
+        # so its transpose is the Fortran-ordered view LAPACK overwrites), then E⁻¹ in the
+        # memory of the identity it is solved against
+        E = self.post.data_precision()
+        G = (Pr.T @ Pr).tocoo()  # unique entries: a fancy-indexed += adds each once
+        E[G.row, G.col] += G.data / self.pb.noise
+        del G
+        f = E.shape[0]
         try:
-            L = np.linalg.cholesky(0.5 * (E + E.T))
+            L = sla.cholesky(E.T, lower=True, overwrite_a=True, check_finite=False)
         except np.linalg.LinAlgError as err:  # E ⪰ I in exact arithmetic
             raise NotPositiveDefiniteError("Krause's precision E given the data and the "
                                            "candidates is not positive definite.") from err
-        self.Einv = sla.cho_solve((L, True), np.eye(E.shape[0]))
+        del E
+        ident = np.zeros((f, f), order="F")
+        ident.flat[:: f + 1] = 1.0
+        Einv = sla.cho_solve((L, True), ident, overwrite_b=True, check_finite=False)
+        del L, ident
+        self.Einv = Einv.T  # symmetric: the C-ordered view, for in-place rank-one updates
         self.q = np.empty(P.shape[0])
-        step = max(1, _SOLVE_ENTRIES // max(E.shape[0], 1))
+        step = max(1, _SOLVE_ENTRIES // max(f, 1))
         for s in range(0, P.shape[0], step):
             rows = P[s:s + step]
             self.q[s:s + rows.shape[0]] = np.asarray(
@@ -371,7 +385,7 @@ class _WaveletGreedy(_Greedy):
             z = self.Einv @ psi
             e = pb.noise - float(psi @ z)
             self.q += pb.ops.apply(z) ** 2 / e
-            self.Einv += np.outer(z, z) / e
+            _rank1(self.Einv, z, z, 1.0 / e)
         w, d = self.post.add(pb.ops.rows([a]))
         v = pb.ops.apply(w)  # v_c = C(c, a)
         u = v if pb.tops is pb.ops else pb.tops.apply(w)  # u_i = C(t_i, a)
@@ -414,8 +428,8 @@ def wavelet_memory_estimate(n_candidates: int, n_targets: int, model, *, n_sites
         out += 2 * 8.0 * ma * ma
     if grid:
         out += 3 * 8.0 * m * m + 8.0 * m * max(n_targets, 1) + 16.0 * n_candidates
-    if strategy == "krause":  # E and E⁻¹ dense over the F columns, and one product block
-        out += 3 * 8.0 * f * f
+    if strategy == "krause":  # E (in place: then its factor), E⁻¹, the identity it overwrites,
+        out += 4 * 8.0 * f * f  # and the data precision's dense active block while E is built
     if strategy == "mi":
         joint = criterion == "joint"
         out += 8.0 * n_candidates * n_targets * (2 if joint else 1)

@@ -134,6 +134,19 @@ def test_a_failed_later_output_takes_back_the_earlier_ones(tif, tmp_path, capsys
     assert code == 1
     assert "injected" in _error_line(capsys)
     assert sorted(os.listdir(tmp_path)) == ["in.tif"]
+    # with --overwrite, a file the run replaced gets its previous content back
+    (tmp_path / "p.tif").write_bytes(b"previous result")
+    code = main(["fit", str(tif), "--out", str(tmp_path / "p.tif"), "--netcdf",
+                 str(tmp_path / "p.nc"), "--features", "64", "--maxiter", "3", "--quiet",
+                 "--overwrite"])
+    assert code == 1
+    assert (tmp_path / "p.tif").read_bytes() == b"previous result"
+    assert sorted(os.listdir(tmp_path)) == ["in.tif", "p.tif"]
+    # and a run that succeeds replaces it and leaves no copy behind
+    assert main(["fit", str(tif), "--out", str(tmp_path / "p.tif"), "--features", "64",
+                 "--maxiter", "3", "--quiet", "--overwrite"]) == 0
+    assert (tmp_path / "p.tif").read_bytes()[:2] in (b"II", b"MM")  # a TIFF now
+    assert sorted(os.listdir(tmp_path)) == ["in.tif", "p.tif"]
 
 
 def test_options_that_cannot_work_are_refused_before_the_fit(raster, tif, tmp_path, capsys,

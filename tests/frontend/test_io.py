@@ -79,6 +79,16 @@ def test_packed_geotiff_is_unpacked_with_its_scale_and_offset(tmp_path):
     da = open_raster(tmp_path / "packed.tif")
     want = np.where(stored == -32768, np.nan, stored * 0.01 + 273.15)
     np.testing.assert_allclose(da.values, want, rtol=1e-6)
+    # the stored nodata (0) is not a decoded value: a cell that decodes to 0 m stays data
+    raw = np.array([[0, 1000, 1005], [900, 1000, 1010]], dtype=np.uint16)
+    profile.update(height=2, width=3, dtype="uint16", nodata=0)
+    with rasterio.open(tmp_path / "dem.tif", "w", **profile) as dst:
+        dst.write(raw, 1)
+        dst.scales, dst.offsets = (1.0,), (-1000.0,)
+    from geogp.adapters import masked_values
+
+    got = masked_values(open_raster(tmp_path / "dem.tif")).values
+    np.testing.assert_array_equal(got, np.where(raw == 0, np.nan, raw - 1000.0))
 
 
 def test_cloud_optimized_geotiff(pred, tmp_path):

@@ -39,9 +39,9 @@ class DrawsMixin:
             coordinates, the input's attributes and CRS.
         """
         self._check_fitted()
-        if self.model_ not in ("lattice", "afs"):
-            raise InputError(f"sample() supports model='lattice' and model='afs'; this model "
-                             f"is {self.model_!r}.")
+        if self.model_ not in ("lattice", "afs", "wavelet"):
+            raise InputError(f"sample() supports model='lattice', 'afs' and 'wavelet'; this "
+                             f"model is {self.model_!r}.")
         if not (isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1):
             raise InputError(f"n must be an integer ≥ 1; got {n!r}.")
         target, axes = self._grid(like, x, y)

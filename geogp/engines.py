@@ -265,14 +265,14 @@ def sample_grid(est, axes: list, n: int, seed=None, observed: bool = False) -> n
     """``n`` posterior samples on the tensor grid ``axes`` (model coordinates), (n, N_y, N_x)
     in data units: AFS by one grid transform per sample, lattice by its sparse sampler."""
     kind = _kind(est)
-    if kind == "afs":
+    if kind in ("afs", "wavelet"):
         return est.sample_grid(axes, n, seed=seed, observed=observed)
     if kind == "lattice":
         Y, X = np.meshgrid(axes[0], axes[1], indexing="ij")
         pts = np.stack([Y.ravel(), X.ravel()], axis=1)
         return est.sample(pts, n, seed=seed, observed=observed).reshape(n, *Y.shape)
-    raise InputError(f"posterior samples are available for model='afs' and model='lattice'; "
-                     f"this model is {kind!r}.")
+    raise InputError(f"posterior samples are available for model='afs', 'lattice' and "
+                     f"'wavelet'; this model is {kind!r}.")
 
 
 def predict_points(est, X: np.ndarray, outside: str = "raise") -> Prediction:

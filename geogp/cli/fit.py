@@ -62,7 +62,7 @@ def add_fit_parser(subparsers, epilog: str) -> argparse.ArgumentParser:
                           "mean (external drift); repeat for several. Lattice model only")
     fit.add_argument("--samples", type=int, default=0, metavar="N",
                      help="also write N posterior sample rasters (conditional simulations of "
-                          "the field; lattice and AFS models): extra bands 'samples sample=i' "
+                          "the field; lattice, AFS and wavelet models): extra bands 'samples sample=i' "
                           "after the others, and a 'samples' variable in --netcdf")
     fit.add_argument("--seed", type=int, default=0, help="seed of --samples (default 0)")
     fit.add_argument("--cog", action="store_true", help="write a Cloud-Optimized GeoTIFF")

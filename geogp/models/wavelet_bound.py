@@ -348,6 +348,63 @@ class WaveletPosterior:
         return mean, amp * (var_pruned + var_act)
 
 
+    # ------------------------------------------------------------------ samples
+    def sample_bytes(self) -> float:
+        """Bytes :meth:`sample_weights` holds: A's dense Cholesky factor (M_a², kept) and the
+        dense A it is computed from."""
+        return 2 * 8.0 * float(self.problem.stats.n_active) ** 2
+
+    @cached_property
+    def _sample_factor(self) -> np.ndarray:
+        """Lower Cholesky factor L of A (dense, M_a × M_a): L⁻ᵀz ~ N(0, A⁻¹) for z ~ N(0, I)."""
+        from scipy.linalg import lapack
+
+        a = self.problem.pattern.to_scipy(np.asarray(self.a_vals)).toarray()
+        a, info = lapack.dpotrf(a, lower=1, overwrite_a=1)
+        if info != 0:
+            raise NotPositiveDefiniteError(f"the wavelet posterior precision A is not positive "
+                                           f"definite (LAPACK info {info}).")
+        return np.tril(a)
+
+    def sample_weights(self, n: int, rng) -> np.ndarray:
+        """(M, n) draws of the whitened weights of all M basis functions: the active ones from
+        q(u) = N(γ, A⁻¹), the pruned ones (no data in their support) from the prior N(0, I).
+        f = Σ_m ψ_m w_m is then a draw of the posterior field."""
+        from scipy.linalg import solve_triangular
+
+        st = self.problem.stats
+        out = rng.standard_normal((self.problem.basis.n_features, n))  # the prior, for pruned
+        if st.n_active:
+            z = out[st.active]
+            out[st.active] = self.gamma[:, None] + solve_triangular(
+                self._sample_factor, z, lower=True, trans="T", check_finite=False)
+        return out
+
+    def sample_points(self, X, w: np.ndarray) -> np.ndarray:
+        """f = Ψ(X) w at X (N, D) for weights w (M, n): (n, N), standardised units."""
+        import scipy.sparse as sp
+
+        X = np.asarray(X, dtype=np.float64)
+        rows, psi = self._local(X)
+        n_pts, k = rows.shape
+        Psi = sp.csr_matrix((psi.ravel(), (np.repeat(np.arange(n_pts), k), rows.ravel())),
+                            shape=(n_pts, self.problem.basis.n_features))
+        return np.asarray(Psi @ w).T
+
+    def sample_grid(self, axes, w: np.ndarray) -> np.ndarray:
+        """f on the 2-D grid ``axes`` for weights w (M, n): (n, n_y, n_x), per axis (s U W Vᵀ,
+        as :meth:`predict_grid`'s mean), standardised units."""
+        basis = self.problem.basis
+        axes = [np.asarray(a, dtype=np.float64).ravel() for a in axes]
+        basis.check_inside(np.array([[a.min() for a in axes], [a.max() for a in axes]]),
+                           "the sample grid")
+        (uy, _), (vx, _) = self.axis_values(axes)
+        my, mx = basis.sizes
+        s = math.sqrt(float(self.params["amplitude"]))
+        return np.stack([s * np.asarray(uy @ (vx @ w[:, t].reshape(my, mx).T).T)
+                         for t in range(w.shape[1])])
+
+
 def posterior(params: dict, problem: WaveletProblem) -> WaveletPosterior:
     """Build the posterior at θ: one sparse factorisation. Cost as :func:`collapsed_bound`."""
     bound, gamma, a_vals = _bound_and_solution(params, problem)

@@ -290,8 +290,24 @@ def test_sample_rasters_reproduce_the_prediction():
     assert np.all(np.abs(s.mean("sample").values - pred["mean"].values) < 5 * sd / np.sqrt(1000))
     np.testing.assert_allclose(s.std("sample").values, sd, rtol=0.1)
     np.testing.assert_array_equal(model.sample(3, seed=1).values, model.sample(3, seed=1).values)
-    with pytest.raises(InputError, match="supports model='lattice' and model='afs'"):
+    with pytest.raises(InputError, match="supports model='lattice', 'afs' and 'wavelet'"):
         geogp.fit(da, model="exact", maxiter=3).sample(2)
+
+
+def test_wavelet_sample_rasters_reproduce_the_prediction():
+    """A wavelet model's 1,000 sample rasters: the predicted mean (5 standard errors) and the
+    latent sd (within 10 %), on the raster's grid with its CRS."""
+    from _frontend_rasters import make_raster
+
+    da = make_raster(ny=14, nx=16)
+    model = geogp.fit(da, model="wavelet", maxiter=5)
+    pred = model.predict()
+    s = model.sample(1000, seed=1)
+    assert s.dims == ("sample", "y", "x") and s.shape == (1000, 14, 16)
+    assert s.rio.crs.to_epsg() == 32633
+    sd = pred["std_latent"].values
+    assert np.all(np.abs(s.mean("sample").values - pred["mean"].values) < 5 * sd / np.sqrt(1000))
+    np.testing.assert_allclose(s.std("sample").values, sd, rtol=0.1)
 
 
 def test_afs_sample_rasters_reproduce_the_prediction():

@@ -392,6 +392,7 @@ class GridData:
         coords: spatial and scalar coordinates (e.g. ``spatial_ref``) to copy to predictions.
         extra_coords: coordinates along the extra dimension.
         attrs, name: the input's attributes (nodata keys removed) and name.
+        x_first: the input had its x dimension before its y dimension (predictions follow).
     """
 
     values: object
@@ -405,6 +406,7 @@ class GridData:
     extra_coords: dict = field(default_factory=dict)
     attrs: dict = field(default_factory=dict)
     name: str | None = None
+    x_first: bool = False
 
     @property
     def n_slices(self) -> int:
@@ -463,6 +465,7 @@ def to_grid_data(da, *, var: str | None = None, crs=None, nodata=None) -> GridDa
                 f"spatial dimension {dim!r} has no coordinates; assign them "
                 f"(da.assign_coords({dim}=...)) or write a transform with rioxarray."
             )
+    x_first = da.dims.index(x_dim) < da.dims.index(y_dim)
     da = da.transpose(*extra, y_dim, x_dim)
     y, reg_y = check_axis(da[y_dim].values, y_dim)
     x, reg_x = check_axis(da[x_dim].values, x_dim)
@@ -492,7 +495,7 @@ def to_grid_data(da, *, var: str | None = None, crs=None, nodata=None) -> GridDa
     extra_dim = extra[0] if extra else None
     extra_coords = _keep_coords(da, {extra_dim}, extra_dim) if extra_dim else {}
     return GridData(vals, y, x, [my, mx], regular, spec, extra_dim,
-                    _keep_coords(da, {y_dim, x_dim}), extra_coords, attrs, da.name)
+                    _keep_coords(da, {y_dim, x_dim}), extra_coords, attrs, da.name, x_first)
 
 
 def to_xy(da, *, var: str | None = None, crs=None, nodata=None):

@@ -258,7 +258,8 @@ class GeoRegressor(DrawsMixin):
 
         Returns:
             ``xr.Dataset`` with ``mean``, ``std`` (new observation, noise included),
-            ``std_latent`` (and ``quantiles``), dims (extra, y, x), the input's coords, attrs
+            ``std_latent`` (and ``quantiles``), dims (extra, y, x) (x before y when the
+            input raster, or ``like``, has its x dimension first), the input's coords, attrs
             and CRS.
         """
         self._check_fitted()
@@ -273,12 +274,12 @@ class GeoRegressor(DrawsMixin):
                      for est in self.estimators_]
         stack = [np.stack([getattr(p, f) for p in preds]) for f in
                  ("mean", "var_latent", "var_observed")]
-        return prediction_dataset(
+        return target.in_source_order(prediction_dataset(
             *stack, (target.y_dim, target.x_dim), target.coords,
             crs_wkt=self.spec_.crs_wkt or target.crs_wkt,
             spatial_dims=(target.y_dim, target.x_dim), extra_dim=self.extra_dim_,
             extra_coords=self.extra_coords_, quantiles=quantiles, attrs=self.attrs_,
-            name=self.name_)
+            name=self.name_))
 
     def _grid(self, like, x, y) -> tuple[Target, list]:
         """The target grid of ``like`` / ``x``, ``y`` (default: the fitted raster's or

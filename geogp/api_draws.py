@@ -134,6 +134,7 @@ class DrawsMixin:
             values = np.take(values, 0, axis=len(lead))
         out = xr.DataArray(values, dims=dims, coords=coords, name=name, attrs=attrs)
         crs = self.spec_.crs_wkt or target.crs_wkt
+        out = target.in_source_order(out)
         if crs:
             out = out.rio.set_spatial_dims(x_dim=target.x_dim, y_dim=target.y_dim)
             out = out.rio.write_crs(crs)

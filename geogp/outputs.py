@@ -21,7 +21,8 @@ __all__ = ["Target", "grid_target", "target_from", "prediction_dataset"]
 
 @dataclass
 class Target:
-    """A prediction grid: dimension names, user coordinates, coordinates to attach, its CRS."""
+    """A prediction grid: dimension names, user coordinates, coordinates to attach, its CRS,
+    and whether its source put the x dimension first (outputs then keep that order)."""
 
     y_dim: str
     x_dim: str
@@ -29,11 +30,17 @@ class Target:
     x: np.ndarray
     coords: dict
     crs_wkt: str | None = None
+    x_first: bool = False
+
+    def in_source_order(self, obj):
+        """``obj`` (Dataset or DataArray with dims (..., y, x)) in the source's order."""
+        return obj.transpose(..., self.x_dim, self.y_dim) if self.x_first else obj
 
 
 def grid_target(g: GridData) -> Target:
     """The input raster of :func:`geogp.adapters.to_grid_data` as a prediction target."""
-    return Target(g.spec.y_dim, g.spec.x_dim, g.y, g.x, dict(g.coords), g.spec.crs_wkt)
+    return Target(g.spec.y_dim, g.spec.x_dim, g.y, g.x, dict(g.coords), g.spec.crs_wkt,
+                  g.x_first)
 
 
 def target_from(spec: GridSpec, like=None, *, x=None, y=None) -> Target:
@@ -63,8 +70,10 @@ def target_from(spec: GridSpec, like=None, *, x=None, y=None) -> Target:
             )
         coords = {k: v.variable for k, v in like.coords.items()
                   if set(v.dims) <= {y_dim, x_dim} and k != "band"}
+        dims = list(like.dims) if isinstance(like, xr.DataArray) else []
+        x_first = bool(dims) and dims.index(x_dim) < dims.index(y_dim)
         return Target(y_dim, x_dim, yy, xx, coords,
-                      like_crs.to_wkt() if like_crs is not None else None)
+                      like_crs.to_wkt() if like_crs is not None else None, x_first)
     if x is None or y is None:
         raise InputError("give a target grid: like=DataArray, or both x= and y= coordinates.")
     yy, _ = check_axis(np.atleast_1d(y), spec.y_dim, min_size=1)

@@ -169,6 +169,7 @@ def save_model(model, path, *, overwrite: bool = False) -> Path:
     if target is not None:
         arrays["target/y"], arrays["target/x"] = target.y, target.x
         meta_target = {"y_dim": target.y_dim, "x_dim": target.x_dim, "crs_wkt": target.crs_wkt,
+                       "x_first": bool(target.x_first),
                        "y_attrs": _clean(getattr(target.coords.get(target.y_dim), "attrs", {})),
                        "x_attrs": _clean(getattr(target.coords.get(target.x_dim), "attrs", {}))}
     extra = {}
@@ -390,8 +391,12 @@ def load_model(path, *, max_bytes: float | None = None):
             yd, xd = require(t, "y_dim", "str", "target"), require(t, "x_dim", "str", "target")
             coords = {yd: xr.Variable(yd, y, require(t, "y_attrs", "dict", "target")),
                       xd: xr.Variable(xd, x, require(t, "x_attrs", "dict", "target"))}
+            x_first = t.get("x_first", False)  # absent in files of earlier versions
+            if not isinstance(x_first, bool):
+                raise ReadError(f"model file target's 'x_first' must be true or false; got "
+                                f"{x_first!r}: the file is damaged.")
             target = Target(yd, xd, y, x, coords, require(t, "crs_wkt", "str", "target",
-                                                          nullable=True))
+                                                          nullable=True), x_first)
         model.extra_dim_ = require(meta, "extra_dim", "str", nullable=True)
         extra = require(meta, "extra_coords", "dict")
         try:

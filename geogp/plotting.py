@@ -79,9 +79,9 @@ def plot_maps(observed: xr.DataArray, prediction: xr.Dataset, heldout: xr.DataAr
     """
     import matplotlib.pyplot as plt
 
-    def two_d(a):
+    def two_d(a):  # the first slice of an extra dimension, rows = y whatever the input order
         extra = [d for d in a.dims if d not in (y_dim, x_dim)]
-        return a.isel({d: 0 for d in extra}) if extra else a
+        return (a.isel({d: 0 for d in extra}) if extra else a).transpose(y_dim, x_dim)
 
     y_dim, x_dim = find_spatial_dims(prediction)
     mean, std = two_d(prediction["mean"]), two_d(prediction["std"])

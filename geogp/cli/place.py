@@ -251,7 +251,7 @@ def _save_map(args, geo, sites, target) -> None:
     from geogp.placement import plot_sites
 
     pred = geo.predict()
-    std = np.asarray(pred["std_latent"].values)
+    std = np.asarray(pred["std_latent"].transpose(..., target.y_dim, target.x_dim).values)
     fig, ax = plt.subplots(figsize=(7.5, 6))
     plot_sites(sites, std, target.x, target.y, ax=ax, label="latent predictive std",
                title=f"next {len(sites)} site(s): {args.strategy}")

@@ -446,3 +446,20 @@ def test_maps_of_a_point_model_without_grid_ask_for_one():
     for call in (model.predict, lambda: model.sample(2), lambda: model.exceedance(0.0)):
         with pytest.raises(InputError, match="fitted on points without grid"):
             call()
+
+
+def test_predictions_keep_the_input_dimension_order(raster, fast, tmp_path):
+    """A raster stored (x, y) gets predictions, samples and reloaded predictions in (x, y),
+    with the same values as the (y, x) raster's, transposed; like= sets the order."""
+    xy = raster.transpose("x", "y")
+    model = geogp.fit(xy, **fast)
+    ref = geogp.fit(raster, **fast).predict()
+    pred = model.predict()
+    assert pred["mean"].dims == ("x", "y") and pred["std"].dims == ("x", "y")
+    np.testing.assert_allclose(pred["mean"].values, ref["mean"].values.T, rtol=1e-12)
+    assert model.predict(like=raster)["mean"].dims == ("y", "x")
+    assert model.sample(2, seed=0).dims == ("sample", "x", "y")
+    model.save(tmp_path / "m.npz")
+    back = geogp.load_model(tmp_path / "m.npz").predict()
+    assert back["mean"].dims == ("x", "y")
+    np.testing.assert_array_equal(back["mean"].values, pred["mean"].values)

@@ -51,3 +51,15 @@ def test_projected_map_is_equal_and_labelled_in_metres():
     ax.figure.canvas.draw()
     assert _box_ratio(ax) == pytest.approx(0.5, rel=0.03)
     assert ax.get_xlabel() == "x [m]" and ax.get_ylabel() == "y [m]"
+
+
+def test_x_first_rasters_are_drawn_with_rows_along_y():
+    """Inputs and predictions stored (x, y) are drawn as (y, x) images: the same pixels as the
+    (y, x) versions."""
+    y, x = np.linspace(0, 2, 6), np.linspace(0, 3, 9)
+    da, pred = _pred(y, x, 32633)
+    ref = plot_maps(da, pred)
+    got = plot_maps(da.transpose("x", "y"), pred.transpose("x", "y"))
+    for a, b in zip(ref.axes[:2], got.axes[:2]):
+        np.testing.assert_array_equal(a.images[0].get_array(), b.images[0].get_array())
+        assert b.images[0].get_array().shape == (6, 9)

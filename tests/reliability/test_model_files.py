@@ -84,6 +84,7 @@ def test_untouched_file_loads(saved):
     (lambda a, m: m["slices"][0].__setitem__("y_scale", "big"), "'y_scale' must be float"),
     (lambda a, m: m.__setitem__("spec", [1, 2]), "'spec' must be dict"),
     (lambda a, m: m["params"].__setitem__("model", "exact"), "only 'afs'"),
+    (lambda a, m: m["target"].__setitem__("x_first", "yes"), "'x_first' must be true or false"),
 ])
 def test_tampered_files_are_refused_with_one_line(saved, tmp_path, edit, match):
     path, _ = saved

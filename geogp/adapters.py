@@ -36,6 +36,7 @@ from geogp.exceptions import (
     IrregularGridError,
     MissingCRSWarning,
 )
+from geogp.nodata import masked_values  # noqa: F401  (re-exported: part of this module's API)
 
 __all__ = [
     "KM_PER_DEGREE",
@@ -165,87 +166,6 @@ def check_axis(values, name: str, min_size: int = 2) -> tuple[np.ndarray, bool]:
     tol = max(1e-9 * abs(step.mean()), 8 * eps * float(np.abs(a).max()))
     regular = bool(np.all(np.abs(step - step.mean()) <= tol))
     return a, regular
-
-
-def masked_values(da: xr.DataArray, nodata=None) -> xr.DataArray:
-    """``da`` as float64 with every missing cell set to NaN (lazy for dask-backed arrays).
-
-    Missing cells: NaN, and cells equal to the nodata value, taken from ``nodata`` or else from
-    ``da.rio.nodata`` / ``da.rio.encoded_nodata`` / the ``_FillValue``, ``missing_value`` or
-    ``nodata`` attributes. Integer rasters with a nodata value are supported this way. Float32
-    values are upcast exactly (no precision is lost).
-    """
-    if da.dtype == bool:
-        raise InputError("the raster is boolean (a mask?), not a field of numbers; geogp models "
-                         "real values. Cast it explicitly if 0/1 is meant: da.astype(float).")
-    if np.issubdtype(da.dtype, np.complexfloating):
-        raise InputError(f"the raster is complex ({da.dtype}); geogp models real values. Pass "
-                         "the part you mean explicitly: da.real, da.imag or abs(da).")
-    if not np.issubdtype(da.dtype, np.number):
-        raise InputError(f"raster values must be real numbers; got dtype {da.dtype}.")
-    candidates = [nodata]
-    # values unpacked with a scale/offset (open_raster, xarray's CF decoding) were masked while
-    # decoding; the encoded nodata is a *stored* value and would hit valid decoded cells
-    unpacked = any(k in da.encoding for k in ("scale_factor", "add_offset"))
-    if nodata is None:
-        try:
-            candidates += [da.rio.nodata] + ([] if unpacked else [da.rio.encoded_nodata])
-        except Exception:
-            pass
-        candidates += [da.attrs.get(k) for k in ("_FillValue", "missing_value", "nodata")]
-        if not unpacked:
-            candidates += [da.encoding.get(k) for k in ("_FillValue", "missing_value")]
-    out = da.astype(np.float64)
-    seen = set()
-    for value in candidates:
-        if value is None:
-            continue
-        try:
-            value = float(np.asarray(value).ravel()[0])
-        except (TypeError, ValueError, IndexError):
-            continue
-        if np.isnan(value) or value in seen:
-            continue
-        seen.add(value)
-        out = out.where(da != value)
-    if not seen:
-        _warn_sentinels(da)
-    return out
-
-
-# values that files use for "missing" when they declare no nodata (ESRI, GDAL, NetCDF defaults)
-_SENTINELS = (-9999.0, -999.0, -32768.0, -3.4028234663852886e38, 9.969209968386869e36, -1e30)
-
-
-def _warn_sentinels(da: xr.DataArray) -> None:
-    """Warn when a raster with no declared nodata holds a common sentinel or, for integer
-    rasters, its type's extreme value: those cells would be fitted as data."""
-    import warnings
-
-    from geogp.exceptions import NodataWarning
-
-    values = list(_SENTINELS)
-    if np.issubdtype(da.dtype, np.integer):
-        info = np.iinfo(da.dtype)
-        values += [float(info.min), float(info.max)]
-    values = [v for v in values if _representable(v, da.dtype)]
-    hits = da.isin(values)
-    count = int(hits.sum())  # one pass over the data (lazy arrays compute here)
-    if count:
-        found = np.unique(np.asarray(da.where(hits).stack(cell=da.dims).dropna("cell")))[:3]
-        shown = ", ".join(f"{v:g}" for v in found)
-        warnings.warn(
-            f"{count} cell(s) equal {shown}, a common nodata sentinel, but the raster declares "
-            "no nodata value: they are fitted as data. If they are missing, pass "
-            f"nodata={found[0]:g} (geogp.fit(..., nodata=...)) or set the file's nodata.",
-            NodataWarning, stacklevel=_user_stacklevel())
-
-
-def _representable(value: float, dtype) -> bool:
-    if np.issubdtype(dtype, np.integer):
-        info = np.iinfo(dtype)
-        return float(value).is_integer() and info.min <= value <= info.max
-    return True
 
 
 def select_variable(obj, var: str | None = None) -> xr.DataArray:

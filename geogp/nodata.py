@@ -1,0 +1,98 @@
+"""Missing cells of a raster: NaN, declared nodata values, and a warning for undeclared ones.
+
+:func:`masked_values` turns a DataArray into float64 with every missing cell NaN: NaN itself and
+the cells equal to the nodata value (given, or read from rioxarray, CF attributes or the
+encoding; not the *stored* nodata of values already unpacked with a scale/offset). When a raster
+declares no nodata value, cells equal to a common sentinel (-9999, an integer type's extreme...)
+are fitted as data, and :class:`~geogp.exceptions.NodataWarning` says so at the caller's line.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import xarray as xr
+
+from geogp.exceptions import InputError, NodataWarning
+
+__all__ = ["masked_values"]
+
+
+def masked_values(da: xr.DataArray, nodata=None) -> xr.DataArray:
+    """``da`` as float64 with every missing cell set to NaN (lazy for dask-backed arrays).
+
+    Missing cells: NaN, and cells equal to the nodata value, taken from ``nodata`` or else from
+    ``da.rio.nodata`` / ``da.rio.encoded_nodata`` / the ``_FillValue``, ``missing_value`` or
+    ``nodata`` attributes. Integer rasters with a nodata value are supported this way. Float32
+    values are upcast exactly (no precision is lost).
+    """
+    if da.dtype == bool:
+        raise InputError("the raster is boolean (a mask?), not a field of numbers; geogp models "
+                         "real values. Cast it explicitly if 0/1 is meant: da.astype(float).")
+    if np.issubdtype(da.dtype, np.complexfloating):
+        raise InputError(f"the raster is complex ({da.dtype}); geogp models real values. Pass "
+                         "the part you mean explicitly: da.real, da.imag or abs(da).")
+    if not np.issubdtype(da.dtype, np.number):
+        raise InputError(f"raster values must be real numbers; got dtype {da.dtype}.")
+    candidates = [nodata]
+    # values unpacked with a scale/offset (open_raster, xarray's CF decoding) were masked while
+    # decoding; the encoded nodata is a *stored* value and would hit valid decoded cells
+    unpacked = any(k in da.encoding for k in ("scale_factor", "add_offset"))
+    if nodata is None:
+        try:
+            candidates += [da.rio.nodata] + ([] if unpacked else [da.rio.encoded_nodata])
+        except Exception:
+            pass
+        candidates += [da.attrs.get(k) for k in ("_FillValue", "missing_value", "nodata")]
+        if not unpacked:
+            candidates += [da.encoding.get(k) for k in ("_FillValue", "missing_value")]
+    out = da.astype(np.float64)
+    seen = set()
+    for value in candidates:
+        if value is None:
+            continue
+        try:
+            value = float(np.asarray(value).ravel()[0])
+        except (TypeError, ValueError, IndexError):
+            continue
+        if np.isnan(value) or value in seen:
+            continue
+        seen.add(value)
+        out = out.where(da != value)
+    if not seen:
+        _warn_sentinels(da)
+    return out
+
+
+# values that files use for "missing" when they declare no nodata (ESRI, GDAL, NetCDF defaults)
+_SENTINELS = (-9999.0, -999.0, -32768.0, -3.4028234663852886e38, 9.969209968386869e36, -1e30)
+
+
+def _warn_sentinels(da: xr.DataArray) -> None:
+    """Warn when a raster with no declared nodata holds a common sentinel or, for integer
+    rasters, its type's extreme value: those cells would be fitted as data."""
+    from geogp.adapters import _user_stacklevel  # lazy: adapters imports this module
+
+    values = list(_SENTINELS)
+    if np.issubdtype(da.dtype, np.integer):
+        info = np.iinfo(da.dtype)
+        values += [float(info.min), float(info.max)]
+    values = [v for v in values if _representable(v, da.dtype)]
+    hits = da.isin(values)
+    count = int(hits.sum())  # one pass over the data (lazy arrays compute here)
+    if count:
+        found = np.unique(np.asarray(da.where(hits).stack(cell=da.dims).dropna("cell")))[:3]
+        shown = ", ".join(f"{v:g}" for v in found)
+        warnings.warn(
+            f"{count} cell(s) equal {shown}, a common nodata sentinel, but the raster declares "
+            "no nodata value: they are fitted as data. If they are missing, pass "
+            f"nodata={found[0]:g} (geogp.fit(..., nodata=...)) or set the file's nodata.",
+            NodataWarning, stacklevel=_user_stacklevel())
+
+
+def _representable(value: float, dtype) -> bool:
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        return float(value).is_integer() and info.min <= value <= info.max
+    return True

@@ -8,7 +8,7 @@ __all__ = ["add_model_options", "add_run_options", "model_keywords", "MODEL_CHOI
 
 MODEL_CHOICES = ("auto", "lattice", "afs", "wavelet", "exact")
 
-_MODEL_HELP = ("model: auto (default: lattice for regular rasters up to ~3·10^5 cells, else afs), "
+_MODEL_HELP = ("model: auto (default: lattice for regular rasters up to ~2·10^5 cells, else afs), "
                "lattice (SPDE/GMRF on the cells + large-scale Fourier features), afs "
                "(approximate Fourier series; any size), wavelet, exact (small data)")
 

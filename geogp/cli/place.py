@@ -15,8 +15,8 @@ the exclusion raster is non-zero there, and every cell is a target: the default 
 ``--max-targets`` cells. Distances (``--min-distance``) are in the raster's CRS units (degrees
 of latitude on lon/lat rasters); by default ¼ of the shortest learnt lengthscale, stated in
 the summary. ``--model wavelet`` fits the multiresolution wavelet model instead of AFS and
-places on its sparse posterior (:mod:`geogp.placement.wavelet`: strategies ``variance`` and
-``mi``; ``mi`` scores a stratified random subset of ``--max-targets`` cells). Outputs are
+places on its sparse posterior (:mod:`geogp.placement.wavelet`: every strategy; ``mi`` scores a
+stratified random subset of ``--max-targets`` cells). Outputs are
 written atomically (temp file + os.replace).
 
 Exit codes as in :mod:`geogp.cli`: 0 ok; 2 bad input or usage (one line, no traceback);
@@ -69,7 +69,7 @@ def add_place_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--var", metavar="NAME", help="variable of a NetCDF file")
     p.add_argument("--model", default="afs", choices=("afs", "wavelet"),
                    help="afs (default; dense posterior, rank-one updates) or wavelet "
-                        "(multiresolution model; sparse posterior, strategies mi and variance)")
+                        "(multiresolution model; sparse posterior, every strategy)")
     add_model_options(p, models=False, lattice=False, features_help=(
         "number of Fourier features (default 2000; placement fits an AFS model with the "
         "dense solver, at most 4096)"))

@@ -33,6 +33,7 @@ import scipy.sparse as sp
 
 from geogp.exceptions import InputError
 from geogp.linalg.solvers import Solver
+from geogp.models.lattice_mid import MID_MARGIN, band, mid_cross, mid_lattice, mid_stencil
 
 __all__ = ["ALPHAS", "BACKENDS", "PARAMS", "PARAMS_LARGE", "PARAMS_MID", "PARAM_RATIO",
            "PARAM_SCALE", "MID_MARGIN", "mid_lattice", "mid_stencil",
@@ -87,73 +88,6 @@ def _structure(shape: tuple[int, int], alpha: int) -> sp.csc_matrix:
         return nine
     five = abs(laplacian(shape, (1.0, 1.0))) + sp.eye(ny * nx)
     return sp.csc_matrix(five @ five + nine)
-
-
-# coarse-lattice nodes added beyond the fine lattice on every side (the mid-scale level's own
-# margin against its boundary effect: 4 nodes = 4r fine cells)
-MID_MARGIN = 4
-
-
-def _band(n: int, width: int) -> sp.csr_matrix:
-    """n × n ones on the diagonals −width..width (a pattern placeholder)."""
-    w = min(width, n - 1)
-    return sp.diags([np.ones(n - abs(k)) for k in range(-w, w + 1)], list(range(-w, w + 1)),
-                    format="csr")
-
-
-def mid_lattice(shape: tuple[int, int], factor: int) -> tuple[tuple[int, int], sp.csr_matrix]:
-    """The mid-scale level's coarse lattice and its bilinear map Π (n_fine × n_coarse).
-
-    Coarse node (i, j) sits at fine cell ((i − m) r, (j − m) r), r = ``factor``,
-    m = :data:`MID_MARGIN`; a fine cell is the bilinear blend of the 4 nodes around it, so
-    the level's field at the fine cells is Π g_mid. Returns ((c_y, c_x), Π)."""
-    coarse, nodes, weights = mid_stencil(shape, factor)
-    n = shape[0] * shape[1]
-    pi = sp.csr_matrix((weights.ravel(), (np.repeat(np.arange(n), 4), nodes.ravel())),
-                       shape=(n, coarse[0] * coarse[1]))
-    return coarse, pi
-
-
-def mid_stencil(shape: tuple[int, int], factor: int):
-    """((c_y, c_x), nodes (n, 4), weights (n, 4)): the 4 coarse nodes around each fine cell
-    (row-major) and their bilinear weights (rows of Π in :func:`mid_lattice`)."""
-    r, m = int(factor), MID_MARGIN
-    cy, cx = ((n - 1) // r + 2 + 2 * m for n in shape)
-    iy, ty = np.arange(shape[0]) // r + m, (np.arange(shape[0]) % r) / r
-    ix, tx = np.arange(shape[1]) // r + m, (np.arange(shape[1]) % r) / r
-    fy, fx = np.meshgrid(np.arange(shape[0]), np.arange(shape[1]), indexing="ij")
-    nodes, weights = [], []
-    for dy in (0, 1):
-        for dx in (0, 1):
-            wy = (ty if dy else 1.0 - ty)[fy].ravel()
-            wx = (tx if dx else 1.0 - tx)[fx].ravel()
-            nodes.append(((iy[fy] + dy) * cx + ix[fx] + dx).ravel())
-            weights.append(wy * wx)
-    return (cy, cx), np.stack(nodes, axis=1), np.stack(weights, axis=1)
-
-
-def _mid_cross(shape: tuple[int, int], factor: int, coarse: tuple[int, int]) -> sp.coo_matrix:
-    """Pattern of the fine–coarse block: fine cell (y, x) with the coarse nodes of its own and
-    its 8 neighbours' bilinear stencils (what the exact neighbour covariances need)."""
-    r, m = int(factor), MID_MARGIN
-
-    def span(n):  # per fine index: the coarse indices from the stencil of y−1 to that of y+1
-        pos = np.arange(n)
-        lo = np.maximum(pos - 1, 0) // r + m
-        hi = np.minimum(pos + 1, n - 1) // r + m + 1
-        return lo, hi
-
-    (ly, hy), (lx, hx) = span(shape[0]), span(shape[1])
-    rows, cols = [], []
-    for oy in range(4):
-        for ox in range(4):
-            ok = ((ly + oy) <= hy)[:, None] & ((lx + ox) <= hx)[None, :]
-            fy, fx = np.nonzero(ok)
-            rows.append(fy * shape[1] + fx)
-            cols.append((ly[fy] + oy) * coarse[1] + lx[fx] + ox)
-    rows, cols = np.concatenate(rows), np.concatenate(cols)
-    return sp.coo_matrix((np.ones(rows.size), (rows, cols)),
-                         shape=(shape[0] * shape[1], coarse[0] * coarse[1]))
 
 
 def _coefficients(params, alpha: int, area: float):
@@ -301,7 +235,7 @@ def make_problem(shape, h, alpha: int, cells: np.ndarray, y: np.ndarray, X: np.n
         mid_scale: None, or the coarsening factor r ≥ 2 of a second, mid-scale α = 2 field on
             a lattice r times coarser (:func:`mid_lattice`), added to the fine one.
         neighbours: with the mid-scale level, keep the pattern entries that the posterior's
-            neighbour covariances need (:func:`_mid_cross`); False keeps only those of B
+            neighbour covariances need (:func:`~geogp.models.lattice_mid.mid_cross`); False keeps only those of B
             (a sparser factor, enough for the likelihood: the fitting tiles).
 
     Cost: O(nnz(Q)) here; the CHOLMOD analysis happens on the first evaluation.
@@ -319,8 +253,8 @@ def make_problem(shape, h, alpha: int, cells: np.ndarray, y: np.ndarray, X: np.n
         coarse, pi = mid_lattice(shape, int(mid_scale))
         nc = coarse[0] * coarse[1]
         width = 2 if neighbours else 1
-        cross = _mid_cross(shape, int(mid_scale), coarse) if neighbours else pi
-        coarse_block = sp.kron(_band(coarse[0], width), _band(coarse[1], width))
+        cross = mid_cross(shape, int(mid_scale), coarse) if neighbours else pi
+        coarse_block = sp.kron(band(coarse[0], width), band(coarse[1], width))
         coarse_block = coarse_block + abs(_structure(coarse, 2))
         structure = sp.bmat([[structure, cross], [cross.T, coarse_block]], format="csc")
 

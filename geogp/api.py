@@ -46,10 +46,10 @@ class GeoRegressor(DrawsMixin):
             (small data). ``"auto"`` is ``"lattice"`` (an SPDE/GMRF on the raster's own cells
             plus 200 large-scale Fourier features: sharp near data, honest deep inside gaps)
             for regular 2-D rasters whose sparse factor fits in memory (about 2·10⁵ cells
-            with the default 4 GiB limit and the mid-scale field), and ``"afs"`` (approximate Fourier series) for
-            points, larger or irregular rasters, or when AFS options (``kernel``,
-            ``n_features``, ``share_hyperparameters``, AFS-only options) are given; the choice
-            is in ``model_`` and ``model_reason_`` (:func:`geogp.engines.resolve_model`).
+            with the default 4 GiB limit and the mid-scale field), and ``"afs"``
+            (approximate Fourier series) for points, larger or irregular rasters, or when AFS
+            options (``kernel``, ``n_features``, ``share_hyperparameters``, AFS-only options)
+            are given; the choice is in ``model_`` and ``model_reason_`` (:func:`geogp.engines.resolve_model`).
         kernel: kernel name for ``afs``/``exact`` (default ``"matern12"``; also ``"se"``,
             ``"matern32"``, ``"matern52"``, sums ``"matern12+matern32"``).
         n_features: Fourier features M for ``afs`` (default ``"auto"``: N_obs/8 clipped to

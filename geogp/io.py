@@ -385,11 +385,8 @@ def write_netcdf(pred: xr.Dataset, path, *, overwrite: bool = False) -> Path:
             y_dim, x_dim = find_spatial_dims(ds)
         except InputError:  # points: no grid
             y_dim = x_dim = None
-        crs = ds.rio.crs
-        if x_dim is not None:
-            ds = ds.rio.set_spatial_dims(x_dim=x_dim, y_dim=y_dim)
-        ds = ds.rio.write_crs(crs)
-        if x_dim is not None:
+        ds = ds.rio.write_crs(ds.rio.crs)
+        if x_dim is not None:  # after write_crs, which returns an object without them
             ds = ds.rio.set_spatial_dims(x_dim=x_dim, y_dim=y_dim).rio.write_coordinate_system()
             try:
                 ds = ds.rio.write_transform(ds.rio.transform(recalc=True))

@@ -62,8 +62,9 @@ def add_fit_parser(subparsers, epilog: str) -> argparse.ArgumentParser:
                           "mean (external drift); repeat for several. Lattice model only")
     fit.add_argument("--samples", type=int, default=0, metavar="N",
                      help="also write N posterior sample rasters (conditional simulations of "
-                          "the field; lattice, AFS and wavelet models): extra bands 'samples sample=i' "
-                          "after the others, and a 'samples' variable in --netcdf")
+                          "the field; lattice, AFS and wavelet models): extra bands "
+                          "'samples sample=i' after the others, and a 'samples' variable in "
+                          "--netcdf")
     fit.add_argument("--seed", type=int, default=0, help="seed of --samples (default 0)")
     fit.add_argument("--cog", action="store_true", help="write a Cloud-Optimized GeoTIFF")
     fit.add_argument("--netcdf", metavar="PRED.nc", help="also write CF NetCDF")
@@ -216,7 +217,8 @@ def run_fit(args, echo) -> int:
                                  progress=not args.quiet, options=options)
     if str(args.input).lower().endswith(TABLE_SUFFIXES):
         if args.covariate:
-            raise usage_error("--covariate needs a raster INPUT (the covariates live on its cells).")
+            raise usage_error("--covariate needs a raster INPUT (the covariates live on its "
+                              "cells).")
         table = _read_table(args)
         da = _points_grid(args, table)
         model.crs = args.crs
@@ -226,12 +228,12 @@ def run_fit(args, echo) -> int:
         if args.samples:  # refused now, not after the fit: sample bands need one 2-D grid
             from geogp.adapters import find_spatial_dims
 
-            extra = [d for d in da.dims if d not in find_spatial_dims(da)]
-            if extra:
+            others = [d for d in da.dims if d not in find_spatial_dims(da)]
+            if others:
                 raise usage_error(
                     f"--samples writes one band per sample of a single 2-D raster; "
-                    f"{args.input} also has the dimension(s) {extra} "
-                    f"({', '.join(f'{d}: {da.sizes[d]}' for d in extra)}). Extract one slice "
+                    f"{args.input} also has the dimension(s) {others} "
+                    f"({', '.join(f'{d}: {da.sizes[d]}' for d in others)}). Extract one slice "
                     "first (e.g. gdal_translate -b 1, or xarray's isel), or drop --samples.")
         covariates = [open_raster(c) for c in args.covariate] or None
         model.fit(da, covariates=covariates)

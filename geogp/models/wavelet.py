@@ -389,21 +389,10 @@ class WaveletRegressor:
         Returns:
             :class:`~geogp.models.base.Prediction` with arrays of shape (len(axes[0]), …).
         """
-        check_fitted(self, "posterior_")
-        if len(axes) != self.basis_.n_dims:
-            raise InputError(
-                f"expected {self.basis_.n_dims} coordinate vector(s); got {len(axes)}.")
-        axes = [np.asarray(a, dtype=np.float64).ravel() for a in axes]
-        for d, a in enumerate(axes):
-            if a.size == 0 or not np.all(np.isfinite(a)):
-                raise InputError(f"prediction axis {d} must be a non-empty vector of finite "
-                                 f"coordinates (got {a.size} value(s), "
-                                 f"{int(np.sum(~np.isfinite(a)))} not finite).")
+        axes, std_axes = self._grid_axes(axes)
         if self.posterior_.grid_ready():  # separable: no solve per cell
-            sc = self.scaler_
-            std_axes = [(a - sc.x_mean[d]) / sc.x_scale[d] for d, a in enumerate(axes)]
             mean, var = self.posterior_.predict_grid(std_axes)
-            return sc.unscale(mean, var, float(self.params_["noise"]))
+            return self.scaler_.unscale(mean, var, float(self.params_["noise"]))
         mesh = np.meshgrid(*axes, indexing="ij")
         pred = self.predict(np.stack([m.ravel() for m in mesh], axis=1))
         shape = mesh[0].shape
@@ -444,13 +433,7 @@ class WaveletRegressor:
         """``n`` posterior samples on the grid spanned by ``axes`` (D vectors, data units),
         (n, N_1, …, N_D); a 2-D basis goes per axis (no feature matrix is formed). The same
         draws as :meth:`sample` on the mesh for the same ``seed``."""
-        check_fitted(self, "posterior_")
-        if len(axes) != self.basis_.n_dims:
-            raise InputError(
-                f"expected {self.basis_.n_dims} coordinate vector(s); got {len(axes)}.")
-        axes = [np.asarray(a, dtype=np.float64).ravel() for a in axes]
-        sc = self.scaler_
-        std_axes = [(a - sc.x_mean[d]) / sc.x_scale[d] for d, a in enumerate(axes)]
+        _, std_axes = self._grid_axes(axes)
         rng, w = self._sample_weights(n, seed)
         if self.basis_.n_dims == 2:
             f = self.posterior_.sample_grid(std_axes, w)
@@ -459,6 +442,22 @@ class WaveletRegressor:
             pts = np.stack([m.ravel() for m in mesh], axis=1)
             f = self.posterior_.sample_points(pts, w).reshape(w.shape[1], *mesh[0].shape)
         return self._finish_samples(f, rng, observed)
+
+    def _grid_axes(self, axes) -> tuple[list, list]:
+        """(axes, standardised axes) of a grid: one non-empty vector of finite coordinates
+        per input dimension (original units), checked."""
+        check_fitted(self, "posterior_")
+        if len(axes) != self.basis_.n_dims:
+            raise InputError(
+                f"expected {self.basis_.n_dims} coordinate vector(s); got {len(axes)}.")
+        axes = [np.asarray(a, dtype=np.float64).ravel() for a in axes]
+        for d, a in enumerate(axes):
+            if a.size == 0 or not np.all(np.isfinite(a)):
+                raise InputError(f"grid axis {d} must be a non-empty vector of finite "
+                                 f"coordinates (got {a.size} value(s), "
+                                 f"{int(np.sum(~np.isfinite(a)))} not finite).")
+        sc = self.scaler_
+        return axes, [(a - sc.x_mean[d]) / sc.x_scale[d] for d, a in enumerate(axes)]
 
     def prior_variance(self, X) -> np.ndarray:
         """Prior variance k(x, x) of f at X (N*, D), original scale (s_y² · Σ_m λ_m φ_m(x)²)."""

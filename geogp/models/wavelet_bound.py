@@ -260,6 +260,18 @@ class WaveletPosterior:
         return np.concatenate(means), np.concatenate(variances)
 
 
+    def _dense_cholesky(self) -> np.ndarray:
+        """A fresh dense lower Cholesky factor of A (M_a × M_a, LAPACK dpotrf in place; the
+        upper triangle holds A's entries)."""
+        from scipy.linalg import lapack
+
+        a = self.problem.pattern.to_scipy(np.asarray(self.a_vals)).toarray()
+        a, info = lapack.dpotrf(a, lower=1, overwrite_a=1)
+        if info != 0:
+            raise NotPositiveDefiniteError(f"the wavelet posterior precision A is not positive "
+                                           f"definite (LAPACK info {info}).")
+        return a
+
     @cached_property
     def _grid_operator(self) -> np.ndarray:
         """D (M_y², M_x²) with D[(a, c), (b, d)] = (A⁻¹)_(a,b),(c,d) over all M = M_y·M_x
@@ -269,10 +281,7 @@ class WaveletPosterior:
         st = self.problem.stats
         my, mx = self.problem.basis.sizes
         # A⁻¹ in place (dpotrf, dpotri: lower triangle), then symmetrised: one M_a² array
-        a = self.problem.pattern.to_scipy(np.asarray(self.a_vals)).toarray()
-        a, info = lapack.dpotrf(a, lower=1, overwrite_a=1)
-        if info == 0:
-            a, info = lapack.dpotri(a, lower=1, overwrite_c=1)
+        a, info = lapack.dpotri(self._dense_cholesky(), lower=1, overwrite_c=1)
         if info != 0:
             raise NotPositiveDefiniteError(f"the wavelet posterior precision A is not positive "
                                            f"definite (LAPACK info {info}).")
@@ -357,14 +366,7 @@ class WaveletPosterior:
     @cached_property
     def _sample_factor(self) -> np.ndarray:
         """Lower Cholesky factor L of A (dense, M_a × M_a): L⁻ᵀz ~ N(0, A⁻¹) for z ~ N(0, I)."""
-        from scipy.linalg import lapack
-
-        a = self.problem.pattern.to_scipy(np.asarray(self.a_vals)).toarray()
-        a, info = lapack.dpotrf(a, lower=1, overwrite_a=1)
-        if info != 0:
-            raise NotPositiveDefiniteError(f"the wavelet posterior precision A is not positive "
-                                           f"definite (LAPACK info {info}).")
-        return np.tril(a)
+        return np.tril(self._dense_cholesky())
 
     def sample_weights(self, n: int, rng) -> np.ndarray:
         """(M, n) draws of the whitened weights of all M basis functions: the active ones from

@@ -249,8 +249,11 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
         tgt, thinned = tgt.thin(max_targets, seed)
 
     n_t = N if tgt is None else len(tgt)
+    # existing sensors on candidates: part of the chosen set A (Krause's V∖A leaves them out)
+    taken = _at_candidates(existing, cands.coords) if existing is not None else []
     if wavelet:  # its own memory estimate and refusal, before allocating
-        g = wavelet_greedy(model, cands, tgt, existing, strategy, criterion, n, max_memory)
+        g = wavelet_greedy(model, cands, tgt, existing, strategy, criterion, n, max_memory,
+                           taken)
         pb = g.pb
     elif exact:
         n_feat = N + (0 if tgt is None else n_t) + (0 if existing is None else len(existing))
@@ -268,7 +271,6 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
     if not wavelet:
         pb = (_exact_problem(model, cands, tgt, existing) if exact
               else _afs_problem(model, cands, tgt, existing, dense_limit))
-        taken = _at_candidates(existing, cands.coords) if existing is not None else []
         if lazy is None:
             lazy = isinstance(pb.ops, _DenseOps)
         g = _Greedy(pb, strategy, criterion, bool(lazy), 16, taken, screened, max_evaluations)

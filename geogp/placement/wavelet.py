@@ -38,7 +38,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from geogp.exceptions import InputError, MemoryEstimateError, NotPositiveDefiniteError
-from geogp.placement.candidates import MIN_DISTANCE_FRACTION, Candidates, _at_candidates
+from geogp.placement.candidates import MIN_DISTANCE_FRACTION, Candidates
 from geogp.placement.greedy import _Greedy
 from geogp.placement.operators import _Problem
 from geogp.placement.posterior import _rank1
@@ -120,9 +120,8 @@ class SparseFeaturePosterior:
                                                    "positive definite (CHOLMOD).")
                 return out
         else:  # dense backend, or few features: one dense Cholesky of A_a, kept
-            low = problem.pattern.to_scipy_lower(a_vals)
-            dense = (low + low.T - sp.diags(low.diagonal())).toarray()
-            cho = sla.cho_factor(dense, lower=True, overwrite_a=True, check_finite=False)
+            cho = sla.cho_factor(self.data_precision(), lower=True, overwrite_a=True,
+                                 check_finite=False)  # F = M_a columns so far: A_a itself
 
             def solve(rhs):
                 return sla.cho_solve(cho, rhs, check_finite=False)
@@ -449,13 +448,14 @@ def wavelet_min_distance(model, coords) -> float:
 
 
 def wavelet_greedy(model, cands: Candidates, targets: Candidates | None, existing,
-                   strategy: str, criterion: str, n_sites: int, max_memory: float
-                   ) -> _WaveletGreedy:
+                   strategy: str, criterion: str, n_sites: int, max_memory: float,
+                   taken=()) -> _WaveletGreedy:
     """The greedy state for a wavelet model (``targets=None``: the candidates), after
     :func:`check_wavelet` (as :func:`~geogp.placement.suggest.suggest_sites` calls it).
 
     Refuses (:class:`~geogp.exceptions.MemoryEstimateError`) before allocating above
-    ``max_memory``. Existing sensors are absorbed first by the same rank-one updates.
+    ``max_memory``. Existing sensors are absorbed first by the same rank-one updates;
+    ``taken`` lists the candidates they sit on (outside Krause's V∖A).
     """
     n_t = len(cands) if targets is None else len(targets)
     n_e = 0 if existing is None else len(existing)
@@ -484,5 +484,4 @@ def wavelet_greedy(model, cands: Candidates, targets: Candidates | None, existin
     zc = np.zeros(ops.n)
     pb = _Problem(None, None, post.noise, ops, tops, zc, zc if tops is ops else np.zeros(tops.n),
                   None, float(sc.y_scale))
-    taken = _at_candidates(existing, cands.coords) if n_e else []
     return _WaveletGreedy(pb, post, strategy, criterion, taken)

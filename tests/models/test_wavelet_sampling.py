@@ -75,6 +75,8 @@ def test_sampling_refuses_bad_requests_before_allocating(fitted):
     m = fitted[0]
     with pytest.raises(InputError, match="integer ≥ 1"):
         m.sample(np.zeros((1, 2)) + 0.5, 0)
+    with pytest.raises(InputError, match="axis 1 must be a non-empty vector of finite"):
+        m.sample_grid([np.linspace(0.1, 0.9, 3), np.array([0.5, np.nan])], 2)
     import copy
 
     small = copy.copy(m)  # the same fit, held to a budget below A's dense factor

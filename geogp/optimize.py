@@ -63,6 +63,27 @@ def constrain(uparams: dict, unconstrained=()) -> dict:
 _VG_CACHE: dict = {}
 
 
+def _box(free: dict, bounds: dict, unconstrained) -> scipy.optimize.Bounds | None:
+    """L-BFGS-B's box over the raveled free parameters for ``bounds`` (None: no box); a
+    low/high of None means unbounded on that side."""
+    if not bounds:
+        return None
+    wrong = [k for k in bounds if k not in free or k not in unconstrained]
+    if wrong:
+        raise InputError(f"bounds apply to free, unconstrained parameters only; got {wrong}.")
+    lows, highs = {}, {}
+    for k, v in free.items():
+        lo, hi = bounds.get(k, (None, None))
+        lo = -np.inf if lo is None else float(lo)
+        hi = np.inf if hi is None else float(hi)
+        if not lo < hi:
+            raise InputError(f"the bounds of {k!r} are empty: ({lo}, {hi}).")
+        lows[k] = jax.tree_util.tree_map(lambda x, b=lo: jnp.full(jnp.shape(x), b), v)
+        highs[k] = jax.tree_util.tree_map(lambda x, b=hi: jnp.full(jnp.shape(x), b), v)
+    return scipy.optimize.Bounds(*(np.asarray(ravel_pytree(t)[0], dtype=np.float64)
+                                   for t in (lows, highs)))
+
+
 def _value_and_grad(loss, treedef, shape, unconstrained, unravel):
     """A jitted value-and-gradient in unconstrained space, cached per (loss, parameter layout).
 
@@ -122,6 +143,7 @@ def minimize_lbfgs(
     gtol: float = 1e-6,
     ftol: float = 1e-10,
     progress: Callable[[int, float], None] | None = None,
+    bounds: dict | None = None,
 ) -> tuple[dict, FitReport]:
     """Minimise ``loss(params)`` over positive (softplus) parameters by L-BFGS.
 
@@ -136,6 +158,10 @@ def minimize_lbfgs(
         maxiter: maximum L-BFGS iterations.
         gtol, ftol: scipy L-BFGS-B stopping tolerances (projected gradient; relative decrease).
         progress: optional callback ``progress(iteration, objective)`` after each iteration.
+        bounds: ``{key: (low, high)}`` for keys listed in ``unconstrained`` (either may be
+            None): L-BFGS-B keeps every leaf of that key inside the box (a start outside it is
+            moved onto it). For parameters that the data cannot identify beyond some value
+            and where the objective loses its digits (see the lattice model's range).
 
     Returns:
         ``(params, report)``: the optimised constrained parameters and a :class:`FitReport`.
@@ -150,6 +176,9 @@ def minimize_lbfgs(
     if not free:
         raise GeogpError("nothing to optimise: every parameter is fixed.")
     u0, unravel = ravel_pytree(unconstrain(free, unconstrained))
+    box = _box(free, bounds or {}, unconstrained)
+    if box is not None:
+        u0 = jnp.clip(u0, box.lb, box.ub)
     vg = _value_and_grad(loss, jax.tree_util.tree_structure(free), tuple(np.shape(u0)),
                          tuple(unconstrained), unravel)
 
@@ -177,6 +206,7 @@ def minimize_lbfgs(
     res = scipy.optimize.minimize(
         fun, np.asarray(u0, dtype=np.float64), jac=True, method="L-BFGS-B",
         callback=callback, options={"maxiter": maxiter, "gtol": gtol, "ftol": ftol},
+        bounds=box,
     )
     # best = inf: no evaluation was ever finite (the start included), so res.fun is the penalty
     if not np.isfinite(state["best"]):

@@ -3,9 +3,17 @@
 # available): the CHOLMOD headers (libsuitesparse-dev) and a C compiler for scikit-sparse, an
 # optimised BLAS for CHOLMOD (OpenBLAS: Debian's default reference BLAS makes the sparse
 # factorisations and solves 4-5 times slower), then a virtual environment in .venv with geogp
-# and its test extra. Safe to run again: it skips what is already there.
+# and its test extra, at the versions of requirements/constraints.txt (what CI tested).
+# Safe to run again: it skips what is already there.
+#   --latest   the newest releases instead, in .venv-latest (to check them before re-locking)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+venv=.venv
+constraints=(-c requirements/constraints.txt)
+if [ "${1:-}" = "--latest" ]; then
+  venv=.venv-latest
+  constraints=()
+fi
 
 need_apt=()
 [ -f /usr/include/suitesparse/cholmod.h ] || need_apt+=(libsuitesparse-dev)
@@ -24,15 +32,15 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-if [ ! -x .venv/bin/python ]; then
-  echo "[geogp setup] creating .venv"
-  python3 -m venv .venv
+if [ ! -x "$venv/bin/python" ]; then
+  echo "[geogp setup] creating $venv"
+  python3 -m venv "$venv"
 fi
-stamp=.venv/.geogp-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  echo "[geogp setup] installing geogp and dependencies into .venv (first time: a few minutes)"
-  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e ".[test]"
+stamp="$venv/.geogp-installed"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ requirements/constraints.txt -nt "$stamp" ]; then
+  echo "[geogp setup] installing geogp and dependencies into $venv (first time: a few minutes)"
+  "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
+  "$venv/bin/python" -m pip install -q "${constraints[@]}" -e ".[test]"
   touch "$stamp"
 fi
-echo "[geogp setup] ready: $(.venv/bin/python -c 'import geogp; print("geogp", geogp.__version__)')"
+echo "[geogp setup] ready in $venv: $("$venv/bin/python" -c 'import geogp, jax, numpy, scipy; print("geogp", geogp.__version__, "| jax", jax.__version__, "| numpy", numpy.__version__, "| scipy", scipy.__version__)')"

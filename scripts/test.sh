@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
 # Set everything up, then run the whole test suite (under 15 minutes on 2 cores).
+#   bash scripts/test.sh            the locked versions (requirements/constraints.txt), in .venv
+#   bash scripts/test.sh --latest   the newest releases, in .venv-latest
+# Further arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+venv=.venv
+if [ "${1:-}" = "--latest" ]; then
+  venv=.venv-latest
+  shift
+  bash scripts/setup.sh --latest
+else
+  bash scripts/setup.sh
+fi
 # two workers (pytest-xdist), one test file each at a time (module fixtures built once): on
 # 2 cores the suite took 10:45 instead of 15:48 serially (2026-11-25)
 # one BLAS thread per worker: two workers already fill the two cores, and OpenBLAS threads on
 # top of them only compete (CHOLMOD links the system OpenBLAS that setup.sh installs)
 export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
-exec .venv/bin/python -m pytest -q -n 2 --dist loadfile "$@"
+exec "$venv/bin/python" -m pytest -q -n 2 --dist loadfile "$@"

@@ -9,7 +9,7 @@ import pytest
 from _reference.assertions import assert_allclose
 
 from geogp import kernels as gk
-from geogp.exceptions import GeogpError
+from geogp.exceptions import GeogpError, InputError
 from geogp.optimize import POSITIVE_FLOOR, FitReport, constrain, minimize_lbfgs, unconstrain
 
 # ---------------------------------------------------------------------------------------------
@@ -99,6 +99,36 @@ def test_unconstrained_keys_reach_negative_values():
                             unconstrained=("w",))
     assert_allclose(out["w"], [-4.0, 0.5], rtol=1e-6)
     assert_allclose(out["a"], 2.0, rtol=1e-6)
+
+
+def test_bounds_hold_unconstrained_leaves_in_their_box():
+    """The minimum of Σ(w − t)² over a box is t clipped to it (the KKT point of a separable
+    convex quadratic); a start outside the box is moved onto it; an unbounded key is free."""
+    target = jnp.array([-4.0, 0.5, 3.0])
+
+    def loss(p):
+        return jnp.sum((p["w"] - target) ** 2) + (p["v"] - 7.0) ** 2
+
+    out, _ = minimize_lbfgs(loss, {"w": jnp.array([5.0, 5.0, 5.0]), "v": jnp.asarray(0.0)},
+                            unconstrained=("w", "v"), bounds={"w": (-1.0, 2.0)})
+    assert_allclose(out["w"], [-1.0, 0.5, 2.0], rtol=1e-8)
+    assert_allclose(out["v"], 7.0, rtol=1e-6)
+    one_sided, _ = minimize_lbfgs(loss, {"w": jnp.zeros(3), "v": jnp.asarray(0.0)},
+                                  unconstrained=("w", "v"), bounds={"w": (None, 0.0)})
+    assert_allclose(one_sided["w"], [-4.0, 0.0, 0.0], rtol=1e-6, atol=1e-9)
+
+
+def test_bounds_on_positive_or_unknown_keys_and_empty_boxes_are_refused():
+    def loss(p):
+        return (p["a"] - 1.0) ** 2 + (p["w"] - 1.0) ** 2
+
+    params = {"a": jnp.asarray(1.0), "w": jnp.asarray(0.0)}
+    with pytest.raises(InputError, match="unconstrained parameters only"):
+        minimize_lbfgs(loss, params, unconstrained=("w",), bounds={"a": (0.0, 1.0)})
+    with pytest.raises(InputError, match="unconstrained parameters only"):
+        minimize_lbfgs(loss, params, unconstrained=("w",), bounds={"zz": (0.0, 1.0)})
+    with pytest.raises(InputError, match="empty"):
+        minimize_lbfgs(loss, params, unconstrained=("w",), bounds={"w": (2.0, 1.0)})
 
 
 def test_backs_off_from_a_region_where_the_loss_is_nan():

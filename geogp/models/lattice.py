@@ -61,7 +61,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from geogp.exceptions import InputError, MemoryEstimateError
-from geogp.linalg.selinv import _single_threaded_blas
 from geogp.models.base import Standardizer, check_fitted
 from geogp.models.lattice_gmrf import (
     ALPHAS,
@@ -85,8 +84,8 @@ from geogp.models.lattice_gmrf import (
 )
 from geogp.models.lattice_outputs import LatticeOutputsMixin
 from geogp.models.lattice_posterior import LatticePosteriorMixin
-from geogp.models.lattice_tiles import composite_loss
-from geogp.optimize import FitReport, minimize_lbfgs
+from geogp.models.lattice_tiles import composite_loss, fit_local, fitting_tiles
+from geogp.optimize import FitReport
 from geogp.trend import basis, monomial_powers
 
 __all__ = [
@@ -120,23 +119,11 @@ _FILL = {1: 2.6, 2: 6.5}
 # twice the cost. Below 128 cells a side the features already reach ~20-cell wavelengths.
 MID_SCALE_AUTO = 12
 MID_SCALE_MIN_CELLS = 128
+# the fitted ranges stay below this many times the fitting lattice's extent (_range_bounds)
+RANGE_MAX_EXTENTS = 10.0
 
 
 # --------------------------------------------------------------------------- estimator
-def _tiles(shape: tuple[int, int], tile: int, budget: int | None) -> list[tuple[slice, slice]]:
-    """Square-ish tiles partitioning ``shape``; an evenly spread subset within ``budget`` cells."""
-    ny, nx = shape
-    if budget is None or ny * nx <= budget:
-        return [(slice(0, ny), slice(0, nx))]
-    ty, tx = max(1, round(ny / tile)), max(1, round(nx / tile))
-    ey, ex = np.linspace(0, ny, ty + 1).astype(int), np.linspace(0, nx, tx + 1).astype(int)
-    all_tiles = [(slice(ey[i], ey[i + 1]), slice(ex[j], ex[j + 1]))
-                 for i in range(ty) for j in range(tx)]
-    k = max(1, min(len(all_tiles), budget // ((ny // ty) * (nx // tx))))
-    pick = np.unique(np.round(np.linspace(0, len(all_tiles) - 1, k)).astype(int))
-    return [all_tiles[i] for i in pick]
-
-
 class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
     """SPDE / GMRF Gaussian process on a regular raster (see the module docstring).
 
@@ -334,7 +321,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         self.scaler_ = Standardizer.from_data(Xobs, v[obs])
         ys = self.scaler_.y(v[obs])
         params = self._initial(ys, self._trend(iy + m, ix + m))
-        tiles = [sl for sl in _tiles(obs.shape, int(self.tile), self.fit_cells)
+        tiles = [sl for sl in fitting_tiles(obs.shape, int(self.tile), self.fit_cells)
                  if obs[sl].sum() >= max(p + 2, 0.01 * obs[sl].size)]  # skip near-empty tiles
         if not tiles:
             tiles = [(slice(0, obs.shape[0]), slice(0, obs.shape[1]))]
@@ -342,7 +329,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         self.mid_dropped_ = False
         problems = [self._problem(obs, ys, sl, large=False) for sl in tiles]
         self.fit_tiles_ = len(problems)
-        local, report = self._stage1(params, problems)
+        local, report = self._stage1(params, problems, tiles)
         if (self.mid_scale == "auto" and self._mid_factor() is not None
                 and local["log_range"] >= local["log_range_mid"]):
             # the likelihood made the "local" field the longer-ranged one (nearly noise-free,
@@ -353,31 +340,36 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             self.mid_dropped_ = True
             params = self._initial(ys, self._trend(iy + m, ix + m))
             problems = [self._problem(obs, ys, sl, large=False) for sl in tiles]
-            local, report = self._stage1(params, problems)
+            local, report = self._stage1(params, problems, tiles)
         self.params_, self.report_ = {**params, **local}, report
         # stage 2 (large scales, inside the posterior's factorisation) and the posterior
         self._posterior(obs, ys)
         return self
 
-    def _stage1(self, params: dict, problems: list) -> tuple[dict, FitReport]:
+    def _stage1(self, params: dict, problems: list, tiles: list) -> tuple[dict, FitReport]:
         """The local field's θ on the tiles (each tile's own trend stands in for the large
         scales, which a tile cannot identify)."""
         local = {k: params[k] for k in self._local_keys()}
-        if self.optimize:
-            # the loss is −log p per observation: stop once an iteration gains < 1e-7 of it
-            # (< 0.006 in log-likelihood over 60,000 cells); scipy's 1e-10 spent the last 3 of
-            # 18 evaluations on the satellite raster gaining 0.002 in all
-            # one BLAS thread throughout: OpenBLAS's idle workers spin after every call and
-            # took the second core from the tiles' background inversions (stage 1 31 s → 22 s)
-            with _single_threaded_blas():
-                local, report = minimize_lbfgs(composite_loss, local, args=(tuple(problems),),
-                                               unconstrained=self._local_keys(),
-                                               maxiter=int(self.maxiter), ftol=1e-7,
-                                               progress=self.progress)
-        else:
-            report = FitReport(float(composite_loss(local, tuple(problems))), 0, 1, True,
-                               "not optimised", 0.0)
-        return local, report
+        if not self.optimize:
+            return local, FitReport(float(composite_loss(local, tuple(problems))), 0, 1, True,
+                                    "not optimised", 0.0)
+        return fit_local(local, problems, self._range_bounds(tiles), maxiter=int(self.maxiter),
+                         progress=self.progress)
+
+    def _range_bounds(self, tiles: list) -> dict:
+        """Upper bounds of the fields' log ranges: :data:`RANGE_MAX_EXTENTS` times the
+        largest fitting lattice's extent (lattice units).
+
+        Far beyond the lattice the field is its intrinsic limit: the likelihood rises ever more
+        slowly along a ridge (ρ → ∞ with s ∝ ρ) and, as the constant mode's prior precision
+        c κ⁴ vanishes against the data's N/σ², M_XX = XᵀΣ⁻¹X loses its digits to
+        cancellation. Unbounded, L-BFGS followed the ridge into that noise and stopped
+        wherever the rounding of the installed BLAS/JAX let it."""
+        m = 2 * int(self.margin)
+        extent = max(max((sl.stop - sl.start + m) * h for sl, h in zip(tile, self.h_))
+                     for tile in tiles)
+        top = (None, math.log(RANGE_MAX_EXTENTS * extent))
+        return {k: top for k in ("log_range", "log_range_mid") if k in self._local_keys()}
 
     def _standardised_covariates(self, covariates, obs: np.ndarray, margin: int):
         """(k, n_y + 2m, n_x + 2m) covariates z-scored over the observed cells, extended into

@@ -1,4 +1,4 @@
-"""The composite likelihood of the lattice model's fitting tiles (stage 1 of the fit).
+"""Stage 1 of the lattice model's fit: the local θ on fitting tiles (composite likelihood).
 
 −Σ_t log p_t(y_t | θ) / Σ_t N_t over independent tiles, each with its own lattice, margin and
 integrated trend (:mod:`geogp.models.lattice`). With CHOLMOD, the tiles' sparse systems go
@@ -10,14 +10,41 @@ the same either way; only the order of the host work differs.
 
 from __future__ import annotations
 
+import jax.numpy as jnp
+import numpy as np
+
+from geogp.linalg.selinv import _single_threaded_blas
 from geogp.models.lattice_gmrf import (
+    PARAM_RATIO,
     LatticeProblem,
     dense_likelihood,
     sparse_system,
     statistics_from_solve,
 )
+from geogp.optimize import FitReport, minimize_lbfgs
 
-__all__ = ["composite_loss"]
+__all__ = ["composite_loss", "composite_loss_ratio_excess", "fit_local", "fitting_tiles",
+           "RATIO_EXCESS", "RATIO_MIN"]
+
+# the two-range parameter as the optimiser sees it: e^t = κ₂/κ₁ − 1 (t = ``log_ratio``), kept
+# above RATIO_MIN (κ₂ = 1.001 κ₁: the α = 2 limit in practice)
+RATIO_EXCESS = "ratio_excess"
+RATIO_MIN = 1e-3
+
+
+def fitting_tiles(shape: tuple[int, int], tile: int,
+                  budget: int | None) -> list[tuple[slice, slice]]:
+    """Square-ish tiles partitioning ``shape``; an evenly spread subset within ``budget`` cells."""
+    ny, nx = shape
+    if budget is None or ny * nx <= budget:
+        return [(slice(0, ny), slice(0, nx))]
+    ty, tx = max(1, round(ny / tile)), max(1, round(nx / tile))
+    ey, ex = np.linspace(0, ny, ty + 1).astype(int), np.linspace(0, nx, tx + 1).astype(int)
+    all_tiles = [(slice(ey[i], ey[i + 1]), slice(ex[j], ex[j + 1]))
+                 for i in range(ty) for j in range(tx)]
+    k = max(1, min(len(all_tiles), budget // ((ny // ty) * (nx // tx))))
+    pick = np.unique(np.round(np.linspace(0, len(all_tiles) - 1, k)).astype(int))
+    return [all_tiles[i] for i in pick]
 
 
 def _solve_all(problems, systems) -> list:
@@ -40,3 +67,38 @@ def composite_loss(params, problems: tuple[LatticeProblem, ...]):
         total = total + dense_likelihood(params, m, logdet_sigma, p.n_obs, p.freq2, p.dw,
                                          p.kernel)[0]
     return -total / sum(p.n_obs for p in problems)
+
+
+def composite_loss_ratio_excess(params, problems: tuple[LatticeProblem, ...]):
+    """:func:`composite_loss` with the two-range parameter given as e^t (``ratio_excess``)."""
+    p = {k: v for k, v in params.items() if k != RATIO_EXCESS}
+    p[PARAM_RATIO] = jnp.log(params[RATIO_EXCESS])
+    return composite_loss(p, problems)
+
+
+def fit_local(local: dict, problems: list, bounds: dict, *, maxiter: int,
+              progress=None) -> tuple[dict, FitReport]:
+    """L-BFGS on :func:`composite_loss` from ``local`` (log parameters, all free) within
+    ``bounds`` (:func:`~geogp.optimize.minimize_lbfgs`); returns (θ, report).
+
+    A two-range ``log_ratio`` t is optimised as e^t ≥ :data:`RATIO_MIN`: in t the slope
+    vanishes like e^t towards the α = 2 limit and L-BFGS crawled (t = −3.7 after 30
+    iterations, −8 after 42); in e^t that limit is a bound one projected step reaches.
+    """
+    loss, free, bounds = composite_loss, dict(local), dict(bounds)
+    if PARAM_RATIO in free:
+        loss = composite_loss_ratio_excess
+        free[RATIO_EXCESS] = jnp.exp(free.pop(PARAM_RATIO))
+        bounds[RATIO_EXCESS] = (RATIO_MIN, None)
+    # the loss is −log p per observation: stop once an iteration gains < 1e-7 of it
+    # (< 0.006 in log-likelihood over 60,000 cells); scipy's 1e-10 spent the last 3 of
+    # 18 evaluations on the satellite raster gaining 0.002 in all
+    # one BLAS thread throughout: OpenBLAS's idle workers spin after every call and
+    # took the second core from the tiles' background inversions (stage 1 31 s → 22 s)
+    with _single_threaded_blas():
+        free, report = minimize_lbfgs(loss, free, args=(tuple(problems),),
+                                      unconstrained=tuple(free), maxiter=maxiter, ftol=1e-7,
+                                      progress=progress, bounds=bounds)
+    if RATIO_EXCESS in free:
+        free[PARAM_RATIO] = jnp.log(free.pop(RATIO_EXCESS))
+    return {k: free[k] for k in local}, report

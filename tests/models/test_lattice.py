@@ -19,6 +19,7 @@ from geogp.exceptions import (ApproximationWarning, InputError, MemoryEstimateEr
 from geogp.linalg import HAVE_CHOLMOD
 from geogp.models import lattice as lm
 from geogp.models import lattice_posterior
+from geogp.models.lattice_tiles import fitting_tiles
 
 BACKENDS = ["dense"] + (["cholmod"] if HAVE_CHOLMOD else [])
 
@@ -210,7 +211,7 @@ def test_fit_increases_likelihood_and_tiles_sum(rng):
     tiled.fit_grid(axes, v)
     assert tiled.fit_tiles_ >= 2
     ys = tiled.scaler_.y(v[obs])
-    tiles = lm._tiles(obs.shape, 10, 300)
+    tiles = fitting_tiles(obs.shape, 10, 300)
     probs = [tiled._problem(obs, ys, sl) for sl in tiles]
     total = sum(float(lm.log_marginal_likelihood(tiled.params_, p)) for p in probs)
     n = sum(p.n_obs for p in probs)
@@ -235,7 +236,7 @@ def test_composite_loss_batches_cholmod_tiles_and_equals_dense_tiles(rng, monkey
         est = lm.LatticeRegressor(2, margin=3, range=3.0, optimize=False, fit_cells=300,
                                   tile=10, backend=backend).fit_grid(axes, v)
         ys = est.scaler_.y(v[obs])
-        probs = tuple(est._problem(obs, ys, sl) for sl in lm._tiles(obs.shape, 10, 300))
+        probs = tuple(est._problem(obs, ys, sl) for sl in fitting_tiles(obs.shape, 10, 300))
         theta = {k: est.params_[k] + 0.1 for k in est._local_keys()}
         got[backend] = jax.value_and_grad(composite_loss)(theta, probs)
     assert len(probs) >= 2 and calls and all(n == len(probs) for n in calls)
@@ -591,6 +592,28 @@ def test_two_range_prior_covariance_is_the_bessel_difference():
     np.testing.assert_allclose(col[1:26] / col[0], want, atol=0.02)
 
 
+def test_a_fit_running_to_the_intrinsic_limit_stops_where_the_likelihood_is_exact():
+    """These data make the likelihood rise along ρ → ∞ with s ∝ ρ (the intrinsic limit).
+    Unbounded, L-BFGS followed that ridge to ρ ≈ 4000 cells, where M_XX = XᵀΣ⁻¹X had lost
+    its digits (the Woodbury REML off by 1e-2 from a direct dense one, differently with each
+    BLAS/JAX release). The fit must stop at the range bound, 10 lattice extents, and its
+    log-likelihood must equal the dense reference (C = K_cc + σ²I inverted directly)."""
+    rng = np.random.default_rng(5)
+    obs, v = _data(rng, shape=(12, 13))
+    m = 2
+    est = lm.LatticeRegressor(2, margin=m, fit_cells=None, maxiter=100).fit_grid(
+        [np.arange(12.0), np.arange(13.0)], v)
+    shape = (12 + 2 * m, 13 + 2 * m)
+    assert float(est.params_["log_range"]) == pytest.approx(
+        math.log(lm.RANGE_MAX_EXTENTS * max(shape)), abs=1e-9)
+    r, c = np.nonzero(obs)
+    p = {k: float(x) for k, x in est.params_.items()}
+    Q = dense_precision(shape, (1.0, 1.0), 2, math.exp(p["log_range"]), math.exp(p["log_sd"]))
+    want = dense_reml(Q, (r + m) * shape[1] + c + m, est.scaler_.y(v[obs]),
+                      est._trend(r + m, c + m), math.exp(2 * p["log_noise"]))
+    assert est.log_likelihood_ == pytest.approx(want, abs=1e-6)
+
+
 def test_second_range_fit_and_refusals():
     rng = np.random.default_rng(5)
     obs, v = _data(rng, shape=(12, 13))
@@ -910,8 +933,8 @@ def test_mid_scale_auto_drops_the_level_when_the_local_field_takes_the_longer_ra
     real = lm.LatticeRegressor._stage1
     calls = []
 
-    def switched(self, params, problems):
-        local, report = real(self, params, problems)
+    def switched(self, params, problems, tiles):
+        local, report = real(self, params, problems, tiles)
         calls.append(sorted(local))
         if "log_range_mid" in local:  # the level's fit: make the local range the longer one
             local = {**local, "log_range": local["log_range_mid"] + 1.0}

@@ -72,6 +72,7 @@ from geogp.models.lattice_gmrf import (
     PARAMS,
     PARAMS_LARGE,
     PARAMS_MID,
+    RANGE_MAX_EXTENTS,
     LatticeProblem,
     dense_likelihood,
     fourier_features,
@@ -119,8 +120,6 @@ _FILL = {1: 2.6, 2: 6.5}
 # twice the cost. Below 128 cells a side the features already reach ~20-cell wavelengths.
 MID_SCALE_AUTO = 12
 MID_SCALE_MIN_CELLS = 128
-# the fitted ranges stay below this many times the fitting lattice's extent (_range_bounds)
-RANGE_MAX_EXTENTS = 10.0
 
 
 # --------------------------------------------------------------------------- estimator

@@ -36,7 +36,7 @@ from geogp.linalg.solvers import Solver
 from geogp.models.lattice_mid import MID_MARGIN, band, mid_cross, mid_lattice, mid_stencil
 
 __all__ = ["ALPHAS", "BACKENDS", "PARAMS", "PARAMS_LARGE", "PARAMS_MID", "PARAM_RATIO",
-           "PARAM_SCALE", "MID_MARGIN", "mid_lattice", "mid_stencil",
+           "PARAM_SCALE", "MID_MARGIN", "RANGE_MAX_EXTENTS", "mid_lattice", "mid_stencil",
            "KERNELS_LARGE",
            "LatticeProblem",
            "laplacian", "make_problem", "precision", "spectral_weights", "low_frequencies",
@@ -52,6 +52,9 @@ PARAM_RATIO = "log_ratio"  # two-range operator, κ₂/κ₁ = 1 + e^t (second_r
 PARAMS_MID = ("log_range_mid", "log_sd_mid")  # the mid-scale level (mid_scale=r)
 PARAM_SCALE = "log_scale"  # stage 2: Σ_g + σ²I multiplied by e^t (see dense_likelihood)
 KERNELS_LARGE = ("matern12", "matern32", "matern52", "se")
+# fitted ranges and lengthscales stay below this many extents of the lattice they are fitted on:
+# beyond, a field is its intrinsic limit, not identified, and the likelihood loses its digits
+RANGE_MAX_EXTENTS = 10.0
 
 
 # --------------------------------------------------------------------------- operators

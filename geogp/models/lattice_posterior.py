@@ -21,6 +21,7 @@ from geogp.models.lattice_gmrf import (
     LARGE_SCALE_LOSSES,
     PARAM_SCALE,
     PARAMS_LARGE,
+    RANGE_MAX_EXTENTS,
     LatticeProblem,
     dense_likelihood,
     mid_lattice,
@@ -62,7 +63,8 @@ class LatticePosteriorMixin:
                     LARGE_SCALE_LOSSES[problem.kernel], {**self.params_, PARAM_SCALE: 0.0},
                     args=(m_mat, logdet_sigma, problem.n_obs, problem.freq2, problem.dw),
                     unconstrained=self._local_keys() + large + (PARAM_SCALE,),
-                    fixed=self._local_keys(), maxiter=int(self.maxiter))
+                    fixed=self._local_keys(), maxiter=int(self.maxiter),
+                    bounds=self._large_scale_bounds() if large else None)
             except GeogpError:
                 # the dense half is not finite anywhere the optimiser looked: with a noise
                 # far below the signal, M = yᵀΣ⁻¹y − … loses most of its digits. Keep the
@@ -154,6 +156,15 @@ class LatticePosteriorMixin:
         self._cov[3, :-1, :-1] = cov(cell[:-1, 1:].ravel(),
                                      cell[1:, :-1].ravel()).reshape(ny - 1, nx - 1)
         self._cov = self._cov.reshape(4, n)
+
+    def _large_scale_bounds(self) -> dict:
+        """Bounds of the large-scale log lengthscale: from 1/|ω|_max, below which the
+        spectral density is flat over the features (their prior iid: only s_L ℓ_L is
+        identified, and the fit slid to sub-pixel ℓ_L with a huge s_L that overshot inside
+        gaps), to :data:`~geogp.models.lattice_gmrf.RANGE_MAX_EXTENTS` lattice extents."""
+        omega = float(np.sqrt(np.max(np.sum(self.freq_**2, axis=1))))
+        extent = max(n * h for n, h in zip(self.shape_, self.h_))
+        return {"log_range_large": (-math.log(omega), math.log(RANGE_MAX_EXTENTS * extent))}
 
     def _field_covariance(self, pattern, z: np.ndarray, n: int):
         """``cov(a, b)``: posterior covariances of the GMRF part of f at cells a, b (flat

@@ -447,9 +447,10 @@ def test_multires_posterior_equals_dense_kriging(rng, backend):
 
 def test_two_stage_fit_maximises_the_large_scale_likelihood(rng):
     """Stage 2 puts (ℓ_L, s_L) and the overall scale c of the local field and noise at the
-    maximum of the *whole-raster* REML likelihood at the stage-1 local shape (checked against
-    a 5×5 grid of the exact likelihood in (ℓ_L, s_L) and a ±0.3 step in log c), and the
-    stage-1 local shape (range, noise/sd) is the one found without large-scale features."""
+    maximum of the *whole-raster* REML likelihood at the stage-1 local shape within ℓ_L's box
+    [1/|ω|_max, 10 extents] (checked against a 5×5 grid of the exact likelihood in (ℓ_L, s_L),
+    its points inside the box, and a ±0.3 step in log c), and the stage-1 local shape (range,
+    noise/sd) is the one found without large-scale features."""
     ny, nx = 18, 22
     yy, xx = np.meshgrid(np.arange(ny), np.arange(nx), indexing="ij")
     v = 2 * np.sin(yy / 2.5) * np.cos(xx / 3.0) + 0.3 * rng.standard_normal((ny, nx))
@@ -469,8 +470,13 @@ def test_two_stage_fit_maximises_the_large_scale_likelihood(rng):
         other = dict(params, log_sd=params["log_sd"] + dc / 2,
                      log_noise=params["log_noise"] + dc / 2)
         assert float(lm.log_marginal_likelihood(other, problem)) <= best + 1e-4, dc
+    low, high = est._large_scale_bounds()["log_range_large"]
+    assert low - 1e-12 <= params["log_range_large"] <= high + 1e-12
+    assert low == pytest.approx(-math.log(np.sqrt(np.max(np.sum(est.freq_**2, axis=1)))))
     for dr in (-1.0, -0.3, 0.0, 0.3, 1.0):
         for ds in (-1.0, -0.3, 0.0, 0.3, 1.0):
+            if not low - 1e-12 <= params["log_range_large"] + dr <= high + 1e-12:
+                continue  # outside the box: not a candidate
             other = dict(params, log_range_large=params["log_range_large"] + dr,
                          log_sd_large=params["log_sd_large"] + ds)
             assert float(lm.log_marginal_likelihood(other, problem)) <= best + 1e-4, (dr, ds)

@@ -74,6 +74,7 @@ from geogp.models.lattice_gmrf import (
     PARAMS_MID,
     RANGE_MAX_EXTENTS,
     LatticeProblem,
+    log_range_cap,
     dense_likelihood,
     fourier_features,
     log_marginal_likelihood,
@@ -365,9 +366,8 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         cancellation. Unbounded, L-BFGS followed the ridge into that noise and stopped
         wherever the rounding of the installed BLAS/JAX let it."""
         m = 2 * int(self.margin)
-        extent = max(max((sl.stop - sl.start + m) * h for sl, h in zip(tile, self.h_))
-                     for tile in tiles)
-        top = (None, math.log(RANGE_MAX_EXTENTS * extent))
+        top = (None, max(log_range_cap([sl.stop - sl.start + m for sl in tile], self.h_)
+                         for tile in tiles))
         return {k: top for k in ("log_range", "log_range_mid") if k in self._local_keys()}
 
     def _standardised_covariates(self, covariates, obs: np.ndarray, margin: int):

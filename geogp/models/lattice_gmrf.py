@@ -36,7 +36,8 @@ from geogp.linalg.solvers import Solver
 from geogp.models.lattice_mid import MID_MARGIN, band, mid_cross, mid_lattice, mid_stencil
 
 __all__ = ["ALPHAS", "BACKENDS", "PARAMS", "PARAMS_LARGE", "PARAMS_MID", "PARAM_RATIO",
-           "PARAM_SCALE", "MID_MARGIN", "RANGE_MAX_EXTENTS", "mid_lattice", "mid_stencil",
+           "PARAM_SCALE", "MID_MARGIN", "RANGE_MAX_EXTENTS", "log_range_cap", "mid_lattice",
+           "mid_stencil",
            "KERNELS_LARGE",
            "LatticeProblem",
            "laplacian", "make_problem", "precision", "spectral_weights", "low_frequencies",
@@ -55,6 +56,12 @@ KERNELS_LARGE = ("matern12", "matern32", "matern52", "se")
 # fitted ranges and lengthscales stay below this many extents of the lattice they are fitted on:
 # beyond, a field is its intrinsic limit, not identified, and the likelihood loses its digits
 RANGE_MAX_EXTENTS = 10.0
+
+
+def log_range_cap(shape, h) -> float:
+    """log of :data:`RANGE_MAX_EXTENTS` times the extent (longest side, lattice units) of a
+    lattice of ``shape`` cells sized ``h``: the upper bound of every fitted log range."""
+    return math.log(RANGE_MAX_EXTENTS * max(n * hh for n, hh in zip(shape, h)))
 
 
 # --------------------------------------------------------------------------- operators

@@ -21,9 +21,9 @@ from geogp.models.lattice_gmrf import (
     LARGE_SCALE_LOSSES,
     PARAM_SCALE,
     PARAMS_LARGE,
-    RANGE_MAX_EXTENTS,
     LatticeProblem,
     dense_likelihood,
+    log_range_cap,
     mid_lattice,
     mid_stencil,
     sparse_statistics,
@@ -163,8 +163,7 @@ class LatticePosteriorMixin:
         identified, and the fit slid to sub-pixel ℓ_L with a huge s_L that overshot inside
         gaps), to :data:`~geogp.models.lattice_gmrf.RANGE_MAX_EXTENTS` lattice extents."""
         omega = float(np.sqrt(np.max(np.sum(self.freq_**2, axis=1))))
-        extent = max(n * h for n, h in zip(self.shape_, self.h_))
-        return {"log_range_large": (-math.log(omega), math.log(RANGE_MAX_EXTENTS * extent))}
+        return {"log_range_large": (-math.log(omega), log_range_cap(self.shape_, self.h_))}
 
     def _field_covariance(self, pattern, z: np.ndarray, n: int):
         """``cov(a, b)``: posterior covariances of the GMRF part of f at cells a, b (flat

@@ -411,6 +411,11 @@ class GeoRegressor(DrawsMixin):
                 value = est.log_marginal_likelihood()
             elif hasattr(est, "log_likelihood_"):  # lattice: REML, the trend integrated
                 value = est.log_likelihood_
+                if not np.isfinite(value):
+                    raise InputError(
+                        "score() needs the whole raster's likelihood, which a lattice model "
+                        f"whose posterior was computed on {est.posterior_tiles_} tiles does not "
+                        "have; refit with posterior_tile=None to compare fits.")
             else:
                 raise InputError(f"score() is not available for model={self.model_!r}; it "
                                  "needs the bound (afs) or the exact evidence (exact, wavelet).")

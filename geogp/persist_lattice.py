@@ -40,7 +40,10 @@ def save_lattice(est, pre: str, arrays: dict, init: dict) -> dict:
         "shape": [int(v) for v in est.shape_], "h": [float(v) for v in est.h_],
         "origin": [float(v) for v in est.origin_], "step": [float(v) for v in est.step_],
         "unit": float(est.unit_), "n_obs": int(est.n_obs_), "fit_tiles": int(est.fit_tiles_),
-        "log_likelihood": float(est.log_likelihood_),
+        # NaN (a posterior on tiles has no whole-raster likelihood) is stored as null
+        "log_likelihood": (float(est.log_likelihood_) if np.isfinite(est.log_likelihood_)
+                           else None),
+        "posterior_tiles": int(getattr(est, "posterior_tiles_", 1)),
         "y_mean": float(sc.y_mean), "y_scale": float(sc.y_scale),
         "report": {"objective": rep.objective, "n_iter": rep.n_iter, "n_eval": rep.n_eval,
                    "converged": rep.converged, "message": rep.message, "time_s": rep.time_s},
@@ -90,6 +93,11 @@ def load_lattice(meta: dict, pre: str, z: Arrays, accepted_init) -> object:
                    if f"{pre}lattice/powers" in z else None)
     est.n_obs_ = require(meta, "n_obs", "int", where, positive=True)
     est.fit_tiles_ = require(meta, "fit_tiles", "int", where, positive=True)
-    est.log_likelihood_ = require(meta, "log_likelihood", "float", where)
+    est.posterior_tiles_ = (require(meta, "posterior_tiles", "int", where, positive=True)
+                            if "posterior_tiles" in meta else 1)
+    if meta.get("log_likelihood", 0.0) is None and est.posterior_tiles_ > 1:
+        est.log_likelihood_ = float("nan")
+    else:
+        est.log_likelihood_ = require(meta, "log_likelihood", "float", where)
     est.scaler_, est.report_ = scaler_and_report(meta, pre, z, 2, where)
     return est

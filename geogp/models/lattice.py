@@ -1,56 +1,19 @@
-"""SPDE / LatticeKrig-style Gaussian Markov random field on the raster's own grid (issue #13).
+"""SPDE / LatticeKrig-style Gaussian Markov random field on the raster's own grid.
 
-The latent field g lives on the raster's pixel lattice, extended by ``margin`` cells on every
-side (the margin keeps the SPDE's boundary effect away from the data). Its precision is the
-finite-volume discretisation of the SPDE (κ² − Δ)^{α/2} g = W (Lindgren, Rue & Lindström 2011):
+The model, its likelihood and its posterior are derived in docs/lattice.md. In short: the
+latent field g lives on the raster's cells extended by ``margin`` cells a side, with the
+sparse precision of the SPDE (κ² − Δ)^{α/2} g = W (Lindgren, Rue & Lindström 2011; α = 2:
+Matérn ν = 1, range ρ, marginal sd s), optionally plus a mid-scale field on a coarser lattice
+and large-scale Fourier features; the observations are y = Φu + Xβ + P g + ε with a polynomial
+trend X (β flat prior, integrated: REML) and noise σ². Every likelihood evaluation is one
+sparse Cholesky factorisation of B = Q + PᵀP/σ² (CHOLMOD, behind the custom VJP of
+:func:`geogp.linalg.cholmod.logdet_and_solve`); log|Q| is in closed form.
 
-    α = 2:  Q = c (κ²I + L)²        Matérn ν = 1 in 2-D,  κ = √8 / ρ,
-                                     c = A / (4π κ² s²)   (continuum marginal variance s²)
-    α = 1:  Q = c (κ²I + L)          "ν = 0" (rougher, closer to the exponential), κ = 2 / ρ,
-                                     c = A log(1 + 32/(A κ²)) / (4π s²)
-
-with L = −Δ the 5-point Laplacian with Neumann (reflecting) boundaries and cell sizes
-(h_y, h_x) (anisotropic spacing allowed), A = h_y h_x the cell area, ρ the range and s the
-marginal standard deviation. For α = 2, s is the exact continuum Matérn variance (the lattice
-value differs by O((κh)²)); for α = 1 the continuum variance diverges logarithmically and s is
-the lattice variance by the small-κ asymptote of the square lattice's Green's function,
-G(0) ≈ log(32/(κh)²)/4π (within a few per cent for κh ≤ 0.5 and moderate anisotropy). Lengths are in units of |h_y| internally and in
-model units outside.
-
-Observations at the observed cells (P selects them) are y = Xβ + P g + ε, ε ~ N(0, σ²I), with X
-a polynomial trend (:mod:`geogp.trend`). β has a flat prior and is **integrated out** (REML):
-
-    B = Q + PᵀP/σ²,       S = B⁻¹ Pᵀ[y, X] / σ²                 (one sparse Cholesky, CHOLMOD)
-    M = [y, X]ᵀ Σ⁻¹ [y, X] = [y, X]ᵀ[y, X]/σ² − (Pᵀ[y, X]/σ²)ᵀ S      (Woodbury; Σ = PQ⁻¹Pᵀ + σ²I)
-    log|Σ| = log|B| − log|Q| + N log σ²                            (determinant lemma)
-    β̂ = M_XX⁻¹ M_Xy,     q = M_yy − M_Xyᵀ β̂
-    log p(y) = −½ [log|Σ| + q + log|M_XX| + (N − p) log 2π]
-
-log|Q| is exact in closed form: the Neumann Laplacian's eigenvalues are
-λ_kl = 4 sin²(πk/2n_y)/h_y² + 4 sin²(πl/2n_x)/h_x², so log|Q| = n log c + α Σ log(κ² + λ_kl),
-and each evaluation costs one sparse factorisation of B (plus a selected inversion for the
-gradient, through the custom VJP of :func:`geogp.linalg.cholmod.logdet_and_solve`).
-
-Posterior (flat-prior β integrated): mean f = x_cᵀβ̂ + (S_y − S_X β̂)_c and
-
-    var f_c = (B⁻¹)_cc + r_cᵀ M_XX⁻¹ r_c,     r_c = x_c − (S_X)_c
-
-with diag(B⁻¹) (and the neighbour covariances used by bilinear interpolation between cell
-centres) from the selected inverse (Takahashi). A new observation adds σ².
-
-Hyperparameters (log ρ, log s, log σ) are fitted by L-BFGS. On large rasters the exact
-likelihood costs seconds per evaluation (α = 2 on 3·10⁵ cells), so by default θ is fitted on a
-composite likelihood: the sum of the exact REML log likelihoods of up to ``fit_cells`` cells in
-square tiles spread over the raster (each with its own margin and its own integrated β); the
-posterior is then always computed on the whole lattice. ``fit_cells=None`` fits the exact
-full-raster likelihood.
-
-Measured (``benchmarks/bench_lattice.py``, MODIS 300×500, 5 gap-shaped folds, 2 shared cores):
-α = 2 (default): RMSE 1.460, CRPS 0.768, 95 % coverage 0.956–0.972 in every distance stratum
-(PyKrige moving window on the same folds: 1.494, 0.791, 0.85–0.98); about 90 s per fold on a
-machine at load ≈ 6. α = 1 is more accurate (RMSE 1.415, CRPS 0.745) but its fit degenerates
-to the intrinsic limit (range → thousands of cells, noise → 0) and its intervals are too narrow
-inside gaps (coverage 0.89–0.91 beyond one cell).
+θ is fitted in two stages: the local field's (range, sd, noise) on a composite likelihood of
+square tiles (:mod:`geogp.models.lattice_tiles`), then the large scales and one overall scale
+on the small dense part (:mod:`geogp.models.lattice_posterior`). The posterior (mean,
+variances and neighbour covariances by selected inversion) is computed on the whole lattice,
+or on overlapping tiles above :data:`WHOLE_LATTICE_MAX_CELLS` (:mod:`geogp.models.lattice_tiled`).
 """
 
 from __future__ import annotations
@@ -86,6 +49,7 @@ from geogp.models.lattice_gmrf import (
 )
 from geogp.models.lattice_outputs import LatticeOutputsMixin
 from geogp.models.lattice_posterior import LatticePosteriorMixin
+from geogp.models.lattice_tiled import posterior_tiles
 from geogp.models.lattice_tiles import composite_loss, fit_local, fitting_tiles
 from geogp.optimize import FitReport
 from geogp.trend import basis, monomial_powers
@@ -106,6 +70,9 @@ __all__ = [
     "MID_MARGIN",
     "MID_SCALE_AUTO",
     "MID_SCALE_MIN_CELLS",
+    "WHOLE_LATTICE_MAX_CELLS",
+    "POSTERIOR_CORE",
+    "POSTERIOR_HALO",
     "LatticeRegressor",
 ]
 
@@ -121,6 +88,12 @@ _FILL = {1: 2.6, 2: 6.5}
 # twice the cost. Below 128 cells a side the features already reach ~20-cell wavelengths.
 MID_SCALE_AUTO = 12
 MID_SCALE_MIN_CELLS = 128
+# posterior_tile="auto": lattices up to this many cells get the exact whole-lattice posterior;
+# larger ones get cores of POSTERIOR_CORE cells a side, each solved with a halo of
+# POSTERIOR_HALO cells of data around it (docs/lattice.md, the posterior on tiles)
+WHOLE_LATTICE_MAX_CELLS = 400_000
+POSTERIOR_CORE = 384
+POSTERIOR_HALO = 96
 
 
 # --------------------------------------------------------------------------- estimator
@@ -167,6 +140,12 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             local field: the scales between the local range and the large-scale features.
             ``"auto"`` (the front end's default): r = 12 when both sides of the raster have
             at least 128 cells, else no level.
+        posterior_tile: None (the exact posterior of the whole lattice, one factorisation),
+            a core side in cells, or ``"auto"`` (default): None up to
+            :data:`WHOLE_LATTICE_MAX_CELLS` lattice cells, else :data:`POSTERIOR_CORE`. Each
+            core's moments come from a tile that reaches ``posterior_halo`` cells of data
+            beyond it (``"auto"``: :data:`POSTERIOR_HALO`); memory then grows with the tile,
+            not the raster (docs/lattice.md, the posterior on tiles, with its error).
 
     Attributes:
         params_: fitted log parameters (lattice units, standardised y). report_: FitReport.
@@ -175,14 +154,15 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         shape. n_obs_: observed cells. log_likelihood_: REML log likelihood of the whole raster
         at θ (standardised units). fit_tiles_: number of tiles in the fit. mid_dropped_:
         True when ``mid_scale="auto"`` dropped the mid-scale level because the fit gave the
-        local field the longer range (nearly noise-free smooth data).
+        local field the longer range (nearly noise-free smooth data). posterior_tiles_: tiles
+        of the posterior (1: the whole lattice); with more, log_likelihood_ is NaN.
     """
 
     def __init__(self, alpha=2, *, margin=16, mean="linear", range=None, sd=None, noise=None,
                  optimize=True, maxiter=100, fit_cells=60_000, tile=128, backend="auto",
                  ordering="nesdis", max_bytes=4 * 2**30, progress=None, large_scale=None,
                  large_scale_kernel="matern32", large_scale_window=1.5, second_range=False,
-                 mid_scale=None):
+                 mid_scale=None, posterior_tile="auto", posterior_halo="auto"):
         self.alpha = alpha
         self.margin = margin
         self.mean = mean
@@ -202,6 +182,8 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         self.large_scale_window = large_scale_window
         self.second_range = second_range
         self.mid_scale = mid_scale
+        self.posterior_tile = posterior_tile
+        self.posterior_halo = posterior_halo
 
     # ------------------------------------------------------------------ checks
     def _check_args(self) -> None:
@@ -242,6 +224,13 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         if not (np.isfinite(self.large_scale_window) and self.large_scale_window >= 1):
             problems.append("large_scale_window must be a number ≥ 1 (got "
                             f"{self.large_scale_window!r})")
+        for name in ("posterior_tile", "posterior_halo"):
+            v = getattr(self, name)
+            least = 0 if name == "posterior_halo" else 8
+            if not (v == "auto" or (name == "posterior_tile" and v is None) or (
+                    isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= least)):
+                problems.append(f"{name} must be 'auto'{', None' if least else ''} or an integer "
+                                f"number of cells ≥ {least} (got {v!r})")
         if problems:
             raise InputError("invalid LatticeRegressor settings: " + "; ".join(problems) + ".")
         monomial_powers(self.mean, 2)  # raises for an unknown mean
@@ -345,6 +334,16 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         # stage 2 (large scales, inside the posterior's factorisation) and the posterior
         self._posterior(obs, ys)
         return self
+
+    def _posterior_tiles(self, raster_shape) -> list:
+        """The posterior's tiles (:func:`~geogp.models.lattice_tiled.posterior_tiles`)."""
+        core, halo = self.posterior_tile, self.posterior_halo
+        if core == "auto":
+            n = self.shape_[0] * self.shape_[1]
+            core = None if n <= WHOLE_LATTICE_MAX_CELLS else POSTERIOR_CORE
+        halo = POSTERIOR_HALO if halo == "auto" else int(halo)
+        return posterior_tiles(raster_shape, int(self.margin), core, halo,
+                               self._mid_factor() or 1)
 
     def _stage1(self, params: dict, problems: list, tiles: list) -> tuple[dict, FitReport]:
         """The local field's θ on the tiles (each tile's own trend stands in for the large

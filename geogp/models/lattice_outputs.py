@@ -49,6 +49,12 @@ class LatticeOutputsMixin:
 
     def _require_sampler(self) -> dict:
         sm = getattr(self, "_sampler", None)
+        tiles = getattr(self, "posterior_tiles_", 1)
+        if sm is None and tiles > 1:
+            raise InputError(
+                f"posterior samples need the whole lattice's factor; this model's posterior was "
+                f"computed on {tiles} tiles (posterior_tile={self.posterior_tile!r}). Refit with "
+                "posterior_tile=None, memory permitting, or crop the raster.")
         if sm is None:
             raise InputError("posterior samples need a lattice model fitted in this session: "
                              "model files keep the per-cell moments only. Refit it.")

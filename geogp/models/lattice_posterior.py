@@ -1,11 +1,10 @@
 """Stage 2 and the posterior of the lattice model (:class:`~geogp.models.lattice.LatticeRegressor`).
 
-A mixin: after stage 1 has fitted the local θ on tiles, :meth:`_posterior` factorises the whole
-lattice once, fits the large-scale θ and the overall scale c on the small dense part (stage 2,
-docs/lattice.md), and keeps per cell the posterior mean, variance and the neighbour
-covariances that bilinear prediction needs, from the selected inverse of B. With the
-mid-scale level the field at a cell is g + Π g_m, and its covariances combine the fine,
-cross and coarse blocks of B⁻¹ (:meth:`_field_covariance`).
+A mixin: after stage 1 has fitted the local θ on tiles, :meth:`_posterior` factorises the
+lattice (whole, or tile by tile with :mod:`geogp.models.lattice_tiled`), fits the large-scale θ
+and the overall scale c on the small dense part (stage 2, docs/lattice.md), and keeps per cell
+the posterior mean, variance and the neighbour covariances that bilinear prediction needs,
+from the selected inverse of B.
 """
 
 from __future__ import annotations
@@ -21,23 +20,25 @@ from geogp.models.lattice_gmrf import (
     LARGE_SCALE_LOSSES,
     PARAM_SCALE,
     PARAMS_LARGE,
-    LatticeProblem,
     dense_likelihood,
     log_range_cap,
     mid_lattice,
-    mid_stencil,
     sparse_statistics,
+)
+from geogp.models.lattice_tiled import (
+    PosteriorTile,
+    core_gram,
+    core_moments,
+    field_covariance,
+    in_core,
+    selected_inverse,
+    solve_tile,
 )
 from geogp.optimize import minimize_lbfgs
 
 __all__ = ["LatticePosteriorMixin"]
 
 _sparse_statistics = jax.jit(sparse_statistics)
-
-
-def _is_dense(problem: LatticeProblem) -> bool:
-    """Whether the problem uses the dense reference backend (small lattices, tests)."""
-    return problem.solve.backend == "dense"
 
 
 
@@ -47,21 +48,83 @@ class LatticePosteriorMixin:
     the estimator's ``_problem``, ``_local_keys``, ``_features``, ``_trend``)."""
 
     def _posterior(self, obs: np.ndarray, ys: np.ndarray) -> None:
-        """Mean, variances and neighbour covariances on the whole lattice at ``params_``."""
-        problem = self._problem(obs, ys)
-        logdet_sigma, m_mat, s, b_vals = (np.asarray(v) for v in
-                                          _sparse_statistics(self.params_, problem))
-        self.local_scale_ = 1.0
-        stage1 = (dict(self.params_), m_mat, logdet_sigma, b_vals)
+        """Mean, variances and neighbour covariances on the whole lattice at ``params_``:
+        tile by tile (:mod:`geogp.models.lattice_tiled`), or as one tile, the whole lattice."""
+        tiles = self._posterior_tiles(obs.shape)
+        self.posterior_tiles_ = len(tiles)
+        self._stage1_params = dict(self.params_)
+        single = len(tiles) == 1
+        mid = self._mid_factor()
+        noise = float(np.exp(2.0 * self.params_["log_noise"]))
+        # pass 1: M = [y, F]ᵀ Σ_g⁻¹ [y, F] summed over the cores (one tile: exact, with log|Σ_g|)
+        m_mat, kept = 0.0, None
+        for i, tile in enumerate(tiles):
+            problem, cells, shape = self._tile_problem(obs, ys, tile)
+            s, m_tile, logdet_sigma, b_vals = solve_tile(
+                self.params_, problem, shape, mid, _sparse_statistics if single else None)
+            if single:
+                m_mat, kept = m_tile, (problem, cells, shape, s, b_vals)
+            else:
+                m_mat = m_mat + core_gram(problem, s, noise, cells, in_core(cells, shape, tile))
+            self._report_tile("statistics", i, len(tiles))
+            del s, problem
+        if not single:
+            m_mat = 0.5 * (m_mat + m_mat.T)
+            logdet_sigma = 0.0  # a constant of stage 2; the tiled fit reports no likelihood
+        n_obs, freq2 = int(obs.sum()), np.tile(np.sum(self.freq_**2, axis=1), 2)
+        ll, w, a, d = self._stage2(m_mat, logdet_sigma, n_obs, freq2)
+        self.log_likelihood_ = float(ll) if single else float("nan")
+        self.n_obs_ = n_obs
+        k = freq2.shape[0]
+        self.beta_ = w[k:]
+        self.large_coef_ = w[:k] * d[:k]  # posterior mean of u
+        vbeta = np.linalg.inv(a) if a.size else np.zeros((0, 0))
+        # pass 2: each core's moments. B/c has the inverse c B⁻¹: invert the stage-1 values
+        # (whose factor pass 1 left behind) and scale, rather than factorise B/c once more
+        ny, nx = self.shape_
+        self._mean, self._var = np.zeros((ny, nx)), np.zeros((ny, nx))
+        self._cov = np.zeros((4, ny, nx))
+        stage1 = {**self.params_, "log_sd": self.params_["log_sd"] - 0.5 * self._log_scale,
+                  "log_noise": self.params_["log_noise"] - 0.5 * self._log_scale}
+        for i, tile in enumerate(tiles):
+            if single:
+                problem, cells, shape, s, b_vals = kept
+            else:
+                problem, cells, shape = self._tile_problem(obs, ys, tile)
+                s, _, _, b_vals = solve_tile(stage1, problem, shape, mid)
+            z = selected_inverse(problem, b_vals, self.ordering) * self.local_scale_
+            core = tuple(slice(c.start - o, c.stop - o) for c, o in zip(tile.core, tile.offset))
+            oy, ox = tile.offset
+            mean, var, cov, r = core_moments(
+                shape, core, s, lambda rr, cc: self._columns(rr + oy, cc + ox),
+                field_covariance(problem.pattern, z, shape, mid), d, w, vbeta)
+            self._mean[tile.core], self._var[tile.core] = mean, var
+            self._cov[(slice(None), *tile.core)] = cov
+            self._report_tile("moments", i, len(tiles))
+            del z, s
+        self._mean, self._var = self._mean.ravel(), self._var.ravel()
+        self._cov = self._cov.reshape(4, ny * nx)
+        self._sampler = None
+        if single:  # what posterior samples need (kept in memory only; files keep moments)
+            self._sampler = {"r": r, "chol_w": np.linalg.cholesky(vbeta) if a.size else vbeta,
+                             "pattern": problem.pattern, "b_vals": np.asarray(b_vals),
+                             "dense": problem.solve.backend == "dense",
+                             "pi": mid_lattice(shape, mid)[1] if problem.has_mid else None}
+
+    def _stage2(self, m_mat, logdet_sigma, n_obs: int, freq2):
+        """Stage 2 at the local shape (range, noise/sd) of stage 1: the large-scale θ and one
+        overall scale c of the local field and noise, on the small dense part only (no sparse
+        work). Sets ``params_`` (c folded into sd and noise), ``local_scale_``,
+        ``report_large_``; returns the dense part (log p, ŵ, A, D) at the result."""
+        self.local_scale_, self._log_scale, self.report_large_ = 1.0, 0.0, None
+        dw, kernel = getattr(self, "_dw", 0.0), self.large_scale_kernel
+        stage1 = (dict(self.params_), m_mat, logdet_sigma)
         if self.optimize:
-            # stage 2 on the whole raster, at the local shape (range, noise/sd) of stage 1: the
-            # large-scale θ and one overall scale c of the local field and noise. Only the small
-            # dense part depends on them, so no sparse work is added.
-            large = PARAMS_LARGE if problem.n_feat else ()
+            large = PARAMS_LARGE if freq2.shape[0] else ()
             try:
                 params, self.report_large_ = minimize_lbfgs(
-                    LARGE_SCALE_LOSSES[problem.kernel], {**self.params_, PARAM_SCALE: 0.0},
-                    args=(m_mat, logdet_sigma, problem.n_obs, problem.freq2, problem.dw),
+                    LARGE_SCALE_LOSSES[kernel], {**self.params_, PARAM_SCALE: 0.0},
+                    args=(m_mat, logdet_sigma, n_obs, freq2, dw),
                     unconstrained=self._local_keys() + large + (PARAM_SCALE,),
                     fixed=self._local_keys(), maxiter=int(self.maxiter),
                     bounds=self._large_scale_bounds() if large else None)
@@ -74,38 +137,34 @@ class LatticePosteriorMixin:
                     "lattice model: the whole-raster likelihood of the large scales could not "
                     f"be evaluated (noise sd / signal sd = {ratio:.2g}: nearly noise-free data "
                     "make it ill-conditioned); the large-scale parameters keep their initial "
-                    "values.", ApproximationWarning, stacklevel=4)
-                params, self.report_large_ = {**self.params_, PARAM_SCALE: 0.0}, None
-            # fold c into (sd, noise): B = Q + PᵀP/σ² becomes B/c, so M/c, log|Σ| + N log c,
-            # and the factor's values / c, while B⁻¹Pᵀy/σ² (``s``) is unchanged
+                    "values.", ApproximationWarning, stacklevel=5)
+                params = {**self.params_, PARAM_SCALE: 0.0}
+            # fold c into (sd, noise): B = Q + PᵀP/σ² becomes B/c, so M/c, log|Σ_g| + N log c
+            # and B⁻¹ c B⁻¹, while B⁻¹Pᵀy/σ² (S) is unchanged
             t = float(params.pop(PARAM_SCALE))
             params["log_sd"] = params["log_sd"] + 0.5 * t
             params["log_noise"] = params["log_noise"] + 0.5 * t
-            self.params_, self.local_scale_ = params, math.exp(t)
-            m_mat, logdet_sigma = m_mat / self.local_scale_, logdet_sigma + problem.n_obs * t
-            b_vals = b_vals / self.local_scale_
+            self.params_, self.local_scale_, self._log_scale = params, math.exp(t), t
+            m_mat, logdet_sigma = m_mat / self.local_scale_, logdet_sigma + n_obs * t
 
         def dense_part(params, m_mat, logdet_sigma):
             out = tuple(np.asarray(v) for v in dense_likelihood(
-                params, m_mat, logdet_sigma, problem.n_obs, problem.freq2, problem.dw,
-                problem.kernel))
+                params, m_mat, logdet_sigma, n_obs, freq2, dw, kernel))
             return out, bool(np.isfinite(out[0]) and np.all(np.isfinite(out[1]))
                              and np.all(np.isfinite(out[2])))
 
-        (ll, w, a, d), finite = dense_part(self.params_, m_mat, logdet_sigma)
+        out, finite = dense_part(self.params_, m_mat, logdet_sigma)
         if not finite and self.optimize:
             # stage 2 ended where the small dense system is singular (nearly noise-free data,
             # run-to-run rounding): fall back to the stage-1 θ with its initial large scales
-            params0, m0, logdet0, b0 = stage1
-            (ll, w, a, d), finite = dense_part(params0, m0, logdet0)
+            out, finite = dense_part(*stage1)
             if finite:
                 warnings.warn(
                     "lattice model: the whole-raster fit of the large scales ended where the "
                     "posterior is numerically singular (nearly noise-free data); the stage-1 "
                     "parameters with the initial large scales are used instead.",
-                    ApproximationWarning, stacklevel=4)
-                self.params_, self.local_scale_ = params0, 1.0
-                m_mat, logdet_sigma, b_vals = m0, logdet0, b0
+                    ApproximationWarning, stacklevel=5)
+                self.params_, self.local_scale_, self._log_scale = stage1[0], 1.0, 0.0
                 self.report_large_ = None
         if not finite:
             raise GeogpError(
@@ -113,49 +172,25 @@ class LatticePosteriorMixin:
                 f"({ {k: round(float(v), 3) for k, v in self.params_.items()} }); nearly "
                 "noise-free data are the usual cause. Pass a larger noise= or sd=, "
                 "large_scale=None, or use model='afs'.")
-        self.log_likelihood_ = float(ll)
-        self.n_obs_ = problem.n_obs
-        ny, nx = self.shape_
-        n = ny * nx
-        k = problem.n_feat
-        pi = mid_lattice(self.shape_, self._mid_factor())[1] if problem.has_mid else None
-        if pi is not None:  # the field at the cells is g_fine + Π g_mid
-            s = s[:n] + pi @ s[n:]
-        rr, cc = np.divmod(np.arange(n), nx)
-        # columns (Φ√λ, X) and their B⁻¹Pᵀ·/σ²; w = (Λ^{-1/2}u, β), posterior cov A⁻¹
-        r = np.concatenate([self._features(rr, cc), self._trend(rr, cc)], axis=1)
-        r *= d
-        r -= s[:, 1:] * d
-        self.beta_ = w[k:]
-        self.large_coef_ = w[:k] * d[:k]  # posterior mean of u
-        self._mean = s[:, 0] + r @ w
-        del s
-        vbeta = np.linalg.inv(a) if a.size else np.zeros((0, 0))
-        rv = r @ vbeta
-        # what posterior samples need (kept in memory only; model files keep the moments)
-        self._sampler = {"r": r, "chol_w": np.linalg.cholesky(vbeta) if a.size else vbeta,
-                         "pattern": problem.pattern, "b_vals": np.asarray(b_vals),
-                         "dense": _is_dense(problem), "pi": pi}
-        # B/c has the inverse c B⁻¹: invert the values whose factor the statistics left
-        # behind (the stage-1 B) and scale, rather than factorising B/c once more
-        z = self._selected_inverse(problem, stage1[3]) * self.local_scale_
-        cell = np.arange(n).reshape(ny, nx)
-        field_cov = self._field_covariance(problem.pattern, z, n)
+        return out
 
-        def cov(a, b):  # Cov(f_a, f_b) for lattice neighbours a < b (flat arrays)
-            return field_cov(a, b) + np.einsum("ij,ij->i", rv[a], r[b])
+    def _tile_problem(self, obs: np.ndarray, ys: np.ndarray, tile: PosteriorTile):
+        """(problem, observed cells (flat, tile lattice), tile lattice shape) of a tile."""
+        problem = self._problem(obs, ys, tile.window)
+        m = int(self.margin)
+        rows, cols = tile.window
+        shape = (rows.stop - rows.start + 2 * m, cols.stop - cols.start + 2 * m)
+        r, c = np.nonzero(obs[tile.window])
+        return problem, (r + m) * shape[1] + (c + m), shape
 
-        # per cell: var, and the covariances with (i, j+1), (i+1, j), (i+1, j+1), and of
-        # (i+1, j) with (i, j+1) (what bilinear interpolation between centres needs)
-        self._var = field_cov(np.arange(n), np.arange(n)) + np.einsum("ij,ij->i", rv, r)
-        self._cov = np.zeros((4, ny, nx))
-        self._cov[0, :, :-1] = cov(cell[:, :-1].ravel(), cell[:, 1:].ravel()).reshape(ny, nx - 1)
-        self._cov[1, :-1, :] = cov(cell[:-1, :].ravel(), cell[1:, :].ravel()).reshape(ny - 1, nx)
-        self._cov[2, :-1, :-1] = cov(cell[:-1, :-1].ravel(),
-                                     cell[1:, 1:].ravel()).reshape(ny - 1, nx - 1)
-        self._cov[3, :-1, :-1] = cov(cell[:-1, 1:].ravel(),
-                                     cell[1:, :-1].ravel()).reshape(ny - 1, nx - 1)
-        self._cov = self._cov.reshape(4, n)
+    def _columns(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """[Φ, X] at whole-lattice cells (row, col): large-scale features, then the trend."""
+        return np.concatenate([self._features(rows, cols), self._trend(rows, cols)], axis=1)
+
+    def _report_tile(self, phase: str, i: int, total: int) -> None:
+        report = getattr(self, "tile_progress", None)
+        if report is not None and total > 1:
+            report(phase, i + 1, total)
 
     def _large_scale_bounds(self) -> dict:
         """Bounds of the large-scale log lengthscale: from 1/|ω|_max, below which the
@@ -164,43 +199,3 @@ class LatticePosteriorMixin:
         gaps), to :data:`~geogp.models.lattice_gmrf.RANGE_MAX_EXTENTS` lattice extents."""
         omega = float(np.sqrt(np.max(np.sum(self.freq_**2, axis=1))))
         return {"log_range_large": (-math.log(omega), log_range_cap(self.shape_, self.h_))}
-
-    def _field_covariance(self, pattern, z: np.ndarray, n: int):
-        """``cov(a, b)``: posterior covariances of the GMRF part of f at cells a, b (flat
-        arrays, neighbours or equal) from the selected inverse ``z`` of B on ``pattern``:
-        (B⁻¹)_ab, plus with the mid-scale level the terms of Π (the pattern holds every
-        entry these need, see :func:`geogp.models.lattice_gmrf.make_problem`)."""
-        size = pattern.n
-
-        def look(i, j):
-            i, j = np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64)
-            return z[pattern.positions_of_keys(np.minimum(i, j) * size + np.maximum(i, j))]
-
-        if size == n:  # no mid-scale level: B's unknowns are the cells
-            return look
-        _, nodes, weights = mid_stencil(self.shape_, self._mid_factor())
-        nodes = nodes + n
-
-        def cov(a, b):
-            out = look(a, b)
-            for k in range(4):
-                out = out + weights[b, k] * look(a, nodes[b, k])
-                out = out + weights[a, k] * look(b, nodes[a, k])
-            # coarse–coarse: the 4 × 4 block of B⁻¹ between the two cells' stencils, looked up
-            # once per distinct pair of stencils (a stencil is fixed by its first node)
-            pair = nodes[a, 0] * size + nodes[b, 0]
-            _, first, inv = np.unique(pair, return_index=True, return_inverse=True)
-            na, nb = nodes[a[first]], nodes[b[first]]
-            block = np.stack([np.stack([look(na[:, k], nb[:, m]) for m in range(4)], axis=1)
-                              for k in range(4)], axis=1)
-            return out + np.einsum("ik,ikm,im->i", weights[a], block[inv.ravel()], weights[b])
-
-        return cov
-
-    def _selected_inverse(self, problem: LatticeProblem, b_vals: np.ndarray) -> np.ndarray:
-        from geogp import linalg
-
-        if _is_dense(problem):
-            return np.linalg.inv(problem.pattern.to_scipy(b_vals).toarray())[
-                problem.pattern.rows, problem.pattern.cols]
-        return linalg.cholmod.selected_inverse(problem.pattern, b_vals, ordering=self.ordering)

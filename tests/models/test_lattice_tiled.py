@@ -1,0 +1,171 @@
+"""The lattice posterior on overlapping tiles (issue #28): layout, exactness of one tile, and
+agreement with the whole-lattice posterior as the halo grows.
+
+References: the whole-lattice posterior of the same estimator (itself checked against dense
+universal kriging in test_lattice.py), and an independent count of the layout's cells.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from geogp.exceptions import InputError
+from geogp.models import lattice as lm
+from geogp.models.lattice_tiled import in_core, posterior_tiles
+
+
+@pytest.mark.parametrize("shape, margin, core, halo, align", [
+    ((50, 70), 4, 16, 8, 1), ((50, 70), 4, 16, 8, 4), ((37, 23), 0, 10, 0, 1),
+    ((64, 64), 16, 24, 30, 12), ((9, 200), 3, 40, 5, 1)])
+def test_cores_partition_the_lattice_and_windows_hold_the_halo(shape, margin, core, halo, align):
+    tiles = posterior_tiles(shape, margin, core, halo, align)
+    lattice = tuple(n + 2 * margin for n in shape)
+    count = np.zeros(lattice, dtype=int)
+    for t in tiles:
+        count[t.core] += 1
+        for w, c, o, n in zip(t.window, t.core, t.offset, shape):
+            assert o == w.start and o % align == 0  # the tile lattice starts at its window
+            assert 0 <= w.start < w.stop <= n
+            # the window (plus the margin) covers the core and `halo` cells beyond it, or
+            # reaches the raster's edge
+            lo, hi = w.start, w.stop + 2 * margin
+            assert lo <= c.start and c.stop <= hi
+            assert lo <= max(c.start - halo, 0) or lo == 0
+            assert hi >= min(c.stop + halo, n + 2 * margin) or w.stop == n
+    assert (count == 1).all()
+
+
+def test_one_tile_when_the_core_holds_the_lattice():
+    (t,) = posterior_tiles((30, 40), 5, 100, 7)
+    assert t.window == (slice(0, 30), slice(0, 40))
+    assert t.core == (slice(0, 40), slice(0, 50)) and t.offset == (0, 0)
+    assert len(posterior_tiles((30, 40), 5, None, 7)) == 1
+
+
+def test_in_core_selects_the_core_cells():
+    (a, b) = posterior_tiles((20, 10), 2, 12, 4)[:2]
+    shape = (a.window[0].stop - a.window[0].start + 4, a.window[1].stop - a.window[1].start + 4)
+    cells = np.arange(shape[0] * shape[1])
+    got = in_core(cells, shape, a)
+    r, c = np.divmod(cells, shape[1])
+    want = ((r + a.offset[0] >= a.core[0].start) & (r + a.offset[0] < a.core[0].stop)
+            & (c + a.offset[1] >= a.core[1].start) & (c + a.offset[1] < a.core[1].stop))
+    assert np.array_equal(got, want) and 0 < got.sum() < got.size
+
+
+def _raster(rng, shape=(60, 84)):
+    """A rough field (range ≈ 4 cells) over a smooth one, with a block gap and scattered
+    missing cells: the posterior correlation is short next to data and long in the gap."""
+    from scipy.ndimage import gaussian_filter
+
+    ny, nx = shape
+    yy, xx = np.meshgrid(np.arange(ny), np.arange(nx), indexing="ij")
+    f = (np.sin(yy / 17.0) + np.cos(xx / 23.0)
+         + 4.0 * gaussian_filter(rng.standard_normal(shape), 2.0))
+    v = f + 0.2 * rng.standard_normal(shape)
+    v[18:34, 30:50] = np.nan
+    v[rng.random(shape) < 0.25] = np.nan
+    return (np.arange(ny) * 30.0, np.arange(nx) * 30.0), v
+
+
+def _fitted(axes, v, **kw):
+    opts = dict(large_scale=20, mid_scale=4, margin=6, fit_cells=None, maxiter=40,
+                backend="auto")
+    return lm.LatticeRegressor(**{**opts, **kw}).fit_grid(axes, v)
+
+
+def _tiled_at(est, obs, ys, core, halo):
+    """The posterior of ``est``'s fitted model recomputed on tiles (same stage-1 θ)."""
+    import copy
+
+    e = copy.copy(est)
+    e.params_ = dict(est._stage1_params)
+    e.posterior_tile, e.posterior_halo = core, halo
+    e._posterior(obs, ys)
+    return e
+
+
+@pytest.fixture(scope="module")
+def whole(request):
+    rng = np.random.default_rng(7)
+    axes, v = _raster(rng)
+    est = _fitted(axes, v, posterior_tile=None)
+    obs = np.isfinite(v)
+    return est, obs, est.scaler_.y(v[obs])
+
+
+def test_one_tile_is_the_whole_lattice_posterior(whole):
+    est, obs, ys = whole
+    one = _tiled_at(est, obs, ys, 10_000, 0)
+    assert one.posterior_tiles_ == 1
+    np.testing.assert_array_equal(one._mean, est._mean)
+    np.testing.assert_array_equal(one._var, est._var)
+    np.testing.assert_array_equal(one._cov, est._cov)
+    assert one.log_likelihood_ == est.log_likelihood_
+
+
+def test_tiles_converge_to_the_whole_lattice_posterior_as_the_halo_grows(whole):
+    est, obs, ys = whole
+    sd = np.sqrt(est._var)
+    errors = []
+    for halo in (4, 12, 36):
+        t = _tiled_at(est, obs, ys, 20, halo)
+        assert t.posterior_tiles_ == 20 and np.isnan(t.log_likelihood_)
+        assert est.posterior_tiles_ == 1 and np.isfinite(est.log_likelihood_)
+        errors.append((np.max(np.abs(t._mean - est._mean) / sd),
+                       np.max(np.abs(np.sqrt(t._var) / sd - 1.0)),
+                       np.max(np.abs(t._cov - est._cov)) / np.max(est._var),
+                       max(abs(float(t.params_[k] - est.params_[k])) for k in est.params_)))
+    errors = np.array(errors)
+    assert (np.diff(errors, axis=0) < 0).all(), errors  # every error shrinks with the halo
+    # at a halo of 36 cells (≈ 9 ranges) every cell's mean is within 1 % of its posterior sd
+    assert errors[-1, 0] < 1e-2 and errors[-1, 1] < 1e-3 and errors[-1, 2] < 1e-3, errors
+    assert errors[-1, 3] < 1e-2, errors  # stage 2 from the tiles' M: θ within 1 %
+
+
+def test_tiled_fit_predicts_like_the_whole_fit(whole):
+    """The estimator route: a fit with posterior tiles predicts at points (bilinear, with the
+    neighbour covariances) as the whole-lattice fit does, to the same tolerance."""
+    est, obs, ys = whole
+    rng = np.random.default_rng(3)
+    axes, v = _raster(np.random.default_rng(7))
+    tiled = _fitted(axes, v, posterior_tile=20, posterior_halo=36)
+    assert tiled.posterior_tiles_ == 20
+    pts = np.stack([rng.uniform(0, 59 * 30.0, 500), rng.uniform(0, 83 * 30.0, 500)], axis=1)
+    a, b = est.predict(pts), tiled.predict(pts)
+    sd = np.sqrt(a.var_latent)
+    np.testing.assert_allclose(b.mean, a.mean, atol=1e-2 * float(np.min(sd)))
+    np.testing.assert_allclose(np.sqrt(b.var_latent), sd, rtol=1e-3)
+    with pytest.raises(InputError, match="whole lattice"):
+        tiled.sample_cells(2, seed=0)
+
+
+def test_posterior_tile_settings_are_checked():
+    axes, v = _raster(np.random.default_rng(1), (20, 20))
+    for kw in ({"posterior_tile": 4}, {"posterior_tile": "big"}, {"posterior_halo": -1},
+               {"posterior_halo": None}, {"posterior_tile": True}):
+        with pytest.raises(InputError, match="posterior_"):
+            lm.LatticeRegressor(**kw).fit_grid(axes, v)
+
+
+def test_a_tiled_model_file_round_trips_and_score_refuses(tmp_path):
+    """The front end: a lattice fit with posterior tiles saves and loads with the same
+    predictions; score() says why it has no whole-raster likelihood."""
+    import geogp
+    from tests.frontend._frontend_rasters import make_raster
+
+    da = make_raster(40, 50, seed=2)
+    model = geogp.fit(da, model="lattice", maxiter=10, margin=4, posterior_tile=16,
+                      posterior_halo=12)
+    assert model.estimators_[0].posterior_tiles_ == 12
+    path = tmp_path / "m.npz"
+    model.save(path)
+    back = geogp.GeoRegressor.load(path)
+    assert back.estimators_[0].posterior_tiles_ == 12
+    a, b = model.predict(), back.predict()
+    for name in a.data_vars:
+        np.testing.assert_array_equal(a[name].values, b[name].values)
+    for m in (model, back):
+        with pytest.raises(InputError, match="tiles"):
+            m.score()

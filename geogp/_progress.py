@@ -26,7 +26,7 @@ class TrainingBar:
     def __init__(self, label: str, maxiter: int, enabled: bool):
         self.label, self.maxiter, self.enabled = label, int(maxiter), enabled
         self._stats = bar(f"{label}statistics + compile", 1, enabled, unit="pass")
-        self._train = None
+        self._train = self._tiles = None
 
     def __call__(self, iteration: int, objective: float) -> None:
         if self._train is None:
@@ -40,7 +40,20 @@ class TrainingBar:
         self._train.update(iteration - self._train.n)
         self._train.set_postfix(objective=f"{objective:.6g}", refresh=False)
 
+    def tile(self, phase: str, done: int, total: int) -> None:
+        """The lattice model's posterior tiles (``done`` of ``total`` in ``phase``): one bar
+        over both passes (statistics, then moments), with tqdm's rate and ETA."""
+        if self._tiles is None:
+            self._tiles = bar(f"{self.label}posterior on {total} tiles (2 passes)", 2 * total,
+                              self.enabled, unit="tile")
+        self._tiles.update(1)
+        self._tiles.set_postfix_str(phase, refresh=False)
+        if self._tiles.n >= self._tiles.total:
+            self._tiles.close()
+
     def close(self) -> None:
+        if self._tiles is not None:
+            self._tiles.close()
         if self._train is None:
             self._stats.update(1)
         self._stats.close()

@@ -144,6 +144,8 @@ class GeoRegressor(DrawsMixin):
             maxiter = opts.get("maxiter", 300 if self.model_ == "afs" else 100)
             tracker = TrainingBar(label, maxiter, bool(self.progress))
         est = engines.make_estimator(self.model_, self.kernel, self.n_features, opts, tracker)
+        if self.model_ == "lattice":
+            est._tile_progress = tracker.tile
         return est, tracker
 
     def _finish(self, spec: GridSpec, target: Target | None, attrs: dict, name):

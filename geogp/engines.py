@@ -34,6 +34,10 @@ __all__ = ["MODELS", "make_estimator", "resolve_model", "fit_grid", "fit_points"
 MODELS = ("afs", "wavelet", "exact", "lattice")
 AUTO = "auto"
 EXACT_MAX_POINTS = 5000
+# model="auto": the largest raster (cells) that gets the lattice model. Above it the tiled
+# posterior runs tile after tile in one process (about 20 s a tile on 2 cores, docs/lattice.md)
+# and would take hours at 10⁷ cells; model="lattice" still forces it.
+LATTICE_AUTO_MAX_CELLS = 2_000_000
 DEFAULT_KERNEL, DEFAULT_FEATURES, DEFAULT_MEAN = "matern12", "auto", "linear"  # see make_estimator
 DEFAULT_LARGE_SCALE = "auto"  # model="lattice" from the front end: 200 large-scale features
 # and the mid-scale level on rasters with ≥ 128 cells a side (LatticeRegressor(mid_scale="auto"))
@@ -107,10 +111,11 @@ def resolve_model(model: str, *, raster_shape=None, regular: bool = True,
     """The model ``model="auto"`` (the front end's default) stands for, and why.
 
     ``"lattice"`` (SPDE/GMRF on the cells plus large-scale Fourier features) for regular 2-D
-    rasters whose sparse factor fits in its memory limit: on gap-shaped folds of a real
+    rasters whose memory estimate fits its limit (large rasters get a posterior on tiles, so
+    the estimate grows with the tile, not the raster): on gap-shaped folds of a real
     satellite raster it beat the AFS default in accuracy, calibration and time (see the README
     and ``benchmarks/``). ``"afs"`` otherwise: scattered points, irregular coordinates, rasters
-    too large for one sparse factorisation (the AFS grid path handles 10⁷ cells), and whenever
+    whose per-cell arrays alone pass the limit, and whenever
     ``afs_only`` (AFS options such as ``kernel=``, ``n_features=`` or shared hyperparameters
     were asked for). Any other name is returned unchanged.
     """
@@ -124,13 +129,16 @@ def resolve_model(model: str, *, raster_shape=None, regular: bool = True,
         return "afs", "irregular raster"
     from geogp.exceptions import MemoryEstimateError
 
+    if raster_shape[0] * raster_shape[1] > LATTICE_AUTO_MAX_CELLS:
+        return "afs", (f"raster above {LATTICE_AUTO_MAX_CELLS:.0e} cells: the lattice model's "
+                       "tiled posterior would take hours in one process (model='lattice' "
+                       "forces it)")
     try:
         est = make_estimator("lattice", options=_lattice_options(options))
         est._check_args()
-        m = int(est.margin)
-        est._memory((raster_shape[0] + 2 * m) * (raster_shape[1] + 2 * m))
+        est._memory(tuple(raster_shape))
     except MemoryEstimateError:
-        return "afs", "raster too large for the lattice model's sparse factor"
+        return "afs", "raster too large for the lattice model's memory limit, even in tiles"
     except InputError:
         if set(options or {}) - _option_names("afs"):
             raise  # a lattice-only option is wrong: say so, rather than fall back to AFS

@@ -15,7 +15,7 @@ import os
 import shutil
 from pathlib import Path
 
-from geogp.cli.options import add_model_options, add_run_options
+from geogp.cli.options import add_memory_option, add_model_options, add_run_options
 
 __all__ = ["add_fit_parser", "run_fit", "TABLE_SUFFIXES", "VECTOR_SUFFIXES"]
 
@@ -48,6 +48,7 @@ def add_fit_parser(subparsers, epilog: str) -> argparse.ArgumentParser:
     pts.add_argument("--resolution", type=float, metavar="R",
                      help="or predict on a grid of R × R cells (CRS units) over the points")
     add_model_options(fit)
+    add_memory_option(fit)
     fit.add_argument("--likelihood", default="gaussian",
                      choices=("gaussian", "poisson", "bernoulli", "student_t"),
                      help="observation model: gaussian (default) or counts (poisson), 0/1 "
@@ -206,7 +207,11 @@ def run_fit(args, echo) -> int:
     given = model_keywords(args)  # kernel and n_features go to GeoRegressor itself
     if "mid_scale" in given and args.likelihood != "gaussian":
         raise usage_error("--mid-scale belongs to the lattice model (Gaussian likelihood).")
-    options = {k: given[k] for k in ("maxiter", "mid_scale") if k in given} or None
+    if args.max_memory is not None:
+        if args.likelihood != "gaussian":
+            raise usage_error("--max-memory applies to the Gaussian models.")
+        given["max_bytes"] = args.max_memory * 2**30
+    options = {k: given[k] for k in ("maxiter", "mid_scale", "max_bytes") if k in given} or None
     model = GeoRegressor(args.model, kernel=args.kernel, n_features=args.features,
                          share_hyperparameters=args.share_hyperparameters,
                          progress=not args.quiet, options=options)

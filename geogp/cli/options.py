@@ -38,6 +38,25 @@ def add_model_options(parser, *, models: bool = True, features_help: str | None 
                         help="L-BFGS iterations (default 300 for afs, 100 for lattice)")
 
 
+def add_memory_option(parser) -> None:
+    """Add --max-memory (GiB; the model's ``max_bytes``)."""
+    parser.add_argument("--max-memory", type=_positive_float, default=None, metavar="GIB",
+                        help="memory limit in GiB (default 4): the model estimates its peak "
+                             "before allocating and refuses above it; under auto, a raster "
+                             "whose lattice estimate passes it gets afs")
+
+
+def _positive_float(text: str) -> float:
+    """A finite number > 0 (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not (value > 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a number > 0; got {text!r}")
+    return value
+
+
 def _positive_int(text: str) -> int:
     """An integer ≥ 1 (argparse type)."""
     try:

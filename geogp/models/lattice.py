@@ -47,6 +47,7 @@ from geogp.models.lattice_gmrf import (
     sparse_statistics,
     spectral_weights,
 )
+from geogp.models.lattice_memory import lattice_bytes
 from geogp.models.lattice_outputs import LatticeOutputsMixin
 from geogp.models.lattice_posterior import LatticePosteriorMixin
 from geogp.models.lattice_tiled import posterior_tiles
@@ -76,12 +77,6 @@ __all__ = [
     "LatticeRegressor",
 ]
 
-# Bytes per stored entry of the factor (value + row index), times the copies alive at once:
-# the CHOLMOD factor, its scipy copy for the selected inverse and Z = B⁻¹ on its pattern.
-_BYTES_PER_FACTOR_ENTRY = 3 * 12.0
-# nnz(L) / (n log₂ n) of nested dissection on these lattices (measured at n = 1.7·10⁵:
-# 5-point 7.0·10⁶, 13-point 1.85·10⁷ entries), rounded up.
-_FILL = {1: 2.6, 2: 6.5}
 # mid_scale="auto": the coarsening factor, and the smallest raster side (cells) that gets the
 # level. On the satellite raster (300×500) r = 12 learns a mid range of ≈ 100 cells between the
 # local range (≈ 7) and the large-scale features (wavelengths ≥ 60); r = 4 scored the same at
@@ -92,7 +87,7 @@ MID_SCALE_MIN_CELLS = 128
 # larger ones get cores of POSTERIOR_CORE cells a side, each solved with a halo of
 # POSTERIOR_HALO cells of data around it (docs/lattice.md, the posterior on tiles)
 WHOLE_LATTICE_MAX_CELLS = 400_000
-POSTERIOR_CORE = 384
+POSTERIOR_CORE = 512
 POSTERIOR_HALO = 96
 
 
@@ -142,7 +137,8 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             at least 128 cells, else no level.
         posterior_tile: None (the exact posterior of the whole lattice, one factorisation),
             a core side in cells, or ``"auto"`` (default): None up to
-            :data:`WHOLE_LATTICE_MAX_CELLS` lattice cells, else :data:`POSTERIOR_CORE`. Each
+            :data:`WHOLE_LATTICE_MAX_CELLS` lattice cells within ``max_bytes``, else the
+            largest core up to :data:`POSTERIOR_CORE` whose tile fits ``max_bytes``. Each
             core's moments come from a tile that reaches ``posterior_halo`` cells of data
             beyond it (``"auto"``: :data:`POSTERIOR_HALO`); memory then grows with the tile,
             not the raster (docs/lattice.md, the posterior on tiles, with its error).
@@ -248,16 +244,29 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
                              "spacing varies. Regrid it first or use model='afs'.")
         return a
 
-    def _memory(self, n: int) -> None:
-        needed = _FILL[int(self.alpha)] * n * max(math.log2(n), 1.0) * _BYTES_PER_FACTOR_ENTRY
-        if self.mid_scale is not None:  # the fine–coarse coupling about doubles the factor
-            needed *= 2.0
-        needed += 6 * 8.0 * n * self._n_large()  # Φ, B⁻¹PᵀΦ and their products on the lattice
+    def memory_estimate(self, raster_shape, n_covariates: int = 0) -> float:
+        """Estimated peak bytes of fitting a raster of ``raster_shape`` cells and computing its
+        posterior (:func:`~geogp.models.lattice_memory.lattice_bytes`): one posterior tile's
+        sparse work plus the raster's per-cell arrays."""
+        m = int(self.margin)
+        lattice = [int(n) + 2 * m for n in raster_shape]
+        tiles = self._posterior_tiles(raster_shape)
+        tile_cells = max((t.window[0].stop - t.window[0].start + 2 * m)
+                         * (t.window[1].stop - t.window[1].start + 2 * m) for t in tiles)
+        powers = monomial_powers(self.mean, 2)
+        columns = 1 + self._n_large() + n_covariates + (0 if powers is None else len(powers))
+        return lattice_bytes(lattice[0] * lattice[1], tile_cells, int(self.alpha),
+                             self._mid_factor(raster_shape) is not None, columns)
+
+    def _memory(self, raster_shape, n_covariates: int = 0) -> None:
+        """Refuse, before allocating, a raster whose estimate exceeds ``max_bytes``."""
+        needed = self.memory_estimate(raster_shape, n_covariates)
         if needed > self.max_bytes:
             raise MemoryEstimateError(
-                f"a lattice of {n} cells (α = {self.alpha}, sparse Cholesky factor and selected "
-                "inverse)", needed, self.max_bytes,
-                "Crop or coarsen the raster, reduce margin, use alpha=1, or raise max_bytes.")
+                f"the lattice model on {raster_shape[0]} × {raster_shape[1]} cells (one "
+                "posterior tile's sparse factor and solves, and the raster's arrays)", needed,
+                self.max_bytes, "Raise max_bytes (geogp fit --max-memory), use a smaller "
+                "posterior_tile, crop or coarsen the raster, or use model='afs'.")
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X, y):
@@ -297,7 +306,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             raise InputError(f"the raster has {int(obs.sum())} observed cell(s); the lattice "
                              f"model needs at least {p + 2}.")
         shape = (ay.size + 2 * m, ax.size + 2 * m)
-        self._memory(shape[0] * shape[1])
+        self._memory(v.shape, 0 if self._covariates is None else self._covariates.shape[0])
         unit = abs(ay[1] - ay[0])
         self.unit_ = unit
         self.h_ = (1.0, abs(ax[1] - ax[0]) / unit)
@@ -336,14 +345,31 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         return self
 
     def _posterior_tiles(self, raster_shape) -> list:
-        """The posterior's tiles (:func:`~geogp.models.lattice_tiled.posterior_tiles`)."""
+        """The posterior's tiles (:func:`~geogp.models.lattice_tiled.posterior_tiles`).
+        ``posterior_tile="auto"``: the whole lattice when it has at most
+        :data:`WHOLE_LATTICE_MAX_CELLS` cells and its estimate is within ``max_bytes``, else
+        cores of :data:`POSTERIOR_CORE` cells."""
         core, halo = self.posterior_tile, self.posterior_halo
-        if core == "auto":
-            n = self.shape_[0] * self.shape_[1]
-            core = None if n <= WHOLE_LATTICE_MAX_CELLS else POSTERIOR_CORE
         halo = POSTERIOR_HALO if halo == "auto" else int(halo)
-        return posterior_tiles(raster_shape, int(self.margin), core, halo,
-                               self._mid_factor() or 1)
+        align = self._mid_factor(raster_shape) or 1
+        m = int(self.margin)
+        if core == "auto":
+            whole = posterior_tiles(raster_shape, m, None, halo, align)
+            n = (raster_shape[0] + 2 * m) * (raster_shape[1] + 2 * m)
+            powers = monomial_powers(self.mean, 2)
+            columns = 1 + self._n_large() + (0 if powers is None else len(powers))
+
+            def fits(tile_cells):
+                return lattice_bytes(n, tile_cells, int(self.alpha), align > 1,
+                                     columns) <= self.max_bytes
+
+            if n <= WHOLE_LATTICE_MAX_CELLS and fits(n):
+                return whole
+            # the largest core (a multiple of the mid-scale factor) whose tile fits the limit
+            core = POSTERIOR_CORE
+            while core > 2 * align and not fits((core + 2 * halo + 2 * m) ** 2):
+                core -= align if align > 1 else 16
+        return posterior_tiles(raster_shape, m, core, halo, align)
 
     def _stage1(self, params: dict, problems: list, tiles: list) -> tuple[dict, FitReport]:
         """The local field's θ on the tiles (each tile's own trend stands in for the large
@@ -427,17 +453,18 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         return (PARAMS + ((PARAM_RATIO,) if self.second_range else ())
                 + (PARAMS_MID if self._mid_factor() is not None else ()))
 
-    def _mid_factor(self) -> int | None:
-        """The mid-scale level's coarsening factor on this raster (None: no level).
-        ``"auto"``: :data:`MID_SCALE_AUTO` when both sides of the raster have at least
-        :data:`MID_SCALE_MIN_CELLS` cells, else none, and none once the fit has dropped the
-        level (``mid_dropped_``)."""
+    def _mid_factor(self, raster_shape=None) -> int | None:
+        """The mid-scale level's coarsening factor on this raster (default: the fitted one;
+        None: no level). ``"auto"``: :data:`MID_SCALE_AUTO` when both sides of the raster
+        have at least :data:`MID_SCALE_MIN_CELLS` cells, else none, and none once the fit has
+        dropped the level (``mid_dropped_``)."""
         ms = self.mid_scale
         if getattr(self, "mid_dropped_", False):
             return None
         if not isinstance(ms, str):
             return None if ms is None else int(ms)
-        sides = [n - 2 * int(self.margin) for n in self.shape_]
+        sides = (raster_shape if raster_shape is not None
+                 else [n - 2 * int(self.margin) for n in self.shape_])
         return MID_SCALE_AUTO if min(sides) >= MID_SCALE_MIN_CELLS else None
 
     def _n_large(self) -> int:

@@ -9,10 +9,10 @@ from the selected inverse of B.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 
-import jax
 import numpy as np
 
 from geogp.exceptions import ApproximationWarning, GeogpError
@@ -23,7 +23,6 @@ from geogp.models.lattice_gmrf import (
     dense_likelihood,
     log_range_cap,
     mid_lattice,
-    sparse_statistics,
 )
 from geogp.models.lattice_tiled import (
     PosteriorTile,
@@ -37,8 +36,6 @@ from geogp.models.lattice_tiled import (
 from geogp.optimize import minimize_lbfgs
 
 __all__ = ["LatticePosteriorMixin"]
-
-_sparse_statistics = jax.jit(sparse_statistics)
 
 
 
@@ -60,10 +57,11 @@ class LatticePosteriorMixin:
         m_mat, kept = 0.0, None
         for i, tile in enumerate(tiles):
             problem, cells, shape = self._tile_problem(obs, ys, tile)
-            s, m_tile, logdet_sigma, b_vals = solve_tile(
-                self.params_, problem, shape, mid, _sparse_statistics if single else None)
-            if single:
-                m_mat, kept = m_tile, (problem, cells, shape, s, b_vals)
+            s, m_tile, logdet_sigma, b_vals = solve_tile(self.params_, problem, shape, mid)
+            if single:  # keep the solve for pass 2, without the right-hand sides
+                m_mat = m_tile
+                kept = (dataclasses.replace(problem, ptw=problem.ptw[:0]), cells, shape, s,
+                        b_vals)
             else:
                 m_mat = m_mat + core_gram(problem, s, noise, cells, in_core(cells, shape, tile))
             self._report_tile("statistics", i, len(tiles))
@@ -89,15 +87,17 @@ class LatticePosteriorMixin:
         for i, tile in enumerate(tiles):
             if single:
                 problem, cells, shape, s, b_vals = kept
+                kept = None
             else:
                 problem, cells, shape = self._tile_problem(obs, ys, tile)
                 s, _, _, b_vals = solve_tile(stage1, problem, shape, mid)
+                problem = dataclasses.replace(problem, ptw=problem.ptw[:0])
             z = selected_inverse(problem, b_vals, self.ordering) * self.local_scale_
             core = tuple(slice(c.start - o, c.stop - o) for c, o in zip(tile.core, tile.offset))
             oy, ox = tile.offset
             mean, var, cov, r = core_moments(
                 shape, core, s, lambda rr, cc: self._columns(rr + oy, cc + ox),
-                field_covariance(problem.pattern, z, shape, mid), d, w, vbeta)
+                field_covariance(problem.pattern, z, shape, mid), d, w, vbeta, keep_r=single)
             self._mean[tile.core], self._var[tile.core] = mean, var
             self._cov[(slice(None), *tile.core)] = cov
             self._report_tile("moments", i, len(tiles))
@@ -107,7 +107,8 @@ class LatticePosteriorMixin:
         self._sampler = None
         if single:  # what posterior samples need (kept in memory only; files keep moments)
             self._sampler = {"r": r, "chol_w": np.linalg.cholesky(vbeta) if a.size else vbeta,
-                             "pattern": problem.pattern, "b_vals": np.asarray(b_vals),
+                             "pattern": problem.pattern,
+                             "b_vals": np.asarray(b_vals) / self.local_scale_,  # B/c
                              "dense": problem.solve.backend == "dense",
                              "pi": mid_lattice(shape, mid)[1] if problem.has_mid else None}
 
@@ -188,7 +189,7 @@ class LatticePosteriorMixin:
         return np.concatenate([self._features(rows, cols), self._trend(rows, cols)], axis=1)
 
     def _report_tile(self, phase: str, i: int, total: int) -> None:
-        report = getattr(self, "tile_progress", None)
+        report = getattr(self, "_tile_progress", None)
         if report is not None and total > 1:
             report(phase, i + 1, total)
 

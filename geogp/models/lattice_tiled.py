@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from geogp.models.lattice_gmrf import LatticeProblem, sparse_statistics
+from geogp.models.lattice_gmrf import LatticeProblem, sparse_system, statistics_from_solve
 from geogp.models.lattice_mid import mid_lattice, mid_stencil
 
 __all__ = ["PosteriorTile", "posterior_tiles", "in_core", "solve_tile", "core_gram", "core_moments",
@@ -87,17 +87,32 @@ def in_core(cells: np.ndarray, shape, tile: PosteriorTile) -> np.ndarray:
     return (r + oy >= cr.start) & (r + oy < cr.stop) & (c + ox >= cc.start) & (c + ox < cc.stop)
 
 
-def solve_tile(params, problem: LatticeProblem, shape, mid_factor, jit_statistics=None):
+def solve_tile(params, problem: LatticeProblem, shape, mid_factor):
     """The tile's sparse work at the local θ: (S at the cells, M, log|Σ_g|, B values).
 
     S = B⁻¹Pᵀ[y, F]/σ² seen at the cells, (n, 1 + k + p): with the mid-scale level (coarsening
     factor ``mid_factor``; None without it), the fine part plus Π times the coarse part.
-    ``shape``: the tile lattice's shape. ``jit_statistics``: a compiled
-    :func:`~geogp.models.lattice_gmrf.sparse_statistics` to use (default: run it eagerly, so
-    that no compiled function keeps the tile's pattern and factor alive).
+    ``shape``: the tile lattice's shape. With CHOLMOD the solve runs on the host, outside
+    JAX, so that no compiled function keeps the tile's pattern and factor alive and no
+    device copies of the (n, 1 + k + p) arrays are made (the same numbers as
+    :func:`~geogp.models.lattice_gmrf.sparse_statistics`).
     """
-    stats = (jit_statistics or sparse_statistics)(params, problem)
-    logdet_sigma, m_mat, s, b_vals = (np.asarray(v) for v in stats)
+    b_vals, rhs, logdet_q, noise = sparse_system(params, problem)
+    if problem.solve.backend == "cholmod":
+        from geogp import linalg
+
+        b_vals, rhs = np.asarray(b_vals), np.asarray(rhs)
+        fac = linalg.cholmod.analyze(problem.pattern, ordering=problem.solve.ordering)
+        logdet_b, s = fac.host_forward(b_vals, rhs)
+        if not np.isfinite(logdet_b):
+            linalg.cholmod.check_positive_definite(problem.pattern, b_vals,
+                                                   ordering=problem.solve.ordering)
+    else:
+        logdet_b, s = problem.solve(problem.pattern, b_vals, rhs)
+    logdet_sigma, m_mat = (np.asarray(v) for v in statistics_from_solve(
+        problem, logdet_b, s, rhs, logdet_q, noise))
+    del rhs
+    s, b_vals = np.asarray(s), np.asarray(b_vals)
     n = problem.eig.shape[0]
     if problem.has_mid:
         s = s[:n] + mid_lattice(shape, mid_factor)[1] @ s[n:]
@@ -162,23 +177,43 @@ def field_covariance(pattern, z: np.ndarray, shape, mid_factor):
 
 
 def core_moments(shape, core, s: np.ndarray, columns, field_cov, d: np.ndarray,
-                 w: np.ndarray, vbeta: np.ndarray):
+                 w: np.ndarray, vbeta: np.ndarray, keep_r: bool = False,
+                 band_bytes: float = 64 * 2**20):
     """Posterior moments of the core's cells (standardised units).
 
     With r = (F − S_F) D the cell's columns (large-scale features √λ-scaled, trend) less their
     smoothed part, the mean is S_y + r w and Cov(f_a, f_b) = (B⁻¹)_ab + r_a A⁻¹ r_bᵀ
-    (``vbeta`` = A⁻¹, ``field_cov`` the first term: :func:`field_covariance`).
+    (``vbeta`` = A⁻¹, ``field_cov`` the first term: :func:`field_covariance`). Computed in
+    bands of rows whose r and r A⁻¹ take at most ``band_bytes`` each.
 
     Args:
         shape: the tile lattice's shape. core: (rows, cols) slices of it.
         s: (n, 1 + k + p) S at the tile's cells (:func:`solve_tile`).
         columns: ``columns(rows, cols)`` → (len, k + p) [Φ, X] at tile cells.
+        keep_r: also return r of the core's cells (what posterior samples need).
 
     Returns:
         (mean, var, cov, r): mean and var (c_y, c_x); cov (4, c_y, c_x) the covariances with
         the cells (i, j+1), (i+1, j), (i+1, j+1) and of (i+1, j) with (i, j+1) (zero past the
-        lattice's last row or column); r of the core's cells (c_y·c_x, k + p).
+        lattice's last row or column); r (c_y·c_x, k + p), or None without ``keep_r``.
     """
+    rows, cols = core
+    cy, cx = rows.stop - rows.start, cols.stop - cols.start
+    band = max(1, int(band_bytes // (8.0 * (cx + 1) * max(s.shape[1] - 1, 1))))
+    mean, var, cov = np.zeros((cy, cx)), np.zeros((cy, cx)), np.zeros((4, cy, cx))
+    r = np.zeros((cy * cx, s.shape[1] - 1)) if keep_r else None
+    for a in range(0, cy, band):
+        b = min(a + band, cy)
+        part = _block_moments(shape, (slice(rows.start + a, rows.start + b), cols), s, columns,
+                              field_cov, d, w, vbeta)
+        mean[a:b], var[a:b], cov[:, a:b] = part[:3]
+        if keep_r:
+            r[a * cx:b * cx] = part[3]
+    return mean, var, cov, r
+
+
+def _block_moments(shape, core, s, columns, field_cov, d, w, vbeta):
+    """:func:`core_moments` of one block of the core."""
     ny, nx = shape
     rows, cols = core
     # the core plus one row and column beyond it (the neighbours of its last row and column)

@@ -317,3 +317,17 @@ def test_fit_with_the_mid_scale_level(tif, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["fit", str(tif), "--out", str(tmp_path / "r.tif"), "--mid-scale", "coarse"])
     assert "expected auto, none or an integer" in capsys.readouterr().err
+
+
+def test_max_memory_limits_the_model_before_it_allocates(tif, tmp_path, capsys):
+    """--max-memory reaches the model's estimate: with --model lattice a limit below the
+    estimate is refused, with the estimate, before any output exists; a bad value is a
+    usage error."""
+    out = tmp_path / "o.tif"
+    code = main(["fit", str(tif), "--out", str(out), "--model", "lattice", "--max-memory",
+                 "0.5", "--quiet"])
+    line = _error_line(capsys)
+    assert code != 0 and "GiB, above the limit of 0.50 GiB" in line and not out.exists()
+    with pytest.raises(SystemExit) as exc:
+        main(["fit", str(tif), "--out", str(out), "--max-memory", "-1"])
+    assert exc.value.code == 2

@@ -104,16 +104,24 @@ def test_memory_threshold_matches_the_lattice_estimate():
     from geogp.exceptions import MemoryEstimateError
     from geogp.models.lattice import LatticeRegressor
 
-    est = LatticeRegressor(large_scale="auto")
-    sizes = [(100, 100), (400, 400), (600, 700), (2000, 2000)]
+    est = LatticeRegressor(large_scale="auto", mid_scale="auto")
+    sizes = [(100, 100), (400, 400), (600, 700), (1200, 1200), (1400, 1400)]
+    chosen = {}
     for shape in sizes:
-        chosen, _ = engines.resolve_model("auto", raster_shape=shape)
-        n = (shape[0] + 32) * (shape[1] + 32)
+        chosen[shape], why = engines.resolve_model("auto", raster_shape=shape)
+        if shape[0] * shape[1] > engines.LATTICE_AUTO_MAX_CELLS:
+            assert chosen[shape] == "afs" and "hours" in why
+            continue
         try:
-            est._memory(n)
+            est._memory(shape)
             fits = True
-        except MemoryEstimateError:
+        except MemoryEstimateError as err:
             fits = False
-        assert chosen == ("lattice" if fits else "afs"), shape
-    assert engines.resolve_model("auto", raster_shape=(100, 100))[0] == "lattice"
-    assert engines.resolve_model("auto", raster_shape=(2000, 2000))[0] == "afs"
+            assert err.needed_bytes > est.max_bytes
+        assert chosen[shape] == ("lattice" if fits else "afs"), shape
+    # with the posterior on tiles the memory estimate grows with the tile, not the raster:
+    # a whole MODIS tile (1200²) gets the lattice model
+    assert all(chosen[s] == "lattice" for s in sizes[:-1])
+    # the raster's own arrays still count: at 9·10⁸ cells they pass the 4 GiB limit
+    with pytest.raises(MemoryEstimateError):
+        est._memory((30000, 30000))

@@ -169,3 +169,13 @@ def test_a_tiled_model_file_round_trips_and_score_refuses(tmp_path):
     for m in (model, back):
         with pytest.raises(InputError, match="tiles"):
             m.score()
+
+
+def test_the_progress_bar_counts_both_passes_over_the_tiles(capsys):
+    import geogp
+    from tests.frontend._frontend_rasters import make_raster
+
+    geogp.fit(make_raster(30, 40, seed=4), model="lattice", maxiter=3, margin=4,
+              posterior_tile=16, posterior_halo=8, progress=True)
+    err = capsys.readouterr().err
+    assert "posterior on 9 tiles (2 passes)" in err and "18/18" in err

@@ -1,0 +1,57 @@
+"""The lattice model's memory estimate, made before anything is allocated.
+
+A fit holds, at its peak, one posterior tile's sparse work (the whole lattice when the
+posterior is not tiled) and the per-cell arrays of the whole raster:
+
+    bytes ≈ base + factor(n_t) + dense · 8 · n_t · (1 + k + p) + per_cell · n
+
+with n_t the largest tile's unknowns (cells, margin included), n the lattice's cells, k + p the
+large-scale and trend columns. The factor has nnz ≈ fill · n_t log₂ n_t entries (nested
+dissection on these lattices; the mid-scale level's coupling about doubles it), each held as a
+value and an index in three copies (CHOLMOD's factor, its scipy copy for the selected inverse,
+and B⁻¹ on its pattern). The dense term counts the n_t × (1 + k + p) arrays alive at once: the
+right-hand sides Pᵀ[y, Φ, X] and their copy over σ², the solution S and the cells' S after the
+mid-scale map (the moments then work in bands of rows). Calibration: on the 300 × 500
+satellite raster (whole-lattice posterior, mid-scale level, 200 features) the peak resident
+memory was 3.16 GiB against an estimate of 3.37 GiB (docs/lattice.md, memory).
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["lattice_bytes"]
+
+# nnz(L) / (n log₂ n) of nested dissection on these lattices (measured at n = 1.7·10⁵:
+# 5-point 7.0·10⁶, 13-point 1.85·10⁷ entries), rounded up
+FILL = {1: 2.6, 2: 6.5}
+# bytes per stored entry of the factor (value + row index), times the copies alive at once
+BYTES_PER_FACTOR_ENTRY = 3 * 12.0
+# n_t × (1 + k + p) float64 arrays alive at once during a tile's solve (Pᵀ[y, Φ, X], its copy
+# over σ², the solution, the cells' solution after the mid-scale map)
+DENSE_COPIES = 4
+# float64 arrays per lattice cell of the whole raster (values, mask, mean, variance, four
+# neighbour covariances, the front end's mean / std / latent std rasters)
+PER_CELL_ARRAYS = 12
+# the interpreter, JAX, XLA's compiled functions, the libraries and what the hyperparameter
+# fit leaves behind (1.2 GiB resident after stage 1 on the 300 × 500 satellite raster)
+BASE_BYTES = 1.0 * 2**30
+
+
+def lattice_bytes(lattice_cells: int, tile_cells: int, alpha: int, mid: bool,
+                  columns: int) -> float:
+    """Estimated peak bytes of a lattice fit (module docstring).
+
+    Args:
+        lattice_cells: cells of the whole lattice (raster plus margins).
+        tile_cells: cells of the largest posterior tile's lattice (= ``lattice_cells`` for
+            the whole-lattice posterior).
+        alpha: 1 or 2. mid: whether the mid-scale level is on.
+        columns: 1 + k + p (the data, large-scale features and trend columns).
+    """
+    n_t = max(int(tile_cells), 2)
+    factor = FILL[int(alpha)] * n_t * math.log2(n_t) * BYTES_PER_FACTOR_ENTRY
+    if mid:
+        factor *= 2.0
+    dense = DENSE_COPIES * 8.0 * n_t * columns
+    return BASE_BYTES + factor + dense + PER_CELL_ARRAYS * 8.0 * lattice_cells

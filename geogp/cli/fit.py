@@ -11,11 +11,13 @@ their CRS (``--crs``, or the vector file's own) and a prediction grid (``--like 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 from pathlib import Path
 
-from geogp.cli.options import add_memory_option, add_model_options, add_run_options
+from geogp.cli.options import (add_memory_option, add_model_options, add_run_options,
+                               positive_int)
 
 __all__ = ["add_fit_parser", "run_fit", "TABLE_SUFFIXES", "VECTOR_SUFFIXES"]
 
@@ -67,6 +69,20 @@ def add_fit_parser(subparsers, epilog: str) -> argparse.ArgumentParser:
                           "'samples sample=i' after the others, and a 'samples' variable in "
                           "--netcdf")
     fit.add_argument("--seed", type=int, default=0, help="seed of --samples (default 0)")
+    fit.add_argument("--posterior-tile", type=positive_int, default=None, metavar="N",
+                     help="lattice model: compute the posterior on tiles with cores of N "
+                          "cells a side (default: the whole raster up to 4e5 cells within "
+                          "--max-memory, else the largest tile that fits it)")
+    where = fit.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                       help="compute the lattice model's posterior tiles on a local dask "
+                            "cluster of N worker processes (one thread each; each holds one "
+                            "tile's memory, so the peak is about N times the estimate's tile "
+                            "part)")
+    where.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                       help="compute them on the dask.distributed cluster at ADDRESS, e.g. "
+                            "tcp://10.0.0.1:8786 (start one with dask-scheduler and "
+                            "dask-worker --nthreads 1)")
     fit.add_argument("--cog", action="store_true", help="write a Cloud-Optimized GeoTIFF")
     fit.add_argument("--netcdf", metavar="PRED.nc", help="also write CF NetCDF")
     fit.add_argument("--map", metavar="PRED.png", help="also draw maps (obs, mean, std)")
@@ -186,7 +202,33 @@ def _keep_previous(outputs) -> dict:
 
 
 def run_fit(args, echo) -> int:
-    """Run ``geogp fit`` with parsed ``args``; ``echo`` prints unless ``--quiet``."""
+    """Run ``geogp fit`` with parsed ``args``; ``echo`` prints unless ``--quiet``. With
+    ``--workers`` or ``--scheduler`` a dask client is the default client during the run, and
+    the lattice model's posterior tiles run on its workers."""
+    with _dask_client(args, echo):
+        return _run_fit(args, echo)
+
+
+@contextlib.contextmanager
+def _dask_client(args, echo):
+    if not (args.workers or args.scheduler):
+        yield None
+        return
+    from distributed import Client, LocalCluster
+
+    if args.workers:
+        with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                          dashboard_address=None) as cluster, Client(cluster) as client:
+            echo(f"dask: a local cluster of {args.workers} worker processes")
+            yield client
+    else:
+        with Client(args.scheduler) as client:
+            echo(f"dask: the cluster at {args.scheduler} "
+                 f"({len(client.scheduler_info()['workers'])} workers)")
+            yield client
+
+
+def _run_fit(args, echo) -> int:
     import numpy as np
 
     from geogp._progress import bar
@@ -211,7 +253,12 @@ def run_fit(args, echo) -> int:
         if args.likelihood != "gaussian":
             raise usage_error("--max-memory applies to the Gaussian models.")
         given["max_bytes"] = args.max_memory * 2**30
-    options = {k: given[k] for k in ("maxiter", "mid_scale", "max_bytes") if k in given} or None
+    if args.posterior_tile is not None:
+        if args.likelihood != "gaussian" or args.model not in ("auto", "lattice"):
+            raise usage_error("--posterior-tile belongs to the lattice model.")
+        given["posterior_tile"] = args.posterior_tile
+    options = {k: given[k] for k in ("maxiter", "mid_scale", "max_bytes", "posterior_tile")
+               if k in given} or None
     model = GeoRegressor(args.model, kernel=args.kernel, n_features=args.features,
                          share_hyperparameters=args.share_hyperparameters,
                          progress=not args.quiet, options=options)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["add_model_options", "add_run_options", "model_keywords", "MODEL_CHOICES"]
+__all__ = ["add_model_options", "add_memory_option", "add_run_options", "model_keywords",
+           "positive_int", "MODEL_CHOICES"]
 
 MODEL_CHOICES = ("auto", "lattice", "afs", "wavelet", "exact")
 
@@ -34,7 +35,7 @@ def add_model_options(parser, *, models: bool = True, features_help: str | None 
                                  "lattice.md). auto (default): R = 12 when both sides of the "
                                  "raster have at least 128 cells; none: no mid-scale field "
                                  "(about 1.5x faster)")
-    parser.add_argument("--maxiter", type=_positive_int, default=None, metavar="N",
+    parser.add_argument("--maxiter", type=positive_int, default=None, metavar="N",
                         help="L-BFGS iterations (default 300 for afs, 100 for lattice)")
 
 
@@ -57,7 +58,7 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     """An integer ≥ 1 (argparse type)."""
     try:
         value = int(text)

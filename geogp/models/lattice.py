@@ -142,6 +142,10 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             core's moments come from a tile that reaches ``posterior_halo`` cells of data
             beyond it (``"auto"``: :data:`POSTERIOR_HALO`); memory then grows with the tile,
             not the raster (docs/lattice.md, the posterior on tiles, with its error).
+        scheduler: where the posterior's tiles run: ``"auto"`` (default) on the current
+            ``dask.distributed`` client's workers when one exists, else in this process;
+            None: in this process; a ``Client`` or a scheduler address
+            (:mod:`geogp.models.lattice_workers`). Same numbers either way.
 
     Attributes:
         params_: fitted log parameters (lattice units, standardised y). report_: FitReport.
@@ -158,7 +162,8 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
                  optimize=True, maxiter=100, fit_cells=60_000, tile=128, backend="auto",
                  ordering="nesdis", max_bytes=4 * 2**30, progress=None, large_scale=None,
                  large_scale_kernel="matern32", large_scale_window=1.5, second_range=False,
-                 mid_scale=None, posterior_tile="auto", posterior_halo="auto"):
+                 mid_scale=None, posterior_tile="auto", posterior_halo="auto",
+                 scheduler="auto"):
         self.alpha = alpha
         self.margin = margin
         self.mean = mean
@@ -180,6 +185,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         self.mid_scale = mid_scale
         self.posterior_tile = posterior_tile
         self.posterior_halo = posterior_halo
+        self.scheduler = scheduler
 
     # ------------------------------------------------------------------ checks
     def _check_args(self) -> None:
@@ -504,12 +510,13 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             out["log_sd_large"] = jnp.asarray(math.log(sd))
         return out
 
-    def _problem(self, obs: np.ndarray, ys: np.ndarray, sl=None,
-                 large: bool = True) -> LatticeProblem:
+    def _problem(self, obs: np.ndarray, ys: np.ndarray, sl=None, large: bool = True,
+                 at=(0, 0)) -> LatticeProblem:
         """The problem of the raster window ``sl`` (default all) extended by the margin. With
-        ``large`` (the whole-raster posterior problem): the large-scale features, and with the
-        mid-scale level the pattern entries of the exact neighbour covariances; without (a
-        fitting tile): neither."""
+        ``large`` (the posterior's problems): the large-scale features, and with the mid-scale
+        level the pattern entries of the exact neighbour covariances; without (a fitting
+        tile): neither. ``at``: the raster's (row, col) of ``obs[0, 0]`` (when ``obs`` and
+        ``ys`` are a window of the raster)."""
         sy, sx = sl if sl is not None else (slice(0, obs.shape[0]), slice(0, obs.shape[1]))
         m = int(self.margin)
         full = np.full(obs.shape, -1, dtype=np.int64)
@@ -518,11 +525,12 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         shape = (idx.shape[0] + 2 * m, idx.shape[1] + 2 * m)
         r, c = np.nonzero(idx >= 0)
         order = idx[r, c]
-        X = self._trend(r + sy.start + m, c + sx.start + m)
+        rows, cols = r + sy.start + at[0] + m, c + sx.start + at[1] + m
+        X = self._trend(rows, cols)
         cells = (r + m) * shape[1] + (c + m)
         freq = self.freq_ if large else self.freq_[:0]
         f2 = np.tile(np.sum(freq**2, axis=1), 2)
-        feats = self._features(r + sy.start + m, c + sx.start + m, freq)
+        feats = self._features(rows, cols, freq)
         return make_problem(shape, self.h_, int(self.alpha), cells, ys[order], X,
                             self.backend, self.ordering, feats, f2,
                             getattr(self, "_dw", 0.0), self.large_scale_kernel,

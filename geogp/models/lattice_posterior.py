@@ -33,6 +33,7 @@ from geogp.models.lattice_tiled import (
     selected_inverse,
     solve_tile,
 )
+from geogp.models.lattice_workers import run_tiles
 from geogp.optimize import minimize_lbfgs
 
 __all__ = ["LatticePosteriorMixin"]
@@ -46,29 +47,24 @@ class LatticePosteriorMixin:
 
     def _posterior(self, obs: np.ndarray, ys: np.ndarray) -> None:
         """Mean, variances and neighbour covariances on the whole lattice at ``params_``:
-        tile by tile (:mod:`geogp.models.lattice_tiled`), or as one tile, the whole lattice."""
+        tile by tile (:mod:`geogp.models.lattice_tiled`; on a dask cluster's workers when
+        one is in use, :mod:`geogp.models.lattice_workers`), or as one tile, the whole
+        lattice."""
         tiles = self._posterior_tiles(obs.shape)
         self.posterior_tiles_ = len(tiles)
         self._stage1_params = dict(self.params_)
         single = len(tiles) == 1
-        mid = self._mid_factor()
-        noise = float(np.exp(2.0 * self.params_["log_noise"]))
+        raster = np.full(obs.shape, np.nan)
+        raster[obs] = ys  # the standardised data, NaN where missing
         # pass 1: M = [y, F]ᵀ Σ_g⁻¹ [y, F] summed over the cores (one tile: exact, with log|Σ_g|)
-        m_mat, kept = 0.0, None
-        for i, tile in enumerate(tiles):
-            problem, cells, shape = self._tile_problem(obs, ys, tile)
-            s, m_tile, logdet_sigma, b_vals = solve_tile(self.params_, problem, shape, mid)
-            if single:  # keep the solve for pass 2, without the right-hand sides
-                m_mat = m_tile
-                kept = (dataclasses.replace(problem, ptw=problem.ptw[:0]), cells, shape, s,
-                        b_vals)
-            else:
-                m_mat = m_mat + core_gram(problem, s, noise, cells, in_core(cells, shape, tile))
-            self._report_tile("statistics", i, len(tiles))
-            del s, problem
-        if not single:
-            m_mat = 0.5 * (m_mat + m_mat.T)
-            logdet_sigma = 0.0  # a constant of stage 2; the tiled fit reports no likelihood
+        if single:
+            m_mat, logdet_sigma, kept = tile_statistics(self, raster, tiles[0], self.params_,
+                                                        keep=True)
+        else:
+            parts = run_tiles(self, tile_statistics, raster, tiles, "statistics",
+                              (self.params_,))
+            m_mat = sum(p[0] for p in parts)  # in tile order: the same sum wherever it ran
+            m_mat, logdet_sigma = 0.5 * (m_mat + m_mat.T), 0.0  # a constant of stage 2
         n_obs, freq2 = int(obs.sum()), np.tile(np.sum(self.freq_**2, axis=1), 2)
         ll, w, a, d = self._stage2(m_mat, logdet_sigma, n_obs, freq2)
         self.log_likelihood_ = float(ll) if single else float("nan")
@@ -78,39 +74,25 @@ class LatticePosteriorMixin:
         self.large_coef_ = w[:k] * d[:k]  # posterior mean of u
         vbeta = np.linalg.inv(a) if a.size else np.zeros((0, 0))
         # pass 2: each core's moments. B/c has the inverse c B⁻¹: invert the stage-1 values
-        # (whose factor pass 1 left behind) and scale, rather than factorise B/c once more
+        # and scale, rather than factorise B/c once more
         ny, nx = self.shape_
         self._mean, self._var = np.zeros((ny, nx)), np.zeros((ny, nx))
         self._cov = np.zeros((4, ny, nx))
-        stage1 = {**self.params_, "log_sd": self.params_["log_sd"] - 0.5 * self._log_scale,
-                  "log_noise": self.params_["log_noise"] - 0.5 * self._log_scale}
-        for i, tile in enumerate(tiles):
-            if single:
-                problem, cells, shape, s, b_vals = kept
-                kept = None
-            else:
-                problem, cells, shape = self._tile_problem(obs, ys, tile)
-                s, _, _, b_vals = solve_tile(stage1, problem, shape, mid)
-                problem = dataclasses.replace(problem, ptw=problem.ptw[:0])
-            z = selected_inverse(problem, b_vals, self.ordering) * self.local_scale_
-            core = tuple(slice(c.start - o, c.stop - o) for c, o in zip(tile.core, tile.offset))
-            oy, ox = tile.offset
-            mean, var, cov, r = core_moments(
-                shape, core, s, lambda rr, cc: self._columns(rr + oy, cc + ox),
-                field_covariance(problem.pattern, z, shape, mid), d, w, vbeta, keep_r=single)
+        args = (self._stage1_params, self.local_scale_, d, w, vbeta)
+        if single:
+            parts = [tile_moments(self, raster, tiles[0], *args, kept=kept)]
+            kept = None
+        else:
+            parts = run_tiles(self, tile_moments, raster, tiles, "moments", args)
+        for tile, (mean, var, cov, sampler) in zip(tiles, parts):
             self._mean[tile.core], self._var[tile.core] = mean, var
             self._cov[(slice(None), *tile.core)] = cov
-            self._report_tile("moments", i, len(tiles))
-            del z, s
         self._mean, self._var = self._mean.ravel(), self._var.ravel()
         self._cov = self._cov.reshape(4, ny * nx)
         self._sampler = None
         if single:  # what posterior samples need (kept in memory only; files keep moments)
-            self._sampler = {"r": r, "chol_w": np.linalg.cholesky(vbeta) if a.size else vbeta,
-                             "pattern": problem.pattern,
-                             "b_vals": np.asarray(b_vals) / self.local_scale_,  # B/c
-                             "dense": problem.solve.backend == "dense",
-                             "pi": mid_lattice(shape, mid)[1] if problem.has_mid else None}
+            self._sampler = {**sampler,
+                             "chol_w": np.linalg.cholesky(vbeta) if a.size else vbeta}
 
     def _stage2(self, m_mat, logdet_sigma, n_obs: int, freq2):
         """Stage 2 at the local shape (range, noise/sd) of stage 1: the large-scale θ and one
@@ -175,23 +157,9 @@ class LatticePosteriorMixin:
                 "large_scale=None, or use model='afs'.")
         return out
 
-    def _tile_problem(self, obs: np.ndarray, ys: np.ndarray, tile: PosteriorTile):
-        """(problem, observed cells (flat, tile lattice), tile lattice shape) of a tile."""
-        problem = self._problem(obs, ys, tile.window)
-        m = int(self.margin)
-        rows, cols = tile.window
-        shape = (rows.stop - rows.start + 2 * m, cols.stop - cols.start + 2 * m)
-        r, c = np.nonzero(obs[tile.window])
-        return problem, (r + m) * shape[1] + (c + m), shape
-
     def _columns(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """[Φ, X] at whole-lattice cells (row, col): large-scale features, then the trend."""
         return np.concatenate([self._features(rows, cols), self._trend(rows, cols)], axis=1)
-
-    def _report_tile(self, phase: str, i: int, total: int) -> None:
-        report = getattr(self, "_tile_progress", None)
-        if report is not None and total > 1:
-            report(phase, i + 1, total)
 
     def _large_scale_bounds(self) -> dict:
         """Bounds of the large-scale log lengthscale: from 1/|ω|_max, below which the
@@ -200,3 +168,58 @@ class LatticePosteriorMixin:
         gaps), to :data:`~geogp.models.lattice_gmrf.RANGE_MAX_EXTENTS` lattice extents."""
         omega = float(np.sqrt(np.max(np.sum(self.freq_**2, axis=1))))
         return {"log_range_large": (-math.log(omega), log_range_cap(self.shape_, self.h_))}
+
+
+# --------------------------------------------------------------------------- one tile
+# Module-level functions of (estimator, standardised raster, tile, ...): what a dask worker
+# runs. ``est`` is the fitted estimator or its light copy (lattice_workers.tile_context); only
+# the tile's window of ``raster`` is read.
+def _tile_problem(est, raster: np.ndarray, tile: PosteriorTile):
+    """(problem, observed cells (flat, tile lattice), tile lattice shape) of a tile."""
+    window = raster[tile.window]
+    obs = np.isfinite(window)
+    problem = est._problem(obs, window[obs], None, at=tile.offset)  # offset: window's start
+    m = int(est.margin)
+    shape = (window.shape[0] + 2 * m, window.shape[1] + 2 * m)
+    r, c = np.nonzero(obs)
+    return problem, (r + m) * shape[1] + (c + m), shape
+
+
+def tile_statistics(est, raster: np.ndarray, tile: PosteriorTile, params, keep=False):
+    """Pass 1 of a tile: its core's part of M (:func:`~geogp.models.lattice_tiled.core_gram`).
+    With ``keep`` (one tile, the whole lattice): (M, log|Σ_g|, what pass 2 reuses)."""
+    problem, cells, shape = _tile_problem(est, raster, tile)
+    s, m_mat, logdet_sigma, b_vals = solve_tile(params, problem, shape, est._mid_factor())
+    if keep:  # the solve for pass 2, without the right-hand sides
+        return m_mat, logdet_sigma, (dataclasses.replace(problem, ptw=problem.ptw[:0]), shape,
+                                     s, b_vals)
+    noise = float(np.exp(2.0 * params["log_noise"]))
+    return (core_gram(problem, s, noise, cells, in_core(cells, shape, tile)),)
+
+
+def tile_moments(est, raster: np.ndarray, tile: PosteriorTile, stage1, scale, d, w, vbeta,
+                 kept=None):
+    """Pass 2 of a tile: (mean, var, cov, sampler) of its core, at the stage-1 θ whose B is
+    scaled by c = ``scale`` (:func:`~geogp.models.lattice_tiled.core_moments`); ``kept``:
+    pass 1's solve of the one whole-lattice tile, which also yields the sampler's state."""
+    mid = est._mid_factor()
+    if kept is not None:
+        problem, shape, s, b_vals = kept
+    else:
+        problem, _, shape = _tile_problem(est, raster, tile)
+        s, _, _, b_vals = solve_tile(stage1, problem, shape, mid)
+        problem = dataclasses.replace(problem, ptw=problem.ptw[:0])
+    z = selected_inverse(problem, b_vals, est.ordering) * scale
+    core = tuple(slice(c.start - o, c.stop - o) for c, o in zip(tile.core, tile.offset))
+    oy, ox = tile.offset
+    mean, var, cov, r = core_moments(
+        shape, core, s, lambda rr, cc: est._columns(rr + oy, cc + ox),
+        field_covariance(problem.pattern, z, shape, mid), d, w, vbeta,
+        keep_r=kept is not None)
+    sampler = None
+    if kept is not None:
+        sampler = {"r": r, "pattern": problem.pattern,
+                   "b_vals": np.asarray(b_vals) / scale,  # B/c
+                   "dense": problem.solve.backend == "dense",
+                   "pi": mid_lattice(shape, mid)[1] if problem.has_mid else None}
+    return mean, var, cov, sampler

@@ -331,3 +331,18 @@ def test_max_memory_limits_the_model_before_it_allocates(tif, tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["fit", str(tif), "--out", str(out), "--max-memory", "-1"])
     assert exc.value.code == 2
+
+
+def test_fit_with_local_workers_writes_the_in_process_raster(tif, tmp_path):
+    """geogp fit --workers 2 runs the lattice posterior's tiles on a dask LocalCluster and
+    writes the same raster as the in-process run."""
+    import rasterio
+
+    outs = []
+    for extra in ([], ["--workers", "2"]):
+        out = tmp_path / f"o{len(extra)}.tif"
+        assert main(["fit", str(tif), "--out", str(out), "--model", "lattice", "--maxiter",
+                     "5", "--posterior-tile", "16", "--quiet", *extra]) == 0
+        with rasterio.open(out) as src:
+            outs.append(src.read())
+    np.testing.assert_array_equal(outs[0], outs[1])

@@ -1,0 +1,93 @@
+"""Where the lattice posterior's tiles run: in this process, or as tasks on a dask cluster.
+
+Each tile is a pure function of the estimator's fitted settings, the tile's window of the
+standardised raster and a few small arrays (:func:`~geogp.models.lattice_posterior.
+tile_statistics`, :func:`~geogp.models.lattice_posterior.tile_moments`), so it runs the same
+on a ``dask.distributed`` worker as here: the estimator goes to the workers once (a light copy
+without its per-cell arrays or callbacks, :func:`tile_context`), each task gets its window,
+and the results come back in tile order. Every tile runs single-threaded BLAS and CHOLMOD, so
+a worker computes the same numbers as this process, bit for bit.
+
+Which: the estimator's ``scheduler`` — ``"auto"`` (default): the current dask client
+(``distributed.get_client()``: a ``Client`` the user created, in this process) when there is
+one, else this process; None: this process; a ``distributed.Client``; or a scheduler address.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from geogp.exceptions import InputError
+
+__all__ = ["run_tiles", "tile_context", "dask_client"]
+
+# per-cell or unpicklable state a worker does not need
+_LOCAL_ONLY = ("progress", "_tile_progress", "scheduler", "_sampler", "_mean", "_var", "_cov", "report_",
+               "report_large_")
+
+
+def dask_client(scheduler):
+    """The ``distributed.Client`` the tiles should use, or None for this process."""
+    if scheduler is None:
+        return None
+    try:
+        import distributed
+    except ImportError:  # pragma: no cover - a dependency; only a broken install lacks it
+        if scheduler == "auto":
+            return None
+        raise InputError("scheduler= needs dask.distributed (pip install distributed).")
+    if scheduler == "auto":
+        try:
+            return distributed.get_client()
+        except ValueError:  # no client in this process
+            return None
+    if isinstance(scheduler, distributed.Client):
+        return scheduler
+    if isinstance(scheduler, str):
+        return distributed.Client(scheduler, set_as_default=False)
+    raise InputError(f"scheduler must be 'auto', None, a dask.distributed Client or a "
+                     f"scheduler address; got {scheduler!r}.")
+
+
+def tile_context(est):
+    """A light copy of the fitted estimator that a worker can unpickle: its settings and
+    fitted attributes, without per-cell arrays, callbacks or the samples' factor."""
+    ctx = copy.copy(est)
+    for name in _LOCAL_ONLY:
+        if name in ctx.__dict__:
+            setattr(ctx, name, None)
+    return ctx
+
+
+def run_tiles(est, fn, raster: np.ndarray, tiles: list, phase: str, args: tuple) -> list:
+    """``[fn(est, raster, tile, *args) for tile in tiles]``, here or on the dask client's
+    workers, in tile order; reports each finished tile to ``est._tile_progress``."""
+    report = getattr(est, "_tile_progress", None)
+    client = dask_client(getattr(est, "scheduler", None))
+    if client is None:
+        out = []
+        for i, tile in enumerate(tiles):
+            out.append(fn(est, raster, tile, *args))
+            if report is not None:
+                report(phase, i + 1, len(tiles))
+        return out
+    from distributed import as_completed
+
+    ctx = client.scatter(tile_context(est), broadcast=True)
+    futures = [client.submit(fn, ctx, raster[tile.window], _rebased(tile), *args, pure=False)
+               for tile in tiles]
+    index = {f.key: i for i, f in enumerate(futures)}
+    out = [None] * len(tiles)
+    for done, future in enumerate(as_completed(futures), start=1):
+        out[index[future.key]] = future.result()
+        if report is not None:
+            report(phase, done, len(tiles))
+    return out
+
+
+def _rebased(tile):
+    """The tile as seen from the window's array that a task receives: its window starts at
+    (0, 0); ``offset`` still places it in the raster."""
+    return tile._replace(window=tuple(slice(0, w.stop - w.start) for w in tile.window))

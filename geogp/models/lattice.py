@@ -511,12 +511,13 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         return out
 
     def _problem(self, obs: np.ndarray, ys: np.ndarray, sl=None, large: bool = True,
-                 at=(0, 0)) -> LatticeProblem:
+                 at=(0, 0), share: bool = False) -> LatticeProblem:
         """The problem of the raster window ``sl`` (default all) extended by the margin. With
         ``large`` (the posterior's problems): the large-scale features, and with the mid-scale
         level the pattern entries of the exact neighbour covariances; without (a fitting
         tile): neither. ``at``: the raster's (row, col) of ``obs[0, 0]`` (when ``obs`` and
-        ``ys`` are a window of the raster)."""
+        ``ys`` are a window of the raster). ``share``: see
+        :func:`~geogp.models.lattice_gmrf.make_problem`."""
         sy, sx = sl if sl is not None else (slice(0, obs.shape[0]), slice(0, obs.shape[1]))
         m = int(self.margin)
         full = np.full(obs.shape, -1, dtype=np.int64)
@@ -534,4 +535,4 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         return make_problem(shape, self.h_, int(self.alpha), cells, ys[order], X,
                             self.backend, self.ordering, feats, f2,
                             getattr(self, "_dw", 0.0), self.large_scale_kernel,
-                            self._mid_factor(), neighbours=large)
+                            self._mid_factor(), neighbours=large, share=share)

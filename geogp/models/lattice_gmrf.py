@@ -42,7 +42,8 @@ __all__ = ["ALPHAS", "BACKENDS", "PARAMS", "PARAMS_LARGE", "PARAMS_MID", "PARAM_
            "LatticeProblem",
            "laplacian", "make_problem", "precision", "spectral_weights", "low_frequencies",
            "fourier_features",
-           "log_marginal_likelihood", "sparse_statistics", "dense_likelihood",
+           "log_marginal_likelihood", "sparse_statistics", "sparse_system",
+           "statistics_from_solve", "dense_likelihood", "clear_shared_lattice",
            "LARGE_SCALE_LOSSES"]
 
 ALPHAS = (1, 2)
@@ -230,7 +231,7 @@ def _load_solver(backend: str, ordering: str) -> Solver:
 def make_problem(shape, h, alpha: int, cells: np.ndarray, y: np.ndarray, X: np.ndarray,
                  backend: str = "auto", ordering: str = "nesdis", features=None, freq2=None,
                  dw: float = 0.0, kernel: str = "matern32", mid_scale=None,
-                 neighbours: bool = True) -> LatticeProblem:
+                 neighbours: bool = True, share: bool = False) -> LatticeProblem:
     """Fix the lattice, its pattern and the data for :func:`log_marginal_likelihood`.
 
     Args:
@@ -247,14 +248,62 @@ def make_problem(shape, h, alpha: int, cells: np.ndarray, y: np.ndarray, X: np.n
         neighbours: with the mid-scale level, keep the pattern entries that the posterior's
             neighbour covariances need (:func:`~geogp.models.lattice_mid.mid_cross`); False keeps only those of B
             (a sparser factor, enough for the likelihood: the fitting tiles).
+        share: reuse the previous call's pattern (and with it its CHOLMOD analysis and
+            factor) when the lattice is the same; for problems solved one after another
+            (the posterior's tiles), never for problems used together (the fitting tiles).
 
     Cost: O(nnz(Q)) here; the CHOLMOD analysis happens on the first evaluation.
     """
-    from geogp.linalg import SparsePattern
-
     if alpha not in ALPHAS:
         raise InputError(f"alpha must be one of {ALPHAS}; got {alpha!r}.")
+    if kernel not in KERNELS_LARGE:
+        raise InputError(f"large_scale_kernel must be one of {KERNELS_LARGE}; got {kernel!r}.")
     shape = (int(shape[0]), int(shape[1]))
+    key = (shape, tuple(float(v) for v in h), int(alpha), mid_scale, bool(neighbours))
+    if share and _SHARED.get("key") == key:
+        parts = _SHARED["parts"]
+    else:
+        parts = _lattice_parts(shape, h, int(alpha), mid_scale, neighbours)
+        if share:  # one entry: the posterior's tiles of one shape run one after another
+            _SHARED.update(key=key, parts=parts)
+    pattern, pi, n = parts["pattern"], parts["pi"], shape[0] * shape[1]
+    features = np.zeros((len(cells), 0)) if features is None else np.asarray(features)
+    freq2 = np.zeros(0) if freq2 is None else np.asarray(freq2, dtype=np.float64)
+    obs = np.zeros(n)
+    obs[cells] = 1.0
+    W = np.column_stack([y, features, X])
+    del features
+    ptw = np.zeros((n + (0 if pi is None else pi.shape[1]), W.shape[1]))
+    ptw[cells] = W
+    if pi is None:
+        e_obs = pattern.values_from_scipy(sp.diags(obs, format="csc"))
+    else:  # observations see g_fine + Π g_mid: A = [P, PΠ], AᵀA on the joint pattern
+        a = sp.hstack([sp.diags(obs), sp.diags(obs) @ pi], format="csr")
+        e_obs = pattern.values_from_scipy(sp.csc_matrix(a.T @ a))
+        ptw[n:] = pi.T @ ptw[:n]
+    return LatticeProblem(
+        pattern, _load_solver(backend, ordering), int(alpha), float(h[0] * h[1]),
+        int(len(cells)), int(X.shape[1]), parts["e_i"], parts["e_l"], parts["e_l2"], e_obs,
+        parts["eig"], ptw, W.T @ W, freq2, int(W.shape[1] - 1 - X.shape[1]), float(dw),
+        kernel, **parts["mid"])
+
+
+# make_problem(share=True): the last lattice's data-free parts (pattern, operators), so that
+# the posterior's tiles of one shape share the pattern and its CHOLMOD symbolic analysis
+_SHARED: dict = {}
+
+
+def clear_shared_lattice() -> None:
+    """Forget :func:`make_problem`'s shared lattice (and the factor its pattern holds)."""
+    _SHARED.clear()
+
+
+def _lattice_parts(shape, h, alpha: int, mid_scale, neighbours: bool) -> dict:
+    """The parts of :func:`make_problem` that depend on the lattice only, not on the data:
+    the pattern of B, I, L, L² on it, the Laplacian's eigenvalues, the mid-scale level's
+    operators and map Π."""
+    from geogp.linalg import SparsePattern
+
     n = shape[0] * shape[1]
     lap = laplacian(shape, h)
     structure = _structure(shape, alpha)
@@ -277,24 +326,10 @@ def make_problem(shape, h, alpha: int, cells: np.ndarray, y: np.ndarray, X: np.n
     pattern = SparsePattern.from_scipy(structure)
     e_l2 = (pattern.values_from_scipy(fine(sp.csc_matrix(lap @ lap))) if alpha == 2
             else np.zeros(pattern.nnz))
-    if kernel not in KERNELS_LARGE:
-        raise InputError(f"large_scale_kernel must be one of {KERNELS_LARGE}; got {kernel!r}.")
-    features = np.zeros((len(cells), 0)) if features is None else np.asarray(features)
-    freq2 = np.zeros(0) if freq2 is None else np.asarray(freq2, dtype=np.float64)
-    obs = np.zeros(n)
-    obs[cells] = 1.0
-    W = np.column_stack([y, features, X])
-    ptw = np.zeros((n, W.shape[1]))
-    ptw[cells] = W
     eig = np.add.outer(_neumann_eigenvalues(shape[0]) / h[0] ** 2,
                        _neumann_eigenvalues(shape[1]) / h[1] ** 2).ravel()
     mid_parts = {}
-    if pi is None:
-        e_obs = pattern.values_from_scipy(sp.diags(obs, format="csc"))
-    else:  # observations see g_fine + Π g_mid: A = [P, PΠ], AᵀA on the joint pattern
-        a = sp.hstack([sp.diags(obs), sp.diags(obs) @ pi], format="csr")
-        e_obs = pattern.values_from_scipy(sp.csc_matrix(a.T @ a))
-        ptw = np.concatenate([ptw, pi.T @ ptw])
+    if pi is not None:
         r = int(mid_scale)
         hm = (r * h[0], r * h[1])
         lap_m = laplacian(coarse, hm)
@@ -305,12 +340,9 @@ def make_problem(shape, h, alpha: int, cells: np.ndarray, y: np.ndarray, X: np.n
             eig_mid=np.add.outer(_neumann_eigenvalues(coarse[0]) / hm[0] ** 2,
                                  _neumann_eigenvalues(coarse[1]) / hm[1] ** 2).ravel(),
             area_mid=float(hm[0] * hm[1]))
-    return LatticeProblem(
-        pattern, _load_solver(backend, ordering), int(alpha), float(h[0] * h[1]),
-        int(len(cells)), int(X.shape[1]),
-        pattern.values_from_scipy(fine(sp.eye(n, format="csc"))),
-        pattern.values_from_scipy(fine(lap)), e_l2, e_obs, eig, ptw, W.T @ W,
-        freq2, int(features.shape[1]), float(dw), kernel, **mid_parts)
+    return dict(pattern=pattern, pi=pi, eig=eig, e_l2=e_l2, mid=mid_parts,
+                e_i=pattern.values_from_scipy(fine(sp.eye(n, format="csc"))),
+                e_l=pattern.values_from_scipy(fine(lap)))
 
 
 def _product_coefficients(params, area: float):

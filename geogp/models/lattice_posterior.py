@@ -20,6 +20,7 @@ from geogp.models.lattice_gmrf import (
     LARGE_SCALE_LOSSES,
     PARAM_SCALE,
     PARAMS_LARGE,
+    clear_shared_lattice,
     dense_likelihood,
     log_range_cap,
     mid_lattice,
@@ -33,7 +34,7 @@ from geogp.models.lattice_tiled import (
     selected_inverse,
     solve_tile,
 )
-from geogp.models.lattice_workers import run_tiles
+from geogp.models.lattice_workers import release_memory, run_tiles
 from geogp.optimize import minimize_lbfgs
 
 __all__ = ["LatticePosteriorMixin"]
@@ -89,6 +90,7 @@ class LatticePosteriorMixin:
             self._cov[(slice(None), *tile.core)] = cov
         self._mean, self._var = self._mean.ravel(), self._var.ravel()
         self._cov = self._cov.reshape(4, ny * nx)
+        clear_shared_lattice()
         self._sampler = None
         if single:  # what posterior samples need (kept in memory only; files keep moments)
             self._sampler = {**sampler,
@@ -178,7 +180,8 @@ def _tile_problem(est, raster: np.ndarray, tile: PosteriorTile):
     """(problem, observed cells (flat, tile lattice), tile lattice shape) of a tile."""
     window = raster[tile.window]
     obs = np.isfinite(window)
-    problem = est._problem(obs, window[obs], None, at=tile.offset)  # offset: window's start
+    problem = est._problem(obs, window[obs], None, at=tile.offset,  # offset: window's start
+                           share=True)
     m = int(est.margin)
     shape = (window.shape[0] + 2 * m, window.shape[1] + 2 * m)
     r, c = np.nonzero(obs)
@@ -194,7 +197,10 @@ def tile_statistics(est, raster: np.ndarray, tile: PosteriorTile, params, keep=F
         return m_mat, logdet_sigma, (dataclasses.replace(problem, ptw=problem.ptw[:0]), shape,
                                      s, b_vals)
     noise = float(np.exp(2.0 * params["log_noise"]))
-    return (core_gram(problem, s, noise, cells, in_core(cells, shape, tile)),)
+    out = (core_gram(problem, s, noise, cells, in_core(cells, shape, tile)),)
+    del s, problem
+    release_memory()  # on a dask worker too
+    return out
 
 
 def tile_moments(est, raster: np.ndarray, tile: PosteriorTile, stage1, scale, d, w, vbeta,
@@ -216,10 +222,12 @@ def tile_moments(est, raster: np.ndarray, tile: PosteriorTile, stage1, scale, d,
         shape, core, s, lambda rr, cc: est._columns(rr + oy, cc + ox),
         field_covariance(problem.pattern, z, shape, mid), d, w, vbeta,
         keep_r=kept is not None)
-    sampler = None
-    if kept is not None:
-        sampler = {"r": r, "pattern": problem.pattern,
-                   "b_vals": np.asarray(b_vals) / scale,  # B/c
-                   "dense": problem.solve.backend == "dense",
-                   "pi": mid_lattice(shape, mid)[1] if problem.has_mid else None}
+    del z
+    if kept is None:
+        del s, problem
+        release_memory()  # on a dask worker too
+        return mean, var, cov, None
+    sampler = {"r": r, "pattern": problem.pattern, "b_vals": np.asarray(b_vals) / scale,  # B/c
+               "dense": problem.solve.backend == "dense",
+               "pi": mid_lattice(shape, mid)[1] if problem.has_mid else None}
     return mean, var, cov, sampler

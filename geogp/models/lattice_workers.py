@@ -21,7 +21,7 @@ import numpy as np
 
 from geogp.exceptions import InputError
 
-__all__ = ["run_tiles", "tile_context", "dask_client"]
+__all__ = ["run_tiles", "tile_context", "dask_client", "release_memory"]
 
 # per-cell or unpicklable state a worker does not need
 _LOCAL_ONLY = ("progress", "_tile_progress", "scheduler", "_sampler", "_mean", "_var", "_cov", "report_",
@@ -67,11 +67,15 @@ def run_tiles(est, fn, raster: np.ndarray, tiles: list, phase: str, args: tuple)
     report = getattr(est, "_tile_progress", None)
     client = dask_client(getattr(est, "scheduler", None))
     if client is None:
-        out = []
-        for i, tile in enumerate(tiles):
-            out.append(fn(est, raster, tile, *args))
+        out = [None] * len(tiles)
+        # tiles of one window shape one after another: they share the lattice's pattern and
+        # its symbolic analysis (geogp.models.lattice_gmrf.make_problem)
+        order = sorted(range(len(tiles)), key=lambda i: _window_shape(tiles[i]))
+        for done, i in enumerate(order, start=1):
+            out[i] = fn(est, raster, tiles[i], *args)
+            release_memory()
             if report is not None:
-                report(phase, i + 1, len(tiles))
+                report(phase, done, len(tiles))
         return out
     from distributed import as_completed
 
@@ -87,7 +91,28 @@ def run_tiles(est, fn, raster: np.ndarray, tiles: list, phase: str, args: tuple)
     return out
 
 
+def _window_shape(tile) -> tuple:
+    return tuple(w.stop - w.start for w in tile.window)
+
+
 def _rebased(tile):
     """The tile as seen from the window's array that a task receives: its window starts at
     (0, 0); ``offset`` still places it in the raster."""
     return tile._replace(window=tuple(slice(0, w.stop - w.start) for w in tile.window))
+
+
+def release_memory() -> None:
+    """Give freed heap memory back to the system after a tile (glibc's ``malloc_trim``).
+
+    A tile's n_t × (1 + k + p) arrays and factor are freed when it ends, but glibc keeps much
+    of that heap: without trimming, the resident memory of a 700² raster's 25 tiles grew by
+    about 60 MB a tile, and a 1200² raster peaked at 8.8 GB against a tile's 3.4 GB."""
+    import gc
+
+    gc.collect()  # tile arrays held by reference cycles (closures, JAX tracebacks)
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        pass

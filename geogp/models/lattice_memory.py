@@ -3,7 +3,7 @@
 A fit holds, at its peak, one posterior tile's sparse work (the whole lattice when the
 posterior is not tiled) and the per-cell arrays of the whole raster:
 
-    bytes ≈ base + factor(n_t) + dense · 8 · n_t · (1 + k + p) + per_cell · n
+    bytes ≈ base + tile + factor(n_t) + dense · 8 · n_t · (1 + k + p) + per_cell · n
 
 with n_t the largest tile's unknowns (cells, margin included), n the lattice's cells, k + p the
 large-scale and trend columns. The factor has nnz ≈ fill · n_t log₂ n_t entries (nested
@@ -11,9 +11,10 @@ dissection on these lattices; the mid-scale level's coupling about doubles it), 
 value and an index in three copies (CHOLMOD's factor, its scipy copy for the selected inverse,
 and B⁻¹ on its pattern). The dense term counts the n_t × (1 + k + p) arrays alive at once: the
 right-hand sides Pᵀ[y, Φ, X] and their copy over σ², the solution S and the cells' S after the
-mid-scale map (the moments then work in bands of rows). Calibration: on the 300 × 500
-satellite raster (whole-lattice posterior, mid-scale level, 200 features) the peak resident
-memory was 3.16 GiB against an estimate of 3.37 GiB (docs/lattice.md, memory).
+mid-scale map (the moments then work in bands of rows). Calibration (peak resident memory
+against the estimate): the 300 × 500 satellite raster (whole-lattice posterior, mid-scale
+level, 200 features) 3.16 against 3.78 GiB; a 260 × 300 raster on 16 tiles of 288² cells
+2.28 against 2.45 GiB (tests/reliability/test_lattice_memory.py checks the bound).
 """
 
 from __future__ import annotations
@@ -34,8 +35,12 @@ DENSE_COPIES = 4
 # neighbour covariances, the front end's mean / std / latent std rasters)
 PER_CELL_ARRAYS = 12
 # the interpreter, JAX, XLA's compiled functions, the libraries and what the hyperparameter
-# fit leaves behind (1.2 GiB resident after stage 1 on the 300 × 500 satellite raster)
+# fit leaves behind (1.0–1.2 GiB resident after stage 1)
 BASE_BYTES = 1.0 * 2**30
+# a tile's fixed part: its features at the observed cells, the problem's scipy intermediates
+# and JAX's buffers for a new shape (measured: a 288² tile's peak was 0.2 GiB above the
+# factor and dense terms)
+TILE_BYTES = 0.35 * 2**30
 
 
 def lattice_bytes(lattice_cells: int, tile_cells: int, alpha: int, mid: bool,
@@ -54,4 +59,4 @@ def lattice_bytes(lattice_cells: int, tile_cells: int, alpha: int, mid: bool,
     if mid:
         factor *= 2.0
     dense = DENSE_COPIES * 8.0 * n_t * columns
-    return BASE_BYTES + factor + dense + PER_CELL_ARRAYS * 8.0 * lattice_cells
+    return BASE_BYTES + TILE_BYTES + factor + dense + PER_CELL_ARRAYS * 8.0 * lattice_cells

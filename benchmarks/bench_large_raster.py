@@ -181,6 +181,9 @@ def main(argv=None) -> int:
     ap.add_argument("--option", action="append", metavar="KEY=VALUE",
                     help="a geogp.fit option (repeatable; value read by ast.literal_eval, "
                          "else a string), e.g. --option maxiter=50")
+    ap.add_argument("--workers", type=int, default=0,
+                    help="run the lattice posterior's tiles on a dask LocalCluster of this "
+                         "many worker processes (peak RSS is then the main process's only)")
     ap.add_argument("--json", type=Path, help="write all figures to this JSON file")
     ap.add_argument("--data", type=Path, default=DATA, help="raster whose cloud mask is tiled")
     args = ap.parse_args(argv)
@@ -232,7 +235,18 @@ def main(argv=None) -> int:
 
     # ---- fit and predict
     t0 = time.perf_counter()
-    model = geogp.fit(da, model=args.model, **options)
+    if args.workers:  # the lattice posterior's tiles on a local dask cluster
+        from distributed import Client, LocalCluster
+
+        with LocalCluster(n_workers=args.workers, threads_per_worker=1,
+                          dashboard_address=None) as cluster, Client(cluster) as client:
+            model = geogp.fit(da, model=args.model, **options)
+            workers_rss = [w["metrics"]["memory"] / 1e9 for w in
+                           client.scheduler_info()["workers"].values()]
+        print(f"dask workers: {args.workers}, resident at the end "
+              f"{', '.join(f'{v:.2f}' for v in workers_rss)} GB", flush=True)
+    else:
+        model = geogp.fit(da, model=args.model, **options)
     t_fit = time.perf_counter() - t0
     rss_fit = peak_rss_gb()
     print(f"fit {t_fit:.1f} s (peak RSS {rss_fit:.2f} GB); model_ = "

@@ -198,6 +198,8 @@ class GeoRegressor(DrawsMixin):
         for s in range(g.n_slices):
             label = f"slice {s + 1}/{g.n_slices} " if g.n_slices > 1 else ""
             est, tracker = self._estimator(label, shared)
+            if s == 0 and self.progress and self.model_ == "lattice":
+                _announce_cost(est, g.values[s].shape)
             t0 = time.perf_counter()
             try:
                 engines.fit_grid(est, g.axes, g.values[s], g.regular, covariates)
@@ -449,6 +451,27 @@ def _n_observed(est, values) -> int:
 
 
 _OWN = ("kernel", "n_features", "share_hyperparameters", "crs", "nodata", "progress")
+
+
+def _announce_cost(est, shape) -> None:
+    """Before a lattice fit with progress bars: its tiles, memory and time estimates."""
+    import sys
+
+    from geogp.exceptions import GeogpError
+    from geogp.models.lattice_workers import dask_client
+
+    try:
+        client = dask_client(est.scheduler)
+        workers = len(client.scheduler_info()["workers"]) if client is not None else 1
+        cost = est.cost_estimate(shape, workers)
+    except (GeogpError, ValueError):  # bad settings: the fit itself says what is wrong
+        return
+    where = f" on {workers} dask workers" if client is not None else ""
+    tiles = ("the whole lattice" if cost["tiles"] == 1 else f"{cost['tiles']} tiles{where}")
+    print(f"lattice model on {shape[0]} × {shape[1]} cells: posterior on {tiles}; estimated "
+          f"peak memory {cost['bytes'] / 2**30:.1f} GiB (limit {est.max_bytes / 2**30:.1f} "
+          f"GiB), roughly {cost['seconds'] / 60:.0f} min at the 2-core reference rate",
+          file=sys.stderr, flush=True)
 
 
 def fit(data, model: str = "auto", *, var: str | None = None, x: str = "x", y: str = "y",

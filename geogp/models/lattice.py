@@ -47,7 +47,7 @@ from geogp.models.lattice_gmrf import (
     sparse_statistics,
     spectral_weights,
 )
-from geogp.models.lattice_memory import lattice_bytes
+from geogp.models.lattice_memory import lattice_bytes, lattice_seconds
 from geogp.models.lattice_outputs import LatticeOutputsMixin
 from geogp.models.lattice_posterior import LatticePosteriorMixin
 from geogp.models.lattice_tiled import posterior_tiles
@@ -263,6 +263,17 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         columns = 1 + self._n_large() + n_covariates + (0 if powers is None else len(powers))
         return lattice_bytes(lattice[0] * lattice[1], tile_cells, int(self.alpha),
                              self._mid_factor(raster_shape) is not None, columns)
+
+    def cost_estimate(self, raster_shape, workers: int = 1) -> dict:
+        """What a fit of ``raster_shape`` will take, before it starts: ``tiles`` (the
+        posterior's), ``bytes`` (:meth:`memory_estimate`) and ``seconds`` (rough: the rate of
+        the 2-core reference machine, :func:`~geogp.models.lattice_memory.lattice_seconds`)."""
+        m = int(self.margin)
+        tiles = self._posterior_tiles(raster_shape)
+        cells = sum((t.window[0].stop - t.window[0].start + 2 * m)
+                    * (t.window[1].stop - t.window[1].start + 2 * m) for t in tiles)
+        return {"tiles": len(tiles), "bytes": self.memory_estimate(raster_shape),
+                "seconds": lattice_seconds(cells, workers)}
 
     def _memory(self, raster_shape, n_covariates: int = 0) -> None:
         """Refuse, before allocating, a raster whose estimate exceeds ``max_bytes``."""

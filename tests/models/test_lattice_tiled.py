@@ -179,6 +179,7 @@ def test_the_progress_bar_counts_both_passes_over_the_tiles(capsys):
               posterior_tile=16, posterior_halo=8, progress=True)
     err = capsys.readouterr().err
     assert "posterior on 9 tiles (2 passes)" in err and "18/18" in err
+    assert "lattice model on 30 × 40 cells: posterior on 9 tiles; estimated peak memory" in err
 
 
 def test_a_local_cluster_computes_the_same_posterior_bit_for_bit(whole):
@@ -198,3 +199,16 @@ def test_a_local_cluster_computes_the_same_posterior_bit_for_bit(whole):
     np.testing.assert_array_equal(there._var, here._var)
     np.testing.assert_array_equal(there._cov, here._cov)
     assert there.params_ == here.params_
+
+
+def test_cost_estimate_counts_the_tiles_and_grows_with_the_tile_cells():
+    """The announced estimates: the tiles are the posterior's, the memory is the memory
+    estimate, and the time grows with the cells of the tiles (halved by two workers)."""
+    est = lm.LatticeRegressor(large_scale="auto", mid_scale="auto")
+    small, big = est.cost_estimate((300, 500)), est.cost_estimate((1200, 1200))
+    assert small["tiles"] == len(est._posterior_tiles((300, 500))) == 1
+    assert big["tiles"] == len(est._posterior_tiles((1200, 1200))) > 1
+    assert big["bytes"] == est.memory_estimate((1200, 1200)) <= est.max_bytes
+    assert big["seconds"] > 10 * small["seconds"] > 0
+    two = est.cost_estimate((1200, 1200), workers=2)
+    assert small["seconds"] < two["seconds"] < big["seconds"]

@@ -73,7 +73,7 @@ def trend(iy, ix):
 
 
 def peak_rss_gb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux: KiB
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux: KiB → GiB
 
 
 def simulate_exponential(shape, sd: float, rho: float, rng, max_growth: int = 3) -> np.ndarray:

@@ -124,13 +124,13 @@ def test_tiles_converge_to_the_whole_lattice_posterior_as_the_halo_grows(whole):
     assert errors[-1, 3] < 1e-2, errors  # stage 2 from the tiles' M: θ within 1 %
 
 
-def test_tiled_fit_predicts_like_the_whole_fit(whole):
-    """The estimator route: a fit with posterior tiles predicts at points (bilinear, with the
-    neighbour covariances) as the whole-lattice fit does, to the same tolerance."""
+def test_tiled_posterior_predicts_like_the_whole_one(whole):
+    """Predictions at points (bilinear, with the neighbour covariances) from the tiled
+    posterior agree with the whole-lattice ones to the same tolerance; samples need the whole
+    lattice's factor and are refused with the reason."""
     est, obs, ys = whole
     rng = np.random.default_rng(3)
-    axes, v = _raster(np.random.default_rng(7))
-    tiled = _fitted(axes, v, posterior_tile=20, posterior_halo=36)
+    tiled = _tiled_at(est, obs, ys, 20, 36)
     assert tiled.posterior_tiles_ == 20
     pts = np.stack([rng.uniform(0, 59 * 30.0, 500), rng.uniform(0, 83 * 30.0, 500)], axis=1)
     a, b = est.predict(pts), tiled.predict(pts)

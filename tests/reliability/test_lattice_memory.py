@@ -22,11 +22,11 @@ from scipy.ndimage import gaussian_filter
 from geogp.models.lattice import LatticeRegressor
 
 rng = np.random.default_rng(0)
-shape = (260, 300)
+shape = (200, 250)
 z = 10 * gaussian_filter(rng.standard_normal(shape), 3) + 0.1 * rng.standard_normal(shape)
 z[rng.random(shape) < 0.3] = np.nan
-z[100:160, 120:200] = np.nan
-est = LatticeRegressor(large_scale="auto", mid_scale="auto", maxiter=5, posterior_tile=96)
+z[80:130, 100:170] = np.nan
+est = LatticeRegressor(large_scale="auto", mid_scale="auto", maxiter=3, posterior_tile=96)
 estimate = est.memory_estimate(shape)
 est.fit_grid((np.arange(shape[0]) * 1.0, np.arange(shape[1]) * 1.0), z)
 status = open("/proc/self/status").read()

@@ -461,8 +461,8 @@ def _announce_cost(est, shape) -> None:
     from geogp.models.lattice_workers import dask_client
 
     try:
-        client = dask_client(est.scheduler)
-        workers = len(client.scheduler_info()["workers"]) if client is not None else 1
+        with dask_client(est.scheduler) as client:
+            workers = len(client.scheduler_info()["workers"]) if client is not None else 1
         cost = est.cost_estimate(shape, workers)
     except (GeogpError, ValueError):  # bad settings: the fit itself says what is wrong
         return

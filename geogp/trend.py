@@ -19,7 +19,8 @@ import numpy as np
 
 from geogp.exceptions import InputError
 
-__all__ = ["DEGREES", "monomial_powers", "basis", "basis_grid", "residual_stats", "ols"]
+__all__ = ["DEGREES", "monomial_powers", "basis", "basis_grid", "residual_stats", "ols",
+           "standardised_covariates"]
 
 DEGREES = {None: -1, "zero": -1, "none": -1, "constant": 0, "linear": 1, "quadratic": 2}
 
@@ -67,3 +68,33 @@ def ols(stats) -> np.ndarray:
         raise InputError("the mean-function basis is degenerate on these data (e.g. all "
                          "observations on a line); use a lower-degree mean.") from err
 
+
+def standardised_covariates(covariates, obs: np.ndarray, margin: int):
+    """Covariate rasters as trend columns: (z, mean, scale), with z (k, n_y + 2m, n_x + 2m)
+    the covariates z-scored over the observed cells ``obs`` and extended into a margin of
+    ``margin`` cells by their edge values; (None, None, None) without covariates. Refuses
+    non-real dtypes, wrong shapes, missing cells and covariates constant over the data."""
+    if covariates is None:
+        return None, None, None
+    c = np.asarray(covariates)
+    if c.dtype == bool or not np.issubdtype(c.dtype, np.number) or np.iscomplexobj(c):
+        raise InputError(f"covariates must be real numbers; got dtype {c.dtype}.")
+    c = c.astype(np.float64)
+    if c.ndim == 2:
+        c = c[None]
+    if c.ndim != 3 or c.shape[1:] != obs.shape:
+        raise InputError(f"covariates must have shape (k, {obs.shape[0]}, {obs.shape[1]}) "
+                         f"(the raster's cells); got {c.shape}.")
+    for i, ci in enumerate(c):
+        bad = int((~np.isfinite(ci)).sum())
+        if bad:
+            raise InputError(f"covariate {i + 1} has {bad} missing or infinite cell(s); the "
+                             "model needs every covariate at every cell: fill them first.")
+    mean = c[:, obs].mean(axis=1)
+    scale = c[:, obs].std(axis=1)
+    flat = scale <= 1e-12 * np.maximum(np.abs(mean), 1.0)
+    if flat.any():
+        raise InputError(f"covariate(s) {list(np.flatnonzero(flat) + 1)} are constant over "
+                         "the observed cells: they cannot be told apart from the mean.")
+    z = (c - mean[:, None, None]) / scale[:, None, None]
+    return np.pad(z, ((0, 0), (margin, margin), (margin, margin)), mode="edge"), mean, scale

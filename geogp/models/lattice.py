@@ -47,13 +47,20 @@ from geogp.models.lattice_gmrf import (
     sparse_statistics,
     spectral_weights,
 )
-from geogp.models.lattice_memory import lattice_bytes, lattice_seconds
+from geogp.models.lattice_memory import (
+    POSTERIOR_CORE,
+    POSTERIOR_HALO,
+    WHOLE_LATTICE_MAX_CELLS,
+    lattice_bytes,
+    lattice_seconds,
+    plan_tiles,
+    tile_cells,
+)
 from geogp.models.lattice_outputs import LatticeOutputsMixin
 from geogp.models.lattice_posterior import LatticePosteriorMixin
-from geogp.models.lattice_tiled import posterior_tiles
 from geogp.models.lattice_tiles import composite_loss, fit_local, fitting_tiles
 from geogp.optimize import FitReport
-from geogp.trend import basis, monomial_powers
+from geogp.trend import basis, monomial_powers, standardised_covariates
 
 __all__ = [
     "ALPHAS",
@@ -83,12 +90,6 @@ __all__ = [
 # twice the cost. Below 128 cells a side the features already reach ~20-cell wavelengths.
 MID_SCALE_AUTO = 12
 MID_SCALE_MIN_CELLS = 128
-# posterior_tile="auto": lattices up to this many cells get the exact whole-lattice posterior;
-# larger ones get cores of POSTERIOR_CORE cells a side, each solved with a halo of
-# POSTERIOR_HALO cells of data around it (docs/lattice.md, the posterior on tiles)
-WHOLE_LATTICE_MAX_CELLS = 400_000
-POSTERIOR_CORE = 512
-POSTERIOR_HALO = 96
 
 
 # --------------------------------------------------------------------------- estimator
@@ -254,26 +255,20 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         """Estimated peak bytes of fitting a raster of ``raster_shape`` cells and computing its
         posterior (:func:`~geogp.models.lattice_memory.lattice_bytes`): one posterior tile's
         sparse work plus the raster's per-cell arrays."""
-        m = int(self.margin)
-        lattice = [int(n) + 2 * m for n in raster_shape]
-        tiles = self._posterior_tiles(raster_shape)
-        tile_cells = max((t.window[0].stop - t.window[0].start + 2 * m)
-                         * (t.window[1].stop - t.window[1].start + 2 * m) for t in tiles)
-        powers = monomial_powers(self.mean, 2)
-        columns = 1 + self._n_large() + n_covariates + (0 if powers is None else len(powers))
-        return lattice_bytes(lattice[0] * lattice[1], tile_cells, int(self.alpha),
-                             self._mid_factor(raster_shape) is not None, columns)
+        return self.cost_estimate(raster_shape, n_covariates=n_covariates)["bytes"]
 
-    def cost_estimate(self, raster_shape, workers: int = 1) -> dict:
+    def cost_estimate(self, raster_shape, workers: int = 1, n_covariates: int = 0) -> dict:
         """What a fit of ``raster_shape`` will take, before it starts: ``tiles`` (the
         posterior's), ``bytes`` (:meth:`memory_estimate`) and ``seconds`` (rough: the rate of
         the 2-core reference machine, :func:`~geogp.models.lattice_memory.lattice_seconds`)."""
         m = int(self.margin)
-        tiles = self._posterior_tiles(raster_shape)
-        cells = sum((t.window[0].stop - t.window[0].start + 2 * m)
-                    * (t.window[1].stop - t.window[1].start + 2 * m) for t in tiles)
-        return {"tiles": len(tiles), "bytes": self.memory_estimate(raster_shape),
-                "seconds": lattice_seconds(cells, workers)}
+        cells = [tile_cells(t, m) for t in self._posterior_tiles(raster_shape)]
+        lattice = (raster_shape[0] + 2 * m) * (raster_shape[1] + 2 * m)
+        needed = lattice_bytes(lattice, max(cells), int(self.alpha),
+                               self._mid_factor(raster_shape) is not None,
+                               self._n_columns(n_covariates))
+        return {"tiles": len(cells), "bytes": needed,
+                "seconds": lattice_seconds(sum(cells), workers)}
 
     def _memory(self, raster_shape, n_covariates: int = 0) -> None:
         """Refuse, before allocating, a raster whose estimate exceeds ``max_bytes``."""
@@ -316,7 +311,9 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         obs = np.isfinite(v)
         powers = monomial_powers(self.mean, 2)
         m = int(self.margin)
-        self._covariates = self._standardised_covariates(covariates, obs, m)
+        self.covariate_mean_ = self.covariate_scale_ = None
+        self._covariates, self.covariate_mean_, self.covariate_scale_ = (
+            standardised_covariates(covariates, obs, m))
         p = (0 if powers is None else powers.shape[0]) + (
             0 if self._covariates is None else self._covariates.shape[0])
         if obs.sum() < p + 2:
@@ -362,31 +359,18 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         return self
 
     def _posterior_tiles(self, raster_shape) -> list:
-        """The posterior's tiles (:func:`~geogp.models.lattice_tiled.posterior_tiles`).
-        ``posterior_tile="auto"``: the whole lattice when it has at most
-        :data:`WHOLE_LATTICE_MAX_CELLS` cells and its estimate is within ``max_bytes``, else
-        cores of :data:`POSTERIOR_CORE` cells."""
-        core, halo = self.posterior_tile, self.posterior_halo
-        halo = POSTERIOR_HALO if halo == "auto" else int(halo)
-        align = self._mid_factor(raster_shape) or 1
-        m = int(self.margin)
-        if core == "auto":
-            whole = posterior_tiles(raster_shape, m, None, halo, align)
-            n = (raster_shape[0] + 2 * m) * (raster_shape[1] + 2 * m)
-            powers = monomial_powers(self.mean, 2)
-            columns = 1 + self._n_large() + (0 if powers is None else len(powers))
+        """The posterior's tiles on a raster of ``raster_shape``
+        (:func:`~geogp.models.lattice_memory.plan_tiles`: ``posterior_tile="auto"`` takes the
+        whole lattice when it has at most :data:`WHOLE_LATTICE_MAX_CELLS` cells within
+        ``max_bytes``, else the largest core up to :data:`POSTERIOR_CORE` that fits)."""
+        return plan_tiles(raster_shape, int(self.margin), int(self.alpha),
+                          self._mid_factor(raster_shape), self._n_columns(), self.max_bytes,
+                          self.posterior_tile, self.posterior_halo)
 
-            def fits(tile_cells):
-                return lattice_bytes(n, tile_cells, int(self.alpha), align > 1,
-                                     columns) <= self.max_bytes
-
-            if n <= WHOLE_LATTICE_MAX_CELLS and fits(n):
-                return whole
-            # the largest core (a multiple of the mid-scale factor) whose tile fits the limit
-            core = POSTERIOR_CORE
-            while core > 2 * align and not fits((core + 2 * halo + 2 * m) ** 2):
-                core -= align if align > 1 else 16
-        return posterior_tiles(raster_shape, m, core, halo, align)
+    def _n_columns(self, n_covariates: int = 0) -> int:
+        """1 + k + p: the data, large-scale feature and trend columns of the solves."""
+        powers = monomial_powers(self.mean, 2)
+        return 1 + self._n_large() + n_covariates + (0 if powers is None else len(powers))
 
     def _stage1(self, params: dict, problems: list, tiles: list) -> tuple[dict, FitReport]:
         """The local field's θ on the tiles (each tile's own trend stands in for the large
@@ -411,36 +395,6 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         top = (None, max(log_range_cap([sl.stop - sl.start + m for sl in tile], self.h_)
                          for tile in tiles))
         return {k: top for k in ("log_range", "log_range_mid") if k in self._local_keys()}
-
-    def _standardised_covariates(self, covariates, obs: np.ndarray, margin: int):
-        """(k, n_y + 2m, n_x + 2m) covariates z-scored over the observed cells, extended into
-        the margin by their edge values; None without covariates."""
-        self.covariate_mean_ = self.covariate_scale_ = None
-        if covariates is None:
-            return None
-        c = np.asarray(covariates)
-        if c.dtype == bool or not np.issubdtype(c.dtype, np.number) or np.iscomplexobj(c):
-            raise InputError(f"covariates must be real numbers; got dtype {c.dtype}.")
-        c = c.astype(np.float64)
-        if c.ndim == 2:
-            c = c[None]
-        if c.ndim != 3 or c.shape[1:] != obs.shape:
-            raise InputError(f"covariates must have shape (k, {obs.shape[0]}, {obs.shape[1]}) "
-                             f"(the raster's cells); got {c.shape}.")
-        for i, ci in enumerate(c):
-            bad = int((~np.isfinite(ci)).sum())
-            if bad:
-                raise InputError(f"covariate {i + 1} has {bad} missing or infinite cell(s); the "
-                                 "model needs every covariate at every cell: fill them first.")
-        mean = c[:, obs].mean(axis=1)
-        scale = c[:, obs].std(axis=1)
-        flat = scale <= 1e-12 * np.maximum(np.abs(mean), 1.0)
-        if flat.any():
-            raise InputError(f"covariate(s) {list(np.flatnonzero(flat) + 1)} are constant over "
-                             "the observed cells: they cannot be told apart from the mean.")
-        self.covariate_mean_, self.covariate_scale_ = mean, scale
-        z = (c - mean[:, None, None]) / scale[:, None, None]
-        return np.pad(z, ((0, 0), (margin, margin), (margin, margin)), mode="edge")
 
     @property
     def covariate_coef_(self) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""The lattice model's memory estimate, made before anything is allocated.
+"""The lattice model's posterior tiles and its memory and time estimates, made before
+anything is allocated (:func:`plan_tiles`, :func:`lattice_bytes`, :func:`lattice_seconds`).
 
 A fit holds, at its peak, one posterior tile's sparse work (the whole lattice when the
 posterior is not tiled) and the per-cell arrays of the whole raster:
@@ -21,7 +22,18 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["lattice_bytes", "lattice_seconds"]
+from geogp.models.lattice_tiled import PosteriorTile, posterior_tiles
+
+__all__ = ["lattice_bytes", "lattice_seconds", "plan_tiles", "tile_cells",
+           "WHOLE_LATTICE_MAX_CELLS", "POSTERIOR_CORE", "POSTERIOR_HALO"]
+
+# posterior_tile="auto": lattices up to this many cells get the exact whole-lattice posterior
+# (within the memory limit); larger ones get the largest core up to POSTERIOR_CORE cells a side
+# that fits, each solved with a halo of POSTERIOR_HALO cells of data around it
+# (docs/lattice.md, the posterior on tiles)
+WHOLE_LATTICE_MAX_CELLS = 400_000
+POSTERIOR_CORE = 512
+POSTERIOR_HALO = 96
 
 # nnz(L) / (n log₂ n) of nested dissection on these lattices (measured at n = 1.7·10⁵:
 # 5-point 7.0·10⁶, 13-point 1.85·10⁷ entries), rounded up
@@ -75,3 +87,34 @@ def lattice_seconds(tile_cells_total: int, workers: int = 1) -> float:
     ``tile_cells_total`` cells in all, on ``workers`` processes (machine-dependent: it is the
     rate measured on the 2-core reference machine)."""
     return STAGES_SECONDS + SECONDS_PER_TILE_CELL * tile_cells_total / max(int(workers), 1)
+
+
+def tile_cells(tile: PosteriorTile, margin: int) -> int:
+    """Cells of a tile's lattice: its window plus the margin on every side."""
+    return ((tile.window[0].stop - tile.window[0].start + 2 * margin)
+            * (tile.window[1].stop - tile.window[1].start + 2 * margin))
+
+
+def plan_tiles(raster_shape, margin: int, alpha: int, mid_factor, columns: int,
+               max_bytes: float, core="auto", halo="auto") -> list[PosteriorTile]:
+    """The posterior's tiles (:func:`~geogp.models.lattice_tiled.posterior_tiles`).
+
+    ``core="auto"``: the whole lattice when it has at most :data:`WHOLE_LATTICE_MAX_CELLS`
+    cells and its estimate is within ``max_bytes``; else the largest core up to
+    :data:`POSTERIOR_CORE` (a multiple of the mid-scale factor) whose tile fits. ``halo="auto"``:
+    :data:`POSTERIOR_HALO`."""
+    halo = POSTERIOR_HALO if halo == "auto" else int(halo)
+    align = mid_factor or 1
+    m = int(margin)
+    if core == "auto":
+        n = (raster_shape[0] + 2 * m) * (raster_shape[1] + 2 * m)
+
+        def fits(cells):
+            return lattice_bytes(n, cells, alpha, align > 1, columns) <= max_bytes
+
+        if n <= WHOLE_LATTICE_MAX_CELLS and fits(n):
+            return posterior_tiles(raster_shape, m, None, halo, align)
+        core = POSTERIOR_CORE
+        while core > 2 * align and not fits((core + 2 * halo + 2 * m) ** 2):
+            core -= align if align > 1 else 16
+    return posterior_tiles(raster_shape, m, core, halo, align)

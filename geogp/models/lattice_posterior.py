@@ -34,7 +34,7 @@ from geogp.models.lattice_tiled import (
     selected_inverse,
     solve_tile,
 )
-from geogp.models.lattice_workers import release_memory, run_tiles
+from geogp.models.lattice_workers import dask_client, release_memory, run_tiles
 from geogp.optimize import minimize_lbfgs
 
 __all__ = ["LatticePosteriorMixin"]
@@ -53,6 +53,12 @@ class LatticePosteriorMixin:
         lattice."""
         tiles = self._posterior_tiles(obs.shape)
         self.posterior_tiles_ = len(tiles)
+        with dask_client(None if len(tiles) == 1 else self.scheduler) as client:
+            self._posterior_on(tiles, obs, ys, client)
+        clear_shared_lattice()
+
+    def _posterior_on(self, tiles: list, obs: np.ndarray, ys: np.ndarray, client) -> None:
+        """:meth:`_posterior` on ``tiles``, on ``client``'s workers (None: here)."""
         self._stage1_params = dict(self.params_)
         single = len(tiles) == 1
         raster = np.full(obs.shape, np.nan)
@@ -63,7 +69,7 @@ class LatticePosteriorMixin:
                                                         keep=True)
         else:
             parts = run_tiles(self, tile_statistics, raster, tiles, "statistics",
-                              (self.params_,))
+                              (self.params_,), client)
             m_mat = sum(p[0] for p in parts)  # in tile order: the same sum wherever it ran
             m_mat, logdet_sigma = 0.5 * (m_mat + m_mat.T), 0.0  # a constant of stage 2
         n_obs, freq2 = int(obs.sum()), np.tile(np.sum(self.freq_**2, axis=1), 2)
@@ -84,13 +90,12 @@ class LatticePosteriorMixin:
             parts = [tile_moments(self, raster, tiles[0], *args, kept=kept)]
             kept = None
         else:
-            parts = run_tiles(self, tile_moments, raster, tiles, "moments", args)
+            parts = run_tiles(self, tile_moments, raster, tiles, "moments", args, client)
         for tile, (mean, var, cov, sampler) in zip(tiles, parts):
             self._mean[tile.core], self._var[tile.core] = mean, var
             self._cov[(slice(None), *tile.core)] = cov
         self._mean, self._var = self._mean.ravel(), self._var.ravel()
         self._cov = self._cov.reshape(4, ny * nx)
-        clear_shared_lattice()
         self._sampler = None
         if single:  # what posterior samples need (kept in memory only; files keep moments)
             self._sampler = {**sampler,

@@ -23,8 +23,8 @@ import numpy as np
 from geogp.models.lattice_gmrf import LatticeProblem, sparse_system, statistics_from_solve
 from geogp.models.lattice_mid import mid_lattice, mid_stencil
 
-__all__ = ["PosteriorTile", "posterior_tiles", "in_core", "solve_tile", "core_gram", "core_moments",
-           "field_covariance", "selected_inverse"]
+__all__ = ["PosteriorTile", "posterior_tiles", "in_core", "solve_tile", "core_gram",
+           "core_moments", "field_covariance", "selected_inverse"]
 
 
 class PosteriorTile(NamedTuple):
@@ -41,10 +41,6 @@ class PosteriorTile(NamedTuple):
     window: tuple
     core: tuple
     offset: tuple
-
-
-def _starts(n: int, core: int) -> list[int]:
-    return list(range(0, n, core))
 
 
 def posterior_tiles(raster_shape, margin: int, core: int | None, halo: int,
@@ -66,7 +62,7 @@ def posterior_tiles(raster_shape, margin: int, core: int | None, halo: int,
 
     def axis(n_raster, n_lattice):
         out = []
-        for a in _starts(n_lattice, core):
+        for a in range(0, n_lattice, core):
             b = min(a + core, n_lattice)
             # window [lo, hi) of raster cells; the problem's lattice is [lo, hi + 2m)
             lo = min(max(a - halo, 0), n_raster - 1)
@@ -120,13 +116,13 @@ def solve_tile(params, problem: LatticeProblem, shape, mid_factor):
 
 
 def core_gram(problem: LatticeProblem, s: np.ndarray, noise: float, obs_cells: np.ndarray,
-              in_core: np.ndarray) -> np.ndarray:
+              inside: np.ndarray) -> np.ndarray:
     """The core's part of M = [y, F]ᵀ Σ_g⁻¹ [y, F]: Σ_i W_iᵀ (W_i − (A S)_i) / σ² over the
     core's observed cells i (W = [y, Φ, X] at the cell, A S the field part of S there).
 
-    ``obs_cells``: the tile's observed cells (flat, tile lattice); ``in_core``: which of them
-    lie in the core. ``noise``: σ²."""
-    c = obs_cells[in_core]
+    ``obs_cells``: the tile's observed cells (flat, tile lattice); ``inside``: which of them
+    lie in the core (:func:`in_core`). ``noise``: σ²."""
+    c = obs_cells[inside]
     w = problem.ptw[c]
     return (w.T @ w - w.T @ s[c]) / noise
 

@@ -15,6 +15,7 @@ one, else this process; None: this process; a ``distributed.Client``; or a sched
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import numpy as np
@@ -24,31 +25,38 @@ from geogp.exceptions import InputError
 __all__ = ["run_tiles", "tile_context", "dask_client", "release_memory"]
 
 # per-cell or unpicklable state a worker does not need
-_LOCAL_ONLY = ("progress", "_tile_progress", "scheduler", "_sampler", "_mean", "_var", "_cov", "report_",
-               "report_large_")
+_LOCAL_ONLY = ("progress", "_tile_progress", "scheduler", "_sampler", "_mean", "_var", "_cov",
+               "report_", "report_large_")
 
 
+@contextlib.contextmanager
 def dask_client(scheduler):
-    """The ``distributed.Client`` the tiles should use, or None for this process."""
+    """The ``distributed.Client`` the tiles should use, or None for this process; a client
+    this opens (``scheduler`` an address) is closed on leaving."""
     if scheduler is None:
-        return None
+        yield None
+        return
     try:
         import distributed
     except ImportError:  # pragma: no cover - a dependency; only a broken install lacks it
-        if scheduler == "auto":
-            return None
-        raise InputError("scheduler= needs dask.distributed (pip install distributed).")
+        if scheduler != "auto":
+            raise InputError("scheduler= needs dask.distributed (pip install distributed).")
+        yield None
+        return
     if scheduler == "auto":
         try:
-            return distributed.get_client()
+            client = distributed.get_client()
         except ValueError:  # no client in this process
-            return None
-    if isinstance(scheduler, distributed.Client):
-        return scheduler
-    if isinstance(scheduler, str):
-        return distributed.Client(scheduler, set_as_default=False)
-    raise InputError(f"scheduler must be 'auto', None, a dask.distributed Client or a "
-                     f"scheduler address; got {scheduler!r}.")
+            client = None
+        yield client
+    elif isinstance(scheduler, distributed.Client):
+        yield scheduler
+    elif isinstance(scheduler, str):
+        with distributed.Client(scheduler, set_as_default=False) as client:
+            yield client
+    else:
+        raise InputError(f"scheduler must be 'auto', None, a dask.distributed Client or a "
+                         f"scheduler address; got {scheduler!r}.")
 
 
 def tile_context(est):
@@ -61,11 +69,12 @@ def tile_context(est):
     return ctx
 
 
-def run_tiles(est, fn, raster: np.ndarray, tiles: list, phase: str, args: tuple) -> list:
-    """``[fn(est, raster, tile, *args) for tile in tiles]``, here or on the dask client's
-    workers, in tile order; reports each finished tile to ``est._tile_progress``."""
+def run_tiles(est, fn, raster: np.ndarray, tiles: list, phase: str, args: tuple,
+              client=None) -> list:
+    """``[fn(est, raster, tile, *args) for tile in tiles]``, here (``client`` None) or on the
+    dask client's workers, in tile order; reports each finished tile to
+    ``est._tile_progress``. ``fn`` frees its tile's memory itself (:func:`release_memory`)."""
     report = getattr(est, "_tile_progress", None)
-    client = dask_client(getattr(est, "scheduler", None))
     if client is None:
         out = [None] * len(tiles)
         # tiles of one window shape one after another: they share the lattice's pattern and
@@ -73,7 +82,6 @@ def run_tiles(est, fn, raster: np.ndarray, tiles: list, phase: str, args: tuple)
         order = sorted(range(len(tiles)), key=lambda i: _window_shape(tiles[i]))
         for done, i in enumerate(order, start=1):
             out[i] = fn(est, raster, tiles[i], *args)
-            release_memory()
             if report is not None:
                 report(phase, done, len(tiles))
         return out

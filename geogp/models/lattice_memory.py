@@ -114,7 +114,9 @@ def plan_tiles(raster_shape, margin: int, alpha: int, mid_factor, columns: int,
 
         if n <= WHOLE_LATTICE_MAX_CELLS and fits(n):
             return posterior_tiles(raster_shape, m, None, halo, align)
-        core = POSTERIOR_CORE
-        while core > 2 * align and not fits((core + 2 * halo + 2 * m) ** 2):
+        # the smallest core tried: 2 mid-scale cells, or 16 cells (without the level the step
+        # of 16 used to run on to a core of 0, i.e. one tile per cell, before the refusal)
+        core, smallest = POSTERIOR_CORE, max(2 * align, 16)
+        while core > smallest and not fits((core + 2 * halo + 2 * m) ** 2):
             core -= align if align > 1 else 16
     return posterior_tiles(raster_shape, m, core, halo, align)

@@ -212,3 +212,17 @@ def test_cost_estimate_counts_the_tiles_and_grows_with_the_tile_cells():
     assert big["seconds"] > 10 * small["seconds"] > 0
     two = est.cost_estimate((1200, 1200), workers=2)
     assert small["seconds"] < two["seconds"] < big["seconds"]
+
+
+def test_the_auto_plan_never_shrinks_below_its_smallest_core():
+    """Under a limit no tile can meet, the plan stops at 16-cell cores (the fit then refuses
+    with the estimate) instead of running on to one tile per cell."""
+    from geogp.models.lattice_memory import tile_cells
+
+    est = lm.LatticeRegressor(max_bytes=2**20)
+    tiles = est._posterior_tiles((300, 400))
+    sides = {c.stop - c.start for t in tiles for c in t.core}
+    assert sides == {16, 332 - 20 * 16}  # 16-cell cores, and the remainder at the edge
+    assert len(tiles) == -(-332 // 16) * -(-432 // 16)
+    assert est.memory_estimate((300, 400)) > est.max_bytes
+    assert max(tile_cells(t, 16) for t in tiles) < 332 * 432

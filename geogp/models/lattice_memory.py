@@ -21,10 +21,14 @@ level, 200 features) 3.16 against 3.78 GiB; a 260 × 300 raster on 16 tiles of 2
 from __future__ import annotations
 
 import math
+import shutil
+import tempfile
 
+from geogp.exceptions import InputError
 from geogp.models.lattice_tiled import PosteriorTile, posterior_tiles
 
-__all__ = ["lattice_bytes", "lattice_seconds", "plan_tiles", "tile_cells",
+__all__ = ["lattice_bytes", "lattice_seconds", "plan_tiles", "tile_cells", "state_bytes",
+           "check_state_disk",
            "WHOLE_LATTICE_MAX_CELLS", "POSTERIOR_CORE", "POSTERIOR_HALO"]
 
 # posterior_tile="auto": lattices up to this many cells get the exact whole-lattice posterior
@@ -120,3 +124,30 @@ def plan_tiles(raster_shape, margin: int, alpha: int, mid_factor, columns: int,
         while core > smallest and not fits((core + 2 * halo + 2 * m) ** 2):
             core -= align if align > 1 else 16
     return posterior_tiles(raster_shape, m, core, halo, align)
+
+
+def state_bytes(tiles: list[PosteriorTile], columns: int) -> float:
+    """Bytes of the tiles' states between the two passes
+    (:class:`~geogp.models.lattice_tiled.CoreState`: F − S_F in float32 and S_y over each core
+    plus a row and a column, five float64 covariance terms per core cell)."""
+    total = 0.0
+    for tile in tiles:
+        cy, cx = (c.stop - c.start for c in tile.core)
+        total += (cy + 1) * (cx + 1) * (4.0 * (columns - 1) + 8.0) + 40.0 * cy * cx
+    return total
+
+
+def check_state_disk(tiles: list[PosteriorTile], columns: int, client=None) -> None:
+    """Refuse, before pass 1, when the temporary directory cannot hold the tiles' states (this
+    process keeps them on disk between the passes; on a dask cluster the workers keep them)."""
+    if client is not None:
+        return
+    need = state_bytes(tiles, columns)
+    where = tempfile.gettempdir()
+    free = shutil.disk_usage(where).free
+    if need > 0.9 * free:
+        raise InputError(
+            f"lattice model: the {len(tiles)} posterior tiles keep about {need / 2**30:.2f} GiB "
+            f"on disk between their two passes, and {where} has {free / 2**30:.2f} GiB free. "
+            "Point TMPDIR at a larger disk, or run the tiles on a dask cluster "
+            "(scheduler=, geogp fit --workers / --scheduler).")

@@ -9,6 +9,7 @@ from the selected inverse of B.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import warnings
@@ -25,16 +26,18 @@ from geogp.models.lattice_gmrf import (
     log_range_cap,
     mid_lattice,
 )
+from geogp.models.lattice_memory import check_state_disk
 from geogp.models.lattice_tiled import (
     PosteriorTile,
     core_gram,
     core_moments,
+    core_state,
     field_covariance,
     in_core,
     selected_inverse,
     solve_tile,
 )
-from geogp.models.lattice_workers import dask_client, release_memory, run_tiles
+from geogp.models.lattice_workers import dask_client, release_memory, sparse_pass
 from geogp.optimize import minimize_lbfgs
 
 __all__ = ["LatticePosteriorMixin"]
@@ -63,42 +66,46 @@ class LatticePosteriorMixin:
         single = len(tiles) == 1
         raster = np.full(obs.shape, np.nan)
         raster[obs] = ys  # the standardised data, NaN where missing
-        # pass 1: M = [y, F]ᵀ Σ_g⁻¹ [y, F] summed over the cores (one tile: exact, with log|Σ_g|)
+        # pass 1, each tile's sparse work at the stage-1 θ: M = [y, F]ᵀ Σ_g⁻¹ [y, F] summed over
+        # the cores (one tile: exact, with log|Σ_g|), and the states its moments need
         if single:
-            m_mat, logdet_sigma, kept = tile_statistics(self, raster, tiles[0], self.params_,
-                                                        keep=True)
+            m_mat, logdet_sigma, state, sampler = tile_statistics(
+                self, raster, tiles[0], self.params_, keep=True)
+            kept = contextlib.nullcontext()
         else:
-            parts = run_tiles(self, tile_statistics, raster, tiles, "statistics",
-                              (self.params_,), client)
-            m_mat = sum(p[0] for p in parts)  # in tile order: the same sum wherever it ran
+            check_state_disk(tiles, self._n_columns(), client)
+            grams, kept = sparse_pass(self, tile_statistics, raster, tiles, (self.params_,),
+                                      client)
+            m_mat = sum(grams)  # in tile order: the same sum wherever it ran
             m_mat, logdet_sigma = 0.5 * (m_mat + m_mat.T), 0.0  # a constant of stage 2
-        n_obs, freq2 = int(obs.sum()), np.tile(np.sum(self.freq_**2, axis=1), 2)
-        ll, w, a, d = self._stage2(m_mat, logdet_sigma, n_obs, freq2)
-        self.log_likelihood_ = float(ll) if single else float("nan")
-        self.n_obs_ = n_obs
-        k = freq2.shape[0]
-        self.beta_ = w[k:]
-        self.large_coef_ = w[:k] * d[:k]  # posterior mean of u
-        vbeta = np.linalg.inv(a) if a.size else np.zeros((0, 0))
-        # pass 2: each core's moments. B/c has the inverse c B⁻¹: invert the stage-1 values
-        # and scale, rather than factorise B/c once more
+        with kept:
+            n_obs, freq2 = int(obs.sum()), np.tile(np.sum(self.freq_**2, axis=1), 2)
+            ll, w, a, d = self._stage2(m_mat, logdet_sigma, n_obs, freq2)
+            self.log_likelihood_ = float(ll) if single else float("nan")
+            self.n_obs_ = n_obs
+            k = freq2.shape[0]
+            self.beta_ = w[k:]
+            self.large_coef_ = w[:k] * d[:k]  # posterior mean of u
+            vbeta = np.linalg.inv(a) if a.size else np.zeros((0, 0))
+            # pass 2, dense only: B/c has the inverse c B⁻¹, so the stage-1 solves serve
+            args = (self.local_scale_, d, w, vbeta)
+            if single:
+                parts = [core_moments(state, *args, keep_r=True)]
+                del state
+            else:
+                parts = kept.map(core_moments, args, getattr(self, "_tile_progress", None))
         ny, nx = self.shape_
         self._mean, self._var = np.zeros((ny, nx)), np.zeros((ny, nx))
         self._cov = np.zeros((4, ny, nx))
-        args = (self._stage1_params, self.local_scale_, d, w, vbeta)
-        if single:
-            parts = [tile_moments(self, raster, tiles[0], *args, kept=kept)]
-            kept = None
-        else:
-            parts = run_tiles(self, tile_moments, raster, tiles, "moments", args, client)
-        for tile, (mean, var, cov, sampler) in zip(tiles, parts):
+        for tile, (mean, var, cov, _) in zip(tiles, parts):
             self._mean[tile.core], self._var[tile.core] = mean, var
             self._cov[(slice(None), *tile.core)] = cov
         self._mean, self._var = self._mean.ravel(), self._var.ravel()
         self._cov = self._cov.reshape(4, ny * nx)
         self._sampler = None
         if single:  # what posterior samples need (kept in memory only; files keep moments)
-            self._sampler = {**sampler,
+            self._sampler = {**sampler, "r": parts[0][3],
+                             "b_vals": sampler["b_vals"] / self.local_scale_,  # B/c
                              "chol_w": np.linalg.cholesky(vbeta) if a.size else vbeta}
 
     def _stage2(self, m_mat, logdet_sigma, n_obs: int, freq2):
@@ -194,45 +201,29 @@ def _tile_problem(est, raster: np.ndarray, tile: PosteriorTile):
 
 
 def tile_statistics(est, raster: np.ndarray, tile: PosteriorTile, params, keep=False):
-    """Pass 1 of a tile: its core's part of M (:func:`~geogp.models.lattice_tiled.core_gram`).
-    With ``keep`` (one tile, the whole lattice): (M, log|Σ_g|, what pass 2 reuses)."""
-    problem, cells, shape = _tile_problem(est, raster, tile)
-    s, m_mat, logdet_sigma, b_vals = solve_tile(params, problem, shape, est._mid_factor())
-    if keep:  # the solve for pass 2, without the right-hand sides
-        return m_mat, logdet_sigma, (dataclasses.replace(problem, ptw=problem.ptw[:0]), shape,
-                                     s, b_vals)
-    noise = float(np.exp(2.0 * params["log_noise"]))
-    out = (core_gram(problem, s, noise, cells, in_core(cells, shape, tile)),)
-    del s, problem
-    release_memory()  # on a dask worker too
-    return out
-
-
-def tile_moments(est, raster: np.ndarray, tile: PosteriorTile, stage1, scale, d, w, vbeta,
-                 kept=None):
-    """Pass 2 of a tile: (mean, var, cov, sampler) of its core, at the stage-1 θ whose B is
-    scaled by c = ``scale`` (:func:`~geogp.models.lattice_tiled.core_moments`); ``kept``:
-    pass 1's solve of the one whole-lattice tile, which also yields the sampler's state."""
+    """Pass 1 of a tile, its sparse work at the stage-1 θ: (its core's part of M
+    (:func:`~geogp.models.lattice_tiled.core_gram`), its core's state
+    (:func:`~geogp.models.lattice_tiled.core_state`, F − S_F in float32)). With ``keep`` (one
+    tile, the whole lattice): (M, log|Σ_g|, the state in float64, what samples need)."""
     mid = est._mid_factor()
-    if kept is not None:
-        problem, shape, s, b_vals = kept
-    else:
-        problem, _, shape = _tile_problem(est, raster, tile)
-        s, _, _, b_vals = solve_tile(stage1, problem, shape, mid)
-        problem = dataclasses.replace(problem, ptw=problem.ptw[:0])
-    z = selected_inverse(problem, b_vals, est.ordering) * scale
+    problem, cells, shape = _tile_problem(est, raster, tile)
+    s, m_mat, logdet_sigma, b_vals = solve_tile(params, problem, shape, mid)
+    if not keep:
+        noise = float(np.exp(2.0 * params["log_noise"]))
+        m_mat = core_gram(problem, s, noise, cells, in_core(cells, shape, tile))
+    problem = dataclasses.replace(problem, ptw=problem.ptw[:0])  # the right-hand sides
+    z = selected_inverse(problem, b_vals, est.ordering)
     core = tuple(slice(c.start - o, c.stop - o) for c, o in zip(tile.core, tile.offset))
     oy, ox = tile.offset
-    mean, var, cov, r = core_moments(
-        shape, core, s, lambda rr, cc: est._columns(rr + oy, cc + ox),
-        field_covariance(problem.pattern, z, shape, mid), d, w, vbeta,
-        keep_r=kept is not None)
-    del z
-    if kept is None:
-        del s, problem
-        release_memory()  # on a dask worker too
-        return mean, var, cov, None
-    sampler = {"r": r, "pattern": problem.pattern, "b_vals": np.asarray(b_vals) / scale,  # B/c
-               "dense": problem.solve.backend == "dense",
-               "pi": mid_lattice(shape, mid)[1] if problem.has_mid else None}
-    return mean, var, cov, sampler
+    state = core_state(shape, core, s, lambda rr, cc: est._columns(rr + oy, cc + ox),
+                       field_covariance(problem.pattern, z, shape, mid),
+                       dtype=np.float64 if keep else np.float32)
+    del z, s
+    if keep:
+        return m_mat, logdet_sigma, state, {
+            "pattern": problem.pattern, "b_vals": np.asarray(b_vals),
+            "dense": problem.solve.backend == "dense",
+            "pi": mid_lattice(shape, mid)[1] if problem.has_mid else None}
+    del problem, b_vals
+    release_memory()  # on a dask worker too
+    return m_mat, state

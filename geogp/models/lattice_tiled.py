@@ -9,9 +9,12 @@ large-scale and trend coefficients (u, β) stay global: their small dense system
 the tiles' Gram terms M = Σ_cores [y, F]ᵀ Σ_g⁻¹ [y, F] (Woodbury, restricted to the core's
 observations). One tile whose core is the whole lattice is the exact whole-lattice posterior.
 
-:func:`posterior_tiles` lays the tiles out, :func:`solve_tile` does a tile's sparse work,
-:func:`core_gram` gives its part of M and :func:`core_moments` its cells' posterior mean,
-variance and the neighbour covariances that bilinear prediction needs.
+:func:`posterior_tiles` lays the tiles out. A tile's sparse work, all at the stage-1 θ, is
+done once: :func:`solve_tile` factorises and solves, :func:`core_gram` gives its core's part
+of M and :func:`core_state` keeps what its moments need (S_y, F − S_F and the selected
+inverse's terms at its cells). Once stage 2 has run on M, :func:`core_moments` gives the
+cells' posterior mean, variance and the neighbour covariances that bilinear prediction needs,
+with dense work only.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ import numpy as np
 from geogp.models.lattice_gmrf import LatticeProblem, sparse_system, statistics_from_solve
 from geogp.models.lattice_mid import mid_lattice, mid_stencil
 
-__all__ = ["PosteriorTile", "posterior_tiles", "in_core", "solve_tile", "core_gram",
-           "core_moments", "field_covariance", "selected_inverse"]
+__all__ = ["PosteriorTile", "CoreState", "posterior_tiles", "in_core", "solve_tile", "core_gram",
+           "core_state", "core_moments", "field_covariance", "selected_inverse"]
 
 
 class PosteriorTile(NamedTuple):
@@ -172,73 +175,97 @@ def field_covariance(pattern, z: np.ndarray, shape, mid_factor):
     return cov
 
 
-def core_moments(shape, core, s: np.ndarray, columns, field_cov, d: np.ndarray,
-                 w: np.ndarray, vbeta: np.ndarray, keep_r: bool = False,
-                 band_bytes: float = 64 * 2**20):
-    """Posterior moments of the core's cells (standardised units).
+class CoreState(NamedTuple):
+    """What a core's moments need once stage 2 has run, from the tile's sparse work (pass 1).
 
-    With r = (F − S_F) D the cell's columns (large-scale features √λ-scaled, trend) less their
-    smoothed part, the mean is S_y + r w and Cov(f_a, f_b) = (B⁻¹)_ab + r_a A⁻¹ r_bᵀ
-    (``vbeta`` = A⁻¹, ``field_cov`` the first term: :func:`field_covariance`). Computed in
-    bands of rows whose r and r A⁻¹ take at most ``band_bytes`` each.
+    The core extended by one row and one column (clipped to the tile lattice: the neighbours
+    of its last row and column) holds ``s_y`` (e_y, e_x), S_y, and ``g`` (e_y, e_x, k + p),
+    F − S_F: the cells' columns less their smoothed part. ``field`` (5, c_y, c_x): the GMRF
+    part of the posterior covariance before the overall scale c, (B⁻¹)_aa, then the
+    covariances with (i, j+1), (i+1, j), (i+1, j+1) and of (i+1, j) with (i, j+1) (zero past
+    the lattice's last row or column).
+    """
 
-    Args:
-        shape: the tile lattice's shape. core: (rows, cols) slices of it.
-        s: (n, 1 + k + p) S at the tile's cells (:func:`solve_tile`).
-        columns: ``columns(rows, cols)`` → (len, k + p) [Φ, X] at tile cells.
-        keep_r: also return r of the core's cells (what posterior samples need).
+    s_y: np.ndarray
+    g: np.ndarray
+    field: np.ndarray
+
+
+def core_state(shape, core, s: np.ndarray, columns, field_cov, dtype=np.float64,
+               band_bytes: float = 64 * 2**20) -> CoreState:
+    """The :class:`CoreState` of a tile lattice's ``core`` ((rows, cols) slices of the tile
+    lattice of ``shape``) from S at its cells (``s``, (n, 1 + k + p), :func:`solve_tile`),
+    ``columns(rows, cols)`` → [Φ, X] at tile cells, and ``field_cov``
+    (:func:`field_covariance`). ``g`` is stored as ``dtype`` (float32 for tiles whose states
+    wait on disk: its rounding, 6·10⁻⁸ relative, is far below the tiles' own error)."""
+    (rows, cols), (ny, nx) = core, shape
+    cy, cx = rows.stop - rows.start, cols.stop - cols.start
+    ey, ex = min(cy + 1, ny - rows.start), min(cx + 1, nx - cols.start)
+    kp = s.shape[1] - 1
+    s_y, g = np.empty((ey, ex)), np.empty((ey, ex, kp), dtype=dtype)
+    band = max(1, int(band_bytes // (8.0 * ex * max(kp, 1))))
+    for a in range(0, ey, band):
+        b = min(a + band, ey)
+        gy, gx = np.meshgrid(np.arange(rows.start + a, rows.start + b),
+                             np.arange(cols.start, cols.start + ex), indexing="ij")
+        flat = (gy * nx + gx).ravel()
+        part = columns(gy.ravel(), gx.ravel())
+        part -= s[flat, 1:]
+        g[a:b] = part.reshape(b - a, ex, kp)
+        s_y[a:b] = s[flat, 0].reshape(b - a, ex)
+
+    def at(di, dj, h, wd):  # flat tile-lattice cells of an h × wd block shifted by (di, dj)
+        gy, gx = np.meshgrid(np.arange(h) + rows.start + di, np.arange(wd) + cols.start + dj,
+                             indexing="ij")
+        return (gy * nx + gx).ravel()
+
+    field = np.zeros((5, cy, cx))
+    ry, rx = min(cy, ey - 1), min(cx, ex - 1)  # core rows / columns that have a next one
+    field[0] = field_cov(at(0, 0, cy, cx), at(0, 0, cy, cx)).reshape(cy, cx)
+    field[1, :, :rx] = field_cov(at(0, 0, cy, rx), at(0, 1, cy, rx)).reshape(cy, rx)
+    field[2, :ry, :] = field_cov(at(0, 0, ry, cx), at(1, 0, ry, cx)).reshape(ry, cx)
+    field[3, :ry, :rx] = field_cov(at(0, 0, ry, rx), at(1, 1, ry, rx)).reshape(ry, rx)
+    field[4, :ry, :rx] = field_cov(at(1, 0, ry, rx), at(0, 1, ry, rx)).reshape(ry, rx)
+    return CoreState(s_y, g, field)
+
+
+def core_moments(state: CoreState, scale: float, d: np.ndarray, w: np.ndarray,
+                 vbeta: np.ndarray, keep_r: bool = False, band_bytes: float = 64 * 2**20):
+    """Posterior moments of a core's cells (standardised units) from its :class:`CoreState`
+    and stage 2's result: dense work only.
+
+    With r = (F − S_F) D the cells' columns (large-scale features √λ-scaled, trend) less their
+    smoothed part, the mean is S_y + r w and Cov(f_a, f_b) = c (B⁻¹)_ab + r_a A⁻¹ r_bᵀ
+    (``scale`` = c, ``vbeta`` = A⁻¹, ``d`` = D's diagonal, ``w`` = ŵ). Computed in bands of
+    rows whose r and r A⁻¹ take at most ``band_bytes`` each.
 
     Returns:
         (mean, var, cov, r): mean and var (c_y, c_x); cov (4, c_y, c_x) the covariances with
         the cells (i, j+1), (i+1, j), (i+1, j+1) and of (i+1, j) with (i, j+1) (zero past the
         lattice's last row or column); r (c_y·c_x, k + p), or None without ``keep_r``.
     """
-    rows, cols = core
-    cy, cx = rows.stop - rows.start, cols.stop - cols.start
-    band = max(1, int(band_bytes // (8.0 * (cx + 1) * max(s.shape[1] - 1, 1))))
-    mean, var, cov = np.zeros((cy, cx)), np.zeros((cy, cx)), np.zeros((4, cy, cx))
-    r = np.zeros((cy * cx, s.shape[1] - 1)) if keep_r else None
+    s_y, g, field = state
+    (cy, cx), (ey, ex, kp) = field.shape[1:], g.shape
+    mean, var = np.empty((cy, cx)), np.empty((cy, cx))
+    cov = scale * field[1:]
+    r_core = np.empty((cy * cx, kp)) if keep_r else None
+    rx = min(cx, ex - 1)
+    band = max(1, int(band_bytes // (8.0 * ex * max(kp, 1))))
+
+    def quad(u, v):  # row-wise u A⁻¹ vᵀ, u already times A⁻¹
+        return np.einsum("ijk,ijk->ij", u, v)
+
     for a in range(0, cy, band):
         b = min(a + band, cy)
-        part = _block_moments(shape, (slice(rows.start + a, rows.start + b), cols), s, columns,
-                              field_cov, d, w, vbeta)
-        mean[a:b], var[a:b], cov[:, a:b] = part[:3]
+        h, hy = b - a, min(b + 1, ey) - a - 1  # rows in the band; of them, with a next row
+        r = g[a:a + h + 1].astype(np.float64) * d  # the band and the next row
+        rv = r @ vbeta
+        mean[a:b] = s_y[a:b, :cx] + r[:h, :cx] @ w
+        var[a:b] = scale * field[0, a:b] + quad(rv[:h, :cx], r[:h, :cx])
+        cov[0, a:b, :rx] += quad(rv[:h, :rx], r[:h, 1:rx + 1])
+        cov[1, a:a + hy] += quad(rv[:hy, :cx], r[1:hy + 1, :cx])
+        cov[2, a:a + hy, :rx] += quad(rv[:hy, :rx], r[1:hy + 1, 1:rx + 1])
+        cov[3, a:a + hy, :rx] += quad(rv[1:hy + 1, :rx], r[:hy, 1:rx + 1])
         if keep_r:
-            r[a * cx:b * cx] = part[3]
-    return mean, var, cov, r
-
-
-def _block_moments(shape, core, s, columns, field_cov, d, w, vbeta):
-    """:func:`core_moments` of one block of the core."""
-    ny, nx = shape
-    rows, cols = core
-    # the core plus one row and column beyond it (the neighbours of its last row and column)
-    r1, c1 = min(rows.stop + 1, ny), min(cols.stop + 1, nx)
-    ey, ex = r1 - rows.start, c1 - cols.start
-    gy, gx = np.meshgrid(np.arange(rows.start, r1), np.arange(cols.start, c1), indexing="ij")
-    flat = (gy * nx + gx).ravel()
-    r = columns(gy.ravel(), gx.ravel())
-    r -= s[flat, 1:]
-    r *= d
-    mean = s[flat, 0] + r @ w
-    rv = r @ vbeta
-    local = np.arange(ey * ex).reshape(ey, ex)
-
-    def cov(a, b):  # a, b: indices into the extended block
-        return field_cov(flat[a], flat[b]) + np.einsum("ij,ij->i", rv[a], r[b])
-
-    cy, cx = rows.stop - rows.start, cols.stop - cols.start
-    core_idx = local[:cy, :cx].ravel()
-    var = cov(core_idx, core_idx)
-    out = np.zeros((4, cy, cx))
-    ry, rx = min(cy, ey - 1), min(cx, ex - 1)  # core rows/cols that have a next one
-    a = local[:cy, :rx]
-    out[0, :, :rx] = cov(a.ravel(), local[:cy, 1:rx + 1].ravel()).reshape(a.shape)
-    a = local[:ry, :cx]
-    out[1, :ry, :] = cov(a.ravel(), local[1:ry + 1, :cx].ravel()).reshape(a.shape)
-    a = local[:ry, :rx]
-    out[2, :ry, :rx] = cov(a.ravel(), local[1:ry + 1, 1:rx + 1].ravel()).reshape(a.shape)
-    out[3, :ry, :rx] = cov(local[:ry, 1:rx + 1].ravel(),
-                           local[1:ry + 1, :rx].ravel()).reshape(a.shape)
-    return (mean.reshape(ey, ex)[:cy, :cx], var.reshape(cy, cx), out,
-            r.reshape(ey, ex, -1)[:cy, :cx].reshape(cy * cx, -1))
+            r_core[a * cx:b * cx] = r[:h, :cx].reshape(-1, kp)
+    return mean, var, cov, r_core

@@ -1,12 +1,13 @@
 """Where the lattice posterior's tiles run: in this process, or as tasks on a dask cluster.
 
-Each tile is a pure function of the estimator's fitted settings, the tile's window of the
-standardised raster and a few small arrays (:func:`~geogp.models.lattice_posterior.
-tile_statistics`, :func:`~geogp.models.lattice_posterior.tile_moments`), so it runs the same
-on a ``dask.distributed`` worker as here: the estimator goes to the workers once (a light copy
-without its per-cell arrays or callbacks, :func:`tile_context`), each task gets its window,
-and the results come back in tile order. Every tile runs single-threaded BLAS and CHOLMOD, so
-a worker computes the same numbers as this process, bit for bit.
+Each tile's sparse work is a pure function of the estimator's fitted settings, the tile's
+window of the standardised raster and a few small arrays (:func:`~geogp.models.
+lattice_posterior.tile_statistics`), so it runs the same on a ``dask.distributed`` worker as
+here: the estimator goes to the workers once (a light copy without its per-cell arrays or
+callbacks, :func:`tile_context`), each task gets its window, and the small part of its result
+(the core's part of M) comes back in tile order. The rest, the core's state for the dense
+pass 2, stays where it was made (:class:`KeptStates`). Every sparse step runs
+single-threaded, so a worker computes the same numbers as this process, bit for bit.
 
 Which: the estimator's ``scheduler`` — ``"auto"`` (default): the current dask client
 (``distributed.get_client()``: a ``Client`` the user created, in this process) when there is
@@ -17,12 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
+import tempfile
 
 import numpy as np
 
-from geogp.exceptions import InputError
+from geogp.exceptions import GeogpError, InputError
+from geogp.models.lattice_tiled import CoreState
 
-__all__ = ["run_tiles", "tile_context", "dask_client", "release_memory"]
+__all__ = ["sparse_pass", "KeptStates", "tile_context", "dask_client", "release_memory"]
 
 # per-cell or unpicklable state a worker does not need
 _LOCAL_ONLY = ("progress", "_tile_progress", "scheduler", "_sampler", "_mean", "_var", "_cov",
@@ -69,34 +73,109 @@ def tile_context(est):
     return ctx
 
 
-def run_tiles(est, fn, raster: np.ndarray, tiles: list, phase: str, args: tuple,
-              client=None) -> list:
-    """``[fn(est, raster, tile, *args) for tile in tiles]``, here (``client`` None) or on the
-    dask client's workers, in tile order; reports each finished tile to
-    ``est._tile_progress``. ``fn`` frees its tile's memory itself (:func:`release_memory`)."""
+def sparse_pass(est, fn, raster: np.ndarray, tiles: list, args: tuple, client=None):
+    """Pass 1: ``fn(est, raster, tile, *args)`` → (small, state) for each tile, here
+    (``client`` None) or on the dask client's workers. Returns the smalls in tile order and
+    the states, kept where they were made until pass 2 (:class:`KeptStates`: on disk here, in
+    the workers' memory on a cluster). Reports each finished tile to ``est._tile_progress``;
+    ``fn`` frees its tile's memory itself (:func:`release_memory`)."""
     report = getattr(est, "_tile_progress", None)
+    kept = KeptStates(client, len(tiles))
+    small = [None] * len(tiles)
     if client is None:
-        out = [None] * len(tiles)
         # tiles of one window shape one after another: they share the lattice's pattern and
         # its symbolic analysis (geogp.models.lattice_gmrf.make_problem)
         order = sorted(range(len(tiles)), key=lambda i: _window_shape(tiles[i]))
-        for done, i in enumerate(order, start=1):
-            out[i] = fn(est, raster, tiles[i], *args)
-            if report is not None:
-                report(phase, done, len(tiles))
-        return out
+        try:
+            for done, i in enumerate(order, start=1):
+                small[i], state = fn(est, raster, tiles[i], *args)
+                kept.put(i, state)
+                del state
+                if report is not None:
+                    report("solve", done, len(tiles))
+        except BaseException:
+            kept.close()
+            raise
+        return small, kept
     from distributed import as_completed
 
     ctx = client.scatter(tile_context(est), broadcast=True)
     futures = [client.submit(fn, ctx, raster[tile.window], _rebased(tile), *args, pure=False)
                for tile in tiles]
-    index = {f.key: i for i, f in enumerate(futures)}
-    out = [None] * len(tiles)
-    for done, future in enumerate(as_completed(futures), start=1):
-        out[index[future.key]] = future.result()
+    kept.futures = futures
+    firsts = [client.submit(_first, f, pure=False) for f in futures]
+    index = {f.key: i for i, f in enumerate(firsts)}
+    for done, future in enumerate(as_completed(firsts), start=1):
+        small[index[future.key]] = future.result()
         if report is not None:
-            report(phase, done, len(tiles))
-    return out
+            report("solve", done, len(tiles))
+    return small, kept
+
+
+class KeptStates:
+    """The tiles' pass-1 states until pass 2: ``.npz`` files in a temporary directory (this
+    process; removed by :meth:`close`), or the pass-1 results on the dask workers (dask
+    spills them to its workers' disks under memory pressure)."""
+
+    def __init__(self, client, count: int):
+        self.client, self.futures, self._dir = client, None, None
+        self.count = count
+        if client is None and count:
+            self._dir = tempfile.TemporaryDirectory(prefix="geogp-tiles-")
+
+    def put(self, i: int, state) -> None:
+        path = os.path.join(self._dir.name, f"{i}.npz")
+        try:
+            np.savez(path, *state)
+        except OSError as exc:
+            raise GeogpError(
+                f"lattice model: could not keep a posterior tile's state in "
+                f"{self._dir.name} ({exc}); free disk space there or point TMPDIR at a "
+                "larger disk.") from exc
+
+    def map(self, fn, args: tuple, report=None) -> list:
+        """Pass 2: ``[fn(state, *args) for each tile's state]`` in tile order."""
+        out = [None] * self.count
+        if self.client is None:
+            for i in range(self.count):
+                with np.load(os.path.join(self._dir.name, f"{i}.npz")) as f:
+                    state = CoreState(*(f[f"arr_{k}"] for k in range(len(f.files))))
+                out[i] = fn(state, *args)
+                if report is not None:
+                    report("moments", i + 1, self.count)
+            return out
+        from distributed import as_completed
+
+        futures = [self.client.submit(_apply_to_state, f, fn, *args, pure=False)
+                   for f in self.futures]
+        index = {f.key: i for i, f in enumerate(futures)}
+        for done, future in enumerate(as_completed(futures), start=1):
+            out[index[future.key]] = future.result()
+            if report is not None:
+                report("moments", done, self.count)
+        return out
+
+    def close(self) -> None:
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
+        if self.futures is not None:
+            self.client.cancel(self.futures)
+            self.futures = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _first(result):
+    return result[0]
+
+
+def _apply_to_state(result, fn, *args):
+    return fn(result[1], *args)
 
 
 def _window_shape(tile) -> tuple:

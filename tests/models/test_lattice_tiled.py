@@ -226,3 +226,58 @@ def test_the_auto_plan_never_shrinks_below_its_smallest_core():
     assert len(tiles) == -(-332 // 16) * -(-432 // 16)
     assert est.memory_estimate((300, 400)) > est.max_bytes
     assert max(tile_cells(t, 16) for t in tiles) < 332 * 432
+
+
+def test_tile_states_wait_on_disk_as_estimated_and_are_removed(whole, tmp_path, monkeypatch):
+    """Between the passes each tile's state waits in one file of a temporary directory: the
+    files hold at most what :func:`state_bytes` estimates (plus the .npz headers; the
+    estimate counts a next row and column for every core, also at the lattice's end), and
+    are gone when the posterior is done, also when pass 2 fails."""
+    import tempfile
+
+    from geogp.models import lattice_workers
+    from geogp.models.lattice_memory import state_bytes
+
+    est, obs, ys = whole
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    seen = {}
+    original = lattice_workers.KeptStates.map
+
+    def spy(self, fn, args, report=None):
+        files = list(tmp_path.glob("geogp-tiles-*/*.npz"))
+        seen.update(count=len(files), size=sum(f.stat().st_size for f in files))
+        return original(self, fn, args, report)
+
+    monkeypatch.setattr(lattice_workers.KeptStates, "map", spy)
+    t = _tiled_at(est, obs, ys, 20, 12)
+    tiles = t._posterior_tiles(obs.shape)
+    want = state_bytes(tiles, t._n_columns())
+    assert seen["count"] == len(tiles) == 20
+    assert 0.97 * want <= seen["size"] <= want + 20 * 2048
+    assert list(tmp_path.iterdir()) == []
+
+    def broken(self, fn, args, report=None):
+        raise RuntimeError("pass 2 failed")
+
+    monkeypatch.setattr(lattice_workers.KeptStates, "map", broken)
+    with pytest.raises(RuntimeError, match="pass 2 failed"):
+        _tiled_at(est, obs, ys, 20, 12)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_tiled_posterior_refuses_before_its_tiles_when_the_disk_is_too_small(whole,
+                                                                             monkeypatch):
+    import shutil
+
+    from geogp.models import lattice_memory, lattice_posterior
+
+    est, obs, ys = whole
+    monkeypatch.setattr(lattice_memory.shutil, "disk_usage",
+                        lambda path: shutil._ntuple_diskusage(10**9, 10**9 - 1000, 1000))
+
+    def never(*a, **k):
+        raise AssertionError("a tile ran before the refusal")
+
+    monkeypatch.setattr(lattice_posterior, "tile_statistics", never)
+    with pytest.raises(InputError, match=r"GiB on disk between their two passes.*TMPDIR"):
+        _tiled_at(est, obs, ys, 20, 12)

@@ -11,11 +11,11 @@ large-scale and trend columns. The factor has nnz ≈ fill · n_t log₂ n_t ent
 dissection on these lattices; the mid-scale level's coupling about doubles it), each held as a
 value and an index in three copies (CHOLMOD's factor, its scipy copy for the selected inverse,
 and B⁻¹ on its pattern). The dense term counts the n_t × (1 + k + p) arrays alive at once: the
-right-hand sides Pᵀ[y, Φ, X] and their copy over σ², the solution S and the cells' S after the
-mid-scale map (the moments then work in bands of rows). Calibration (peak resident memory
-against the estimate): the 300 × 500 satellite raster (whole-lattice posterior, mid-scale
-level, 200 features) 3.16 against 3.78 GiB; a 260 × 300 raster on 16 tiles of 288² cells
-2.28 against 2.45 GiB (tests/reliability/test_lattice_memory.py checks the bound).
+right-hand sides Pᵀ[y, Φ, X], S at the kept cells and a block of solutions (then S and
+F − S_F; the moments work in bands of rows). Calibration (peak resident memory against the
+estimate): the 300 × 500 satellite raster (whole-lattice posterior, mid-scale level, 200
+features) 2.53 against 3.51 GiB; a 200 × 250 raster on tiles of 96² cores
+(tests/reliability/test_lattice_memory.py checks the bound).
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ POSTERIOR_HALO = 96
 FILL = {1: 2.6, 2: 6.5}
 # bytes per stored entry of the factor (value + row index), times the copies alive at once
 BYTES_PER_FACTOR_ENTRY = 3 * 12.0
-# n_t × (1 + k + p) float64 arrays alive at once during a tile's solve (Pᵀ[y, Φ, X], its copy
-# over σ², the solution, the cells' solution after the mid-scale map)
-DENSE_COPIES = 4
+# n_t × (1 + k + p) float64 arrays alive at once during a tile's sparse work (Pᵀ[y, Φ, X], S at
+# the kept cells, a block of solutions; then S and F − S_F)
+DENSE_COPIES = 3
 # float64 arrays per lattice cell of the whole raster (values, mask, mean, variance, four
 # neighbour covariances, the front end's mean / std / latent std rasters)
 PER_CELL_ARRAYS = 12

@@ -32,6 +32,7 @@ from geogp.models.lattice_tiled import (
     core_gram,
     core_moments,
     core_state,
+    extended_core,
     field_covariance,
     in_core,
     selected_inverse,
@@ -207,13 +208,17 @@ def tile_statistics(est, raster: np.ndarray, tile: PosteriorTile, params, keep=F
     tile, the whole lattice): (M, log|Σ_g|, the state in float64, what samples need)."""
     mid = est._mid_factor()
     problem, cells, shape = _tile_problem(est, raster, tile)
-    s, m_mat, logdet_sigma, b_vals = solve_tile(params, problem, shape, mid)
-    if not keep:
-        noise = float(np.exp(2.0 * params["log_noise"]))
-        m_mat = core_gram(problem, s, noise, cells, in_core(cells, shape, tile))
+    core = tuple(slice(c.start - o, c.stop - o) for c, o in zip(tile.core, tile.offset))
+    ey, ex, ext = extended_core(shape, core)
+    s, m_mat, logdet_sigma, b_vals = solve_tile(params, problem, shape, mid,
+                                                rows=None if keep else ext, whole=keep)
+    if not keep:  # the core's observed cells, and where they sit in the extended core
+        c = cells[in_core(cells, shape, tile)]
+        r, q = np.divmod(c, shape[1])
+        m_mat = core_gram(problem.ptw[c], s[(r - core[0].start) * ex + q - core[1].start],
+                          float(np.exp(2.0 * params["log_noise"])))
     problem = dataclasses.replace(problem, ptw=problem.ptw[:0])  # the right-hand sides
     z = selected_inverse(problem, b_vals, est.ordering)
-    core = tuple(slice(c.start - o, c.stop - o) for c, o in zip(tile.core, tile.offset))
     oy, ox = tile.offset
     state = core_state(shape, core, s, lambda rr, cc: est._columns(rr + oy, cc + ox),
                        field_covariance(problem.pattern, z, shape, mid),

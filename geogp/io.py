@@ -9,6 +9,7 @@ a complete one. Existing outputs are refused unless ``overwrite=True``.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -204,6 +205,8 @@ def _fsync_dir(folder: Path) -> None:
 
 # --------------------------------------------------------------------------- GeoTIFF
 COMPRESSIONS = ("deflate", "lzw", "zstd", "lzma", "packbits", "none")
+# rows of each band written (and read back) at a time
+WRITE_ROWS = 1024
 _DTYPES = ("float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32")
 
 
@@ -244,21 +247,60 @@ def _as_band(values, dt: np.dtype, nodata, name: str) -> np.ndarray:
     return data.astype(dt)
 
 
-def _verify_geotiff(tmp, expected: list) -> None:
-    """Read the finished file back; any band that differs means the write failed."""
+def _digest(h, block: np.ndarray) -> None:
+    """Add a window of a band to the hash ``h`` (NaNs in one canonical form)."""
+    if block.dtype.kind == "f":
+        block = np.where(np.isnan(block), np.nan, block).astype(block.dtype)
+    h.update(np.ascontiguousarray(block).tobytes())
+
+
+def _row_windows(ny: int) -> list[tuple[int, int]]:
+    return [(a, min(a + WRITE_ROWS, ny)) for a in range(0, ny, WRITE_ROWS)]
+
+
+def _write_windows(dst, bands: list, dt: np.dtype, nodata) -> list[bytes]:
+    """Write each band window by window (rows :data:`WRITE_ROWS` at a time: a dask-backed
+    band is computed one window at a time); returns each band's digest."""
+    from rasterio.windows import Window
+
+    digests = []
+    for i, (name, arr) in enumerate(bands, start=1):
+        h = hashlib.blake2b(digest_size=16)
+        for a, b in _row_windows(arr.shape[0]):
+            block = _as_band(arr[a:b].values, dt, nodata, name)
+            dst.write(block, i, window=Window(0, a, block.shape[1], b - a))
+            _digest(h, block)
+        digests.append(h.digest())
+        dst.set_band_description(i, name)
+        units = arr.attrs.get("units")
+        if units:
+            dst.update_tags(i, units=str(units))
+    dst.update_tags(software="geogp")
+    return digests
+
+
+def _verify_geotiff(tmp, digests: list, shape: tuple) -> None:
+    """Read the finished file back window by window; any band whose digest differs means the
+    write failed."""
     import rasterio
+    from rasterio.windows import Window
 
     try:
         with rasterio.open(tmp) as src:
-            if src.count != len(expected):
-                raise OSError(f"{src.count} band(s) read back, {len(expected)} written")
-            for i, want in enumerate(expected, start=1):
-                got = src.read(i)
-                if got.shape != want.shape or not np.array_equal(got, want, equal_nan=True):
+            if src.count != len(digests) or src.shape != tuple(shape):
+                raise OSError(f"{src.count} band(s) of {src.shape} read back, {len(digests)} "
+                              f"of {tuple(shape)} written")
+            for i, want in enumerate(digests, start=1):
+                h = hashlib.blake2b(digest_size=16)
+                for a, b in _row_windows(src.height):
+                    _digest(h, src.read(i, window=Window(0, a, src.width, b - a)))
+                if h.digest() != want:
                     raise OSError(f"band {i} reads back differently")
     except (OSError, rasterio.errors.RasterioError) as err:
         raise OSError(f"the GeoTIFF could not be written completely ({err}; disk full?); "
                       "nothing was kept at the target path.") from None
+
+
 def _bands(pred: xr.Dataset, latent: bool, quantiles: bool, samples: bool = False,
            extra: tuple = ()):
     """(name, 2-D array) per band, in band order."""
@@ -339,35 +381,42 @@ def write_geotiff(pred: xr.Dataset, path, *, overwrite: bool = False, latent: bo
         extra: names of further variables of ``pred`` on the same grid to append as bands
             (e.g. ``("effective_lengthscale",)``), described by their names.
 
+    The bands are written and read back :data:`WRITE_ROWS` rows at a time (a dask-backed
+    prediction is computed window by window; the check compares digests), into a tiled GeoTIFF
+    (256² blocks) that the COG driver copies block by block.
+
     Returns:
         The path written. The file is read back before it is moved into place, so a full disk
         or a failed write raises ``OSError`` and leaves nothing at ``path``.
     """
     import rasterio
+    import rasterio.shutil
 
     compress, dt = _check_write_options(compress, dtype, nodata)
     bands = _bands(pred, latent, quantiles, samples, extra)
-    data = [_as_band(arr.values, dt, nodata, name) for name, arr in bands]
     ref = bands[0][1]
     transform = ref.rio.transform(recalc=True)
-    crs = pred.rio.crs
-    profile = {"driver": "COG" if cog else "GTiff", "height": ref.shape[0],
-               "width": ref.shape[1], "count": len(bands), "dtype": dtype, "crs": crs,
-               "transform": transform, "nodata": nodata}
+    profile = {"driver": "GTiff", "height": ref.shape[0], "width": ref.shape[1],
+               "count": len(bands), "dtype": dtype, "crs": pred.rio.crs,
+               "transform": transform, "nodata": nodata, "predictor": 1,
+               "tiled": ref.shape[0] >= 256 and ref.shape[1] >= 256}
     if compress != "none":
         profile["compress"] = compress.upper()
-    if not cog:
-        profile.update(tiled=ref.shape[0] >= 256 and ref.shape[1] >= 256, predictor=1)
     with atomic_path(path, overwrite) as tmp:
-        with rasterio.open(tmp, "w", **profile) as dst:
-            for i, ((name, arr), band) in enumerate(zip(bands, data), start=1):
-                dst.write(band, i)
-                dst.set_band_description(i, name)
-                units = arr.attrs.get("units")
-                if units:
-                    dst.update_tags(i, units=str(units))
-            dst.update_tags(software="geogp")
-        _verify_geotiff(tmp, data)
+        if not cog:
+            with rasterio.open(tmp, "w", **profile) as dst:
+                digests = _write_windows(dst, bands, dt, nodata)
+        else:  # windows into a tiled GeoTIFF, which GDAL's COG driver copies block by block
+            plain = tmp.with_name(tmp.name + ".gtiff")
+            try:
+                with rasterio.open(plain, "w", **{**profile, "tiled": True}) as dst:
+                    digests = _write_windows(dst, bands, dt, nodata)
+                options = {"compress": compress.upper()} if compress != "none" else {}
+                rasterio.shutil.copy(plain, tmp, driver="COG", **options)
+            finally:
+                with contextlib.suppress(OSError):
+                    os.remove(plain)
+        _verify_geotiff(tmp, digests, ref.shape)
     return Path(path)
 
 

@@ -192,3 +192,46 @@ def test_atomic_path_cleans_up_on_error(tmp_path):
     with pytest.raises(InputError, match="does not exist"):
         with atomic_path(tmp_path / "no" / "x.nc"):
             pass
+
+
+@pytest.mark.parametrize("cog", [False, True])
+def test_geotiff_is_written_window_by_window_from_a_dask_prediction(pred, tmp_path, monkeypatch,
+                                                                     cog):
+    """Bands are written WRITE_ROWS rows at a time: a dask-backed prediction is computed one
+    window at a time (never a whole band), and the file reads back equal to the values; a
+    window that reads back differently is caught by the digests and nothing is kept."""
+    import dask
+
+    import geogp.io as gio
+
+    monkeypatch.setattr(gio, "WRITE_ROWS", 7)
+    ny = pred.sizes["y"]
+    lazy = pred.chunk({"y": 7})
+    sizes = []
+
+    def counting(dsk, keys, **kw):
+        sizes.append(len(keys) if isinstance(keys, list) else 1)
+        return dask.get(dsk, keys, **kw)
+
+    with dask.config.set(scheduler=counting):
+        path = write_geotiff(lazy, tmp_path / "w.tif", latent=True, cog=cog)
+    assert len(sizes) == 3 * -(-ny // 7)  # one computation per band and window
+    with rasterio.open(path) as src:
+        for i, name in enumerate(("mean", "std", "std_latent"), start=1):
+            np.testing.assert_array_equal(src.read(i),
+                                          pred[name].values.astype(np.float32))
+
+    original = rasterio.io.DatasetReader.read
+
+    def corrupt(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        w = kwargs.get("window")
+        if w is not None and w.row_off == 7:
+            out = out.copy()
+            out[0, 0] += 1.0
+        return out
+
+    monkeypatch.setattr(rasterio.io.DatasetReader, "read", corrupt)
+    with pytest.raises(OSError, match="reads back differently"):
+        write_geotiff(pred, tmp_path / "bad.tif", cog=cog)
+    assert sorted(os.listdir(tmp_path)) == ["w.tif"]

@@ -468,9 +468,13 @@ def _announce_cost(est, shape) -> None:
         return
     where = f" on {workers} dask workers" if client is not None else ""
     tiles = ("the whole lattice" if cost["tiles"] == 1 else f"{cost['tiles']} tiles{where}")
+    hint = ""
+    if cost["tiles"] > 1 and client is None:
+        hint = ("; tiles run in parallel on a dask cluster (geogp fit --workers N, or a "
+                "distributed.Client), and larger tiles (--max-memory) waste less on halos")
     print(f"lattice model on {shape[0]} × {shape[1]} cells: posterior on {tiles}; estimated "
           f"peak memory {cost['bytes'] / 2**30:.1f} GiB (limit {est.max_bytes / 2**30:.1f} "
-          f"GiB), roughly {cost['seconds'] / 60:.0f} min at the 2-core reference rate",
+          f"GiB), roughly {cost['seconds'] / 60:.0f} min at the 2-core reference rate{hint}",
           file=sys.stderr, flush=True)
 
 

@@ -34,10 +34,6 @@ __all__ = ["MODELS", "make_estimator", "resolve_model", "fit_grid", "fit_points"
 MODELS = ("afs", "wavelet", "exact", "lattice")
 AUTO = "auto"
 EXACT_MAX_POINTS = 5000
-# model="auto": the largest raster (cells) that gets the lattice model. Above it the tiled
-# posterior runs tile after tile in one process (about 20 s a tile on 2 cores, docs/lattice.md)
-# and would take hours at 10⁷ cells; model="lattice" still forces it.
-LATTICE_AUTO_MAX_CELLS = 2_000_000
 DEFAULT_KERNEL, DEFAULT_FEATURES, DEFAULT_MEAN = "matern12", "auto", "linear"  # see make_estimator
 DEFAULT_LARGE_SCALE = "auto"  # model="lattice" from the front end: 200 large-scale features
 # and the mid-scale level on rasters with ≥ 128 cells a side (LatticeRegressor(mid_scale="auto"))
@@ -129,10 +125,6 @@ def resolve_model(model: str, *, raster_shape=None, regular: bool = True,
         return "afs", "irregular raster"
     from geogp.exceptions import MemoryEstimateError
 
-    if raster_shape[0] * raster_shape[1] > LATTICE_AUTO_MAX_CELLS:
-        return "afs", (f"raster above {LATTICE_AUTO_MAX_CELLS:.0e} cells: the lattice model's "
-                       "tiled posterior would take hours in one process (model='lattice' "
-                       "forces it)")
     try:
         est = make_estimator("lattice", options=_lattice_options(options))
         est._check_args()

@@ -79,18 +79,21 @@ def lattice_bytes(lattice_cells: int, tile_cells: int, alpha: int, mid: bool,
 
 
 # the time estimate: stage 1 (fitting tiles, fit_cells = 60,000) and stage 2, then seconds per
-# cell of the posterior's tile lattices (both passes, mid-scale level, 200 features). Measured
-# on 2 cores (AMD EPYC, load 1–2): the 300 × 500 satellite raster's whole-lattice posterior
-# 22 s for 1.8·10⁵ cells; a 1200² raster's 36 tiles (4.8·10⁶ tile cells) 552 s in all
-STAGES_SECONDS = 25.0
-SECONDS_PER_TILE_CELL = 1.15e-4
+# cell of the posterior's tile lattices (one sparse pass, mid-scale level, 200 features).
+# Measured on 2 cores (AMD EPYC, load 1–2): the 300 × 500 satellite raster's whole-lattice
+# posterior 33 s in all; a 1200² raster's 36 tiles (4.8·10⁶ tile cells) 286 s in all in one
+# process, and 2 dask workers on 2 cores ran the tiles 1.4× as fast as one process
+STAGES_SECONDS = 20.0
+SECONDS_PER_TILE_CELL = 5.5e-5
+WORKER_EFFICIENCY = 0.7
 
 
 def lattice_seconds(tile_cells_total: int, workers: int = 1) -> float:
     """A rough wall-time estimate of a lattice fit whose posterior tiles hold
     ``tile_cells_total`` cells in all, on ``workers`` processes (machine-dependent: it is the
     rate measured on the 2-core reference machine)."""
-    return STAGES_SECONDS + SECONDS_PER_TILE_CELL * tile_cells_total / max(int(workers), 1)
+    speedup = 1.0 if int(workers) <= 1 else WORKER_EFFICIENCY * int(workers)
+    return STAGES_SECONDS + SECONDS_PER_TILE_CELL * tile_cells_total / speedup
 
 
 def tile_cells(tile: PosteriorTile, margin: int) -> int:

@@ -105,13 +105,10 @@ def test_memory_threshold_matches_the_lattice_estimate():
     from geogp.models.lattice import LatticeRegressor
 
     est = LatticeRegressor(large_scale="auto", mid_scale="auto")
-    sizes = [(100, 100), (400, 400), (600, 700), (1200, 1200), (1400, 1400)]
+    sizes = [(100, 100), (400, 400), (600, 700), (1200, 1200), (3000, 3300)]
     chosen = {}
     for shape in sizes:
         chosen[shape], why = engines.resolve_model("auto", raster_shape=shape)
-        if shape[0] * shape[1] > engines.LATTICE_AUTO_MAX_CELLS:
-            assert chosen[shape] == "afs" and "hours" in why
-            continue
         try:
             est._memory(shape)
             fits = True
@@ -120,8 +117,8 @@ def test_memory_threshold_matches_the_lattice_estimate():
             assert err.needed_bytes > est.max_bytes
         assert chosen[shape] == ("lattice" if fits else "afs"), shape
     # with the posterior on tiles the memory estimate grows with the tile, not the raster:
-    # a whole MODIS tile (1200²) gets the lattice model
-    assert all(chosen[s] == "lattice" for s in sizes[:-1])
+    # a whole MODIS tile (1200²) and a scene (10⁷ cells) get the lattice model
+    assert all(chosen[s] == "lattice" for s in sizes)
     # the raster's own arrays still count: at 9·10⁸ cells they pass the 4 GiB limit
     with pytest.raises(MemoryEstimateError):
         est._memory((30000, 30000))

@@ -209,7 +209,14 @@ def test_cost_estimate_counts_the_tiles_and_grows_with_the_tile_cells():
     assert small["tiles"] == len(est._posterior_tiles((300, 500))) == 1
     assert big["tiles"] == len(est._posterior_tiles((1200, 1200))) > 1
     assert big["bytes"] == est.memory_estimate((1200, 1200)) <= est.max_bytes
-    assert big["seconds"] > 10 * small["seconds"] > 0
+    from geogp.models.lattice_memory import STAGES_SECONDS, tile_cells
+
+    def cells(shape):
+        return sum(tile_cells(t, int(est.margin)) for t in est._posterior_tiles(shape))
+
+    assert (big["seconds"] - STAGES_SECONDS) / (small["seconds"] - STAGES_SECONDS) == (
+        pytest.approx(cells((1200, 1200)) / cells((300, 500))))
+    assert cells((1200, 1200)) > 10 * cells((300, 500))
     two = est.cost_estimate((1200, 1200), workers=2)
     assert small["seconds"] < two["seconds"] < big["seconds"]
 

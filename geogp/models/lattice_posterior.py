@@ -137,11 +137,13 @@ class LatticePosteriorMixin:
                     "make it ill-conditioned); the large-scale parameters keep their initial "
                     "values.", ApproximationWarning, stacklevel=5)
                 params = {**self.params_, PARAM_SCALE: 0.0}
-            # fold c into (sd, noise): B = Q + PᵀP/σ² becomes B/c, so M/c, log|Σ_g| + N log c
+            # fold c into (sd, mid-scale sd, noise): B = Q + PᵀP/σ² becomes B/c, so M/c,
+            # log|Σ_g| + N log c
             # and B⁻¹ c B⁻¹, while B⁻¹Pᵀy/σ² (S) is unchanged
             t = float(params.pop(PARAM_SCALE))
-            params["log_sd"] = params["log_sd"] + 0.5 * t
-            params["log_noise"] = params["log_noise"] + 0.5 * t
+            for key in ("log_sd", "log_noise", "log_sd_mid"):  # every variance of Σ_g
+                if key in params:
+                    params[key] = params[key] + 0.5 * t
             self.params_, self.local_scale_, self._log_scale = params, math.exp(t), t
             m_mat, logdet_sigma = m_mat / self.local_scale_, logdet_sigma + n_obs * t
 

@@ -1,0 +1,106 @@
+"""Placement on the lattice posterior (issue #29): covariance columns and the sequential
+(Woodbury) conditioning on new sites, against dense algebra and against the model's own
+posterior recomputed with the site observed at the same θ."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from geogp.exceptions import InputError
+from geogp.models import lattice as lm
+from geogp.placement.lattice import LatticeCovariance
+
+
+def _raster(seed, shape=(22, 26)):
+    from scipy.ndimage import gaussian_filter
+
+    rng = np.random.default_rng(seed)
+    ny, nx = shape
+    yy, xx = np.meshgrid(np.arange(ny), np.arange(nx), indexing="ij")
+    v = np.sin(yy / 6.0) + np.cos(xx / 7.0) + 2.0 * gaussian_filter(
+        rng.standard_normal(shape), 1.5) + 0.2 * rng.standard_normal(shape)
+    v[6:14, 8:18] = np.nan
+    v[rng.random(shape) < 0.3] = np.nan
+    return (np.arange(ny) * 10.0, np.arange(nx) * 10.0), v
+
+
+@pytest.fixture(scope="module", params=[None, 4], ids=["fine", "mid-scale"])
+def fitted(request):
+    axes, v = _raster(3)
+    est = lm.LatticeRegressor(large_scale=12, mid_scale=request.param, margin=4,
+                              fit_cells=None, maxiter=25, posterior_tile=None,
+                              backend="cholmod").fit_grid(axes, v)
+    return est, v
+
+
+def _dense_covariance(est):
+    """C = H (B/c)⁻¹ Hᵀ + R A⁻¹ Rᵀ from the model's posterior state, densely."""
+    sm = est._sampler
+    binv = np.linalg.inv(sm["pattern"].to_scipy(sm["b_vals"]).toarray())
+    n = est.shape_[0] * est.shape_[1]
+    h = np.eye(n) if sm["pi"] is None else np.hstack([np.eye(n), sm["pi"].toarray()])
+    return h @ binv @ h.T + sm["r"] @ sm["chol_w"] @ sm["chol_w"].T @ sm["r"].T
+
+
+def test_columns_are_the_dense_posterior_covariance(fitted):
+    est, _ = fitted
+    cov = _dense_covariance(est)
+    np.testing.assert_allclose(np.diag(cov), est._var, rtol=1e-9)  # the model's own variances
+    lc = LatticeCovariance(est)
+    for cell in (0, 37, lc.n // 2, lc.n - 1):
+        np.testing.assert_allclose(lc.prior_column(cell), cov[:, cell], rtol=1e-9,
+                                   atol=1e-12 * cov.max())
+
+
+def test_sequential_sites_equal_joint_dense_conditioning(fitted):
+    """Three sites absorbed one by one give the covariance conditioned on all three at once
+    (dense: C − C_S (C_SS + σ²I)⁻¹ C_Sᵀ)."""
+    est, _ = fitted
+    cov = _dense_covariance(est)
+    lc = LatticeCovariance(est)
+    sites = [lc.n // 3, lc.n // 3 + 1, 2 * lc.n // 3]
+    for s in sites:
+        lc.add(s)
+    cs = cov[:, sites]
+    want = cov - cs @ np.linalg.solve(cs[sites] + lc.noise * np.eye(3), cs.T)
+    np.testing.assert_allclose(lc.variance(), np.diag(want), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(lc.column(5), want[:, 5], rtol=1e-8, atol=1e-11)
+    assert lc.sites == sites
+    assert np.all(lc.variance() <= est._var + 1e-12)  # a measurement never adds variance
+
+
+def test_a_site_equals_the_posterior_recomputed_with_it_observed(fitted):
+    """Absorbing a measurement at a gap cell gives the variances of the model's posterior
+    recomputed (selected inversion of the refactorised system) with that cell observed, at
+    the same θ."""
+    est, v = fitted
+    m = int(est.margin)
+    obs = np.isfinite(v)
+    site = (10, 12)  # inside the block gap
+    assert not obs[site]
+    obs2 = obs.copy()
+    obs2[site] = True
+    ys2 = np.zeros(obs2.sum())  # the variances do not depend on the value
+    again = copy.copy(est)
+    again.optimize = False
+    again._posterior(obs2, ys2)
+    lc = LatticeCovariance(est)
+    cell = (site[0] + m) * est.shape_[1] + site[1] + m
+    lc.add(cell)
+    np.testing.assert_allclose(lc.variance(), again._var, rtol=1e-7)
+    assert lc.variance()[cell] < 0.5 * est._var[cell]
+
+
+def test_cells_are_checked_and_tiled_models_refused(fitted):
+    est, _ = fitted
+    lc = LatticeCovariance(est)
+    for bad in (-1, lc.n, 2.5, True):
+        with pytest.raises(InputError, match="flat index"):
+            lc.add(bad)
+    tiled = copy.copy(est)
+    tiled._sampler, tiled.posterior_tiles_ = None, 4
+    with pytest.raises(InputError, match="whole lattice"):
+        LatticeCovariance(tiled)

@@ -104,3 +104,64 @@ def test_cells_are_checked_and_tiled_models_refused(fitted):
     tiled._sampler, tiled.posterior_tiles_ = None, 4
     with pytest.raises(InputError, match="whole lattice"):
         LatticeCovariance(tiled)
+
+
+def _dense_greedy(cov, noise, cand, targets, n, strategy, taken=()):
+    """Brute-force greedy on the dense covariance: every step scores every candidate from the
+    conditioned covariance, recomputed from scratch."""
+    picks = []
+    for _ in range(n):
+        chosen = list(taken) + [cand[p] for p in picks]
+        c = cov
+        if chosen:
+            cs = cov[:, chosen]
+            c = cov - cs @ np.linalg.solve(cs[chosen] + noise * np.eye(len(chosen)), cs.T)
+        var = np.diag(c)
+        if strategy == "variance":
+            score = var[cand] + noise
+        else:
+            x = c[np.ix_(cand, targets)]
+            z = x**2 / ((var[cand, None] + noise) * (var[None, targets] + noise))
+            score = -0.5 * np.sum(np.log1p(-np.minimum(z, 1 - 1e-15)), axis=1)
+        score[picks] = -np.inf
+        picks.append(int(np.argmax(score)))
+    return picks
+
+
+@pytest.mark.parametrize("strategy", ["variance", "mi"])
+def test_suggest_sites_on_the_lattice_equals_brute_force_greedy(fitted, strategy):
+    from geogp.placement import Candidates, suggest_sites
+
+    est, v = fitted
+    m = int(est.margin)
+    ny, nx = v.shape
+    ay, ax = np.arange(ny) * 10.0, np.arange(nx) * 10.0
+    cands = Candidates.grid([ay, ax])
+    rows, cols = np.divmod(np.arange(ny * nx), nx)
+    cand_cells = (rows + m) * est.shape_[1] + cols + m
+    rng = np.random.default_rng(0)
+    tsel = np.sort(rng.choice(ny * nx, 40, replace=False))
+    targets = cands.coords[tsel] if strategy == "mi" else None
+    existing = np.array([[105.0, 123.0]])  # off-centre: its nearest cell (10, 12)
+    got = suggest_sites(est, cands, 4, strategy=strategy, targets=targets, existing=existing,
+                        min_distance=0)
+    assert got.attrs["model"] == "lattice"
+    cov = _dense_covariance(est)
+    taken = [(10 + m) * est.shape_[1] + 12 + m]
+    want = _dense_greedy(cov, float(est.noise_var_), cand_cells, cand_cells[tsel], 4, strategy,
+                         taken)
+    assert got["index"].tolist() == want
+
+
+def test_lattice_placement_refuses_what_it_cannot_do(fitted):
+    from geogp.exceptions import MemoryEstimateError
+    from geogp.placement import Candidates, suggest_sites
+
+    est, v = fitted
+    ay, ax = np.arange(v.shape[0]) * 10.0, np.arange(v.shape[1]) * 10.0
+    with pytest.raises(InputError, match="not available for the lattice"):
+        suggest_sites(est, Candidates.grid([ay, ax]), 2, strategy="krause")
+    with pytest.raises(InputError, match="not a cell centre"):
+        suggest_sites(est, Candidates.grid([ay + 3.0, ax]), 2, strategy="variance")
+    with pytest.raises(MemoryEstimateError, match="lattice placement"):
+        suggest_sites(est, Candidates.grid([ay, ax]), 2, strategy="variance", max_memory=1e4)

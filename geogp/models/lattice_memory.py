@@ -27,7 +27,7 @@ import tempfile
 from geogp.exceptions import InputError
 from geogp.models.lattice_tiled import PosteriorTile, posterior_tiles
 
-__all__ = ["lattice_bytes", "lattice_seconds", "plan_tiles", "tile_cells", "state_bytes",
+__all__ = ["lattice_bytes", "factor_bytes", "lattice_seconds", "plan_tiles", "tile_cells", "state_bytes",
            "check_state_disk",
            "WHOLE_LATTICE_MAX_CELLS", "POSTERIOR_CORE", "POSTERIOR_HALO"]
 
@@ -59,6 +59,14 @@ BASE_BYTES = 1.0 * 2**30
 TILE_BYTES = 0.35 * 2**30
 
 
+def factor_bytes(unknowns: int, alpha: int, mid: bool) -> float:
+    """Bytes of the sparse factor of B over ``unknowns`` and its companions (module
+    docstring)."""
+    n_t = max(int(unknowns), 2)
+    factor = FILL[int(alpha)] * n_t * math.log2(n_t) * BYTES_PER_FACTOR_ENTRY
+    return 2.0 * factor if mid else factor
+
+
 def lattice_bytes(lattice_cells: int, tile_cells: int, alpha: int, mid: bool,
                   columns: int) -> float:
     """Estimated peak bytes of a lattice fit (module docstring).
@@ -71,9 +79,7 @@ def lattice_bytes(lattice_cells: int, tile_cells: int, alpha: int, mid: bool,
         columns: 1 + k + p (the data, large-scale features and trend columns).
     """
     n_t = max(int(tile_cells), 2)
-    factor = FILL[int(alpha)] * n_t * math.log2(n_t) * BYTES_PER_FACTOR_ENTRY
-    if mid:
-        factor *= 2.0
+    factor = factor_bytes(n_t, alpha, mid)
     dense = DENSE_COPIES * 8.0 * n_t * columns
     return BASE_BYTES + TILE_BYTES + factor + dense + PER_CELL_ARRAYS * 8.0 * lattice_cells
 

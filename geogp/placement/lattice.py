@@ -20,16 +20,25 @@ with R, and O(k n) for the earlier sites; its column v_j over every cell is kept
 The posterior variances follow as diag C_k = diag C − Σ_j v_j² / d_j, from the model's own
 per-cell variances (selected inversion).
 
-:class:`LatticeCovariance` holds that state for a fitted whole-lattice model.
+:class:`LatticeCovariance` holds that state for a fitted whole-lattice model;
+:func:`lattice_greedy` builds the greedy state of :mod:`geogp.placement.greedy` on it for
+``"variance"`` and ``"mi"`` (marginal and joint: one column per target).
 """
 
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg as sla
 
 from geogp.exceptions import InputError
+from geogp.placement.candidates import MIN_DISTANCE_FRACTION
+from geogp.placement.greedy import _Greedy
+from geogp.placement.operators import _Problem
 
-__all__ = ["LatticeCovariance"]
+__all__ = ["LatticeCovariance", "is_lattice", "check_lattice", "lattice_greedy",
+           "lattice_min_distance", "lattice_memory_estimate"]
+
+_LOCATION_BYTES = 400  # per candidate/target: cells, variances, scores, masks
 
 
 class LatticeCovariance:
@@ -115,3 +124,146 @@ class LatticeCovariance:
         self._d = np.append(self._d, d)
         self.sites.append(cell)
         return {"v": v, "d": d}
+
+
+# =========================================================================== the greedy state
+class _CellOps:
+    """Candidate or target locations as lattice cells (what the greedy loop counts)."""
+
+    def __init__(self, cells: np.ndarray):
+        self.cells = np.asarray(cells, dtype=np.int64)
+        self.n = int(self.cells.size)
+
+
+def is_lattice(model) -> bool:
+    """Whether ``model`` is a lattice regressor (fitted or not)."""
+    return type(model).__name__ == "LatticeRegressor"
+
+
+def check_lattice(model, strategy: str) -> None:
+    """Refuse an unfitted lattice model, or a strategy it does not support."""
+    from geogp.models.base import check_fitted
+
+    check_fitted(model, "_mean")
+    if strategy not in ("variance", "mi"):
+        raise InputError(f"strategy {strategy!r} is not available for the lattice model; use "
+                         "'variance' or 'mi'.")
+
+
+def lattice_min_distance(model) -> float:
+    """Default minimum distance: ¼ of the local field's range (model units)."""
+    return MIN_DISTANCE_FRACTION * float(model.range_)
+
+
+def cells_of(model, coords, what: str, exact: bool = True) -> np.ndarray:
+    """Flat lattice cells of ``coords`` (N, 2) in model units (y, x). ``exact``: they must be
+    cell centres of the raster (else the nearest cell of the raster)."""
+    coords = np.asarray(coords, dtype=np.float64)
+    m = int(model.margin)
+    ny, nx = model.shape_
+    fy = (coords[:, 0] - model.origin_[0]) / model.step_[0]
+    fx = (coords[:, 1] - model.origin_[1]) / model.step_[1]
+    iy, ix = np.rint(fy).astype(np.int64), np.rint(fx).astype(np.int64)
+    off = np.maximum(np.abs(fy - iy), np.abs(fx - ix))
+    inside = (iy >= m) & (iy < ny - m) & (ix >= m) & (ix < nx - m)
+    if not inside.all() or (exact and np.any(off > 1e-6)):
+        bad = int(np.flatnonzero(~inside | (off > 1e-6 if exact else False))[0])
+        raise InputError(
+            f"{what}: the lattice model places sites on its raster's cells; location {bad} "
+            f"({coords[bad, 0]:.6g}, {coords[bad, 1]:.6g}) is "
+            + ("outside the raster." if not inside[bad] else "not a cell centre (use "
+               "Candidates.grid of the raster's coordinates)."))
+    return iy * nx + ix
+
+
+def lattice_memory_estimate(model, n_candidates: int, n_targets: int, n_sites: int,
+                            strategy: str, criterion: str) -> float:
+    """Bytes the lattice placement needs beyond the fitted model (an upper bound): the factor
+    of B refactorised (as at the fit), the kept columns (one per site over every cell) and,
+    for ``"mi"``, the candidates × targets covariance (twice for ``"joint"``)."""
+    from geogp.models.lattice_memory import factor_bytes
+
+    n = model.shape_[0] * model.shape_[1]
+    size = model._sampler["pattern"].n if getattr(model, "_sampler", None) else n
+    out = factor_bytes(size, int(model.alpha), size > n) + 8.0 * n * (n_sites + 6)
+    out += _LOCATION_BYTES * (n_candidates + n_targets)
+    if strategy == "mi":
+        joint = criterion == "joint"
+        out += 8.0 * n_candidates * n_targets * (2 if joint else 1)
+        out += 3 * 8.0 * n_targets**2 if joint else 0.0
+    return out
+
+
+class _LatticeGreedy(_Greedy):
+    """The greedy state of :class:`~geogp.placement.greedy._Greedy` on the lattice
+    posterior: h_c = C_cc and the target variances from :class:`LatticeCovariance`, the
+    candidate–target covariances ("mi") from one column per target."""
+
+    def __init__(self, pb: _Problem, lc: LatticeCovariance, strategy: str, criterion: str):
+        self.pb, self.lc, self.strategy, self.criterion = pb, lc, strategy, criterion
+        self.lazy, self.lazy_batch, self.screen = False, 16, None
+        var = lc.variance()
+        self.h, self.cT = var[pb.ops.cells], var[pb.tops.cells]
+        self.hT = self.cT
+        self.scores = np.full(pb.ops.n, -np.inf)
+        if strategy == "mi":
+            xt = np.empty((pb.ops.n, pb.tops.n))
+            for i, t in enumerate(pb.tops.cells):
+                xt[:, i] = lc.column(int(t))[pb.ops.cells]
+            self.Xt = np.ascontiguousarray(xt)
+            if criterion == "joint":
+                ct = np.stack([lc.column(int(t))[pb.tops.cells] for t in pb.tops.cells])
+                r = 0.5 * (ct + ct.T) + pb.noise * np.eye(pb.tops.n)
+                self.Yt = np.ascontiguousarray(
+                    sla.cho_solve(sla.cho_factor(r, lower=True), self.Xt.T).T)
+
+    def score_all(self, active, *pending) -> np.ndarray:
+        if self.strategy == "variance":
+            return self.h + self.pb.noise
+        return super().score_all(active, *pending)
+
+    def add(self, a: int, active) -> dict:
+        pb = self.pb
+        step = self.lc.add(int(pb.ops.cells[a]))
+        v, d = step["v"][pb.ops.cells], step["d"]
+        u = step["v"][pb.tops.cells]
+        info = {"var_latent": d - pb.noise, "cT_before": self.cT.copy(), "u": u, "d": d}
+        self.cT = self.cT - u**2 / d
+        self.h = self.h - v**2 / d
+        self.hT = self.cT
+        if self.strategy == "mi":
+            self._pending = (u, v, d)
+            if self.criterion == "joint":
+                p = self.Yt[a].copy()
+                e = d - u @ p
+                self._pending = (u, v, d, p, e, self.Yt @ u)
+        return info
+
+
+def lattice_greedy(model, cands, targets, existing, strategy: str, criterion: str,
+                   n_sites: int, max_memory: float) -> _LatticeGreedy:
+    """The greedy state for a lattice model (``targets=None``: the candidates), after
+    :func:`check_lattice`. Candidates and targets are cell centres of the raster; existing
+    sensors are absorbed at their nearest cells first. Refuses
+    (:class:`~geogp.exceptions.MemoryEstimateError`) before allocating above ``max_memory``."""
+    from geogp.exceptions import MemoryEstimateError
+
+    n_t = len(cands) if targets is None else len(targets)
+    n_e = 0 if existing is None else len(existing)
+    needed = lattice_memory_estimate(model, len(cands), n_t, n_sites + n_e, strategy,
+                                     criterion)
+    if needed > max_memory:
+        raise MemoryEstimateError(
+            f"lattice placement over {len(cands)} candidates and {n_t} targets on "
+            f"{model.shape_[0]} × {model.shape_[1]} cells", needed, max_memory,
+            "Use fewer candidates or targets, or raise max_memory.")
+    ops = _CellOps(cells_of(model, cands.coords, "candidates"))
+    tops = ops if targets is None else _CellOps(cells_of(model, targets.coords, "targets"))
+    lc = LatticeCovariance(model)
+    if n_e:
+        for cell in cells_of(model, existing, "existing sensors", exact=False):
+            lc.add(int(cell))
+    zc = np.zeros(ops.n)
+    pb = _Problem(None, None, lc.noise, ops, tops, zc, zc if tops is ops else np.zeros(tops.n),
+                  None, float(model.scaler_.y_scale))
+    return _LatticeGreedy(pb, lc, strategy, criterion)

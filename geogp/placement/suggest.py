@@ -25,6 +25,8 @@ from geogp.placement.greedy import _Greedy, _run
 from geogp.placement.operators import _DENSE_LIMIT, _afs_problem, _DenseOps, _exact_problem
 from geogp.placement.posterior import _check_afs
 from geogp.placement.screen import _BATCH, _BATCH_BYTES
+from geogp.placement.lattice import (check_lattice, is_lattice, lattice_greedy,
+                                     lattice_min_distance)
 from geogp.placement.wavelet import (check_wavelet, is_wavelet, wavelet_greedy,
                                      wavelet_min_distance)
 
@@ -64,6 +66,8 @@ def _min_distance(value, model, coords=None) -> tuple[float, bool]:
             raise InputError(f"min_distance must be a number ≥ 0 or 'auto'; got {value!r}.")
         if is_wavelet(model):  # no kernel_: its effective lengthscale over the candidates
             return wavelet_min_distance(model, coords), True
+        if is_lattice(model):
+            return lattice_min_distance(model), True
         return auto_min_distance(model), True
     try:
         out = float(value)
@@ -118,7 +122,10 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
         model: a fitted :class:`~geogp.models.afs.AFSRegressor`,
             :class:`~geogp.models.exact.ExactGP` or
             :class:`~geogp.models.wavelet.WaveletRegressor` (sparse posterior, every strategy:
-            :mod:`geogp.placement.wavelet`; hyperparameters are kept fixed).
+            :mod:`geogp.placement.wavelet`) or
+            :class:`~geogp.models.lattice.LatticeRegressor` fitted with its whole-lattice
+            posterior (``"variance"`` and ``"mi"``, candidates and targets at cell centres:
+            :mod:`geogp.placement.lattice`); hyperparameters are kept fixed.
         candidates: :class:`Candidates` (e.g. ``Candidates.grid(axes, mask)``), or an (N, D)
             array / DataFrame of points, in the model's input units and column order.
         n: number of sites k (fewer are returned when the budget or the minimum distance
@@ -195,10 +202,15 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
     max_evaluations = _check_count(max_evaluations, "max_evaluations")
     cands = _as_candidates(candidates, "candidates")
     wavelet = is_wavelet(model)
-    exact = not wavelet and hasattr(model, "X_train_") and not hasattr(model, "features_")
+    lattice = not wavelet and is_lattice(model)
+    exact = (not wavelet and not lattice and hasattr(model, "X_train_")
+             and not hasattr(model, "features_"))
     if wavelet:  # sparse posterior, rank-one updates by solves (geogp.placement.wavelet)
         check_wavelet(model, strategy)
         n_dims = model.basis_.n_dims
+    elif lattice:  # its GMRF posterior, one solve per site (geogp.placement.lattice)
+        check_lattice(model, strategy)
+        n_dims = 2
     elif not exact:
         _check_afs(model)
         n_dims = model.features_.n_dims
@@ -241,7 +253,7 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
     if strategy == "mi":
         per = 8 * N * (2 if criterion == "joint" else 1)
         limit = min(max_targets, max(1, int(max_bytes // per)))
-        if n_t > limit and criterion == "marginal" and not wavelet:
+        if n_t > limit and criterion == "marginal" and not (wavelet or lattice):
             screened = True  # all targets, bounds + exact values (geogp.placement.screen)
         elif n_t > limit:
             tgt, thinned = (cands if tgt is None else tgt).thin(limit, seed)
@@ -255,11 +267,14 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
         g = wavelet_greedy(model, cands, tgt, existing, strategy, criterion, n, max_memory,
                            taken)
         pb = g.pb
+    elif lattice:  # likewise
+        g = lattice_greedy(model, cands, tgt, existing, strategy, criterion, n, max_memory)
+        pb = g.pb
     elif exact:
         n_feat = N + (0 if tgt is None else n_t) + (0 if existing is None else len(existing))
     else:
         n_feat = int(model.features_.n_features)
-    needed = 0.0 if wavelet else memory_estimate(
+    needed = 0.0 if wavelet or lattice else memory_estimate(
         N, n_t, n_feat, same=tgt is None, dense=exact or N * n_feat <= dense_limit,
         strategy=strategy, criterion=criterion, screened=screened,
         matrix_targets=0 if screened else n_t)
@@ -268,7 +283,7 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
             f"placement over {N} candidates and {n_t} targets ({n_feat} features)", needed,
             max_memory, "Use fewer candidates (a coarser grid, a mask or exclude=), fewer "
             "targets, or raise max_memory.")
-    if not wavelet:
+    if not (wavelet or lattice):
         pb = (_exact_problem(model, cands, tgt, existing) if exact
               else _afs_problem(model, cands, tgt, existing, dense_limit))
         if lazy is None:
@@ -301,7 +316,8 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
                      "criterion_gap": screen.get("criterion_gap", 0.0),
                      "exact_evaluations": screen.get("exact_evaluations"),
                      "stopped": stopped, "coord_names": list(names),
-                     "model": "wavelet" if wavelet else "exact" if exact else "afs"})
+                     "model": ("wavelet" if wavelet else "lattice" if lattice
+                               else "exact" if exact else "afs")})
     if stopped != "n":
         warnings.warn(f"only {len(picks)} of {n} sites could be placed ({stopped}).", stacklevel=2)
     return df

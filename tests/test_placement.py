@@ -427,8 +427,8 @@ def test_bad_candidates_raise_input_error(afs):
 
     lattice = LatticeRegressor(margin=1, optimize=False).fit_grid(
         [AXIS, AXIS], np.add.outer(AXIS, AXIS))
-    with pytest.raises(InputError, match="does not support the lattice model yet"):
-        suggest_sites(lattice, _cands(), 1)
+    with pytest.raises(InputError, match="not available for the lattice model"):
+        suggest_sites(lattice, _cands(), 1, strategy="krause")
 
 
 # --------------------------------------------------------------------------- outputs

@@ -165,3 +165,40 @@ def test_lattice_placement_refuses_what_it_cannot_do(fitted):
         suggest_sites(est, Candidates.grid([ay + 3.0, ax]), 2, strategy="variance")
     with pytest.raises(MemoryEstimateError, match="lattice placement"):
         suggest_sites(est, Candidates.grid([ay, ax]), 2, strategy="variance", max_memory=1e4)
+
+
+def test_cli_place_uses_the_lattice_model_by_default(tmp_path, capsys):
+    """`geogp place` with defaults fits what `geogp fit` would (the lattice model on a regular
+    raster) and returns the sites suggest_sites gives on that model."""
+    import argparse
+    import json
+
+    import rioxarray  # noqa: F401
+    import xarray as xr
+
+    import geogp
+    from geogp.cli.place import add_place_parser, run_place
+    from geogp.placement import Candidates, suggest_sites
+
+    _, v = _raster(5, (20, 24))
+    y, x = 5000.0 - np.arange(20) * 100.0, 300000.0 + np.arange(24) * 100.0
+    da = xr.DataArray(v, dims=("y", "x"), coords={"y": y, "x": x}).rio.write_crs("EPSG:32633")
+    da.rio.to_raster(tmp_path / "in.tif")
+    parser = argparse.ArgumentParser(prog="geogp")
+    add_place_parser(parser.add_subparsers(dest="command"))
+    out = tmp_path / "s.geojson"
+    argv = ["place", str(tmp_path / "in.tif"), "--n", "3", "--out", str(out), "--maxiter", "10",
+            "--strategy", "variance", "--min-distance", "0"]
+    assert run_place(parser.parse_args(argv)) == 0
+    assert "by variance" in capsys.readouterr().out
+    xy = np.array([f["geometry"]["coordinates"] for f in json.loads(out.read_text())["features"]])
+
+    geo = geogp.fit(geogp.open_raster(tmp_path / "in.tif"), maxiter=10, posterior_tile=None)
+    assert geo.model_ == "lattice"
+    est = geo.estimators_[0]
+    my, mx = geo.spec_.to_model(geo.target_.y, geo.target_.x)
+    sites = suggest_sites(est, Candidates.grid([my, mx]), 3, strategy="variance",
+                          min_distance=0)
+    assert sites.attrs["model"] == "lattice"
+    iy, ix = np.unravel_index(sites["index"].to_numpy(), (my.size, mx.size))
+    np.testing.assert_array_equal(xy, np.stack([geo.target_.x[ix], geo.target_.y[iy]], 1))

@@ -2,7 +2,8 @@
 
 :mod:`geogp.cli` wires :func:`add_place_parser` and :func:`run_place` into the command::
 
-    geogp place INPUT.(tif|nc) --n 20 --out sites.geojson [--model afs|wavelet --strategy mi
+    geogp place INPUT.(tif|nc) --n 20 --out sites.geojson [--model auto|lattice|afs|wavelet
+        --strategy mi
         --features 500 --min-distance D --exclude MASK.tif --csv sites.csv --map sites.png
         --var NAME --overwrite --quiet]
 
@@ -14,7 +15,11 @@ the exclusion raster is non-zero there, and every cell is a target: the default 
 :mod:`geogp.placement.screen`); only ``--criterion joint`` scores a stratified random subset of
 ``--max-targets`` cells. Distances (``--min-distance``) are in the raster's CRS units (degrees
 of latitude on lon/lat rasters); by default ¼ of the shortest learnt lengthscale, stated in
-the summary. ``--model wavelet`` fits the multiresolution wavelet model instead of AFS and
+the summary. By default (``--model auto``) the model is the one ``geogp fit`` would choose:
+the lattice model on regular rasters, placed on its whole-lattice posterior
+(:mod:`geogp.placement.lattice`; ``mi`` scores a stratified random subset of
+``--max-targets`` cells). ``--model afs`` (or ``--kernel``/``--features``) fits a dense AFS
+model. ``--model wavelet`` fits the multiresolution wavelet model instead of AFS and
 places on its sparse posterior (:mod:`geogp.placement.wavelet`: every strategy; ``mi`` scores a
 stratified random subset of ``--max-targets`` cells). Outputs are
 written atomically (temp file + os.replace).
@@ -67,12 +72,16 @@ def add_place_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--criterion", default="marginal", choices=("marginal", "joint"),
                    help="for mi: marginal (default) or joint log-determinant")
     p.add_argument("--var", metavar="NAME", help="variable of a NetCDF file")
-    p.add_argument("--model", default="afs", choices=("afs", "wavelet"),
-                   help="afs (default; dense posterior, rank-one updates) or wavelet "
-                        "(multiresolution model; sparse posterior, every strategy)")
+    p.add_argument("--model", default="auto", choices=("auto", "lattice", "afs", "wavelet"),
+                   help="auto (default): the model geogp fit chooses, the lattice model on "
+                        "regular rasters (its whole-lattice posterior, strategies mi and "
+                        "variance; mi scores a stratified random subset of --max-targets "
+                        "cells); afs (dense posterior with --features, rank-one updates; "
+                        "implied by --kernel or --features); wavelet (multiresolution model; "
+                        "sparse posterior, every strategy)")
     add_model_options(p, models=False, lattice=False, features_help=(
-        "number of Fourier features (default 2000; placement fits an AFS model with the "
-        "dense solver, at most 4096)"))
+        "number of Fourier features of an AFS placement model (implies --model afs under "
+        "auto; default 2000, with the dense solver, at most 4096)"))
     p.add_argument("--min-distance", type=_distance, default="auto", metavar="D",
                    help="minimum distance between sites, in CRS units (degrees of latitude "
                         "on lon/lat rasters); default auto: 1/4 of the shortest learnt "
@@ -129,9 +138,10 @@ def _check_args(args) -> None:
     md = args.min_distance
     if md != "auto" and (not np.isfinite(md) or md < 0):
         raise InputError(f"--min-distance must be ≥ 0 or 'auto'; got {md}.")
-    model = getattr(args, "model", "afs")
-    if model == "wavelet" and (args.features is not None or args.kernel is not None):
-        raise InputError("--features and --kernel are AFS options; --model wavelet takes "
+    model = getattr(args, "model", "auto")
+    if model in ("wavelet", "lattice") and (args.features is not None
+                                            or args.kernel is not None):
+        raise InputError(f"--features and --kernel are AFS options; --model {model} takes "
                          "neither.")
     if args.max_targets < 1:
         raise InputError(f"--max-targets must be ≥ 1; got {args.max_targets}.")
@@ -177,8 +187,12 @@ def _place(args, echo) -> int:
     _check_args(args)
     da = open_raster(args.input, var=args.var)
     options = {"maxiter": args.maxiter} if args.maxiter is not None else None
-    if getattr(args, "model", "afs") == "wavelet":
+    model = _placement_model(args, da, options)
+    if model == "wavelet":
         geo = GeoRegressor("wavelet", progress=not args.quiet, options=options).fit(da)
+    elif model == "lattice":  # placement needs the whole lattice's factor, not tiles
+        geo = GeoRegressor("lattice", progress=not args.quiet,
+                           options={**(options or {}), "posterior_tile": None}).fit(da)
     else:
         geo = GeoRegressor("afs", kernel=args.kernel,
                            n_features=args.features or PLACEMENT_FEATURES,
@@ -223,6 +237,22 @@ def _place(args, echo) -> int:
              f"{out['mean_std_after'].iloc[-1]:.4g}")
     echo("wrote " + ", ".join(p for p in (args.out, args.csv, args.map) if p))
     return 0
+
+
+def _placement_model(args, da, options) -> str:
+    """The model to fit: ``--model``, with ``auto`` resolved as ``geogp fit`` resolves it (AFS
+    when --kernel or --features is given)."""
+    model = getattr(args, "model", "auto")
+    if model != "auto":
+        return model
+    if args.kernel is not None or args.features is not None:
+        return "afs"
+    from geogp import engines
+    from geogp.adapters import to_grid_data
+
+    g = to_grid_data(da)
+    return engines.resolve_model("auto", raster_shape=g.values[0].shape, regular=g.regular,
+                                 options=options)[0]
 
 
 def _distance_note(attrs, est, my, mx) -> str:

@@ -145,6 +145,12 @@ def check_lattice(model, strategy: str) -> None:
     from geogp.models.base import check_fitted
 
     check_fitted(model, "_mean")
+    tiles = getattr(model, "posterior_tiles_", 1)
+    if tiles > 1:
+        raise InputError(
+            f"placement on the lattice model needs its whole-lattice posterior (one factor to "
+            f"condition on new sites); this model's posterior was computed on {tiles} tiles. "
+            "Refit with posterior_tile=None (memory permitting) or crop the raster.")
     if strategy not in ("variance", "mi"):
         raise InputError(f"strategy {strategy!r} is not available for the lattice model; use "
                          "'variance' or 'mi'.")

@@ -115,11 +115,6 @@ def _inverse_from_cholesky(L) -> np.ndarray:
 
 
 def _check_afs(model) -> None:
-    if type(model).__name__ == "LatticeRegressor":
-        raise InputError("sensor placement does not support the lattice model yet (its "
-                         "posterior has no rank-one update); fit an AFS model for placement, "
-                         "e.g. geogp.fit(da, model='afs', n_features=2000), as `geogp place` "
-                         "does.")
     if not hasattr(model, "features_") or not hasattr(model, "posterior_"):
         raise InputError(f"expected a fitted AFSRegressor (or ExactGP); got {type(model).__name__}"
                          " without fitted state. Call fit() or fit_grid() first; the wavelet "

@@ -119,6 +119,11 @@ def _dense_greedy(cov, noise, cand, targets, n, strategy, taken=()):
         var = np.diag(c)
         if strategy == "variance":
             score = var[cand] + noise
+        elif strategy == "joint":
+            x = c[np.ix_(targets, cand)]
+            q = np.sum(x * np.linalg.solve(c[np.ix_(targets, targets)]
+                                           + noise * np.eye(len(targets)), x), axis=0)
+            score = -0.5 * np.log1p(-np.minimum(q / (var[cand] + noise), 1 - 1e-15))
         else:
             x = c[np.ix_(cand, targets)]
             z = x**2 / ((var[cand, None] + noise) * (var[None, targets] + noise))
@@ -128,7 +133,7 @@ def _dense_greedy(cov, noise, cand, targets, n, strategy, taken=()):
     return picks
 
 
-@pytest.mark.parametrize("strategy", ["variance", "mi"])
+@pytest.mark.parametrize("strategy", ["variance", "mi", "joint"])
 def test_suggest_sites_on_the_lattice_equals_brute_force_greedy(fitted, strategy):
     from geogp.placement import Candidates, suggest_sites
 
@@ -141,10 +146,11 @@ def test_suggest_sites_on_the_lattice_equals_brute_force_greedy(fitted, strategy
     cand_cells = (rows + m) * est.shape_[1] + cols + m
     rng = np.random.default_rng(0)
     tsel = np.sort(rng.choice(ny * nx, 40, replace=False))
-    targets = cands.coords[tsel] if strategy == "mi" else None
+    targets = cands.coords[tsel] if strategy != "variance" else None
     existing = np.array([[105.0, 123.0]])  # off-centre: its nearest cell (10, 12)
-    got = suggest_sites(est, cands, 4, strategy=strategy, targets=targets, existing=existing,
-                        min_distance=0)
+    got = suggest_sites(est, cands, 4, strategy="mi" if strategy == "joint" else strategy,
+                        criterion="joint" if strategy == "joint" else "marginal",
+                        targets=targets, existing=existing, min_distance=0)
     assert got.attrs["model"] == "lattice"
     cov = _dense_covariance(est)
     taken = [(10 + m) * est.shape_[1] + 12 + m]
@@ -202,3 +208,13 @@ def test_cli_place_uses_the_lattice_model_by_default(tmp_path, capsys):
     assert sites.attrs["model"] == "lattice"
     iy, ix = np.unravel_index(sites["index"].to_numpy(), (my.size, mx.size))
     np.testing.assert_array_equal(xy, np.stack([geo.target_.x[ix], geo.target_.y[iy]], 1))
+
+
+def test_batched_columns_equal_single_columns(fitted):
+    est, _ = fitted
+    lc = LatticeCovariance(est)
+    lc.add(lc.n // 2)
+    cells = [3, lc.n // 2, lc.n - 5, 77]
+    batch = lc.columns(cells)
+    for j, c in enumerate(cells):
+        np.testing.assert_allclose(batch[:, j], lc.column(c), rtol=1e-12, atol=1e-14)

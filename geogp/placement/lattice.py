@@ -88,24 +88,33 @@ class LatticeCovariance:
                              f"got {cell!r}.")
         return int(cell)
 
-    def prior_column(self, cell: int) -> np.ndarray:
-        """C e_cell over every cell, given the data only (one sparse solve)."""
-        cell = self._check_cell(cell)
-        rhs = np.zeros(self._size)
-        rhs[cell] = 1.0
-        if self._pi is not None:  # Hᵀ e_s: the cell and its four mid-scale nodes
-            row = self._pi.getrow(cell)
-            rhs[self.n + row.indices] = row.data
+    def prior_columns(self, cells) -> np.ndarray:
+        """C[:, cells] (n, len(cells)) given the data only: one sparse solve with as many
+        right-hand sides Hᵀe_s (the cell and its four mid-scale nodes)."""
+        cells = np.array([self._check_cell(c) for c in np.atleast_1d(cells)], dtype=np.int64)
+        rhs = np.zeros((self._size, cells.size), order="F")
+        rhs[cells, np.arange(cells.size)] = 1.0
+        if self._pi is not None:
+            rhs[self.n:] = self._pi[cells].T.toarray()
         x = self._solve(rhs)
         col = x[:self.n] if self._pi is None else x[:self.n] + self._pi @ x[self.n:]
-        return col + self._r @ (self._ainv @ self._r[cell])
+        return col + self._r @ (self._ainv @ self._r[cells].T)
+
+    def columns(self, cells) -> np.ndarray:
+        """C_k[:, cells] (n, len(cells)) given the data and the sites absorbed so far."""
+        cols = self.prior_columns(cells)
+        if self._d.size:
+            cells = np.atleast_1d(np.asarray(cells, dtype=np.int64))
+            cols -= self._v.T @ (self._v[:, cells] / self._d[:, None])
+        return cols
+
+    def prior_column(self, cell: int) -> np.ndarray:
+        """C e_cell over every cell, given the data only (one sparse solve)."""
+        return self.prior_columns([cell])[:, 0]
 
     def column(self, cell: int) -> np.ndarray:
         """C_k e_cell over every cell, given the data and the sites absorbed so far."""
-        col = self.prior_column(cell)
-        if self._d.size:
-            col -= self._v.T @ (self._v[:, cell] / self._d)
-        return col
+        return self.columns([cell])[:, 0]
 
     def variance(self) -> np.ndarray:
         """diag C_k: the latent posterior variance of every cell given the data and the
@@ -205,20 +214,24 @@ class _LatticeGreedy(_Greedy):
     posterior: h_c = C_cc and the target variances from :class:`LatticeCovariance`, the
     candidate–target covariances ("mi") from one column per target."""
 
-    def __init__(self, pb: _Problem, lc: LatticeCovariance, strategy: str, criterion: str):
+    def __init__(self, pb: _Problem, lc: LatticeCovariance, strategy: str,
+                 criterion: str):
         self.pb, self.lc, self.strategy, self.criterion = pb, lc, strategy, criterion
         self.lazy, self.lazy_batch, self.screen = False, 16, None
         var = lc.variance()
         self.h, self.cT = var[pb.ops.cells], var[pb.tops.cells]
         self.hT = self.cT
         self.scores = np.full(pb.ops.n, -np.inf)
-        if strategy == "mi":
-            xt = np.empty((pb.ops.n, pb.tops.n))
-            for i, t in enumerate(pb.tops.cells):
-                xt[:, i] = lc.column(int(t))[pb.ops.cells]
-            self.Xt = np.ascontiguousarray(xt)
+        if strategy == "mi":  # C(candidates, targets), 64 target columns per solve
+            self.Xt = np.empty((pb.ops.n, pb.tops.n))
+            ct = np.empty((pb.tops.n, pb.tops.n)) if criterion == "joint" else None
+            for a in range(0, pb.tops.n, 64):
+                cols = lc.columns(pb.tops.cells[a:a + 64])
+                self.Xt[:, a:a + cols.shape[1]] = cols[pb.ops.cells]
+                if ct is not None:
+                    ct[:, a:a + cols.shape[1]] = cols[pb.tops.cells]
+                del cols
             if criterion == "joint":
-                ct = np.stack([lc.column(int(t))[pb.tops.cells] for t in pb.tops.cells])
                 r = 0.5 * (ct + ct.T) + pb.noise * np.eye(pb.tops.n)
                 self.Yt = np.ascontiguousarray(
                     sla.cho_solve(sla.cho_factor(r, lower=True), self.Xt.T).T)

@@ -218,3 +218,41 @@ def test_batched_columns_equal_single_columns(fitted):
     batch = lc.columns(cells)
     for j, c in enumerate(cells):
         np.testing.assert_allclose(batch[:, j], lc.column(c), rtol=1e-12, atol=1e-14)
+
+
+def test_added_observations_equal_the_posterior_recomputed_with_them(fitted):
+    """The active loop's update (two measurements, values included) gives the mean, variance
+    and neighbour covariances of the posterior recomputed with them at the same θ; placing
+    again on the updated model starts from that posterior, and samples are refused."""
+    from geogp.placement import Candidates, add_observations, suggest_sites
+
+    est, v = fitted
+    obs = np.isfinite(v)
+    sites = [(10, 12), (8, 15)]  # inside the block gap
+    values = np.array([1.7, -0.4])
+    X = np.array([[r * 10.0, c * 10.0] for r, c in sites])
+    before = est._mean.copy()
+    upd = add_observations(est, X, values)
+    obs2 = obs.copy()
+    vals = v.copy()
+    for (r, c), val in zip(sites, values):
+        obs2[r, c], vals[r, c] = True, val
+    again = copy.copy(est)
+    again.optimize = False
+    again._posterior(obs2, est.scaler_.y(vals[obs2]))
+    scale = float(np.max(est._var))
+    np.testing.assert_allclose(upd._mean, again._mean, atol=1e-7 * scale)
+    np.testing.assert_allclose(upd._var, again._var, rtol=1e-7)
+    np.testing.assert_allclose(upd._cov, again._cov, atol=1e-8 * scale)
+    assert np.array_equal(est._mean, before) and not np.allclose(upd._mean, before)
+    # the original model is unchanged, and placement continues from the update
+    ay, ax = np.arange(v.shape[0]) * 10.0, np.arange(v.shape[1]) * 10.0
+    cands = Candidates.grid([ay, ax])
+    first = suggest_sites(est, cands, 1, strategy="variance", min_distance=0)
+    then = suggest_sites(upd, cands, 1, strategy="variance", min_distance=0)
+    assert then["std_before"].iloc[0] <= first["std_before"].iloc[0]
+    again_sites = suggest_sites(again, cands, 2, strategy="variance", min_distance=0)
+    assert suggest_sites(upd, cands, 2, strategy="variance", min_distance=0)[
+        "index"].tolist() == again_sites["index"].tolist()
+    with pytest.raises(InputError, match="need a refit"):
+        upd.sample_cells(1, seed=0)

@@ -48,6 +48,9 @@ class LatticeOutputsMixin:
         return self._mean[:, None] + sm["r"] @ (sm["chol_w"] @ eps_w) + g
 
     def _require_sampler(self) -> dict:
+        if getattr(self, "_absorbed", None) is not None:
+            raise InputError("posterior samples of a lattice model with observations added "
+                             "since its fit (add_observations) need a refit with them.")
         sm = getattr(self, "_sampler", None)
         tiles = getattr(self, "posterior_tiles_", 1)
         if sm is None and tiles > 1:

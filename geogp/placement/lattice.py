@@ -35,7 +35,7 @@ from geogp.placement.candidates import MIN_DISTANCE_FRACTION
 from geogp.placement.greedy import _Greedy
 from geogp.placement.operators import _Problem
 
-__all__ = ["LatticeCovariance", "is_lattice", "check_lattice", "lattice_greedy",
+__all__ = ["LatticeCovariance", "add_lattice_observations", "is_lattice", "check_lattice", "lattice_greedy",
            "lattice_min_distance", "lattice_memory_estimate"]
 
 _LOCATION_BYTES = 400  # per candidate/target: cells, variances, scores, masks
@@ -52,7 +52,8 @@ class LatticeCovariance:
     """
 
     def __init__(self, est):
-        sm = est._require_sampler()  # whole lattice only: refuses with the reason on tiles
+        sm = (est._sampler if getattr(est, "_absorbed", None) is not None  # added since fit
+              else est._require_sampler())  # whole lattice only: refuses on tiles
         self.noise = float(est.noise_var_)
         self.n = int(est.shape_[0] * est.shape_[1])
         self._pi, self._r = sm.get("pi"), np.asarray(sm["r"])
@@ -80,6 +81,11 @@ class LatticeCovariance:
         self._v = np.zeros((0, self.n))
         self._d = np.zeros(0)
         self.sites: list[int] = []
+        absorbed = getattr(est, "_absorbed", None)  # observations added since the fit
+        if absorbed is not None:
+            self._var0 = absorbed["var0"]
+            self._v, self._d = absorbed["v"].copy(), absorbed["d"].copy()
+            self.sites = list(absorbed["sites"])
 
     def _check_cell(self, cell) -> int:
         if isinstance(cell, bool) or not isinstance(cell, (int, np.integer)) or not (
@@ -286,3 +292,56 @@ def lattice_greedy(model, cands, targets, existing, strategy: str, criterion: st
     pb = _Problem(None, None, lc.noise, ops, tops, zc, zc if tops is ops else np.zeros(tops.n),
                   None, float(model.scaler_.y_scale))
     return _LatticeGreedy(pb, lc, strategy, criterion)
+
+
+# =========================================================================== the active loop
+def add_lattice_observations(model, X, y=None):
+    """A copy of a fitted lattice model with observations added, without refitting θ.
+
+    Each observation at a cell (its centre, model units (y, x)) conditions the posterior
+    exactly (module docstring): the mean moves by v (y_s − E f_s)/d, the variance by −v²/d and
+    the neighbour covariances that bilinear prediction needs by −v_a v_b/d. Without ``y`` only
+    the covariance changes (the values are imputed by the predictive mean). Placement on the
+    copy starts from the updated posterior; samples need a refit.
+
+    Args:
+        model: fitted :class:`~geogp.models.lattice.LatticeRegressor` (whole-lattice
+            posterior). X: (N, 2) cell centres. y: (N,) values in data units, or None.
+
+    Returns:
+        A shallow copy with updated moments. Cost: one sparse solve per observation.
+    """
+    import copy
+
+    from geogp._validation import as_points
+
+    check_lattice(model, "variance")
+    X = as_points(X, "X (new observations)")
+    cells = cells_of(model, X, "new observations")
+    ys = None
+    if y is not None:
+        y = np.asarray(y, dtype=np.float64).ravel()
+        if y.shape != (cells.size,) or not np.all(np.isfinite(y)):
+            raise InputError(f"y must hold one finite value per new observation ({cells.size}); "
+                             f"got shape {y.shape}.")
+        ys = model.scaler_.y(y)
+    lc = LatticeCovariance(model)
+    ny, nx = model.shape_
+    mean, var, cov = (np.array(a, dtype=np.float64) for a in (model._mean, model._var,
+                                                              model._cov))
+    cov = cov.reshape(4, ny, nx)
+    for j, cell in enumerate(cells):
+        step = lc.add(int(cell))
+        v, d = step["v"], step["d"]
+        if ys is not None:
+            mean += v * ((ys[j] - mean[cell]) / d)
+        var -= v**2 / d
+        g = v.reshape(ny, nx) / np.sqrt(d)
+        cov[0, :, :-1] -= g[:, :-1] * g[:, 1:]
+        cov[1, :-1, :] -= g[:-1] * g[1:]
+        cov[2, :-1, :-1] -= g[:-1, :-1] * g[1:, 1:]
+        cov[3, :-1, :-1] -= g[1:, :-1] * g[:-1, 1:]
+    out = copy.copy(model)
+    out._mean, out._var, out._cov = mean, var, cov.reshape(4, ny * nx)
+    out._absorbed = {"var0": lc._var0, "v": lc._v, "d": lc._d, "sites": list(lc.sites)}
+    return out

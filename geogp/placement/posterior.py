@@ -136,7 +136,8 @@ def _afs_psi(model, X, what: str) -> np.ndarray:
 
 
 def add_observations(model, X, y=None):
-    """A copy of a fitted AFS model with observations added, without refitting.
+    """A copy of a fitted AFS model with observations added, without refitting (a lattice
+    model: :func:`geogp.placement.lattice.add_lattice_observations`).
 
     Hyperparameters, features, standardisation and mean function are kept; the posterior is
     updated by one rank-one step per point (docs/placement.md) and the statistics by the points'
@@ -155,6 +156,10 @@ def add_observations(model, X, y=None):
     from geogp.features.data import Points
     from geogp.features.fourier_statistics import SufficientStats
 
+    if type(model).__name__ == "LatticeRegressor":  # its GMRF posterior, exact updates
+        from geogp.placement.lattice import add_lattice_observations
+
+        return add_lattice_observations(model, X, y)
     _check_afs(model)
     X = as_points(X, "X (new observations)")
     Psi = _afs_psi(model, X, "new observations")

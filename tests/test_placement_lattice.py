@@ -256,3 +256,57 @@ def test_added_observations_equal_the_posterior_recomputed_with_them(fitted):
         "index"].tolist() == again_sites["index"].tolist()
     with pytest.raises(InputError, match="need a refit"):
         upd.sample_cells(1, seed=0)
+
+
+def test_cli_place_continues_from_measurements(tmp_path, capsys):
+    """The active loop from the shell: `--measured` conditions the lattice posterior on the
+    new points (their nearest cells) and places from there, like add_observations; `--refit`
+    makes them data; bad tables are refused in one line."""
+    import argparse
+    import json
+
+    import pandas as pd
+    import rioxarray  # noqa: F401
+    import xarray as xr
+
+    import geogp
+    from geogp.cli.place import add_place_parser, run_place
+    from geogp.placement import Candidates, add_observations, suggest_sites
+
+    _, v = _raster(6, (20, 24))
+    y, x = 5000.0 - np.arange(20) * 100.0, 300000.0 + np.arange(24) * 100.0
+    da = xr.DataArray(v, dims=("y", "x"), coords={"y": y, "x": x}).rio.write_crs("EPSG:32633")
+    da.rio.to_raster(tmp_path / "in.tif")
+    pd.DataFrame({"x": [x[12] + 20.0, x[10]], "y": [y[9] - 30.0, y[8]],
+                  "value": [2.5, -1.0]}).to_csv(tmp_path / "m.csv", index=False)
+    parser = argparse.ArgumentParser(prog="geogp")
+    add_place_parser(parser.add_subparsers(dest="command"))
+
+    def run(*extra):
+        out = tmp_path / "s.geojson"
+        argv = ["place", str(tmp_path / "in.tif"), "--n", "2", "--out", str(out), "--maxiter",
+                "10", "--strategy", "variance", "--min-distance", "0", "--overwrite", *extra]
+        code = run_place(parser.parse_args(argv))
+        doc = json.loads(out.read_text()) if code == 0 else None
+        return code, capsys.readouterr(), doc
+
+    code, io, doc = run("--measured", str(tmp_path / "m.csv"))
+    assert code == 0 and "posterior updated with 2 measurement(s)" in io.out
+    geo = geogp.fit(geogp.open_raster(tmp_path / "in.tif"), maxiter=10, posterior_tile=None)
+    my, mx = geo.spec_.to_model(geo.target_.y, geo.target_.x)
+    upd = add_observations(geo.estimators_[0], np.array([[my[9], mx[12]], [my[8], mx[10]]]),
+                           [2.5, -1.0])
+    want = suggest_sites(upd, Candidates.grid([my, mx]), 2, strategy="variance",
+                         min_distance=0)
+    iy, ix = np.unravel_index(want["index"].to_numpy(), (my.size, mx.size))
+    xy = np.array([f["geometry"]["coordinates"] for f in doc["features"]])
+    np.testing.assert_array_equal(xy, np.stack([x[ix], y[iy]], 1))
+    code, io, _ = run("--measured", str(tmp_path / "m.csv"), "--refit")
+    assert code == 0 and "posterior updated" not in io.out
+    pd.DataFrame({"x": [x[0] - 500.0], "y": [y[0]], "value": [1.0]}).to_csv(
+        tmp_path / "far.csv", index=False)
+    code, io, _ = run("--measured", str(tmp_path / "far.csv"))
+    last = io.err.strip().splitlines()[-1]  # one error line (after any library warnings)
+    assert code == 2 and last.startswith("geogp: error:") and "outside the raster" in last
+    code, io, _ = run("--refit")
+    assert code == 2 and "pass --measured too" in io.err

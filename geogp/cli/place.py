@@ -96,6 +96,14 @@ def add_place_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--max-memory", type=float, default=4.0, metavar="GIB",
                    help="refuse, with the estimate, placements that would need more than this "
                         "many GiB (default 4; about 400 bytes per cell)")
+    p.add_argument("--measured", metavar="POINTS.csv",
+                   help="measurements made since the raster (the active loop: place, measure, "
+                        "place again): a CSV with columns x, y (the raster's CRS) and value. "
+                        "Each is taken at its nearest cell; the posterior is updated with them "
+                        "without refitting the hyperparameters (add --refit to refit with "
+                        "them as data)")
+    p.add_argument("--refit", action="store_true",
+                   help="with --measured: write the measurements into the raster and refit")
     p.add_argument("--csv", metavar="SITES.csv", help="also write the table as CSV")
     p.add_argument("--map", metavar="SITES.png", help="also draw the sites over the std map")
     add_run_options(p, quiet_help="no progress bars or summary")
@@ -143,6 +151,8 @@ def _check_args(args) -> None:
                                             or args.kernel is not None):
         raise InputError(f"--features and --kernel are AFS options; --model {model} takes "
                          "neither.")
+    if args.refit and not args.measured:
+        raise InputError("--refit refits with the --measured points; pass --measured too.")
     if args.max_targets < 1:
         raise InputError(f"--max-targets must be ≥ 1; got {args.max_targets}.")
 
@@ -187,6 +197,12 @@ def _place(args, echo) -> int:
     _check_args(args)
     da = open_raster(args.input, var=args.var)
     options = {"maxiter": args.maxiter} if args.maxiter is not None else None
+    measured = _read_measured(args.measured, da) if args.measured else None
+    if measured is not None and args.refit:  # the measurements become data
+        from geogp.adapters import find_spatial_dims
+
+        da = da.transpose(*find_spatial_dims(da)).copy()
+        da.values[measured[0], measured[1]] = measured[2]
     model = _placement_model(args, da, options)
     if model == "wavelet":
         geo = GeoRegressor("wavelet", progress=not args.quiet, options=options).fit(da)
@@ -203,6 +219,14 @@ def _place(args, echo) -> int:
                          "(e.g. with --var, or cut the file).")
     est, spec, target = geo.estimators_[0], geo.spec_, geo.target_
     my, mx = spec.to_model(target.y, target.x)  # model coordinates (y, x·lon_scale)
+    if measured is not None and not args.refit:  # condition on them, θ kept
+        from geogp.placement import add_observations
+
+        iy, ix, values = measured
+        est = add_observations(est, np.stack([my[iy], mx[ix]], axis=1), values)
+        geo.estimators_[0] = est
+        echo(f"posterior updated with {len(values)} measurement(s) from {args.measured} "
+             "(hyperparameters kept; --refit refits with them).")
     cands = Candidates.grid([my, mx])
     exclude = _exclusion_mask(args.exclude, target) if args.exclude else None
     sites = suggest_sites(est, cands, args.n, strategy=args.strategy, criterion=args.criterion,
@@ -237,6 +261,40 @@ def _place(args, echo) -> int:
              f"{out['mean_std_after'].iloc[-1]:.4g}")
     echo("wrote " + ", ".join(p for p in (args.out, args.csv, args.map) if p))
     return 0
+
+
+def _read_measured(path, da):
+    """(rows, cols, values) of the measurements in ``path`` (CSV: x, y, value in the raster's
+    CRS) at their nearest cells of ``da``; refuses points outside the raster."""
+    import pandas as pd
+
+    from geogp.adapters import find_spatial_dims
+    from geogp.exceptions import InputError
+
+    try:
+        table = pd.read_csv(path)
+    except (OSError, ValueError) as err:
+        raise InputError(f"cannot read the measurements {path!r}: {err}") from None
+    missing = [c for c in ("x", "y", "value") if c not in table.columns]
+    if missing or len(table) == 0:
+        raise InputError(f"the measurements {path!r} need rows with columns x, y and value "
+                         f"(the raster's CRS); it has {list(table.columns)[:12]}.")
+    pts = table[["x", "y", "value"]].apply(pd.to_numeric, errors="coerce").to_numpy()
+    if not np.all(np.isfinite(pts)):
+        raise InputError(f"the measurements {path!r} hold missing or non-numeric x, y or "
+                         "value entries.")
+    if da.ndim != 2:
+        raise InputError("--measured needs a 2-D raster (select one slice first).")
+    y_dim, x_dim = find_spatial_dims(da)
+    out = []
+    for axis, col in ((da[y_dim].values, 1), (da[x_dim].values, 0)):
+        step = abs(float(axis[1] - axis[0])) if axis.size > 1 else 1.0
+        idx = np.abs(pts[:, col, None] - axis[None, :]).argmin(axis=1)
+        if np.any(np.abs(pts[:, col] - axis[idx]) > 0.5 * step * (1 + 1e-9)):
+            raise InputError(f"a measurement in {path!r} lies outside the raster "
+                             f"({'y' if col else 'x'} beyond its cells).")
+        out.append(idx)
+    return out[0], out[1], pts[:, 2]
 
 
 def _placement_model(args, da, options) -> str:

@@ -310,3 +310,44 @@ def test_cli_place_continues_from_measurements(tmp_path, capsys):
     assert code == 2 and last.startswith("geogp: error:") and "outside the raster" in last
     code, io, _ = run("--refit")
     assert code == 2 and "pass --measured too" in io.err
+
+
+def test_probed_marginal_mi_estimates_the_first_order_criterion_over_every_cell(fitted):
+    """Over every cell, the lattice's marginal mi is ½ Σ_i C_ai²/(ρ_i d_a) estimated by random
+    sign probes: with many probes the estimate matches the dense value within its stated
+    error (relative sd √(2/m)), before and after sites are absorbed; suggest_sites takes this
+    route when the targets pass max_targets (no thinning)."""
+    from geogp.placement import Candidates, suggest_sites
+    from geogp.placement.lattice import lattice_greedy
+
+    est, v = fitted
+    m = int(est.margin)
+    ny, nx = v.shape
+    cands = Candidates.grid([np.arange(ny) * 10.0, np.arange(nx) * 10.0])
+    rows, cols = np.divmod(np.arange(ny * nx), nx)
+    cells = (rows + m) * est.shape_[1] + cols + m
+    probes = 6000
+    g = lattice_greedy(est, cands, None, None, "mi", "marginal", 2, 1e12, probes=probes)
+    cov = _dense_covariance(est)
+    noise = float(est.noise_var_)
+
+    def exact(c):
+        var = np.diag(c)[cells]
+        x = c[np.ix_(cells, cells)]
+        return 0.5 * np.sum(x**2 / (var[None, :] + noise), axis=1) / (var + noise)
+
+    tol = 5 * np.sqrt(2.0 / probes)  # five standard deviations of the estimate, relative
+    active = np.ones(len(cells), dtype=bool)
+    np.testing.assert_allclose(g.score_all(active), exact(cov), rtol=tol)
+    for a in (100, 300):
+        g.add(a, active)
+    chosen = list(cells[[100, 300]])
+    cs = cov[:, chosen]
+    after = cov - cs @ np.linalg.solve(cs[chosen] + noise * np.eye(2), cs.T)
+    # the weights 1/ρ_i stay those of the start (ρ from the data only)
+    var0 = np.diag(cov)[cells]
+    x = after[np.ix_(cells, cells)]
+    want = 0.5 * np.sum(x**2 / (var0[None, :] + noise), axis=1) / (np.diag(after)[cells] + noise)
+    np.testing.assert_allclose(g.score_all(active), want, rtol=tol)
+    sites = suggest_sites(est, cands, 3, max_targets=50, min_distance=0)
+    assert sites.attrs["n_targets"] == len(cells) and not sites.attrs["targets_thinned"]

@@ -25,6 +25,7 @@ from geogp.placement.greedy import _Greedy, _run
 from geogp.placement.operators import _DENSE_LIMIT, _afs_problem, _DenseOps, _exact_problem
 from geogp.placement.posterior import _check_afs
 from geogp.placement.screen import _BATCH, _BATCH_BYTES
+from geogp.placement.lattice import PROBES as LATTICE_PROBES
 from geogp.placement.lattice import (check_lattice, is_lattice, lattice_greedy,
                                      lattice_min_distance)
 from geogp.placement.wavelet import (check_wavelet, is_wavelet, wavelet_greedy,
@@ -253,8 +254,10 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
     if strategy == "mi":
         per = 8 * N * (2 if criterion == "joint" else 1)
         limit = min(max_targets, max(1, int(max_bytes // per)))
-        if n_t > limit and criterion == "marginal" and not (wavelet or lattice):
-            screened = True  # all targets, bounds + exact values (geogp.placement.screen)
+        if n_t > limit and criterion == "marginal" and not wavelet:
+            # all targets: bounds + exact values (AFS, geogp.placement.screen), or random
+            # probes of the first-order criterion (lattice, geogp.placement.lattice)
+            screened = True
         elif n_t > limit:
             tgt, thinned = (cands if tgt is None else tgt).thin(limit, seed)
     if exact and tgt is not None and not thinned and len(tgt) > max_targets:
@@ -268,7 +271,8 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
                            taken)
         pb = g.pb
     elif lattice:  # likewise
-        g = lattice_greedy(model, cands, tgt, existing, strategy, criterion, n, max_memory)
+        g = lattice_greedy(model, cands, tgt, existing, strategy, criterion, n, max_memory,
+                           probes=LATTICE_PROBES if screened else 0, seed=seed)
         pb = g.pb
     elif exact:
         n_feat = N + (0 if tgt is None else n_t) + (0 if existing is None else len(existing))

@@ -17,8 +17,8 @@ the exclusion raster is non-zero there, and every cell is a target: the default 
 of latitude on lon/lat rasters); by default ¼ of the shortest learnt lengthscale, stated in
 the summary. By default (``--model auto``) the model is the one ``geogp fit`` would choose:
 the lattice model on regular rasters, placed on its whole-lattice posterior
-(:mod:`geogp.placement.lattice`; ``mi`` scores a stratified random subset of
-``--max-targets`` cells). ``--model afs`` (or ``--kernel``/``--features``) fits a dense AFS
+(:mod:`geogp.placement.lattice`; ``mi`` scores every cell to first order, through random
+probes). ``--model afs`` (or ``--kernel``/``--features``) fits a dense AFS
 model. ``--model wavelet`` fits the multiresolution wavelet model instead of AFS and
 places on its sparse posterior (:mod:`geogp.placement.wavelet`: every strategy; ``mi`` scores a
 stratified random subset of ``--max-targets`` cells). Outputs are
@@ -75,8 +75,8 @@ def add_place_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--model", default="auto", choices=("auto", "lattice", "afs", "wavelet"),
                    help="auto (default): the model geogp fit chooses, the lattice model on "
                         "regular rasters (its whole-lattice posterior, strategies mi and "
-                        "variance; mi scores a stratified random subset of --max-targets "
-                        "cells); afs (dense posterior with --features, rank-one updates; "
+                        "variance; mi scores every cell to first order, through 128 random "
+                        "probes); afs (dense posterior with --features, rank-one updates; "
                         "implied by --kernel or --features); wavelet (multiresolution model; "
                         "sparse posterior, every strategy)")
     add_model_options(p, models=False, lattice=False, features_help=(

@@ -148,6 +148,22 @@ class _Greedy:
         return self._krause_gain(h, q)
 
     # ------------------------------------------------------------------ update
+    def _condition(self, a: int, u: np.ndarray, v: np.ndarray, d: float) -> dict:
+        """Condition the target and candidate variances on site a, given its covariances u
+        with the targets, v with the candidates and d = C_aa + σ², and queue the mi pass
+        (for the subclasses whose posterior gives those columns directly)."""
+        info = {"var_latent": d - self.pb.noise, "cT_before": self.cT.copy(), "u": u, "d": d}
+        self.cT = self.cT - u**2 / d
+        self.h = self.h - v**2 / d
+        self.hT = self.cT
+        if self.strategy == "mi":
+            self._pending = (u, v, d)
+            if self.criterion == "joint":
+                p = self.Yt[a].copy()  # p = (C_T + σ²I)⁻¹ u
+                e = d - u @ p
+                self._pending = (u, v, d, p, e, self.Yt @ u)
+        return info
+
     def add(self, a: int, active) -> dict:
         """Absorb candidate a: rank-one updates of every maintained quantity (docs/placement.md)."""
         pb, s2 = self.pb, self.pb.noise

@@ -290,18 +290,9 @@ class _LatticeGreedy(_Greedy):
         step = self.lc.add(int(pb.ops.cells[a]))
         v, d = step["v"][pb.ops.cells], step["d"]
         u = step["v"][pb.tops.cells]
-        info = {"var_latent": d - pb.noise, "cT_before": self.cT.copy(), "u": u, "d": d}
-        self.cT = self.cT - u**2 / d
-        self.h = self.h - v**2 / d
-        self.hT = self.cT
+        info = self._condition(a, u, v, d)
         if self.probes:  # C_k = C_{k−1} − v vᵀ/d, applied to W^½ Z
             self.P -= np.outer(v, (u @ self._z) / d)
-        elif self.strategy == "mi":
-            self._pending = (u, v, d)
-            if self.criterion == "joint":
-                p = self.Yt[a].copy()
-                e = d - u @ p
-                self._pending = (u, v, d, p, e, self.Yt @ u)
         return info
 
 

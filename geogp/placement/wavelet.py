@@ -388,17 +388,7 @@ class _WaveletGreedy(_Greedy):
         w, d = self.post.add(pb.ops.rows([a]))
         v = pb.ops.apply(w)  # v_c = C(c, a)
         u = v if pb.tops is pb.ops else pb.tops.apply(w)  # u_i = C(t_i, a)
-        info = {"var_latent": d - pb.noise, "cT_before": self.cT.copy(), "u": u, "d": d}
-        self.cT = self.cT - u**2 / d
-        self.h = self.h - v**2 / d
-        self.hT = self.cT
-        if self.strategy == "mi":
-            self._pending = (u, v, d)
-            if self.criterion == "joint":
-                p = self.Yt[a].copy()
-                e = d - u @ p
-                self._pending = (u, v, d, p, e, self.Yt @ u)
-        return info
+        return self._condition(a, u, v, d)
 
 
 # =========================================================================== problem

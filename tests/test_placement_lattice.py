@@ -119,6 +119,9 @@ def _dense_greedy(cov, noise, cand, targets, n, strategy, taken=()):
         var = np.diag(c)
         if strategy == "variance":
             score = var[cand] + noise
+        elif strategy == "reduction":
+            x = c[np.ix_(cand, targets)]
+            score = np.sum(x**2, axis=1) / (var[cand] + noise)
         elif strategy == "joint":
             x = c[np.ix_(targets, cand)]
             q = np.sum(x * np.linalg.solve(c[np.ix_(targets, targets)]
@@ -133,7 +136,7 @@ def _dense_greedy(cov, noise, cand, targets, n, strategy, taken=()):
     return picks
 
 
-@pytest.mark.parametrize("strategy", ["variance", "mi", "joint"])
+@pytest.mark.parametrize("strategy", ["variance", "mi", "joint", "reduction"])
 def test_suggest_sites_on_the_lattice_equals_brute_force_greedy(fitted, strategy):
     from geogp.placement import Candidates, suggest_sites
 
@@ -351,3 +354,8 @@ def test_probed_marginal_mi_estimates_the_first_order_criterion_over_every_cell(
     np.testing.assert_allclose(g.score_all(active), want, rtol=tol)
     sites = suggest_sites(est, cands, 3, max_targets=50, min_distance=0)
     assert sites.attrs["n_targets"] == len(cells) and not sites.attrs["targets_thinned"]
+    # total variance reduction: Σ_i C_ai² / d_a, the same probes with W = I
+    g = lattice_greedy(est, cands, None, None, "reduction", "marginal", 1, 1e12, probes=probes)
+    x = cov[np.ix_(cells, cells)]
+    want = np.sum(x**2, axis=1) / (np.diag(cov)[cells] + noise)
+    np.testing.assert_allclose(g.score_all(active), want, rtol=tol)

@@ -67,8 +67,9 @@ def add_place_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("input", metavar="INPUT", help="raster (.tif or .nc)")
     p.add_argument("--n", type=int, default=10, metavar="N", help="number of sites (default 10)")
     p.add_argument("--out", required=True, metavar="SITES.geojson", help="output GeoJSON")
-    p.add_argument("--strategy", default="mi", choices=("mi", "variance", "krause"),
-                   help="acquisition (default: mi)")
+    p.add_argument("--strategy", default="mi", choices=("mi", "variance", "krause", "reduction"),
+                   help="acquisition (default: mi); reduction (lattice model): the largest "
+                        "expected drop of the summed variance over every cell")
     p.add_argument("--criterion", default="marginal", choices=("marginal", "joint"),
                    help="for mi: marginal (default) or joint log-determinant")
     p.add_argument("--var", metavar="NAME", help="variable of a NetCDF file")

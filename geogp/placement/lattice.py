@@ -30,6 +30,10 @@ m = :data:`PROBES`). One solve with m right-hand sides, then O(N m) per site: P 
 v (vᵀW^½Z)/d. A thinned target set instead would reward sites next to the kept targets, since
 the posterior correlation is shorter than their spacing.
 
+``"reduction"`` (total variance reduction, A-optimal) scores Σ_i C_ai² / d_a, the expected drop
+of the targets' summed variances (the squared error a map's user sees), with the same probes
+and W = I over every cell, or exactly over an explicit small target set.
+
 :class:`LatticeCovariance` holds that state for a fitted whole-lattice model;
 :func:`lattice_greedy` builds the greedy state of :mod:`geogp.placement.greedy` on it for
 ``"variance"`` and ``"mi"`` (marginal and joint: one column per target).
@@ -191,9 +195,9 @@ def check_lattice(model, strategy: str) -> None:
             f"placement on the lattice model needs its whole-lattice posterior (one factor to "
             f"condition on new sites); this model's posterior was computed on {tiles} tiles. "
             "Refit with posterior_tile=None (memory permitting) or crop the raster.")
-    if strategy not in ("variance", "mi"):
+    if strategy not in ("variance", "mi", "reduction"):
         raise InputError(f"strategy {strategy!r} is not available for the lattice model; use "
-                         "'variance' or 'mi'.")
+                         "'variance', 'mi' or 'reduction'.")
 
 
 def lattice_min_distance(model) -> float:
@@ -253,18 +257,19 @@ class _LatticeGreedy(_Greedy):
         self.h, self.cT = var[pb.ops.cells], var[pb.tops.cells]
         self.hT = self.cT
         self.scores = np.full(pb.ops.n, -np.inf)
-        self.probes = int(probes) if strategy == "mi" else 0
+        self.probes = int(probes) if strategy in ("mi", "reduction") else 0
         if self.probes:  # P = C W^½ Z at the candidates, Z random signs over the targets
             rng = np.random.default_rng(seed)
-            self._z = (rng.choice([-1.0, 1.0], (pb.tops.n, self.probes))
-                       / np.sqrt(self.cT + pb.noise)[:, None])
+            self._z = rng.choice([-1.0, 1.0], (pb.tops.n, self.probes))
+            if strategy == "mi":  # W = diag(1/ρ); "reduction": W = I
+                self._z /= np.sqrt(self.cT + pb.noise)[:, None]
             self.P = np.empty((pb.ops.n, self.probes))
             for a in range(0, self.probes, 64):
                 z = np.zeros((lc.n, min(64, self.probes - a)))
                 z[pb.tops.cells] = self._z[:, a:a + z.shape[1]]
                 self.P[:, a:a + z.shape[1]] = lc.apply(z)[pb.ops.cells]
                 del z
-        elif strategy == "mi":  # C(candidates, targets), 64 target columns per solve
+        elif strategy in ("mi", "reduction"):  # C(candidates, targets), 64 columns a solve
             self.Xt = np.empty((pb.ops.n, pb.tops.n))
             ct = np.empty((pb.tops.n, pb.tops.n)) if criterion == "joint" else None
             for a in range(0, pb.tops.n, 64):
@@ -273,7 +278,7 @@ class _LatticeGreedy(_Greedy):
                 if ct is not None:
                     ct[:, a:a + cols.shape[1]] = cols[pb.tops.cells]
                 del cols
-            if criterion == "joint":
+            if criterion == "joint" and strategy == "mi":
                 r = 0.5 * (ct + ct.T) + pb.noise * np.eye(pb.tops.n)
                 self.Yt = np.ascontiguousarray(
                     sla.cho_solve(sla.cho_factor(r, lower=True), self.Xt.T).T)
@@ -281,8 +286,12 @@ class _LatticeGreedy(_Greedy):
     def score_all(self, active, *pending) -> np.ndarray:
         if self.strategy == "variance":
             return self.h + self.pb.noise
+        d = self.h + self.pb.noise
+        if self.strategy == "reduction":  # Σ_i C_ai² / d_a: exact, or estimated
+            sq = np.mean(self.P**2, axis=1) if self.probes else np.sum(self.Xt**2, axis=1)
+            return sq / d
         if self.probes:  # ½ Σ_i C_ai² / (ρ_i d_a), estimated (module docstring)
-            return 0.5 * np.mean(self.P**2, axis=1) / (self.h + self.pb.noise)
+            return 0.5 * np.mean(self.P**2, axis=1) / d
         return super().score_all(active, *pending)
 
     def add(self, a: int, active) -> dict:
@@ -293,6 +302,8 @@ class _LatticeGreedy(_Greedy):
         info = self._condition(a, u, v, d)
         if self.probes:  # C_k = C_{k−1} − v vᵀ/d, applied to W^½ Z
             self.P -= np.outer(v, (u @ self._z) / d)
+        elif self.strategy == "reduction":
+            self.Xt -= np.outer(v, u / d)
         return info
 
 

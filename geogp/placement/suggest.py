@@ -31,7 +31,7 @@ from geogp.placement.lattice import (check_lattice, is_lattice, lattice_greedy,
 from geogp.placement.wavelet import (check_wavelet, is_wavelet, wavelet_greedy,
                                      wavelet_min_distance)
 
-STRATEGIES = ("variance", "mi", "krause")
+STRATEGIES = ("variance", "mi", "krause", "reduction")
 CRITERIA = ("marginal", "joint")
 
 
@@ -206,6 +206,9 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
     lattice = not wavelet and is_lattice(model)
     exact = (not wavelet and not lattice and hasattr(model, "X_train_")
              and not hasattr(model, "features_"))
+    if strategy == "reduction" and not lattice:
+        raise InputError("strategy 'reduction' (total variance reduction) is available for the "
+                         "lattice model; use 'variance', 'mi' or 'krause' with this model.")
     if wavelet:  # sparse posterior, rank-one updates by solves (geogp.placement.wavelet)
         check_wavelet(model, strategy)
         n_dims = model.basis_.n_dims
@@ -251,10 +254,10 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
         raise InputError(f"targets have {tgt.n_dims} columns; expected {n_dims}.")
     n_t = N if tgt is None else len(tgt)
     thinned = screened = False
-    if strategy == "mi":
-        per = 8 * N * (2 if criterion == "joint" else 1)
+    if strategy in ("mi", "reduction"):
+        per = 8 * N * (2 if criterion == "joint" and strategy == "mi" else 1)
         limit = min(max_targets, max(1, int(max_bytes // per)))
-        if n_t > limit and criterion == "marginal" and not wavelet:
+        if n_t > limit and (criterion == "marginal" or strategy == "reduction") and not wavelet:
             # all targets: bounds + exact values (AFS, geogp.placement.screen), or random
             # probes of the first-order criterion (lattice, geogp.placement.lattice)
             screened = True
@@ -303,7 +306,7 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
     data = {"order": np.arange(1, len(picks) + 1), "index": idx}
     for j, name in enumerate(names):
         data[name] = cands.coords[idx, j] if len(picks) else np.array([])
-    score_scale = ys**2 if strategy == "variance" else 1.0
+    score_scale = ys**2 if strategy in ("variance", "reduction") else 1.0
     data["score"] = np.array([p["score"] * score_scale for p in picks])
     data["std_before"] = np.array([math.sqrt(max(p["var_latent"], 0.0)) * ys for p in picks])
     data["std_reduction"] = np.array([p["std_reduction"] * ys for p in picks])

@@ -8,7 +8,7 @@ posterior is not tiled) and the per-cell arrays of the whole raster:
 
 with n_t the largest tile's unknowns (cells, margin included), n the lattice's cells, k + p the
 large-scale and trend columns. The factor has nnz ≈ fill · n_t log₂ n_t entries (nested
-dissection on these lattices; the mid-scale level's coupling about doubles it), each held as a
+dissection on these lattices; the mid-scale level's coupling adds half), each held as a
 value and an index in three copies (CHOLMOD's factor, its scipy copy for the selected inverse,
 and B⁻¹ on its pattern). The dense term counts the n_t × (1 + k + p) arrays alive at once: the
 right-hand sides Pᵀ[y, Φ, X], S at the kept cells and a block of solutions (then S and
@@ -42,6 +42,9 @@ POSTERIOR_HALO = 96
 # nnz(L) / (n log₂ n) of nested dissection on these lattices (measured at n = 1.7·10⁵:
 # 5-point 7.0·10⁶, 13-point 1.85·10⁷ entries), rounded up
 FILL = {1: 2.6, 2: 6.5}
+# with the mid-scale level's coupling (measured nnz(L) / (n log₂ n): 8.1 at 1.25·10⁵ unknowns,
+# 9.0 at 5.3·10⁵), as a multiple of FILL[2] = 6.5, rounded up
+MID_FILL = 1.55
 # bytes per stored entry of the factor (value + row index), times the copies alive at once
 BYTES_PER_FACTOR_ENTRY = 3 * 12.0
 # n_t × (1 + k + p) float64 arrays alive at once during a tile's sparse work (Pᵀ[y, Φ, X], S at
@@ -64,7 +67,7 @@ def factor_bytes(unknowns: int, alpha: int, mid: bool) -> float:
     docstring)."""
     n_t = max(int(unknowns), 2)
     factor = FILL[int(alpha)] * n_t * math.log2(n_t) * BYTES_PER_FACTOR_ENTRY
-    return 2.0 * factor if mid else factor
+    return MID_FILL * factor if mid else factor
 
 
 def lattice_bytes(lattice_cells: int, tile_cells: int, alpha: int, mid: bool,

@@ -14,7 +14,8 @@ and B⁻¹ on its pattern). The dense term counts the n_t × (1 + k + p) arrays 
 right-hand sides Pᵀ[y, Φ, X], S at the kept cells and a block of solutions (then S and
 F − S_F; the moments work in bands of rows). Calibration (peak resident memory against the
 estimate): the 300 × 500 satellite raster (whole-lattice posterior, mid-scale level, 200
-features) 2.53 against 3.51 GiB; a 200 × 250 raster on tiles of 96² cores
+features) 2.53 against 3.21 GiB; a 1200² raster on 25 tiles 3.12 against 3.56 GiB; a 200 × 250
+raster on tiles of 96² cores
 (tests/reliability/test_lattice_memory.py checks the bound).
 """
 

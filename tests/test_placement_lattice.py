@@ -359,3 +359,23 @@ def test_probed_marginal_mi_estimates_the_first_order_criterion_over_every_cell(
     x = cov[np.ix_(cells, cells)]
     want = np.sum(x**2, axis=1) / (np.diag(cov)[cells] + noise)
     np.testing.assert_allclose(g.score_all(active), want, rtol=tol)
+
+
+def test_cli_place_default_strategy_is_reduction_on_the_lattice(tmp_path, capsys):
+    import argparse
+
+    import rioxarray  # noqa: F401
+    import xarray as xr
+
+    from geogp.cli.place import add_place_parser, run_place
+
+    _, v = _raster(8, (16, 20))
+    da = xr.DataArray(v, dims=("y", "x"), coords={"y": 900.0 - 50 * np.arange(16),
+                                                  "x": 50.0 * np.arange(20)})
+    da.rio.write_crs("EPSG:32633").rio.to_raster(tmp_path / "in.tif")
+    parser = argparse.ArgumentParser(prog="geogp")
+    add_place_parser(parser.add_subparsers(dest="command"))
+    argv = ["place", str(tmp_path / "in.tif"), "--n", "2", "--out",
+            str(tmp_path / "s.geojson"), "--maxiter", "5", "--min-distance", "0"]
+    assert run_place(parser.parse_args(argv)) == 0
+    assert "2 site(s) by reduction among 320 cells" in capsys.readouterr().out

@@ -38,3 +38,6 @@ def test_readme_snippet_runs(index, tmp_path, monkeypatch):
         assert 0.5 < namespace["cv"].scores().loc["all", "coverage95"] <= 1.0
     if "sites" in namespace:
         assert len(namespace["sites"]) == 10
+    if "est2" in namespace:  # the active loop: the measurements lower the summed variance
+        assert namespace["est2"]._var.sum() < namespace["est"]._var.sum()
+        assert len(namespace["more"]) == 10

@@ -311,7 +311,6 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         obs = np.isfinite(v)
         powers = monomial_powers(self.mean, 2)
         m = int(self.margin)
-        self.covariate_mean_ = self.covariate_scale_ = None
         self._covariates, self.covariate_mean_, self.covariate_scale_ = (
             standardised_covariates(covariates, obs, m))
         p = (0 if powers is None else powers.shape[0]) + (

@@ -211,7 +211,7 @@ def tile_statistics(est, raster: np.ndarray, tile: PosteriorTile, params, keep=F
     mid = est._mid_factor()
     problem, cells, shape = _tile_problem(est, raster, tile)
     core = tuple(slice(c.start - o, c.stop - o) for c, o in zip(tile.core, tile.offset))
-    ey, ex, ext = extended_core(shape, core)
+    _, ex, ext = extended_core(shape, core)
     s, m_mat, logdet_sigma, b_vals = solve_tile(params, problem, shape, mid,
                                                 rows=None if keep else ext, whole=keep)
     if not keep:  # the core's observed cells, and where they sit in the extended core

@@ -230,15 +230,16 @@ def lattice_memory_estimate(model, n_candidates: int, n_targets: int, n_sites: i
                             strategy: str, criterion: str) -> float:
     """Bytes the lattice placement needs beyond the fitted model (an upper bound): the factor
     of B refactorised (as at the fit), the kept columns (one per site over every cell) and,
-    for ``"mi"``, the candidates × targets covariance (twice for ``"joint"``)."""
+    for ``"mi"`` and ``"reduction"``, the candidates × targets covariance (twice for the
+    joint mi), or the candidates × probes products (``n_targets`` = the probes)."""
     from geogp.models.lattice_memory import factor_bytes
 
     n = model.shape_[0] * model.shape_[1]
     size = model._sampler["pattern"].n if getattr(model, "_sampler", None) else n
     out = factor_bytes(size, int(model.alpha), size > n) + 8.0 * n * (n_sites + 6)
     out += _LOCATION_BYTES * (n_candidates + n_targets)
-    if strategy == "mi":
-        joint = criterion == "joint"
+    if strategy in ("mi", "reduction"):
+        joint = strategy == "mi" and criterion == "joint"
         out += 8.0 * n_candidates * n_targets * (2 if joint else 1)
         out += 3 * 8.0 * n_targets**2 if joint else 0.0
     return out
@@ -270,15 +271,16 @@ class _LatticeGreedy(_Greedy):
                 self.P[:, a:a + z.shape[1]] = lc.apply(z)[pb.ops.cells]
                 del z
         elif strategy in ("mi", "reduction"):  # C(candidates, targets), 64 columns a solve
+            joint = strategy == "mi" and criterion == "joint"
             self.Xt = np.empty((pb.ops.n, pb.tops.n))
-            ct = np.empty((pb.tops.n, pb.tops.n)) if criterion == "joint" else None
+            ct = np.empty((pb.tops.n, pb.tops.n)) if joint else None
             for a in range(0, pb.tops.n, 64):
                 cols = lc.columns(pb.tops.cells[a:a + 64])
                 self.Xt[:, a:a + cols.shape[1]] = cols[pb.ops.cells]
                 if ct is not None:
                     ct[:, a:a + cols.shape[1]] = cols[pb.tops.cells]
                 del cols
-            if criterion == "joint" and strategy == "mi":
+            if joint:
                 r = 0.5 * (ct + ct.T) + pb.noise * np.eye(pb.tops.n)
                 self.Yt = np.ascontiguousarray(
                     sla.cho_solve(sla.cho_factor(r, lower=True), self.Xt.T).T)
@@ -370,21 +372,19 @@ def add_lattice_observations(model, X, y=None):
         ys = model.scaler_.y(y)
     lc = LatticeCovariance(model)
     ny, nx = model.shape_
-    mean, var, cov = (np.array(a, dtype=np.float64) for a in (model._mean, model._var,
-                                                              model._cov))
-    cov = cov.reshape(4, ny, nx)
+    mean = np.array(model._mean, dtype=np.float64)
+    cov = np.array(model._cov, dtype=np.float64).reshape(4, ny, nx)
     for j, cell in enumerate(cells):
         step = lc.add(int(cell))
         v, d = step["v"], step["d"]
         if ys is not None:
             mean += v * ((ys[j] - mean[cell]) / d)
-        var -= v**2 / d
         g = v.reshape(ny, nx) / np.sqrt(d)
         cov[0, :, :-1] -= g[:, :-1] * g[:, 1:]
         cov[1, :-1, :] -= g[:-1] * g[1:]
         cov[2, :-1, :-1] -= g[:-1, :-1] * g[1:, 1:]
         cov[3, :-1, :-1] -= g[1:, :-1] * g[:-1, 1:]
     out = copy.copy(model)
-    out._mean, out._var, out._cov = mean, var, cov.reshape(4, ny * nx)
+    out._mean, out._var, out._cov = mean, lc.variance(), cov.reshape(4, ny * nx)
     out._absorbed = {"var0": lc._var0, "v": lc._v, "d": lc._d, "sites": list(lc.sites)}
     return out

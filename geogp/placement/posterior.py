@@ -156,9 +156,9 @@ def add_observations(model, X, y=None):
     from geogp.features.data import Points
     from geogp.features.fourier_statistics import SufficientStats
 
-    if type(model).__name__ == "LatticeRegressor":  # its GMRF posterior, exact updates
-        from geogp.placement.lattice import add_lattice_observations
+    from geogp.placement.lattice import add_lattice_observations, is_lattice
 
+    if is_lattice(model):  # its GMRF posterior, exact updates
         return add_lattice_observations(model, X, y)
     _check_afs(model)
     X = as_points(X, "X (new observations)")

@@ -122,17 +122,20 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
     Args:
         model: a fitted :class:`~geogp.models.afs.AFSRegressor`,
             :class:`~geogp.models.exact.ExactGP` or
-            :class:`~geogp.models.wavelet.WaveletRegressor` (sparse posterior, every strategy:
+            :class:`~geogp.models.wavelet.WaveletRegressor` (sparse posterior, strategies
+            "variance", "mi" and "krause":
             :mod:`geogp.placement.wavelet`) or
             :class:`~geogp.models.lattice.LatticeRegressor` fitted with its whole-lattice
-            posterior (``"variance"`` and ``"mi"``, candidates and targets at cell centres:
+            posterior (``"variance"``, ``"mi"`` and ``"reduction"``, candidates and targets at
+            cell centres:
             :mod:`geogp.placement.lattice`); hyperparameters are kept fixed.
         candidates: :class:`Candidates` (e.g. ``Candidates.grid(axes, mask)``), or an (N, D)
             array / DataFrame of points, in the model's input units and column order.
         n: number of sites k (fewer are returned when the budget or the minimum distance
             leaves no feasible candidate).
-        strategy: ``"mi"`` (thesis log-determinant criterion, default), ``"variance"`` or
-            ``"krause"`` (mutual information with V = the candidates, lazy greedy).
+        strategy: ``"mi"`` (thesis log-determinant criterion, default), ``"variance"``,
+            ``"krause"`` (mutual information with V = the candidates, lazy greedy) or, on the
+            lattice model, ``"reduction"`` (total variance reduction over the targets).
         criterion: for ``"mi"``: ``"marginal"`` (default; sum of per-target terms) or
             ``"joint"`` (log-determinant over all targets).
         targets: where the predictions should improve, (N_T, D) points or :class:`Candidates`;

@@ -42,7 +42,7 @@ def _dense_covariance(est):
     binv = np.linalg.inv(sm["pattern"].to_scipy(sm["b_vals"]).toarray())
     n = est.shape_[0] * est.shape_[1]
     h = np.eye(n) if sm["pi"] is None else np.hstack([np.eye(n), sm["pi"].toarray()])
-    return h @ binv @ h.T + sm["r"] @ sm["chol_w"] @ sm["chol_w"].T @ sm["r"].T
+    return h @ binv @ h.T + sm["g"] @ sm["w_cov"] @ sm["g"].T  # g (D A⁻¹ D) gᵀ = r A⁻¹ rᵀ
 
 
 def test_columns_are_the_dense_posterior_covariance(fitted):

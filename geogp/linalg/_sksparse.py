@@ -95,6 +95,7 @@ class CholmodBackend(ABC):
         self.n_factorizations = 0
         self._positive = False
         self._diag = np.empty(0)
+        self._released = False
         self.perm = self.analyze(pattern)
 
     def _placeholder(self) -> sp.csc_matrix:
@@ -127,6 +128,12 @@ class CholmodBackend(ABC):
             True when ``B`` is positive definite (every pivot finite and > 0), else False.
         """
         lower = self.pattern.to_scipy_lower(values)
+        if self._released:  # analyse again (the same ordering, checked)
+            perm = self.analyze(self.pattern)
+            if not np.array_equal(perm, self.perm):
+                raise CholmodBackendError("the re-analysis of a released factor gave another "
+                                          "permutation.")
+            self._released = False
         self.n_factorizations += 1
         try:
             with warnings.catch_warnings():
@@ -140,6 +147,12 @@ class CholmodBackend(ABC):
         self._diag = diag
         self._positive = bool(np.all(np.isfinite(diag)) and np.all(diag > 0.0))
         return self._positive
+
+    def release(self) -> None:
+        """Free the factor (numeric and symbolic); the next :meth:`factorize` analyses the
+        pattern again."""
+        self._factor, self._released = None, True
+        self._positive, self._diag = False, np.empty(0)
 
     @property
     def positive_definite(self) -> bool:

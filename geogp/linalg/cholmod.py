@@ -163,6 +163,19 @@ class CholmodFactorization:
                              pool.submit(_inverse_on_pattern, lfac, self._prow, self._pcol))
         return positive
 
+    def release(self) -> None:
+        """Free the factor and the cached inverse (a compiled function may keep this object
+        alive long after its last use); the next evaluation factorises again."""
+        with self.lock:
+            self._release_locked()
+
+    def _release_locked(self) -> None:
+        self._values, self._zpattern = None, None
+        self._drop_future()
+        release = getattr(self.backend, "release", None)  # dense LAPACK factors: none
+        if release is not None:
+            release()
+
     def _drop_future(self) -> None:
         if self._zfuture is not None:
             self._zfuture[1].cancel()  # a queued inversion of values no longer wanted
@@ -275,13 +288,21 @@ class CholmodFactorization:
             "small jitter to the diagonal."
         )
 
-    def selected_inverse(self, values: Any) -> np.ndarray:
+    def selected_inverse(self, values: Any, release: bool = False) -> np.ndarray:
         """``B⁻¹`` on the pattern entries, shape ``(nnz,)``; see :func:`selected_inverse`."""
         self.check_positive_definite(values)
         values = _concrete(values, "values")
         with self.lock, self._blas_threads():
             self._ensure_factor(values)
-            return self._selected_inverse_locked().copy()
+            if not release or self._zpattern is not None or self._zfuture is not None:
+                out = self._selected_inverse_locked().copy()
+                if release:
+                    self._release_locked()
+                return out
+            # the recursion reads only the factor's LLᵀ copy: free CHOLMOD's factor first
+            lfac, _ = self.backend.factor_and_perm()
+            self._release_locked()
+            return _inverse_on_pattern(lfac, self._prow, self._pcol)
 
     def logdet_and_solve(self, values: Any, rhs: Any) -> tuple[jax.Array, jax.Array]:
         """See :func:`logdet_and_solve` (this pattern, ordering and mode)."""
@@ -454,6 +475,7 @@ def selected_inverse(
     *,
     ordering: str = "amd",
     mode: str = "auto",
+    release: bool = False,
 ) -> np.ndarray:
     """Entries of ``B⁻¹`` on the pattern, by Takahashi's recursion (docs/sparse_vjp.md, selected inversion). Eager.
 
@@ -462,6 +484,9 @@ def selected_inverse(
         values: Values of ``B`` on the pattern, shape ``(nnz,)``, convention (a).
         ordering: Fill-reducing ordering (see :func:`analyze`).
         mode: CHOLMOD mode (see :func:`analyze`).
+        release: free the factor (numeric and symbolic) as soon as the recursion has its
+            copy, lowering the peak memory by about the factor's size; the next use of the
+            pattern analyses it again.
 
     Returns:
         ``(B⁻¹)[rows[e], cols[e]]`` for each stored entry ``e``, float64, shape ``(nnz,)``.
@@ -471,7 +496,7 @@ def selected_inverse(
 
     Cost: one factorisation and one selected inversion; memory ``O(nnz(L))``.
     """
-    return analyze(pattern, ordering=ordering, mode=mode).selected_inverse(values)
+    return analyze(pattern, ordering=ordering, mode=mode).selected_inverse(values, release)
 
 
 def check_positive_definite(

@@ -189,6 +189,14 @@ class SparsePattern:
         mat.has_sorted_indices = True
         return mat
 
+    def release_factors(self) -> None:
+        """Free the numeric factors cached on this pattern (they are refactorised on their
+        next use): for patterns that compiled functions keep alive after their last use."""
+        for state in list(self._cache.values()):
+            release = getattr(state, "release", None)
+            if callable(release):
+                release()
+
     def __reduce__(self) -> tuple[Any, ...]:
         # Indices only: the cache (CHOLMOD analysis, locks) is rebuilt where it is unpickled.
         return (SparsePattern, (np.array(self.rows), np.array(self.cols), self.n))

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from geogp.exceptions import InputError, OutsideWindowError
+from geogp.exceptions import GeogpError, InputError, OutsideWindowError
 from geogp.models.base import Prediction, check_columns, check_fitted
 
 __all__ = ["LatticeOutputsMixin"]
@@ -27,9 +27,9 @@ class LatticeOutputsMixin:
     def _sample_cells(self, eps_w: np.ndarray, eps_g: np.ndarray) -> np.ndarray:
         """Latent samples at every lattice cell (standardised), linear in the normal draws:
 
-            f = E f + r C ε_w + Πᵀ L⁻ᵀ ε_g,   C Cᵀ = A⁻¹,  Π B Πᵀ = L Lᵀ (CHOLMOD),
+            f = E f + g C ε_w + Πᵀ L⁻ᵀ ε_g,   C Cᵀ = D A⁻¹ D,  Π B Πᵀ = L Lᵀ (CHOLMOD),
 
-        so that Cov f = B⁻¹ + r A⁻¹ rᵀ, the posterior of the module docstring. ``eps_w``
+        so that Cov f = B⁻¹ + r A⁻¹ rᵀ (r = g D), the posterior of the module docstring. ``eps_w``
         (k + p, n_s), ``eps_g`` (n, n_s); returns (n, n_s).
         """
         sm = self._require_sampler()
@@ -45,7 +45,7 @@ class LatticeOutputsMixin:
         if pi is not None:  # joint unknowns (g_fine, g_mid): the field is g_fine + Π g_mid
             n = pi.shape[0]
             g = g[:n] + pi @ g[n:]
-        return self._mean[:, None] + sm["r"] @ (sm["chol_w"] @ eps_w) + g
+        return self._mean[:, None] + sm["g"] @ (_weights_root(sm) @ eps_w) + g
 
     def _require_sampler(self) -> dict:
         if getattr(self, "_absorbed", None) is not None:
@@ -88,7 +88,7 @@ class LatticeOutputsMixin:
             raise InputError(f"n (number of samples) must be an integer ≥ 1; got {n!r}.")
         check_fitted(self, "_mean")
         rng = np.random.default_rng(seed)
-        k = self._require_sampler()["chol_w"].shape[0]
+        k = self._require_sampler()["w_cov"].shape[0]
         out = []
         for start in range(0, n, 64):
             m = min(64, n - start)
@@ -196,3 +196,24 @@ class LatticeOutputsMixin:
             out["large_scale_sd"] = (float(np.exp(self.params_["log_sd_large"]))
                                      * self.scaler_.y_scale)
         return {**out, "n_features": self.shape_[0] * self.shape_[1] + self._n_large()}
+
+
+def _weights_root(sm: dict) -> np.ndarray:
+    """C with C Cᵀ = D A⁻¹ D (the dense part's covariance), computed on the first draw and
+    kept: a symmetric eigendecomposition, so that a numerically semi-definite A⁻¹ (flat
+    directions of the trend, say) still gives a root, with eigenvalues below rounding set
+    to 0."""
+    if "w_root" not in sm:
+        cov = np.asarray(sm["w_cov"], dtype=np.float64)
+        if cov.size == 0:
+            sm["w_root"] = cov
+        else:
+            lam, vec = np.linalg.eigh(0.5 * (cov + cov.T))
+            if not np.all(np.isfinite(lam)) or lam.min() < -1e-8 * max(lam.max(), 1e-300):
+                raise GeogpError(
+                    "posterior samples: the covariance of the lattice model's trend and "
+                    "large-scale coefficients is not positive semi-definite (smallest "
+                    f"eigenvalue {lam.min():.3g}); the fit is numerically singular. Refit "
+                    "with a simpler mean (mean='constant') or large_scale=None.")
+            sm["w_root"] = vec * np.sqrt(np.clip(lam, 0.0, None))
+    return sm["w_root"]

@@ -91,23 +91,25 @@ class LatticePosteriorMixin:
             # pass 2, dense only: B/c has the inverse c B⁻¹, so the stage-1 solves serve
             args = (self.local_scale_, d, w, vbeta)
             if single:
-                parts = [core_moments(state, *args, keep_r=True)]
-                del state
+                parts = [core_moments(state, *args)]
             else:
                 parts = kept.map(core_moments, args, getattr(self, "_tile_progress", None))
         ny, nx = self.shape_
         self._mean, self._var = np.zeros((ny, nx)), np.zeros((ny, nx))
         self._cov = np.zeros((4, ny, nx))
-        for tile, (mean, var, cov, _) in zip(tiles, parts):
+        for tile, (mean, var, cov) in zip(tiles, parts):
             self._mean[tile.core], self._var[tile.core] = mean, var
             self._cov[(slice(None), *tile.core)] = cov
         self._mean, self._var = self._mean.ravel(), self._var.ravel()
         self._cov = self._cov.reshape(4, ny * nx)
         self._sampler = None
-        if single:  # what posterior samples need (kept in memory only; files keep moments)
-            self._sampler = {**sampler, "r": parts[0][3],
+        if single:  # what posterior samples need (kept in memory only; files keep moments):
+            # the dense part of Cov f is r A⁻¹ rᵀ with r = (F − S_F) D, kept as g = F − S_F
+            # (the state's own array, no copy) and D A⁻¹ D
+            cy, cx = self.shape_  # one tile: its core is the whole lattice
+            self._sampler = {**sampler, "g": state.g[:cy, :cx].reshape(cy * cx, -1),
                              "b_vals": sampler["b_vals"] / self.local_scale_,  # B/c
-                             "chol_w": np.linalg.cholesky(vbeta) if a.size else vbeta}
+                             "w_cov": d[:, None] * vbeta * d[None, :]}
 
     def _stage2(self, m_mat, logdet_sigma, n_obs: int, freq2):
         """Stage 2 at the local shape (range, noise/sd) of stage 1: the large-scale θ and one
@@ -219,12 +221,13 @@ def tile_statistics(est, raster: np.ndarray, tile: PosteriorTile, params, keep=F
         r, q = np.divmod(c, shape[1])
         m_mat = core_gram(problem.ptw[c], s[(r - core[0].start) * ex + q - core[1].start],
                           float(np.exp(2.0 * params["log_noise"])))
-    problem = dataclasses.replace(problem, ptw=problem.ptw[:0])  # the right-hand sides
-    z = selected_inverse(problem, b_vals, est.ordering)
+    # drop the right-hand sides (a copy: a view would keep the (n, 1 + k + p) array alive)
+    problem = dataclasses.replace(problem, ptw=np.zeros((0, problem.ptw.shape[1])))
+    z = selected_inverse(problem, b_vals, est.ordering, release=keep)  # one tile: no reuse
     oy, ox = tile.offset
     state = core_state(shape, core, s, lambda rr, cc: est._columns(rr + oy, cc + ox),
                        field_covariance(problem.pattern, z, shape, mid),
-                       dtype=np.float64 if keep else np.float32)
+                       dtype=np.float64 if keep else np.float32, overwrite_s=keep)
     del z, s
     if keep:
         return m_mat, logdet_sigma, state, {

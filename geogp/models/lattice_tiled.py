@@ -160,15 +160,18 @@ def core_gram(w: np.ndarray, s: np.ndarray, noise: float) -> np.ndarray:
     return (w.T @ w - w.T @ s) / noise
 
 
-def selected_inverse(problem: LatticeProblem, b_vals: np.ndarray, ordering: str) -> np.ndarray:
+def selected_inverse(problem: LatticeProblem, b_vals: np.ndarray, ordering: str,
+                     release: bool = False) -> np.ndarray:
     """B⁻¹ on the problem's pattern (selected inversion, CHOLMOD; dense on the reference
-    backend)."""
+    backend). ``release``: free the factor once the recursion has its copy (a lower peak; a
+    pattern shared by the next tile is then analysed again)."""
     if problem.solve.backend == "dense":
         return np.linalg.inv(problem.pattern.to_scipy(b_vals).toarray())[
             problem.pattern.rows, problem.pattern.cols]
     from geogp import linalg
 
-    return linalg.cholmod.selected_inverse(problem.pattern, b_vals, ordering=ordering)
+    return linalg.cholmod.selected_inverse(problem.pattern, b_vals, ordering=ordering,
+                                           release=release)
 
 
 def field_covariance(pattern, z: np.ndarray, shape, mid_factor):
@@ -222,18 +225,22 @@ class CoreState(NamedTuple):
 
 
 def core_state(shape, core, s: np.ndarray, columns, field_cov, dtype=np.float64,
-               band_bytes: float = 64 * 2**20) -> CoreState:
+               band_bytes: float = 64 * 2**20, overwrite_s: bool = False) -> CoreState:
     """The :class:`CoreState` of a tile lattice's ``core`` ((rows, cols) slices of the tile
     lattice of ``shape``) from S at its extended core (``s``, (e_y·e_x, 1 + k + p) in the
     row-major order of :func:`extended_core`; :func:`solve_tile`), ``columns(rows, cols)`` →
     [Φ, X] at tile cells, and ``field_cov`` (:func:`field_covariance`). ``g`` is stored as
     ``dtype`` (float32 for tiles whose states wait on disk: its rounding, 6·10⁻⁸ relative,
-    is far below the tiles' own error)."""
+    is far below the tiles' own error). ``overwrite_s`` (float64 only): ``g`` is computed in
+    ``s``'s own columns, a view of ``s`` (no second (e_y·e_x, k + p) array; ``s`` is then
+    overwritten)."""
     (rows, cols), (ny, nx) = core, shape
     cy, cx = rows.stop - rows.start, cols.stop - cols.start
     ey, ex, _ = extended_core(shape, core)
     kp = s.shape[1] - 1
-    s_y, g = s[:, 0].reshape(ey, ex).copy(), np.empty((ey, ex, kp), dtype=dtype)
+    in_place = overwrite_s and np.dtype(dtype) == s.dtype and s.flags.writeable
+    s_y = s[:, 0].reshape(ey, ex).copy()
+    g = s[:, 1:].reshape(ey, ex, kp) if in_place else np.empty((ey, ex, kp), dtype=dtype)
     band = max(1, int(band_bytes // (8.0 * ex * max(kp, 1))))
     for a in range(0, ey, band):
         b = min(a + band, ey)
@@ -259,7 +266,7 @@ def core_state(shape, core, s: np.ndarray, columns, field_cov, dtype=np.float64,
 
 
 def core_moments(state: CoreState, scale: float, d: np.ndarray, w: np.ndarray,
-                 vbeta: np.ndarray, keep_r: bool = False, band_bytes: float = 64 * 2**20):
+                 vbeta: np.ndarray, band_bytes: float = 64 * 2**20):
     """Posterior moments of a core's cells (standardised units) from its :class:`CoreState`
     and stage 2's result: dense work only.
 
@@ -269,15 +276,14 @@ def core_moments(state: CoreState, scale: float, d: np.ndarray, w: np.ndarray,
     rows whose r and r A⁻¹ take at most ``band_bytes`` each.
 
     Returns:
-        (mean, var, cov, r): mean and var (c_y, c_x); cov (4, c_y, c_x) the covariances with
+        (mean, var, cov): mean and var (c_y, c_x); cov (4, c_y, c_x) the covariances with
         the cells (i, j+1), (i+1, j), (i+1, j+1) and of (i+1, j) with (i, j+1) (zero past the
-        lattice's last row or column); r (c_y·c_x, k + p), or None without ``keep_r``.
+        lattice's last row or column).
     """
     s_y, g, field = state
     (cy, cx), (ey, ex, kp) = field.shape[1:], g.shape
     mean, var = np.empty((cy, cx)), np.empty((cy, cx))
     cov = scale * field[1:]
-    r_core = np.empty((cy * cx, kp)) if keep_r else None
     rx = min(cx, ex - 1)
     band = max(1, int(band_bytes // (8.0 * ex * max(kp, 1))))
 
@@ -295,6 +301,4 @@ def core_moments(state: CoreState, scale: float, d: np.ndarray, w: np.ndarray,
         cov[1, a:a + hy] += quad(rv[:hy, :cx], r[1:hy + 1, :cx])
         cov[2, a:a + hy, :rx] += quad(rv[:hy, :rx], r[1:hy + 1, 1:rx + 1])
         cov[3, a:a + hy, :rx] += quad(rv[1:hy + 1, :rx], r[:hy, 1:rx + 1])
-        if keep_r:
-            r_core[a * cx:b * cx] = r[:h, :cx].reshape(-1, kp)
-    return mean, var, cov, r_core
+    return mean, var, cov

@@ -71,9 +71,9 @@ class LatticeCovariance:
               else est._require_sampler())  # whole lattice only: refuses on tiles
         self.noise = float(est.noise_var_)
         self.n = int(est.shape_[0] * est.shape_[1])
-        self._pi, self._r = sm.get("pi"), np.asarray(sm["r"])
-        chol_w = np.asarray(sm["chol_w"])
-        self._ainv = chol_w @ chol_w.T
+        # the dense part of the covariance, r A⁻¹ rᵀ = g (D A⁻¹ D) gᵀ
+        self._pi, self._r = sm.get("pi"), np.asarray(sm["g"])
+        self._ainv = np.asarray(sm["w_cov"])
         self._var0 = np.asarray(est._var, dtype=np.float64)
         pattern, b_vals = sm["pattern"], np.asarray(sm["b_vals"])  # B/c
         if sm["dense"]:

@@ -127,3 +127,29 @@ def test_cholmod_selected_inverse_on_pattern(case, mode, rng):
             results[ordering], want, rtol=0, atol=1e-12 * np.abs(inv).max(), err_msg=ordering
         )
     assert len(results) >= 2
+
+
+def test_cholmod_selected_inverse_with_release_frees_the_factor_and_refactorises(rng):
+    """``release=True`` gives the same entries, drops the factor (the next use analyses the
+    pattern again, to the same permutation) and later solves stay exact."""
+    from geogp.linalg import SparsePattern
+    from geogp.linalg.cholmod import analyze, logdet_and_solve, selected_inverse
+
+    a = sp.csc_matrix(_cases(rng)["grid"])
+    pattern = SparsePattern.from_scipy(a)
+    values = pattern.values_from_scipy(a)
+    inv = np.linalg.inv(a.toarray())
+    kept = selected_inverse(pattern, values, ordering="amd")
+    state = analyze(pattern, ordering="amd")
+    analyses = state.backend.n_analyses
+    freed = selected_inverse(pattern, values, ordering="amd", release=True)
+    np.testing.assert_array_equal(freed, kept)
+    assert state.backend._released and state._values is None
+    np.testing.assert_allclose(freed, inv[pattern.rows, pattern.cols], atol=1e-12 * abs(inv).max())
+    b = rng.standard_normal(pattern.n)
+    logdet, x = logdet_and_solve(pattern, values, b, ordering="amd")
+    assert state.backend.n_analyses == analyses + 1 and not state.backend._released
+    np.testing.assert_allclose(np.asarray(x), inv @ b, rtol=1e-10)
+    np.testing.assert_allclose(float(logdet), np.linalg.slogdet(a.toarray())[1], rtol=1e-12)
+    pattern.release_factors()  # the same through the pattern, for every cached factor
+    assert state.backend._released

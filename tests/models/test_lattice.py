@@ -646,7 +646,7 @@ def test_sampler_covariance_is_the_posterior_covariance(rng, backend):
                               fit_cells=None, backend=backend, large_scale=10)
     est.fit_grid([np.arange(obs.shape[0]) * 1.0, np.arange(obs.shape[1]) * 0.7], v)
     n = est._mean.size
-    k = est._sampler["chol_w"].shape[0]
+    k = est._sampler["w_cov"].shape[0]
     R = est._sample_cells(np.eye(k), np.zeros((n, k))) - est._mean[:, None]
     G = est._sample_cells(np.zeros((k, n)), np.eye(n)) - est._mean[:, None]
     cov = R @ R.T + G @ G.T

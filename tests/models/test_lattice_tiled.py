@@ -288,3 +288,28 @@ def test_a_tiled_posterior_refuses_before_its_tiles_when_the_disk_is_too_small(w
     monkeypatch.setattr(lattice_posterior, "tile_statistics", never)
     with pytest.raises(InputError, match=r"GiB on disk between their two passes.*TMPDIR"):
         _tiled_at(est, obs, ys, 20, 12)
+
+
+def test_core_state_in_place_equals_the_copy(rng):
+    """``overwrite_s=True`` computes F − S_F in S's own columns (no second array): the same
+    numbers as the copy, and ``g`` is a view of ``s``."""
+    from geogp.models.lattice_tiled import core_state, extended_core
+
+    shape, core = (9, 11), (slice(0, 9), slice(0, 11))
+    ey, ex, _ = extended_core(shape, core)
+    s = rng.standard_normal((ey * ex, 6))
+    cols = rng.standard_normal((shape[0] * shape[1], 5))
+
+    def columns(rr, cc):
+        return cols[rr * shape[1] + cc].copy()
+
+    def field_cov(a, b):
+        return 1.0 + 0.0 * a
+
+    copy_state = core_state(shape, core, s.copy(), columns, field_cov)
+    s2 = s.copy()
+    in_place = core_state(shape, core, s2, columns, field_cov, overwrite_s=True)
+    assert np.shares_memory(in_place.g, s2) and not np.shares_memory(copy_state.g, s)
+    for a, b in zip(copy_state, in_place):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(copy_state.g.reshape(-1, 5), cols - s[:, 1:])

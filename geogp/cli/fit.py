@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 from geogp.cli.options import (add_memory_option, add_model_options, add_run_options,
-                               positive_int)
+                               nonnegative_int, positive_int)
 
 __all__ = ["add_fit_parser", "run_fit", "TABLE_SUFFIXES", "VECTOR_SUFFIXES"]
 
@@ -68,7 +68,8 @@ def add_fit_parser(subparsers, epilog: str) -> argparse.ArgumentParser:
                           "the field; lattice, AFS and wavelet models): extra bands "
                           "'samples sample=i' after the others, and a 'samples' variable in "
                           "--netcdf")
-    fit.add_argument("--seed", type=int, default=0, help="seed of --samples (default 0)")
+    fit.add_argument("--seed", type=nonnegative_int, default=0,
+                     help="seed of --samples (default 0)")
     fit.add_argument("--posterior-tile", type=positive_int, default=None, metavar="N",
                      help="lattice model: compute the posterior on tiles with cores of N "
                           "cells a side (default: the whole raster up to 4e5 cells within "
@@ -192,10 +193,12 @@ def _points_grid(args, table):
 def _keep_previous(outputs) -> dict:
     """{path: copy} of the outputs that exist already (``--overwrite``): hidden copies beside
     them, so that a failed run can put them back."""
+    from geogp.io import hidden_sibling
+
     kept = {}
     for path in map(Path, outputs):
-        if path.exists():
-            copy = path.with_name(f".{path.name}.geogp-previous-{os.getpid()}")
+        if path.is_file():  # check_writable refused devices and pipes: never read one here
+            copy = hidden_sibling(path, "previous")
             shutil.copy2(path, copy)
             kept[path] = copy
     return kept
@@ -235,17 +238,10 @@ def _run_fit(args, echo) -> int:
     from geogp.cli import EXIT_OK, usage_error
     from geogp.api import GeoRegressor
     from geogp.cli.options import model_keywords
-    from geogp.io import check_writable, open_raster, write_geotiff, write_netcdf
+    from geogp.cli.fit_checks import check_fit_arguments
+    from geogp.io import check_geotiff_grid, open_raster, write_geotiff, write_netcdf
 
-    outputs = [p for p in (args.out, args.netcdf, args.map, args.save_model) if p]
-    if len(set(outputs)) != len(outputs):
-        raise usage_error("the output paths must differ from each other.")
-    for path in outputs:  # fail before the expensive part
-        check_writable(path, args.overwrite)
-    if args.features is not None and args.features < 4:
-        raise usage_error(f"--features must be ≥ 4; got {args.features}.")
-    if args.samples < 0:
-        raise usage_error(f"--samples must be ≥ 0; got {args.samples}.")
+    outputs = check_fit_arguments(args, usage_error)  # fail before the expensive part
     given = model_keywords(args)  # kernel and n_features go to GeoRegressor itself
     if "mid_scale" in given and args.likelihood != "gaussian":
         raise usage_error("--mid-scale belongs to the lattice model (Gaussian likelihood).")
@@ -273,10 +269,12 @@ def _run_fit(args, echo) -> int:
                               "cells).")
         table = _read_table(args)
         da = _points_grid(args, table)
+        check_geotiff_grid(da)  # --like: a GeoTIFF needs a regular grid
         model.crs = args.crs
         model.fit(table, x=args.x, y=args.y, value=args.value, grid=da)
     else:
         da = open_raster(args.input, var=args.var)
+        check_geotiff_grid(da)  # --out is a GeoTIFF: refused now, not after the fit
         if args.samples:  # refused now, not after the fit: sample bands need one 2-D grid
             from geogp.adapters import find_spatial_dims
 

@@ -12,7 +12,8 @@ import numpy as np
 
 from geogp.exceptions import GeographicCoordinatesWarning, InputError
 
-__all__ = ["as_points", "as_targets", "check_positive", "check_same_length", "warn_if_lonlat"]
+__all__ = ["as_points", "as_targets", "check_positive", "check_same_length", "warn_if_lonlat",
+           "warn_if_degrees_in_projected_crs"]
 
 
 def _as_float64(a, name: str) -> np.ndarray:
@@ -134,3 +135,31 @@ def warn_if_lonlat(X, points: np.ndarray, estimator: str) -> None:
         "longitude by cos(latitude). If the columns are planar coordinates, ignore this warning "
         "(category geogp.exceptions.GeographicCoordinatesWarning).",
         GeographicCoordinatesWarning, stacklevel=3)
+
+
+def warn_if_degrees_in_projected_crs(crs, y, x, stacklevel: int = 3) -> None:
+    """Warn when coordinates declared in a projected CRS look like longitude/latitude degrees.
+
+    Every x within [-180, 180] and every y within [-90, 90], spanning less than 360 units,
+    under a projected CRS (metres, feet): the points or cells would lie within a few hundred
+    metres of the projection's origin, far more likely degrees given with the wrong CRS
+    (e.g. lon/lat with ``--crs EPSG:32633``). Distances would then be read as metres.
+    """
+    if crs is None or not getattr(crs, "is_projected", False):
+        return
+    y = np.asarray(y, dtype=np.float64)
+    x = np.asarray(x, dtype=np.float64)
+    y, x = y[np.isfinite(y)], x[np.isfinite(x)]
+    if y.size == 0 or x.size == 0 or (np.ptp(x) == 0 and np.ptp(y) == 0):
+        return
+    if np.abs(x).max() <= 180.0 and np.abs(y).max() <= 90.0 and np.ptp(x) < 360.0:
+        units = getattr(crs, "linear_units", "") or "CRS units"
+        warnings.warn(
+            f"the coordinates all lie within x [{x.min():g}, {x.max():g}], y [{y.min():g}, "
+            f"{y.max():g}], which looks like longitude/latitude in degrees, but the CRS "
+            f"{crs.to_string()} is projected (units: {units}): they would be read as "
+            f"{units}, a few hundred of them around the projection's origin. If they are "
+            "degrees, give their geographic CRS (e.g. EPSG:4326 / --crs EPSG:4326) and "
+            "reproject if needed; if they are planar, ignore this warning (category "
+            "geogp.exceptions.GeographicCoordinatesWarning).",
+            GeographicCoordinatesWarning, stacklevel=stacklevel)

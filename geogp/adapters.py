@@ -159,6 +159,7 @@ def check_axis(values, name: str, min_size: int = 2) -> tuple[np.ndarray, bool]:
             f"{i + 1}); drop duplicates first (da.drop_duplicates({name!r}))."
         )
     if not (np.all(step > 0) or np.all(step < 0)):
+        _refuse_wrapped_longitudes(a, name)
         raise IrregularGridError(
             f"coordinate {name!r} is not monotonic; sort it first (da.sortby({name!r}))."
         )
@@ -166,6 +167,24 @@ def check_axis(values, name: str, min_size: int = 2) -> tuple[np.ndarray, bool]:
     tol = max(1e-9 * abs(step.mean()), 8 * eps * float(np.abs(a).max()))
     regular = bool(np.all(np.abs(step - step.mean()) <= tol))
     return a, regular
+
+
+def _refuse_wrapped_longitudes(a: np.ndarray, name: str) -> None:
+    """Raise :class:`IrregularGridError` when ``a`` is a monotonic run of longitudes cut by one
+    360° jump (e.g. 179.5, -179.5 across the antimeridian): sorting would put its two sides
+    360° apart; the fix is a continuous range."""
+    if a.min() < -180.0 or a.max() > 360.0 or np.ptp(a) <= 180.0:
+        return
+    for shifted, how in ((a % 360.0, f"da[{name!r}] % 360, i.e. 0..360"),
+                         ((a + 180.0) % 360.0 - 180.0, f"(da[{name!r}] + 180) % 360 - 180, "
+                                                       "i.e. -180..180")):
+        step = np.diff(shifted)
+        if np.all(step > 0) or np.all(step < 0):
+            i = int(np.flatnonzero(np.abs(np.diff(a)) > 180.0)[0])
+            raise IrregularGridError(
+                f"coordinate {name!r} looks like longitudes that wrap around at positions {i} "
+                f"and {i + 1} ({a[i]:g} then {a[i + 1]:g}); sorting would put the two sides "
+                f"360° apart. Make it continuous instead: da.assign_coords({name}={how}).")
 
 
 def select_variable(obj, var: str | None = None) -> xr.DataArray:
@@ -250,12 +269,15 @@ def _user_stacklevel() -> int:
     return level
 
 
-def resolve_spec(crs_arg, obj, y_name: str, x_name: str, lat_values) -> GridSpec:
+def resolve_spec(crs_arg, obj, y_name: str, x_name: str, lat_values,
+                 x_values=None) -> GridSpec:
     """The :class:`GridSpec` of data whose (y, x) coordinates are named ``y_name``, ``x_name``.
 
     The CRS is ``crs_arg``, else ``obj.rio.crs``; without one a :class:`MissingCRSWarning`
     says what was assumed (geographic for latitude-like names or CF units, else planar).
-    Geographic CRSs get ``lon_scale`` = cos(mean of ``lat_values``).
+    Geographic CRSs get ``lon_scale`` = cos(mean of ``lat_values``). With ``x_values``, a
+    projected CRS whose coordinates look like degrees gives a
+    :class:`~geogp.exceptions.GeographicCoordinatesWarning`.
     """
     crs = as_crs(crs_arg)
     if crs is None and obj is not None:
@@ -284,6 +306,11 @@ def resolve_spec(crs_arg, obj, y_name: str, x_name: str, lat_values) -> GridSpec
     else:
         geographic = bool(crs.is_geographic)
         wkt = crs.to_wkt()
+        if x_values is not None:
+            from geogp._validation import warn_if_degrees_in_projected_crs
+
+            warn_if_degrees_in_projected_crs(crs, lat_values, x_values,
+                                             stacklevel=_user_stacklevel() + 1)
     lon_scale = 1.0
     if geographic:
         lat = np.asarray(lat_values, dtype=np.float64)
@@ -389,7 +416,7 @@ def to_grid_data(da, *, var: str | None = None, crs=None, nodata=None) -> GridDa
     da = da.transpose(*extra, y_dim, x_dim)
     y, reg_y = check_axis(da[y_dim].values, y_dim)
     x, reg_x = check_axis(da[x_dim].values, x_dim)
-    spec = resolve_spec(crs, da, y_dim, x_dim, y)
+    spec = resolve_spec(crs, da, y_dim, x_dim, y, x)
     vals = masked_values(da, nodata).data
     if not extra:
         vals = vals[None]

@@ -32,7 +32,8 @@ from geogp.api_draws import DrawsMixin
 from geogp.adapters import KM_PER_DEGREE, GridData, GridSpec, to_grid_data
 from geogp.exceptions import InputError
 from geogp.models.base import check_fitted
-from geogp.outputs import Target, grid_target, prediction_dataset, target_from
+from geogp.outputs import (Target, check_quantiles, grid_target, prediction_dataset,
+                            target_from)
 from geogp.points import to_point_data
 
 __all__ = ["GeoRegressor", "fit"]
@@ -269,6 +270,8 @@ class GeoRegressor(DrawsMixin):
         self._check_fitted()
         if outside not in ("raise", "nan"):
             raise InputError(f"outside must be 'raise' or 'nan'; got {outside!r}.")
+        if quantiles is not None:  # before the prediction, not after it
+            quantiles = check_quantiles(quantiles)
         if points:
             return self._predict_points(x, y, quantiles, outside)
         target, axes = self._grid(like, x, y)

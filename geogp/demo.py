@@ -23,6 +23,7 @@ import xarray as xr
 
 from geogp import metrics
 from geogp.api import GeoRegressor
+from geogp.exceptions import InputError
 
 __all__ = ["load_elevation", "cut_holes", "run_demo"]
 
@@ -66,6 +67,20 @@ def cut_holes(da: xr.DataArray, seed: int = 0, frac: float = 0.2):
     return observed, da.where(discs), da.where(random)
 
 
+def _demo_folder(out_dir) -> Path:
+    """``out_dir`` as an existing folder (created if need be); a file there is refused."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"the demo's output folder {str(out)!r} is an existing file, not a "
+                         "folder; choose another --out-dir.")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"cannot create the demo's output folder {str(out)!r}: "
+                         f"{err.strerror or err}; choose another --out-dir.") from None
+    return out
+
+
 def run_demo(out_dir="geogp-demo", *, model: str = "auto", n_features: int | None = None,
              seed: int = 0, progress: bool = True, echo=print) -> dict:
     """Run the demo and write ``demo_prediction.tif`` (band 1 mean, band 2 std) and
@@ -79,12 +94,15 @@ def run_demo(out_dir="geogp-demo", *, model: str = "auto", n_features: int | Non
         dict with ``fit_time_s``, ``total_time_s``, ``rmse`` and ``coverage95`` on all held-out
         cells, the same per hole type, and the output paths.
     """
-    from geogp.io import write_geotiff
+    from geogp.io import check_writable, write_geotiff
     from geogp.plotting import save_maps
 
     t_start = time.perf_counter()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(f"seed must be an integer ≥ 0; got {seed!r}.")
+    out = _demo_folder(out_dir)
+    for name in ("demo_prediction.tif", "demo_map.png"):  # before the fit, not after it
+        check_writable(out / name, overwrite=True)
     truth = load_elevation()
     observed, discs, random = cut_holes(truth, seed)
     heldout = discs.fillna(random)

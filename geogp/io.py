@@ -3,7 +3,8 @@
 Every write is atomic: the file is written under a temporary name in the destination's
 directory and moved into place with :func:`os.replace`, so a failure (full disk, interrupted
 run, bad argument) never leaves a partial file behind, and an existing file is replaced only by
-a complete one. Existing outputs are refused unless ``overwrite=True``.
+a complete one (:mod:`geogp.io_atomic`). Existing outputs are refused unless
+``overwrite=True``; targets that are not regular files (devices, pipes) always are.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -19,10 +19,11 @@ import rioxarray  # noqa: F401  (registers the .rio accessor)
 import xarray as xr
 
 from geogp.adapters import find_spatial_dims
-from geogp.exceptions import InputError, OutputExistsError, ReadError
+from geogp.exceptions import InputError, IrregularGridError, ReadError
+from geogp.io_atomic import atomic_path, check_writable, hidden_sibling
 
-__all__ = ["open_raster", "atomic_path", "check_writable", "write_geotiff", "write_netcdf",
-           "GEOTIFF_BANDS"]
+__all__ = ["open_raster", "atomic_path", "check_writable", "check_geotiff_grid",
+           "hidden_sibling", "write_geotiff", "write_netcdf", "GEOTIFF_BANDS"]
 
 GEOTIFF_BANDS = ("mean", "std")  # band 1, band 2; latent std and quantiles optional after them
 _TIF = (".tif", ".tiff", ".gtiff")
@@ -125,82 +126,6 @@ def _open_netcdf(path: Path, var: str | None) -> xr.DataArray:
         if len(rasters) == 1:
             var = rasters[0]
     return select_variable(ds, var)
-
-
-# --------------------------------------------------------------------------- atomic writes
-def check_writable(path, overwrite: bool = False) -> Path:
-    """Raise :class:`OutputExistsError` if ``path`` exists, unless ``overwrite``."""
-    path = Path(path)
-    if path.is_dir():
-        raise InputError(f"cannot write {str(path)!r}: it is a folder; give a file name "
-                         "inside it instead.")
-    if path.exists() and not overwrite:
-        raise OutputExistsError(
-            f"{str(path)!r} already exists; pass overwrite=True (CLI: --overwrite) to replace it."
-        )
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise InputError(f"cannot write {str(path)!r}: folder {str(parent)!r} does not exist.")
-    return path
-
-
-@contextlib.contextmanager
-def atomic_path(path, overwrite: bool = False):
-    """Context manager yielding a temporary path next to ``path``; moved into place on success.
-
-    On any exception the temporary file is removed and ``path`` is left untouched.
-    """
-    path = check_writable(path, overwrite)
-    folder = path.parent if str(path.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}",
-                                   dir=folder)
-    except PermissionError:
-        raise InputError(f"cannot write {str(path)!r}: no permission to create files in "
-                         f"{str(folder)!r}; choose another folder.") from None
-    except OSError as err:
-        raise InputError(f"cannot write {str(path)!r}: {err.strerror or err} (in "
-                         f"{str(folder)!r}).") from None
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        _flush_to_disk(tmp)  # a full disk or an I/O error surfaces here, before the rename
-        if path.exists() and not overwrite:  # appeared meanwhile
-            raise OutputExistsError(f"{str(path)!r} appeared while writing; not replaced.")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
-        os.replace(tmp, path)
-        _fsync_dir(path.parent if str(path.parent) else Path("."))
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
-
-
-def _flush_to_disk(tmp) -> None:
-    """fsync the finished temporary file; raises OSError (e.g. ENOSPC) if it cannot be stored."""
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    if os.path.getsize(tmp) == 0:
-        raise OSError(f"writing {tmp!r} produced an empty file (disk full?); nothing was kept.")
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make the rename durable (best effort: some file systems refuse fsync on folders)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 # --------------------------------------------------------------------------- GeoTIFF
@@ -355,6 +280,27 @@ def _label(value) -> str:
     return str(value)
 
 
+def check_geotiff_grid(obj) -> None:
+    """Raise :class:`IrregularGridError` unless the (y, x) coordinates of ``obj`` (DataArray or
+    Dataset) are regularly spaced: a GeoTIFF stores one affine transform, so cells of an
+    irregular grid would land at the wrong places. NetCDF stores the coordinates themselves."""
+    from geogp.adapters import check_axis
+
+    y_dim, x_dim = find_spatial_dims(obj)
+    for dim in (y_dim, x_dim):
+        if dim not in obj.coords:
+            continue  # no coordinates: rioxarray's own transform (if any) is the grid
+        values, regular = check_axis(obj[dim].values, dim, min_size=1)
+        if not regular:
+            step = np.abs(np.diff(values))
+            raise IrregularGridError(
+                f"cannot write a GeoTIFF of this grid: its {dim!r} coordinates are not "
+                f"regularly spaced (steps from {step.min():.6g} to {step.max():.6g}), and a "
+                "GeoTIFF holds one regular transform, which would misplace the cells. Write "
+                "NetCDF instead (write_netcdf; CLI: --netcdf PRED.nc), which keeps the "
+                "coordinates, or resample the input onto a regular grid first.")
+
+
 def write_geotiff(pred: xr.Dataset, path, *, overwrite: bool = False, latent: bool = False,
                   quantiles: bool = False, nodata: float = np.nan, compress: str = "deflate",
                   cog: bool = False, dtype: str = "float32", samples: bool = False,
@@ -388,12 +334,17 @@ def write_geotiff(pred: xr.Dataset, path, *, overwrite: bool = False, latent: bo
     Returns:
         The path written. The file is read back before it is moved into place, so a full disk
         or a failed write raises ``OSError`` and leaves nothing at ``path``.
+
+    Raises:
+        IrregularGridError: the grid's coordinates are not regularly spaced (see
+            :func:`check_geotiff_grid`; write NetCDF instead).
     """
     import rasterio
     import rasterio.shutil
 
     compress, dt = _check_write_options(compress, dtype, nodata)
     bands = _bands(pred, latent, quantiles, samples, extra)
+    check_geotiff_grid(pred)
     ref = bands[0][1]
     transform = ref.rio.transform(recalc=True)
     profile = {"driver": "GTiff", "height": ref.shape[0], "width": ref.shape[1],

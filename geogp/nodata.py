@@ -26,6 +26,11 @@ def masked_values(da: xr.DataArray, nodata=None) -> xr.DataArray:
     ``da.rio.nodata`` / ``da.rio.encoded_nodata`` / the ``_FillValue``, ``missing_value`` or
     ``nodata`` attributes. Integer rasters with a nodata value are supported this way. Float32
     values are upcast exactly (no precision is lost).
+
+    Raises:
+        InputError: ``nodata`` is not a single number (text, a list), or a nodata value (given
+            or declared) cannot occur in the raster's type (e.g. ``_FillValue=1e10`` on int16):
+            it would mask nothing and hide the cells that hold a real sentinel.
     """
     if da.dtype == bool:
         raise InputError("the raster is boolean (a mask?), not a field of numbers; geogp models "
@@ -35,34 +40,82 @@ def masked_values(da: xr.DataArray, nodata=None) -> xr.DataArray:
                          "the part you mean explicitly: da.real, da.imag or abs(da).")
     if not np.issubdtype(da.dtype, np.number):
         raise InputError(f"raster values must be real numbers; got dtype {da.dtype}.")
-    candidates = [nodata]
+    candidates = [("nodata", _user_nodata(nodata))]
     # values unpacked with a scale/offset (open_raster, xarray's CF decoding) were masked while
     # decoding; the encoded nodata is a *stored* value and would hit valid decoded cells
     unpacked = any(k in da.encoding for k in ("scale_factor", "add_offset"))
     if nodata is None:
         try:
-            candidates += [da.rio.nodata] + ([] if unpacked else [da.rio.encoded_nodata])
+            candidates += [("the rioxarray nodata", da.rio.nodata)] + (
+                [] if unpacked else [("the encoded nodata", da.rio.encoded_nodata)])
         except Exception:
             pass
-        candidates += [da.attrs.get(k) for k in ("_FillValue", "missing_value", "nodata")]
+        candidates += [(f"attribute {k}", da.attrs.get(k))
+                       for k in ("_FillValue", "missing_value", "nodata")]
         if not unpacked:
-            candidates += [da.encoding.get(k) for k in ("_FillValue", "missing_value")]
+            candidates += [(f"encoding {k}", da.encoding.get(k))
+                           for k in ("_FillValue", "missing_value")]
     out = da.astype(np.float64)
     seen = set()
-    for value in candidates:
-        if value is None:
-            continue
-        try:
-            value = float(np.asarray(value).ravel()[0])
-        except (TypeError, ValueError, IndexError):
-            continue
-        if np.isnan(value) or value in seen:
-            continue
-        seen.add(value)
-        out = out.where(da != value)
+    for source, declared in candidates:
+        for value in _declared_values(declared):
+            if np.isnan(value) or value in seen:
+                continue
+            _check_representable(value, da.dtype, source, user=nodata is not None)
+            seen.add(value)
+            out = out.where(da != value)
     if not seen:
         _warn_sentinels(da)
     return out
+
+
+def _user_nodata(nodata):
+    """``nodata=`` as one float (NaN allowed), or None; a list, text or bool is refused."""
+    if nodata is None:
+        return None
+    if isinstance(nodata, (bool, np.bool_)) or np.ndim(nodata) != 0:
+        raise InputError(f"nodata must be a single number; got {nodata!r}. To mark several "
+                         "values as missing, set them to NaN first "
+                         "(da.where(~da.isin([...]))).")
+    try:
+        return float(nodata)
+    except (TypeError, ValueError):
+        raise InputError(f"nodata must be a number, e.g. nodata=-9999; got {nodata!r}.") from None
+
+
+def _declared_values(declared) -> list:
+    """The numbers of a declared nodata (a scalar, or a vector: CF allows several
+    missing_value); text that is not a number is ignored as before."""
+    if declared is None:
+        return []
+    try:
+        return [float(v) for v in np.asarray(declared).ravel()]
+    except (TypeError, ValueError):
+        return []
+
+
+def _check_representable(value: float, dtype, source: str, user: bool) -> None:
+    """Refuse a nodata value that no cell of ``dtype`` can hold (e.g. 1e10 in int16): it would
+    mask nothing, and would also silence the warning about undeclared sentinels."""
+    kind = np.dtype(dtype)
+    if kind.kind in "iu":
+        info = np.iinfo(kind)
+        if float(value).is_integer() and info.min <= value <= info.max:
+            return
+        cells = f"integers in [{info.min}, {info.max}]"
+    elif kind.kind == "f":
+        if not np.isfinite(value) or abs(value) <= float(np.finfo(kind).max):
+            return
+        cells = f"values within ±{float(np.finfo(kind).max):.4g}"
+    else:
+        return
+    if user:
+        raise InputError(f"nodata={value:g} cannot occur in a raster of type {kind.name} "
+                         f"({cells}); pass a value that its cells can hold.")
+    raise InputError(f"the raster declares the nodata value {value:g} ({source}), which cannot "
+                     f"occur in its {kind.name} cells ({cells}): it would mask nothing. Fix the "
+                     "file's nodata value, or pass the right one with nodata=... "
+                     "(geogp.fit(..., nodata=...)).")
 
 
 # values that files use for "missing" when they declare no nodata (ESRI, GDAL, NetCDF defaults)

@@ -16,7 +16,7 @@ import xarray as xr
 from geogp.adapters import GridData, GridSpec, check_axis, find_spatial_dims
 from geogp.exceptions import InputError
 
-__all__ = ["Target", "grid_target", "target_from", "prediction_dataset"]
+__all__ = ["Target", "grid_target", "target_from", "check_quantiles", "prediction_dataset"]
 
 
 @dataclass
@@ -82,6 +82,22 @@ def target_from(spec: GridSpec, like=None, *, x=None, y=None) -> Target:
     return Target(spec.y_dim, spec.x_dim, yy, xx, coords)
 
 
+def check_quantiles(quantiles, name: str = "quantiles") -> np.ndarray:
+    """``quantiles`` as a 1-D float64 array of distinct probabilities strictly inside (0, 1);
+    anything else raises :class:`InputError` (a repeated one would give two identical bands)."""
+    try:
+        q = np.atleast_1d(np.asarray(quantiles, dtype=np.float64))
+    except (TypeError, ValueError):
+        q = np.array([np.nan])
+    if q.ndim != 1 or q.size == 0 or np.any(~(q > 0) | ~(q < 1)):
+        raise InputError(f"{name} must be numbers strictly between 0 and 1; got {quantiles}.")
+    values, counts = np.unique(q, return_counts=True)
+    if np.any(counts > 1):
+        raise InputError(f"{name} has repeated values {values[counts > 1].tolist()}; give each "
+                         "quantile once.")
+    return q
+
+
 def prediction_dataset(mean, var_latent, var_observed, dims: tuple, coords: dict, *,
                        crs_wkt: str | None = None, spatial_dims: tuple | None = None,
                        extra_dim: str | None = None, extra_coords: dict | None = None,
@@ -124,10 +140,7 @@ def prediction_dataset(mean, var_latent, var_observed, dims: tuple, coords: dict
     }
     coords = {**coords, **(extra_coords or {})}
     if quantiles is not None:
-        q = np.atleast_1d(np.asarray(quantiles, dtype=np.float64))
-        if q.ndim != 1 or np.any(~(q > 0) | ~(q < 1)):
-            raise InputError(
-                f"quantiles must be numbers strictly between 0 and 1; got {quantiles}.")
+        q = check_quantiles(quantiles)
         z = norm.ppf(q).reshape((-1,) + (1,) * len(dims))
         qv = squeeze(mean)[None] + z * squeeze(std)[None]
         data["quantiles"] = (("quantile",) + dims, qv,

@@ -33,7 +33,54 @@ def _column(table, name: str) -> np.ndarray:
     except (KeyError, IndexError, TypeError) as err:
         cols = list(getattr(table, "columns", getattr(table, "keys", lambda: [])()))
         raise InputError(f"column {name!r} not found; the table has {cols}.") from err
-    return np.asarray(col, dtype=np.float64).ravel()
+    try:
+        return np.asarray(col, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        pass
+    raw = np.asarray(col, dtype=object).ravel()
+    labels = list(getattr(col, "index", range(raw.size)))
+    for i, v in enumerate(raw):
+        try:
+            float(v)
+        except (TypeError, ValueError):
+            if v is None:
+                continue
+            comma = " (a decimal comma? write 12.5, or read the CSV with decimal=',')" if (
+                isinstance(v, str) and "," in v) else ""
+            raise InputError(f"column {name!r} holds {v!r} at row {labels[i]!r}, which is not "
+                             f"a number{comma}; every value must be numeric (NaN or an empty "
+                             "cell marks a missing one).") from None
+    raise InputError(f"column {name!r} cannot be read as numbers (dtype {raw.dtype}).")
+
+
+def _continuous_longitudes(xs: np.ndarray, grid) -> np.ndarray:
+    """Longitudes that are continuous across the antimeridian, where the data need it.
+
+    With a target ``grid``, each point is moved by a multiple of 360° to within 180° of the
+    grid's central longitude (its own convention, -180..180 or 0..360). Without one, points
+    that span more than 180° but less across the antimeridian (179.5 ... -179.5) are refused:
+    they would be treated as 359° apart.
+    """
+    if grid is not None:
+        try:
+            from geogp.adapters import find_spatial_dims
+
+            gx = np.asarray(grid[find_spatial_dims(grid)[1]].values, dtype=np.float64)
+        except (InputError, KeyError):
+            gx = np.array([])
+        if gx.size:
+            centre = 0.5 * (np.nanmin(gx) + np.nanmax(gx))
+            turns = np.floor((xs - centre + 180.0) / 360.0)  # 0 for most: xs kept bit for bit
+            return xs - 360.0 * turns
+    span, wrapped = np.ptp(xs), np.ptp(xs % 360.0)
+    if span > 180.0 and wrapped < span:
+        raise InputError(
+            f"the points' longitudes span {span:.6g}° from {xs.min():.6g} to {xs.max():.6g}, "
+            f"but only {wrapped:.6g}° across the antimeridian: as given, neighbours on both "
+            "sides of 180° would be 360° apart. Shift them to 0..360 (lon % 360) and predict "
+            "on a grid in the same range, or pass the target grid (grid=...), whose longitude "
+            "range the points then follow.")
+    return xs
 
 
 def to_point_data(table, *, x: str = "x", y: str = "y", value: str = "value", crs=None,
@@ -68,6 +115,8 @@ def to_point_data(table, *, x: str = "x", y: str = "y", value: str = "value", cr
             crs = grid.rio.crs
         except Exception:
             crs = None
-    spec = resolve_spec(crs, None if crs is not None else grid, y, x, ys)
+    spec = resolve_spec(crs, None if crs is not None else grid, y, x, ys, xs)
+    if spec.geographic:
+        xs = _continuous_longitudes(xs, grid)
     my, mx = spec.to_model(ys, xs)
     return PointData(np.stack([my, mx], axis=1), vals, spec, value)

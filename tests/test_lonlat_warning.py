@@ -82,3 +82,34 @@ def test_front_end_scales_longitude_and_does_not_warn():
     np.testing.assert_allclose(est.scaler_.x_mean,
                                [lat.mean(), lon.mean() * np.cos(np.deg2rad(lat.mean()))],
                                rtol=1e-12)
+
+
+# issue #32, item 2: degrees declared in a projected CRS (e.g. --crs EPSG:32633)
+def _projected_caught(fn):
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        fn()
+    return [w for w in rec if issubclass(w.category, GeographicCoordinatesWarning)]
+
+
+def test_issue32_lonlat_degrees_with_a_projected_crs_warn():
+    """Points and rasters whose coordinates all lie within ±180 × ±90 under a projected CRS
+    in metres: warned at the user's line (the CLI prints it as one line); the same data in
+    metres, or the degrees with their geographic CRS, are not flagged."""
+    import xarray as xr
+
+    from geogp.adapters import to_grid_data
+    from geogp.points import to_point_data
+
+    lon, lat, y = _lonlat()
+    table = pd.DataFrame({"x": lon, "y": lat, "value": y})
+    rec = _projected_caught(lambda: to_point_data(table, crs="EPSG:32633"))
+    assert len(rec) == 1 and "EPSG:32633 is projected" in str(rec[0].message)
+    assert "EPSG:4326" in str(rec[0].message) and rec[0].filename == __file__
+    da = xr.DataArray(np.zeros((4, 5)), dims=("y", "x"),
+                      coords={"y": [36.0, 35.5, 35.0, 34.5], "x": np.linspace(-100, -98, 5)})
+    assert len(_projected_caught(lambda: to_grid_data(da.rio.write_crs(32633)))) == 1
+    assert _projected_caught(lambda: to_grid_data(da.rio.write_crs(4326))) == []
+    metres = table.assign(x=5e5 + 1e3 * lon, y=4e6 + 1e3 * lat)
+    assert _projected_caught(lambda: to_point_data(metres, crs="EPSG:32633")) == []
+    assert _projected_caught(lambda: to_point_data(table, crs="EPSG:4326")) == []

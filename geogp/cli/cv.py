@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import argparse
 
-from geogp.cli.options import add_model_options, add_run_options, model_keywords
+from geogp.cli.options import (add_model_options, add_run_options, model_keywords,
+                               nonnegative_int)
 
 __all__ = ["add_cv_parser", "run_cv"]
 
@@ -53,7 +54,8 @@ def add_cv_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--fraction", type=float, default=None, metavar="F",
                    help="share of observed cells hidden per fold (gaps: default 0.15; "
                         "random: default 1/K)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the folds (default 0)")
+    p.add_argument("--seed", type=nonnegative_int, default=0,
+                   help="seed of the folds (default 0)")
     add_model_options(p)
     p.add_argument("--csv", metavar="CELLS.csv", help="write every held-out prediction")
     p.add_argument("--plot", metavar="CV.png", help="reliability + coverage-by-distance figure")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from geogp.cli.options import add_run_options
+from geogp.cli.options import add_run_options, nonnegative_int
 
 __all__ = ["add_demo_parser", "run_demo"]
 
@@ -27,7 +27,8 @@ def add_demo_parser(subparsers) -> argparse.ArgumentParser:
                            "cores) or afs")
     demo.add_argument("--features", type=int, default=None, metavar="M",
                       help="fit AFS with M Fourier features instead (800: ≈ 10 s)")
-    demo.add_argument("--seed", type=int, default=0, help="seed of the held-out cells")
+    demo.add_argument("--seed", type=nonnegative_int, default=0,
+                      help="seed of the held-out cells")
     add_run_options(demo, overwrite=False)
     return demo
 

@@ -16,8 +16,9 @@ import os
 import shutil
 from pathlib import Path
 
+from geogp.cli.fit_points import TABLE_SUFFIXES, VECTOR_SUFFIXES, points_grid, read_table
 from geogp.cli.options import (add_memory_option, add_model_options, add_run_options,
-                               positive_int)
+                               nonnegative_int, positive_int)
 
 __all__ = ["add_fit_parser", "run_fit", "TABLE_SUFFIXES", "VECTOR_SUFFIXES"]
 
@@ -68,7 +69,8 @@ def add_fit_parser(subparsers, epilog: str) -> argparse.ArgumentParser:
                           "the field; lattice, AFS and wavelet models): extra bands "
                           "'samples sample=i' after the others, and a 'samples' variable in "
                           "--netcdf")
-    fit.add_argument("--seed", type=int, default=0, help="seed of --samples (default 0)")
+    fit.add_argument("--seed", type=nonnegative_int, default=0,
+                     help="seed of --samples (default 0)")
     fit.add_argument("--posterior-tile", type=positive_int, default=None, metavar="N",
                      help="lattice model: compute the posterior on tiles with cores of N "
                           "cells a side (default: the whole raster up to 4e5 cells within "
@@ -92,110 +94,15 @@ def add_fit_parser(subparsers, epilog: str) -> argparse.ArgumentParser:
     return fit
 
 
-VECTOR_SUFFIXES = (".gpkg", ".geojson", ".json", ".shp", ".fgb")
-TABLE_SUFFIXES = (".csv",) + VECTOR_SUFFIXES
-
-
-def _read_vector(args):
-    """A GeoPackage/GeoJSON/shapefile of points as a (x, y, value) table; sets ``args.crs``.
-
-    Needs geopandas (the optional extra ``geogp[vector]``). The file's CRS is used; with
-    ``--crs`` too, the points are reprojected to it.
-    """
-    import pandas as pd
-
-    from geogp.exceptions import InputError
-
-    try:
-        import geopandas as gpd
-    except ImportError:
-        raise InputError(f"reading {args.input!r} needs geopandas: pip install 'geogp[vector]' "
-                         "(or pip install geopandas), or export the points to CSV with x, y "
-                         "and value columns.") from None
-    try:
-        gdf = gpd.read_file(args.input)
-    except Exception as err:  # fiona/pyogrio raise many types for unreadable files
-        raise InputError(f"cannot read {args.input!r} as a vector file: {err}") from None
-    if len(gdf) == 0:
-        raise InputError(f"{args.input!r} holds no features.")
-    kinds = set(gdf.geom_type.dropna())
-    if kinds != {"Point"}:
-        raise InputError(f"{args.input!r} must hold Point geometries only; it has "
-                         f"{sorted(kinds) or 'none'}. Take centroids first if that is meant.")
-    if args.value not in gdf.columns:
-        cols = [c for c in gdf.columns if c != gdf.geometry.name]
-        raise InputError(f"{args.input!r} has no column {args.value!r}; it has {cols[:12]}. "
-                         "Name it with --value.")
-    if gdf.crs is None and args.crs is None:
-        raise InputError(f"{args.input!r} has no CRS; pass --crs (e.g. --crs EPSG:4326).")
-    if gdf.crs is None:
-        gdf = gdf.set_crs(args.crs)
-    elif args.crs is not None:
-        gdf = gdf.to_crs(args.crs)
-    args.crs = gdf.crs.to_wkt()
-    return pd.DataFrame({args.x: gdf.geometry.x.to_numpy(), args.y: gdf.geometry.y.to_numpy(),
-                         args.value: pd.to_numeric(gdf[args.value], errors="coerce")})
-
-
-def _read_table(args):
-    import pandas as pd
-
-    from geogp.exceptions import InputError
-
-    if str(args.input).lower().endswith(VECTOR_SUFFIXES):
-        return _read_vector(args)
-    try:
-        table = pd.read_csv(args.input)
-    except (OSError, ValueError) as err:
-        raise InputError(f"cannot read the table {args.input!r}: {err}") from None
-    missing = [c for c in (args.x, args.y, args.value) if c not in table.columns]
-    if missing:
-        raise InputError(f"the table {args.input!r} has no column(s) {missing}; it has "
-                         f"{list(table.columns)[:12]}. Name them with --x, --y, --value.")
-    return table
-
-
-def _points_grid(args, table):
-    """The prediction grid of a point table: --like's raster, or --resolution over the points."""
-    import numpy as np
-    import xarray as xr
-
-    from geogp.exceptions import InputError
-    from geogp.io import open_raster
-
-    if args.crs is None:
-        raise InputError("a point table needs its CRS: pass --crs (e.g. --crs EPSG:4326).")
-    if (args.like is None) == (args.resolution is None):
-        raise InputError("a point table needs a prediction grid: pass --like GRID.tif or "
-                         "--resolution R (one of them).")
-    if args.like is not None:
-        return open_raster(args.like)
-    r = float(args.resolution)
-    if not (np.isfinite(r) and r > 0):
-        raise InputError(f"--resolution must be a positive number; got {args.resolution}.")
-    xs = np.asarray(table[args.x], dtype=np.float64)
-    ys = np.asarray(table[args.y], dtype=np.float64)
-    ok = np.isfinite(xs) & np.isfinite(ys)
-    if not ok.any():
-        raise InputError("the table has no point with finite coordinates.")
-    nx = int(np.floor((xs[ok].max() - xs[ok].min()) / r)) + 1
-    ny = int(np.floor((ys[ok].max() - ys[ok].min()) / r)) + 1
-    if nx * ny > 10**8:
-        raise InputError(f"--resolution {r} gives a {ny} × {nx} grid; choose a coarser one.")
-    x = 0.5 * (xs[ok].min() + xs[ok].max()) + r * (np.arange(nx) - 0.5 * (nx - 1))
-    y = 0.5 * (ys[ok].min() + ys[ok].max()) - r * (np.arange(ny) - 0.5 * (ny - 1))
-    grid = xr.DataArray(np.full((ny, nx), np.nan), dims=("y", "x"), coords={"y": y, "x": x},
-                        name=args.value)
-    return grid.rio.write_crs(args.crs)
-
-
 def _keep_previous(outputs) -> dict:
     """{path: copy} of the outputs that exist already (``--overwrite``): hidden copies beside
     them, so that a failed run can put them back."""
+    from geogp.io import hidden_sibling
+
     kept = {}
     for path in map(Path, outputs):
-        if path.exists():
-            copy = path.with_name(f".{path.name}.geogp-previous-{os.getpid()}")
+        if path.is_file():  # check_writable refused devices and pipes: never read one here
+            copy = hidden_sibling(path, "previous")
             shutil.copy2(path, copy)
             kept[path] = copy
     return kept
@@ -235,17 +142,10 @@ def _run_fit(args, echo) -> int:
     from geogp.cli import EXIT_OK, usage_error
     from geogp.api import GeoRegressor
     from geogp.cli.options import model_keywords
-    from geogp.io import check_writable, open_raster, write_geotiff, write_netcdf
+    from geogp.cli.fit_checks import check_fit_arguments
+    from geogp.io import check_geotiff_grid, open_raster, write_geotiff, write_netcdf
 
-    outputs = [p for p in (args.out, args.netcdf, args.map, args.save_model) if p]
-    if len(set(outputs)) != len(outputs):
-        raise usage_error("the output paths must differ from each other.")
-    for path in outputs:  # fail before the expensive part
-        check_writable(path, args.overwrite)
-    if args.features is not None and args.features < 4:
-        raise usage_error(f"--features must be ≥ 4; got {args.features}.")
-    if args.samples < 0:
-        raise usage_error(f"--samples must be ≥ 0; got {args.samples}.")
+    outputs = check_fit_arguments(args, usage_error)  # fail before the expensive part
     given = model_keywords(args)  # kernel and n_features go to GeoRegressor itself
     if "mid_scale" in given and args.likelihood != "gaussian":
         raise usage_error("--mid-scale belongs to the lattice model (Gaussian likelihood).")
@@ -271,12 +171,14 @@ def _run_fit(args, echo) -> int:
         if args.covariate:
             raise usage_error("--covariate needs a raster INPUT (the covariates live on its "
                               "cells).")
-        table = _read_table(args)
-        da = _points_grid(args, table)
+        table = read_table(args)
+        da = points_grid(args, table)
+        check_geotiff_grid(da)  # --like: a GeoTIFF needs a regular grid
         model.crs = args.crs
         model.fit(table, x=args.x, y=args.y, value=args.value, grid=da)
     else:
         da = open_raster(args.input, var=args.var)
+        check_geotiff_grid(da)  # --out is a GeoTIFF: refused now, not after the fit
         if args.samples:  # refused now, not after the fit: sample bands need one 2-D grid
             from geogp.adapters import find_spatial_dims
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 __all__ = ["add_model_options", "add_memory_option", "add_run_options", "model_keywords",
-           "positive_int", "MODEL_CHOICES"]
+           "positive_int", "nonnegative_int", "MODEL_CHOICES"]
 
 MODEL_CHOICES = ("auto", "lattice", "afs", "wavelet", "exact")
 
@@ -66,6 +66,17 @@ def positive_int(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected an integer ≥ 1; got {text!r}")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    """An integer ≥ 0 (argparse type), e.g. a random seed."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer ≥ 0; got {text!r}")
     return value
 
 

@@ -1,0 +1,84 @@
+"""Checks of ``geogp fit``'s arguments that run before the fit: every output path and format,
+the quantiles, the CRS and the seed, so that a run that cannot write its results fails at once
+(one line, exit 2) instead of after minutes of fitting."""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["check_fit_arguments", "output_paths"]
+
+_MODEL = (".npz",)
+
+
+def _image_suffixes() -> tuple:
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return tuple("." + s for s in FigureCanvasBase.get_supported_filetypes())
+
+
+def output_paths(args) -> list[str]:
+    """The output paths of ``args`` (--out, --netcdf, --map, --save-model), given ones only."""
+    return [p for p in (args.out, args.netcdf, args.map, args.save_model) if p]
+
+
+def _check_suffixes(args, usage_error) -> None:
+    """Each output's suffix must not name another output's format (``--out o.nc`` would be a
+    GeoTIFF named .nc); --map takes its format from its suffix, which must be an image one."""
+    from geogp.io import _NC, _TIF
+
+    images = _image_suffixes()
+    families = {"--out": (_TIF, "a GeoTIFF"), "--netcdf": (_NC, "a NetCDF file"),
+                "--map": (images, "an image"), "--save-model": (_MODEL, "a model file")}
+    known = set(_TIF) | set(_NC) | set(images) | set(_MODEL)
+    for option, path in (("--out", args.out), ("--netcdf", args.netcdf), ("--map", args.map),
+                         ("--save-model", args.save_model)):
+        if not path:
+            continue
+        own, what = families[option]
+        suffix = os.path.splitext(str(path))[1].lower()
+        if suffix in own:
+            continue
+        if option == "--map":
+            raise usage_error(f"--map {path}: the image format is taken from the suffix, and "
+                              f"{suffix or 'no suffix'!s} is not one matplotlib writes; use one "
+                              f"of {', '.join(s[1:] for s in images)} (e.g. PRED.png).")
+        if suffix in known:
+            hint = {"--out": " (NetCDF goes to --netcdf PRED.nc)",
+                    "--netcdf": " (a GeoTIFF goes to --out PRED.tif)"}.get(option, "")
+            raise usage_error(f"{option} {path} writes {what}, but its suffix {suffix} names "
+                              f"another format; give it a {own[0]} name{hint}.")
+
+
+def check_fit_arguments(args, usage_error) -> list[str]:
+    """Refuse, before anything is read or fitted, the arguments of ``geogp fit`` that cannot
+    work; returns the output paths.
+
+    - the outputs must be different files (compared after resolving ``.``, ``..`` and links),
+      carry suffixes of their own formats, and be writable (:func:`geogp.io.check_writable`:
+      no existing file without ``--overwrite``, never a device, pipe or folder);
+    - ``--quantiles`` strictly between 0 and 1, without duplicates;
+    - ``--crs`` a CRS that PROJ knows; ``--samples`` ≥ 0; ``--features`` ≥ 4.
+    """
+    from geogp.adapters import as_crs
+    from geogp.io import check_writable
+    from geogp.outputs import check_quantiles
+
+    outputs = output_paths(args)
+    resolved = [os.path.realpath(p) for p in outputs]
+    if len(set(resolved)) != len(resolved):
+        same = sorted({p for p, r in zip(outputs, resolved) if resolved.count(r) > 1})
+        raise usage_error(f"the output paths must differ from each other; {same} are the same "
+                          "file.")
+    _check_suffixes(args, usage_error)
+    for path in outputs:
+        check_writable(path, args.overwrite)
+    if args.quantiles is not None:
+        check_quantiles(args.quantiles, name="--quantiles")
+    if args.crs is not None:
+        as_crs(args.crs)
+    if args.features is not None and args.features < 4:
+        raise usage_error(f"--features must be ≥ 4; got {args.features}.")
+    if args.samples < 0:
+        raise usage_error(f"--samples must be ≥ 0; got {args.samples}.")
+    return outputs

@@ -1,0 +1,124 @@
+"""Atomic writes: a temporary file beside the destination, moved into place when complete.
+
+:func:`atomic_path` writes under a short hidden name in the destination's directory and moves
+the finished file into place with :func:`os.replace`, so a failure (full disk, interrupted run,
+bad argument) never leaves a partial file behind, and an existing file is replaced only by a
+complete one. :func:`check_writable` refuses existing outputs unless ``overwrite``, and targets
+that are not regular files (devices, pipes, sockets) always. Re-exported by :mod:`geogp.io`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+import tempfile
+from pathlib import Path
+
+from geogp.exceptions import InputError, OutputExistsError
+
+__all__ = ["atomic_path", "check_writable", "hidden_sibling"]
+
+
+def check_writable(path, overwrite: bool = False) -> Path:
+    """Raise :class:`OutputExistsError` if ``path`` exists, unless ``overwrite``.
+
+    A folder, a missing parent folder, and an existing target that is not a regular file (a
+    device such as ``/dev/null``, a pipe, a socket; links are followed) raise
+    :class:`InputError` whatever ``overwrite`` says: geogp never replaces them.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"cannot write {str(path)!r}: it is a folder; give a file name "
+                         "inside it instead.")
+    try:
+        mode = os.stat(path).st_mode  # follows links: a link to a device is a device
+    except FileNotFoundError:
+        mode = None
+    except OSError as err:
+        raise InputError(f"cannot write {str(path)!r}: {err.strerror or err}.") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        raise InputError(f"cannot write {str(path)!r}: it exists and is not a regular file "
+                         "(a device, pipe or socket); geogp replaces only regular files. "
+                         "Give a new file name.")
+    if mode is not None and not overwrite:
+        raise OutputExistsError(
+            f"{str(path)!r} already exists; pass overwrite=True (CLI: --overwrite) to replace it."
+        )
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"cannot write {str(path)!r}: folder {str(parent)!r} does not exist.")
+    return path
+
+
+@contextlib.contextmanager
+def atomic_path(path, overwrite: bool = False):
+    """Context manager yielding a temporary path next to ``path``; moved into place on success.
+
+    On any exception the temporary file is removed and ``path`` is left untouched.
+    """
+    path = check_writable(path, overwrite)
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=_hidden_prefix(path), suffix=".tmp" + path.suffix[:8],
+                                   dir=folder)
+    except PermissionError:
+        raise InputError(f"cannot write {str(path)!r}: no permission to create files in "
+                         f"{str(folder)!r}; choose another folder.") from None
+    except OSError as err:
+        raise InputError(f"cannot write {str(path)!r}: {err.strerror or err} (in "
+                         f"{str(folder)!r}).") from None
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        _flush_to_disk(tmp)  # a full disk or an I/O error surfaces here, before the rename
+        if path.exists() and not overwrite:  # appeared meanwhile
+            raise OutputExistsError(f"{str(path)!r} appeared while writing; not replaced.")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
+        os.replace(tmp, path)
+        _fsync_dir(path.parent if str(path.parent) else Path("."))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+
+
+def _hidden_prefix(path: Path) -> str:
+    """The start of a hidden working name beside ``path``: its name cut to 24 characters, so
+    that the name with a random token and a suffix stays far below the 255-byte limit of file
+    names whatever the target's legal length."""
+    return f".{path.name[:24]}.geogp-"
+
+
+def hidden_sibling(path, kind: str) -> Path:
+    """A short hidden name beside ``path`` (``kind``: e.g. "previous") with a random token."""
+    path = Path(path)
+    return path.with_name(f"{_hidden_prefix(path)}{kind}-{secrets.token_hex(4)}")
+
+
+def _flush_to_disk(tmp) -> None:
+    """fsync the finished temporary file; raises OSError (e.g. ENOSPC) if it cannot be stored."""
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if os.path.getsize(tmp) == 0:
+        raise OSError(f"writing {tmp!r} produced an empty file (disk full?); nothing was kept.")
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make the rename durable (best effort: some file systems refuse fsync on folders)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

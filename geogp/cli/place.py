@@ -35,7 +35,6 @@ import argparse
 import numpy as np
 
 from geogp.cli.options import add_model_options, add_run_options
-from geogp.models.afs_policy import ITERATIVE_ABOVE
 
 PLACEMENT_FEATURES = 2000  # the dense posterior that placement updates rank by rank
 
@@ -137,6 +136,7 @@ def run_place(args) -> int:
 def _check_args(args) -> None:
     from geogp.exceptions import InputError
     from geogp.io import check_writable
+    from geogp.models.afs_policy import ITERATIVE_ABOVE
 
     outputs = [p for p in (args.out, args.csv, args.map) if p]
     if len(set(outputs)) != len(outputs):

@@ -239,8 +239,9 @@ class GeoRegressor(DrawsMixin):
         self.estimators_, self.n_observed_ = [est], [int(pts.values.size)]
         self.fit_time_s_ = [time.perf_counter() - t0]
         self.extra_dim_, self.extra_coords_ = None, {}
-        attrs = dict(grid.attrs) if grid is not None else {}
-        self._finish(pts.spec, target, attrs, pts.name)
+        # a prediction grid is only geometry: its units, long_name... describe its own values,
+        # not the points'
+        self._finish(pts.spec, target, {}, pts.name)
         return self
 
     # ------------------------------------------------------------------ prediction

@@ -267,6 +267,7 @@ def _run_fit(args, echo) -> int:
 
         model = SVGPGeoRegressor(args.likelihood, kernel=args.kernel, n_features=args.features,
                                  progress=not args.quiet, options=options)
+    table = None
     if str(args.input).lower().endswith(TABLE_SUFFIXES):
         if args.covariate:
             raise usage_error("--covariate needs a raster INPUT (the covariates live on its "
@@ -319,8 +320,16 @@ def _run_fit(args, echo) -> int:
                 matplotlib.use("Agg")
                 from geogp.plotting import save_maps
 
-                save_maps(args.map, da, pred, overwrite=args.overwrite,
-                          title=str(da.name or ""))
+                if table is not None:  # the points are the data; --like is only a grid
+                    import pandas as pd
+
+                    pts = table[[args.x, args.y, args.value]].apply(pd.to_numeric,
+                                                                   errors="coerce")
+                    save_maps(args.map, None, pred, points=pts, overwrite=args.overwrite,
+                              title=str(args.value))
+                else:
+                    save_maps(args.map, da, pred, overwrite=args.overwrite,
+                              title=str(da.name or ""))
                 written.append(args.map)
                 pb.update(1)
             if args.save_model:

@@ -339,6 +339,7 @@ def _distance_note(attrs, est, my, mx) -> str:
 
 
 def _save_map(args, geo, sites, target) -> None:
+    """The sites over the latent std, with the raster's true aspect and the CRS's units."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -346,14 +347,16 @@ def _save_map(args, geo, sites, target) -> None:
 
     from geogp.io import atomic_path
     from geogp.placement import plot_sites
+    from geogp.plotting import set_map_axes
 
     pred = geo.predict()
     std = np.asarray(pred["std_latent"].transpose(..., target.y_dim, target.x_dim).values)
-    fig, ax = plt.subplots(figsize=(7.5, 6))
+    fig, ax = plt.subplots()
+    ratio = set_map_axes(ax, pred, target.y_dim, target.x_dim)  # before the labels are placed
+    fig.set_size_inches(7.5, 1.5 + 5.6 * ratio)  # the map as wide as the axes allow
     plot_sites(sites, std, target.x, target.y, ax=ax, label="latent predictive std",
-               title=f"next {len(sites)} site(s): {args.strategy}")
-    ax.set_xlabel(target.x_dim)
-    ax.set_ylabel(target.y_dim)
+               title=f"next {len(sites)} site(s): {args.strategy}",
+               xlabel=ax.get_xlabel(), ylabel=ax.get_ylabel())
     try:
         with atomic_path(args.map, args.overwrite) as tmp:
             fig.savefig(tmp, dpi=120, bbox_inches="tight", format="png")

@@ -188,7 +188,8 @@ def plot_maps(observed: xr.DataArray | None, prediction: xr.Dataset,
         ax.set_title(name, fontsize=10)
         ax.set_xlabel(x_label)
         ax.set_ylabel(y_label)
-        fig.colorbar(im, ax=ax, shrink=0.8, label=units or None)
+        # in the map's own coordinates: the colour bar is as tall as the drawn map
+        fig.colorbar(im, cax=ax.inset_axes([1.04, 0.0, 0.05, 1.0]), label=units or None)
     if title:
         fig.suptitle(title)
     return fig
@@ -216,8 +217,8 @@ def _figsize(n: int, extent, aspect) -> tuple:
     """A figure size whose panels have the map's drawn height / width ratio (within limits),
     with room for the colour bars, labels and titles."""
     ratio = drawn_ratio(extent, aspect)
-    panel = 4.2
-    return (panel * n + 0.6, panel * ratio + 1.3)
+    panel = 4.2  # inches per panel: the map about 3.2 wide, then tick labels and colour bar
+    return (panel * n + 0.3, 3.2 * ratio + 1.2)
 
 
 def save_figure(fig, path, *, overwrite: bool = False, dpi: int = 110):

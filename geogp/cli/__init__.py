@@ -97,7 +97,7 @@ def main(argv=None) -> int:
 def run_command(handler, args, quiet: bool = False) -> int:
     """Run ``handler(args, echo)`` with the CLI's conventions: warnings as one line, bad input
     as one line and exit 2, other errors as one line and exit 1 (``--traceback`` re-raises)."""
-    from geogp.exceptions import InputError
+    from geogp.exceptions import InputError, MemoryEstimateError
 
     def echo(text: str) -> None:
         if not quiet:
@@ -113,6 +113,11 @@ def run_command(handler, args, quiet: bool = False) -> int:
             raise
         print(f"geogp: error: {' '.join(str(err).split())}", file=sys.stderr)
         return EXIT_USAGE
+    except MemoryEstimateError as err:  # the advice in command-line flags
+        if traceback:
+            raise
+        print(f"geogp: error: {' '.join(err.cli_message().split())}", file=sys.stderr)
+        return EXIT_ERROR
     except KeyboardInterrupt:
         print("geogp: interrupted; no partial output was kept.", file=sys.stderr)
         return 130

@@ -328,6 +328,10 @@ def test_max_memory_limits_the_model_before_it_allocates(tif, tmp_path, capsys):
                  "0.5", "--quiet"])
     line = _error_line(capsys)
     assert code != 0 and "GiB, above the limit of 0.50 GiB" in line and not out.exists()
+    # the advice names the command's flags, not the Python options (issue 31)
+    assert "--max-memory" in line and "--model afs" in line and "--posterior-tile" in line
+    assert not any(w in line for w in ("max_bytes", "posterior_tile", "model='afs'",
+                                       "MemoryEstimateError"))
     with pytest.raises(SystemExit) as exc:
         main(["fit", str(tif), "--out", str(out), "--max-memory", "-1"])
     assert exc.value.code == 2

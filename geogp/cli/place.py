@@ -3,26 +3,26 @@
 :mod:`geogp.cli` wires :func:`add_place_parser` and :func:`run_place` into the command::
 
     geogp place INPUT.(tif|nc) --n 20 --out sites.geojson [--model auto|lattice|afs|wavelet
-        --strategy mi
+        --strategy auto|reduction|mi|variance|krause --criterion marginal|joint
         --features 500 --min-distance D --exclude MASK.tif --csv sites.csv --map sites.png
-        --var NAME --overwrite --quiet]
+        --measured POINTS.csv [--refit] --var NAME --overwrite --quiet]
 
 INPUT is read and fitted exactly as by ``geogp fit`` (:func:`geogp.io.open_raster`,
 :class:`geogp.api.GeoRegressor`: NaN/nodata = missing, CRS kept, longitude scaled by
 cos(latitude) on lon/lat rasters). Every cell of the grid is a candidate (gaps included) unless
-the exclusion raster is non-zero there, and every cell is a target: the default marginal
-``mi`` criterion is evaluated over all of them (bounds + exact re-ranking, see
-:mod:`geogp.placement.screen`); only ``--criterion joint`` scores a stratified random subset of
-``--max-targets`` cells. Distances (``--min-distance``) are in the raster's CRS units (degrees
-of latitude on lon/lat rasters); by default ¼ of the shortest learnt lengthscale, stated in
-the summary. By default (``--model auto``) the model is the one ``geogp fit`` would choose:
-the lattice model on regular rasters, placed on its whole-lattice posterior
-(:mod:`geogp.placement.lattice`; ``mi`` scores every cell to first order, through random
-probes). ``--model afs`` (or ``--kernel``/``--features``) fits a dense AFS
-model. ``--model wavelet`` fits the multiresolution wavelet model instead of AFS and
-places on its sparse posterior (:mod:`geogp.placement.wavelet`: every strategy; ``mi`` scores a
-stratified random subset of ``--max-targets`` cells). Outputs are
-written atomically (temp file + os.replace).
+the exclusion raster is non-zero there, and every cell is a target. By default (``--model
+auto``) the model is the one ``geogp fit`` would choose: the lattice model on regular rasters,
+placed on its whole-lattice posterior (:mod:`geogp.placement.lattice`: strategies reduction,
+the default there, mi and variance; mi scores every cell to first order through random
+probes). ``--model afs`` (or ``--kernel``/``--features``) fits a dense AFS model (mi, the
+default there, variance and krause; marginal mi is evaluated over all cells by bounds + exact
+re-ranking, :mod:`geogp.placement.screen`). ``--model wavelet`` fits the multiresolution wavelet model and
+places on its sparse posterior (:mod:`geogp.placement.wavelet`: strategies mi, variance and
+krause; mi scores a stratified random subset of ``--max-targets`` cells). ``--criterion
+joint`` scores a stratified random subset of ``--max-targets`` cells. Distances
+(``--min-distance``) are in the raster's CRS units (degrees of latitude on lon/lat rasters);
+by default ¼ of the shortest learnt lengthscale, stated in the summary. Outputs are written
+atomically (temp file + os.replace).
 
 Exit codes as in :mod:`geogp.cli`: 0 ok; 2 bad input or usage (one line, no traceback);
 1 other errors.
@@ -80,11 +80,12 @@ def add_place_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--var", metavar="NAME", help="variable of a NetCDF file")
     p.add_argument("--model", default="auto", choices=("auto", "lattice", "afs", "wavelet"),
                    help="auto (default): the model geogp fit chooses, the lattice model on "
-                        "regular rasters (its whole-lattice posterior, strategies mi and "
-                        "variance; mi scores every cell to first order, through 128 random "
-                        "probes); afs (dense posterior with --features, rank-one updates; "
-                        "implied by --kernel or --features); wavelet (multiresolution model; "
-                        "sparse posterior, every strategy)")
+                        "regular rasters (its whole-lattice posterior; strategies reduction, "
+                        "mi and variance; mi scores every cell to first order, through 128 "
+                        "random probes); afs (dense posterior with --features, rank-one "
+                        "updates; mi, variance and krause; implied by --kernel or --features); "
+                        "wavelet "
+                        "(multiresolution model; sparse posterior; mi, variance and krause)")
     add_model_options(p, models=False, lattice=False, features_help=(
         "number of Fourier features of an AFS placement model (implies --model afs under "
         "auto; default 2000, with the dense solver, at most 4096)"))

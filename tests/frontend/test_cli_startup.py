@@ -57,3 +57,49 @@ def test_import_geogp_after_xarray_registers_the_accessor_at_once():
             "assert hasattr(xr.DataArray(np.zeros(2)), 'rio')\n")
     proc = _python(code)
     assert proc.returncode == 0, proc.stderr
+
+
+def _help(*argv) -> str:
+    import contextlib
+    import io
+
+    import pytest
+
+    from geogp.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        main([*argv, "--help"])
+    return out.getvalue()
+
+
+def test_help_texts_print_percent_signs_once():
+    for command in ("fit", "cv", "place", "demo"):
+        assert "%%" not in _help(command)
+    assert "95% coverage" in _help("demo")
+
+
+def test_place_help_names_the_strategies_each_model_accepts():
+    """The strategies place --help gives each model are the ones the placement code accepts
+    (and refuses the others)."""
+    import pytest
+
+    from geogp.exceptions import InputError
+    from geogp.placement import lattice, wavelet
+
+    text = " ".join(_help("place").split())
+    assert "strategies reduction, mi and variance" in text   # the lattice model
+    assert text.count("mi, variance and krause") == 2         # afs and wavelet
+
+    class Fitted:  # passes the lattice and wavelet "fitted" checks; one posterior tile
+        _mean = posterior_ = basis_ = scaler_ = params_ = 0.0
+        posterior_tiles_ = 1
+
+    for strategy in ("reduction", "mi", "variance"):
+        lattice.check_lattice(Fitted(), strategy)
+    with pytest.raises(InputError):
+        lattice.check_lattice(Fitted(), "krause")
+    for strategy in ("mi", "variance", "krause"):
+        wavelet.check_wavelet(Fitted(), strategy)
+    with pytest.raises(InputError, match="reduction"):
+        wavelet.check_wavelet(Fitted(), "reduction")

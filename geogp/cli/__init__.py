@@ -27,6 +27,7 @@ examples:
   geogp fit dem.tif --out filled.tif --save-model dem_model.npz --quiet
   geogp fit obs.csv --x lon --y lat --value t --crs EPSG:4326 --resolution 0.01 --out t.tif
   geogp fit stations.gpkg --value t --like grid.tif --out t.tif     (needs geopandas)
+  geogp fit warped.tif --out filled.tif --exclude outside.tif     nodata where the mask is set
   geogp cv dem.tif --plot cv.png              cross-validate on gap-shaped folds
   geogp place dem.tif --n 20 --out sites.geojson --map sites.png   where to measure next
 

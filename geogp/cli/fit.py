@@ -83,6 +83,10 @@ def add_fit_parser(subparsers, epilog: str) -> argparse.ArgumentParser:
                        help="compute them on the dask.distributed cluster at ADDRESS, e.g. "
                             "tcp://10.0.0.1:8786 (start one with dask-scheduler and "
                             "dask-worker --nthreads 1)")
+    fit.add_argument("--exclude", metavar="MASK.tif",
+                     help="raster on the prediction grid, non-zero where no prediction is "
+                          "wanted (e.g. outside a reprojected raster's footprint): those cells "
+                          "stay nodata in every output")
     fit.add_argument("--cog", action="store_true", help="write a Cloud-Optimized GeoTIFF")
     fit.add_argument("--netcdf", metavar="PRED.nc", help="also write CF NetCDF")
     fit.add_argument("--map", metavar="PRED.png", help="also draw maps (obs, mean, std)")
@@ -189,6 +193,31 @@ def _points_grid(args, table):
     return grid.rio.write_crs(args.crs)
 
 
+def _exclusion(args, da):
+    """--exclude: a boolean (y, x) DataArray on ``da``'s grid, True where the mask raster is
+    non-zero (checked before the fit); None without the option."""
+    if not args.exclude:
+        return None
+    from types import SimpleNamespace
+
+    import xarray as xr
+
+    from geogp.adapters import find_spatial_dims
+    from geogp.cli.options import exclusion_mask
+
+    y_dim, x_dim = find_spatial_dims(da)
+    grid = SimpleNamespace(y=da[y_dim].values, x=da[x_dim].values)
+    return xr.DataArray(exclusion_mask(args.exclude, grid), dims=(y_dim, x_dim))
+
+
+def _excluded(pred, mask):
+    """``pred`` with NaN wherever ``mask`` is True, attributes kept."""
+    for name, var in pred.data_vars.items():
+        if set(mask.dims) <= set(var.dims):
+            pred[name] = var.where(~mask).assign_attrs(var.attrs)
+    return pred
+
+
 def _keep_previous(outputs) -> dict:
     """{path: copy} of the outputs that exist already (``--overwrite``): hidden copies beside
     them, so that a failed run can put them back."""
@@ -274,10 +303,12 @@ def _run_fit(args, echo) -> int:
                               "cells).")
         table = _read_table(args)
         da = _points_grid(args, table)
+        mask = _exclusion(args, da)
         model.crs = args.crs
         model.fit(table, x=args.x, y=args.y, value=args.value, grid=da)
     else:
         da = open_raster(args.input, var=args.var)
+        mask = _exclusion(args, da)
         if args.samples:  # refused now, not after the fit: sample bands need one 2-D grid
             from geogp.adapters import find_spatial_dims
 
@@ -296,6 +327,8 @@ def _run_fit(args, echo) -> int:
             draws = model.sample(args.samples, like=da, seed=args.seed)
             pb.update(1)
         pred["samples"] = draws.assign_coords(sample=np.arange(1, args.samples + 1))
+    if mask is not None:
+        pred = _excluded(pred, mask)
     extra = ()
     if model.model_ == "wavelet":  # its local lengthscale: a band, and a panel of --map
         pred["effective_lengthscale"] = model.effective_lengthscale(like=da)

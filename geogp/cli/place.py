@@ -165,39 +165,9 @@ def _check_args(args) -> None:
         raise InputError(f"--max-targets must be ≥ 1; got {args.max_targets}.")
 
 
-def _exclusion_mask(path, target) -> np.ndarray:
-    """(N_y, N_x) boolean: True where the mask raster is non-zero (NaN counts as zero)."""
-    from geogp.adapters import find_spatial_dims
-    from geogp.exceptions import InputError
-    from geogp.io import open_raster
-
-    da = open_raster(path)
-    y_dim, x_dim = find_spatial_dims(da)
-    extra = [d for d in da.dims if d not in (y_dim, x_dim)]
-    if extra:
-        raise InputError(f"the exclusion mask {str(path)!r} must be a single 2-D band; it has "
-                         f"dimensions {list(da.dims)}.")
-    da = da.transpose(y_dim, x_dim)
-    y, x = np.asarray(da[y_dim].values, float), np.asarray(da[x_dim].values, float)
-    same = (y.shape == target.y.shape and x.shape == target.x.shape
-            and np.allclose(y, target.y, rtol=0, atol=1e-6 * _spacing(target.y))
-            and np.allclose(x, target.x, rtol=0, atol=1e-6 * _spacing(target.x)))
-    if not same:
-        raise InputError(
-            f"the exclusion mask {str(path)!r} is not on the input's grid (shape "
-            f"{(y.size, x.size)} vs {(target.y.size, target.x.size)}, or other coordinates); "
-            "resample it first, e.g. mask.rio.reproject_match(raster).")
-    vals = np.asarray(da.values, dtype=np.float64)
-    return np.nan_to_num(vals, nan=0.0) != 0
-
-
-def _spacing(a) -> float:
-    a = np.asarray(a, float)
-    return float(np.abs(np.diff(a)).max()) if a.size > 1 else 1.0
-
-
 def _place(args, echo) -> int:
     from geogp.api import GeoRegressor
+    from geogp.cli.options import exclusion_mask
     from geogp.exceptions import InputError
     from geogp.io import open_raster
     from geogp.placement import Candidates, suggest_sites, write_csv, write_geojson
@@ -236,7 +206,7 @@ def _place(args, echo) -> int:
         echo(f"posterior updated with {len(values)} measurement(s) from {args.measured} "
              "(hyperparameters kept; --refit refits with them).")
     cands = Candidates.grid([my, mx])
-    exclude = _exclusion_mask(args.exclude, target) if args.exclude else None
+    exclude = exclusion_mask(args.exclude, target) if args.exclude else None
     if args.strategy == "auto":
         args.strategy = "reduction" if model == "lattice" else "mi"
     sites = suggest_sites(est, cands, args.n, strategy=args.strategy, criterion=args.criterion,
@@ -328,7 +298,9 @@ def _distance_note(attrs, est, my, mx) -> str:
     md = float(attrs["min_distance"])
     if md == 0:
         return "minimum distance between sites: none (--min-distance 0)."
-    cells = [md / _spacing(a) for a in (my, mx)]
+    from geogp.cli.options import spacing
+
+    cells = [md / spacing(a) for a in (my, mx)]
     text = (f"minimum distance between sites: {md:.4g} CRS units (≈ {cells[0]:.1f} cells along "
             f"y, {cells[1]:.1f} along x)")
     if attrs.get("min_distance_auto"):

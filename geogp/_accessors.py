@@ -36,7 +36,13 @@ class _AfterXarray(importlib.abc.MetaPathFinder):
 
         def exec_then_register(module):
             exec_module(module)
-            _register()
+            try:
+                _register()
+            except Exception as err:  # xarray itself stays usable; say what is missing
+                import warnings
+
+                warnings.warn(f"geogp could not register its xarray accessors: {err}",
+                              ImportWarning, stacklevel=2)
 
         spec.loader.exec_module = exec_then_register
         return spec

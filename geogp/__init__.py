@@ -4,45 +4,69 @@ Importing geogp switches JAX to double precision (``jax_enable_x64``) before any
 created. Gaussian-process linear algebra (Cholesky factors of kernel matrices, log-determinants,
 whitened solves) loses several digits in float32; the spectral densities used by the Fourier
 features span hundreds of orders of magnitude. Everything in geogp is float64 (docs/model.md).
+
+JAX itself, the models and the I/O layer are imported on first use of a public name
+(``geogp.GeoRegressor``, ``geogp.fit``, ...; a module ``__getattr__`` as in optax), so that the
+``geogp`` command answers ``--help`` without loading them. Importing geogp registers the
+``.geogp`` accessor and rioxarray's ``.rio`` on xarray objects as soon as xarray is imported
+(:mod:`geogp._accessors`).
 """
 
 from __future__ import annotations
 
-import jax
+import importlib
+import os
+import sys
 
-# float64 everywhere: see the module docstring. This must run before any JAX array exists.
-jax.config.update("jax_enable_x64", True)
+# float64 everywhere: see the module docstring. This must hold before any JAX array exists:
+# JAX already imported → switch it now; not yet → JAX reads JAX_ENABLE_X64 when imported.
+if "jax" in sys.modules:
+    sys.modules["jax"].config.update("jax_enable_x64", True)
+else:
+    os.environ["JAX_ENABLE_X64"] = "True"
 
 __version__ = "0.1.0"
 
 from geogp import exceptions as exceptions  # noqa: E402
-from geogp import kernels as kernels  # noqa: E402
-from geogp.kernels import Matern12, Matern32, Matern52, SquaredExponential  # noqa: E402
 
-__all__ = [
-    "__version__",
-    "exceptions",
-    "kernels",
-    "SquaredExponential",
-    "Matern12",
-    "Matern32",
-    "Matern52",
-]
+from geogp._accessors import register_when_xarray_loads  # noqa: E402
 
-# --- geodata front end (issue 6): appended block, public names of the xarray/CLI layer -------
-# Importing geogp.accessor registers the ``.geogp`` accessor on DataArray and Dataset.
-from geogp import accessor as accessor  # noqa: E402,F401
-from geogp import metrics as metrics  # noqa: E402
-from geogp.api import GeoRegressor as GeoRegressor  # noqa: E402
-from geogp.api import fit as fit  # noqa: E402
-from geogp.io import open_raster as open_raster  # noqa: E402
-from geogp.io import write_geotiff as write_geotiff  # noqa: E402
-from geogp.io import write_netcdf as write_netcdf  # noqa: E402
+register_when_xarray_loads()  # .geogp and .rio on DataArray and Dataset
 
-from geogp.crossval import cross_validate as cross_validate  # noqa: E402
+# public name → (module, attribute or None for the module itself), imported on first use
+_LAZY = {
+    "accessor": ("geogp.accessor", None),
+    "kernels": ("geogp.kernels", None),
+    "SquaredExponential": ("geogp.kernels", "SquaredExponential"),
+    "Matern12": ("geogp.kernels", "Matern12"),
+    "Matern32": ("geogp.kernels", "Matern32"),
+    "Matern52": ("geogp.kernels", "Matern52"),
+    "metrics": ("geogp.metrics", None),
+    "GeoRegressor": ("geogp.api", "GeoRegressor"),
+    "fit": ("geogp.api", "fit"),
+    "open_raster": ("geogp.io", "open_raster"),
+    "write_geotiff": ("geogp.io", "write_geotiff"),
+    "write_netcdf": ("geogp.io", "write_netcdf"),
+    "cross_validate": ("geogp.crossval", "cross_validate"),
+}
 
-load_model = GeoRegressor.load
+__all__ = ["__version__", "exceptions", "kernels", "SquaredExponential", "Matern12", "Matern32",
+           "Matern52", "GeoRegressor", "fit", "load_model", "open_raster", "write_geotiff",
+           "write_netcdf", "metrics", "cross_validate"]
 
-__all__ += ["GeoRegressor", "fit", "load_model", "open_raster", "write_geotiff",
-            "write_netcdf", "metrics", "cross_validate"]
-# --- end of the geodata front-end block -------------------------------------------------------
+
+def __getattr__(name: str):
+    if name == "load_model":
+        value = __getattr__("GeoRegressor").load
+    elif name in _LAZY:
+        module, attr = _LAZY[name]
+        value = importlib.import_module(module)
+        value = value if attr is None else getattr(value, attr)
+    else:
+        raise AttributeError(f"module 'geogp' has no attribute {name!r}")
+    globals()[name] = value  # later look-ups skip __getattr__
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -14,9 +14,12 @@ The accessor never modifies the object it is attached to; it returns new objects
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import xarray as xr
 
-from geogp.api import GeoRegressor, fit
+if TYPE_CHECKING:
+    from geogp.api import GeoRegressor
 
 __all__ = ["GeogpDataArrayAccessor", "GeogpDatasetAccessor"]
 
@@ -31,6 +34,8 @@ class _Base:
         Keyword arguments are those of :func:`geogp.api.fit` (``kernel``, ``n_features``,
         ``share_hyperparameters``, ``var`` for Datasets, model options such as ``maxiter``).
         """
+        from geogp.api import fit  # JAX and the models load on first use
+
         return fit(self._obj, model, **kwargs)
 
     def fill(self, model: str = "auto", *, quantiles=None, **kwargs) -> xr.Dataset:

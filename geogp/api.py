@@ -27,6 +27,7 @@ import pandas as pd
 import xarray as xr
 
 from geogp import engines
+from geogp._format import lengths, number
 from geogp._progress import TrainingBar, bar
 from geogp.api_draws import DrawsMixin
 from geogp.adapters import KM_PER_DEGREE, GridData, GridSpec, to_grid_data
@@ -240,8 +241,9 @@ class GeoRegressor(DrawsMixin):
         self.estimators_, self.n_observed_ = [est], [int(pts.values.size)]
         self.fit_time_s_ = [time.perf_counter() - t0]
         self.extra_dim_, self.extra_coords_ = None, {}
-        attrs = dict(grid.attrs) if grid is not None else {}
-        self._finish(pts.spec, target, attrs, pts.name)
+        # a prediction grid is only geometry: its units, long_name... describe its own values,
+        # not the points'
+        self._finish(pts.spec, target, {}, pts.name)
         return self
 
     # ------------------------------------------------------------------ prediction
@@ -372,30 +374,27 @@ class GeoRegressor(DrawsMixin):
         for s, row in table.iterrows():
             head = f"  slice {s}: " if len(table) > 1 else "  "
             ell = [c for c in table.columns if c.startswith("lengthscale_") and "_km" not in c]
-            parts = []
-            for c_y, c_x in zip(ell[0::2], ell[1::2]):
-                txt = f"lengthscale (y, x) = ({row[c_y]:.4g}, {row[c_x]:.4g}) {spec.units}"
-                if spec.geographic:
-                    txt += (f" ≈ ({row[c_y.replace('_y', '_y_km', 1)]:.3g}, "
-                            f"{row[c_x.replace('_x', '_x_km', 1)]:.3g}) km")
-                parts.append(txt)
+
+            def length(*cols):  # in the CRS's unit (metres from 1 km up in km), ≈ km on lon/lat
+                txt = lengths([row[c] for c in cols], spec.units)
+                km = [c.replace("_y", "_y_km", 1).replace("_x", "_x_km", 1)
+                      if c.startswith("lengthscale_") else c + "_km" for c in cols]
+                return txt + (f" ≈ {lengths([row[c] for c in km], 'km')}"
+                              if spec.geographic else "")
+
+            parts = [f"lengthscale (y, x) = {length(c_y, c_x)}"
+                     for c_y, c_x in zip(ell[0::2], ell[1::2])]
             if self.model_ == "lattice" and ell:  # isotropic SPDE: one range
-                parts[0] = f"range ρ = {row[ell[0]]:.4g} {spec.units}" + (
-                    f" ≈ {row[ell[0].replace('_y', '_y_km', 1)]:.3g} km"
-                    if spec.geographic else "")
+                parts[0] = f"range ρ = {length(ell[0])}"
             if "mid_scale_range" in row and pd.notna(row["mid_scale_range"]):
-                txt = f"mid scales: range {row['mid_scale_range']:.4g} {spec.units}"
-                if spec.geographic:
-                    txt += f" ≈ {row['mid_scale_range_km']:.3g} km"
-                parts.append(txt + f", sd {row['mid_scale_sd']:.4g}")
+                parts.append(f"mid scales: range {length('mid_scale_range')}, "
+                             f"sd {row['mid_scale_sd']:.4g}")
             if "large_scale_lengthscale" in row:
-                txt = f"large scales: lengthscale {row['large_scale_lengthscale']:.4g} {spec.units}"
-                if spec.geographic:
-                    txt += f" ≈ {row['large_scale_lengthscale_km']:.3g} km"
-                parts.append(txt + f", sd {row['large_scale_sd']:.4g}")
+                parts.append(f"large scales: lengthscale {length('large_scale_lengthscale')}, "
+                             f"sd {row['large_scale_sd']:.4g}")
             parts.append(f"signal sd {row['signal_sd']:.4g}, noise sd {row['noise_sd']:.4g}")
-            feats = "" if pd.isna(row["n_features"]) else f", {int(row['n_features'])} features"
-            parts.append(f"{int(row['n_observed'])} observations{feats}, fit in "
+            parts.append(f"{int(row['n_observed'])} observations"
+                         f"{_unknowns(self.estimators_[s], self.model_)}, fit in "
                          f"{row['fit_time_s']:.1f} s")
             lines.append(head + "; ".join(parts))
         return "\n".join(lines)
@@ -511,3 +510,17 @@ def fit(data, model: str = "auto", *, var: str | None = None, x: str = "x", y: s
 
         reg = SVGPGeoRegressor(likelihood, options=kwargs or None, **own)
     return reg.fit(data, var=var, x=x, y=y, value=value, grid=grid, covariates=covariates)
+
+
+def _unknowns(est, model: str) -> str:
+    """What the model's unknowns are, in words: lattice cells, Fourier features, basis
+    functions ("" for the exact GP)."""
+    n = engines.describe(est)["n_features"]
+    if n is None or pd.isna(n):
+        return ""
+    if model == "lattice":
+        large = int(est._n_large())
+        return (f", a lattice of {number(int(n) - large)} cells (raster and margin)"
+                + (f" + {large} large-scale Fourier features" if large else ""))
+    kind = "wavelet basis functions" if model == "wavelet" else "Fourier features"
+    return f", {number(int(n))} {kind}"

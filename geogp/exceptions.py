@@ -55,18 +55,26 @@ class OutsideWindowError(InputError):
 
 
 class MemoryEstimateError(GeogpError, MemoryError):
-    """A computation would need more memory than allowed; carries the estimate in bytes."""
+    """A computation would need more memory than allowed; carries the estimate in bytes.
 
-    def __init__(self, what: str, needed_bytes: float, limit_bytes: float, hint: str = ""):
+    ``hint`` names the Python options that help; ``cli_hint``, when given, the ``geogp``
+    command's flags instead (:meth:`cli_message`, which the command prints).
+    """
+
+    def __init__(self, what: str, needed_bytes: float, limit_bytes: float, hint: str = "",
+                 cli_hint: str | None = None):
         self.needed_bytes = float(needed_bytes)
         self.limit_bytes = float(limit_bytes)
-        msg = (
+        self.cli_hint = cli_hint
+        self._base = (
             f"{what} would need about {needed_bytes / 2**30:.2f} GiB, above the limit of "
             f"{limit_bytes / 2**30:.2f} GiB."
         )
-        if hint:
-            msg += " " + hint
-        super().__init__(msg)
+        super().__init__(f"{self._base} {hint}".strip())
+
+    def cli_message(self) -> str:
+        """The message with the command-line advice (the Python one without a CLI hint)."""
+        return f"{self._base} {self.cli_hint}".strip() if self.cli_hint else str(self)
 
 
 class NotPositiveDefiniteError(GeogpError, ArithmeticError):

@@ -183,6 +183,19 @@ def _row_windows(ny: int) -> list[tuple[int, int]]:
     return [(a, min(a + WRITE_ROWS, ny)) for a in range(0, ny, WRITE_ROWS)]
 
 
+# attributes that describe the encoding or the georeferencing, not the data: never tags
+_NOT_TAGS = ("scale_factor", "add_offset", "grid_mapping", "coordinates", "AREA_OR_POINT",
+             "units", "missing_value", "valid_range", "valid_min", "valid_max")
+
+
+def _dataset_tags(attrs: dict) -> dict:
+    """The input's description kept as GeoTIFF dataset tags: scalar text or number attributes
+    (long_name, source, title, history...), minus encoding and georeferencing keys."""
+    return {k: str(v) for k, v in attrs.items()
+            if not str(k).startswith("_") and k not in _NOT_TAGS
+            and isinstance(v, (str, int, float, np.integer, np.floating))}
+
+
 def _write_windows(dst, bands: list, dt: np.dtype, nodata) -> list[bytes]:
     """Write each band window by window (rows :data:`WRITE_ROWS` at a time: a dask-backed
     band is computed one window at a time); returns each band's digest."""
@@ -310,7 +323,8 @@ def write_geotiff(pred: xr.Dataset, path, *, overwrite: bool = False, latent: bo
     Band 1 = predictive mean, band 2 = std of a new observation (noise included); then
     ``std_latent`` (``latent=True``) and one band per quantile (``quantiles=True``). Band
     descriptions are the variable names ("mean", "std", ...). An extra dimension (time) gives one
-    band per variable and slice ("mean time=2020-01-01", ...).
+    band per variable and slice ("mean time=2020-01-01", ...) The Dataset's attributes (the
+    input's ``long_name``, ``source``...) become dataset tags; ``units`` tag each band.
 
     Args:
         pred: output of :meth:`geogp.api.GeoRegressor.predict`.
@@ -345,6 +359,7 @@ def write_geotiff(pred: xr.Dataset, path, *, overwrite: bool = False, latent: bo
     compress, dt = _check_write_options(compress, dtype, nodata)
     bands = _bands(pred, latent, quantiles, samples, extra)
     check_geotiff_grid(pred)
+    tags = _dataset_tags(pred.attrs)
     ref = bands[0][1]
     transform = ref.rio.transform(recalc=True)
     profile = {"driver": "GTiff", "height": ref.shape[0], "width": ref.shape[1],
@@ -357,11 +372,13 @@ def write_geotiff(pred: xr.Dataset, path, *, overwrite: bool = False, latent: bo
         if not cog:
             with rasterio.open(tmp, "w", **profile) as dst:
                 digests = _write_windows(dst, bands, dt, nodata)
+                dst.update_tags(**tags)
         else:  # windows into a tiled GeoTIFF, which GDAL's COG driver copies block by block
             plain = tmp.with_name(tmp.name + ".gtiff")
             try:
                 with rasterio.open(plain, "w", **{**profile, "tiled": True}) as dst:
                     digests = _write_windows(dst, bands, dt, nodata)
+                    dst.update_tags(**tags)
                 options = {"compress": compress.upper()} if compress != "none" else {}
                 rasterio.shutil.copy(plain, tmp, driver="COG", **options)
             finally:

@@ -149,8 +149,9 @@ def prediction_dataset(mean, var_latent, var_observed, dims: tuple, coords: dict
     for v in data.values():
         if units:
             v[2]["units"] = units
-    ds = xr.Dataset(data, coords=coords, attrs={k: v for k, v in base.items()
-                                                if k not in ("long_name", "units")})
+    # the input's description (long_name, source, ...) stays on the Dataset: GeoTIFF tags and
+    # NetCDF global attributes; units go to the variables
+    ds = xr.Dataset(data, coords=coords, attrs={k: v for k, v in base.items() if k != "units"})
     if spatial_dims is not None:
         ds = ds.rio.set_spatial_dims(y_dim=spatial_dims[0], x_dim=spatial_dims[1])
     if crs_wkt:

@@ -27,6 +27,7 @@ examples:
   geogp fit dem.tif --out filled.tif --save-model dem_model.npz --quiet
   geogp fit obs.csv --x lon --y lat --value t --crs EPSG:4326 --resolution 0.01 --out t.tif
   geogp fit stations.gpkg --value t --like grid.tif --out t.tif     (needs geopandas)
+  geogp fit warped.tif --out filled.tif --exclude outside.tif     nodata where the mask is set
   geogp cv dem.tif --plot cv.png              cross-validate on gap-shaped folds
   geogp place dem.tif --n 20 --out sites.geojson --map sites.png   where to measure next
 
@@ -97,7 +98,7 @@ def main(argv=None) -> int:
 def run_command(handler, args, quiet: bool = False) -> int:
     """Run ``handler(args, echo)`` with the CLI's conventions: warnings as one line, bad input
     as one line and exit 2, other errors as one line and exit 1 (``--traceback`` re-raises)."""
-    from geogp.exceptions import InputError
+    from geogp.exceptions import InputError, MemoryEstimateError
 
     def echo(text: str) -> None:
         if not quiet:
@@ -113,6 +114,11 @@ def run_command(handler, args, quiet: bool = False) -> int:
             raise
         print(f"geogp: error: {' '.join(str(err).split())}", file=sys.stderr)
         return EXIT_USAGE
+    except MemoryEstimateError as err:  # the advice in command-line flags
+        if traceback:
+            raise
+        print(f"geogp: error: {' '.join(err.cli_message().split())}", file=sys.stderr)
+        return EXIT_ERROR
     except KeyboardInterrupt:
         print("geogp: interrupted; no partial output was kept.", file=sys.stderr)
         return 130

@@ -18,7 +18,7 @@ def add_demo_parser(subparsers) -> argparse.ArgumentParser:
     demo = subparsers.add_parser(
         "demo", help="run the demo on a real elevation model",
         description="Cut holes in the Jacksboro fault elevation model (matplotlib sample data), "
-                    "fill them, and report the hold-out RMSE and 95%% coverage. Writes "
+                    "fill them, and report the hold-out RMSE and 95% coverage. Writes "
                     "demo_prediction.tif and demo_map.png (replacing earlier demo files).")
     demo.add_argument("--out-dir", default="geogp-demo", metavar="DIR",
                       help="output folder (default: ./geogp-demo)")

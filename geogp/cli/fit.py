@@ -85,6 +85,10 @@ def add_fit_parser(subparsers, epilog: str) -> argparse.ArgumentParser:
                        help="compute them on the dask.distributed cluster at ADDRESS, e.g. "
                             "tcp://10.0.0.1:8786 (start one with dask-scheduler and "
                             "dask-worker --nthreads 1)")
+    fit.add_argument("--exclude", metavar="MASK.tif",
+                     help="raster on the prediction grid, non-zero where no prediction is "
+                          "wanted (e.g. outside a reprojected raster's footprint): those cells "
+                          "stay nodata in every output")
     fit.add_argument("--cog", action="store_true", help="write a Cloud-Optimized GeoTIFF")
     fit.add_argument("--netcdf", metavar="PRED.nc", help="also write CF NetCDF")
     fit.add_argument("--map", metavar="PRED.png", help="also draw maps (obs, mean, std)")
@@ -92,6 +96,31 @@ def add_fit_parser(subparsers, epilog: str) -> argparse.ArgumentParser:
     add_run_options(fit, quiet_help="no progress bars or summary")
 
     return fit
+
+
+def _exclusion(args, da):
+    """--exclude: a boolean (y, x) DataArray on ``da``'s grid, True where the mask raster is
+    non-zero (checked before the fit); None without the option."""
+    if not args.exclude:
+        return None
+    from types import SimpleNamespace
+
+    import xarray as xr
+
+    from geogp.adapters import find_spatial_dims
+    from geogp.cli.options import exclusion_mask
+
+    y_dim, x_dim = find_spatial_dims(da)
+    grid = SimpleNamespace(y=da[y_dim].values, x=da[x_dim].values)
+    return xr.DataArray(exclusion_mask(args.exclude, grid), dims=(y_dim, x_dim))
+
+
+def _excluded(pred, mask):
+    """``pred`` with NaN wherever ``mask`` is True, attributes kept."""
+    for name, var in pred.data_vars.items():
+        if set(mask.dims) <= set(var.dims):
+            pred[name] = var.where(~mask).assign_attrs(var.attrs)
+    return pred
 
 
 def _keep_previous(outputs) -> dict:
@@ -167,6 +196,7 @@ def _run_fit(args, echo) -> int:
 
         model = SVGPGeoRegressor(args.likelihood, kernel=args.kernel, n_features=args.features,
                                  progress=not args.quiet, options=options)
+    table = None
     if str(args.input).lower().endswith(TABLE_SUFFIXES):
         if args.covariate:
             raise usage_error("--covariate needs a raster INPUT (the covariates live on its "
@@ -174,11 +204,13 @@ def _run_fit(args, echo) -> int:
         table = read_table(args)
         da = points_grid(args, table)
         check_geotiff_grid(da)  # --like: a GeoTIFF needs a regular grid
+        mask = _exclusion(args, da)
         model.crs = args.crs
         model.fit(table, x=args.x, y=args.y, value=args.value, grid=da)
     else:
         da = open_raster(args.input, var=args.var)
         check_geotiff_grid(da)  # --out is a GeoTIFF: refused now, not after the fit
+        mask = _exclusion(args, da)
         if args.samples:  # refused now, not after the fit: sample bands need one 2-D grid
             from geogp.adapters import find_spatial_dims
 
@@ -197,6 +229,8 @@ def _run_fit(args, echo) -> int:
             draws = model.sample(args.samples, like=da, seed=args.seed)
             pb.update(1)
         pred["samples"] = draws.assign_coords(sample=np.arange(1, args.samples + 1))
+    if mask is not None:
+        pred = _excluded(pred, mask)
     extra = ()
     if model.model_ == "wavelet":  # its local lengthscale: a band, and a panel of --map
         pred["effective_lengthscale"] = model.effective_lengthscale(like=da)
@@ -221,8 +255,16 @@ def _run_fit(args, echo) -> int:
                 matplotlib.use("Agg")
                 from geogp.plotting import save_maps
 
-                save_maps(args.map, da, pred, overwrite=args.overwrite,
-                          title=str(da.name or ""))
+                if table is not None:  # the points are the data; --like is only a grid
+                    import pandas as pd
+
+                    pts = table[[args.x, args.y, args.value]].apply(pd.to_numeric,
+                                                                   errors="coerce")
+                    save_maps(args.map, None, pred, points=pts, overwrite=args.overwrite,
+                              title=str(args.value))
+                else:
+                    save_maps(args.map, da, pred, overwrite=args.overwrite,
+                              title=str(da.name or ""))
                 written.append(args.map)
                 pb.update(1)
             if args.save_model:

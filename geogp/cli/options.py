@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 __all__ = ["add_model_options", "add_memory_option", "add_run_options", "model_keywords",
-           "positive_int", "nonnegative_int", "MODEL_CHOICES"]
+           "positive_int", "nonnegative_int", "MODEL_CHOICES", "exclusion_mask", "spacing"]
 
 MODEL_CHOICES = ("auto", "lattice", "afs", "wavelet", "exact")
 
@@ -116,3 +116,39 @@ def model_keywords(args) -> dict:
     if "mid_scale" in given:
         given["mid_scale"] = mid_scale_option(given["mid_scale"])
     return given
+
+
+def exclusion_mask(path, target):
+    """(N_y, N_x) boolean: True where the mask raster is non-zero (NaN counts as zero)."""
+    import numpy as np
+
+    from geogp.adapters import find_spatial_dims
+    from geogp.exceptions import InputError
+    from geogp.io import open_raster
+
+    da = open_raster(path)
+    y_dim, x_dim = find_spatial_dims(da)
+    extra = [d for d in da.dims if d not in (y_dim, x_dim)]
+    if extra:
+        raise InputError(f"the exclusion mask {str(path)!r} must be a single 2-D band; it has "
+                         f"dimensions {list(da.dims)}.")
+    da = da.transpose(y_dim, x_dim)
+    y, x = np.asarray(da[y_dim].values, float), np.asarray(da[x_dim].values, float)
+    same = (y.shape == target.y.shape and x.shape == target.x.shape
+            and np.allclose(y, target.y, rtol=0, atol=1e-6 * spacing(target.y))
+            and np.allclose(x, target.x, rtol=0, atol=1e-6 * spacing(target.x)))
+    if not same:
+        raise InputError(
+            f"the exclusion mask {str(path)!r} is not on the input's grid (shape "
+            f"{(y.size, x.size)} vs {(target.y.size, target.x.size)}, or other coordinates); "
+            "resample it first, e.g. mask.rio.reproject_match(raster).")
+    vals = np.asarray(da.values, dtype=np.float64)
+    return np.nan_to_num(vals, nan=0.0) != 0
+
+
+def spacing(a) -> float:
+    """The largest step between neighbouring coordinates (1.0 for a single one)."""
+    import numpy as np
+
+    a = np.asarray(a, float)
+    return float(np.abs(np.diff(a)).max()) if a.size > 1 else 1.0

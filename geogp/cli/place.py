@@ -3,26 +3,26 @@
 :mod:`geogp.cli` wires :func:`add_place_parser` and :func:`run_place` into the command::
 
     geogp place INPUT.(tif|nc) --n 20 --out sites.geojson [--model auto|lattice|afs|wavelet
-        --strategy mi
+        --strategy auto|reduction|mi|variance|krause --criterion marginal|joint
         --features 500 --min-distance D --exclude MASK.tif --csv sites.csv --map sites.png
-        --var NAME --overwrite --quiet]
+        --measured POINTS.csv [--refit] --var NAME --overwrite --quiet]
 
 INPUT is read and fitted exactly as by ``geogp fit`` (:func:`geogp.io.open_raster`,
 :class:`geogp.api.GeoRegressor`: NaN/nodata = missing, CRS kept, longitude scaled by
 cos(latitude) on lon/lat rasters). Every cell of the grid is a candidate (gaps included) unless
-the exclusion raster is non-zero there, and every cell is a target: the default marginal
-``mi`` criterion is evaluated over all of them (bounds + exact re-ranking, see
-:mod:`geogp.placement.screen`); only ``--criterion joint`` scores a stratified random subset of
-``--max-targets`` cells. Distances (``--min-distance``) are in the raster's CRS units (degrees
-of latitude on lon/lat rasters); by default ¼ of the shortest learnt lengthscale, stated in
-the summary. By default (``--model auto``) the model is the one ``geogp fit`` would choose:
-the lattice model on regular rasters, placed on its whole-lattice posterior
-(:mod:`geogp.placement.lattice`; ``mi`` scores every cell to first order, through random
-probes). ``--model afs`` (or ``--kernel``/``--features``) fits a dense AFS
-model. ``--model wavelet`` fits the multiresolution wavelet model instead of AFS and
-places on its sparse posterior (:mod:`geogp.placement.wavelet`: every strategy; ``mi`` scores a
-stratified random subset of ``--max-targets`` cells). Outputs are
-written atomically (temp file + os.replace).
+the exclusion raster is non-zero there, and every cell is a target. By default (``--model
+auto``) the model is the one ``geogp fit`` would choose: the lattice model on regular rasters,
+placed on its whole-lattice posterior (:mod:`geogp.placement.lattice`: strategies reduction,
+the default there, mi and variance; mi scores every cell to first order through random
+probes). ``--model afs`` (or ``--kernel``/``--features``) fits a dense AFS model (mi, the
+default there, variance and krause; marginal mi is evaluated over all cells by bounds + exact
+re-ranking, :mod:`geogp.placement.screen`). ``--model wavelet`` fits the multiresolution
+wavelet model and places on its sparse posterior (:mod:`geogp.placement.wavelet`: strategies mi, variance and
+krause; mi scores a stratified random subset of ``--max-targets`` cells). ``--criterion
+joint`` scores a stratified random subset of ``--max-targets`` cells. Distances
+(``--min-distance``) are in the raster's CRS units (degrees of latitude on lon/lat rasters);
+by default ¼ of the shortest learnt lengthscale, stated in the summary. Outputs are written
+atomically (temp file + os.replace).
 
 Exit codes as in :mod:`geogp.cli`: 0 ok; 2 bad input or usage (one line, no traceback);
 1 other errors.
@@ -35,7 +35,6 @@ import argparse
 import numpy as np
 
 from geogp.cli.options import add_model_options, add_run_options
-from geogp.models.afs_policy import ITERATIVE_ABOVE
 
 PLACEMENT_FEATURES = 2000  # the dense posterior that placement updates rank by rank
 
@@ -81,11 +80,12 @@ def add_place_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--var", metavar="NAME", help="variable of a NetCDF file")
     p.add_argument("--model", default="auto", choices=("auto", "lattice", "afs", "wavelet"),
                    help="auto (default): the model geogp fit chooses, the lattice model on "
-                        "regular rasters (its whole-lattice posterior, strategies mi and "
-                        "variance; mi scores every cell to first order, through 128 random "
-                        "probes); afs (dense posterior with --features, rank-one updates; "
-                        "implied by --kernel or --features); wavelet (multiresolution model; "
-                        "sparse posterior, every strategy)")
+                        "regular rasters (its whole-lattice posterior; strategies reduction, "
+                        "mi and variance; mi scores every cell to first order, through 128 "
+                        "random probes); afs (dense posterior with --features, rank-one "
+                        "updates; mi, variance and krause; implied by --kernel or --features); "
+                        "wavelet "
+                        "(multiresolution model; sparse posterior; mi, variance and krause)")
     add_model_options(p, models=False, lattice=False, features_help=(
         "number of Fourier features of an AFS placement model (implies --model afs under "
         "auto; default 2000, with the dense solver, at most 4096)"))
@@ -137,6 +137,7 @@ def run_place(args) -> int:
 def _check_args(args) -> None:
     from geogp.exceptions import InputError
     from geogp.io import check_writable
+    from geogp.models.afs_policy import ITERATIVE_ABOVE
 
     outputs = [p for p in (args.out, args.csv, args.map) if p]
     if len(set(outputs)) != len(outputs):
@@ -164,39 +165,9 @@ def _check_args(args) -> None:
         raise InputError(f"--max-targets must be ≥ 1; got {args.max_targets}.")
 
 
-def _exclusion_mask(path, target) -> np.ndarray:
-    """(N_y, N_x) boolean: True where the mask raster is non-zero (NaN counts as zero)."""
-    from geogp.adapters import find_spatial_dims
-    from geogp.exceptions import InputError
-    from geogp.io import open_raster
-
-    da = open_raster(path)
-    y_dim, x_dim = find_spatial_dims(da)
-    extra = [d for d in da.dims if d not in (y_dim, x_dim)]
-    if extra:
-        raise InputError(f"the exclusion mask {str(path)!r} must be a single 2-D band; it has "
-                         f"dimensions {list(da.dims)}.")
-    da = da.transpose(y_dim, x_dim)
-    y, x = np.asarray(da[y_dim].values, float), np.asarray(da[x_dim].values, float)
-    same = (y.shape == target.y.shape and x.shape == target.x.shape
-            and np.allclose(y, target.y, rtol=0, atol=1e-6 * _spacing(target.y))
-            and np.allclose(x, target.x, rtol=0, atol=1e-6 * _spacing(target.x)))
-    if not same:
-        raise InputError(
-            f"the exclusion mask {str(path)!r} is not on the input's grid (shape "
-            f"{(y.size, x.size)} vs {(target.y.size, target.x.size)}, or other coordinates); "
-            "resample it first, e.g. mask.rio.reproject_match(raster).")
-    vals = np.asarray(da.values, dtype=np.float64)
-    return np.nan_to_num(vals, nan=0.0) != 0
-
-
-def _spacing(a) -> float:
-    a = np.asarray(a, float)
-    return float(np.abs(np.diff(a)).max()) if a.size > 1 else 1.0
-
-
 def _place(args, echo) -> int:
     from geogp.api import GeoRegressor
+    from geogp.cli.options import exclusion_mask
     from geogp.exceptions import InputError
     from geogp.io import open_raster
     from geogp.placement import Candidates, suggest_sites, write_csv, write_geojson
@@ -235,7 +206,7 @@ def _place(args, echo) -> int:
         echo(f"posterior updated with {len(values)} measurement(s) from {args.measured} "
              "(hyperparameters kept; --refit refits with them).")
     cands = Candidates.grid([my, mx])
-    exclude = _exclusion_mask(args.exclude, target) if args.exclude else None
+    exclude = exclusion_mask(args.exclude, target) if args.exclude else None
     if args.strategy == "auto":
         args.strategy = "reduction" if model == "lattice" else "mi"
     sites = suggest_sites(est, cands, args.n, strategy=args.strategy, criterion=args.criterion,
@@ -327,7 +298,9 @@ def _distance_note(attrs, est, my, mx) -> str:
     md = float(attrs["min_distance"])
     if md == 0:
         return "minimum distance between sites: none (--min-distance 0)."
-    cells = [md / _spacing(a) for a in (my, mx)]
+    from geogp.cli.options import spacing
+
+    cells = [md / spacing(a) for a in (my, mx)]
     text = (f"minimum distance between sites: {md:.4g} CRS units (≈ {cells[0]:.1f} cells along "
             f"y, {cells[1]:.1f} along x)")
     if attrs.get("min_distance_auto"):
@@ -339,6 +312,7 @@ def _distance_note(attrs, est, my, mx) -> str:
 
 
 def _save_map(args, geo, sites, target) -> None:
+    """The sites over the latent std, with the raster's true aspect and the CRS's units."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -346,14 +320,16 @@ def _save_map(args, geo, sites, target) -> None:
 
     from geogp.io import atomic_path
     from geogp.placement import plot_sites
+    from geogp.plotting import set_map_axes
 
     pred = geo.predict()
     std = np.asarray(pred["std_latent"].transpose(..., target.y_dim, target.x_dim).values)
-    fig, ax = plt.subplots(figsize=(7.5, 6))
+    fig, ax = plt.subplots()
+    ratio = set_map_axes(ax, pred, target.y_dim, target.x_dim)  # before the labels are placed
+    fig.set_size_inches(7.5, 1.5 + 5.6 * ratio)  # the map as wide as the axes allow
     plot_sites(sites, std, target.x, target.y, ax=ax, label="latent predictive std",
-               title=f"next {len(sites)} site(s): {args.strategy}")
-    ax.set_xlabel(target.x_dim)
-    ax.set_ylabel(target.y_dim)
+               title=f"next {len(sites)} site(s): {args.strategy}",
+               xlabel=ax.get_xlabel(), ylabel=ax.get_ylabel())
     try:
         with atomic_path(args.map, args.overwrite) as tmp:
             fig.savefig(tmp, dpi=120, bbox_inches="tight", format="png")

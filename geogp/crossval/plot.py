@@ -18,9 +18,13 @@ def plot_cv(result):
     """The figure of a :class:`~geogp.crossval.CVResult` (matplotlib)."""
     import matplotlib.pyplot as plt
 
+    from geogp.plotting import pretty_units
+
     levels, empirical = result.reliability()
     table = result.by_distance().drop(index="all")
-    fig, axes = plt.subplots(1, 4, figsize=(17, 4.0), constrained_layout=True)
+    fig, axes = plt.subplots(1, 4, figsize=(17, 4.4), layout="constrained")
+    # each stratum's size under its name: always visible, never under a bar or the legend
+    ticks = [f"{name}\nn={n}" for name, n in zip(table.index, table["n"])]
     ax = axes[0]
     ax.plot([0, 1], [0, 1], color="0.6", lw=1, label="calibrated")
     ax.plot(levels, empirical, "o-", label=result.method)
@@ -33,28 +37,26 @@ def plot_cv(result):
 
     ax = axes[1]
     pos = np.arange(len(table))
-    ax.axhspan(0.93, 0.97, color="tab:green", alpha=0.15, label="0.93–0.97")
+    ax.axhspan(0.93, 0.97, color="tab:green", alpha=0.15)
     ax.axhline(0.95, color="tab:green", lw=1)
     ax.bar(pos, table["coverage95"].fillna(0).to_numpy(), color="tab:blue", width=0.6)
-    for p, (cov, n) in enumerate(zip(table["coverage95"], table["n"])):
-        ax.text(p, 0.02, f"n={n}", ha="center", fontsize=8, color="white")
+    for p, cov in enumerate(table["coverage95"]):
         if np.isfinite(cov):
             ax.text(p, cov + 0.01, f"{cov:.2f}", ha="center", fontsize=8)
-    ax.set_xticks(pos, table.index)
+    ax.set_xticks(pos, ticks)
     ax.set_xlabel("distance to the nearest training cell (cells)")
     ax.set_ylabel("95 % interval coverage")
-    ax.set_ylim(0, 1.05)
-    ax.set_title("coverage by distance", fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.set_ylim(0, 1.1)
+    ax.set_title("coverage by distance (band: 0.93–0.97)", fontsize=10)
 
     ax = axes[2]
     w = 0.38
     ax.bar(pos - w / 2, table["rmse"].fillna(0).to_numpy(), w, label="RMSE")
     rms_sd = (table["rmse"] / table["std_ratio"]).fillna(0).to_numpy()
     ax.bar(pos + w / 2, rms_sd, w, label="root mean predictive variance")
-    ax.set_xticks(pos, table.index)
+    ax.set_xticks(pos, ticks)
     ax.set_xlabel("distance to the nearest training cell (cells)")
-    ax.set_ylabel("data units")
+    ax.set_ylabel(pretty_units(result.units) or "data units")
     ax.set_title("error vs predicted sd by distance", fontsize=10)
     ax.legend(fontsize=8, loc="upper left")
 

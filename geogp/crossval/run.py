@@ -49,6 +49,8 @@ class CVResult:
         seconds: wall time of fit + full-grid prediction per fold.
         kind: the fold kind (``"gaps"``, ``"random"``, ``"blocks"`` or ``"custom"``).
         method: a label of the method scored.
+        units: the raster's ``units`` attribute (None when it has none): the axis label of
+            errors and standard deviations in :meth:`plot`.
     """
 
     cells: pd.DataFrame
@@ -57,6 +59,7 @@ class CVResult:
     kind: str
     method: str
     bins: tuple = field(default=metrics.DISTANCE_BINS)
+    units: str | None = None
 
     def scores(self) -> pd.DataFrame:
         """Scores per fold (``fold k``) and of all held-out cells pooled (``all``)."""
@@ -281,5 +284,6 @@ def cross_validate(data, folds="gaps", n_folds: int = 5, *, seed: int = 0, model
                 "truth": values[r, c], "mean": mean[r, c], "std": std[r, c],
                 "distance": dist[r, c]}))
             pbar.update(1)
-    return CVResult(pd.concat(frames, ignore_index=True), held_all, seconds, kind, label)
+    return CVResult(pd.concat(frames, ignore_index=True), held_all, seconds, kind, label,
+                    units=da.attrs.get("units"))
 

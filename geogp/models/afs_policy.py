@@ -60,7 +60,10 @@ def check_budget(n_features: int, n_dims: int, max_bytes: float) -> None:
         raise MemoryEstimateError(
             f"n_features={M} (at least: feature search and the cheapest solver's vectors)",
             needed, max_bytes, "Reduce n_features, or raise max_bytes if the machine has the "
-            "memory.")
+            "memory.", cli_hint=_FEATURES_CLI)
+
+
+_FEATURES_CLI = "Lower --features, or raise --max-memory GIB if the machine has the memory."
 
 
 def choose_solver(ff, estimator) -> str:
@@ -93,5 +96,5 @@ def choose_solver(ff, estimator) -> str:
         hint = ("Use solver='iterative' (matrix-free), reduce n_features, or raise max_bytes "
                 "if the machine has the memory.")
     if needed > est.max_bytes:
-        raise MemoryEstimateError(what, needed, est.max_bytes, hint)
+        raise MemoryEstimateError(what, needed, est.max_bytes, hint, cli_hint=_FEATURES_CLI)
     return "iterative" if iterative else "dense"

@@ -278,8 +278,11 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             raise MemoryEstimateError(
                 f"the lattice model on {raster_shape[0]} × {raster_shape[1]} cells (one "
                 "posterior tile's sparse factor and solves, and the raster's arrays)", needed,
-                self.max_bytes, "Raise max_bytes (geogp fit --max-memory), use a smaller "
-                "posterior_tile, crop or coarsen the raster, or use model='afs'.")
+                self.max_bytes, "Raise max_bytes, use a smaller posterior_tile, crop or "
+                "coarsen the raster, or use model='afs'.",
+                cli_hint="Raise --max-memory GIB if the machine has the memory, compute the "
+                "posterior on smaller tiles (geogp fit --posterior-tile N), crop or coarsen "
+                "the raster, or use --model afs.")
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X, y):

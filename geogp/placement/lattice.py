@@ -326,7 +326,9 @@ def lattice_greedy(model, cands, targets, existing, strategy: str, criterion: st
         raise MemoryEstimateError(
             f"lattice placement over {len(cands)} candidates and {n_t} targets on "
             f"{model.shape_[0]} × {model.shape_[1]} cells", needed, max_memory,
-            "Use fewer candidates or targets, or raise max_memory.")
+            "Use fewer candidates or targets, or raise max_memory.",
+            cli_hint="Exclude candidates (--exclude MASK.tif), or raise --max-memory GIB if "
+            "the machine has the memory.")
     ops = _CellOps(cells_of(model, cands.coords, "candidates"))
     tops = ops if targets is None else _CellOps(cells_of(model, targets.coords, "targets"))
     lc = LatticeCovariance(model)

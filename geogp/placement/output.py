@@ -83,7 +83,8 @@ def write_csv(sites: pd.DataFrame, path, *, overwrite: bool = False) -> Path:
 
 def plot_sites(sites: pd.DataFrame, std=None, x_coords=None, y_coords=None, *, ax=None,
                x: str = "x", y: str = "y", existing=None, title: str | None = None,
-               annotate: bool = True, label: str = "predictive std"):
+               annotate: bool = True, label: str = "predictive std", xlabel: str | None = None,
+               ylabel: str | None = None):
     """Suggested sites (numbered triangles) over a map of the predictive std.
 
     The order numbers are placed so that they overlap neither each other nor the markers
@@ -95,7 +96,8 @@ def plot_sites(sites: pd.DataFrame, std=None, x_coords=None, y_coords=None, *, a
         std: optional (N_y, N_x) std map with axis coordinates ``x_coords`` (N_x,) and
             ``y_coords`` (N_y,).
         existing: optional (N, 2) existing sensors (x, y), drawn as circles.
-        label: colour-bar label.
+        label: colour-bar label (the colour bar starts at 0).
+        xlabel, ylabel: axis labels (default: the column names ``x`` and ``y``).
 
     Returns:
         The matplotlib Axes.
@@ -108,9 +110,13 @@ def plot_sites(sites: pd.DataFrame, std=None, x_coords=None, y_coords=None, *, a
         std = np.asarray(std)
         if x_coords is None or y_coords is None:
             raise InputError("plot_sites needs x_coords and y_coords with a std map.")
+        finite = std[np.isfinite(std)]
         mesh = ax.pcolormesh(np.asarray(x_coords), np.asarray(y_coords), std, shading="auto",
-                             cmap="viridis")
-        ax.figure.colorbar(mesh, ax=ax, label=label)
+                             cmap="viridis", vmin=0.0,
+                             vmax=float(finite.max()) if finite.size else 1.0)
+        # the colour bar in the map's own coordinates: exactly as tall as the drawn map,
+        # whatever its aspect
+        ax.figure.colorbar(mesh, cax=ax.inset_axes([1.03, 0.0, 0.035, 1.0]), label=label)
     points = [np.column_stack([sites[x], sites[y]]).astype(np.float64)]
     if existing is not None:
         e = np.asarray(existing)
@@ -119,8 +125,8 @@ def plot_sites(sites: pd.DataFrame, std=None, x_coords=None, y_coords=None, *, a
         points.append(e[:, :2].astype(np.float64))
     ax.scatter(sites[x], sites[y], marker="^", s=60, c="red", edgecolors="black",
                label="suggested", zorder=3)
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
+    ax.set_xlabel(xlabel or x)
+    ax.set_ylabel(ylabel or y)
     if title:
         ax.set_title(title)
     if annotate and len(sites):

@@ -292,7 +292,9 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
         raise MemoryEstimateError(
             f"placement over {N} candidates and {n_t} targets ({n_feat} features)", needed,
             max_memory, "Use fewer candidates (a coarser grid, a mask or exclude=), fewer "
-            "targets, or raise max_memory.")
+            "targets, or raise max_memory.",
+            cli_hint="Exclude candidates (--exclude MASK.tif), lower --max-targets or "
+            "--features, or raise --max-memory GIB.")
     if not (wavelet or lattice):
         pb = (_exact_problem(model, cands, tgt, existing) if exact
               else _afs_problem(model, cands, tgt, existing, dense_limit))

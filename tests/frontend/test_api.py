@@ -8,6 +8,7 @@ import xarray as xr
 from _frontend_rasters import FEATURES, make_raster
 
 import geogp
+from geogp._format import lengths
 from geogp.exceptions import InputError, OutsideWindowError
 from geogp.models.afs import AFSRegressor
 
@@ -65,7 +66,11 @@ def test_learnt_hyperparameters_in_user_units(raster):
     ell = model.lengthscale_
     assert np.all((ell > 100) & (ell < 20_000))  # metres: cells are 100 m, the field ~ 500 m
     assert 0 < table["noise_sd"].iloc[0] < table["signal_sd"].iloc[0]
-    assert "metre" in model.summary() and table["n_observed"].iloc[0] == raster.notnull().sum()
+    assert table["n_observed"].iloc[0] == raster.notnull().sum()
+    # metres as a reader writes them (m, or km from 1 km up), the features named (issue 31)
+    text = model.summary()
+    assert f"lengthscale (y, x) = {lengths(ell, 'metre')}" in text and "metre" not in text
+    assert f", {FEATURES} Fourier features, fit in" in text
 
 
 def test_extra_dimension_fitted_slice_by_slice(fast):

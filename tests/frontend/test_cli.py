@@ -328,6 +328,10 @@ def test_max_memory_limits_the_model_before_it_allocates(tif, tmp_path, capsys):
                  "0.5", "--quiet"])
     line = _error_line(capsys)
     assert code != 0 and "GiB, above the limit of 0.50 GiB" in line and not out.exists()
+    # the advice names the command's flags, not the Python options (issue 31)
+    assert "--max-memory" in line and "--model afs" in line and "--posterior-tile" in line
+    assert not any(w in line for w in ("max_bytes", "posterior_tile", "model='afs'",
+                                       "MemoryEstimateError"))
     with pytest.raises(SystemExit) as exc:
         main(["fit", str(tif), "--out", str(out), "--max-memory", "-1"])
     assert exc.value.code == 2
@@ -346,3 +350,26 @@ def test_fit_with_local_workers_writes_the_in_process_raster(tif, tmp_path):
         with rasterio.open(out) as src:
             outs.append(src.read())
     np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_fit_exclude_keeps_nodata_where_the_mask_is_set(raster, tif, tmp_path, capsys):
+    """geogp fit --exclude MASK.tif (issue 31; as place --exclude): cells where the mask is
+    non-zero (e.g. outside a reprojected raster's footprint) stay nodata in every band, the
+    others are filled; a mask on another grid is refused before anything is written."""
+    mask = (raster * 0).fillna(0)
+    mask[:, :5] = 1                       # a strip "outside the footprint"
+    mask[-3:, :] = 1
+    mask.rio.to_raster(tmp_path / "mask.tif")
+    out = tmp_path / "o.tif"
+    argv = ["fit", str(tif), "--out", str(out), "--model", "afs", "--features", "32",
+            "--maxiter", "5", "--latent", "--quiet"]
+    assert main([*argv, "--exclude", str(tmp_path / "mask.tif")]) == 0
+    with rasterio.open(out) as src:
+        bands = src.read()
+    outside = mask.values != 0
+    assert np.isnan(bands[:, outside]).all() and np.isfinite(bands[:, ~outside]).all()
+    mask[:, 1:].rio.to_raster(tmp_path / "other.tif")
+    bad = tmp_path / "bad.tif"
+    assert main(["fit", str(tif), "--out", str(bad), "--exclude",
+                 str(tmp_path / "other.tif")]) == 2
+    assert "not on the input's grid" in capsys.readouterr().err and not bad.exists()

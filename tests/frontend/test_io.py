@@ -235,3 +235,18 @@ def test_geotiff_is_written_window_by_window_from_a_dask_prediction(pred, tmp_pa
     with pytest.raises(OSError, match="reads back differently"):
         write_geotiff(pred, tmp_path / "bad.tif", cog=cog)
     assert sorted(os.listdir(tmp_path)) == ["w.tif"]
+
+
+def test_geotiff_keeps_the_inputs_long_name_and_source_tags(raster, fast, tmp_path):
+    """A raster with long_name / source attributes (as read from a tagged GeoTIFF or a NetCDF)
+    gives a prediction GeoTIFF with the same dataset tags; encoding keys do not become tags."""
+    da = raster.assign_attrs(long_name="surface height", source="a survey, 2024",
+                             scale_factor=1.0)
+    pred = geogp.fit(da, **fast).predict()
+    with rasterio.open(write_geotiff(pred, tmp_path / "p.tif")) as src:
+        tags = src.tags()
+        assert tags["long_name"] == "surface height" and tags["source"] == "a survey, 2024"
+        assert "scale_factor" not in tags and tags["software"] == "geogp"
+        assert src.tags(1)["units"] == "m"
+    with rasterio.open(write_geotiff(pred, tmp_path / "c.tif", cog=True)) as src:
+        assert src.tags()["source"] == "a survey, 2024"

@@ -51,7 +51,7 @@ CONFIGS = {
     "m32 M=10000 linear": dict(kernel="matern32", n_features=10000, mean="linear"),
     "m12+m32 M=10000 linear": dict(kernel="matern12+matern32", n_features=10000,
                                    mean="linear"),
-    "lattice": dict(model="lattice"),  # = default here (α = 2 + 200 large-scale features)
+    "lattice": dict(model="lattice"),  # = default here (α = 2 + 64 large-scale features)
     "lattice local only": dict(model="lattice", large_scale=None),
     "lattice two ranges": dict(model="lattice", second_range=True),
     "lattice α=1": dict(model="lattice", alpha=1),

@@ -46,7 +46,7 @@ class GeoRegressor(DrawsMixin):
     Args:
         model: ``"auto"`` (default), ``"lattice"``, ``"afs"``, ``"wavelet"`` or ``"exact"``
             (small data). ``"auto"`` is ``"lattice"`` (an SPDE/GMRF on the raster's own cells
-            plus 200 large-scale Fourier features: sharp near data, honest deep inside gaps)
+            plus 64 large-scale Fourier features: sharp near data, honest deep inside gaps)
             for regular 2-D rasters whose sparse factor fits in memory (about 2·10⁵ cells
             with the default 4 GiB limit and the mid-scale field), and ``"afs"``
             (approximate Fourier series) for points, larger or irregular rasters, or when AFS

@@ -35,7 +35,7 @@ MODELS = ("afs", "wavelet", "exact", "lattice")
 AUTO = "auto"
 EXACT_MAX_POINTS = 5000
 DEFAULT_KERNEL, DEFAULT_FEATURES, DEFAULT_MEAN = "matern12", "auto", "linear"  # see make_estimator
-DEFAULT_LARGE_SCALE = "auto"  # model="lattice" from the front end: 200 large-scale features
+DEFAULT_LARGE_SCALE = "auto"  # model="lattice" from the front end: 64 large-scale features
 # and the mid-scale level on rasters with ≥ 128 cells a side (LatticeRegressor(mid_scale="auto"))
 DEFAULT_MID_SCALE = "auto"
 _CLASSES = {

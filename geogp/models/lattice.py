@@ -27,8 +27,6 @@ from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.models.base import Standardizer, check_fitted
 from geogp.models.lattice_gmrf import (
     ALPHAS,
-    BACKENDS,
-    KERNELS_LARGE,
     LARGE_SCALE_LOSSES,
     MID_MARGIN,
     PARAM_RATIO,
@@ -58,6 +56,15 @@ from geogp.models.lattice_memory import (
 )
 from geogp.models.lattice_outputs import LatticeOutputsMixin
 from geogp.models.lattice_posterior import LatticePosteriorMixin
+from geogp.models.lattice_settings import (
+    LARGE_SCALE_ALONE,
+    LARGE_SCALE_AUTO,
+    MID_SCALE_AUTO,
+    MID_SCALE_MIN_CELLS,
+    check_settings,
+    mid_factor,
+    n_large,
+)
 from geogp.models.lattice_tiles import composite_loss, fit_local, fitting_tiles
 from geogp.models.lattice_workers import release_memory
 from geogp.optimize import FitReport
@@ -79,18 +86,15 @@ __all__ = [
     "MID_MARGIN",
     "MID_SCALE_AUTO",
     "MID_SCALE_MIN_CELLS",
+    "LARGE_SCALE_AUTO",
+    "LARGE_SCALE_ALONE",
+    "RANGE_MAX_EXTENTS",
     "WHOLE_LATTICE_MAX_CELLS",
     "POSTERIOR_CORE",
     "POSTERIOR_HALO",
     "LatticeRegressor",
 ]
 
-# mid_scale="auto": the coarsening factor, and the smallest raster side (cells) that gets the
-# level. On the satellite raster (300×500) r = 12 learns a mid range of ≈ 100 cells between the
-# local range (≈ 7) and the large-scale features (wavelengths ≥ 60); r = 4 scored the same at
-# twice the cost. Below 128 cells a side the features already reach ~20-cell wavelengths.
-MID_SCALE_AUTO = 12
-MID_SCALE_MIN_CELLS = 128
 
 
 # --------------------------------------------------------------------------- estimator
@@ -117,7 +121,8 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         progress: ``progress(iteration, objective)`` after each L-BFGS iteration.
         large_scale: None (default), a number of large-scale Fourier features (cos/sin pairs of
             the lowest frequencies of a window ``large_scale_window`` times the lattice) or
-            ``"auto"`` (200): the multi-resolution model y = Φᵀu + Xβ + g + ε with
+            ``"auto"`` (:data:`LARGE_SCALE_AUTO` beside the mid-scale level,
+            :data:`LARGE_SCALE_ALONE` without it): the multi-resolution model y = Φᵀu + Xβ + g + ε with
             u ~ N(0, Λ(ℓ_L, s_L)), Λ from the spectral density of ``large_scale_kernel``
             (``"matern12"``, ``"matern32"``, ``"matern52"``, ``"se"``); u is integrated exactly in
             the same Woodbury step as β (see :mod:`geogp.models.lattice_gmrf`). θ is fitted in
@@ -191,53 +196,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
 
     # ------------------------------------------------------------------ checks
     def _check_args(self) -> None:
-        problems = []
-        if self.alpha not in ALPHAS:
-            problems.append(f"alpha must be 1 or 2 (got {self.alpha!r})")
-        if self.second_range not in (True, False):
-            problems.append(f"second_range must be True or False (got {self.second_range!r})")
-        elif self.second_range and self.alpha != 2:
-            problems.append("second_range=True needs alpha=2")
-        ms = self.mid_scale
-        if not (ms is None or ms == "auto" or (isinstance(ms, (int, np.integer))
-                                                and not isinstance(ms, bool) and ms >= 2)):
-            problems.append(f"mid_scale must be None, 'auto' or an integer factor ≥ 2 (got "
-                            f"{ms!r})")
-        if not (isinstance(self.margin, (int, np.integer)) and self.margin >= 0):
-            problems.append(f"margin must be an integer number of cells ≥ 0 (got {self.margin!r})")
-        for name in ("range", "sd", "noise"):
-            v = getattr(self, name)
-            if v is not None and not (np.isfinite(v) and v > 0):
-                problems.append(f"{name} must be a finite positive number or None (got {v!r})")
-        if not (isinstance(self.maxiter, (int, np.integer)) and self.maxiter >= 1):
-            problems.append(f"maxiter must be an integer ≥ 1 (got {self.maxiter!r})")
-        if self.fit_cells is not None and not (
-                isinstance(self.fit_cells, (int, np.integer)) and self.fit_cells >= 1):
-            problems.append(f"fit_cells must be a positive integer or None (got {self.fit_cells!r})")
-        if not (isinstance(self.tile, (int, np.integer)) and self.tile >= 2):
-            problems.append(f"tile must be an integer ≥ 2 (got {self.tile!r})")
-        if self.backend not in BACKENDS:
-            problems.append(f"backend must be one of {BACKENDS} (got {self.backend!r})")
-        ls = self.large_scale
-        if not (ls is None or ls == "auto" or (isinstance(ls, (int, np.integer))
-                                                 and not isinstance(ls, bool) and ls >= 2)):
-            problems.append(f"large_scale must be None, 'auto' or an integer ≥ 2 (got {ls!r})")
-        if self.large_scale_kernel not in KERNELS_LARGE:
-            problems.append(f"large_scale_kernel must be one of {KERNELS_LARGE} (got "
-                            f"{self.large_scale_kernel!r})")
-        if not (np.isfinite(self.large_scale_window) and self.large_scale_window >= 1):
-            problems.append("large_scale_window must be a number ≥ 1 (got "
-                            f"{self.large_scale_window!r})")
-        for name in ("posterior_tile", "posterior_halo"):
-            v = getattr(self, name)
-            least = 0 if name == "posterior_halo" else 8
-            if not (v == "auto" or (name == "posterior_tile" and v is None) or (
-                    isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= least)):
-                problems.append(f"{name} must be 'auto'{', None' if least else ''} or an integer "
-                                f"number of cells ≥ {least} (got {v!r})")
-        if problems:
-            raise InputError("invalid LatticeRegressor settings: " + "; ".join(problems) + ".")
-        monomial_powers(self.mean, 2)  # raises for an unknown mean
+        check_settings(self)
 
     @staticmethod
     def _axis(a, name: str) -> np.ndarray:
@@ -267,7 +226,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         lattice = (raster_shape[0] + 2 * m) * (raster_shape[1] + 2 * m)
         needed = lattice_bytes(lattice, max(cells), int(self.alpha),
                                self._mid_factor(raster_shape) is not None,
-                               self._n_columns(n_covariates))
+                               self._n_columns(n_covariates, raster_shape))
         return {"tiles": len(cells), "bytes": needed,
                 "seconds": lattice_seconds(sum(cells), workers)}
 
@@ -371,13 +330,15 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         whole lattice when it has at most :data:`WHOLE_LATTICE_MAX_CELLS` cells within
         ``max_bytes``, else the largest core up to :data:`POSTERIOR_CORE` that fits)."""
         return plan_tiles(raster_shape, int(self.margin), int(self.alpha),
-                          self._mid_factor(raster_shape), self._n_columns(), self.max_bytes,
+                          self._mid_factor(raster_shape), self._n_columns(0, raster_shape),
+                          self.max_bytes,
                           self.posterior_tile, self.posterior_halo)
 
-    def _n_columns(self, n_covariates: int = 0) -> int:
+    def _n_columns(self, n_covariates: int = 0, raster_shape=None) -> int:
         """1 + k + p: the data, large-scale feature and trend columns of the solves."""
         powers = monomial_powers(self.mean, 2)
-        return 1 + self._n_large() + n_covariates + (0 if powers is None else len(powers))
+        return (1 + self._n_large(raster_shape) + n_covariates
+                + (0 if powers is None else len(powers)))
 
     def _stage1(self, params: dict, problems: list, tiles: list) -> tuple[dict, FitReport]:
         """The local field's θ on the tiles (each tile's own trend stands in for the large
@@ -431,23 +392,21 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         return (PARAMS + ((PARAM_RATIO,) if self.second_range else ())
                 + (PARAMS_MID if self._mid_factor() is not None else ()))
 
+    def _sides(self, raster_shape=None):
+        return (raster_shape if raster_shape is not None
+                else [n - 2 * int(self.margin) for n in self.shape_])
+
     def _mid_factor(self, raster_shape=None) -> int | None:
-        """The mid-scale level's coarsening factor on this raster (default: the fitted one;
-        None: no level). ``"auto"``: :data:`MID_SCALE_AUTO` when both sides of the raster
-        have at least :data:`MID_SCALE_MIN_CELLS` cells, else none, and none once the fit has
-        dropped the level (``mid_dropped_``)."""
-        ms = self.mid_scale
+        """The mid-scale level's coarsening factor on a raster of ``raster_shape`` (default:
+        the fitted one; None: no level, also once the fit has dropped it, ``mid_dropped_``)."""
         if getattr(self, "mid_dropped_", False):
             return None
-        if not isinstance(ms, str):
-            return None if ms is None else int(ms)
-        sides = (raster_shape if raster_shape is not None
-                 else [n - 2 * int(self.margin) for n in self.shape_])
-        return MID_SCALE_AUTO if min(sides) >= MID_SCALE_MIN_CELLS else None
+        return mid_factor(self.mid_scale, self._sides(raster_shape))
 
-    def _n_large(self) -> int:
-        ls = self.large_scale
-        return 0 if ls is None else 200 if ls == "auto" else 2 * (int(ls) // 2)
+    def _n_large(self, raster_shape=None) -> int:
+        """The large-scale feature columns on a raster of ``raster_shape`` (default: the
+        fitted one); see :func:`~geogp.models.lattice_settings.n_large`."""
+        return n_large(self.large_scale, self.mid_scale, self._sides(raster_shape))
 
     def _frequencies(self) -> None:
         self.freq_, self._dw = low_frequencies(self.shape_, self.h_, self._n_large() // 2,

@@ -234,7 +234,7 @@ def core_state(shape, core, s: np.ndarray, columns, field_cov, dtype=np.float64,
     is far below the tiles' own error). ``overwrite_s`` (float64 only): ``g`` is computed in
     ``s``'s own columns, a view of ``s`` (no second (e_y·e_x, k + p) array; ``s`` is then
     overwritten)."""
-    (rows, cols), (ny, nx) = core, shape
+    (rows, cols), nx = core, shape[1]
     cy, cx = rows.stop - rows.start, cols.stop - cols.start
     ey, ex, _ = extended_core(shape, core)
     kp = s.shape[1] - 1

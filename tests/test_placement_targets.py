@@ -282,7 +282,7 @@ def test_cli_reports_the_default_min_distance(tmp_path, capsys):
     code, io, doc = run()
     assert code == 0
     line = next(s for s in io.out.splitlines() if s.startswith("minimum distance"))
-    assert "0.25 × the shortest learnt lengthscale" in line
+    assert "¼ of the shortest learnt lengthscale, at most half the spacing" in line
     md = float(line.split(":")[1].split()[0])
     assert md > 0
     xy = np.array([f["geometry"]["coordinates"] for f in doc["features"]])
@@ -331,3 +331,15 @@ def test_map_labels_do_not_overlap_and_legend_is_outside():
     marks = ax.transData.transform(sites[["x", "y"]].to_numpy())
     assert not np.any([legend.contains(px, py) for px, py in marks])
     plt.close(fig)
+
+
+def test_packing_distance_is_half_an_even_spread_spacing():
+    """On a grid of cell size h, n sites spread evenly over N cells are h √(N/n) apart: the
+    cap of the default minimum distance is half that (and 1-D: h N/n)."""
+    from geogp.placement.candidates import packing_distance
+
+    yy, xx = np.meshgrid(np.arange(40) * 30.0, np.arange(60) * 30.0, indexing="ij")
+    grid = np.stack([yy.ravel(), xx.ravel()], axis=1)
+    assert math.isclose(packing_distance(grid, 24), 0.5 * 30.0 * math.sqrt(2400 / 24))
+    assert math.isclose(packing_distance(np.arange(100.0)[:, None] * 2.0, 10), 0.5 * 2.0 * 10)
+    assert packing_distance(grid[:1], 3) == math.inf

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -28,8 +29,6 @@ def test_readme_snippet_runs(index, tmp_path, monkeypatch):
     exec(compile(_snippets()[index], f"README.md snippet {index + 1}", "exec"), namespace)
     # what the quick start promises: a filled raster on the input grid and a CV report
     if "pred" in namespace and "da" in namespace:
-        import numpy as np
-
         pred, da = namespace["pred"], namespace["da"]
         assert pred["mean"].shape == da.shape
         assert np.isfinite(pred["mean"].values).all() and (pred["std"].values > 0).all()
@@ -44,6 +43,9 @@ def test_readme_snippet_runs(index, tmp_path, monkeypatch):
         assert 0.5 < namespace["cv"].scores().loc["all", "coverage95"] <= 1.0
     if "sites" in namespace:
         assert len(namespace["sites"]) == 10
+    if "rows" in namespace and "cols" in namespace:  # the active loop: every site in the gap
+        rows, cols = namespace["rows"], namespace["cols"]
+        assert np.all((rows >= 20) & (rows < 35) & (cols >= 30) & (cols < 50)), (rows, cols)
     if "est2" in namespace:  # the active loop: the measurements lower the summed variance
         assert namespace["est2"]._var.sum() < namespace["est"]._var.sum()
         assert len(namespace["more"]) == 10

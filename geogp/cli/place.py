@@ -21,7 +21,8 @@ wavelet model and places on its sparse posterior (:mod:`geogp.placement.wavelet`
 krause; mi scores a stratified random subset of ``--max-targets`` cells). ``--criterion
 joint`` scores a stratified random subset of ``--max-targets`` cells. Distances
 (``--min-distance``) are in the raster's CRS units (degrees of latitude on lon/lat rasters);
-by default ¼ of the shortest learnt lengthscale, stated in the summary. Outputs are written
+by default ¼ of the shortest learnt lengthscale (at most half the spacing of the sites spread
+evenly over the candidates), stated in the summary. Outputs are written
 atomically (temp file + os.replace).
 
 Exit codes as in :mod:`geogp.cli`: 0 ok; 2 bad input or usage (one line, no traceback);
@@ -92,7 +93,8 @@ def add_place_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--min-distance", type=_distance, default="auto", metavar="D",
                    help="minimum distance between sites, in CRS units (degrees of latitude "
                         "on lon/lat rasters); default auto: 1/4 of the shortest learnt "
-                        "lengthscale; 0 allows neighbouring cells")
+                        "lengthscale, at most half the spacing of the sites spread evenly over "
+                        "the uncertain cells; 0 allows neighbouring cells")
     p.add_argument("--exclude", metavar="MASK.tif",
                    help="raster on the same grid: sites are not placed where it is non-zero")
     p.add_argument("--max-targets", type=int, default=1000, metavar="T",
@@ -304,10 +306,9 @@ def _distance_note(attrs, est, my, mx) -> str:
     text = (f"minimum distance between sites: {md:.4g} CRS units (≈ {cells[0]:.1f} cells along "
             f"y, {cells[1]:.1f} along x)")
     if attrs.get("min_distance_auto"):
-        from geogp.placement.candidates import MIN_DISTANCE_FRACTION
-
-        text += (f", {MIN_DISTANCE_FRACTION:g} × the shortest learnt lengthscale "
-                 f"({md / MIN_DISTANCE_FRACTION:.4g}); --min-distance sets it, 0 turns it off")
+        text += (": ¼ of the shortest learnt lengthscale, at most half the spacing of the sites "
+                 "spread evenly over the uncertain candidates; --min-distance sets it, 0 turns "
+                 "it off")
     return text + "."
 
 

@@ -19,7 +19,8 @@ import pandas as pd
 from geogp._validation import as_points
 from geogp.exceptions import InputError
 
-MIN_DISTANCE_FRACTION = 0.25  # default minimum distance: this fraction of the shortest ℓ
+MIN_DISTANCE_FRACTION = 0.25  # default minimum distance: this fraction of the shortest ℓ,
+MIN_DISTANCE_PACKING = 0.5  # at most this fraction of an even spread's spacing (packing_distance)
 
 
 @dataclass(frozen=True, eq=False)
@@ -110,6 +111,23 @@ class Candidates:
         _, first = np.unique(key[perm], return_index=True)  # one random cell per block
         keep = np.sort(perm[first])
         return Candidates(self.coords[keep]), True
+
+
+def packing_distance(coords, n_sites: int) -> float:
+    """Half the spacing of ``n_sites`` spread evenly over the candidates: ½ h (N / n)^{1/D}
+    for N candidates in D dimensions with median nearest-neighbour distance h (the cell size
+    of grid candidates). The default minimum distance never exceeds it: on a smooth field
+    (a long range) ¼ of the range alone kept every site but the first out of a small gap."""
+    from scipy.spatial import cKDTree
+
+    coords = np.asarray(coords, dtype=np.float64)
+    count, dims = coords.shape[0], coords.shape[1]
+    if count < 2 or n_sites < 1:
+        return math.inf
+    sample = coords[:: max(1, count // 4096)]
+    dist, _ = cKDTree(coords).query(sample, k=2)
+    spacing = float(np.median(dist[:, 1]))
+    return MIN_DISTANCE_PACKING * spacing * (count / n_sites) ** (1.0 / dims)
 
 
 def auto_min_distance(model) -> float:

@@ -45,7 +45,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from geogp.exceptions import InputError
-from geogp.placement.candidates import MIN_DISTANCE_FRACTION
+from geogp.placement.candidates import MIN_DISTANCE_FRACTION, packing_distance
 from geogp.placement.greedy import _Greedy
 from geogp.placement.operators import _Problem
 
@@ -200,9 +200,18 @@ def check_lattice(model, strategy: str) -> None:
                          "'variance', 'mi' or 'reduction'.")
 
 
-def lattice_min_distance(model) -> float:
-    """Default minimum distance: ¼ of the local field's range (model units)."""
-    return MIN_DISTANCE_FRACTION * float(model.range_)
+def lattice_min_distance(model, coords, n_sites: int) -> float:
+    """Default minimum distance (model units): ¼ of the local field's range, at most half the
+    spacing of ``n_sites`` spread evenly over the uncertain candidates among ``coords``:
+    those whose latent posterior variance exceeds the noise variance (not pinned by their own
+    observation; all of them if fewer than ``n_sites`` are). On a smooth field (range 95
+    cells) ¼ of the range alone let one site into a 15 × 20-cell gap and sent the rest to
+    the raster's corners."""
+    coords = np.asarray(coords, dtype=np.float64)
+    uncertain = model._var[cells_of(model, coords, "candidates", exact=False)] > float(
+        model.noise_var_)
+    pool = coords[uncertain] if uncertain.sum() >= max(int(n_sites), 2) else coords
+    return min(MIN_DISTANCE_FRACTION * float(model.range_), packing_distance(pool, n_sites))
 
 
 def cells_of(model, coords, what: str, exact: bool = True) -> np.ndarray:

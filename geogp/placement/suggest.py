@@ -20,6 +20,7 @@ from geogp.placement.candidates import (
     _exclusion,
     _near,
     auto_min_distance,
+    packing_distance,
 )
 from geogp.placement.greedy import _Greedy, _run
 from geogp.placement.operators import _DENSE_LIMIT, _afs_problem, _DenseOps, _exact_problem
@@ -60,16 +61,19 @@ def _check_count(value, name: str) -> int:
     return int(value)
 
 
-def _min_distance(value, model, coords=None) -> tuple[float, bool]:
-    """(minimum distance, whether it is the default ¼ of the shortest lengthscale)."""
+def _min_distance(value, model, coords, n_sites: int) -> tuple[float, bool]:
+    """(minimum distance, whether it is the default: ¼ of the shortest lengthscale, at most
+    half the spacing of ``n_sites`` spread evenly over the candidates ``coords``)."""
     if isinstance(value, str):
         if value != "auto":
             raise InputError(f"min_distance must be a number ≥ 0 or 'auto'; got {value!r}.")
+        if is_lattice(model):  # its cap counts the uncertain candidates only
+            return lattice_min_distance(model, coords, n_sites), True
         if is_wavelet(model):  # no kernel_: its effective lengthscale over the candidates
-            return wavelet_min_distance(model, coords), True
-        if is_lattice(model):
-            return lattice_min_distance(model), True
-        return auto_min_distance(model), True
+            out = wavelet_min_distance(model, coords)
+        else:
+            out = auto_min_distance(model)
+        return min(out, packing_distance(coords, n_sites)), True
     try:
         out = float(value)
     except (TypeError, ValueError):
@@ -154,7 +158,9 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
             shape for grid candidates.
         min_distance: minimum distance (input units) between chosen sites, and from existing
             sensors. ``"auto"`` (default): ¼ of the model's shortest lengthscale
-            (:func:`~geogp.placement.candidates.auto_min_distance`); 0 allows neighbours.
+            (:func:`~geogp.placement.candidates.auto_min_distance`), at most half the
+            spacing of ``n`` sites spread evenly over the candidates
+            (:func:`~geogp.placement.candidates.packing_distance`); 0 allows neighbours.
         cost: per-candidate cost (scalar or (N,)); candidates are ranked by score/cost.
         budget: total cost allowed (default unlimited; with no ``cost`` each site costs 1).
         max_targets, max_bytes: size limits of the explicit target matrix (see ``targets``).
@@ -232,7 +238,7 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
         if existing.shape[1] != n_dims:
             raise InputError(f"existing sensors have {existing.shape[1]} columns; expected "
                              f"{n_dims}.")
-    min_distance, auto = _min_distance(min_distance, model, cands.coords)
+    min_distance, auto = _min_distance(min_distance, model, cands.coords, n)
     costs = None if cost is None else _check_vector(cost, N, "cost", positive=True)
     if budget is not None:
         budget = float(budget)

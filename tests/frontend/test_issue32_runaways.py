@@ -12,6 +12,17 @@ from geogp.exceptions import InputError
 from geogp.features.fourier import FourierFeatures
 
 
+@pytest.fixture
+def no_fit(monkeypatch):
+    """Any fit fails the test: the refusals below must come before it."""
+    import geogp.api
+
+    def fit(*args, **kwargs):
+        raise AssertionError("the fit should not start")
+
+    monkeypatch.setattr(geogp.api.GeoRegressor, "fit", fit)
+
+
 # --------------------------------------------------------------------------- AFS window
 @pytest.mark.parametrize("margin", [-1.0, -0.1, float("nan"), "abc"])
 def test_issue32_afs_negative_margin_refused_not_a_hang(raster, margin):
@@ -25,3 +36,72 @@ def test_issue32_afs_negative_margin_refused_not_a_hang(raster, margin):
 def test_issue32_for_budget_refuses_a_bad_window(width):
     with pytest.raises(InputError, match="window width"):
         FourierFeatures.for_budget(np.zeros(2), np.array([1.0, width]), 64)
+
+
+# --------------------------------------------------------------------------- CV folds
+def _cv_raster(ny=30, nx=35):
+    """About 1,000 observed cells with one cloud."""
+    import xarray as xr
+
+    yy, xx = np.mgrid[0:ny, 0:nx]
+    z = np.sin(xx / 7.0) + np.cos(yy / 5.0)
+    z[5:10, 8:15] = np.nan
+    return xr.DataArray(z, dims=("y", "x"), coords={"y": np.arange(ny, 0, -1.0),
+                                                    "x": np.arange(nx) * 1.0}).rio.write_crs(32633)
+
+
+@pytest.mark.parametrize("kind", ["random", "gaps", "blocks"])
+def test_issue32_cv_refuses_more_folds_than_cells(kind, no_fit):
+    """n_folds=10⁴ on ~1,000 observed cells was accepted (random folds: mostly empty, each
+    refitted); now refused before the folds are built or anything is fitted."""
+    import tracemalloc
+
+    da = _cv_raster()
+    n_obs = int(np.isfinite(da.values).sum())
+    tracemalloc.start()
+    with pytest.raises(InputError, match=f"n_folds=10000 .*the raster has {n_obs}"):
+        geogp.cross_validate(da, kind, 10**4)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 2**20  # the 10⁴ × ny × nx masks (10 MB) were never built
+
+
+def test_issue32_cv_refuses_folds_without_cells(no_fit):
+    """A fraction below one cell per fold would give empty random folds: refused."""
+    with pytest.raises(InputError, match="hold out no observed cell"):
+        geogp.cross_validate(_cv_raster(), "random", 5, fold_options={"fraction": 1e-4})
+
+
+def test_issue32_cli_cv_refuses_more_folds_than_cells(tmp_path, capsys, no_fit):
+    from geogp.cli import main
+
+    path = tmp_path / "in.nc"
+    _cv_raster().to_dataset(name="v").to_netcdf(path)
+    assert main(["cv", str(path), "--n-folds", "10000", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "n_folds=10000" in err and "Traceback" not in err
+
+
+def test_issue32_cv_folds_memory_estimate_before_allocation(monkeypatch):
+    """The folds' memory is estimated from the raster's shape before the masks are built;
+    the estimate bounds the traced peak of building them."""
+    import tracemalloc
+
+    from geogp.crossval.folds import fold_bytes, make_folds
+    from geogp.exceptions import MemoryEstimateError
+
+    obs = np.isfinite(_cv_raster().values)
+    need = fold_bytes(obs.shape, 50)
+    monkeypatch.setenv("GEOGP_MAX_MEMORY", str(need / 2 / 2**30))
+    tracemalloc.start()
+    with pytest.raises(MemoryEstimateError, match="50 random folds") as err:
+        make_folds(obs, "random", 50)
+    assert tracemalloc.get_traced_memory()[1] < need / 10
+    tracemalloc.stop()
+    assert err.value.needed_bytes == need
+    monkeypatch.delenv("GEOGP_MAX_MEMORY")
+    tracemalloc.start()
+    make_folds(obs, "random", 50)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak <= need

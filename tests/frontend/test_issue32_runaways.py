@@ -105,3 +105,39 @@ def test_issue32_cv_folds_memory_estimate_before_allocation(monkeypatch):
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak <= need
+
+
+# --------------------------------------------------------------------------- GeoTIFF bands
+def test_issue32_geotiff_many_bands_written_in_few_calls(tmp_path, monkeypatch):
+    """--samples 20000 on 40×50 cells: one rasterio write and one read-back call per band and
+    window, each costing time in proportion to the band count, made writing quadratic in the
+    bands (114 s for 2,000). Bands now go in groups (one call per window for a small grid), and
+    the file still holds every sample."""
+    import rasterio
+    import rasterio.io
+    import xarray as xr
+
+    from geogp.io import write_geotiff
+
+    calls = {"write": 0, "read": 0}
+    for cls, name in ((rasterio.io.DatasetWriter, "write"), (rasterio.io.DatasetReader, "read")):
+        original = getattr(cls, name)
+
+        def counted(self, *args, _original=original, _name=name, **kwargs):
+            calls[_name] += 1
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, name, counted)
+    ny, nx, n = 40, 50, 300
+    rng = np.random.default_rng(0)
+    pred = xr.Dataset(
+        {"mean": (("y", "x"), rng.random((ny, nx))), "std": (("y", "x"), 1 + rng.random((ny, nx))),
+         "samples": (("sample", "y", "x"), rng.standard_normal((n, ny, nx)))},
+        coords={"y": 5e6 - 100 * (np.arange(ny) + 0.5), "x": 3e5 + 100 * (np.arange(nx) + 0.5)},
+    ).rio.write_crs(32633)
+    path = write_geotiff(pred, tmp_path / "s.tif", samples=True)
+    assert calls["write"] <= 2 and calls["read"] <= 2, calls
+    monkeypatch.undo()
+    with rasterio.open(path) as src:
+        assert src.count == n + 2 and src.descriptions[-1] == f"samples sample={n - 1}"
+        np.testing.assert_array_equal(src.read(n + 2), pred["samples"][-1].values.astype("f4"))

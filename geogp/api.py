@@ -430,20 +430,20 @@ class GeoRegressor(DrawsMixin):
         return total
 
     # ------------------------------------------------------------------ persistence
-    def save(self, path, *, overwrite: bool = False) -> None:
-        """Save the fitted model to one ``.npz`` file (no pickle); see :mod:`geogp.persist`."""
+    def save(self, path, *, overwrite: bool = False, key: bytes | None = None) -> None:
+        """Save to one ``.npz`` (no pickle; integrity-checked, signed only with ``key``, bytes)."""
         from geogp.persist import save_model
 
         self._check_fitted()
-        save_model(self, path, overwrite=overwrite)
+        save_model(self, path, overwrite=overwrite, key=key)
 
     @classmethod
-    def load(cls, path, *, max_bytes: float | None = None) -> GeoRegressor:
-        """Load a model saved by :meth:`save`; predictions are reproduced exactly.
-        ``max_bytes``: refuse files whose arrays declare more (default 80 % of the RAM)."""
+    def load(cls, path, *, max_bytes: float | None = None, key: bytes | None = None):
+        """Load a model saved by :meth:`save`; predictions are reproduced exactly. ``max_bytes``:
+        refuse larger declared arrays; ``key``: the save's (:func:`geogp.persist.load_model`)."""
         from geogp.persist import load_model
 
-        return load_model(path, max_bytes=max_bytes)
+        return load_model(path, max_bytes=max_bytes, key=key)
 
 
 def _n_observed(est, values) -> int:

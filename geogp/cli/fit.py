@@ -89,6 +89,8 @@ def add_fit_parser(subparsers, epilog: str) -> argparse.ArgumentParser:
     fit.add_argument("--netcdf", metavar="PRED.nc", help="also write CF NetCDF")
     fit.add_argument("--map", metavar="PRED.png", help="also draw maps (obs, mean, std)")
     fit.add_argument("--save-model", metavar="MODEL.npz", help="save the fitted model")
+    fit.add_argument("--model-key-file", metavar="KEY", help="sign the saved model with the "
+                     "bytes of this file (HMAC-SHA256; loading then needs the same key)")
     add_run_options(fit, quiet_help="no progress bars or summary")
 
     return fit
@@ -226,7 +228,7 @@ def _run_fit(args, echo) -> int:
                 written.append(args.map)
                 pb.update(1)
             if args.save_model:
-                model.save(args.save_model, overwrite=args.overwrite)
+                model.save(args.save_model, overwrite=args.overwrite, key=args.model_key)
                 written.append(args.save_model)
                 pb.update(1)
     except BaseException:

@@ -58,7 +58,8 @@ def check_fit_arguments(args, usage_error) -> list[str]:
       carry suffixes of their own formats, and be writable (:func:`geogp.io.check_writable`:
       no existing file without ``--overwrite``, never a device, pipe or folder);
     - ``--quantiles`` strictly between 0 and 1, without duplicates;
-    - ``--crs`` a CRS that PROJ knows; ``--samples`` ≥ 0; ``--features`` ≥ 4.
+    - ``--crs`` a CRS that PROJ knows; ``--samples`` ≥ 0; ``--features`` ≥ 4;
+    - ``--model-key-file`` readable and not empty (its bytes go to ``args.model_key``).
     """
     from geogp.adapters import as_crs
     from geogp.io import check_writable
@@ -81,4 +82,11 @@ def check_fit_arguments(args, usage_error) -> list[str]:
         raise usage_error(f"--features must be ≥ 4; got {args.features}.")
     if args.samples < 0:
         raise usage_error(f"--samples must be ≥ 0; got {args.samples}.")
+    args.model_key = None
+    if getattr(args, "model_key_file", None) is not None:
+        from geogp.persist_sign import read_key_file
+
+        if not args.save_model:
+            raise usage_error("--model-key-file signs the model of --save-model; give both.")
+        args.model_key = read_key_file(args.model_key_file)
     return outputs

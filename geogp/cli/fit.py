@@ -144,7 +144,7 @@ def _run_fit(args, echo) -> int:
     from geogp.cli import EXIT_OK, usage_error
     from geogp.api import GeoRegressor
     from geogp.cli.options import model_keywords
-    from geogp.cli.fit_checks import check_fit_arguments
+    from geogp.cli.fit_checks import check_fit_arguments, check_output_memory
     from geogp.io import check_geotiff_grid, open_raster, write_geotiff, write_netcdf
 
     outputs = check_fit_arguments(args, usage_error)  # fail before the expensive part
@@ -176,6 +176,7 @@ def _run_fit(args, echo) -> int:
         table = read_table(args)
         da = points_grid(args, table)
         check_geotiff_grid(da)  # --like: a GeoTIFF needs a regular grid
+        check_output_memory(args, da)
         model.crs = args.crs
         model.fit(table, x=args.x, y=args.y, value=args.value, grid=da)
     else:
@@ -191,6 +192,7 @@ def _run_fit(args, echo) -> int:
                     f"{args.input} also has the dimension(s) {others} "
                     f"({', '.join(f'{d}: {da.sizes[d]}' for d in others)}). Extract one slice "
                     "first (e.g. gdal_translate -b 1, or xarray's isel), or drop --samples.")
+        check_output_memory(args, da)
         covariates = [open_raster(c) for c in args.covariate] or None
         model.fit(da, covariates=covariates)
     pred = model.predict(like=da, quantiles=args.quantiles)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["check_fit_arguments", "output_paths"]
+__all__ = ["check_fit_arguments", "check_output_memory", "output_paths"]
 
 _MODEL = (".npz",)
 
@@ -90,3 +90,18 @@ def check_fit_arguments(args, usage_error) -> list[str]:
             raise usage_error("--model-key-file signs the model of --save-model; give both.")
         args.model_key = read_key_file(args.model_key_file)
     return outputs
+
+
+def check_output_memory(args, da) -> None:
+    """Refuse, before the fit, a prediction (and ``--samples``) on ``da``'s grid whose
+    arrays would not fit in memory (:mod:`geogp.memory`: the estimate is in the message)."""
+    import numpy as np
+
+    from geogp.adapters import find_spatial_dims
+    from geogp.memory import check_prediction, check_samples
+
+    y, x = find_spatial_dims(da)
+    slices = int(np.prod([da.sizes[d] for d in da.dims if d not in (y, x)], dtype=np.int64))
+    check_prediction(da.sizes[y], da.sizes[x], slices, len(args.quantiles or ()))
+    if args.samples:
+        check_samples(args.samples, da.sizes[y], da.sizes[x], slices)

@@ -4,12 +4,17 @@ reason (and, for memory, the estimate), or now runs in linear time."""
 
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
 import pytest
 
 import geogp
 from geogp.exceptions import InputError
 from geogp.features.fourier import FourierFeatures
+
+sys.path.insert(0, os.path.dirname(__file__))  # _frontend_rasters
 
 
 @pytest.fixture
@@ -141,3 +146,96 @@ def test_issue32_geotiff_many_bands_written_in_few_calls(tmp_path, monkeypatch):
     with rasterio.open(path) as src:
         assert src.count == n + 2 and src.descriptions[-1] == f"samples sample={n - 1}"
         np.testing.assert_array_equal(src.read(n + 2), pred["samples"][-1].values.astype("f4"))
+
+
+# --------------------------------------------------------------------------- memory estimates
+@pytest.fixture(scope="module")
+def afs_model():
+    from _frontend_rasters import make_raster
+
+    return geogp.fit(make_raster(), model="afs", n_features=36, optimize=False,
+                     lengthscale=0.3, noise=0.05)
+
+
+def _traced(fn):
+    """(result or exception, traced peak in bytes) of ``fn()``."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        out = fn()
+    except Exception as err:  # noqa: BLE001 (returned for the caller's assertions)
+        out = err
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return out, peak
+
+
+def test_issue32_sample_million_refused_before_allocating(afs_model):
+    """model.sample(10**6) ran for minutes into a MemoryError; now refused with the estimate
+    (10⁶ × 1,200 cells × 4 doubles = 35.8 GiB) before anything is allocated."""
+    from geogp.exceptions import MemoryEstimateError
+
+    err, peak = _traced(lambda: afs_model.sample(10**6))
+    assert isinstance(err, MemoryEstimateError), err
+    assert "1000000 posterior samples of 30 × 40 cells would need about 35.76 GiB" in str(err)
+    assert peak < 2**20
+
+
+def test_issue32_predict_huge_grid_refused_before_allocating(afs_model):
+    """predict() on a 20000² grid: refused with its estimate before the prediction starts."""
+    from geogp.exceptions import MemoryEstimateError
+
+    y0, x0 = afs_model.target_.y, afs_model.target_.x
+    y = np.linspace(y0.max(), y0.min(), 20000)
+    x = np.linspace(x0.min(), x0.max(), 20000)
+    err, peak = _traced(lambda: afs_model.predict(x=x, y=y))
+    assert isinstance(err, MemoryEstimateError), err
+    assert "a prediction on 20000 × 20000 cells would need about 59.60 GiB" in str(err)
+    assert peak < 8 * 2**20  # the coordinate vectors and their checks, not the grid
+
+
+def test_issue32_estimates_bound_the_traced_peaks(afs_model):
+    """The estimates, made before allocating, bound the traced peaks of what they estimate."""
+    from geogp.memory import predict_bytes, sample_bytes
+
+    y0, x0 = afs_model.target_.y, afs_model.target_.x
+    y, x = np.linspace(y0.max(), y0.min(), 300), np.linspace(x0.min(), x0.max(), 400)
+    afs_model.predict(x=x, y=y, quantiles=[0.1, 0.9])  # compile first
+    pred, peak = _traced(lambda: afs_model.predict(x=x, y=y, quantiles=[0.1, 0.9]))
+    assert pred["mean"].shape == (300, 400)
+    assert peak <= predict_bytes(300 * 400, 1, 2)
+    afs_model.sample(100)
+    draws, peak = _traced(lambda: afs_model.sample(100))
+    assert draws.shape == (100, 30, 40)
+    assert peak <= sample_bytes(100, 30 * 40)
+
+
+def test_issue32_cli_samples_and_resolution_refused_before_the_fit(raster, tmp_path, capsys,
+                                                                   no_fit, monkeypatch):
+    """--samples 1000000 and a --resolution of 9.6·10⁷ cells are refused with the estimate
+    before the fit (the grid of --resolution is not even built)."""
+    import pandas as pd
+
+    from geogp.cli import main
+
+    src = tmp_path / "in.tif"
+    raster.astype("float32").rio.to_raster(src)
+    assert main(["fit", str(src), "--out", str(tmp_path / "o.tif"), "--samples", "1000000",
+                 "--quiet"]) != 0
+    err = capsys.readouterr().err
+    assert "1000000 posterior samples of 30 × 40 cells would need about" in err
+    assert "Traceback" not in err
+    table = tmp_path / "pts.csv"
+    pd.DataFrame({"x": [0.0, 98_000.0, 50_000.0], "y": [0.0, 98_000.0, 20_000.0],
+                  "value": [1.0, 2.0, 3.0]}).to_csv(table, index=False)
+    monkeypatch.setenv("GEOGP_MAX_MEMORY", "8")  # 9.6·10⁷ cells need 14.3 GiB
+    import tracemalloc
+
+    tracemalloc.start()
+    rc = main(["fit", str(table), "--crs", "EPSG:32633", "--resolution", "10",
+               "--out", str(tmp_path / "p.tif"), "--quiet"])
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert rc != 0 and peak < 64 * 2**20  # the 9801 × 9801 grid (0.77 GB) was never built
+    assert "a prediction on 9801 × 9801 cells would need about 14.3" in capsys.readouterr().err

@@ -32,6 +32,7 @@ from geogp._progress import TrainingBar, bar
 from geogp.api_draws import DrawsMixin
 from geogp.adapters import KM_PER_DEGREE, GridData, GridSpec, to_grid_data
 from geogp.exceptions import InputError
+from geogp.memory import check_prediction
 from geogp.models.base import check_fitted
 from geogp.outputs import (Target, check_quantiles, grid_target, prediction_dataset,
                             target_from)
@@ -264,11 +265,9 @@ class GeoRegressor(DrawsMixin):
                 instead of on their grid; the result has dimension ``point``.
 
         Returns:
-            ``xr.Dataset`` with ``mean``, ``std`` (new observation, noise included),
-            ``std_latent`` (and ``quantiles``), dims (extra, y, x) (x before y when the
-            input raster, or ``like``, has its x dimension first), the input's coords, attrs
-            and CRS.
-        """
+            ``xr.Dataset`` with ``mean``, ``std`` (new observation, noise included), ``std_latent``
+            (and ``quantiles``), dims (extra, y, x) (x before y when the input, or ``like``,
+            has its x dimension first), the input's coords, attrs and CRS."""
         self._check_fitted()
         if outside not in ("raise", "nan"):
             raise InputError(f"outside must be 'raise' or 'nan'; got {outside!r}.")
@@ -277,7 +276,8 @@ class GeoRegressor(DrawsMixin):
         if points:
             return self._predict_points(x, y, quantiles, outside)
         target, axes = self._grid(like, x, y)
-        n = len(self.estimators_)
+        n, n_q = len(self.estimators_), 0 if quantiles is None else len(quantiles)
+        check_prediction(len(target.y), len(target.x), n, n_q)  # before any output exists
         with bar("prediction", n * len(axes[0]), bool(self.progress), unit="row") as pbar:
             preds = [engines.predict_grid(est, axes, outside, on_block=pbar.update)
                      for est in self.estimators_]
@@ -291,8 +291,7 @@ class GeoRegressor(DrawsMixin):
             name=self.name_))
 
     def _grid(self, like, x, y) -> tuple[Target, list]:
-        """The target grid of ``like`` / ``x``, ``y`` (default: the fitted raster's or
-        ``grid=``'s) and its axes in model coordinates."""
+        """The target grid of like / x, y (default: the fit's) and its model-coordinate axes."""
         if like is None and x is None and y is None:
             if self.target_ is None:
                 raise InputError("the model was fitted on points without grid=...; pass "
@@ -429,20 +428,20 @@ class GeoRegressor(DrawsMixin):
         return total
 
     # ------------------------------------------------------------------ persistence
-    def save(self, path, *, overwrite: bool = False) -> None:
-        """Save the fitted model to one ``.npz`` file (no pickle); see :mod:`geogp.persist`."""
+    def save(self, path, *, overwrite: bool = False, key: bytes | None = None) -> None:
+        """Save to one ``.npz`` (no pickle; integrity-checked, signed only with ``key``, bytes)."""
         from geogp.persist import save_model
 
         self._check_fitted()
-        save_model(self, path, overwrite=overwrite)
+        save_model(self, path, overwrite=overwrite, key=key)
 
     @classmethod
-    def load(cls, path, *, max_bytes: float | None = None) -> GeoRegressor:
-        """Load a model saved by :meth:`save`; predictions are reproduced exactly.
-        ``max_bytes``: refuse files whose arrays declare more (default 80 % of the RAM)."""
+    def load(cls, path, *, max_bytes: float | None = None, key: bytes | None = None):
+        """Load a model saved by :meth:`save`; predictions are reproduced exactly. ``max_bytes``:
+        refuse larger declared arrays; ``key``: the save's (:func:`geogp.persist.load_model`)."""
         from geogp.persist import load_model
 
-        return load_model(path, max_bytes=max_bytes)
+        return load_model(path, max_bytes=max_bytes, key=key)
 
 
 def _n_observed(est, values) -> int:

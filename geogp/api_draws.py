@@ -11,6 +11,7 @@ import xarray as xr
 
 from geogp import engines
 from geogp.exceptions import InputError
+from geogp.memory import check_samples
 
 __all__ = ["DrawsMixin"]
 
@@ -45,6 +46,7 @@ class DrawsMixin:
         if not (isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1):
             raise InputError(f"n must be an integer ≥ 1; got {n!r}.")
         target, axes = self._grid(like, x, y)
+        check_samples(int(n), len(target.y), len(target.x), len(self.estimators_))
         seeds = np.random.SeedSequence(seed).spawn(len(self.estimators_))
         draws = np.stack([engines.sample_grid(est, axes, int(n), seed=ss, observed=not latent)
                           for est, ss in zip(self.estimators_, seeds)],

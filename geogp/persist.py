@@ -17,10 +17,17 @@ models their basis, θ and sparse statistics, the posterior being recomputed on 
 (:mod:`geogp.persist_wavelet`); exact and SGPR models cannot be saved yet.
 
 Files are untrusted on loading (:mod:`geogp.persist_checks`): the declared array sizes are
-checked before anything is read, every metadata key for presence and type, every array for
-dtype, shape, finiteness and sign, and (format version 2) a SHA-256 digest per array, so a
+checked before anything is read (against the memory limit, and against the bytes the file
+stores), the SHA-256 digest of every array is computed in streams, then every metadata key
+is checked for presence and type, every array for dtype, shape, finiteness and sign, and the
+parts for consistency (:mod:`geogp.persist_semantics`: CRS, grid, lattice, window), so a
 damaged or tampered file raises :class:`~geogp.exceptions.ReadError` instead of predicting
-garbage.
+garbage. Files of format version 1 (no digests) are refused.
+
+A model file is integrity-checked, not signed: the digests are unkeyed, and whoever can write
+the file can recompute them, so a consistent edit (a CRS replaced by another valid one) passes
+the checks. Pass ``key=`` (bytes) to save and load to sign the file with an HMAC-SHA256 and
+refuse any file that was not signed with that key (:mod:`geogp.persist_sign`).
 """
 
 from __future__ import annotations
@@ -33,18 +40,18 @@ import numpy as np
 import xarray as xr
 
 from geogp import kernels as _kernels
-from geogp.adapters import GridSpec
 from geogp.exceptions import GeogpError, InputError, ReadError
 from geogp.io import atomic_path
-from geogp.outputs import Target
 from geogp.persist_checks import (Arrays, check_declared_memory, declared_arrays, digest,
-                                  meta_digest, require, scaler_and_report)
+                                  meta_digest, require, scaler_and_report, verify_digests)
+from geogp.persist_semantics import check_bookkeeping, check_slice_grid, load_spec, load_target
+from geogp.persist_sign import check_key, check_signature, sign
 
 __all__ = ["save_model", "load_model", "FORMAT", "FORMAT_VERSION"]
 
 FORMAT = "geogp-model"
 SAVABLE = ("afs", "lattice", "wavelet")
-FORMAT_VERSION = 2  # 2: SHA-256 digest of every array in the metadata (1 is still read)
+FORMAT_VERSION = 2  # 2: SHA-256 digest of every array (1, without digests, is refused)
 _OPTIONAL_STATS = ("F", "HH", "Hy")  # mean-function statistics, when the model has one
 # matrix-free models (solver="iterative"): GramOperator fields, IterativePosterior arrays
 _OPERATOR_FIELDS = ("chat", "coef", "index", "diag", "low", "G_low")
@@ -140,8 +147,14 @@ def _save_afs(est, pre: str, arrays: dict) -> dict:
     }
 
 
-def save_model(model, path, *, overwrite: bool = False) -> Path:
-    """Write a fitted :class:`~geogp.api.GeoRegressor` to ``path`` (``.npz``), atomically."""
+def save_model(model, path, *, overwrite: bool = False, key: bytes | None = None) -> Path:
+    """Write a fitted :class:`~geogp.api.GeoRegressor` to ``path`` (``.npz``), atomically.
+
+    The file holds a SHA-256 digest of every array: it is integrity-checked, not signed.
+    With ``key`` (bytes) it is also signed (HMAC-SHA256 over the metadata and digests), and
+    :func:`load_model` then needs the same key.
+    """
+    key = check_key(key)
     if not hasattr(model, "estimators_"):
         raise InputError("the model is not fitted; call fit(...) before save().")
     if model.model_ not in SAVABLE:
@@ -194,6 +207,7 @@ def save_model(model, path, *, overwrite: bool = False) -> Path:
         "slices": slices,
     }
     meta["checksums"] = {k: digest(np.asarray(v)) for k, v in arrays.items()}
+    sign(meta, key)
     meta["meta_digest"] = meta_digest(meta)
     arrays["__meta__"] = np.array(json.dumps(meta))
     with atomic_path(path, overwrite) as tmp:
@@ -311,15 +325,21 @@ def _read_meta(path: Path, max_bytes) -> tuple:
     return z, meta
 
 
-def load_model(path, *, max_bytes: float | None = None):
+def load_model(path, *, max_bytes: float | None = None, key: bytes | None = None):
     """Read a model written by :func:`save_model`; returns a fitted GeoRegressor.
 
     ``max_bytes`` caps the memory the file's arrays may declare (default 80 % of the
-    machine's RAM); larger files are refused before anything is read. Damaged or tampered
-    files raise :class:`~geogp.exceptions.ReadError`.
+    machine's RAM, see :mod:`geogp.memory`); larger files are refused before anything is read.
+    Damaged, inconsistent or tampered files raise :class:`~geogp.exceptions.ReadError`.
+
+    The checks establish integrity, not authenticity: a file edited consistently (digests
+    recomputed) by someone who can write it loads if it still describes a consistent model.
+    ``key`` (bytes, as given to :func:`save_model`) refuses any file not signed with it; a
+    signed file loaded without a key is refused.
     """
     from geogp.api import GeoRegressor
 
+    key = check_key(key)
     path = Path(path)
     if not path.is_file():
         raise ReadError(f"cannot read {str(path)!r}: no such file.")
@@ -331,17 +351,17 @@ def load_model(path, *, max_bytes: float | None = None):
             raise ReadError(f"{str(path)!r} is not a geogp model file of a supported version "
                             f"(format {meta.get('format')!r:.40}, version {version!r:.20}; this "
                             f"geogp reads versions 1 to {FORMAT_VERSION}).")
-        checksums = None
-        if version >= 2:
-            checksums = require(meta, "checksums", "dict")
-            if meta.get("meta_digest") != meta_digest(meta):
-                raise ReadError("the model file's metadata does not match its digest: the file "
-                                "was changed after it was written.")
-            unknown = set(z.files) - set(checksums) - {"__meta__"}
-            if unknown:
-                raise ReadError(f"the model file holds arrays without a checksum: "
-                                f"{sorted(unknown)[:3]}; it was changed after it was written.")
-        arrays = Arrays(z, checksums)
+        if version < FORMAT_VERSION:  # no silent downgrade to a file without digests
+            raise ReadError(f"{str(path)!r} is a model file of format version {version}, which "
+                            "has no digests and cannot be checked; this geogp refuses it. Refit "
+                            "and save the model again.")
+        checksums = require(meta, "checksums", "dict")
+        if meta.get("meta_digest") != meta_digest(meta):
+            raise ReadError("the model file's metadata does not match its digest: the file "
+                            "was changed after it was written.")
+        check_signature(meta, key)
+        verify_digests(z, checksums)
+        arrays = Arrays(z)
         p = require(meta, "params", "dict")
         kind = require(p, "model", "str", "params")
         if kind not in SAVABLE:
@@ -378,25 +398,10 @@ def load_model(path, *, max_bytes: float | None = None):
                                  for k, m in enumerate(slices)]
         else:
             model.estimators_ = [_load_afs(m, f"s{k}/", arrays) for k, m in enumerate(slices)]
-        sp = require(meta, "spec", "dict")
-        try:
-            spec = GridSpec(**sp)
-        except TypeError as err:
-            raise ReadError(f"model file metadata: malformed grid spec ({err}).") from None
-        t = require(meta, "target", "dict", nullable=True)
-        target = None
-        if t is not None:
-            y = arrays.get("target/y", ndim=1, kind="iuf")
-            x = arrays.get("target/x", ndim=1, kind="iuf")
-            yd, xd = require(t, "y_dim", "str", "target"), require(t, "x_dim", "str", "target")
-            coords = {yd: xr.Variable(yd, y, require(t, "y_attrs", "dict", "target")),
-                      xd: xr.Variable(xd, x, require(t, "x_attrs", "dict", "target"))}
-            x_first = t.get("x_first", False)  # absent in files of earlier versions
-            if not isinstance(x_first, bool):
-                raise ReadError(f"model file target's 'x_first' must be true or false; got "
-                                f"{x_first!r}: the file is damaged.")
-            target = Target(yd, xd, y, x, coords, require(t, "crs_wkt", "str", "target",
-                                                          nullable=True), x_first)
+        spec = load_spec(require(meta, "spec", "dict"))
+        target = load_target(meta, arrays, spec)
+        for k, est in enumerate(model.estimators_):
+            check_slice_grid(kind, est, target, spec, f"slice s{k}")
         model.extra_dim_ = require(meta, "extra_dim", "str", nullable=True)
         extra = require(meta, "extra_coords", "dict")
         try:
@@ -409,9 +414,8 @@ def load_model(path, *, max_bytes: float | None = None):
                 from None
         n_obs = require(meta, "n_observed", "list")
         times = require(meta, "fit_time_s", "list")
-        if len(n_obs) != len(slices) or len(times) != len(slices):
-            raise ReadError("model file metadata: n_observed / fit_time_s do not match the "
-                            "number of slices.")
+        check_bookkeeping(n_obs, times, len(slices))
+        arrays.check_all_read()
         model.n_observed_, model.fit_time_s_ = n_obs, times
         model.spec_, model.target_ = spec, target
         model.attrs_ = require(meta, "attrs", "dict")

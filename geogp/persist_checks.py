@@ -19,8 +19,8 @@ import numpy as np
 
 from geogp.exceptions import ReadError
 
-__all__ = ["declared_arrays", "check_declared_memory", "require", "Arrays", "digest",
-           "meta_digest", "scaler_and_report"]
+__all__ = ["declared_arrays", "check_declared_memory", "verify_digests", "require", "Arrays",
+           "digest", "meta_digest", "scaler_and_report"]
 
 
 def _gib(n: float) -> str:
@@ -28,11 +28,22 @@ def _gib(n: float) -> str:
 
 
 def declared_arrays(path) -> dict:
-    """{name: (shape, dtype)} of every array in an ``.npz``, read from the headers only."""
+    """{name: (shape, dtype)} of every array in an ``.npz``, read from the headers only.
+
+    Each member must hold the data its header declares: the declared bytes may not exceed
+    the bytes the archive stores for it (geogp writes members uncompressed), and the stored
+    bytes together may not exceed the file. A small file declaring gigabytes (compressed zeros)
+    is refused here, before anything is decompressed or allocated.
+    """
     out = {}
     try:
+        size = os.path.getsize(path)
         with zipfile.ZipFile(path) as zf:
-            for info in zf.infolist():
+            infos = zf.infolist()
+            if sum(i.compress_size for i in infos) > size:
+                raise ReadError(f"the model file's members claim more bytes than its "
+                                f"{size} bytes; it is damaged.")
+            for info in infos:
                 if not info.filename.endswith(".npy"):
                     raise ReadError(f"unexpected member {info.filename!r} in the model file.")
                 with zf.open(info) as f:
@@ -47,7 +58,8 @@ def declared_arrays(path) -> dict:
                 if dtype.hasobject:
                     raise ReadError(f"array {info.filename!r} holds Python objects; geogp model "
                                     "files never do (refusing to unpickle).")
-                out[info.filename[:-4]] = (tuple(int(s) for s in shape), dtype)
+                out[info.filename[:-4]] = (tuple(int(s) for s in shape), dtype,
+                                           int(info.compress_size))
     except ReadError:
         raise
     except Exception as err:  # zipfile raises many types on damaged archives
@@ -56,25 +68,82 @@ def declared_arrays(path) -> dict:
     return out
 
 
+def _nbytes(shape, dtype) -> float:
+    return float(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+
+
 def _memory_limit() -> float:
-    try:
-        return 0.8 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 16 * 2**30
+    from geogp.memory import memory_limit
+
+    return memory_limit()
 
 
 def check_declared_memory(declared: dict, max_bytes: float | None = None) -> float:
-    """Refuse a file whose arrays would need more memory than allowed; returns the bytes."""
-    total = sum(int(np.prod(shape, dtype=np.float64)) * dt.itemsize
-                for shape, dt in declared.values())
+    """Refuse a file whose arrays would need more memory than allowed, or whose members
+    declare more data than the file stores for them; returns the declared bytes."""
+    total = sum(_nbytes(shape, dt) for shape, dt, _ in declared.values())
     limit = _memory_limit() if max_bytes is None else float(max_bytes)
     if total > limit:
-        big = max(declared, key=lambda k: np.prod(declared[k][0], dtype=np.float64)
-                  * declared[k][1].itemsize)
+        big = max(declared, key=lambda k: _nbytes(*declared[k][:2]))
         raise ReadError(f"the model file declares arrays of {_gib(total)} in all (largest "
                         f"{big!r}, shape {declared[big][0]}), more than the {_gib(limit)} "
                         "allowed; it is damaged or not a geogp model. Refused before reading.")
+    for name, (shape, dt, stored) in declared.items():
+        if _nbytes(shape, dt) > stored:
+            raise ReadError(f"array {name!r} declares {_gib(_nbytes(shape, dt))} (shape "
+                            f"{shape}) but the file stores {stored} bytes for it (geogp writes "
+                            "model files uncompressed); it is damaged or not a geogp model. "
+                            "Refused before reading.")
     return float(total)
+
+
+_CHUNK = 2**20  # bytes hashed at a time
+
+
+def verify_digests(z, checksums: dict) -> None:
+    """Check every array of the open ``.npz`` ``z`` against its SHA-256 in ``checksums``,
+    hashing the stored bytes in chunks of :data:`_CHUNK` (no array is loaded for this).
+
+    The digest is that of :func:`digest`: dtype, shape, then the bytes in C order, which are
+    the stored bytes of a C-ordered member; a Fortran-ordered one (bounded by the file's
+    size, see :func:`check_declared_memory`) is loaded and hashed whole.
+    """
+    for key in z.files:
+        if key == "__meta__":
+            continue
+        want = checksums.get(key)
+        if not isinstance(want, str):
+            raise ReadError(f"the model file holds the array {key!r} without a checksum; it "
+                            "was changed after it was written.")
+        try:
+            with z.zip.open(key + ".npy") as f:
+                version = np.lib.format.read_magic(f)
+                shape, fortran, dtype = (np.lib.format.read_array_header_1_0(f)
+                                         if version == (1, 0) else
+                                         np.lib.format.read_array_header_2_0(f))
+                if fortran and len(shape) > 1:
+                    got = digest(z[key])
+                else:
+                    h = hashlib.sha256()
+                    shape = tuple(int(s) for s in shape) or (1,)  # as ascontiguousarray
+                    h.update(f"{dtype.str}{shape}".encode())
+                    left = int(_nbytes(shape, dtype))
+                    while left > 0:
+                        chunk = f.read(min(_CHUNK, left))
+                        if not chunk:
+                            raise ReadError(f"the array {key!r} is truncated; the model file "
+                                            "is damaged.")
+                        h.update(chunk)
+                        left -= len(chunk)
+                    got = h.hexdigest()
+        except ReadError:
+            raise
+        except Exception as err:  # zipfile, zlib and numpy raise many types on damage
+            raise ReadError(f"the array {key!r} cannot be read ({err}); the model file is "
+                            "damaged.") from None
+        if got != want:
+            raise ReadError(f"the array {key!r} does not match its checksum: the model "
+                            "file was changed after it was written.")
 
 
 _TYPES = {"str": str, "int": int, "float": (int, float), "bool": bool, "dict": dict,
@@ -122,13 +191,22 @@ def meta_digest(meta: dict) -> str:
 
 
 class Arrays:
-    """Checked access to the arrays of an open ``.npz`` (``np.load`` result)."""
+    """Checked access to the arrays of an open ``.npz`` (``np.load`` result) whose digests
+    were verified (:func:`verify_digests`); records which arrays the loader read, so that
+    members it never reads can be refused (:meth:`check_all_read`)."""
 
-    def __init__(self, z, checksums: dict | None):
-        self.z, self.checksums = z, checksums
+    def __init__(self, z):
+        self.z, self.read = z, set()
 
     def __contains__(self, key: str) -> bool:
         return key in self.z.files
+
+    def check_all_read(self) -> None:
+        unread = sorted(set(self.z.files) - self.read - {"__meta__"})
+        if unread:
+            raise ReadError(f"the model file holds {len(unread)} array(s) that no geogp model "
+                            f"reads ({', '.join(map(repr, unread[:3]))}); it was changed after "
+                            "it was written.")
 
     def get(self, key: str, *, ndim: int | None = None, shape: tuple | None = None,
             kind: str = "f", finite: bool = True, positive: bool = False) -> np.ndarray:
@@ -140,11 +218,7 @@ class Arrays:
         except Exception as err:  # zipfile, zlib and numpy raise many types on damage
             raise ReadError(f"the array {key!r} cannot be read ({err}); the model file is "
                             "damaged.") from None
-        if self.checksums is not None:
-            want = self.checksums.get(key)
-            if want is None or want != digest(a):
-                raise ReadError(f"the array {key!r} does not match its checksum: the model "
-                                "file was changed after it was written.")
+        self.read.add(key)
         if a.dtype.kind not in kind:
             raise ReadError(f"array {key!r} has dtype {a.dtype}; expected kind {kind!r}.")
         if ndim is not None and a.ndim != ndim:

@@ -93,6 +93,8 @@ def add_fit_parser(subparsers, epilog: str) -> argparse.ArgumentParser:
     fit.add_argument("--netcdf", metavar="PRED.nc", help="also write CF NetCDF")
     fit.add_argument("--map", metavar="PRED.png", help="also draw maps (obs, mean, std)")
     fit.add_argument("--save-model", metavar="MODEL.npz", help="save the fitted model")
+    fit.add_argument("--model-key-file", metavar="KEY", help="sign the saved model with the "
+                     "bytes of this file (HMAC-SHA256; loading then needs the same key)")
     add_run_options(fit, quiet_help="no progress bars or summary")
 
     return fit
@@ -171,7 +173,7 @@ def _run_fit(args, echo) -> int:
     from geogp.cli import EXIT_OK, usage_error
     from geogp.api import GeoRegressor
     from geogp.cli.options import model_keywords
-    from geogp.cli.fit_checks import check_fit_arguments
+    from geogp.cli.fit_checks import check_fit_arguments, check_output_memory
     from geogp.io import check_geotiff_grid, open_raster, write_geotiff, write_netcdf
 
     outputs = check_fit_arguments(args, usage_error)  # fail before the expensive part
@@ -205,6 +207,7 @@ def _run_fit(args, echo) -> int:
         da = points_grid(args, table)
         check_geotiff_grid(da)  # --like: a GeoTIFF needs a regular grid
         mask = _exclusion(args, da)
+        check_output_memory(args, da)
         model.crs = args.crs
         model.fit(table, x=args.x, y=args.y, value=args.value, grid=da)
     else:
@@ -221,6 +224,7 @@ def _run_fit(args, echo) -> int:
                     f"{args.input} also has the dimension(s) {others} "
                     f"({', '.join(f'{d}: {da.sizes[d]}' for d in others)}). Extract one slice "
                     "first (e.g. gdal_translate -b 1, or xarray's isel), or drop --samples.")
+        check_output_memory(args, da)
         covariates = [open_raster(c) for c in args.covariate] or None
         model.fit(da, covariates=covariates)
     pred = model.predict(like=da, quantiles=args.quantiles)
@@ -268,7 +272,7 @@ def _run_fit(args, echo) -> int:
                 written.append(args.map)
                 pb.update(1)
             if args.save_model:
-                model.save(args.save_model, overwrite=args.overwrite)
+                model.save(args.save_model, overwrite=args.overwrite, key=args.model_key)
                 written.append(args.save_model)
                 pb.update(1)
     except BaseException:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["check_fit_arguments", "output_paths"]
+__all__ = ["check_fit_arguments", "check_output_memory", "output_paths"]
 
 _MODEL = (".npz",)
 
@@ -58,7 +58,8 @@ def check_fit_arguments(args, usage_error) -> list[str]:
       carry suffixes of their own formats, and be writable (:func:`geogp.io.check_writable`:
       no existing file without ``--overwrite``, never a device, pipe or folder);
     - ``--quantiles`` strictly between 0 and 1, without duplicates;
-    - ``--crs`` a CRS that PROJ knows; ``--samples`` ≥ 0; ``--features`` ≥ 4.
+    - ``--crs`` a CRS that PROJ knows; ``--samples`` ≥ 0; ``--features`` ≥ 4;
+    - ``--model-key-file`` readable and not empty (its bytes go to ``args.model_key``).
     """
     from geogp.adapters import as_crs
     from geogp.io import check_writable
@@ -81,4 +82,26 @@ def check_fit_arguments(args, usage_error) -> list[str]:
         raise usage_error(f"--features must be ≥ 4; got {args.features}.")
     if args.samples < 0:
         raise usage_error(f"--samples must be ≥ 0; got {args.samples}.")
+    args.model_key = None
+    if getattr(args, "model_key_file", None) is not None:
+        from geogp.persist_sign import read_key_file
+
+        if not args.save_model:
+            raise usage_error("--model-key-file signs the model of --save-model; give both.")
+        args.model_key = read_key_file(args.model_key_file)
     return outputs
+
+
+def check_output_memory(args, da) -> None:
+    """Refuse, before the fit, a prediction (and ``--samples``) on ``da``'s grid whose
+    arrays would not fit in memory (:mod:`geogp.memory`: the estimate is in the message)."""
+    import numpy as np
+
+    from geogp.adapters import find_spatial_dims
+    from geogp.memory import check_prediction, check_samples
+
+    y, x = find_spatial_dims(da)
+    slices = int(np.prod([da.sizes[d] for d in da.dims if d not in (y, x)], dtype=np.int64))
+    check_prediction(da.sizes[y], da.sizes[x], slices, len(args.quantiles or ()))
+    if args.samples:
+        check_samples(args.samples, da.sizes[y], da.sizes[x], slices)

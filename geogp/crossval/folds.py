@@ -29,9 +29,10 @@ import numpy as np
 from scipy import ndimage
 
 from geogp.exceptions import InputError
+from geogp.memory import check_memory
 
 __all__ = ["FOLD_KINDS", "make_folds", "gap_folds", "random_folds", "block_folds",
-           "distance_to_observed", "transplant"]
+           "distance_to_observed", "transplant", "fold_bytes"]
 
 FOLD_KINDS = ("gaps", "random", "blocks")
 _EIGHT = np.ones((3, 3), dtype=bool)
@@ -56,6 +57,30 @@ def _check_counts(n_folds: int, fraction: float) -> tuple[int, float]:
     if not 0 < fraction < 1:
         raise InputError(f"fraction must be in (0, 1); got {fraction!r}.")
     return int(n_folds), fraction
+
+
+def _check_units(n_folds: int, n_units: int, units: str, kind: str) -> None:
+    """Refuse more folds than there are units to hold out (each fold needs one of its own)."""
+    if n_folds > n_units:
+        raise InputError(f"n_folds={n_folds} {kind} folds need at least one {units} each, and "
+                         f"the raster has {n_units}; use n_folds ≤ {n_units}.")
+
+
+def _check_nonempty(folds: np.ndarray, kind: str) -> np.ndarray:
+    empty = np.flatnonzero(~folds.reshape(folds.shape[0], -1).any(axis=1))
+    if empty.size:
+        raise InputError(f"{empty.size} of the {folds.shape[0]} {kind} folds would hold out no "
+                         f"observed cell (fold {int(empty[0]) + 1} first); use fewer folds or "
+                         "a larger fraction/block.")
+    return folds
+
+
+def fold_bytes(shape: tuple, n_folds: int) -> float:
+    """Bytes that ``n_folds`` folds of a ``shape`` raster need: the (n_folds, ny, nx) masks,
+    and (in :func:`~geogp.crossval.cross_validate`) up to one 9-column row per held-out cell
+    and fold, bounded by one per cell and fold."""
+    cells = float(np.prod(shape, dtype=np.float64))
+    return n_folds * cells * (1 + 9 * 8)
 
 
 def _orientations(shape_mask: np.ndarray, rng, rotate: bool, n: int = 2) -> list:
@@ -133,6 +158,7 @@ def gap_folds(observed, n_folds: int = 5, *, fraction: float = 0.15, seed: int =
     """
     obs = _check_observed(observed)
     n_folds, fraction = _check_counts(n_folds, fraction)
+    _check_units(n_folds, int(obs.sum()), "observed cell", "gap")
     miss = ~obs if missing is None else np.asarray(missing, dtype=bool)
     if miss.shape != obs.shape:
         raise InputError(f"missing has shape {miss.shape}; the raster has {obs.shape}.")
@@ -189,6 +215,7 @@ def random_folds(observed, n_folds: int = 5, *, fraction: float | None = None,
     if fraction * n_folds > 1 + 1e-12:
         raise InputError(f"random folds are disjoint: n_folds × fraction must be ≤ 1; got "
                          f"{n_folds} × {fraction}.")
+    _check_units(n_folds, int(obs.sum()), "observed cell", "random")
     flat = np.flatnonzero(obs.ravel())
     order = np.random.default_rng(seed).permutation(flat)
     cuts = np.minimum(np.round(np.arange(n_folds + 1) * fraction * flat.size).astype(int),
@@ -196,7 +223,7 @@ def random_folds(observed, n_folds: int = 5, *, fraction: float | None = None,
     folds = np.zeros((n_folds, obs.size), dtype=bool)
     for k in range(n_folds):
         folds[k, order[cuts[k]:cuts[k + 1]]] = True
-    return folds.reshape((n_folds,) + obs.shape)
+    return _check_nonempty(folds.reshape((n_folds,) + obs.shape), "random")
 
 
 def block_folds(observed, n_folds: int = 5, *, block: int | tuple | None = None,
@@ -208,6 +235,7 @@ def block_folds(observed, n_folds: int = 5, *, block: int | tuple | None = None,
     """
     obs = _check_observed(observed)
     n_folds, _ = _check_counts(n_folds, 0.5)
+    _check_units(n_folds, int(obs.sum()), "observed cell", "block")
     ny, nx = obs.shape
     if block is None:
         side = max(1, int(np.sqrt(ny * nx / (10.0 * n_folds))))
@@ -221,9 +249,11 @@ def block_folds(observed, n_folds: int = 5, *, block: int | tuple | None = None,
     if n_blocks < n_folds:
         raise InputError(f"{n_blocks} block(s) of {by}×{bx} cells cannot make {n_folds} folds; "
                          "use smaller blocks.")
+    _check_units(n_folds, np.unique(ids[obs]).size, f"block of {by}×{bx} cells holding data",
+                 "block")
     deal = np.random.default_rng(seed).permutation(n_blocks) % n_folds
     fold_of = deal[ids]
-    return np.stack([(fold_of == k) & obs for k in range(n_folds)])
+    return _check_nonempty(np.stack([(fold_of == k) & obs for k in range(n_folds)]), "block")
 
 
 def make_folds(observed, kind: str = "gaps", n_folds: int = 5, *, seed: int = 0,
@@ -236,6 +266,11 @@ def make_folds(observed, kind: str = "gaps", n_folds: int = 5, *, seed: int = 0,
     if kind not in makers:
         raise InputError(f"folds must be one of {list(FOLD_KINDS)} or a boolean array of "
                          f"shape (n_folds, ny, nx); got {kind!r}.")
+    obs = _check_observed(observed)
+    n_folds, _ = _check_counts(n_folds, 0.5)
+    _check_units(n_folds, int(obs.sum()), "observed cell", kind)
+    check_memory(fold_bytes(obs.shape, n_folds), f"{n_folds} {kind} folds of a raster of "
+                 f"{obs.shape[0]}×{obs.shape[1]} cells", hint="Use fewer folds.")
     try:
         return makers[kind](observed, n_folds, seed=seed, **options)
     except TypeError as err:

@@ -39,10 +39,22 @@ COS, SIN, CONST = 0, 1, 2
 
 def window(lo, hi, window_factor: float, margin: float):
     """(centre, width) of the AFS window over the data box [lo, hi] (docs/afs.md, window):
-    width = extent · window_factor + 2 · margin · extent per dimension."""
+    width = extent · window_factor + 2 · margin · extent per dimension.
+
+    The window must cover the data: ``window_factor`` ≥ 1, and ``margin`` (which may be
+    negative only as far as ``window_factor`` leaves room) keeps the width ≥ the extent.
+    """
+    for name, value in (("window_factor", window_factor), ("margin", margin)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) \
+                or not np.isfinite(value):
+            raise InputError(f"{name} must be a finite number; got {value!r:.40}.")
     if window_factor < 1:
         raise InputError(f"window_factor must be ≥ 1 (window covers the data); got "
                          f"{window_factor}.")
+    if window_factor + 2 * margin < 1:
+        raise InputError(f"margin={margin} would shrink the window below the data's extent "
+                         f"(window_factor + 2·margin = {window_factor + 2 * margin:.3g} < 1); "
+                         "use margin ≥ 0 to widen the window.")
     extent = hi - lo
     return (lo + hi) / 2, extent * window_factor + 2 * margin * extent
 
@@ -161,6 +173,8 @@ class FourierFeatures:
         gives M ≤ n_features (docs/afs.md (sizing)); the realised M is ``n_features`` attribute.
         """
         width = np.atleast_1d(np.asarray(width, dtype=np.float64))
+        if np.any(~np.isfinite(width)) or np.any(width <= 0):
+            raise InputError(f"window width must be finite and > 0; got {width}.")
         if n_features < 2 ** width.size:
             raise InputError(f"n_features must be ≥ {2 ** width.size}; got {n_features}.")
 
@@ -170,7 +184,9 @@ class FourierFeatures:
                 np.prod([lattice_rows(k, lattice)[0].size for k in K])), K
 
         lo, hi = 0.0, 1.0
-        while count(hi)[0] <= n_features:
+        for _ in range(1100):  # F doubles up to the float range: the search always ends
+            if count(hi)[0] > n_features or not np.isfinite(hi * 2):
+                break
             lo, hi = hi, hi * 2
         for _ in range(40):
             mid = 0.5 * (lo + hi)

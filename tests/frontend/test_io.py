@@ -172,6 +172,7 @@ def test_a_failed_write_leaves_no_file(pred, tmp_path, monkeypatch):
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(rasterio.io.DatasetWriter, "write", failing_write)
+    monkeypatch.setattr(geogp.io, "_WINDOW_BYTES", 1)  # one band per write: fail at band 2
     with pytest.raises(OSError, match="injected"):
         write_geotiff(pred, tmp_path / "p.tif")
     assert os.listdir(tmp_path) == []

@@ -1,0 +1,103 @@
+"""Memory estimates checked before large allocations.
+
+Requests whose size the user chooses (the number of samples, the prediction grid, the point
+grid of ``--resolution``, the cross-validation folds, the arrays a model file declares) are
+estimated from their shapes *before* anything is allocated, and refused with
+:class:`~geogp.exceptions.MemoryEstimateError`, whose message states the estimate and the
+limit, instead of ending minutes later in a ``MemoryError``.
+
+The default limit is 80 % of the machine's physical memory; the environment variable
+``GEOGP_MAX_MEMORY`` (in GiB) replaces it, and the functions that check take a ``limit``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from geogp.exceptions import InputError, MemoryEstimateError
+
+__all__ = ["memory_limit", "check_memory", "predict_bytes", "sample_bytes", "check_prediction",
+           "check_samples"]
+
+_FALLBACK = 16 * 2**30  # when the platform does not say how much memory it has
+
+
+def _physical_memory() -> float:
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return float(_FALLBACK / 0.8)
+
+
+def memory_limit() -> float:
+    """The default memory limit in bytes: ``GEOGP_MAX_MEMORY`` GiB, else 80 % of the RAM."""
+    env = os.environ.get("GEOGP_MAX_MEMORY")
+    if env:
+        try:
+            value = float(env)
+        except ValueError:
+            value = float("nan")
+        if not value > 0 or value == float("inf"):
+            raise InputError(f"GEOGP_MAX_MEMORY must be a positive number of GiB; got {env!r}.")
+        return value * 2**30
+    return 0.8 * _physical_memory()
+
+
+def check_memory(needed_bytes: float, what: str, limit: float | None = None,
+                 hint: str = "") -> float:
+    """Refuse (:class:`MemoryEstimateError`) when ``needed_bytes`` exceeds the limit.
+
+    Args:
+        needed_bytes: the estimate, computed from shapes only (nothing allocated yet).
+        what: what would need it, for the message ("1000000 samples of 2000 cells").
+        limit: bytes allowed (default :func:`memory_limit`).
+        hint: how to lower the estimate.
+
+    Returns:
+        ``needed_bytes`` as a float.
+    """
+    limit = memory_limit() if limit is None else float(limit)
+    needed = float(needed_bytes)
+    if needed > limit:
+        raise MemoryEstimateError(what, needed, limit, hint)
+    return needed
+
+
+# Doubles per target cell (and per slice of an extra dimension) of what the caller asked for,
+# measured as traced peaks above the model's own fixed working memory: a prediction holds
+# mean, variances, std and their copies in the Dataset (11 for AFS, 19 for lattice models,
+# measured), each quantile 2 more; samples hold the draws, their stack and the DataArray (3.4
+# per sample, measured). The model's own working memory (a lattice factorisation) is
+# estimated by the model when it is fitted (``max_bytes``).
+PREDICT_DOUBLES = 20
+QUANTILE_DOUBLES = 2
+SAMPLE_DOUBLES = 4
+
+
+def predict_bytes(n_cells: float, n_slices: int = 1, n_quantiles: int = 0) -> float:
+    """Estimated bytes of a prediction on ``n_cells`` target cells per slice."""
+    return 8.0 * n_cells * n_slices * (PREDICT_DOUBLES + QUANTILE_DOUBLES * n_quantiles)
+
+
+def sample_bytes(n_samples: int, n_cells: float, n_slices: int = 1) -> float:
+    """Estimated bytes of ``n_samples`` posterior samples on ``n_cells`` cells per slice."""
+    return 8.0 * n_cells * n_slices * SAMPLE_DOUBLES * float(n_samples)
+
+
+def check_prediction(ny: int, nx: int, n_slices: int = 1, n_quantiles: int = 0,
+                     limit: float | None = None) -> float:
+    """Refuse a prediction on a ``ny`` × ``nx`` grid that would not fit (:func:`check_memory`)."""
+    return check_memory(predict_bytes(float(ny) * nx, n_slices, n_quantiles),
+                        f"a prediction on {ny} × {nx} cells" + (
+                            f" × {n_slices} slices" if n_slices > 1 else ""), limit,
+                        "Predict on a coarser or smaller grid (like=, x=/y=), in pieces.")
+
+
+def check_samples(n_samples: int, ny: int, nx: int, n_slices: int = 1,
+                  limit: float | None = None) -> float:
+    """Refuse ``n_samples`` samples of a ``ny`` × ``nx`` grid that would not fit."""
+    return check_memory(sample_bytes(n_samples, float(ny) * nx, n_slices),
+                        f"{n_samples} posterior samples of {ny} × {nx} cells" + (
+                            f" × {n_slices} slices" if n_slices > 1 else ""), limit,
+                        "Draw fewer samples at a time (several calls with other seeds), or "
+                        "sample a smaller grid.")

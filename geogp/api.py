@@ -235,7 +235,7 @@ class GeoRegressor(ReportMixin, DrawsMixin):
         est, tracker = self._estimator("")
         t0 = time.perf_counter()
         try:
-            engines.fit_points(est, pts.X, pts.values, axes)
+            engines.fit_points(est, pts.X, pts.values, axes, units=pts.spec.units)
         finally:
             if tracker is not None:
                 tracker.close()

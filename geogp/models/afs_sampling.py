@@ -1,16 +1,17 @@
 """Posterior samples of an AFS model (conditional simulation), exact under its feature prior.
 
 The AFS model is f(x) = φ(x)ᵀu (+ the trend h(x)ᵀβ, drawn from its posterior with u:
-:func:`~geogp.models.afs_trend.trend_draws`), and the optimal q(u) of the collapsed bound is Gaussian: mean w (``posterior.weights``) and covariance
-Λ^{1/2} A⁻¹ Λ^{1/2} with A = I + Λ^{1/2} G Λ^{1/2}/σ² (docs/bound.md). A sample of the whole
-field is therefore one draw u_s = w + Λ^{1/2} L⁻ᵀ ε (A = LLᵀ, ε ~ N(0, I)) and one feature
-transform φ(x)ᵀu_s: a separable grid transform on rasters, NUFFT or a dense product at points.
+:func:`~geogp.models.afs_trend.trend_draws`), and the optimal q(u) of the collapsed bound is
+Gaussian: mean w (``posterior.weights``) and covariance Λ^{1/2} A⁻¹ Λ^{1/2} with
+A = I + Λ^{1/2} G Λ^{1/2}/σ² (docs/bound.md). A sample of the whole field is therefore one draw
+u_s = w + Λ^{1/2} L⁻ᵀ ε (A = LLᵀ, ε ~ N(0, I)) and one feature transform φ(x)ᵀu_s: a separable
+grid transform on rasters, NUFFT or a dense product at points.
 
 Matrix-free fits (``solver="iterative"``) keep S centred draws Λ^{1/2} A⁻¹ b, b ~ N(0, A), from
 the solves behind their predictive variance (:func:`~geogp.models.collapsed_iterative.
 iterative_posterior`): those are posterior draws of u − w, so up to S samples cost no new solve.
 
-The samples' variance is that of φᵀu, i.e. :meth:`predict`'s latent variance minus the part of
+The samples' variance is that of φᵀu + hᵀβ, i.e. :meth:`predict`'s latent variance minus the part of
 the prior the features leave out, k(0) − φᵀΛφ (the truncation diagnostic; small unless the
 fit warned about it).
 """

@@ -36,6 +36,7 @@ from geogp.exceptions import (
     IrregularGridError,
     MissingCRSWarning,
 )
+from geogp.grid_checks import require_axes, unsupported_grid_message
 from geogp.nodata import masked_values  # noqa: F401  (re-exported: part of this module's API)
 
 __all__ = [
@@ -117,6 +118,10 @@ def find_spatial_dims(obj) -> tuple[str, str]:
                         found[kind] = dim
                         break
     if set(found) != {"y", "x"} or found["y"] == found["x"]:
+        grid = [d for d in obj.dims if d != "band"]
+        why = unsupported_grid_message(obj, grid) if len(grid) == 2 else ""
+        if why:
+            raise IrregularGridError(why)
         raise InputError(
             f"could not find the two spatial dimensions among {list(obj.dims)}; expected names "
             "such as ('y', 'x') or ('lat', 'lon'), or CF attributes axis='Y'/'X'. Rename them "
@@ -406,12 +411,7 @@ def to_grid_data(da, *, var: str | None = None, crs=None, nodata=None) -> GridDa
             f"(shape {dict(da.sizes)}). Select slices (da.isel(...)) or stack them into one "
             "dimension (da.stack(sample=[...]))."
         )
-    for dim in (y_dim, x_dim):
-        if dim not in da.coords:
-            raise InputError(
-                f"spatial dimension {dim!r} has no coordinates; assign them "
-                f"(da.assign_coords({dim}=...)) or write a transform with rioxarray."
-            )
+    require_axes(da, y_dim, x_dim)  # rotated GeoTIFFs, curvilinear grids: says so
     x_first = da.dims.index(x_dim) < da.dims.index(y_dim)
     da = da.transpose(*extra, y_dim, x_dim)
     y, reg_y = check_axis(da[y_dim].values, y_dim)

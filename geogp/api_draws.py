@@ -29,6 +29,8 @@ class DrawsMixin:
         feature weights and one grid transform per sample, :mod:`geogp.models.afs_sampling`);
         the mean and spread of many samples reproduce :meth:`predict`'s ``mean`` and
         ``std_latent`` (AFS: less the prior variance its features leave out, k(0) − φᵀΛφ).
+        A lattice model loaded from a file cannot sample (its file keeps the per-cell moments,
+        not the factorisation): refit it.
 
         Args:
             n: number of samples. like, x, y: the grid (as :meth:`predict`; default the input

@@ -26,6 +26,7 @@ import warnings
 import numpy as np
 
 from geogp.exceptions import GeographicCoordinatesWarning, InputError
+from geogp.extrapolation import record_data_box, warn_if_far
 from geogp.models.base import Prediction
 
 __all__ = ["MODELS", "make_estimator", "resolve_model", "fit_grid", "fit_points",
@@ -184,8 +185,10 @@ def _cover_margin(est, lo, hi, t_lo, t_hi, scale=None) -> None:
         est.margin = float(max(est.margin, need.max() * (1 + 1e-9) + 1e-12, 0.0))
 
 
-def fit_points(est, X: np.ndarray, y: np.ndarray, target_axes=None):
-    """Fit on scattered points X (N, 2) (model coordinates), y (N,); window covers target_axes."""
+def fit_points(est, X: np.ndarray, y: np.ndarray, target_axes=None,
+               units: str = "coordinate units"):
+    """Fit on scattered points X (N, 2) (model coordinates), y (N,); window covers target_axes.
+    The data's box (and ``units``, of model coordinates) is kept for :func:`warn_if_far`."""
     if _kind(est) == "exact" and X.shape[0] > EXACT_MAX_POINTS:
         raise InputError(
             f"model='exact' costs O(N³) and is limited to {EXACT_MAX_POINTS} points; got "
@@ -194,7 +197,9 @@ def fit_points(est, X: np.ndarray, y: np.ndarray, target_axes=None):
     _cover_target(est, X, target_axes)
     with warnings.catch_warnings():  # model coordinates: longitude already scaled by cos φ̄
         warnings.simplefilter("ignore", GeographicCoordinatesWarning)
-        return est.fit(X, y)
+        est.fit(X, y)
+    record_data_box(est, X[np.isfinite(np.asarray(y, dtype=np.float64))], units)
+    return est
 
 
 def _cover_target(est, X: np.ndarray, target_axes) -> None:
@@ -241,6 +246,7 @@ def predict_grid(est, axes: list, outside: str = "raise", block_cells: int = 2**
     Returns a :class:`Prediction` of arrays (N_y, N_x). ``on_block(n_rows)`` is called after
     each block (progress). Cost per block: AFS O(M² + cells·P); others as their ``predict``.
     """
+    warn_if_far(est, axes=axes)
     ny, nx = len(axes[0]), len(axes[1])
     step = max(1, int(block_cells // max(nx, 1)))
     parts = []
@@ -252,7 +258,7 @@ def predict_grid(est, axes: list, outside: str = "raise", block_cells: int = 2**
             p = est.predict_grid(rows, axes[1])  # separable, per axis (raises outside)
         else:
             Y, X = np.meshgrid(rows, axes[1], indexing="ij")
-            p = predict_points(est, np.stack([Y.ravel(), X.ravel()], axis=1), outside)
+            p = _predict_points(est, np.stack([Y.ravel(), X.ravel()], axis=1), outside)
             p = Prediction(*(np.reshape(a, Y.shape) for a in p))
         parts.append(p)
         if on_block is not None:
@@ -276,7 +282,12 @@ def sample_grid(est, axes: list, n: int, seed=None, observed: bool = False) -> n
 
 
 def predict_points(est, X: np.ndarray, outside: str = "raise") -> Prediction:
-    """Predict at points X (N*, 2) in model coordinates."""
+    """Predict at points X (N*, 2) in model coordinates (warns far outside the data)."""
+    warn_if_far(est, points=X)
+    return _predict_points(est, X, outside)
+
+
+def _predict_points(est, X: np.ndarray, outside: str = "raise") -> Prediction:
     if _kind(est) == "afs":
         return est.predict(X, outside=outside)
     if _kind(est) == "exact":

@@ -22,6 +22,7 @@ __all__ = [
     "MissingCRSWarning",
     "NodataWarning",
     "ApproximationWarning",
+    "ExtrapolationWarning",
 ]
 
 
@@ -106,3 +107,8 @@ class ApproximationWarning(UserWarning):
 class GeographicCoordinatesWarning(UserWarning):
     """Coordinates passed to an array estimator look like longitude/latitude in degrees, which
     the estimator would treat as planar (a degree of longitude counted as a degree of latitude)."""
+
+
+class ExtrapolationWarning(UserWarning):
+    """Prediction locations lie far outside the data (farther than the data's own extent):
+    there the mean is the extrapolated trend, and its uncertainty dominates ``std``."""

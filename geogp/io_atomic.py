@@ -5,20 +5,29 @@ the finished file into place with :func:`os.replace`, so a failure (full disk, i
 bad argument) never leaves a partial file behind, and an existing file is replaced only by a
 complete one. :func:`check_writable` refuses existing outputs unless ``overwrite``, and targets
 that are not regular files (devices, pipes, sockets) always. Re-exported by :mod:`geogp.io`.
+
+The hidden names carry the writing process's id (``.NAME.geogp-PID-XXXXXXXX.tmpSUFFIX``, and
+``.NAME.geogp-previous-PID-XXXXXXXX`` for the copy of a replaced output): a run killed while
+writing (SIGKILL: no cleanup runs) leaves them behind, and the next write to the same target
+removes those whose process is gone (:func:`remove_stale`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 from geogp.exceptions import InputError, OutputExistsError
 
-__all__ = ["atomic_path", "check_writable", "hidden_sibling"]
+__all__ = ["atomic_path", "check_writable", "hidden_sibling", "remove_stale"]
+
+STALE_AFTER_S = 60.0  # hidden files younger than this are never removed (clock skew, NFS)
 
 
 def check_writable(path, overwrite: bool = False) -> Path:
@@ -60,9 +69,10 @@ def atomic_path(path, overwrite: bool = False):
     """
     path = check_writable(path, overwrite)
     folder = path.parent if str(path.parent) else Path(".")
+    remove_stale(path)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=_hidden_prefix(path), suffix=".tmp" + path.suffix[:8],
-                                   dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=f"{_hidden_prefix(path)}{os.getpid()}-",
+                                   suffix=_tmp_suffix(path), dir=folder)
     except PermissionError:
         raise InputError(f"cannot write {str(path)!r}: no permission to create files in "
                          f"{str(folder)!r}; choose another folder.") from None
@@ -93,10 +103,64 @@ def _hidden_prefix(path: Path) -> str:
     return f".{path.name[:24]}.geogp-"
 
 
+def _tmp_suffix(path: Path) -> str:
+    return ".tmp" + path.suffix[:8]
+
+
 def hidden_sibling(path, kind: str) -> Path:
-    """A short hidden name beside ``path`` (``kind``: e.g. "previous") with a random token."""
+    """A short hidden name beside ``path`` (``kind``: e.g. "previous") with this process's id
+    and a random token."""
     path = Path(path)
-    return path.with_name(f"{_hidden_prefix(path)}{kind}-{secrets.token_hex(4)}")
+    return path.with_name(f"{_hidden_prefix(path)}{kind}-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def _stale_pattern(path: Path) -> re.Pattern:
+    """The exact hidden names geogp gives beside ``path``: temporary files and copies."""
+    prefix = re.escape(_hidden_prefix(path))
+    return re.compile(rf"{prefix}(?:(\d+)-[a-z0-9_]{{8}}{re.escape(_tmp_suffix(path))}"
+                      rf"|previous-(\d+)-[0-9a-f]{{8}})")
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (POSIX signal 0; "exists" when in doubt)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True
+    return True
+
+
+def remove_stale(path) -> list[Path]:
+    """Remove the hidden files that killed geogp runs left beside ``path``: names of exactly
+    geogp's pattern for this target, whose process id is no longer alive, regular files older
+    than :data:`STALE_AFTER_S`. POSIX only (elsewhere a process check could not be made
+    safely); best effort, never raises. Returns the paths removed."""
+    path = Path(path)
+    if os.name != "posix":
+        return []
+    folder = path.parent if str(path.parent) else Path(".")
+    pattern, removed, now = _stale_pattern(path), [], time.time()
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    for name in names:
+        m = pattern.fullmatch(name)
+        if m is None or _alive(int(m.group(1) or m.group(2))):
+            continue
+        stale = folder / name
+        try:
+            st = os.lstat(stale)
+            if stat.S_ISREG(st.st_mode) and now - st.st_ctime >= STALE_AFTER_S:
+                os.remove(stale)
+                removed.append(stale)
+        except OSError:
+            continue
+    return removed
 
 
 def _flush_to_disk(tmp) -> None:

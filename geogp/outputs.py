@@ -15,6 +15,7 @@ import xarray as xr
 
 from geogp.adapters import GridData, GridSpec, check_axis, find_spatial_dims
 from geogp.exceptions import InputError
+from geogp.grid_checks import require_axes
 
 __all__ = ["Target", "grid_target", "target_from", "check_quantiles", "prediction_dataset"]
 
@@ -56,6 +57,7 @@ def target_from(spec: GridSpec, like=None, *, x=None, y=None) -> Target:
         if x is not None or y is not None:
             raise InputError("pass either like=... or x=/y=..., not both.")
         y_dim, x_dim = find_spatial_dims(like)
+        require_axes(like, y_dim, x_dim)  # not like[y_dim]: xarray would number the rows
         yy, _ = check_axis(like[y_dim].values, y_dim, min_size=1)
         xx, _ = check_axis(like[x_dim].values, x_dim, min_size=1)
         like_crs = None

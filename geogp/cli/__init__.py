@@ -5,12 +5,16 @@ the options they share in ``options.py``); this one builds the parser and runs t
 
 Exit codes: 0 success; 2 usage errors and bad input (unreadable file, unknown variable, all
 missing, output exists without ``--overwrite``...), reported as one line without traceback;
-1 any other error (one line too; ``--traceback`` shows the details).
+1 any other error (one line too; ``--traceback`` shows the details); 130 on Ctrl-C (one line,
+also when JAX wraps the interrupt in a callback error).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
+import re
 import sys
 import warnings
 
@@ -78,6 +82,52 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     print(f"geogp: warning: {message}", file=sys.stderr)
 
 
+_INTERRUPT_LINE = re.compile(r"(^|\n)\s*KeyboardInterrupt\b")
+
+
+def _is_interrupt(err: BaseException) -> bool:
+    """Ctrl-C, also where JAX wraps it: a KeyboardInterrupt raised inside a host callback
+    (``jax.pure_callback``: the sparse Cholesky of the lattice model) reaches the caller as a
+    RuntimeError (``JaxRuntimeError``/``XlaRuntimeError``, "CpuCallback error") whose message
+    ends with the callback's traceback, "KeyboardInterrupt". Follows the exception chain."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, KeyboardInterrupt):
+            return True
+        if isinstance(err, RuntimeError) and _INTERRUPT_LINE.search(str(err)):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+class _DropInterruptLogs(logging.Filter):
+    """Drop JAX's "jax.pure_callback failed" log (with its traceback) of a KeyboardInterrupt:
+    the command reports the interrupt itself, in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (exc is not None and _is_interrupt(exc))
+
+
+@contextlib.contextmanager
+def _quiet_callback_interrupts():
+    loggers = [logging.getLogger(name) for name in ("jax._src.callback", "jax._src.ffi")]
+    drop = _DropInterruptLogs()
+    for lg in loggers:
+        lg.addFilter(drop)
+    try:
+        yield
+    finally:
+        for lg in loggers:
+            lg.removeFilter(drop)
+
+
+def _interrupted() -> int:
+    print("geogp: interrupted; no partial output was kept.", file=sys.stderr)
+    return 130
+
+
 def main(argv=None) -> int:
     """Entry point of the ``geogp`` command; returns the exit code."""
     parser = build_parser()
@@ -106,7 +156,7 @@ def run_command(handler, args, quiet: bool = False) -> int:
 
     traceback = bool(getattr(args, "traceback", False))
     try:
-        with warnings.catch_warnings():  # restores warnings.showwarning on exit
+        with warnings.catch_warnings(), _quiet_callback_interrupts():  # restores showwarning
             warnings.showwarning = _show_warning
             return handler(args, echo)
     except (InputError, _UsageError) as err:
@@ -120,9 +170,10 @@ def run_command(handler, args, quiet: bool = False) -> int:
         print(f"geogp: error: {' '.join(err.cli_message().split())}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
-        print("geogp: interrupted; no partial output was kept.", file=sys.stderr)
-        return 130
+        return _interrupted()
     except Exception as err:
+        if _is_interrupt(err):  # Ctrl-C inside a JAX host callback (lattice fit)
+            return _interrupted()
         if traceback:
             raise
         msg = str(err).splitlines()[0] if str(err) else ""

@@ -102,7 +102,9 @@ def add_run_options(parser, *, quiet_help: str = "no progress bars",
                     overwrite: bool = True) -> None:
     """Add --overwrite (when the command writes files), --quiet and the hidden --traceback."""
     if overwrite:
-        parser.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+        parser.add_argument("--overwrite", action="store_true",
+                            help="replace existing outputs (regular files only; a symbolic "
+                                 "link is replaced itself, its target is left unchanged)")
     parser.add_argument("--quiet", "-q", action="store_true", help=quiet_help)
     parser.add_argument("--traceback", action="store_true", help=argparse.SUPPRESS)
 

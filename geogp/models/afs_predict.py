@@ -12,6 +12,7 @@ import numpy as np
 
 from geogp.features import trig
 from geogp.features.fourier import FourierFeatures
+from geogp.models.afs_trend import trend_variance_grid, trend_variance_points
 from geogp.models.collapsed_iterative import IterativePosterior, predict_moments, variance_bins
 from geogp.trend import basis, basis_grid
 
@@ -37,8 +38,10 @@ def _variance_bins(model):
 
 
 def at_points(model, Xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(mean, latent variance) at standardised points Xs (N*, D) inside the window."""
+    """(mean, latent variance) at standardised points Xs (N*, D) inside the window; the
+    variance includes the trend's (:mod:`geogp.models.afs_trend`)."""
     ff, post = model.features_, model.posterior_
+    Phi = None
     if isinstance(post, IterativePosterior):
         def evaluate(coef, kind):
             return trig.evaluate_points(ff, Xs, coef, kind)
@@ -55,12 +58,13 @@ def at_points(model, Xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         var = post.kvar0 + trig.evaluate_points(ff, Xs, bins, "quadratic")
     if model.beta_ is not None:
         mean = mean + basis(Xs, model.powers_) @ model.beta_
+        var = var + trend_variance_points(model, Xs, Phi)
     return mean, np.maximum(var, 0.0)
 
 
 def on_grid(model, saxes: list, outside: str = "raise") -> tuple[np.ndarray, np.ndarray]:
-    """(mean, latent variance) on the tensor grid of standardised axes, NaN outside the
-    window (or raise there with ``outside='raise'``)."""
+    """(mean, latent variance, the trend's included) on the tensor grid of standardised axes,
+    NaN outside the window (or raise there with ``outside='raise'``)."""
     ff, post = model.features_, model.posterior_
     half = ff.width / 2 * (1 + 1e-12)
     inside_axes = [np.abs(a - c) <= h for a, c, h in zip(saxes, ff.center, half)]
@@ -80,6 +84,7 @@ def on_grid(model, saxes: list, outside: str = "raise") -> tuple[np.ndarray, np.
     if model.beta_ is not None:
         for j, b in enumerate(model.beta_):
             mean = mean + b * basis_grid(saxes, model.powers_, j)
+        var = var + trend_variance_grid(model, saxes)
     inside = inside_axes[0]
     for m in inside_axes[1:]:
         inside = np.multiply.outer(inside, m)

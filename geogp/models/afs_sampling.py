@@ -1,16 +1,17 @@
 """Posterior samples of an AFS model (conditional simulation), exact under its feature prior.
 
-The AFS model is f(x) = φ(x)ᵀu (+ the trend, whose coefficients are point estimates), and the
-optimal q(u) of the collapsed bound is Gaussian: mean w (``posterior.weights``) and covariance
-Λ^{1/2} A⁻¹ Λ^{1/2} with A = I + Λ^{1/2} G Λ^{1/2}/σ² (docs/bound.md). A sample of the whole
-field is therefore one draw u_s = w + Λ^{1/2} L⁻ᵀ ε (A = LLᵀ, ε ~ N(0, I)) and one feature
-transform φ(x)ᵀu_s: a separable grid transform on rasters, NUFFT or a dense product at points.
+The AFS model is f(x) = φ(x)ᵀu (+ the trend h(x)ᵀβ, drawn from its posterior with u:
+:func:`~geogp.models.afs_trend.trend_draws`), and the optimal q(u) of the collapsed bound is
+Gaussian: mean w (``posterior.weights``) and covariance Λ^{1/2} A⁻¹ Λ^{1/2} with
+A = I + Λ^{1/2} G Λ^{1/2}/σ² (docs/bound.md). A sample of the whole field is therefore one draw
+u_s = w + Λ^{1/2} L⁻ᵀ ε (A = LLᵀ, ε ~ N(0, I)) and one feature transform φ(x)ᵀu_s: a separable
+grid transform on rasters, NUFFT or a dense product at points.
 
 Matrix-free fits (``solver="iterative"``) keep S centred draws Λ^{1/2} A⁻¹ b, b ~ N(0, A), from
 the solves behind their predictive variance (:func:`~geogp.models.collapsed_iterative.
 iterative_posterior`): those are posterior draws of u − w, so up to S samples cost no new solve.
 
-The samples' variance is that of φᵀu, i.e. :meth:`predict`'s latent variance minus the part of
+The samples' variance is that of φᵀu + hᵀβ, i.e. :meth:`predict`'s latent variance minus the part of
 the prior the features leave out, k(0) − φᵀΛφ (the truncation diagnostic; small unless the
 fit warned about it).
 """
@@ -24,6 +25,7 @@ import scipy.linalg as sla
 
 from geogp.exceptions import InputError
 from geogp.features import trig
+from geogp.models.afs_trend import trend_draws
 from geogp.models.collapsed_iterative import IterativePosterior
 from geogp.trend import basis, basis_grid
 
@@ -63,14 +65,14 @@ def _finish(model, f: np.ndarray, observed: bool, rng) -> np.ndarray:
 def sample_points(model, Xs: np.ndarray, n: int, rng, observed: bool = False) -> np.ndarray:
     """(n, N*) samples at standardised points Xs inside the window, data units."""
     ff = model.features_
-    U = draw_weights(model.posterior_, n, rng)
+    U, B = trend_draws(model, draw_weights(model.posterior_, n, rng), rng)
     if Xs.shape[0] * ff.n_features <= 2**24:
         f = (ff(Xs) @ U).T
     else:
         f = np.stack([trig.evaluate_points(ff, Xs, trig.linear_coefficients(ff, U[:, s]),
                                            "linear") for s in range(U.shape[1])])
-    if model.beta_ is not None:
-        f = f + (basis(Xs, model.powers_) @ model.beta_)[None, :]
+    if B is not None:
+        f = f + (basis(Xs, model.powers_) @ B).T
     return _finish(model, f, observed, rng)
 
 
@@ -78,10 +80,11 @@ def sample_grid(model, saxes: list, n: int, rng, observed: bool = False) -> np.n
     """(n, N_1, …, N_D) samples on the tensor grid of standardised axes (inside the window),
     data units. Cost: one separable grid transform per sample."""
     ff = model.features_
-    U = draw_weights(model.posterior_, n, rng)
+    U, B = trend_draws(model, draw_weights(model.posterior_, n, rng), rng)
     f = np.stack([trig.evaluate_grid(ff, saxes, trig.linear_coefficients(ff, U[:, s]), "linear")
                   for s in range(U.shape[1])])
-    if model.beta_ is not None:
-        for j, b in enumerate(model.beta_):
-            f = f + b * basis_grid(saxes, model.powers_, j)[None]
+    if B is not None:
+        for j, b in enumerate(B):
+            f = f + b[(slice(None),) + (None,) * len(saxes)] * basis_grid(saxes, model.powers_,
+                                                                          j)[None]
     return _finish(model, f, observed, rng)

@@ -47,7 +47,8 @@ from geogp.features.gram_operator import subset
 from geogp.linalg.krylov import cg, lanczos_quadrature, lanczos_tridiagonal
 
 __all__ = ["IterativeOptions", "iterative_parts", "iterative_bound", "rademacher_probes",
-           "IterativePosterior", "iterative_posterior", "variance_bins", "predict_moments"]
+           "IterativePosterior", "iterative_posterior", "posterior_solve", "variance_bins",
+           "predict_moments"]
 
 
 class IterativeOptions(NamedTuple):
@@ -211,6 +212,12 @@ def _solve(log_lam, noise, op, rhs, options):
 
 
 _solve_jit = jax.jit(_solve, static_argnames=("options",))
+
+
+def posterior_solve(log_lam, noise, op, rhs, options: IterativeOptions = IterativeOptions()):
+    """A⁻¹ rhs (M, k) by preconditioned CG, A = I + σ⁻² Λ^{½} G Λ^{½} (numpy in and out)."""
+    x, _, _ = _solve_jit(jnp.asarray(log_lam), float(noise), op, jnp.asarray(rhs), options)
+    return np.asarray(x)
 
 
 def _block_terms(log_lam, noise, op):

@@ -59,8 +59,10 @@ class LatticeOutputsMixin:
                 f"computed on {tiles} tiles (posterior_tile={self.posterior_tile!r}). Refit with "
                 "posterior_tile=None, memory permitting, or crop the raster.")
         if sm is None:
-            raise InputError("posterior samples need a lattice model fitted in this session: "
-                             "model files keep the per-cell moments only. Refit it.")
+            raise InputError("posterior samples need a lattice model fitted in this session; a "
+                             "model loaded from a file cannot draw them (the file keeps the "
+                             "per-cell moments, not the sparse factorisation samples need). "
+                             "predict() works on it; refit the model to sample.")
         return sm
 
     def _sampler_root(self, sm: dict):
@@ -100,7 +102,8 @@ class LatticeOutputsMixin:
     def sample(self, X, n: int, seed=None, observed: bool = False) -> np.ndarray:
         """``n`` posterior samples at points X (N*, 2) (model units, (y, x)), data units:
         bilinear between cell centres like :meth:`predict`, so each sample is a draw of the
-        same interpolated field. ``observed`` adds the noise of a new observation. (n, N*)."""
+        same interpolated field. ``observed`` adds the noise of a new observation. (n, N*).
+        Needs the fit's factorisation: a model loaded from a file refuses (refit it)."""
         check_fitted(self, "_mean")
         c, w, inside = self._bilinear(np.asarray(X, dtype=np.float64), "raise")
         rng = np.random.default_rng(seed)

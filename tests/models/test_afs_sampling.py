@@ -22,18 +22,24 @@ def fitted():
 
 
 def _analytic(model, Xs):
-    """Mean and covariance of f = φᵀu + trend at standardised Xs, written from the bound's
-    formulas with dense inverses: Σ_u = (Λ⁻¹ + G/σ²)⁻¹, E u = Σ_u r/σ² (residual statistics)."""
+    """Mean and covariance of f = φᵀu + hᵀβ at standardised Xs, written from the bound's
+    formulas with dense inverses: Σ_u = (Λ⁻¹ + G/σ²)⁻¹, E u = Σ_u r/σ² (residual statistics),
+    and β's flat-prior posterior (universal kriging): Cov β = Ψ⁻¹, Ψ = (HᵀH − FᵀΣ_uF/σ²)/σ²,
+    with Cov(f, f) adding UΨ⁻¹Uᵀ, U = H* − Φ*Σ_uF/σ²."""
     from geogp.trend import basis
 
     stats = model._residual_stats()
     lam = np.exp(np.asarray(_log_lambda(model.features_, model.kernel_)))
     G, r, s2 = np.asarray(stats.G), np.asarray(stats.r), model.noise_
+    F, HH = np.asarray(model.stats_.F), np.asarray(model.stats_.HH)
     cov_u = np.linalg.inv(np.diag(1 / lam) + G / s2)
     mean_u = cov_u @ r / s2
     Phi = np.asarray(model.features_(Xs))
-    mean = Phi @ mean_u + basis(Xs, model.powers_) @ model.beta_
-    return mean, Phi @ cov_u @ Phi.T
+    Hs = basis(Xs, model.powers_)
+    mean = Phi @ mean_u + Hs @ model.beta_
+    psi = (HH - F.T @ cov_u @ F / s2) / s2
+    U = Hs - Phi @ cov_u @ F / s2
+    return mean, Phi @ cov_u @ Phi.T + U @ np.linalg.solve(psi, U.T)
 
 
 def test_sample_moments_match_the_analytic_posterior(fitted):

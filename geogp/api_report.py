@@ -1,0 +1,144 @@
+"""Reports on a fitted front end: the hyperparameters table, the summary and the evidence.
+
+A mixin of :class:`geogp.api.GeoRegressor`; it uses the fitted state that class sets
+(``estimators_``, ``spec_``, ``model_``, ``n_observed_``, ``fit_time_s_``, ...).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from geogp import engines
+from geogp._format import lengths, number
+from geogp.adapters import KM_PER_DEGREE
+from geogp.exceptions import InputError
+
+__all__ = ["ReportMixin"]
+
+
+class ReportMixin:
+    """``hyperparameters``, ``lengthscale_``, ``summary`` and ``score`` for
+    :class:`geogp.api.GeoRegressor`."""
+
+    def hyperparameters(self) -> pd.DataFrame:
+        """One row per slice: lengthscales (y, x) in the input's units (and km for geographic
+        inputs, whose lengthscales are in degrees of latitude), signal and noise sd, M, time."""
+        self._check_fitted()
+        rows = []
+        for s, est in enumerate(self.estimators_):
+            d = engines.describe(est)
+            row = {"slice": s}
+            ell = d["lengthscale"]
+            for p in range(0 if ell is None else ell.shape[0]):
+                sfx = "" if ell.shape[0] == 1 else f"_{p + 1}"
+                row[f"lengthscale_y{sfx}"], row[f"lengthscale_x{sfx}"] = ell[p]
+                if self.spec_.geographic:
+                    row[f"lengthscale_y_km{sfx}"] = ell[p, 0] * KM_PER_DEGREE
+                    row[f"lengthscale_x_km{sfx}"] = ell[p, 1] * KM_PER_DEGREE
+            if "mid_scale_range" in d:   # lattice: the mid-scale level
+                row["mid_scale_range"] = d["mid_scale_range"]
+                if self.spec_.geographic:
+                    row["mid_scale_range_km"] = d["mid_scale_range"] * KM_PER_DEGREE
+                row["mid_scale_sd"] = d["mid_scale_sd"]
+            if "large_scale_lengthscale" in d:   # lattice: the large-scale features' part
+                row["large_scale_lengthscale"] = d["large_scale_lengthscale"]
+                if self.spec_.geographic:
+                    row["large_scale_lengthscale_km"] = d["large_scale_lengthscale"] * KM_PER_DEGREE
+                row["large_scale_sd"] = d["large_scale_sd"]
+            row.update(signal_sd=d["signal_sd"], noise_sd=d["noise_sd"],
+                       n_observed=self.n_observed_[s], n_features=d["n_features"],
+                       n_iter=d["n_iter"], converged=d["converged"],
+                       fit_time_s=self.fit_time_s_[s])
+            rows.append(row)
+        return pd.DataFrame(rows).set_index("slice")
+
+    @property
+    def lengthscale_(self) -> np.ndarray:
+        """Lengthscales (y, x) of the first slice's first kernel part, in the input's units
+        (degrees of latitude for geographic inputs)."""
+        self._check_fitted()
+        ell = engines.describe(self.estimators_[0])["lengthscale"]
+        if ell is None:
+            raise InputError(f"model={self.model_!r} has no single lengthscale.")
+        return ell[0]
+
+    def summary(self) -> str:
+        """A short human-readable report of the fit."""
+        table = self.hyperparameters()
+        spec = self.spec_
+        crs = spec.crs.to_string() if spec.crs is not None else "none"
+        reason = getattr(self, "model_reason_", "requested")
+        chosen = f" (model='auto': {reason})" if self.model == "auto" else ""
+        lines = [f"geogp {self.model_} model{chosen}, CRS {crs}"
+                 + (f" ({spec.assumed})" if spec.assumed else "")]
+        for s, row in table.iterrows():
+            head = f"  slice {s}: " if len(table) > 1 else "  "
+            ell = [c for c in table.columns if c.startswith("lengthscale_") and "_km" not in c]
+
+            def length(*cols):  # in the CRS's unit (metres from 1 km up in km), ≈ km on lon/lat
+                txt = lengths([row[c] for c in cols], spec.units)
+                km = [c.replace("_y", "_y_km", 1).replace("_x", "_x_km", 1)
+                      if c.startswith("lengthscale_") else c + "_km" for c in cols]
+                return txt + (f" ≈ {lengths([row[c] for c in km], 'km')}"
+                              if spec.geographic else "")
+
+            parts = [f"lengthscale (y, x) = {length(c_y, c_x)}"
+                     for c_y, c_x in zip(ell[0::2], ell[1::2])]
+            if self.model_ == "lattice" and ell:  # isotropic SPDE: one range
+                parts[0] = f"range ρ = {length(ell[0])}"
+            if "mid_scale_range" in row and pd.notna(row["mid_scale_range"]):
+                parts.append(f"mid scales: range {length('mid_scale_range')}, "
+                             f"sd {row['mid_scale_sd']:.4g}")
+            if "large_scale_lengthscale" in row:
+                parts.append(f"large scales: lengthscale {length('large_scale_lengthscale')}, "
+                             f"sd {row['large_scale_sd']:.4g}")
+            parts.append(f"signal sd {row['signal_sd']:.4g}, noise sd {row['noise_sd']:.4g}")
+            parts.append(f"{int(row['n_observed'])} observations"
+                         f"{_unknowns(self.estimators_[s], self.model_)}, fit in "
+                         f"{row['fit_time_s']:.1f} s")
+            lines.append(head + "; ".join(parts))
+        return "\n".join(lines)
+
+    def score(self) -> float:
+        """Model evidence for comparing fits of the same data, in nats, on the data's scale.
+
+        The collapsed variational bound (AFS; a lower bound of the log marginal likelihood) or
+        the exact log marginal likelihood (``model="exact"``, ``"wavelet"``), summed over
+        slices. Each is computed on standardised values and brought back to the data's units
+        by subtracting N·log(y_scale) (the Jacobian of the standardisation), so that fits
+        with different settings of the same raster compare directly: higher is better.
+        """
+        self._check_fitted()
+        total = 0.0
+        for est, n in zip(self.estimators_, self.n_observed_):
+            if hasattr(est, "bound") and hasattr(est, "features_"):
+                value = est.bound()
+            elif hasattr(est, "log_marginal_likelihood") and hasattr(est, "scaler_"):
+                value = est.log_marginal_likelihood()
+            elif hasattr(est, "log_likelihood_"):  # lattice: REML, the trend integrated
+                value = est.log_likelihood_
+                if not np.isfinite(value):
+                    raise InputError(
+                        "score() needs the whole raster's likelihood, which a lattice model "
+                        f"whose posterior was computed on {est.posterior_tiles_} tiles does not "
+                        "have; refit with posterior_tile=None to compare fits.")
+            else:
+                raise InputError(f"score() is not available for model={self.model_!r}; it "
+                                 "needs the bound (afs) or the exact evidence (exact, wavelet).")
+            total += float(value) - n * float(np.log(est.scaler_.y_scale))
+        return total
+
+
+def _unknowns(est, model: str) -> str:
+    """What the model's unknowns are, in words: lattice cells, Fourier features, basis
+    functions ("" for the exact GP)."""
+    n = engines.describe(est)["n_features"]
+    if n is None or pd.isna(n):
+        return ""
+    if model == "lattice":
+        large = int(est._n_large())
+        return (f", a lattice of {number(int(n) - large)} cells (raster and margin)"
+                + (f" + {large} large-scale Fourier features" if large else ""))
+    kind = "wavelet basis functions" if model == "wavelet" else "Fourier features"
+    return f", {number(int(n))} {kind}"

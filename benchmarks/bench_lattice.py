@@ -13,7 +13,8 @@ cloud gaps; skipped when absent):
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_lattice.py                       # α = 2, defaults
+    .venv/bin/python benchmarks/bench_lattice.py --fit-only --large-scale 64 --mid-scale 12
+                                                      # = geogp.fit(da)'s model: time, memory
     .venv/bin/python benchmarks/bench_lattice.py --alpha 1 --fit-only
     .venv/bin/python benchmarks/bench_lattice.py --fit-cells 0         # exact full likelihood
     .venv/bin/python benchmarks/bench_lattice.py --cv-only --large-scale 200   # multi-resolution
@@ -71,6 +72,10 @@ def single_fit(da, opts: dict) -> None:
     std = out["std"].values
     print(f"  predicted std: min {np.nanmin(std):.3f}, median {np.nanmedian(std):.3f}, "
           f"max {np.nanmax(std):.3f}", flush=True)
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux: KiB → GiB
+    print(f"  peak RSS of the process {peak:.2f} GiB", flush=True)
 
 
 def main(argv=None) -> int:

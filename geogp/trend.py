@@ -20,6 +20,7 @@ import numpy as np
 from geogp.exceptions import InputError
 
 __all__ = ["DEGREES", "monomial_powers", "basis", "basis_grid", "residual_stats", "ols",
+           "check_trend_identifiable",
            "standardised_covariates"]
 
 DEGREES = {None: -1, "zero": -1, "none": -1, "constant": 0, "linear": 1, "quadratic": 2}
@@ -98,3 +99,29 @@ def standardised_covariates(covariates, obs: np.ndarray, margin: int):
                          "the observed cells: they cannot be told apart from the mean.")
     z = (c - mean[:, None, None]) / scale[:, None, None]
     return np.pad(z, ((0, 0), (margin, margin), (margin, margin)), mode="edge"), mean, scale
+
+
+def check_trend_identifiable(X: np.ndarray, n_covariates: int) -> None:
+    """Refuse trend columns ``X`` (N, p) at the observed cells, the last ``n_covariates`` of
+    them covariates, that are (nearly) linearly dependent: their coefficients, which have a
+    flat prior, are then not identified and the likelihood is not finite. Names the
+    covariates that the other columns reproduce (R² > 1 − 10⁻¹⁰)."""
+    if X.shape[1] == 0:
+        return
+    scale = np.sqrt(np.mean(X**2, axis=0))
+    sv = np.linalg.svd(X / np.where(scale > 0, scale, 1.0), compute_uv=False)
+    if sv[-1] > 1e-8 * sv[0]:
+        return
+    p = X.shape[1]
+    named = []
+    for j in range(p - n_covariates, p):
+        others = np.delete(X, j, axis=1)
+        coef, *_ = np.linalg.lstsq(others, X[:, j], rcond=None)
+        resid = X[:, j] - others @ coef
+        if resid @ resid <= 1e-10 * np.sum((X[:, j] - X[:, j].mean()) ** 2):
+            named.append(j - (p - n_covariates) + 1)
+    which = (f"covariate(s) {named} can be written with the other trend columns (the mean's "
+             "polynomial in the coordinates, or the other covariates)" if named else
+             "the trend's columns are linearly dependent over the observed cells")
+    raise InputError(f"{which}: their coefficients are not identified. Drop them, or use a "
+                     "lower-order mean (mean='constant').")

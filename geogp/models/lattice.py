@@ -68,7 +68,8 @@ from geogp.models.lattice_settings import (
 from geogp.models.lattice_tiles import composite_loss, fit_local, fitting_tiles
 from geogp.models.lattice_workers import release_memory
 from geogp.optimize import FitReport
-from geogp.trend import basis, monomial_powers, standardised_covariates
+from geogp.trend import (basis, check_trend_identifiable, monomial_powers,
+                         standardised_covariates)
 
 __all__ = [
     "ALPHAS",
@@ -294,7 +295,9 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         Xobs = np.stack([ay[iy], ax[ix]], axis=1)
         self.scaler_ = Standardizer.from_data(Xobs, v[obs])
         ys = self.scaler_.y(v[obs])
-        params = self._initial(ys, self._trend(iy + m, ix + m))
+        trend = self._trend(iy + m, ix + m)
+        check_trend_identifiable(trend, 0 if self._covariates is None else len(self._covariates))
+        params = self._initial(ys, trend)
         tiles = [sl for sl in fitting_tiles(obs.shape, int(self.tile), self.fit_cells)
                  if obs[sl].sum() >= max(p + 2, 0.01 * obs[sl].size)]  # skip near-empty tiles
         if not tiles:

@@ -49,6 +49,7 @@ def _read_vector(args):
     elif args.crs is not None:
         gdf = gdf.to_crs(args.crs)
     args.crs = gdf.crs.to_wkt()
+    _check_numeric(gdf[args.value], args.value, args.input, feature=True)
     return pd.DataFrame({args.x: gdf.geometry.x.to_numpy(), args.y: gdf.geometry.y.to_numpy(),
                          args.value: pd.to_numeric(gdf[args.value], errors="coerce")})
 
@@ -74,8 +75,9 @@ def read_table(args):
     return table
 
 
-def _check_numeric(column, name: str, path) -> None:
-    """Refuse text in a CSV column of numbers, naming the column, the value and its line."""
+def _check_numeric(column, name: str, path, feature: bool = False) -> None:
+    """Refuse text in a column of numbers, naming the column, the value and its line (of a
+    CSV) or its feature (of a vector file, ``feature``)."""
     import numpy as np
     import pandas as pd
 
@@ -89,10 +91,11 @@ def _check_numeric(column, name: str, path) -> None:
         value = column.iloc[bad[0]]
         comma = (" (a decimal comma? write 12.5, or use ',' only between columns)"
                  if isinstance(value, str) and "," in value else "")
-        raise InputError(f"column {name!r} of {str(path)!r} holds {value!r} on line "
-                         f"{bad[0] + 2} (row {bad[0] + 1} after the header), which is not a "
-                         f"number{comma}; {bad.size} such value(s) in all. Leave a cell empty "
-                         "to mark a missing value.")
+        where = (f"in feature {bad[0] + 1}" if feature else
+                 f"on line {bad[0] + 2} (row {bad[0] + 1} after the header)")
+        raise InputError(f"column {name!r} of {str(path)!r} holds {value!r} {where}, which is "
+                         f"not a number{comma}; {bad.size} such value(s) in all. Leave a cell "
+                         "empty to mark a missing value.")
 
 
 def points_grid(args, table):

@@ -155,3 +155,19 @@ def test_issue32_text_in_the_value_column_names_column_and_row(tmp_path, capsys,
                           "value": ["1", "12,5", "3"]}, index=[10, 11, 12])
     with pytest.raises(InputError, match=r"column 'value' holds '12,5' at row 11"):
         to_point_data(table, crs=32633)
+
+
+def test_issue32_text_in_a_vector_files_value_column_names_the_feature(tmp_path, capsys, no_fit):
+    """A GeoPackage whose value column holds text: refused naming the column, the value and
+    the feature (its values were silently turned into NaN and dropped)."""
+    gpd = pytest.importorskip("geopandas")
+    shapely = pytest.importorskip("shapely.geometry")
+    gdf = gpd.GeoDataFrame({"t": ["1.5", "12,5", "3"]},
+                           geometry=[shapely.Point(0, 0), shapely.Point(100, 100),
+                                     shapely.Point(200, 0)], crs="EPSG:32633")
+    gdf.to_file(tmp_path / "p.gpkg", driver="GPKG")
+    assert main(["fit", str(tmp_path / "p.gpkg"), "--value", "t", "--resolution", "50",
+                 "--out", str(tmp_path / "o.tif"), "--quiet"]) == 2
+    line = _error_line(capsys)
+    assert "column 't'" in line and "'12,5'" in line and "feature 2" in line
+    assert not (tmp_path / "o.tif").exists()

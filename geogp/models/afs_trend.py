@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg as sla
 
+from geogp.exceptions import InputError
 from geogp.features import trig
 from geogp.features.afs_dft import log_lambda
 from geogp.models.collapsed_iterative import IterativeOptions, IterativePosterior, posterior_solve
@@ -58,6 +59,9 @@ def trend_parts(model):
 
 def _spd_inverse(psi: np.ndarray) -> np.ndarray:
     """Ψ⁻¹ by eigendecomposition, with eigenvalues below rounding clipped (never negative)."""
+    if not np.all(np.isfinite(psi)):
+        raise InputError("the model's trend statistics are not finite (a damaged model file, "
+                         "or a fit that failed): its trend variance cannot be computed. Refit.")
     vals, vecs = np.linalg.eigh(psi)
     floor = max(vals.max(), 0.0) * 1e-13 * psi.shape[0]
     inv = np.where(vals > floor, 1.0 / np.maximum(vals, floor), 0.0)

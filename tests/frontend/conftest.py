@@ -16,3 +16,14 @@ def raster() -> xr.DataArray:
 def fast() -> dict:
     """Model options for tests that do not check the learnt hyperparameters."""
     return {"n_features": FEATURES, "optimize": False, "lengthscale": 0.3, "noise": 0.05}
+
+
+@pytest.fixture
+def no_fit(monkeypatch):
+    """Any fit fails the test: the refusals under test must come before it."""
+    import geogp.api
+
+    def fit(*args, **kwargs):
+        raise AssertionError("the fit should not start")
+
+    monkeypatch.setattr(geogp.api.GeoRegressor, "fit", fit)

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 import rasterio
+from _cli_helpers import error_line
 
 from geogp import __version__
 from geogp.cli import main
@@ -55,27 +56,20 @@ def test_version_and_help(capsys):
     assert "examples:" in capsys.readouterr().out
 
 
-def _error_line(capsys):
-    err = capsys.readouterr().err
-    lines = [ln for ln in err.splitlines() if ln.startswith("geogp: error")]
-    assert len(lines) == 1 and "Traceback" not in err
-    return lines[0]
-
-
 def test_existing_output_without_overwrite(tif, tmp_path, capsys):
     out = tmp_path / "pred.tif"
     out.write_bytes(b"old")
     assert main(["fit", str(tif), "--out", str(out), "--quiet"]) == 2
-    assert "--overwrite" in _error_line(capsys) and out.read_bytes() == b"old"
+    assert "--overwrite" in error_line(capsys) and out.read_bytes() == b"old"
 
 
 def test_unreadable_input(tmp_path, capsys):
     bad = tmp_path / "bad.tif"
     bad.write_text("not a raster")
     assert main(["fit", str(bad), "--out", str(tmp_path / "o.tif"), "--quiet"]) == 2
-    assert "cannot read" in _error_line(capsys)
+    assert "cannot read" in error_line(capsys)
     assert main(["fit", str(tmp_path / "none.nc"), "--out", str(tmp_path / "o.tif")]) == 2
-    assert "no such file" in _error_line(capsys)
+    assert "no such file" in error_line(capsys)
     assert not (tmp_path / "o.tif").exists()
 
 
@@ -83,14 +77,14 @@ def test_unknown_variable(raster, tmp_path, capsys):
     nc = tmp_path / "in.nc"
     raster.to_dataset(name="h").to_netcdf(nc, engine="h5netcdf")
     assert main(["fit", str(nc), "--var", "t2m", "--out", str(tmp_path / "o.tif")]) == 2
-    assert "'t2m' not found" in _error_line(capsys)
+    assert "'t2m' not found" in error_line(capsys)
 
 
 def test_all_missing_input(raster, tmp_path, capsys):
     path = tmp_path / "nan.tif"
     (raster * np.nan).rio.to_raster(path)
     assert main(["fit", str(path), "--out", str(tmp_path / "o.tif"), "--quiet"]) == 2
-    assert "missing" in _error_line(capsys)
+    assert "missing" in error_line(capsys)
     assert not (tmp_path / "o.tif").exists()
 
 
@@ -101,7 +95,7 @@ def test_usage_errors_exit_2(tif, tmp_path, capsys):
     assert main([]) == 2
     same = str(tmp_path / "a.tif")
     assert main(["fit", str(tif), "--out", same, "--map", same]) == 2
-    assert "differ" in _error_line(capsys)
+    assert "differ" in error_line(capsys)
 
 
 def test_failure_during_the_run_leaves_no_partial_output(tif, tmp_path, capsys, monkeypatch):
@@ -116,7 +110,7 @@ def test_failure_during_the_run_leaves_no_partial_output(tif, tmp_path, capsys, 
     code = main(["fit", str(tif), "--out", str(out), "--features", "64", "--maxiter", "3",
                  "--quiet"])
     assert code == 1
-    assert "injected" in _error_line(capsys)
+    assert "injected" in error_line(capsys)
     assert sorted(os.listdir(tmp_path)) == ["in.tif"]
 
 
@@ -132,7 +126,7 @@ def test_a_failed_later_output_takes_back_the_earlier_ones(tif, tmp_path, capsys
     code = main(["fit", str(tif), "--out", str(tmp_path / "p.tif"), "--netcdf",
                  str(tmp_path / "p.nc"), "--features", "64", "--maxiter", "3", "--quiet"])
     assert code == 1
-    assert "injected" in _error_line(capsys)
+    assert "injected" in error_line(capsys)
     assert sorted(os.listdir(tmp_path)) == ["in.tif"]
     # with --overwrite, a file the run replaced gets its previous content back
     (tmp_path / "p.tif").write_bytes(b"previous result")
@@ -163,13 +157,13 @@ def test_options_that_cannot_work_are_refused_before_the_fit(raster, tif, tmp_pa
     raster.expand_dims(band=[1, 2]).rio.to_raster(bands)
     out = str(tmp_path / "o.tif")
     assert main(["fit", str(bands), "--out", out, "--samples", "2", "--quiet"]) == 2
-    assert "--samples" in _error_line(capsys)
+    assert "--samples" in error_line(capsys)
     with pytest.raises(SystemExit) as exc:
         main(["fit", str(tif), "--out", out, "--maxiter", "-1"])
     assert exc.value.code == 2
     sites = str(tmp_path / "s.geojson")
     assert main(["place", str(tif), "--out", sites, "--max-memory", "-1", "--quiet"]) == 2
-    assert "--max-memory" in _error_line(capsys)
+    assert "--max-memory" in error_line(capsys)
     assert sorted(os.listdir(tmp_path)) == ["bands.tif", "in.tif"]
 
 
@@ -326,7 +320,7 @@ def test_max_memory_limits_the_model_before_it_allocates(tif, tmp_path, capsys):
     out = tmp_path / "o.tif"
     code = main(["fit", str(tif), "--out", str(out), "--model", "lattice", "--max-memory",
                  "0.5", "--quiet"])
-    line = _error_line(capsys)
+    line = error_line(capsys)
     assert code != 0 and "GiB, above the limit of 0.50 GiB" in line and not out.exists()
     # the advice names the command's flags, not the Python options (issue 31)
     assert "--max-memory" in line and "--model afs" in line and "--posterior-tile" in line

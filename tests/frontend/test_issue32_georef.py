@@ -9,27 +9,11 @@ import os
 import numpy as np
 import pytest
 import xarray as xr
+from _cli_helpers import error_line
 
 from geogp.cli import main
 from geogp.exceptions import InputError, IrregularGridError
 from geogp.io import open_raster, write_geotiff, write_netcdf
-
-
-@pytest.fixture
-def no_fit(monkeypatch):
-    import geogp.api
-
-    def fit(*args, **kwargs):
-        raise AssertionError("the fit should not start")
-
-    monkeypatch.setattr(geogp.api.GeoRegressor, "fit", fit)
-
-
-def _error_line(capsys):
-    err = capsys.readouterr().err
-    lines = [ln for ln in err.splitlines() if ln.startswith("geogp: error")]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 def _nonuniform(ny=12, nx=16):
@@ -59,7 +43,7 @@ def test_issue32_geotiff_refuses_nonuniform_x_before_the_fit(tmp_path, capsys, n
     out = tmp_path / "o.tif"
     assert main(["fit", str(nc), "--out", str(out), "--netcdf", str(tmp_path / "o.nc"),
                  "--quiet"]) == 2
-    line = _error_line(capsys)
+    line = error_line(capsys)
     assert "'x' coordinates are not regularly spaced" in line and "NetCDF" in line
     assert sorted(os.listdir(tmp_path)) == ["in.nc"]
 
@@ -135,7 +119,7 @@ def test_issue32_resolution_coarser_than_the_points_is_refused(tmp_path, capsys,
     out = tmp_path / "o.tif"
     assert main(["fit", str(tmp_path / "pts.csv"), "--x", "lon", "--y", "lat", "--crs",
                  "EPSG:4326", "--resolution", "5", "--out", str(out), "--quiet"]) == 2
-    line = _error_line(capsys)
+    line = error_line(capsys)
     assert "gives a 1 × 1 grid" in line and "at least 2 cells" in line
     assert not out.exists()
 
@@ -149,7 +133,7 @@ def test_issue32_text_in_the_value_column_names_column_and_row(tmp_path, capsys,
     (tmp_path / "p.csv").write_text('x,y,value\n0,0,1\n1,1,"12,5"\n2,0,3\n')
     assert main(["fit", str(tmp_path / "p.csv"), "--crs", "EPSG:32633", "--resolution",
                  "0.5", "--out", str(tmp_path / "o.tif"), "--quiet"]) == 2
-    line = _error_line(capsys)
+    line = error_line(capsys)
     assert "column 'value'" in line and "'12,5'" in line and "line 3" in line
     table = pd.DataFrame({"x": [0.0, 1.0, 2.0], "y": [0.0, 1.0, 0.0],
                           "value": ["1", "12,5", "3"]}, index=[10, 11, 12])
@@ -168,6 +152,6 @@ def test_issue32_text_in_a_vector_files_value_column_names_the_feature(tmp_path,
     gdf.to_file(tmp_path / "p.gpkg", driver="GPKG")
     assert main(["fit", str(tmp_path / "p.gpkg"), "--value", "t", "--resolution", "50",
                  "--out", str(tmp_path / "o.tif"), "--quiet"]) == 2
-    line = _error_line(capsys)
+    line = error_line(capsys)
     assert "column 't'" in line and "'12,5'" in line and "feature 2" in line
     assert not (tmp_path / "o.tif").exists()

@@ -8,6 +8,7 @@ import os
 import numpy as np
 import pytest
 import rasterio
+from _cli_helpers import error_line
 
 from geogp.cli import main
 from geogp.exceptions import InputError
@@ -23,24 +24,6 @@ def tif(raster, tmp_path):
     return path
 
 
-@pytest.fixture
-def no_fit(monkeypatch):
-    """Any fit fails the test: the refusals below must come before it."""
-    import geogp.api
-
-    def fit(*args, **kwargs):
-        raise AssertionError("the fit should not start")
-
-    monkeypatch.setattr(geogp.api.GeoRegressor, "fit", fit)
-
-
-def _error_line(capsys):
-    err = capsys.readouterr().err
-    lines = [ln for ln in err.splitlines() if ln.startswith("geogp: error")]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
-
-
 # --------------------------------------------------------------------------- item 5: outputs
 @pytest.mark.parametrize("kind", ["device_link", "fifo"])
 def test_issue32_out_refuses_a_target_that_is_not_a_regular_file(tif, tmp_path, capsys, no_fit,
@@ -53,7 +36,7 @@ def test_issue32_out_refuses_a_target_that_is_not_a_regular_file(tif, tmp_path, 
     else:
         os.mkfifo(target)
     assert main(["fit", str(tif), "--out", str(target), "--overwrite", "--quiet"]) == 2
-    assert "not a regular file" in _error_line(capsys)
+    assert "not a regular file" in error_line(capsys)
     assert not target.is_file() and (target.is_symlink() or kind == "fifo")
     assert os.path.realpath(target) == "/dev/null" or kind == "fifo"
     with pytest.raises(InputError, match="not a regular file"):
@@ -69,10 +52,10 @@ def test_issue32_same_output_path_twice_is_refused_before_the_fit(tif, tmp_path,
         code = main(["fit", str(tif), "--out", "o.tif", "--save-model", "./sub/../o.tif",
                      *extra, "--quiet"])
         assert code == 2
-        assert "differ" in _error_line(capsys)
+        assert "differ" in error_line(capsys)
     os.symlink(tmp_path / "o.tif", tmp_path / "link.tif")  # a link to the other output
     assert main(["fit", str(tif), "--out", "o.tif", "--netcdf", "link.tif", "--quiet"]) == 2
-    assert "differ" in _error_line(capsys)
+    assert "differ" in error_line(capsys)
     assert sorted(os.listdir(tmp_path)) == ["in.tif", "link.tif"]
 
 
@@ -90,7 +73,7 @@ def test_issue32_output_suffix_of_another_format_is_refused_before_the_fit(
     unsupported --map format was found only after the whole fit."""
     monkeypatch.chdir(tmp_path)
     assert main(["fit", str(tif), *argv, "--quiet"]) == 2
-    assert _error_line(capsys).startswith(f"geogp: error: {option} ")
+    assert error_line(capsys).startswith(f"geogp: error: {option} ")
     assert sorted(os.listdir(tmp_path)) == ["in.tif"]
 
 
@@ -99,7 +82,7 @@ def test_issue32_duplicate_quantiles_are_refused(pred_model, tif, tmp_path, caps
     out = tmp_path / "o.tif"
     assert main(["fit", str(tif), "--out", str(out), "--quantiles", "0.5", "0.5",
                  "--quiet"]) == 2
-    assert "repeated" in _error_line(capsys) and not out.exists()
+    assert "repeated" in error_line(capsys) and not out.exists()
     with pytest.raises(InputError, match="repeated"):
         pred_model.predict(quantiles=[0.05, 0.5, 0.05])
 
@@ -118,7 +101,7 @@ def test_issue32_unknown_crs_is_one_line_before_the_fit(tmp_path, capsys, no_fit
     out = tmp_path / "o.tif"
     assert main(["fit", str(tmp_path / "p.csv"), "--crs", crs, "--resolution", "0.5",
                  "--out", str(out), "--quiet"]) == 2
-    assert f"could not understand the CRS '{crs}'" in _error_line(capsys)
+    assert f"could not understand the CRS '{crs}'" in error_line(capsys)
     assert not out.exists()
 
 
@@ -137,9 +120,9 @@ def test_issue32_demo_out_dir_that_is_a_file(tmp_path, capsys, no_fit):
     afile = tmp_path / "afile"
     afile.write_text("keep")
     assert main(["demo", "--out-dir", str(afile), "--features", "64"]) == 2
-    assert "is an existing file, not a folder" in _error_line(capsys)
+    assert "is an existing file, not a folder" in error_line(capsys)
     assert main(["demo", "--out-dir", str(afile / "sub"), "--features", "64"]) == 2
-    assert "cannot create the demo's output folder" in _error_line(capsys)
+    assert "cannot create the demo's output folder" in error_line(capsys)
     assert afile.read_text() == "keep"
 
 

@@ -17,17 +17,6 @@ from geogp.features.fourier import FourierFeatures
 sys.path.insert(0, os.path.dirname(__file__))  # _frontend_rasters
 
 
-@pytest.fixture
-def no_fit(monkeypatch):
-    """Any fit fails the test: the refusals below must come before it."""
-    import geogp.api
-
-    def fit(*args, **kwargs):
-        raise AssertionError("the fit should not start")
-
-    monkeypatch.setattr(geogp.api.GeoRegressor, "fit", fit)
-
-
 # --------------------------------------------------------------------------- AFS window
 @pytest.mark.parametrize("margin", [-1.0, -0.1, float("nan"), "abc"])
 def test_issue32_afs_negative_margin_refused_not_a_hang(raster, margin):

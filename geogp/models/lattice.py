@@ -315,12 +315,10 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             # again from the usual start (from where it ended, the noise, which such data do
             # not identify, stayed where the level had pushed it).
             self.mid_dropped_ = True
-            params = self._initial(ys, self._trend(iy + m, ix + m))
+            params = self._initial(ys, trend)
             problems = [self._problem(obs, ys, sl, large=False) for sl in tiles]
             local, report = self._stage1(params, problems, tiles)
         self.params_, self.report_ = {**params, **local}, report
-        for problem in problems:  # the compiled likelihood keeps their factors alive
-            problem.pattern.release_factors()
         del problems
         release_memory()  # glibc keeps the freed heap (0.37 GiB on the satellite raster)
         # stage 2 (large scales, inside the posterior's factorisation) and the posterior
@@ -348,10 +346,14 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         scales, which a tile cannot identify)."""
         local = {k: params[k] for k in self._local_keys()}
         if not self.optimize:
-            return local, FitReport(float(composite_loss(local, tuple(problems))), 0, 1, True,
-                                    "not optimised", 0.0)
-        return fit_local(local, problems, self._range_bounds(tiles), maxiter=int(self.maxiter),
-                         progress=self.progress)
+            out = local, FitReport(float(composite_loss(local, tuple(problems))), 0, 1, True,
+                                   "not optimised", 0.0)
+        else:
+            out = fit_local(local, problems, self._range_bounds(tiles),
+                            maxiter=int(self.maxiter), progress=self.progress)
+        for problem in problems:  # the compiled likelihood keeps their factors alive
+            problem.pattern.release_factors()
+        return out
 
     def _range_bounds(self, tiles: list) -> dict:
         """Upper bounds of the fields' log ranges: :data:`RANGE_MAX_EXTENTS` times the

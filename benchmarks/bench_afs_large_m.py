@@ -122,7 +122,7 @@ def step_worker(n: int, m: int, block: int, probes: int) -> dict:
 
 def fit_worker(n: int, m: int, solver: str, block: int, maxiter: int) -> dict:
     import geogp  # noqa: F401
-    from geogp import engines
+    from geogp import families
     from geogp.models.afs import AFSRegressor
 
     field = Field(n)
@@ -133,7 +133,7 @@ def fit_worker(n: int, m: int, solver: str, block: int, maxiter: int) -> dict:
                        maxiter=maxiter).fit_grid(axes, values)
     t_fit = time.perf_counter() - t
     t = time.perf_counter()
-    pred = engines.predict_grid(est, axes)
+    pred = families.predict_grid(est, axes)
     t_pred = time.perf_counter() - t
     miss = ~np.isfinite(values)
     err = pred.mean[miss] - truth[miss]

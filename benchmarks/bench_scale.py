@@ -10,7 +10,7 @@ seeds that depend on the block only: the same raster in memory (numpy) or lazily
 (``--worker``), which generates the raster as a numpy array, fits
 ``AFSRegressor(kernel="matern32", n_features=M).fit_grid`` (exact gappy route: G from separable
 transforms of the observation mask, then L-BFGS on the O(M³) collapsed bound) and predicts
-mean and std (of a new observation) on the full grid with ``geogp.engines.predict_grid`` (row
+mean and std (of a new observation) on the full grid with ``geogp.families.predict_grid`` (row
 blocks of 2²⁰ cells, as ``GeoRegressor.predict`` does). Phases:
 
 - ``data``: generating the raster;
@@ -196,7 +196,7 @@ def worker(n: int, m: int, maxiter: int, use_dask: bool, chunk_rows: int, seed: 
     import jax
 
     import geogp  # noqa: F401  (float64)
-    from geogp import engines
+    from geogp import families
     from geogp.models.afs import AFSRegressor
 
     base = mon.rss()
@@ -235,7 +235,7 @@ def worker(n: int, m: int, maxiter: int, use_dask: bool, chunk_rows: int, seed: 
                                                    * float(est.kernel_.variance_at_zero)),
            "cloud_fraction": field.cloud_fraction}
     if not use_dask:
-        pred = engines.predict_grid(est, axes)
+        pred = families.predict_grid(est, axes)
         std = np.sqrt(pred.var_observed)
         t3 = time.perf_counter()
         gap = ~np.isfinite(values)
@@ -259,7 +259,7 @@ def worker(n: int, m: int, maxiter: int, use_dask: bool, chunk_rows: int, seed: 
 
 def _predict_tiles(est, field: Field, axes, out_dir: str | None, tile_rows: int = 512) -> dict:
     """Predict by row tiles into memory-mapped mean/std files; reduce as we go."""
-    from geogp import engines
+    from geogp import families
 
     n = field.n
     tmp = None
@@ -274,7 +274,7 @@ def _predict_tiles(est, field: Field, axes, out_dir: str | None, tile_rows: int 
     sse, cover, n_gap, std_sum = 0.0, 0, 0, 0.0
     for a in range(0, n, tile_rows):
         b = min(n, a + tile_rows)
-        p = engines.predict_grid(est, [axes[0][a:b], axes[1]])
+        p = families.predict_grid(est, [axes[0][a:b], axes[1]])
         std = np.sqrt(p.var_observed)
         for key, arr in (("mean", p.mean), ("std", std)):
             mm = np.memmap(paths[key], dtype=np.float64, mode="r+", offset=a * n * 8,

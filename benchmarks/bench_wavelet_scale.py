@@ -6,7 +6,7 @@ of plane waves with elliptical clouds and random missing cells, 30 % gaps, noise
 size runs in a fresh subprocess that fits ``WaveletRegressor()`` with its defaults through the
 grid route (``fit_grid``: per-axis wavelet evaluations, levels from the pixel size capped by
 the memory estimate and the basis-size limit), then predicts mean and std of a new observation
-on every cell with ``geogp.engines.predict_grid`` (row blocks of 2²⁰ cells). Phases: ``data``
+on every cell with ``geogp.families.predict_grid`` (row blocks of 2²⁰ cells). Phases: ``data``
 (generating the raster), ``stats`` (the grid statistics), ``fit`` (L-BFGS and the posterior),
 ``predict``. Peak memory as in ``bench_scale.py``: per-phase sampled RSS and the worker's
 ``ru_maxrss``. Targets: ≤ 10 min and ≤ 8 GB at 2048².
@@ -48,7 +48,7 @@ from bench_scale import (  # noqa: E402  (benchmarks/ is on sys.path)
 def worker(n: int, seed: int, family: str | None) -> dict:
     mon = RSSMonitor().start()
     import geogp  # noqa: F401  (float64 on import)
-    from geogp import engines
+    from geogp import families
     from geogp.models.wavelet import WaveletRegressor
 
     base = mon.rss()
@@ -57,7 +57,7 @@ def worker(n: int, seed: int, family: str | None) -> dict:
 
     class Timed(WaveletRegressor):
         """WaveletRegressor that marks the start of the L-BFGS phase (after the statistics);
-        the front end routes it as a wavelet model (engines._kind follows the class's MRO:
+        the front end routes it as a wavelet model (geogp.families.family_of is an isinstance test:
         before that, this subclass made the prediction go cell by cell, 127 s at 2048²)."""
 
         def _learn(self, *args, **kw):
@@ -76,7 +76,7 @@ def worker(n: int, seed: int, family: str | None) -> dict:
     est.fit_grid(axes, values)
     t2 = time.perf_counter()
     mon.mark("predict")
-    pred = engines.predict_grid(est, axes)
+    pred = families.predict_grid(est, axes)
     t3 = time.perf_counter()
     gap = ~np.isfinite(values)
     err = pred.mean[gap] - truth[gap]

@@ -2,7 +2,7 @@
 
 The geodata front end: :func:`fit` and :class:`GeoRegressor` take an ``xarray.DataArray`` with
 two spatial dimensions (NaN or nodata = missing) or a table of points, translate it with
-:mod:`geogp.adapters`, fit one of the models of :mod:`geogp.engines`, and predict
+:mod:`geogp.adapters`, fit a model of one of the families of :mod:`geogp.families`, and predict
 ``xarray.Dataset`` rasters with ``mean``, ``std`` (of a new observation, noise included),
 ``std_latent`` and optional ``quantiles``, carrying the input's coordinates, attributes and CRS.
 
@@ -26,12 +26,12 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from geogp import engines
 from geogp._progress import TrainingBar, bar
 from geogp.api_draws import DrawsMixin
 from geogp.api_report import ReportMixin
 from geogp.adapters import GridData, GridSpec, to_grid_data
 from geogp.exceptions import InputError
+from geogp.families import AUTO, GRID_MODEL, MODELS, family, resolve_model
 from geogp.memory import check_prediction
 from geogp.models.base import check_fitted
 from geogp.outputs import (Target, check_quantiles, grid_target, prediction_dataset,
@@ -52,7 +52,7 @@ class GeoRegressor(ReportMixin, DrawsMixin):
             with the default 4 GiB limit and the mid-scale field), and ``"afs"``
             (approximate Fourier series) for points, larger or irregular rasters, or when AFS
             options (``kernel``, ``n_features``, ``share_hyperparameters``, AFS-only options)
-            are given; the choice is in ``model_`` and ``model_reason_`` (:func:`geogp.engines.resolve_model`).
+            are given; the choice is in ``model_`` and ``model_reason_`` (:func:`geogp.families.resolve_model`).
         kernel: kernel name for ``afs``/``exact`` (default ``"matern12"``; also ``"se"``,
             ``"matern32"``, ``"matern52"``, sums ``"matern12+matern32"``).
         n_features: Fourier features M for ``afs`` (default ``"auto"``: N_obs/8 clipped to
@@ -113,10 +113,11 @@ class GeoRegressor(ReportMixin, DrawsMixin):
                 at every cell. Lattice model only (``model="auto"`` on a regular raster);
                 ``covariate_coef_`` gives their coefficients.
         """
-        if self.model not in engines.MODELS + (engines.AUTO,):
-            raise InputError(f"model must be one of {[engines.AUTO, *engines.MODELS]}; got "
+        if self.model not in MODELS + (AUTO,):
+            raise InputError(f"model must be one of {[AUTO, *MODELS]}; got "
                              f"{self.model!r}.")
-        if self.share_hyperparameters and self.model not in ("afs", engines.AUTO):
+        if (self.share_hyperparameters and self.model != AUTO
+                and not family(self.model).shares_hyperparameters):
             raise InputError("share_hyperparameters=True is supported for model='afs' only.")
         if isinstance(data, (xr.DataArray, xr.Dataset)):
             if grid is not None:
@@ -135,20 +136,19 @@ class GeoRegressor(ReportMixin, DrawsMixin):
         """Set ``model_`` (what ``model="auto"`` stands for here) and ``model_reason_``."""
         afs_only = (self.kernel is not None or self.n_features is not None
                     or bool(self.share_hyperparameters)
-                    or bool(set(self.options or {}) - set(engines.lattice_option_names())))
-        self.model_, self.model_reason_ = engines.resolve_model(
+                    or bool(set(self.options or {}) - family(GRID_MODEL).option_names()))
+        self.model_, self.model_reason_ = resolve_model(
             self.model, raster_shape=raster_shape, regular=regular, afs_only=afs_only,
             options=self.options)
 
     def _estimator(self, label: str, overrides: dict | None = None):
         opts = {**(self.options or {}), **(overrides or {})}
+        fam = family(self.model_)
         tracker = None
-        if self.model_ in ("afs", "lattice"):
-            maxiter = opts.get("maxiter", 300 if self.model_ == "afs" else 100)
+        if fam.default_maxiter is not None:
+            maxiter = opts.get("maxiter", fam.default_maxiter)
             tracker = TrainingBar(label, maxiter, bool(self.progress))
-        est = engines.make_estimator(self.model_, self.kernel, self.n_features, opts, tracker)
-        if self.model_ == "lattice":
-            est._tile_progress = tracker.tile
+        est = fam.make(opts, kernel=self.kernel, n_features=self.n_features, progress=tracker)
         return est, tracker
 
     def _finish(self, spec: GridSpec, target: Target | None, attrs: dict, name):
@@ -156,7 +156,7 @@ class GeoRegressor(ReportMixin, DrawsMixin):
 
     def _covariate_stack(self, covariates, g: GridData) -> np.ndarray:
         """(k, n_y, n_x) values of the covariate rasters on the grid of ``g`` (same cells)."""
-        if self.model_ != "lattice":
+        if not family(self.model_).takes_covariates:
             raise InputError(
                 f"covariates= is supported by the lattice model (model='auto' on a regular "
                 f"raster, or model='lattice'); this fit uses model={self.model_!r} "
@@ -198,14 +198,15 @@ class GeoRegressor(ReportMixin, DrawsMixin):
     def _fit_raster(self, g: GridData, covariates=None) -> GeoRegressor:
         self.estimators_, self.n_observed_, self.fit_time_s_ = [], [], []
         shared = None
+        fam = family(self.model_)
         for s in range(g.n_slices):
             label = f"slice {s + 1}/{g.n_slices} " if g.n_slices > 1 else ""
             est, tracker = self._estimator(label, shared)
-            if s == 0 and self.progress and self.model_ == "lattice":
+            if s == 0 and self.progress and fam.estimates_cost:
                 _announce_cost(est, g.values[s].shape)
             t0 = time.perf_counter()
             try:
-                engines.fit_grid(est, g.axes, g.values[s], g.regular, covariates)
+                fam.fit_grid(est, g.axes, g.values[s], g.regular, covariates)
             finally:
                 if tracker is not None:
                     tracker.close()
@@ -235,7 +236,7 @@ class GeoRegressor(ReportMixin, DrawsMixin):
         est, tracker = self._estimator("")
         t0 = time.perf_counter()
         try:
-            engines.fit_points(est, pts.X, pts.values, axes, units=pts.spec.units)
+            family(self.model_).fit_points(est, pts.X, pts.values, axes, units=pts.spec.units)
         finally:
             if tracker is not None:
                 tracker.close()
@@ -278,8 +279,9 @@ class GeoRegressor(ReportMixin, DrawsMixin):
         target, axes = self._grid(like, x, y)
         n, n_q = len(self.estimators_), 0 if quantiles is None else len(quantiles)
         check_prediction(len(target.y), len(target.x), n, n_q)  # before any output exists
+        fam = family(self.model_)
         with bar("prediction", n * len(axes[0]), bool(self.progress), unit="row") as pbar:
-            preds = [engines.predict_grid(est, axes, outside, on_block=pbar.update)
+            preds = [fam.predict_grid(est, axes, outside, on_block=pbar.update)
                      for est in self.estimators_]
         stack = [np.stack([getattr(p, f) for p in preds]) for f in
                  ("mean", "var_latent", "var_observed")]
@@ -309,7 +311,8 @@ class GeoRegressor(ReportMixin, DrawsMixin):
                              f"{xs.shape} and {ys.shape}.")
         my, mx = self.spec_.to_model(ys, xs)
         X = np.stack([my, mx], axis=1)
-        preds = [engines.predict_points(est, X, outside) for est in self.estimators_]
+        fam = family(self.model_)
+        preds = [fam.predict_points(est, X, outside) for est in self.estimators_]
         stack = [np.stack([getattr(p, f) for p in preds]) for f in
                  ("mean", "var_latent", "var_observed")]
         coords = {self.spec_.y_dim: xr.Variable("point", ys),

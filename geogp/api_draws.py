@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from geogp import engines
 from geogp.exceptions import InputError
+from geogp.families import family
 from geogp.memory import check_samples
 
 __all__ = ["DrawsMixin"]
@@ -42,7 +42,8 @@ class DrawsMixin:
             coordinates, the input's attributes and CRS.
         """
         self._check_fitted()
-        if self.model_ not in ("lattice", "afs", "wavelet"):
+        fam = family(self.model_)
+        if not fam.can_sample:
             raise InputError(f"sample() supports model='lattice', 'afs' and 'wavelet'; this "
                              f"model is {self.model_!r}.")
         if not (isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1):
@@ -50,7 +51,7 @@ class DrawsMixin:
         target, axes = self._grid(like, x, y)
         check_samples(int(n), len(target.y), len(target.x), len(self.estimators_))
         seeds = np.random.SeedSequence(seed).spawn(len(self.estimators_))
-        draws = np.stack([engines.sample_grid(est, axes, int(n), seed=ss, observed=not latent)
+        draws = np.stack([fam.sample_grid(est, axes, int(n), seed=ss, observed=not latent)
                           for est, ss in zip(self.estimators_, seeds)],
                          axis=1)  # (sample, slice, y, x)
         out = self._raster(draws, ["sample"], target, f"{self.name_ or 'field'}_samples",
@@ -111,7 +112,7 @@ class DrawsMixin:
         from geogp.adapters import KM_PER_DEGREE
 
         self._check_fitted()
-        if self.model_ != "wavelet":
+        if not family(self.model_).maps_lengthscale:
             raise InputError(f"effective_lengthscale() maps the local lengthscale of "
                              f"model='wavelet'; this model is {self.model_!r}, whose "
                              "lengthscale is the same everywhere (see hyperparameters()).")

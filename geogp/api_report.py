@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from geogp import engines
-from geogp._format import lengths, number
+from geogp._format import lengths
 from geogp.adapters import KM_PER_DEGREE
 from geogp.exceptions import InputError
+from geogp.families import family
 
 __all__ = ["ReportMixin"]
 
@@ -26,8 +26,9 @@ class ReportMixin:
         inputs, whose lengthscales are in degrees of latitude), signal and noise sd, M, time."""
         self._check_fitted()
         rows = []
+        fam = family(self.model_)
         for s, est in enumerate(self.estimators_):
-            d = engines.describe(est)
+            d = fam.describe(est)
             row = {"slice": s}
             ell = d["lengthscale"]
             for p in range(0 if ell is None else ell.shape[0]):
@@ -58,7 +59,7 @@ class ReportMixin:
         """Lengthscales (y, x) of the first slice's first kernel part, in the input's units
         (degrees of latitude for geographic inputs)."""
         self._check_fitted()
-        ell = engines.describe(self.estimators_[0])["lengthscale"]
+        ell = family(self.model_).describe(self.estimators_[0])["lengthscale"]
         if ell is None:
             raise InputError(f"model={self.model_!r} has no single lengthscale.")
         return ell[0]
@@ -66,6 +67,7 @@ class ReportMixin:
     def summary(self) -> str:
         """A short human-readable report of the fit."""
         table = self.hyperparameters()
+        fam = family(self.model_)
         spec = self.spec_
         crs = spec.crs.to_string() if spec.crs is not None else "none"
         reason = getattr(self, "model_reason_", "requested")
@@ -85,7 +87,7 @@ class ReportMixin:
 
             parts = [f"lengthscale (y, x) = {length(c_y, c_x)}"
                      for c_y, c_x in zip(ell[0::2], ell[1::2])]
-            if self.model_ == "lattice" and ell:  # isotropic SPDE: one range
+            if fam.single_range and ell:  # isotropic SPDE: one range
                 parts[0] = f"range ρ = {length(ell[0])}"
             if "mid_scale_range" in row and pd.notna(row["mid_scale_range"]):
                 parts.append(f"mid scales: range {length('mid_scale_range')}, "
@@ -95,7 +97,7 @@ class ReportMixin:
                              f"sd {row['large_scale_sd']:.4g}")
             parts.append(f"signal sd {row['signal_sd']:.4g}, noise sd {row['noise_sd']:.4g}")
             parts.append(f"{int(row['n_observed'])} observations"
-                         f"{_unknowns(self.estimators_[s], self.model_)}, fit in "
+                         f"{fam.describe(self.estimators_[s])['unknowns']}, fit in "
                          f"{row['fit_time_s']:.1f} s")
             lines.append(head + "; ".join(parts))
         return "\n".join(lines)
@@ -110,35 +112,10 @@ class ReportMixin:
         with different settings of the same raster compare directly: higher is better.
         """
         self._check_fitted()
+        fam = family(self.model_)
         total = 0.0
         for est, n in zip(self.estimators_, self.n_observed_):
-            if hasattr(est, "bound") and hasattr(est, "features_"):
-                value = est.bound()
-            elif hasattr(est, "log_marginal_likelihood") and hasattr(est, "scaler_"):
-                value = est.log_marginal_likelihood()
-            elif hasattr(est, "log_likelihood_"):  # lattice: REML, the trend integrated
-                value = est.log_likelihood_
-                if not np.isfinite(value):
-                    raise InputError(
-                        "score() needs the whole raster's likelihood, which a lattice model "
-                        f"whose posterior was computed on {est.posterior_tiles_} tiles does not "
-                        "have; refit with posterior_tile=None to compare fits.")
-            else:
-                raise InputError(f"score() is not available for model={self.model_!r}; it "
-                                 "needs the bound (afs) or the exact evidence (exact, wavelet).")
+            value = fam.evidence(est)
             total += float(value) - n * float(np.log(est.scaler_.y_scale))
         return total
 
-
-def _unknowns(est, model: str) -> str:
-    """What the model's unknowns are, in words: lattice cells, Fourier features, basis
-    functions ("" for the exact GP)."""
-    n = engines.describe(est)["n_features"]
-    if n is None or pd.isna(n):
-        return ""
-    if model == "lattice":
-        large = int(est._n_large())
-        return (f", a lattice of {number(int(n) - large)} cells (raster and margin)"
-                + (f" + {large} large-scale Fourier features" if large else ""))
-    kind = "wavelet basis functions" if model == "wavelet" else "Fourier features"
-    return f", {number(int(n))} {kind}"

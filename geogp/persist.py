@@ -35,57 +35,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
-from geogp import kernels as _kernels
 from geogp.exceptions import GeogpError, InputError, ReadError
+from geogp.families import AUTO, family, is_model, savable_models
 from geogp.io import atomic_path
-from geogp.persist_checks import (Arrays, check_declared_memory, declared_arrays, digest,
-                                  meta_digest, require, scaler_and_report, verify_digests)
-from geogp.persist_semantics import check_bookkeeping, check_slice_grid, load_spec, load_target
+from geogp.persist_checks import (Arrays, check_declared_memory, clean, declared_arrays, digest,
+                                  jsonable, meta_digest, require, verify_digests)
+from geogp.persist_semantics import check_bookkeeping, load_spec, load_target
 from geogp.persist_sign import check_key, check_signature, sign
 
 __all__ = ["save_model", "load_model", "FORMAT", "FORMAT_VERSION"]
 
 FORMAT = "geogp-model"
-SAVABLE = ("afs", "lattice", "wavelet")
 FORMAT_VERSION = 2  # 2: SHA-256 digest of every array (1, without digests, is refused)
-_OPTIONAL_STATS = ("F", "HH", "Hy")  # mean-function statistics, when the model has one
-# matrix-free models (solver="iterative"): GramOperator fields, IterativePosterior arrays
-_OPERATOR_FIELDS = ("chat", "coef", "index", "diag", "low", "G_low")
-_ITERATIVE_POSTERIOR_ARRAYS = ("weights", "diag_quad", "low", "quad_low", "sample_a", "sample_b")
-
-
-def _init_names(cls) -> list:
-    import inspect
-
-    return [n for n in inspect.signature(cls.__init__).parameters
-            if n not in ("self", "kernel", "progress")]
-
-
-def _jsonable(value):
-    """A JSON-safe copy of ``value`` or None when it has no faithful JSON form."""
-    if isinstance(value, (str, bool, int, float)) or value is None:
-        return value
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
-        return value.tolist()
-    if isinstance(value, (list, tuple)):
-        items = [_jsonable(v) for v in value]
-        return None if any(i is None and v is not None for i, v in zip(items, value)) else items
-    return None
-
-
-def _clean(d: dict) -> dict:
-    out = {}
-    for k, v in (d or {}).items():
-        j = _jsonable(v)
-        if j is not None or v is None:
-            out[str(k)] = j
-    return out
 
 
 def _storable(a) -> bool:
@@ -93,60 +57,6 @@ def _storable(a) -> bool:
 
 
 # --------------------------------------------------------------------------- saving
-def _kernel_parts(kernel) -> list:
-    parts = getattr(kernel, "parts", (kernel,))
-    return [type(p).__name__ for p in parts]
-
-
-def _save_afs(est, pre: str, arrays: dict) -> dict:
-    ff, st, post, sc = est.features_, est.stats_, est.posterior_, est.scaler_
-    arrays.update({
-        f"{pre}features/center": ff.center, f"{pre}features/width": ff.width,
-        f"{pre}features/rows": ff.rows, f"{pre}features/numerators": ff.numerators,
-        f"{pre}features/kinds": ff.kinds,
-        f"{pre}stats/r": np.asarray(st.r),
-        f"{pre}stats/yy": np.asarray(st.yy), f"{pre}stats/n": np.asarray(st.n),
-        f"{pre}scaler/x_mean": sc.x_mean, f"{pre}scaler/x_scale": sc.x_scale,
-        f"{pre}report/history": np.asarray(est.report_.history, dtype=np.float64),
-    })
-    if st.matrix_free:  # the FFT operator and the vector-form posterior (no M × M array)
-        for name in _OPERATOR_FIELDS:
-            if getattr(st.G, name) is not None:
-                arrays[f"{pre}stats/G/{name}"] = np.asarray(getattr(st.G, name))
-        for name in _ITERATIVE_POSTERIOR_ARRAYS:
-            if getattr(post, name) is not None:
-                arrays[f"{pre}posterior/{name}"] = np.asarray(getattr(post, name))
-    else:
-        arrays.update({f"{pre}stats/G": np.asarray(st.G),
-                       f"{pre}posterior/sqrt_lam": post.sqrt_lam,
-                       f"{pre}posterior/weights": post.weights,
-                       f"{pre}posterior/quad": post.quad, f"{pre}posterior/chol": post.chol})
-    for name in _OPTIONAL_STATS:
-        if getattr(st, name, None) is not None:
-            arrays[f"{pre}stats/{name}"] = np.asarray(getattr(st, name))
-    for name in ("beta_", "powers_"):
-        if getattr(est, name, None) is not None:
-            arrays[f"{pre}{name}"] = np.asarray(getattr(est, name))
-    for i, p in enumerate(getattr(est.kernel_, "parts", (est.kernel_,))):
-        arrays[f"{pre}kernel/{i}/lengthscale"] = np.asarray(p.lengthscale)
-        arrays[f"{pre}kernel/{i}/variance"] = np.asarray(p.variance)
-    rep = est.report_
-    return {
-        "init": {**_clean({k: getattr(est, k) for k in _init_names(type(est))}),
-                 "kernel": est.kernel if isinstance(est.kernel, str) else None},
-        "n_freq": list(ff.n_freq), "lattice": ff.lattice, "diagonal": bool(st.diagonal),
-        "matrix_free": bool(st.matrix_free),
-        "cg_iterations": (list(post.cg_iterations[:1]) + [list(post.cg_iterations[1])]
-                          if st.matrix_free else None),
-        "kernel_parts": _kernel_parts(est.kernel_), "noise": float(est.noise_),
-        "posterior_noise": float(post.noise), "kvar0": float(post.kvar0),
-        "y_mean": float(sc.y_mean), "y_scale": float(sc.y_scale),
-        "report": {"objective": rep.objective, "n_iter": rep.n_iter, "n_eval": rep.n_eval,
-                   "converged": rep.converged, "message": rep.message, "time_s": rep.time_s},
-        "stats_time_s": float(getattr(est, "stats_time_s_", float("nan"))),
-    }
-
-
 def save_model(model, path, *, overwrite: bool = False, key: bytes | None = None) -> Path:
     """Write a fitted :class:`~geogp.api.GeoRegressor` to ``path`` (``.npz``), atomically.
 
@@ -157,39 +67,25 @@ def save_model(model, path, *, overwrite: bool = False, key: bytes | None = None
     key = check_key(key)
     if not hasattr(model, "estimators_"):
         raise InputError("the model is not fitted; call fit(...) before save().")
-    if model.model_ not in SAVABLE:
+    fam = family(model.model_)
+    if not fam.savable:
         raise GeogpError(f"saving model={model.model_!r} is not supported yet; only "
-                         f"{' and '.join(map(repr, SAVABLE))} models can be saved.")
+                         f"{' and '.join(map(repr, savable_models()))} models can be saved.")
     arrays: dict = {}
-    if model.model_ == "lattice":
-        from geogp.models.lattice import LatticeRegressor
-        from geogp.persist_lattice import save_lattice
-
-        slices = [save_lattice(est, f"s{k}/", arrays, _clean(
-            {n: getattr(est, n) for n in _init_names(LatticeRegressor)}))
-                  for k, est in enumerate(model.estimators_)]
-    elif model.model_ == "wavelet":
-        from geogp.models.wavelet import WaveletRegressor
-        from geogp.persist_wavelet import save_wavelet
-
-        slices = [save_wavelet(est, f"s{k}/", arrays, _clean(
-            {n: getattr(est, n) for n in _init_names(WaveletRegressor)}))
-                  for k, est in enumerate(model.estimators_)]
-    else:
-        slices = [_save_afs(est, f"s{k}/", arrays) for k, est in enumerate(model.estimators_)]
+    slices = [fam.to_arrays(est, f"s{k}/", arrays) for k, est in enumerate(model.estimators_)]
     target = model.target_
     meta_target = None
     if target is not None:
         arrays["target/y"], arrays["target/x"] = target.y, target.x
         meta_target = {"y_dim": target.y_dim, "x_dim": target.x_dim, "crs_wkt": target.crs_wkt,
                        "x_first": bool(target.x_first),
-                       "y_attrs": _clean(getattr(target.coords.get(target.y_dim), "attrs", {})),
-                       "x_attrs": _clean(getattr(target.coords.get(target.x_dim), "attrs", {}))}
+                       "y_attrs": clean(getattr(target.coords.get(target.y_dim), "attrs", {})),
+                       "x_attrs": clean(getattr(target.coords.get(target.x_dim), "attrs", {}))}
     extra = {}
     for name, var in (model.extra_coords_ or {}).items():
         if _storable(var.values):
             arrays[f"extra/{name}"] = np.asarray(var.values)
-            extra[name] = {"dims": list(var.dims), "attrs": _clean(var.attrs)}
+            extra[name] = {"dims": list(var.dims), "attrs": clean(var.attrs)}
     spec = model.spec_
     meta = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
@@ -197,12 +93,12 @@ def save_model(model, path, *, overwrite: bool = False, key: bytes | None = None
                    "reason": getattr(model, "model_reason_", None), "kernel": model.kernel if isinstance(model.kernel, str)
                    or model.kernel is None else None, "n_features": model.n_features,
                    "share_hyperparameters": bool(model.share_hyperparameters),
-                   "nodata": _jsonable(model.nodata), "options": _clean(model.options or {})},
+                   "nodata": jsonable(model.nodata), "options": clean(model.options or {})},
         "spec": {"y_dim": spec.y_dim, "x_dim": spec.x_dim, "crs_wkt": spec.crs_wkt,
                  "geographic": spec.geographic, "lon_scale": spec.lon_scale,
                  "assumed": spec.assumed},
         "target": meta_target, "extra_dim": model.extra_dim_, "extra_coords": extra,
-        "attrs": _clean(model.attrs_), "name": _jsonable(model.name_),
+        "attrs": clean(model.attrs_), "name": jsonable(model.name_),
         "n_observed": list(model.n_observed_), "fit_time_s": list(model.fit_time_s_),
         "slices": slices,
     }
@@ -217,96 +113,6 @@ def save_model(model, path, *, overwrite: bool = False, key: bytes | None = None
 
 
 # --------------------------------------------------------------------------- loading
-def _load_afs(meta: dict, pre: str, z: Arrays) -> object:
-    from geogp.features.fourier import FourierFeatures
-    from geogp.features.gram_operator import GramOperator
-    from geogp.models.afs import AFSRegressor
-    from geogp.models.collapsed import Posterior
-    from geogp.models.collapsed_iterative import IterativePosterior
-    from geogp.features.fourier_statistics import SufficientStats
-
-    where = f"slice {pre[:-1]}"
-    names = require(meta, "kernel_parts", "list", where)
-    if not names or not all(isinstance(n, str) and n in _KERNELS for n in names):
-        raise ReadError(f"model file {where}: unknown kernel parts {names!r:.80}; expected "
-                        f"names among {sorted(_KERNELS)}.")
-    center = z.get(f"{pre}features/center", ndim=1)
-    D = center.shape[0]
-    parts = []
-    for i, cls_name in enumerate(names):
-        parts.append(getattr(_kernels, cls_name)(
-            lengthscale=z.get(f"{pre}kernel/{i}/lengthscale", shape=(D,), positive=True),
-            variance=z.get(f"{pre}kernel/{i}/variance", ndim=0, positive=True)))
-    kernel = parts[0] if len(parts) == 1 else _kernels.SumKernel(parts)
-    init = dict(require(meta, "init", "dict", where))
-    accepted = set(_init_names(AFSRegressor))
-    kname = init.pop("kernel", None)
-    try:
-        est = AFSRegressor(kernel=kname if isinstance(kname, str) else kernel,
-                           **{k: v for k, v in init.items() if k in accepted})
-    except (TypeError, ValueError) as err:
-        raise ReadError(f"model file {where}: invalid estimator options ({err}).") from None
-    n_freq = require(meta, "n_freq", "list", where)
-    lattice = require(meta, "lattice", "str", where)
-    if len(n_freq) != D or not all(isinstance(k, int) and k >= 1 for k in n_freq) \
-            or lattice not in ("odd", "full"):
-        raise ReadError(f"model file {where}: n_freq {n_freq!r:.60} / lattice {lattice!r} do "
-                        f"not describe a {D}-D feature set.")
-    rows = z.get(f"{pre}features/rows", ndim=2, kind="iu")
-    M = rows.shape[0]
-    est.features_ = FourierFeatures(
-        center, z.get(f"{pre}features/width", shape=(D,), positive=True), tuple(n_freq),
-        lattice, rows, z.get(f"{pre}features/numerators", shape=(M, D)),
-        z.get(f"{pre}features/kinds", shape=(M, D), kind="iu"))
-    optional = {k: jnp.asarray(z.get(f"{pre}stats/{k}")) for k in _OPTIONAL_STATS
-                if f"{pre}stats/{k}" in z}
-    matrix_free = require(meta, "matrix_free", "bool", where)
-    diagonal = require(meta, "diagonal", "bool", where)
-    if matrix_free:
-        G = GramOperator(*(jnp.asarray(z.get(f"{pre}stats/G/{k}", kind="iufc"))
-                           if f"{pre}stats/G/{k}" in z else None for k in _OPERATOR_FIELDS))
-    else:
-        G = jnp.asarray(z.get(f"{pre}stats/G", shape=(M,) if diagonal else (M, M)))
-    est.stats_ = SufficientStats(G, jnp.asarray(z.get(f"{pre}stats/r", shape=(M,))),
-                                 jnp.asarray(z.get(f"{pre}stats/yy", ndim=0)),
-                                 jnp.asarray(z.get(f"{pre}stats/n", ndim=0, positive=True)),
-                                 diagonal, **optional)
-    est.solver_ = "iterative" if matrix_free else "dense"
-    for name in ("beta_", "powers_"):
-        setattr(est, name, z.get(f"{pre}{name}", kind="iuf") if f"{pre}{name}" in z else None)
-    est.kernel_ = kernel
-    est.noise_ = require(meta, "noise", "float", where, positive=True)
-    post_noise = require(meta, "posterior_noise", "float", where, positive=True)
-    kvar0 = require(meta, "kvar0", "float", where, positive=True)
-    if matrix_free:
-        got = {k: (z.get(f"{pre}posterior/{k}", kind="iuf") if f"{pre}posterior/{k}" in z
-                   else None)
-               for k in _ITERATIVE_POSTERIOR_ARRAYS}
-        if got["weights"] is None or got["weights"].shape != (M,):
-            raise ReadError(f"model file {where}: the posterior weights are missing or not "
-                            f"of shape ({M},).")
-        its = require(meta, "cg_iterations", "list", where)
-        try:
-            cg = (int(its[0]), tuple(int(i) for i in its[1]))
-        except (TypeError, ValueError, IndexError):
-            raise ReadError(f"model file {where}: 'cg_iterations' is malformed.") from None
-        est.posterior_ = IterativePosterior(**got, noise=post_noise, kvar0=kvar0,
-                                            cg_iterations=cg)
-    else:
-        square = (M,) if diagonal else (M, M)
-        est.posterior_ = Posterior(z.get(f"{pre}posterior/sqrt_lam", shape=(M,), positive=True),
-                                   z.get(f"{pre}posterior/weights", shape=(M,)),
-                                   z.get(f"{pre}posterior/quad", shape=square),
-                                   z.get(f"{pre}posterior/chol", shape=square),
-                                   post_noise, kvar0)
-    est.scaler_, est.report_ = scaler_and_report(meta, pre, z, D, where)
-    est.stats_time_s_ = meta.get("stats_time_s", float("nan"))
-    return est
-
-
-_KERNELS = {"SquaredExponential", "Matern12", "Matern32", "Matern52"}
-
-
 def _read_meta(path: Path, max_bytes) -> tuple:
     declared = declared_arrays(path)
     check_declared_memory(declared, max_bytes)
@@ -364,12 +170,14 @@ def load_model(path, *, max_bytes: float | None = None, key: bytes | None = None
         arrays = Arrays(z)
         p = require(meta, "params", "dict")
         kind = require(p, "model", "str", "params")
-        if kind not in SAVABLE:
+        if not (is_model(kind) and family(kind).savable):
             raise ReadError(f"model {kind!r:.30} cannot be loaded; only "
-                            f"{' and '.join(map(repr, SAVABLE))} models are saved by this geogp.")
+                            f"{' and '.join(map(repr, savable_models()))} models are saved by "
+                            "this geogp.")
+        fam = family(kind)
         options = require(p, "options", "dict", "params", nullable=True)
         requested = p.get("requested", kind)
-        if requested not in (kind, "auto"):
+        if requested not in (kind, AUTO):
             raise ReadError(f"model file metadata: requested model {requested!r:.30} does not "
                             f"match the fitted {kind!r}.")
         model = GeoRegressor(requested, kernel=require(p, "kernel", "str", "params", nullable=True),
@@ -382,26 +190,13 @@ def load_model(path, *, max_bytes: float | None = None, key: bytes | None = None
         slices = require(meta, "slices", "list")
         if not slices or not all(isinstance(m, dict) for m in slices):
             raise ReadError("model file metadata: 'slices' must be a non-empty list of objects.")
-        if kind == "lattice":
-            from geogp.models.lattice import LatticeRegressor
-            from geogp.persist_lattice import load_lattice
-
-            names = set(_init_names(LatticeRegressor))
-            model.estimators_ = [load_lattice(m, f"s{k}/", arrays, names)
-                                 for k, m in enumerate(slices)]
-        elif kind == "wavelet":
-            from geogp.models.wavelet import WaveletRegressor
-            from geogp.persist_wavelet import load_wavelet
-
-            names = set(_init_names(WaveletRegressor))
-            model.estimators_ = [load_wavelet(m, f"s{k}/", arrays, names)
-                                 for k, m in enumerate(slices)]
-        else:
-            model.estimators_ = [_load_afs(m, f"s{k}/", arrays) for k, m in enumerate(slices)]
+        model.estimators_ = [fam.from_arrays(m, f"s{k}/", arrays) for k, m in enumerate(slices)]
         spec = load_spec(require(meta, "spec", "dict"))
         target = load_target(meta, arrays, spec)
-        for k, est in enumerate(model.estimators_):
-            check_slice_grid(kind, est, target, spec, f"slice s{k}")
+        if target is not None:  # the slices' geometry against the grid they were fitted on
+            axes = spec.to_model(target.y, target.x)
+            for k, est in enumerate(model.estimators_):
+                fam.check_grid(est, axes, f"slice s{k}")
         model.extra_dim_ = require(meta, "extra_dim", "str", nullable=True)
         extra = require(meta, "extra_coords", "dict")
         try:

@@ -12,6 +12,7 @@ from deep inside the loader and never a model that predicts NaN.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import os
 import zipfile
 
@@ -20,7 +21,7 @@ import numpy as np
 from geogp.exceptions import ReadError
 
 __all__ = ["declared_arrays", "check_declared_memory", "verify_digests", "require", "Arrays",
-           "digest", "meta_digest", "scaler_and_report"]
+           "digest", "meta_digest", "scaler_and_report", "init_names", "jsonable", "clean"]
 
 
 def _gib(n: float) -> str:
@@ -261,3 +262,34 @@ def estimator_from_init(cls, meta: dict, where: str, accepted) -> object:
     except (TypeError, ValueError) as err:
         raise ReadError(f"model file {where}: invalid estimator options ({err}).") from None
     return est
+
+
+def init_names(cls) -> list:
+    """The constructor options of ``cls`` stored in a model file (not the kernel object or the
+    progress callback)."""
+    return [n for n in inspect.signature(cls.__init__).parameters
+            if n not in ("self", "kernel", "progress")]
+
+
+def jsonable(value):
+    """A JSON-safe copy of ``value`` or None when it has no faithful JSON form."""
+    if isinstance(value, (str, bool, int, float)) or value is None:
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        items = [jsonable(v) for v in value]
+        return None if any(i is None and v is not None for i, v in zip(items, value)) else items
+    return None
+
+
+def clean(d: dict) -> dict:
+    """The entries of ``d`` that have a faithful JSON form, as JSON."""
+    out = {}
+    for k, v in (d or {}).items():
+        j = jsonable(v)
+        if j is not None or v is None:
+            out[str(k)] = j
+    return out

@@ -27,7 +27,8 @@ import xarray as xr
 from geogp.exceptions import GeogpError, ReadError
 from geogp.persist_checks import require
 
-__all__ = ["load_spec", "load_target", "check_slice_grid", "check_bookkeeping"]
+__all__ = ["load_spec", "load_target", "check_lattice_grid", "check_window",
+           "check_bookkeeping"]
 
 _RTOL = 1e-9
 
@@ -120,7 +121,9 @@ def _close(a, b) -> bool:
     return bool(np.all(np.abs(a - b) <= _RTOL * scale))
 
 
-def _check_lattice(est, ty, tx, where: str) -> None:
+def check_lattice_grid(est, ty, tx, where: str) -> None:
+    """Refuse a lattice model whose lattice (shape, step, origin) does not match the grid
+    (ty, tx) (model coordinates) it was fitted on."""
     m = int(est.margin)
     if len(ty) < 2 or len(tx) < 2:
         raise ReadError(f"model file {where}: a lattice model's grid has at least 2×2 cells.")
@@ -136,7 +139,9 @@ def _check_lattice(est, ty, tx, where: str) -> None:
                             f"the stored grid (expected {value}); the file was changed.")
 
 
-def _check_window(est, ty, tx, where: str) -> None:
+def check_window(est, ty, tx, where: str) -> None:
+    """Refuse a Fourier-feature model whose window does not cover the grid (ty, tx) (model
+    coordinates) it was fitted on."""
     ff, sc = est.features_, est.scaler_
     if ff.n_dims != 2:
         return
@@ -146,17 +151,6 @@ def _check_window(est, ty, tx, where: str) -> None:
     if np.any(lo < ff.center - half) or np.any(hi > ff.center + half):
         raise ReadError(f"model file {where}: the stored grid lies outside the features' "
                         "window, where the model was fitted; the file was changed.")
-
-
-def check_slice_grid(kind: str, est, target, spec, where: str) -> None:
-    """Refuse a slice whose geometry does not match the target grid it was fitted on."""
-    if target is None:
-        return
-    ty, tx = spec.to_model(target.y, target.x)
-    if kind == "lattice":
-        _check_lattice(est, ty, tx, where)
-    elif kind == "afs":
-        _check_window(est, ty, tx, where)
 
 
 def check_bookkeeping(n_obs, times, n_slices: int) -> None:

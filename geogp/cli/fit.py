@@ -19,6 +19,7 @@ from pathlib import Path
 from geogp.cli.fit_points import TABLE_SUFFIXES, VECTOR_SUFFIXES, points_grid, read_table
 from geogp.cli.options import (add_memory_option, add_model_options, add_run_options,
                                nonnegative_int, positive_int)
+from geogp.families import AUTO, family
 
 __all__ = ["add_fit_parser", "run_fit", "TABLE_SUFFIXES", "VECTOR_SUFFIXES"]
 
@@ -185,7 +186,8 @@ def _run_fit(args, echo) -> int:
             raise usage_error("--max-memory applies to the Gaussian models.")
         given["max_bytes"] = args.max_memory * 2**30
     if args.posterior_tile is not None:
-        if args.likelihood != "gaussian" or args.model not in ("auto", "lattice"):
+        if args.likelihood != "gaussian" or (
+                args.model != AUTO and "posterior_tile" not in family(args.model).option_names()):
             raise usage_error("--posterior-tile belongs to the lattice model.")
         given["posterior_tile"] = args.posterior_tile
     options = {k: given[k] for k in ("maxiter", "mid_scale", "max_bytes", "posterior_tile")
@@ -236,7 +238,7 @@ def _run_fit(args, echo) -> int:
     if mask is not None:
         pred = _excluded(pred, mask)
     extra = ()
-    if model.model_ == "wavelet":  # its local lengthscale: a band, and a panel of --map
+    if family(model.model_).maps_lengthscale:  # its local lengthscale: a band, a --map panel
         pred["effective_lengthscale"] = model.effective_lengthscale(like=da)
         extra = ("effective_lengthscale",)
     # each write is atomic; a failed later one takes the earlier ones back: files made by this

@@ -36,6 +36,7 @@ import argparse
 import numpy as np
 
 from geogp.cli.options import add_model_options, add_run_options
+from geogp.families import AUTO, FALLBACK, family, resolve_model
 
 PLACEMENT_FEATURES = 2000  # the dense posterior that placement updates rank by rank
 
@@ -156,9 +157,9 @@ def _check_args(args) -> None:
     md = args.min_distance
     if md != "auto" and (not np.isfinite(md) or md < 0):
         raise InputError(f"--min-distance must be ≥ 0 or 'auto'; got {md}.")
-    model = getattr(args, "model", "auto")
-    if model in ("wavelet", "lattice") and (args.features is not None
-                                            or args.kernel is not None):
+    model = getattr(args, "model", AUTO)
+    if model != AUTO and not family(model).takes_kernel and (args.features is not None
+                                                             or args.kernel is not None):
         raise InputError(f"--features and --kernel are AFS options; --model {model} takes "
                          "neither.")
     if args.refit and not args.measured:
@@ -184,15 +185,16 @@ def _place(args, echo) -> int:
         da = da.transpose(*find_spatial_dims(da)).copy()
         da.values[measured[0], measured[1]] = measured[2]
     model = _placement_model(args, da, options)
-    if model == "wavelet":
-        geo = GeoRegressor("wavelet", progress=not args.quiet, options=options).fit(da)
-    elif model == "lattice":  # placement needs the whole lattice's factor, not tiles
-        geo = GeoRegressor("lattice", progress=not args.quiet,
-                           options={**(options or {}), "posterior_tile": None}).fit(da)
-    else:
-        geo = GeoRegressor("afs", kernel=args.kernel,
+    fam = family(model)
+    if fam.takes_kernel:
+        geo = GeoRegressor(model, kernel=args.kernel,
                            n_features=args.features or PLACEMENT_FEATURES,
                            progress=not args.quiet, options=options).fit(da)
+    elif "posterior_tile" in fam.option_names():  # placement needs the whole factor, no tiles
+        geo = GeoRegressor(model, progress=not args.quiet,
+                           options={**(options or {}), "posterior_tile": None}).fit(da)
+    else:
+        geo = GeoRegressor(model, progress=not args.quiet, options=options).fit(da)
     if len(geo.estimators_) != 1:
         raise InputError(f"geogp place works on one 2-D raster; {args.input!r} has "
                          f"{len(geo.estimators_)} slices along {geo.extra_dim_!r}. Select one "
@@ -210,7 +212,7 @@ def _place(args, echo) -> int:
     cands = Candidates.grid([my, mx])
     exclude = exclusion_mask(args.exclude, target) if args.exclude else None
     if args.strategy == "auto":
-        args.strategy = "reduction" if model == "lattice" else "mi"
+        args.strategy = fam.placement_strategy
     sites = suggest_sites(est, cands, args.n, strategy=args.strategy, criterion=args.criterion,
                           exclude=exclude, min_distance=args.min_distance,
                           max_targets=args.max_targets, names=("y_model", "x_model"),
@@ -282,17 +284,16 @@ def _read_measured(path, da):
 def _placement_model(args, da, options) -> str:
     """The model to fit: ``--model``, with ``auto`` resolved as ``geogp fit`` resolves it (AFS
     when --kernel or --features is given)."""
-    model = getattr(args, "model", "auto")
-    if model != "auto":
+    model = getattr(args, "model", AUTO)
+    if model != AUTO:
         return model
     if args.kernel is not None or args.features is not None:
-        return "afs"
-    from geogp import engines
+        return FALLBACK
     from geogp.adapters import to_grid_data
 
     g = to_grid_data(da)
-    return engines.resolve_model("auto", raster_shape=g.values[0].shape, regular=g.regular,
-                                 options=options)[0]
+    return resolve_model(AUTO, raster_shape=g.values[0].shape, regular=g.regular,
+                         options=options)[0]
 
 
 def _distance_note(attrs, est, my, mx) -> str:

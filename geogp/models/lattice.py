@@ -231,7 +231,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         return {"tiles": len(cells), "bytes": needed,
                 "seconds": lattice_seconds(sum(cells), workers)}
 
-    def _memory(self, raster_shape, n_covariates: int = 0) -> None:
+    def check_memory(self, raster_shape, n_covariates: int = 0) -> None:
         """Refuse, before allocating, a raster whose estimate exceeds ``max_bytes``."""
         needed = self.memory_estimate(raster_shape, n_covariates)
         if needed > self.max_bytes:
@@ -245,11 +245,6 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
                 "the raster, or use --model afs.")
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, X, y):
-        """Not available: the lattice model lives on a raster's cells (use :meth:`fit_grid`)."""
-        raise InputError("model='lattice' fits rasters only (its field lives on the raster's "
-                         "cells); grid the points first or use model='afs'.")
-
     def fit_grid(self, axes, values, covariates=None) -> LatticeRegressor:
         """Fit on a regular raster: ``axes`` = (y coordinates, x coordinates) in model units,
         ``values`` (n_y, n_x) with NaN = missing. Returns self.
@@ -283,7 +278,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             raise InputError(f"the raster has {int(obs.sum())} observed cell(s); the lattice "
                              f"model needs at least {p + 2}.")
         shape = (ay.size + 2 * m, ax.size + 2 * m)
-        self._memory(v.shape, 0 if self._covariates is None else self._covariates.shape[0])
+        self.check_memory(v.shape, 0 if self._covariates is None else self._covariates.shape[0])
         unit = abs(ay[1] - ay[0])
         self.unit_ = unit
         self.h_ = (1.0, abs(ax[1] - ax[0]) / unit)

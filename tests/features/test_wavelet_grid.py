@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from geogp import engines
 from geogp.exceptions import InputError, MemoryEstimateError, OutsideWindowError
+from geogp.families import fit_grid, predict_grid
 from geogp.features.wavelet import make_basis, wavelet_statistics
 from geogp.features.wavelet_grid import grid_wavelet_statistics
 from geogp.models.wavelet import WaveletRegressor
@@ -48,11 +48,11 @@ def test_grid_route_of_the_model_equals_the_scattered_route():
     v = np.where(np.isfinite(v), np.sin(6 * ay)[:, None] + np.cos(4 * ax)[None, :], np.nan)
     opts = dict(family="db2", iota=-1, j_max=2, optimize=False)  # same θ: compare exactly
     a, b = WaveletRegressor(**opts), WaveletRegressor(**opts)
-    engines.fit_grid(a, [ay, ax], v, regular=True)     # per-axis statistics
-    engines.fit_grid(b, [ay, ax], v, regular=False)    # observed cells as scattered points
+    fit_grid(a, [ay, ax], v, regular=True)     # per-axis statistics
+    fit_grid(b, [ay, ax], v, regular=False)    # observed cells as scattered points
     assert a.stats_.gram.nnz == b.stats_.gram.nnz
-    pa = engines.predict_grid(a, [ay, ax])
-    pb = engines.predict_grid(b, [ay, ax])
+    pa = predict_grid(a, [ay, ax])
+    pb = predict_grid(b, [ay, ax])
     np.testing.assert_allclose(pa.mean, pb.mean, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(pa.var_observed, pb.var_observed, rtol=1e-7)
 
@@ -74,7 +74,7 @@ def test_separable_grid_prediction_equals_the_point_prediction(family, iota, j_m
     v = np.where(np.isfinite(v), np.sin(6 * ay)[:, None] + np.cos(4 * ax)[None, :], np.nan)
     v[6:12, 9:15] = np.nan  # a large gap: functions with no data in their support
     est = WaveletRegressor(family, iota=iota, j_max=j_max, maxiter=5)
-    engines.fit_grid(est, [ay, ax], v, regular=True)
+    fit_grid(est, [ay, ax], v, regular=True)
     assert est.posterior_.grid_ready()
     assert est.stats_.n_active < est.basis_.n_features  # some features are pruned
     gy, gx = np.linspace(ay[0], ay[-1], 23), np.linspace(ax[0], ax[-1], 19)
@@ -85,7 +85,7 @@ def test_separable_grid_prediction_equals_the_point_prediction(family, iota, j_m
     np.testing.assert_allclose(grid.var_latent.ravel(), point.var_latent, rtol=1e-8, atol=1e-12)
     np.testing.assert_allclose(grid.var_observed.ravel(), point.var_observed, rtol=1e-9)
     # the front end's block-wise route gives the same rasters, and takes it for subclasses
-    blocks = engines.predict_grid(est, [gy, gx], block_cells=5 * gx.size)
+    blocks = predict_grid(est, [gy, gx], block_cells=5 * gx.size)
     np.testing.assert_allclose(blocks.var_latent, grid.var_latent, rtol=1e-12)
     calls = []
 
@@ -95,7 +95,7 @@ def test_separable_grid_prediction_equals_the_point_prediction(family, iota, j_m
             return super().predict_grid(*axes)
 
     est.__class__ = Traced
-    engines.predict_grid(est, [gy, gx], block_cells=5 * gx.size)
+    predict_grid(est, [gy, gx], block_cells=5 * gx.size)
     assert calls == [5, 5, 5, 5, 3]  # the separable route, block by block
     with pytest.raises(InputError, match="axis 0 must be a non-empty vector of finite"):
         est.predict_grid(np.r_[gy[:3], np.nan], gx)

@@ -40,7 +40,7 @@ def test_std_is_latent_plus_noise_and_quantiles_are_gaussian(raster, fast):
 def test_same_predictions_as_the_core_model(raster, fast):
     """The front end only translates: AFSRegressor.fit_grid on the arrays gives the same."""
     pred = geogp.fit(raster, **fast).predict()
-    from geogp.engines import DEFAULT_KERNEL, DEFAULT_MEAN
+    from geogp.families.afs import DEFAULT_KERNEL, DEFAULT_MEAN
 
     opts = {"kernel": DEFAULT_KERNEL, "mean": DEFAULT_MEAN, **fast}  # the front end's defaults
     core = AFSRegressor(**opts).fit_grid([raster.y.values, raster.x.values], raster.values)

@@ -9,9 +9,10 @@ import pytest
 from _frontend_rasters import FEATURES, make_raster
 
 import geogp
-from geogp import engines
 from geogp._format import lengths
 from geogp.exceptions import InputError
+from geogp.families import resolve_model
+from geogp.families.lattice import DEFAULT_LARGE_SCALE, DEFAULT_MID_SCALE
 
 
 def test_default_on_a_regular_raster_is_the_lattice_model_with_large_scales():
@@ -20,7 +21,7 @@ def test_default_on_a_regular_raster_is_the_lattice_model_with_large_scales():
     assert auto.model == "auto" and auto.model_ == "lattice"
     assert auto.model_reason_ == "regular raster"
     est = auto.estimators_[0]
-    assert est.large_scale == engines.DEFAULT_LARGE_SCALE and est._n_large() == 200
+    assert est.large_scale == DEFAULT_LARGE_SCALE and est._n_large() == 200
     explicit = geogp.fit(da, model="lattice", maxiter=5)
     a, b = auto.predict(), explicit.predict()
     for v in ("mean", "std"):   # "auto" is the lattice model with the front end's defaults
@@ -38,7 +39,7 @@ def test_default_adds_the_mid_scale_level_on_large_rasters_only(tmp_path):
     big = make_raster(ny=n, nx=n + 4)
     auto = geogp.fit(big, optimize=False)
     est = auto.estimators_[0]
-    assert est.mid_scale == engines.DEFAULT_MID_SCALE == "auto"
+    assert est.mid_scale == DEFAULT_MID_SCALE == "auto"
     assert est._mid_factor() == MID_SCALE_AUTO and "log_range_mid" in est.params_
     explicit = geogp.fit(big, optimize=False, mid_scale=MID_SCALE_AUTO).predict()
     off = geogp.fit(big, optimize=False, mid_scale=None)
@@ -80,7 +81,7 @@ def test_auto_falls_back_to_afs(kwargs, reason):
     model = (geogp.fit(da, optimize=False, **kwargs) if "max_bytes" not in kwargs
              else None)  # the choice is what is tested: no optimisation needed
     if model is None:   # AFS itself needs more than 1e5 bytes: check the choice only
-        got = engines.resolve_model("auto", raster_shape=(20, 24), options=kwargs)
+        got = resolve_model("auto", raster_shape=(20, 24), options=kwargs)
         assert got[0] == "afs" and reason in got[1]
         return
     assert model.model_ == "afs" and reason in model.model_reason_
@@ -94,7 +95,7 @@ def test_auto_uses_afs_for_points_and_irregular_rasters():
     df = pd.DataFrame({"x": X[ok], "y": Y[ok], "value": da.values[ok]})
     pts = geogp.fit(df, n_features=FEATURES, maxiter=3)
     assert pts.model_ == "afs"
-    assert engines.resolve_model("auto")[1] == "scattered points"
+    assert resolve_model("auto")[1] == "scattered points"
     x = da.x.values.copy()
     x[10:] += 37.0
     irregular = geogp.fit(da.assign_coords(x=x), optimize=False)
@@ -110,9 +111,9 @@ def test_memory_threshold_matches_the_lattice_estimate():
     sizes = [(100, 100), (400, 400), (600, 700), (1200, 1200), (3000, 3300)]
     chosen = {}
     for shape in sizes:
-        chosen[shape], why = engines.resolve_model("auto", raster_shape=shape)
+        chosen[shape], why = resolve_model("auto", raster_shape=shape)
         try:
-            est._memory(shape)
+            est.check_memory(shape)
             fits = True
         except MemoryEstimateError as err:
             fits = False
@@ -123,4 +124,4 @@ def test_memory_threshold_matches_the_lattice_estimate():
     assert all(chosen[s] == "lattice" for s in sizes)
     # the raster's own arrays still count: at 9·10⁸ cells they pass the 4 GiB limit
     with pytest.raises(MemoryEstimateError):
-        est._memory((30000, 30000))
+        est.check_memory((30000, 30000))

@@ -1,0 +1,155 @@
+"""The registry of model families: the one place where a model's name is looked up.
+
+The front end, persistence, cross-validation, placement and the command line know a model
+only by its family, an :class:`~geogp.models.base.Estimator` (one object per family, in
+:mod:`geogp.families.afs`, ``lattice``, ``wavelet``, ``exact``, ``svgp``): they ask it to
+build, fit, predict, sample, describe, score, save and load. This module maps names to
+families (:func:`family`), models to their family (:func:`family_of`) and resolves
+``model="auto"`` (:func:`resolve_model`). A family's module, and its model's, are imported
+on first use, so that ``import geogp`` and ``geogp --help`` stay light.
+
+Models (``"auto"``, the front end's default, picks ``"lattice"`` or ``"afs"``):
+    ``"afs"``: :class:`~geogp.models.afs.AFSRegressor`; regular rasters take its grid path,
+    irregular coordinates and scattered points its point path.
+    ``"wavelet"``: :class:`~geogp.models.wavelet.WaveletRegressor`.
+    ``"exact"``: :class:`~geogp.models.exact.ExactGP`, for small data (≤ 5,000 points).
+    ``"lattice"``: :class:`~geogp.models.lattice.LatticeRegressor`, an SPDE/GMRF on the cells
+    of a regular raster plus large-scale Fourier features; rasters only.
+    ``"svgp"``: :class:`~geogp.models.svgp.SVGPRegressor`, chosen by a non-Gaussian
+    ``likelihood=``, not by name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from geogp.exceptions import InputError, MemoryEstimateError
+
+__all__ = ["AUTO", "MODELS", "FALLBACK", "GRID_MODEL", "family", "family_of", "is_model",
+           "savable_models", "resolve_model", "make_estimator", "fit_grid", "fit_points",
+           "predict_grid", "predict_points", "sample_grid", "describe"]
+
+AUTO = "auto"
+MODELS = ("afs", "wavelet", "exact", "lattice")  # what GeoRegressor(model=...) accepts
+FALLBACK = "afs"  # "auto" for points, irregular rasters, or what the lattice cannot hold
+GRID_MODEL = "lattice"  # "auto" for a regular raster within the lattice model's memory limit
+# name → (module of the family, module and class of its model)
+_REGISTRY = {
+    "afs": ("geogp.families.afs", "geogp.models.afs", "AFSRegressor"),
+    "lattice": ("geogp.families.lattice", "geogp.models.lattice", "LatticeRegressor"),
+    "wavelet": ("geogp.families.wavelet", "geogp.models.wavelet", "WaveletRegressor"),
+    "exact": ("geogp.families.exact", "geogp.models.exact", "ExactGP"),
+    "svgp": ("geogp.families.svgp", "geogp.models.svgp", "SVGPRegressor"),
+}
+_GENERIC = "geogp.families.generic"
+
+
+def is_model(name) -> bool:
+    """Whether ``name`` is a registered model family (``"svgp"`` included)."""
+    return isinstance(name, str) and name in _REGISTRY
+
+
+def family(name: str):
+    """The :class:`~geogp.models.base.Estimator` of the model called ``name``."""
+    if not is_model(name):
+        raise InputError(f"model must be one of {list(MODELS)}; got {name!r}.")
+    module, model_module, cls = _REGISTRY[name]
+    try:
+        return importlib.import_module(module).FAMILY
+    except (ImportError, AttributeError) as err:
+        raise InputError(
+            f"model={name!r} needs {model_module}.{cls}, which is not available in this "
+            f"installation ({err}). Use model='afs'."
+        ) from err
+
+
+def family_of(est):
+    """The family of the model object ``est`` (subclasses included): the first registered
+    family whose model class ``est`` is an instance of. Only model modules already imported
+    are looked at (``est``'s class is in one of them). Other objects get the generic family
+    (fitted on points, predicted by ``est.predict``)."""
+    for name, (_, model_module, cls) in _REGISTRY.items():
+        module = sys.modules.get(model_module)
+        if module is not None and isinstance(est, getattr(module, cls, ())):
+            return family(name)
+    return importlib.import_module(_GENERIC).FAMILY
+
+
+def savable_models() -> tuple:
+    """Names of the families whose fitted models can be saved."""
+    return tuple(name for name in _REGISTRY if family(name).savable)
+
+
+def make_estimator(model: str = FALLBACK, kernel=None, n_features=None,
+                   options: dict | None = None, progress=None):
+    """An unfitted model of the family ``model`` with the front end's defaults
+    (:meth:`~geogp.models.base.Estimator.make`)."""
+    return family(model).make(options, kernel=kernel, n_features=n_features, progress=progress)
+
+
+def resolve_model(model: str, *, raster_shape=None, regular: bool = True,
+                  afs_only: bool = False, options: dict | None = None) -> tuple[str, str]:
+    """The model ``model="auto"`` (the front end's default) stands for, and why.
+
+    ``"lattice"`` (SPDE/GMRF on the cells plus large-scale Fourier features) for regular 2-D
+    rasters whose memory estimate fits its limit (large rasters get a posterior on tiles, so
+    the estimate grows with the tile, not the raster): on gap-shaped folds of a real
+    satellite raster it beat the AFS default in accuracy, calibration and time (see the README
+    and ``benchmarks/``). ``"afs"`` otherwise: scattered points, irregular coordinates, rasters
+    whose per-cell arrays alone pass the limit, and whenever ``afs_only`` (AFS options such as
+    ``kernel=``, ``n_features=`` or shared hyperparameters were asked for). Any other name is
+    returned unchanged.
+    """
+    if model != AUTO:
+        return model, "requested"
+    if raster_shape is None:
+        return FALLBACK, "scattered points"
+    if afs_only:
+        return FALLBACK, "AFS options given"
+    if len(raster_shape) != 2 or not regular:
+        return FALLBACK, "irregular raster"
+    try:
+        grid = family(GRID_MODEL)
+        accepted = grid.option_names()
+        est = grid.make({k: v for k, v in (options or {}).items() if k in accepted})
+        grid.check_memory(est, tuple(raster_shape))
+    except MemoryEstimateError:
+        return FALLBACK, "raster too large for the lattice model's memory limit, even in tiles"
+    except InputError:
+        if set(options or {}) - family(FALLBACK).option_names():
+            raise  # a lattice-only option is wrong: say so, rather than fall back to AFS
+        return FALLBACK, "options not accepted by the lattice model"
+    return GRID_MODEL, "regular raster"
+
+
+# the contract on a bare model object (tests, benchmarks): its family does the work
+def fit_grid(est, axes: list, values, regular: bool, covariates=None):
+    """:meth:`~geogp.models.base.Estimator.fit_grid` of ``est``'s family."""
+    return family_of(est).fit_grid(est, axes, values, regular, covariates)
+
+
+def fit_points(est, X, y, target_axes=None, units: str = "coordinate units"):
+    """:meth:`~geogp.models.base.Estimator.fit_points` of ``est``'s family."""
+    return family_of(est).fit_points(est, X, y, target_axes, units)
+
+
+def predict_grid(est, axes: list, outside: str = "raise", block_cells: int = 2**20,
+                 on_block=None):
+    """:meth:`~geogp.models.base.Estimator.predict_grid` of ``est``'s family."""
+    return family_of(est).predict_grid(est, axes, outside, block_cells, on_block)
+
+
+def predict_points(est, X, outside: str = "raise"):
+    """:meth:`~geogp.models.base.Estimator.predict_points` of ``est``'s family."""
+    return family_of(est).predict_points(est, X, outside)
+
+
+def sample_grid(est, axes: list, n: int, seed=None, observed: bool = False):
+    """:meth:`~geogp.models.base.Estimator.sample_grid` of ``est``'s family."""
+    return family_of(est).sample_grid(est, axes, n, seed, observed)
+
+
+def describe(est) -> dict:
+    """:meth:`~geogp.models.base.Estimator.describe` of ``est``'s family."""
+    return family_of(est).describe(est)

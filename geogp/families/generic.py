@@ -1,0 +1,240 @@
+"""The behaviour every model family shares unless it says otherwise: :class:`Family`.
+
+A family (:class:`~geogp.models.base.Estimator`) adapts one numerical model to the front end.
+By default a model is fitted on scattered points (``est.fit(X, y)``; a raster's observed cells
+become points), predicted at points (``est.predict(X)``; a grid row block by row block), and
+has no samples, evidence or file format. The families of :mod:`geogp.families` override what
+their model does better (grid paths, samplers, evidence, persistence).
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+
+import numpy as np
+
+from geogp._format import number
+from geogp.exceptions import GeogpError, GeographicCoordinatesWarning, InputError
+from geogp.extrapolation import record_data_box, warn_if_far
+from geogp.models.base import Prediction
+
+__all__ = ["Family", "FAMILY", "kernel_facts", "observed_cells"]
+
+
+class Family:
+    """Defaults of the :class:`~geogp.models.base.Estimator` contract (see there).
+
+    Subclasses set ``name`` and ``model_class`` and the capability flags, ``defaults`` (the
+    front end's option defaults) and override the methods their model does differently.
+    """
+
+    name = "other"
+    model_class = None
+    savable = False
+    can_sample = False
+    takes_covariates = False
+    takes_kernel = False
+    shares_hyperparameters = False
+    maps_lengthscale = False
+    single_range = False
+    estimates_cost = False
+    default_maxiter: int | None = None
+    placement_strategy = "mi"  # geogp place's default strategy
+    default_kernel = "matern12"  # for models that take kernel= (see make)
+    defaults: dict = {}
+    unknowns_word = "Fourier features"
+
+    # ------------------------------------------------------------------ building
+    def option_names(self) -> set:
+        """Keyword arguments the family's model accepts."""
+        if self.model_class is None:
+            return set()
+        return set(inspect.signature(self.model_class.__init__).parameters) - {"self"}
+
+    def make(self, options: dict | None = None, *, kernel=None, n_features=None,
+             progress=None):
+        """An unfitted model of this family.
+
+        Args:
+            options: further keyword arguments of the model (validated against its signature).
+            kernel: kernel name (models that take one); default ``"matern12"``.
+            n_features: number of Fourier features M (AFS).
+            progress: ``progress(iteration, objective)`` callback, for models that take one.
+
+        The front end's AFS defaults (Matérn-1/2, linear trend, M from the data size) were
+        chosen by cross-validation on a real satellite raster (``benchmarks/heaton_cv.py``,
+        issue #9); the lattice model's (64 large-scale features, the mid-scale level on
+        rasters with ≥ 128 cells a side) are in :mod:`geogp.families.lattice`.
+        """
+        if self.model_class is None:
+            raise InputError(f"model={self.name!r} cannot be built by the front end.")
+        params = dict(options or {})
+        accepted = self.option_names()
+        if kernel is not None:
+            params["kernel"] = kernel
+        elif "kernel" in accepted:
+            params.setdefault("kernel", self.default_kernel)
+        if n_features is not None:
+            params["n_features"] = n_features
+        for key, value in self.defaults.items():
+            params.setdefault(key, value)
+        if progress is not None and "progress" in accepted:
+            params["progress"] = progress
+        unknown = sorted(set(params) - accepted)
+        if unknown:
+            raise InputError(
+                f"unknown option(s) {unknown} for model={self.name!r}; it accepts "
+                f"{sorted(accepted)}."
+            )
+        return self.model_class(**params)
+
+    def memory_estimate(self, est, raster_shape: tuple) -> float:
+        """Estimated peak bytes of a raster fit; NaN where the model has no estimate."""
+        return float("nan")
+
+    def check_memory(self, est, raster_shape: tuple) -> None:
+        """Nothing to refuse up front (models check their own memory while fitting)."""
+
+    # ------------------------------------------------------------------ fitting
+    def widen(self, est, lo, hi, t_lo, t_hi, scale) -> None:
+        """Widen ``est``'s window from the data's box [lo, hi] to the target box [t_lo, t_hi]
+        (model units; ``scale``: the data's standard deviation per axis). Default: no window."""
+
+    def cover_target(self, est, X: np.ndarray, target_axes) -> None:
+        """Widen the window of a model fitted on X (N, 2) to the target grid ``target_axes``."""
+        if target_axes is None:
+            return
+        t_lo = np.array([min(a.min(), b) for a, b in zip(target_axes, X.min(axis=0))])
+        t_hi = np.array([max(a.max(), b) for a, b in zip(target_axes, X.max(axis=0))])
+        self.widen(est, X.min(axis=0), X.max(axis=0), t_lo, t_hi, X.std(axis=0))
+
+    def fit_points(self, est, X: np.ndarray, y: np.ndarray, target_axes=None,
+                   units: str = "coordinate units"):
+        """Fit on scattered points X (N, 2) (model coordinates), y (N,); the window covers
+        ``target_axes``. The data's box (and ``units``) is kept for :func:`warn_if_far`."""
+        self.cover_target(est, X, target_axes)
+        with warnings.catch_warnings():  # model coordinates: longitude already scaled by cos φ̄
+            warnings.simplefilter("ignore", GeographicCoordinatesWarning)
+            est.fit(X, y)
+        record_data_box(est, X[np.isfinite(np.asarray(y, dtype=np.float64))], units)
+        return est
+
+    def refuse_covariates(self, covariates) -> None:
+        if covariates is not None and not self.takes_covariates:
+            raise InputError(f"covariates are supported by the lattice model only; got "
+                             f"model={self.name!r}.")
+
+    def fit_grid(self, est, axes: list, values, regular: bool, covariates=None):
+        """Fit on one raster slice ``values`` (N_y, N_x) (numpy or dask, NaN = missing): by
+        default its observed cells as scattered points, with a window over the raster."""
+        self.refuse_covariates(covariates)
+        v, obs, X = observed_cells(axes, values)
+        return self.fit_points(est, X, v[obs], axes)
+
+    # ------------------------------------------------------------------ prediction
+    def predict_at(self, est, X: np.ndarray, outside: str = "raise") -> Prediction:
+        """Predictive moments at X (N*, 2), without the far-from-data warning."""
+        return est.predict(X)
+
+    def predict_rows(self, est, rows: np.ndarray, cols: np.ndarray,
+                     outside: str = "raise") -> Prediction:
+        """Predictive moments (len(rows), len(cols)) on one block of grid rows."""
+        Y, X = np.meshgrid(rows, cols, indexing="ij")
+        p = self.predict_at(est, np.stack([Y.ravel(), X.ravel()], axis=1), outside)
+        return Prediction(*(np.reshape(a, Y.shape) for a in p))
+
+    def predict_points(self, est, X: np.ndarray, outside: str = "raise") -> Prediction:
+        """Predict at points X (N*, 2) in model coordinates (warns far outside the data)."""
+        warn_if_far(est, points=X)
+        return self.predict_at(est, X, outside)
+
+    def predict_grid(self, est, axes: list, outside: str = "raise", block_cells: int = 2**20,
+                     on_block=None) -> Prediction:
+        """Predict on the tensor grid ``axes`` (model coordinates) in blocks of rows.
+
+        Returns a :class:`Prediction` of arrays (N_y, N_x). ``on_block(n_rows)`` is called
+        after each block (progress)."""
+        warn_if_far(est, axes=axes)
+        ny, nx = len(axes[0]), len(axes[1])
+        step = max(1, int(block_cells // max(nx, 1)))
+        parts = []
+        for start in range(0, ny, step):
+            rows = axes[0][start:start + step]
+            parts.append(self.predict_rows(est, rows, axes[1], outside))
+            if on_block is not None:
+                on_block(len(rows))
+        return Prediction(*(np.concatenate([getattr(p, f) for p in parts], axis=0)
+                            for f in Prediction._fields))
+
+    def sample_grid(self, est, axes: list, n: int, seed=None,
+                    observed: bool = False) -> np.ndarray:
+        raise InputError(f"posterior samples are available for model='afs', 'lattice' and "
+                         f"'wavelet'; this model is {self.name!r}.")
+
+    # ------------------------------------------------------------------ reports
+    def describe(self, est) -> dict:
+        """Fitted hyperparameters on the data's scale (see the contract); the generic part:
+        the optimisation report, no lengthscale."""
+        rep = getattr(est, "report_", None)
+        out = {"lengthscale": None, "signal_sd": np.nan, "noise_sd": np.nan,
+               "n_features": None, "n_iter": getattr(rep, "n_iter", None),
+               "converged": getattr(rep, "converged", None),
+               "objective": getattr(rep, "objective", None)}
+        out.update(self.hyperparameters(est))
+        out["unknowns"] = self.unknowns(est, out["n_features"])
+        return out
+
+    def hyperparameters(self, est) -> dict:
+        """The family's own entries of :meth:`describe`."""
+        return {}
+
+    def unknowns(self, est, n_features) -> str:
+        """What the model's unknowns are, in words ("" without a count)."""
+        if n_features is None or n_features != n_features:  # None or NaN
+            return ""
+        return f", {number(int(n_features))} {self.unknowns_word}"
+
+    def evidence(self, est) -> float:
+        raise InputError(f"score() is not available for model={self.name!r}; it needs the "
+                         "bound (afs) or the exact evidence (exact, wavelet).")
+
+    # ------------------------------------------------------------------ persistence
+    def to_arrays(self, est, prefix: str, arrays: dict) -> dict:
+        raise GeogpError(f"saving model={self.name!r} is not supported.")
+
+    def from_arrays(self, meta: dict, prefix: str, arrays) -> object:
+        raise GeogpError(f"loading model={self.name!r} is not supported.")
+
+    def check_grid(self, est, axes, where: str) -> None:
+        """Nothing to check by default."""
+
+
+def observed_cells(axes: list, values) -> tuple:
+    """A raster slice as float64 values ``v`` (N_y, N_x), its observed cells ``obs`` (bool)
+    and their coordinates X (N_obs, 2); infinite values are refused."""
+    v = np.asarray(values, dtype=np.float64)
+    if np.isinf(v).any():
+        raise InputError("the raster contains infinite values; replace them by NaN "
+                         "(missing) or finite numbers.")
+    obs = np.isfinite(v)
+    iy, ix = np.nonzero(obs)
+    return v, obs, np.stack([axes[0][iy], axes[1][ix]], axis=1)
+
+
+def kernel_facts(est, n_features: bool) -> dict:
+    """Lengthscales ((P, 2), one row per kernel part), signal and noise sd of a model with a
+    stationary kernel (``kernel_``, ``noise_``, ``scaler_``), on the data's scale."""
+    sc = est.scaler_
+    parts = getattr(est.kernel_, "parts", (est.kernel_,))
+    out = {"lengthscale": np.stack(
+        [np.broadcast_to(np.asarray(p.lengthscale), sc.x_scale.shape) * sc.x_scale
+         for p in parts]),
+        "signal_sd": float(np.sqrt(float(est.kernel_.variance_at_zero)) * sc.y_scale),
+        "noise_sd": float(np.sqrt(est.noise_) * sc.y_scale)}
+    if n_features:
+        out["n_features"] = est.features_.n_features
+    return out
+
+
+FAMILY = Family()

@@ -1,0 +1,98 @@
+"""The lattice family (:class:`~geogp.models.lattice.LatticeRegressor`): an SPDE/GMRF on the
+cells of a regular raster (sparse Cholesky) plus large-scale Fourier features. Rasters only,
+with covariates; its memory is estimated before the fit (``model="auto"`` falls back to AFS
+where it does not fit); samples by its sparse sampler; its evidence is the REML likelihood."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from geogp._format import number
+from geogp.exceptions import InputError
+from geogp.families.generic import Family
+from geogp.models.base import Prediction
+from geogp.models.lattice import LatticeRegressor
+from geogp.models.lattice_settings import check_settings
+from geogp.persist_checks import clean, init_names
+from geogp.persist_lattice import load_lattice, save_lattice
+from geogp.persist_semantics import check_lattice_grid
+
+__all__ = ["LatticeFamily", "FAMILY", "DEFAULT_LARGE_SCALE", "DEFAULT_MID_SCALE"]
+
+DEFAULT_LARGE_SCALE = "auto"  # from the front end: 64 large-scale features
+# and the mid-scale level on rasters with ≥ 128 cells a side (LatticeRegressor(mid_scale="auto"))
+DEFAULT_MID_SCALE = "auto"
+
+
+class LatticeFamily(Family):
+    """:class:`~geogp.models.base.Estimator` of :class:`~geogp.models.lattice.LatticeRegressor`."""
+
+    name = "lattice"
+    model_class = LatticeRegressor
+    savable = can_sample = takes_covariates = single_range = estimates_cost = True
+    default_maxiter = 100
+    placement_strategy = "reduction"  # total variance reduction (geogp.placement.lattice)
+    defaults = {"large_scale": DEFAULT_LARGE_SCALE, "mid_scale": DEFAULT_MID_SCALE}
+
+    def make(self, options: dict | None = None, *, kernel=None, n_features=None,
+             progress=None):
+        est = super().make(options, kernel=kernel, n_features=n_features, progress=progress)
+        if progress is not None:  # the training bar also counts the posterior's tiles
+            est._tile_progress = progress.tile
+        return est
+
+    def memory_estimate(self, est, raster_shape: tuple) -> float:
+        return est.memory_estimate(raster_shape)
+
+    def check_memory(self, est, raster_shape: tuple) -> None:
+        check_settings(est)
+        est.check_memory(raster_shape)
+
+    def fit_grid(self, est, axes: list, values, regular: bool, covariates=None):
+        """SPDE/GMRF on the raster's own cells (regular rasters only: the model refuses others)."""
+        return est.fit_grid(axes, values, covariates)
+
+    def fit_points(self, est, X, y, target_axes=None, units: str = "coordinate units"):
+        raise InputError("model='lattice' fits rasters only (its field lives on the raster's "
+                         "cells); grid the points first or use model='afs'.")
+
+    def predict_rows(self, est, rows, cols, outside: str = "raise") -> Prediction:
+        return est.predict_grid([rows, cols], outside=outside)
+
+    def sample_grid(self, est, axes: list, n: int, seed=None,
+                    observed: bool = False) -> np.ndarray:
+        Y, X = np.meshgrid(axes[0], axes[1], indexing="ij")
+        pts = np.stack([Y.ravel(), X.ravel()], axis=1)
+        return est.sample(pts, n, seed=seed, observed=observed).reshape(n, *Y.shape)
+
+    def hyperparameters(self, est) -> dict:
+        return est.describe()
+
+    def unknowns(self, est, n_features) -> str:
+        cells = int(est.shape_[0]) * int(est.shape_[1])
+        large = int(n_features) - cells
+        return (f", a lattice of {number(cells)} cells (raster and margin)"
+                + (f" + {large} large-scale Fourier features" if large else ""))
+
+    def evidence(self, est) -> float:
+        """REML log likelihood, the trend integrated; a posterior on tiles has none."""
+        value = est.log_likelihood_
+        if not np.isfinite(value):
+            raise InputError(
+                "score() needs the whole raster's likelihood, which a lattice model "
+                f"whose posterior was computed on {est.posterior_tiles_} tiles does not "
+                "have; refit with posterior_tile=None to compare fits.")
+        return value
+
+    def to_arrays(self, est, prefix: str, arrays: dict) -> dict:
+        init = clean({n: getattr(est, n) for n in init_names(LatticeRegressor)})
+        return save_lattice(est, prefix, arrays, init)
+
+    def from_arrays(self, meta: dict, prefix: str, arrays) -> LatticeRegressor:
+        return load_lattice(meta, prefix, arrays, set(init_names(LatticeRegressor)))
+
+    def check_grid(self, est, axes, where: str) -> None:
+        check_lattice_grid(est, axes[0], axes[1], where)
+
+
+FAMILY = LatticeFamily()

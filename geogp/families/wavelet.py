@@ -1,0 +1,71 @@
+"""The wavelet family (:class:`~geogp.models.wavelet.WaveletRegressor`): a multiresolution
+prior on a compactly supported wavelet basis. Regular rasters with observed cells take its
+per-axis grid statistics, others its point path; its window is widened (a margin in
+standardised units) to cover the prediction grid; its lengthscale varies in space (a map of
+it); its evidence is the exact log marginal likelihood."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from geogp.families.generic import Family, observed_cells
+from geogp.models.base import Prediction
+from geogp.models.wavelet import WaveletRegressor
+from geogp.persist_checks import clean, init_names
+from geogp.persist_wavelet import load_wavelet, save_wavelet
+
+__all__ = ["WaveletFamily", "FAMILY"]
+
+
+class WaveletFamily(Family):
+    """:class:`~geogp.models.base.Estimator` of :class:`~geogp.models.wavelet.WaveletRegressor`."""
+
+    name = "wavelet"
+    model_class = WaveletRegressor
+    savable = can_sample = maps_lengthscale = True
+    unknowns_word = "wavelet basis functions"
+
+    def widen(self, est, lo, hi, t_lo, t_hi, scale) -> None:
+        """Window = data box ± margin in standardised units (``scale`` = x standard deviations)."""
+        need = np.maximum(lo - t_lo, t_hi - hi) / scale
+        est.margin = float(max(est.margin, need.max() * (1 + 1e-9) + 1e-12, 0.0))
+
+    def fit_grid(self, est, axes: list, values, regular: bool, covariates=None):
+        """Regular rasters with observed cells: per-axis statistics; others as points."""
+        self.refuse_covariates(covariates)
+        v, obs, X = observed_cells(axes, values)
+        if regular and obs.any():
+            self.cover_target(est, X, axes)
+            return est.fit_grid(axes, v)
+        return self.fit_points(est, X, v[obs], axes)
+
+    def predict_rows(self, est, rows, cols, outside: str = "raise") -> Prediction:
+        if est.posterior_.grid_ready():
+            return est.predict_grid(rows, cols)  # separable, per axis (raises outside)
+        return super().predict_rows(est, rows, cols, outside)
+
+    def sample_grid(self, est, axes: list, n: int, seed=None,
+                    observed: bool = False) -> np.ndarray:
+        return est.sample_grid(axes, n, seed=seed, observed=observed)
+
+    def hyperparameters(self, est) -> dict:
+        """k(x, x) varies in space: the signal sd at the window's centre."""
+        sc = est.scaler_
+        centre = np.array([[0.5 * (b.lo + b.hi) for b in est.basis_.dims]])
+        x0 = sc.x_mean + sc.x_scale * centre
+        return {"signal_sd": float(np.sqrt(est.prior_variance(x0)[0])),
+                "noise_sd": float(np.sqrt(float(est.params_["noise"])) * sc.y_scale),
+                "n_features": int(est.n_features_)}
+
+    def evidence(self, est) -> float:
+        return est.log_marginal_likelihood()
+
+    def to_arrays(self, est, prefix: str, arrays: dict) -> dict:
+        init = clean({n: getattr(est, n) for n in init_names(WaveletRegressor)})
+        return save_wavelet(est, prefix, arrays, init)
+
+    def from_arrays(self, meta: dict, prefix: str, arrays) -> WaveletRegressor:
+        return load_wavelet(meta, prefix, arrays, set(init_names(WaveletRegressor)))
+
+
+FAMILY = WaveletFamily()

@@ -2,11 +2,10 @@
 
 The file holds plain arrays and one JSON document (``__meta__``):
 
-- per slice: the Fourier features (window, lattice, rows), the sufficient statistics
-  (G, r, yᵀy, N), the fitted kernel and noise, the posterior (λ^{1/2}, weights, Q, chol), the
-  standardiser and the optimisation report; for matrix-free models (large M) the FFT operator
-  instead of G, and the posterior as vectors and samples
-  (:class:`~geogp.models.collapsed_iterative.IterativePosterior`);
+- per slice: the model's arrays and metadata, written and read by its family
+  (:meth:`~geogp.models.base.Estimator.to_arrays` / ``from_arrays``, :mod:`geogp.families`).
+  AFS models store their Fourier features, sufficient statistics, kernel, noise, posterior,
+  standardiser and optimisation report (:mod:`geogp.persist_afs`);
 - the grid: dimension names, CRS (WKT), longitude scaling, target coordinates, the extra
   dimension's coordinates, attributes and name.
 

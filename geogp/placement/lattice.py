@@ -45,6 +45,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from geogp.exceptions import InputError
+from geogp.models.lattice import LatticeRegressor
 from geogp.placement.candidates import MIN_DISTANCE_FRACTION, packing_distance
 from geogp.placement.greedy import _Greedy
 from geogp.placement.operators import _Problem
@@ -181,7 +182,7 @@ class _CellOps:
 
 def is_lattice(model) -> bool:
     """Whether ``model`` is a lattice regressor (fitted or not)."""
-    return type(model).__name__ == "LatticeRegressor"
+    return isinstance(model, LatticeRegressor)
 
 
 def check_lattice(model, strategy: str) -> None:

@@ -38,6 +38,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from geogp.exceptions import InputError, MemoryEstimateError, NotPositiveDefiniteError
+from geogp.models.wavelet import WaveletRegressor
 from geogp.placement.candidates import MIN_DISTANCE_FRACTION, Candidates
 from geogp.placement.greedy import _Greedy
 from geogp.placement.operators import _Problem
@@ -54,7 +55,7 @@ _DENSE_SOLVE_MAX = 4096
 
 def is_wavelet(model) -> bool:
     """Whether ``model`` is a fitted (or unfitted) wavelet regressor."""
-    return type(model).__name__ == "WaveletRegressor" or (
+    return isinstance(model, WaveletRegressor) or (
         hasattr(model, "basis_") and hasattr(model, "problem_"))
 
 

@@ -379,3 +379,67 @@ def test_cli_place_default_strategy_is_reduction_on_the_lattice(tmp_path, capsys
             str(tmp_path / "s.geojson"), "--maxiter", "5", "--min-distance", "0"]
     assert run_place(parser.parse_args(argv)) == 0
     assert "2 site(s) by reduction among 320 cells" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("gib", [2.0, 3.0])
+def test_cli_place_auto_takes_afs_where_the_whole_raster_posterior_passes_the_limit(gib):
+    """On a 300 × 500 raster the tiled lattice fit fits 2 GiB, but placement needs the
+    posterior on the whole raster (about 2.05 GiB): under --max-memory 2 `auto` places with AFS
+    and says why; under 3 it keeps the lattice model. The choice follows the lattice
+    estimator's own estimate at that limit."""
+    import argparse
+
+    import xarray as xr
+
+    from geogp.cli.place import _placement_model
+    from geogp.exceptions import MemoryEstimateError
+    from geogp.families import make_estimator, resolve_model
+
+    v = np.zeros((300, 500))
+    v[100:150, 200:260] = np.nan
+    da = xr.DataArray(v, dims=("y", "x"),
+                      coords={"y": 1e4 - 100.0 * np.arange(300), "x": 100.0 * np.arange(500)})
+    args = argparse.Namespace(model="auto", kernel=None, features=None, max_memory=gib)
+    model, note = _placement_model(args, da, None)
+    limit = {"max_bytes": gib * 2**30}
+    assert resolve_model("auto", raster_shape=v.shape, options=limit)[0] == "lattice"
+    whole = make_estimator("lattice", options={**limit, "posterior_tile": None})
+    try:
+        whole.check_memory(v.shape)
+        fits = True
+    except MemoryEstimateError:
+        fits = False
+    assert fits == (gib == 3.0)
+    if fits:
+        assert (model, note) == ("lattice", "")
+    else:
+        assert model == "afs"
+        assert "whole-raster posterior" in note and "300 × 500" in note
+
+
+def test_cli_place_lattice_refusal_gives_placement_advice(tmp_path, capsys):
+    """`--model lattice` on a raster whose whole-raster posterior passes --max-memory is
+    refused before the fit with the estimate and advice that fits `geogp place` (no
+    `geogp fit --posterior-tile`, which placement cannot use)."""
+    import argparse
+
+    import rioxarray  # noqa: F401
+    import xarray as xr
+
+    from geogp.cli.place import add_place_parser, run_place
+
+    _, v = _raster(5, (20, 24))
+    y, x = 5000.0 - np.arange(20) * 100.0, 300000.0 + np.arange(24) * 100.0
+    da = xr.DataArray(v, dims=("y", "x"), coords={"y": y, "x": x}).rio.write_crs("EPSG:32633")
+    da.rio.to_raster(tmp_path / "in.tif")
+    parser = argparse.ArgumentParser(prog="geogp")
+    add_place_parser(parser.add_subparsers(dest="command"))
+    argv = ["place", str(tmp_path / "in.tif"), "--out", str(tmp_path / "s.geojson"),
+            "--model", "lattice", "--max-memory", "0.5"]
+    assert run_place(parser.parse_args(argv)) != 0
+    text = capsys.readouterr().err
+    needed = float(text.split("would need about ")[1].split(" GiB")[0])
+    assert needed > 0.5 and "above the limit of 0.50 GiB" in text
+    assert "whole-raster posterior" in text and "raise --max-memory" in text
+    assert "--posterior-tile" not in text and "--model afs" in text
+    assert not (tmp_path / "s.geojson").exists()

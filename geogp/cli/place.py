@@ -104,8 +104,10 @@ def add_place_parser(subparsers) -> argparse.ArgumentParser:
                         "(bounds + exact re-ranking), the joint one a stratified random subset "
                         "of T cells")
     p.add_argument("--max-memory", type=float, default=4.0, metavar="GIB",
-                   help="refuse, with the estimate, placements that would need more than this "
-                        "many GiB (default 4; about 400 bytes per cell)")
+                   help="refuse, with the estimate, a lattice fit or a placement that would "
+                        "need more than this many GiB (default 4; placement about 400 bytes per "
+                        "cell). Under --model auto, a raster whose whole-raster lattice "
+                        "posterior passes it is placed with AFS")
     p.add_argument("--measured", metavar="POINTS.csv",
                    help="measurements made since the raster (the active loop: place, measure, "
                         "place again): a CSV with columns x, y (the raster's CRS) and value. "
@@ -184,15 +186,29 @@ def _place(args, echo) -> int:
 
         da = da.transpose(*find_spatial_dims(da)).copy()
         da.values[measured[0], measured[1]] = measured[2]
-    model = _placement_model(args, da, options)
+    model, note = _placement_model(args, da, options)
+    if note:
+        echo(note)
     fam = family(model)
     if fam.takes_kernel:
         geo = GeoRegressor(model, kernel=args.kernel,
                            n_features=args.features or PLACEMENT_FEATURES,
                            progress=not args.quiet, options=options).fit(da)
     elif "posterior_tile" in fam.option_names():  # placement needs the whole factor, no tiles
-        geo = GeoRegressor(model, progress=not args.quiet,
-                           options={**(options or {}), "posterior_tile": None}).fit(da)
+        from geogp.exceptions import MemoryEstimateError
+
+        try:
+            geo = GeoRegressor(model, progress=not args.quiet,
+                               options={**_lattice_limit(args, options),
+                                        "posterior_tile": None}).fit(da)
+        except MemoryEstimateError as exc:
+            advice = ("Placement with the lattice model needs its posterior on the whole "
+                      "raster in one factor (tiles are not supported yet): raise --max-memory "
+                      "GIB if the machine has the memory, crop or coarsen the raster, or use "
+                      "--model afs (what --model auto does for rasters this large).")
+            raise MemoryEstimateError("the lattice model's whole-raster posterior",
+                                      exc.needed_bytes, exc.limit_bytes, advice,
+                                      cli_hint=advice) from None
     else:
         geo = GeoRegressor(model, progress=not args.quiet, options=options).fit(da)
     if len(geo.estimators_) != 1:
@@ -281,19 +297,38 @@ def _read_measured(path, da):
     return out[0], out[1], pts[:, 2]
 
 
-def _placement_model(args, da, options) -> str:
-    """The model to fit: ``--model``, with ``auto`` resolved as ``geogp fit`` resolves it (AFS
-    when --kernel or --features is given)."""
+def _placement_model(args, da, options) -> tuple[str, str]:
+    """The model to fit and a note for the user (or ""): ``--model``, with ``auto`` resolved
+    as ``geogp fit`` resolves it (AFS when --kernel or --features is given), except that a
+    model with a tiled posterior (the lattice model) is taken only where its posterior fits
+    the memory limit on the whole raster (placement conditions one factor on each new site;
+    it has no tiled posterior yet)."""
     model = getattr(args, "model", AUTO)
     if model != AUTO:
-        return model
+        return model, ""
     if args.kernel is not None or args.features is not None:
-        return FALLBACK
+        return FALLBACK, ""
     from geogp.adapters import to_grid_data
 
     g = to_grid_data(da)
-    return resolve_model(AUTO, raster_shape=g.values[0].shape, regular=g.regular,
-                         options=options)[0]
+    shape = g.values[0].shape
+    model = resolve_model(AUTO, raster_shape=shape, regular=g.regular, options=options)[0]
+    if "posterior_tile" in family(model).option_names():
+        whole = resolve_model(AUTO, raster_shape=shape, regular=g.regular,
+                              options={**_lattice_limit(args, options), "posterior_tile": None})
+        if whole[0] != model:
+            return whole[0], (
+                f"model: AFS with {PLACEMENT_FEATURES} features, not the lattice model: on "
+                f"{shape[0]} × {shape[1]} cells its whole-raster posterior, which placement "
+                "needs, passes the memory limit (tiled lattice placement is not supported yet; "
+                "crop the raster to place with the lattice model).")
+    return model, ""
+
+
+def _lattice_limit(args, options) -> dict:
+    """The lattice fit's options with ``--max-memory`` as its memory limit (the same limit
+    as the placement's)."""
+    return {**(options or {}), "max_bytes": float(args.max_memory) * 2**30}
 
 
 def _distance_note(attrs, est, my, mx) -> str:

@@ -25,7 +25,9 @@ process on the second core, two threads made the factorisation 4× slower.
 
 Prefetched inversion: ``host_forward(..., prefetch=True)`` starts a new factor's selected
 inversion in a background thread as soon as it is factorised (the compiled kernel releases the
-GIL), and the backward pass waits for it; a refactorisation cancels an inversion not started.
+GIL), and the backward pass waits for it; a refactorisation cancels an inversion not started,
+and so does a backward pass that reaches a still-queued inversion: it computes that one itself,
+on its own core, while the pool's thread works through the others.
 :mod:`geogp.linalg.cholmod_many` asks for it, so that one term's inversion overlaps the next
 term's factorisation. It only pays when every forward pass
 is followed by a backward pass, and only with a second core: on one core it is switched off.
@@ -185,9 +187,11 @@ class CholmodFactorization:
         """``B⁻¹`` on the pattern for the current factor (cached). Hold the lock."""
         if self._zpattern is None:
             pending, self._zfuture = self._zfuture, None
-            if pending is not None and pending[0] == _PREFETCH["generation"]:
+            if (pending is not None and pending[0] == _PREFETCH["generation"]
+                    and not pending[1].cancel()):  # running or done: wait for it
                 self._zpattern = pending[1].result()  # re-raises the worker's error, if any
-            else:  # none started, or started before a fork (its thread is the parent's)
+            else:  # none started, one still queued (this thread is free to do it), or one
+                # started before a fork (its thread is the parent's)
                 lfac, _ = self.backend.factor_and_perm()
                 self._zpattern = _inverse_on_pattern(lfac, self._prow, self._pcol)
         return self._zpattern

@@ -100,8 +100,10 @@ def _build_op(states: tuple[CholmodFactorization, ...], prefetch: bool) -> Any:
 
     def host_backward(*flat: np.ndarray) -> tuple[np.ndarray, ...]:
         values, solutions, g_logdets, g_solutions = (flat[i * n:(i + 1) * n] for i in range(4))
-        out = [state.host_backward(*args)
-               for state, *args in zip(states, values, solutions, g_logdets, g_solutions)]
+        # last term first: its prefetched inversion is the one most likely still queued, so
+        # this thread computes it while the pool's thread finishes the first terms' ones
+        terms = list(zip(states, values, solutions, g_logdets, g_solutions))
+        out = [state.host_backward(*args) for state, *args in reversed(terms)][::-1]
         return tuple(o[0] for o in out) + tuple(o[1] for o in out)
 
     def forward(values: tuple, rhs: tuple) -> tuple[tuple, tuple]:

@@ -1,10 +1,12 @@
 """Stage 2 and the posterior of the lattice model (:class:`~geogp.models.lattice.LatticeRegressor`).
 
-A mixin: after stage 1 has fitted the local θ on tiles, :meth:`_posterior` factorises the
+After stage 1 has fitted the local θ on tiles, :func:`lattice_posterior` factorises the
 lattice (whole, or tile by tile with :mod:`geogp.models.lattice_tiled`), fits the large-scale θ
-and the overall scale c on the small dense part (stage 2, docs/lattice.md), and keeps per cell
-the posterior mean, variance and the neighbour covariances that bilinear prediction needs,
-from the selected inverse of B.
+and the overall scale c on the small dense part (:func:`fit_large_scales`, stage 2 of
+docs/lattice.md), and returns a :class:`LatticePosterior`: per cell the posterior mean,
+variance and the neighbour covariances that bilinear prediction needs, from the selected
+inverse of B. It reads the fitted model and changes nothing; the estimator's
+``_posterior`` (:class:`LatticePosteriorMixin`) keeps the value as its fitted attributes.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import contextlib
 import dataclasses
 import math
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 
@@ -39,142 +42,197 @@ from geogp.models.lattice_tiled import (
     solve_tile,
 )
 from geogp.models.lattice_workers import dask_client, release_memory, sparse_pass
-from geogp.optimize import minimize_lbfgs
+from geogp.optimize import FitReport, minimize_lbfgs
 
-__all__ = ["LatticePosteriorMixin"]
+__all__ = ["LargeScaleFit", "LatticePosterior", "LatticePosteriorMixin", "fit_large_scales",
+           "lattice_posterior"]
 
+
+
+class LatticePosterior(NamedTuple):
+    """The lattice model's posterior at fitted parameters, a value (:func:`lattice_posterior`).
+
+    Attributes:
+        params: θ after stage 2, the overall scale c folded into every variance of Σ_g.
+        local_scale: c (1.0 when stage 2 did not run or fell back).
+        report_large: stage 2's :class:`~geogp.optimize.FitReport` (None: not optimised).
+        log_likelihood: log p(y | θ) of the whole lattice; NaN on tiles (not assembled).
+        n_obs: observed cells.
+        beta: posterior mean of the trend coefficients (p,).
+        large_coef: posterior mean of the large-scale coefficients u (k,).
+        mean, var: posterior mean and variance of f per lattice cell (n,), standardised.
+        cov: covariances with the neighbours (4, n) (see
+            :func:`~geogp.models.lattice_tiled.core_moments`).
+        sampler: what posterior samples need (one tile only; None on tiles).
+        n_tiles: the posterior's tiles.
+    """
+
+    params: dict
+    local_scale: float
+    report_large: FitReport | None
+    log_likelihood: float
+    n_obs: int
+    beta: np.ndarray
+    large_coef: np.ndarray
+    mean: np.ndarray
+    var: np.ndarray
+    cov: np.ndarray
+    sampler: dict | None
+    n_tiles: int
+
+
+class LargeScaleFit(NamedTuple):
+    """Stage 2's result (:func:`fit_large_scales`): θ (c folded in), c, the optimiser's
+    report, and the dense part (log p, ŵ, A, D) at θ."""
+
+    params: dict
+    local_scale: float
+    report: FitReport | None
+    dense: tuple
+
+
+def lattice_posterior(model, params: dict, obs: np.ndarray, ys: np.ndarray, tiles: list,
+                      client=None) -> LatticePosterior:
+    """The posterior of the fitted lattice ``model`` at the stage-1 θ ``params``: mean,
+    variances and neighbour covariances on the whole lattice, after stage 2 has fitted the
+    large scales and c. Tile by tile (:mod:`geogp.models.lattice_tiled`; on ``client``'s
+    dask workers when given, :mod:`geogp.models.lattice_workers`), or as one tile, the whole
+    lattice. ``model`` is only read (its problem builders and settings); ``obs`` (raster
+    shape) and ``ys`` (standardised observed values) are the data."""
+    single = len(tiles) == 1
+    raster = np.full(obs.shape, np.nan)
+    raster[obs] = ys  # the standardised data, NaN where missing
+    # pass 1, each tile's sparse work at the stage-1 θ: M = [y, F]ᵀ Σ_g⁻¹ [y, F] summed over
+    # the cores (one tile: exact, with log|Σ_g|), and the states its moments need
+    if single:
+        m_mat, logdet_sigma, state, sampler = tile_statistics(
+            model, raster, tiles[0], params, keep=True)
+        kept = contextlib.nullcontext()
+    else:
+        check_state_disk(tiles, model._n_columns(), client)
+        grams, kept = sparse_pass(model, tile_statistics, raster, tiles, (params,), client)
+        m_mat = sum(grams)  # in tile order: the same sum wherever it ran
+        m_mat, logdet_sigma = 0.5 * (m_mat + m_mat.T), 0.0  # a constant of stage 2
+    with kept:
+        n_obs, freq2 = int(obs.sum()), np.tile(np.sum(model.freq_**2, axis=1), 2)
+        fit = fit_large_scales(model, params, m_mat, logdet_sigma, n_obs, freq2)
+        ll, w, a, d = fit.dense
+        k = freq2.shape[0]
+        vbeta = np.linalg.inv(a) if a.size else np.zeros((0, 0))
+        # pass 2, dense only: B/c has the inverse c B⁻¹, so the stage-1 solves serve
+        args = (fit.local_scale, d, w, vbeta)
+        if single:
+            parts = [core_moments(state, *args)]
+        else:
+            parts = kept.map(core_moments, args, getattr(model, "_tile_progress", None))
+        ny, nx = model.shape_
+        mean, var, cov = np.zeros((ny, nx)), np.zeros((ny, nx)), np.zeros((4, ny, nx))
+        for tile, (m_t, v_t, c_t) in zip(tiles, parts):
+            mean[tile.core], var[tile.core] = m_t, v_t
+            cov[(slice(None), *tile.core)] = c_t
+    samples = None
+    if single:  # what posterior samples need (kept in memory only; files keep moments):
+        # the dense part of Cov f is r A⁻¹ rᵀ with r = (F − S_F) D, kept as g = F − S_F
+        # (the state's own array, no copy) and D A⁻¹ D
+        cy, cx = model.shape_  # one tile: its core is the whole lattice
+        samples = {**sampler, "g": state.g[:cy, :cx].reshape(cy * cx, -1),
+                   "b_vals": sampler["b_vals"] / fit.local_scale,  # B/c
+                   "w_cov": d[:, None] * vbeta * d[None, :]}
+    return LatticePosterior(
+        params=fit.params, local_scale=fit.local_scale, report_large=fit.report,
+        log_likelihood=float(ll) if single else float("nan"), n_obs=n_obs, beta=w[k:],
+        large_coef=w[:k] * d[:k],  # posterior mean of u
+        mean=mean.ravel(), var=var.ravel(), cov=cov.reshape(4, ny * nx), sampler=samples,
+        n_tiles=len(tiles))
+
+
+def fit_large_scales(model, params: dict, m_mat, logdet_sigma, n_obs: int,
+                     freq2) -> LargeScaleFit:
+    """Stage 2 at the local shape (range, noise/sd) of stage 1 (``params``): the large-scale
+    θ and one overall scale c of the local field and noise, on the small dense part only (no
+    sparse work; ``model.optimize`` False: θ kept, c = 1). Falls back to the stage-1 θ with a
+    warning where the dense part is not finite; raises :class:`GeogpError` where it is not
+    finite there either."""
+    dw, kernel = getattr(model, "_dw", 0.0), model.large_scale_kernel
+    stage1 = (dict(params), m_mat, logdet_sigma)
+    params, scale, report = dict(params), 1.0, None
+    if model.optimize:
+        large = PARAMS_LARGE if freq2.shape[0] else ()
+        try:
+            params, report = minimize_lbfgs(
+                LARGE_SCALE_LOSSES[kernel], {**params, PARAM_SCALE: 0.0},
+                args=(m_mat, logdet_sigma, n_obs, freq2, dw),
+                unconstrained=model._local_keys() + large + (PARAM_SCALE,),
+                fixed=model._local_keys(), maxiter=int(model.maxiter),
+                bounds=model._large_scale_bounds() if large else None)
+        except GeogpError:
+            # the dense half is not finite anywhere the optimiser looked: with a noise
+            # far below the signal, M = yᵀΣ⁻¹y − … loses most of its digits. Keep the
+            # initial large-scale θ and c = 1; the posterior below is checked.
+            ratio = math.exp(float(params["log_noise"] - params["log_sd"]))
+            warnings.warn(
+                "lattice model: the whole-raster likelihood of the large scales could not "
+                f"be evaluated (noise sd / signal sd = {ratio:.2g}: nearly noise-free data "
+                "make it ill-conditioned); the large-scale parameters keep their initial "
+                "values.", ApproximationWarning, stacklevel=5)
+            params = {**params, PARAM_SCALE: 0.0}
+        # fold c into (sd, mid-scale sd, noise): B = Q + PᵀP/σ² becomes B/c, so M/c,
+        # log|Σ_g| + N log c and B⁻¹ c B⁻¹, while B⁻¹Pᵀy/σ² (S) is unchanged
+        t = float(params.pop(PARAM_SCALE))
+        for key in ("log_sd", "log_noise", "log_sd_mid"):  # every variance of Σ_g
+            if key in params:
+                params[key] = params[key] + 0.5 * t
+        scale = math.exp(t)
+        m_mat, logdet_sigma = m_mat / scale, logdet_sigma + n_obs * t
+
+    def dense_part(params, m_mat, logdet_sigma):
+        out = tuple(np.asarray(v) for v in dense_likelihood(
+            params, m_mat, logdet_sigma, n_obs, freq2, dw, kernel))
+        return out, bool(np.isfinite(out[0]) and np.all(np.isfinite(out[1]))
+                         and np.all(np.isfinite(out[2])))
+
+    out, finite = dense_part(params, m_mat, logdet_sigma)
+    if not finite and model.optimize:
+        # stage 2 ended where the small dense system is singular (nearly noise-free data,
+        # run-to-run rounding): fall back to the stage-1 θ with its initial large scales
+        out, finite = dense_part(*stage1)
+        if finite:
+            warnings.warn(
+                "lattice model: the whole-raster fit of the large scales ended where the "
+                "posterior is numerically singular (nearly noise-free data); the stage-1 "
+                "parameters with the initial large scales are used instead.",
+                ApproximationWarning, stacklevel=5)
+            params, scale, report = stage1[0], 1.0, None
+    if not finite:
+        raise GeogpError(
+            "lattice model: the posterior is numerically singular at the fitted parameters "
+            f"({ {k: round(float(v), 3) for k, v in params.items()} }); nearly "
+            "noise-free data are the usual cause. Pass a larger noise= or sd=, "
+            "large_scale=None, or use model='afs'.")
+    return LargeScaleFit(params, scale, report, out)
 
 
 class LatticePosteriorMixin:
-    """Stage 2 and the posterior moments of :class:`~geogp.models.lattice.LatticeRegressor`
-    (reads ``params_``, ``shape_``, ``_mid_factor()``, ``optimize``, ``maxiter``, ``ordering`` and
-    the estimator's ``_problem``, ``_local_keys``, ``_features``, ``_trend``)."""
+    """The estimator's shell around :func:`lattice_posterior` (reads ``params_``,
+    ``shape_``, ``_mid_factor()``, ``optimize``, ``maxiter``, ``ordering`` and the
+    estimator's ``_problem``, ``_local_keys``, ``_features``, ``_trend``)."""
 
     def _posterior(self, obs: np.ndarray, ys: np.ndarray) -> None:
-        """Mean, variances and neighbour covariances on the whole lattice at ``params_``:
-        tile by tile (:mod:`geogp.models.lattice_tiled`; on a dask cluster's workers when
-        one is in use, :mod:`geogp.models.lattice_workers`), or as one tile, the whole
-        lattice."""
+        """Compute the posterior at ``params_`` (the stage-1 θ) and keep it: the fitted
+        attributes ``params_`` (stage 2's θ), ``local_scale_``, ``report_large_``,
+        ``log_likelihood_``, ``n_obs_``, ``beta_``, ``large_coef_``, ``posterior_tiles_``
+        and the per-cell moments."""
         tiles = self._posterior_tiles(obs.shape)
-        self.posterior_tiles_ = len(tiles)
-        with dask_client(None if len(tiles) == 1 else self.scheduler) as client:
-            self._posterior_on(tiles, obs, ys, client)
-        clear_shared_lattice()
-
-    def _posterior_on(self, tiles: list, obs: np.ndarray, ys: np.ndarray, client) -> None:
-        """:meth:`_posterior` on ``tiles``, on ``client``'s workers (None: here)."""
         self._stage1_params = dict(self.params_)
-        single = len(tiles) == 1
-        raster = np.full(obs.shape, np.nan)
-        raster[obs] = ys  # the standardised data, NaN where missing
-        # pass 1, each tile's sparse work at the stage-1 θ: M = [y, F]ᵀ Σ_g⁻¹ [y, F] summed over
-        # the cores (one tile: exact, with log|Σ_g|), and the states its moments need
-        if single:
-            m_mat, logdet_sigma, state, sampler = tile_statistics(
-                self, raster, tiles[0], self.params_, keep=True)
-            kept = contextlib.nullcontext()
-        else:
-            check_state_disk(tiles, self._n_columns(), client)
-            grams, kept = sparse_pass(self, tile_statistics, raster, tiles, (self.params_,),
-                                      client)
-            m_mat = sum(grams)  # in tile order: the same sum wherever it ran
-            m_mat, logdet_sigma = 0.5 * (m_mat + m_mat.T), 0.0  # a constant of stage 2
-        with kept:
-            n_obs, freq2 = int(obs.sum()), np.tile(np.sum(self.freq_**2, axis=1), 2)
-            ll, w, a, d = self._stage2(m_mat, logdet_sigma, n_obs, freq2)
-            self.log_likelihood_ = float(ll) if single else float("nan")
-            self.n_obs_ = n_obs
-            k = freq2.shape[0]
-            self.beta_ = w[k:]
-            self.large_coef_ = w[:k] * d[:k]  # posterior mean of u
-            vbeta = np.linalg.inv(a) if a.size else np.zeros((0, 0))
-            # pass 2, dense only: B/c has the inverse c B⁻¹, so the stage-1 solves serve
-            args = (self.local_scale_, d, w, vbeta)
-            if single:
-                parts = [core_moments(state, *args)]
-            else:
-                parts = kept.map(core_moments, args, getattr(self, "_tile_progress", None))
-        ny, nx = self.shape_
-        self._mean, self._var = np.zeros((ny, nx)), np.zeros((ny, nx))
-        self._cov = np.zeros((4, ny, nx))
-        for tile, (mean, var, cov) in zip(tiles, parts):
-            self._mean[tile.core], self._var[tile.core] = mean, var
-            self._cov[(slice(None), *tile.core)] = cov
-        self._mean, self._var = self._mean.ravel(), self._var.ravel()
-        self._cov = self._cov.reshape(4, ny * nx)
-        self._sampler = None
-        if single:  # what posterior samples need (kept in memory only; files keep moments):
-            # the dense part of Cov f is r A⁻¹ rᵀ with r = (F − S_F) D, kept as g = F − S_F
-            # (the state's own array, no copy) and D A⁻¹ D
-            cy, cx = self.shape_  # one tile: its core is the whole lattice
-            self._sampler = {**sampler, "g": state.g[:cy, :cx].reshape(cy * cx, -1),
-                             "b_vals": sampler["b_vals"] / self.local_scale_,  # B/c
-                             "w_cov": d[:, None] * vbeta * d[None, :]}
-
-    def _stage2(self, m_mat, logdet_sigma, n_obs: int, freq2):
-        """Stage 2 at the local shape (range, noise/sd) of stage 1: the large-scale θ and one
-        overall scale c of the local field and noise, on the small dense part only (no sparse
-        work). Sets ``params_`` (c folded into sd and noise), ``local_scale_``,
-        ``report_large_``; returns the dense part (log p, ŵ, A, D) at the result."""
-        self.local_scale_, self._log_scale, self.report_large_ = 1.0, 0.0, None
-        dw, kernel = getattr(self, "_dw", 0.0), self.large_scale_kernel
-        stage1 = (dict(self.params_), m_mat, logdet_sigma)
-        if self.optimize:
-            large = PARAMS_LARGE if freq2.shape[0] else ()
-            try:
-                params, self.report_large_ = minimize_lbfgs(
-                    LARGE_SCALE_LOSSES[kernel], {**self.params_, PARAM_SCALE: 0.0},
-                    args=(m_mat, logdet_sigma, n_obs, freq2, dw),
-                    unconstrained=self._local_keys() + large + (PARAM_SCALE,),
-                    fixed=self._local_keys(), maxiter=int(self.maxiter),
-                    bounds=self._large_scale_bounds() if large else None)
-            except GeogpError:
-                # the dense half is not finite anywhere the optimiser looked: with a noise
-                # far below the signal, M = yᵀΣ⁻¹y − … loses most of its digits. Keep the
-                # initial large-scale θ and c = 1; the posterior below is checked.
-                ratio = math.exp(float(self.params_["log_noise"] - self.params_["log_sd"]))
-                warnings.warn(
-                    "lattice model: the whole-raster likelihood of the large scales could not "
-                    f"be evaluated (noise sd / signal sd = {ratio:.2g}: nearly noise-free data "
-                    "make it ill-conditioned); the large-scale parameters keep their initial "
-                    "values.", ApproximationWarning, stacklevel=5)
-                params = {**self.params_, PARAM_SCALE: 0.0}
-            # fold c into (sd, mid-scale sd, noise): B = Q + PᵀP/σ² becomes B/c, so M/c,
-            # log|Σ_g| + N log c
-            # and B⁻¹ c B⁻¹, while B⁻¹Pᵀy/σ² (S) is unchanged
-            t = float(params.pop(PARAM_SCALE))
-            for key in ("log_sd", "log_noise", "log_sd_mid"):  # every variance of Σ_g
-                if key in params:
-                    params[key] = params[key] + 0.5 * t
-            self.params_, self.local_scale_, self._log_scale = params, math.exp(t), t
-            m_mat, logdet_sigma = m_mat / self.local_scale_, logdet_sigma + n_obs * t
-
-        def dense_part(params, m_mat, logdet_sigma):
-            out = tuple(np.asarray(v) for v in dense_likelihood(
-                params, m_mat, logdet_sigma, n_obs, freq2, dw, kernel))
-            return out, bool(np.isfinite(out[0]) and np.all(np.isfinite(out[1]))
-                             and np.all(np.isfinite(out[2])))
-
-        out, finite = dense_part(self.params_, m_mat, logdet_sigma)
-        if not finite and self.optimize:
-            # stage 2 ended where the small dense system is singular (nearly noise-free data,
-            # run-to-run rounding): fall back to the stage-1 θ with its initial large scales
-            out, finite = dense_part(*stage1)
-            if finite:
-                warnings.warn(
-                    "lattice model: the whole-raster fit of the large scales ended where the "
-                    "posterior is numerically singular (nearly noise-free data); the stage-1 "
-                    "parameters with the initial large scales are used instead.",
-                    ApproximationWarning, stacklevel=5)
-                self.params_, self.local_scale_, self._log_scale = stage1[0], 1.0, 0.0
-                self.report_large_ = None
-        if not finite:
-            raise GeogpError(
-                "lattice model: the posterior is numerically singular at the fitted parameters "
-                f"({ {k: round(float(v), 3) for k, v in self.params_.items()} }); nearly "
-                "noise-free data are the usual cause. Pass a larger noise= or sd=, "
-                "large_scale=None, or use model='afs'.")
-        return out
+        with dask_client(None if len(tiles) == 1 else self.scheduler) as client:
+            post = lattice_posterior(self, self._stage1_params, obs, ys, tiles, client)
+        clear_shared_lattice()
+        self.posterior_tiles_ = post.n_tiles
+        self.params_, self.local_scale_ = post.params, post.local_scale
+        self.report_large_, self.log_likelihood_ = post.report_large, post.log_likelihood
+        self.n_obs_, self.beta_, self.large_coef_ = post.n_obs, post.beta, post.large_coef
+        self._mean, self._var, self._cov = post.mean, post.var, post.cov
+        self._sampler = post.sampler
 
     def _columns(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """[Φ, X] at whole-lattice cells (row, col): large-scale features, then the trend."""

@@ -159,6 +159,41 @@ def test_prefetched_inverse_is_the_selected_inverse(rng, background_pool):
         assert_allclose(z, inv[pattern2.rows, pattern2.cols], rtol=1e-10, atol=1e-13)
 
 
+def test_a_queued_inversion_is_taken_back_by_the_waiting_thread(rng, background_pool,
+                                                                  monkeypatch):
+    """With the pool's only thread busy, every prefetched inversion is still queued when the
+    backward pass needs it: the pass cancels it and inverts in its own thread (none runs in
+    the pool), and the gradients still equal the dense reference's."""
+    import threading
+
+    terms = _terms(rng)
+    values = tuple(v for _, v, _, _ in terms)
+    rhs = tuple(r for _, _, r, _ in terms)
+    threads = []
+    inverse = cholmod._inverse_on_pattern
+
+    def recording(*args):
+        threads.append(threading.current_thread())
+        return inverse(*args)
+
+    monkeypatch.setattr(cholmod, "_inverse_on_pattern", recording)
+    release = threading.Event()
+    blocker = background_pool.submit(release.wait, 60)
+    try:
+        many = _sum_objective(
+            lambda items: cholmod_many.logdet_and_solve_many(items, prefetch_inverse=True), terms)
+        value, (g_values, g_rhs) = jax.value_and_grad(many, argnums=(0, 1))(values, rhs)
+    finally:
+        release.set()
+        blocker.result()
+    assert threads == [threading.current_thread()] * len(terms)
+    want, (w_values, w_rhs) = jax.value_and_grad(_sum_objective(_dense_terms, terms),
+                                                 argnums=(0, 1))(values, rhs)
+    assert_allclose(value, want, rtol=1e-11)
+    for got, ref in zip(g_values + g_rhs, w_values + w_rhs):
+        assert_allclose(got, ref, rtol=1e-8, atol=1e-10)
+
+
 def _run_in_child(fn) -> int:
     """Fork; run ``fn()`` in the child (exit 0 if it returns True); the child's exit code, or
     a failure when it does not finish within 60 s."""

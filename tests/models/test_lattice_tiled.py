@@ -105,6 +105,31 @@ def test_one_tile_is_the_whole_lattice_posterior(whole):
     assert one.log_likelihood_ == est.log_likelihood_
 
 
+def test_the_posterior_is_a_value_computed_without_changing_the_model(whole):
+    """``lattice_posterior`` on the fitted model at its stage-1 θ returns exactly the fitted
+    posterior (θ after stage 2, c, moments, coefficients, likelihood), and the model it read
+    is unchanged: no attribute is set or replaced."""
+    import copy
+
+    from geogp.models.lattice_posterior import lattice_posterior
+
+    est, obs, ys = whole
+    model = copy.copy(est)
+    before = dict(vars(model))
+    post = lattice_posterior(model, dict(est._stage1_params), obs, ys,
+                             model._posterior_tiles(obs.shape))
+    assert vars(model).keys() == before.keys()
+    assert all(vars(model)[k] is before[k] for k in before)
+    assert post.n_tiles == est.posterior_tiles_ == 1
+    assert post.params.keys() == est.params_.keys()
+    assert all(float(post.params[k]) == float(est.params_[k]) for k in est.params_)
+    assert post.local_scale == est.local_scale_ != 1.0
+    assert post.log_likelihood == est.log_likelihood_ and post.n_obs == int(obs.sum())
+    for got, want in ((post.mean, est._mean), (post.var, est._var), (post.cov, est._cov),
+                      (post.beta, est.beta_), (post.large_coef, est.large_coef_)):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_tiles_converge_to_the_whole_lattice_posterior_as_the_halo_grows(whole):
     est, obs, ys = whole
     sd = np.sqrt(est._var)

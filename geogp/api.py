@@ -27,7 +27,7 @@ import pandas as pd
 import xarray as xr
 
 from geogp import engines
-from geogp._progress import TrainingBar, bar
+from geogp._progress import FitProgress, bar
 from geogp.api_draws import DrawsMixin
 from geogp.api_report import ReportMixin
 from geogp.adapters import GridData, GridSpec, to_grid_data
@@ -141,11 +141,15 @@ class GeoRegressor(ReportMixin, DrawsMixin):
             options=self.options)
 
     def _estimator(self, label: str, overrides: dict | None = None):
+        """(estimator, its :class:`~geogp._progress.FitProgress` or None); the tracker's
+        first bar opens at ``tracker.start()``."""
         opts = {**(self.options or {}), **(overrides or {})}
         tracker = None
         if self.model_ in ("afs", "lattice"):
             maxiter = opts.get("maxiter", 300 if self.model_ == "afs" else 100)
-            tracker = TrainingBar(label, maxiter, bool(self.progress))
+            tracker = FitProgress(label, maxiter, bool(self.progress),
+                                  "statistics + compile" if self.model_ == "afs"
+                                  else "setup + compile", opts.get("optimize", True))
         est = engines.make_estimator(self.model_, self.kernel, self.n_features, opts, tracker)
         if self.model_ == "lattice":
             est._tile_progress = tracker.tile
@@ -205,6 +209,8 @@ class GeoRegressor(ReportMixin, DrawsMixin):
                 _announce_cost(est, g.values[s].shape)
             t0 = time.perf_counter()
             try:
+                if tracker is not None:
+                    tracker.start()
                 engines.fit_grid(est, g.axes, g.values[s], g.regular, covariates)
             finally:
                 if tracker is not None:
@@ -235,6 +241,8 @@ class GeoRegressor(ReportMixin, DrawsMixin):
         est, tracker = self._estimator("")
         t0 = time.perf_counter()
         try:
+            if tracker is not None:
+                tracker.start()
             engines.fit_points(est, pts.X, pts.values, axes, units=pts.spec.units)
         finally:
             if tracker is not None:

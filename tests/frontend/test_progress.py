@@ -197,3 +197,22 @@ def test_afs_window_refits_are_announced_and_the_bars_add_up_to_the_iterations(c
     assert all(n == total for n, total in counts)
     assert sum(n for n, _ in counts) == est.report_.n_iter  # every iteration, counted once
     assert _final(states, "posterior") == (1, 1)
+
+
+def test_the_cli_says_the_mid_scale_field_was_dropped(forced_drop, capsys, tmp_path):
+    from geogp.cli import main
+
+    tif = tmp_path / "in.tif"
+    make_raster(30, 40, seed=4).astype("float32").rio.write_nodata(
+        np.nan, encoded=True).rio.to_raster(tif)
+    assert main(["fit", str(tif), "--out", str(tmp_path / "o.tif"), "--model", "lattice",
+                 "--maxiter", "4"]) == 0
+    out, err = capsys.readouterr()
+    states = _states(err)
+    assert len(forced_drop) == 2
+    assert any(s.startswith("mid-scale field dropped: the first fit") for s in states)
+    assert _final(states, "refit without the mid-scale field") == (forced_drop[1].n_iter,) * 2
+    assert _final(states, "writing") == (1, 1)
+    (summary,) = [ln for ln in out.splitlines() if "range ρ" in ln]
+    assert "mid-scale field dropped: the first fit gave the local field a longer range" in summary
+    assert "refitted without it" in summary

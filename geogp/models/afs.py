@@ -46,10 +46,10 @@ SUM_SPREAD = 9.0  # a sum's parts start at the pilot lengthscale ×/÷ 3 (two pa
 def auto_features(n_obs: int) -> int:
     """The ``n_features="auto"`` rule: M = N_obs // 8, clipped to [2,000, 10,000].
 
-    From the satellite cross-validation (``benchmarks/heaton_cv.py``, 95k training cells):
-    M = 10,000 (matrix-free) cut the random-fold RMSE from 1.24 to 0.93 and the block-fold
-    RMSE from 1.68 to 1.64 against M = 2,000, with fit + full-grid prediction in 48 s on 2
-    cores. Small data keep M = 2,000 and the exact dense solver.
+    More features resolve shorter scales; on the satellite cross-validation
+    (``benchmarks/heaton_cv.py``) M = 10,000 (matrix-free) beat M = 2,000 on random and block
+    folds at under a minute (figures in benchmarks/README.md). Small data keep M = 2,000 and
+    the exact dense solver.
     """
     return int(np.clip(int(n_obs) // 8, 2000, 10000))
 

@@ -175,6 +175,18 @@ def main(argv=None) -> int:
             print(f"{s:>18} {n:>5} {row['rmse']['mean']:.4f} ± {row['rmse']['se']:.4f} "
                   f"{row['crps']['mean']:.4f} ± {row['crps']['se']:.4f}   gain "
                   f"{row['rmse']['gain_vs_none']:.4f} ± {row['rmse']['gain_se']:.4f}")
+    if "afs-2000 mi" in strategies:  # paired on the same fields: the comparison's own SE
+        print("\npaired against afs-2000 mi (mean difference of RMSE ± its standard error; "
+              "negative: better than the old AFS placement)")
+        for n in SITES:
+            ref = np.array(scores["afs-2000 mi"][n]["rmse"])
+            for s in strategies:
+                if s in ("none", "afs-2000 mi"):
+                    continue
+                diff = np.array(scores[s][n]["rmse"]) - ref
+                se = float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else 0.0
+                out[f"{s} {n}"]["rmse"]["vs_afs"] = {"mean": float(diff.mean()), "se": se}
+                print(f"{s:>18} {n:>5} {diff.mean():+.4f} ± {se:.4f}")
     la = os.getloadavg()
     print(f"# load at the end {la[0]:.1f} {la[1]:.1f} {la[2]:.1f}")
     if args.json:

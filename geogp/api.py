@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from geogp._progress import TrainingBar, bar
+from geogp._progress import FitProgress, bar
 from geogp.api_draws import DrawsMixin
 from geogp.api_report import ReportMixin
 from geogp.adapters import GridData, GridSpec, to_grid_data
@@ -142,12 +142,15 @@ class GeoRegressor(ReportMixin, DrawsMixin):
             options=self.options)
 
     def _estimator(self, label: str, overrides: dict | None = None):
+        """(estimator, its :class:`~geogp._progress.FitProgress` or None); the tracker's
+        first bar opens at ``tracker.start()``."""
         opts = {**(self.options or {}), **(overrides or {})}
         fam = family(self.model_)
         tracker = None
         if fam.default_maxiter is not None:
             maxiter = opts.get("maxiter", fam.default_maxiter)
-            tracker = TrainingBar(label, maxiter, bool(self.progress))
+            tracker = FitProgress(label, maxiter, bool(self.progress), fam.setup_phase,
+                                  opts.get("optimize", True))
         est = fam.make(opts, kernel=self.kernel, n_features=self.n_features, progress=tracker)
         return est, tracker
 
@@ -206,6 +209,8 @@ class GeoRegressor(ReportMixin, DrawsMixin):
                 _announce_cost(est, g.values[s].shape)
             t0 = time.perf_counter()
             try:
+                if tracker is not None:
+                    tracker.start()
                 fam.fit_grid(est, g.axes, g.values[s], g.regular, covariates)
             finally:
                 if tracker is not None:
@@ -236,6 +241,8 @@ class GeoRegressor(ReportMixin, DrawsMixin):
         est, tracker = self._estimator("")
         t0 = time.perf_counter()
         try:
+            if tracker is not None:
+                tracker.start()
             family(self.model_).fit_points(est, pts.X, pts.values, axes, units=pts.spec.units)
         finally:
             if tracker is not None:

@@ -92,6 +92,9 @@ class ReportMixin:
             if "mid_scale_range" in row and pd.notna(row["mid_scale_range"]):
                 parts.append(f"mid scales: range {length('mid_scale_range')}, "
                              f"sd {row['mid_scale_sd']:.4g}")
+            dropped = fam.describe(self.estimators_[s]).get("mid_scale_dropped")
+            if dropped is not None:
+                parts.append(_mid_dropped(dropped, spec))
             if "large_scale_lengthscale" in row:
                 parts.append(f"large scales: lengthscale {length('large_scale_lengthscale')}, "
                              f"sd {row['large_scale_sd']:.4g}")
@@ -118,4 +121,18 @@ class ReportMixin:
             value = fam.evidence(est)
             total += float(value) - n * float(np.log(est.scaler_.y_scale))
         return total
+
+
+def _mid_dropped(ranges, spec) -> str:
+    """Why ``mid_scale="auto"`` dropped the mid-scale field: ``ranges``, the first fit's
+    (local, mid-scale) ranges in model units (NaN: not recorded, a model saved before)."""
+    if not np.all(np.isfinite(ranges)):
+        why = "the first fit gave the local field the longer range"
+    else:
+        def length(v):
+            return lengths([v], spec.units) + (f" ≈ {lengths([v * KM_PER_DEGREE], 'km')}"
+                                               if spec.geographic else "")
+        why = (f"the first fit gave the local field a longer range ({length(ranges[0])}) "
+               f"than the mid-scale field ({length(ranges[1])})")
+    return f"mid-scale field dropped: {why}, so it was not identified; refitted without it"
 

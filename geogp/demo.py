@@ -22,6 +22,7 @@ import numpy as np
 import xarray as xr
 
 from geogp import metrics
+from geogp._progress import bar
 from geogp.api import GeoRegressor
 from geogp.exceptions import InputError
 
@@ -114,9 +115,12 @@ def run_demo(out_dir="geogp-demo", *, model: str = "auto", n_features: int | Non
     model = GeoRegressor(model, n_features=n_features, progress=progress).fit(observed)
     fit_time = time.perf_counter() - t0
     pred = model.predict(like=truth)
-    tif = write_geotiff(pred, out / "demo_prediction.tif", overwrite=True)
-    png = save_maps(out / "demo_map.png", observed, pred, heldout, overwrite=True,
-                    title="geogp demo: Jacksboro fault DEM, 3 holes + 20 % held-out cells")
+    with bar("writing", 2, progress, unit="file") as pbar:
+        tif = write_geotiff(pred, out / "demo_prediction.tif", overwrite=True)
+        pbar.update(1)
+        png = save_maps(out / "demo_map.png", observed, pred, heldout, overwrite=True,
+                        title="geogp demo: Jacksboro fault DEM, 3 holes + 20 % held-out cells")
+        pbar.update(1)
     result = {"fit_time_s": fit_time, "geotiff": str(tif), "map": str(png)}
     for key, ref in (("", heldout), ("discs_", discs), ("random_", random)):
         result[f"{key}rmse"] = metrics.rmse(ref.values, pred["mean"].values)

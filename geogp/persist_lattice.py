@@ -44,6 +44,9 @@ def save_lattice(est, pre: str, arrays: dict, init: dict) -> dict:
         "log_likelihood": (float(est.log_likelihood_) if np.isfinite(est.log_likelihood_)
                            else None),
         "posterior_tiles": int(getattr(est, "posterior_tiles_", 1)),
+        # mid_scale="auto" dropped the level: the first fit's (local, mid) ranges, for summary()
+        "mid_dropped_ranges": (None if getattr(est, "mid_dropped_ranges_", None) is None
+                               else [float(v) for v in est.mid_dropped_ranges_]),
         "y_mean": float(sc.y_mean), "y_scale": float(sc.y_scale),
         "report": {"objective": rep.objective, "n_iter": rep.n_iter, "n_eval": rep.n_eval,
                    "converged": rep.converged, "message": rep.message, "time_s": rep.time_s},
@@ -83,6 +86,9 @@ def load_lattice(meta: dict, pre: str, z: Arrays, accepted_init) -> object:
     est.params_ = {k: float(v) for k, v in params.items()}
     # mid_scale="auto" may have dropped the level during the fit: the parameters say so
     est.mid_dropped_ = est._mid_factor() is not None and "log_range_mid" not in est.params_
+    est.mid_dropped_ranges_ = None  # files written before they were kept have no key
+    if est.mid_dropped_ and meta.get("mid_dropped_ranges") is not None:
+        est.mid_dropped_ranges_ = _floats(meta, "mid_dropped_ranges", 2, where, positive=True)
     est._mean = z.get(f"{pre}lattice/mean", shape=(n,))
     est._var = z.get(f"{pre}lattice/var", shape=(n,), positive=True)
     est._cov = z.get(f"{pre}lattice/cov", shape=(4, n))

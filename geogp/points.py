@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd  # xarray's dependency, loaded with geogp.adapters
 
 from geogp.adapters import GridSpec, resolve_spec
 from geogp.exceptions import AllMissingError, InputError
 
-__all__ = ["PointData", "to_point_data"]
+__all__ = ["PointData", "non_numeric_positions", "to_point_data"]
 
 
 @dataclass
@@ -38,19 +39,31 @@ def _column(table, name: str) -> np.ndarray:
     except (TypeError, ValueError):
         pass
     raw = np.asarray(col, dtype=object).ravel()
-    labels = list(getattr(col, "index", range(raw.size)))
+    bad = non_numeric_positions(raw)
+    if bad.size:
+        i, v = int(bad[0]), raw[bad[0]]
+        label = list(getattr(col, "index", range(raw.size)))[i]
+        comma = " (a decimal comma? write 12.5, or read the CSV with decimal=',')" if (
+            isinstance(v, str) and "," in v) else ""
+        raise InputError(f"column {name!r} holds {v!r} at row {label!r}, which is not "
+                         f"a number{comma}; every value must be numeric (NaN or an empty "
+                         "cell marks a missing one).")
+    raise InputError(f"column {name!r} cannot be read as numbers (dtype {raw.dtype}).")
+
+
+def non_numeric_positions(values) -> np.ndarray:
+    """Positions (int64, ascending) of the entries of a 1-D sequence that are neither numbers
+    nor missing (None, NaN, pandas' NA): text such as ``"n/a"`` or ``"12,5"``."""
+    raw = np.asarray(values, dtype=object).ravel()
+    bad = []
     for i, v in enumerate(raw):
+        if v is None or v is pd.NA:
+            continue
         try:
             float(v)
         except (TypeError, ValueError):
-            if v is None:
-                continue
-            comma = " (a decimal comma? write 12.5, or read the CSV with decimal=',')" if (
-                isinstance(v, str) and "," in v) else ""
-            raise InputError(f"column {name!r} holds {v!r} at row {labels[i]!r}, which is not "
-                             f"a number{comma}; every value must be numeric (NaN or an empty "
-                             "cell marks a missing one).") from None
-    raise InputError(f"column {name!r} cannot be read as numbers (dtype {raw.dtype}).")
+            bad.append(i)
+    return np.asarray(bad, dtype=np.int64)
 
 
 def _continuous_longitudes(xs: np.ndarray, grid) -> np.ndarray:

@@ -13,8 +13,8 @@ if [ "${1:-}" = "--latest" ]; then
 else
   bash scripts/setup.sh
 fi
-# two workers (pytest-xdist), one test file each at a time (module fixtures built once): on
-# 2 cores the suite took 10:45 instead of 15:48 serially (2026-11-25)
+# two workers (pytest-xdist), one test file each at a time (module fixtures built once): about
+# two thirds of the serial time on 2 cores (benchmarks/README.md)
 # one BLAS thread per worker: two workers already fill the two cores, and OpenBLAS threads on
 # top of them only compete (CHOLMOD links the system OpenBLAS that setup.sh installs)
 export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"

@@ -78,15 +78,14 @@ def read_table(args):
 def _check_numeric(column, name: str, path, feature: bool = False) -> None:
     """Refuse text in a column of numbers, naming the column, the value and its line (of a
     CSV) or its feature (of a vector file, ``feature``)."""
-    import numpy as np
     import pandas as pd
 
     from geogp.exceptions import InputError
+    from geogp.points import non_numeric_positions
 
     if pd.api.types.is_numeric_dtype(column):
         return
-    numbers = pd.to_numeric(column, errors="coerce")
-    bad = np.flatnonzero(numbers.isna().to_numpy() & column.notna().to_numpy())
+    bad = non_numeric_positions(column.to_numpy(dtype=object))
     if bad.size:
         value = column.iloc[bad[0]]
         comma = (" (a decimal comma? write 12.5, or use ',' only between columns)"

@@ -31,6 +31,7 @@ class AFSFamily(Family):
     model_class = AFSRegressor
     savable = can_sample = takes_kernel = shares_hyperparameters = True
     default_maxiter = 300
+    setup_phase = "statistics + compile"
     default_kernel = DEFAULT_KERNEL
     defaults = {"n_features": DEFAULT_FEATURES, "mean": DEFAULT_MEAN}
 

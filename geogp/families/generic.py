@@ -41,6 +41,7 @@ class Family:
     estimates_cost = False
     default_maxiter: int | None = None
     placement_strategy = "mi"  # geogp place's default strategy
+    setup_phase = "setup + compile"  # the progress bar of what precedes the optimiser
     default_kernel = "matern12"  # for models that take kernel= (see make)
     defaults: dict = {}
     unknowns_word = "Fourier features"

@@ -18,10 +18,10 @@ pass. The factor of the last values seen is kept, keyed by an exact copy of thos
 ``value_and_grad`` costs one factorisation; any other values refactorise (docs/sparse_vjp.md, backends). The
 shared factor is mutated by callbacks, so every use holds a per-pattern lock.
 
-Threads: CHOLMOD's BLAS runs single-threaded (``threadpoolctl``, as in the selected inversion).
-With OpenBLAS on the 300×500 satellite lattice one thread was as fast as two when idle
-(factorisation 0.9 s against 1.2 s, a 204-column solve 2.2 s either way) and, with another
-process on the second core, two threads made the factorisation 4× slower.
+Threads: CHOLMOD's BLAS runs single-threaded (``threadpoolctl``, as in the selected inversion):
+its supernodes are small to medium blocks, where a second OpenBLAS thread gains nothing when
+the machine is idle and, with another process on the second core, makes the factorisation
+several times slower (benchmarks/README.md, design measurements).
 
 Prefetched inversion: ``host_forward(..., prefetch=True)`` starts a new factor's selected
 inversion in a background thread as soon as it is factorised (the compiled kernel releases the

@@ -10,11 +10,10 @@ Here the forward callback factorises every matrix before any backward pass runs.
 the factor exists (the compiled kernel releases the GIL). The next matrix factorises in the
 meantime, and the backward callback mostly finds the inversions done. Same results as the
 single-matrix operation: each term uses its own :class:`~geogp.linalg.cholmod.CholmodFactorization`.
-Only the order of the host work changes.
-
-Measured on the satellite raster's three fitting tiles (2 cores, about 29,000 unknowns and
-nnz(L) = 2.8·10⁶ each): one value-and-gradient took about 1.7 s term by term and 1.0–1.15 s
-here; stage 1 of the fit (16 evaluations and the compilation) went from 27 s to 23 s.
+Only the order of the host work changes. The backward pass visits the terms last-first: the
+last term's inversion is the one most likely still queued, and the waiting thread takes it
+back and computes it itself (:mod:`geogp.linalg.cholmod`). What this saves is in
+benchmarks/README.md (design measurements).
 """
 
 from __future__ import annotations

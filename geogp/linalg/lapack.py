@@ -89,8 +89,8 @@ class LapackFactor:
 class DenseFactorization(CholmodFactorization):
     """:class:`~geogp.linalg.cholmod.CholmodFactorization` with a dense LAPACK factor.
 
-    BLAS keeps its own thread count here: dense dpotrf + dpotri of a 3,304² matrix took
-    1.44 s on one thread and 0.88 s on two (2 cores, idle).
+    BLAS keeps its own thread count here: dense blocks are large enough for a second thread
+    to pay (benchmarks/README.md, design measurements).
     """
 
     single_threaded_blas = False

@@ -22,8 +22,7 @@ Cost: about ``Σ_J (2 r² s + 3 s³)`` flops, the order of one numeric factorisa
 ``nnz(L)`` for ``Z`` plus one dense ``r × r`` block at a time. No dense ``M × M`` array.
 
 Threads: the blocks are small to medium, where OpenBLAS's thread start-up costs more than it
-saves (measured at M = 2·10⁵ on a 2-D grid: 0.5 s CPU single-threaded, 2.3 s with 2 threads on
-a busy machine). While the kernel runs, BLAS is limited to one thread through ``threadpoolctl``
+saves (benchmarks/README.md, design measurements). While the kernel runs, BLAS is limited to one thread through ``threadpoolctl``
 when it is installed (it comes with scikit-learn); the previous limits are restored after.
 The compiled kernels release the GIL, so selected inversions of different matrices run in
 parallel threads (the lattice model's fitting tiles, :mod:`geogp.linalg.cholmod_many`).

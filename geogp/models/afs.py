@@ -13,6 +13,7 @@ import warnings
 import jax.numpy as jnp
 import numpy as np
 
+from geogp._progress import advance, announce_fit, start_phase
 from geogp._validation import (as_points, as_targets, check_positive, check_same_length,
                                warn_if_lonlat)
 from geogp.exceptions import InputError
@@ -21,8 +22,8 @@ from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures, window
 from geogp.kernels import make_kernel
 from geogp.models import afs_predict, afs_sampling
 from geogp.models.afs_diagnostics import (ALIAS_TOL, REFIT_FACTOR, REFIT_GROWTH, alias_error,
-                                          balanced_width, diagnostics, truncation,
-                                          warn_if_poor)
+                                          balanced_width, diagnostics, refit_reason,
+                                          truncation, warn_if_poor)
 from geogp.models.afs_grid import grid_axes_info, grid_standardizer  # noqa: F401 (re-export)
 from geogp.models.afs_policy import check_budget, choose_solver, dense_block_size
 from geogp.models.afs_objectives import loss_and_args, merge_reports, warm_start
@@ -45,10 +46,10 @@ SUM_SPREAD = 9.0  # a sum's parts start at the pilot lengthscale ×/÷ 3 (two pa
 def auto_features(n_obs: int) -> int:
     """The ``n_features="auto"`` rule: M = N_obs // 8, clipped to [2,000, 10,000].
 
-    From the satellite cross-validation (``benchmarks/heaton_cv.py``, 95k training cells):
-    M = 10,000 (matrix-free) cut the random-fold RMSE from 1.24 to 0.93 and the block-fold
-    RMSE from 1.68 to 1.64 against M = 2,000, with fit + full-grid prediction in 48 s on 2
-    cores. Small data keep M = 2,000 and the exact dense solver.
+    More features resolve shorter scales; on the satellite cross-validation
+    (``benchmarks/heaton_cv.py``) M = 10,000 (matrix-free) beat M = 2,000 on random and block
+    folds at under a minute (figures in benchmarks/README.md). Small data keep M = 2,000 and
+    the exact dense solver.
     """
     return int(np.clip(int(n_obs) // 8, 2000, 10000))
 
@@ -326,7 +327,10 @@ class AFSRegressor:
                                      int(self.warm_start), self.maxiter)
         report = None  # a bound over the lowest frequencies only: not part of the history
         if low is None:
+            announce_fit(self.progress, f"pilot fit of {first} alone")
             single, report = self._optimise(single, first=False)
+            announce_fit(self.progress, f"fitting {self.kernel}",
+                         f"the pilot fit of {first} alone gave the sum's start; fitting the sum")
         k = single["kernel"]
         kern = make_kernel(self.kernel, d, np.asarray(k.lengthscale), float(k.variance),
                            spread=SUM_SPREAD, centred=True)
@@ -382,6 +386,9 @@ class AFSRegressor:
             new = window(kern, REFIT_GROWTH)
             if np.all(new <= width * (1 + 1e-9)):
                 break  # capped, or truncation-limited: the diagnostics say which
+            announce_fit(self.progress, f"refit {len(widths)} on a wider window",
+                         refit_reason(len(widths), MAX_REFITS, width, new, extent),
+                         "statistics + compile")
             width = new
             self._build(center, width, make_stats)
         self.kernel_, self.noise_ = params["kernel"], float(params["noise"])
@@ -392,6 +399,7 @@ class AFSRegressor:
         self.diagnostics_["window_refits"] = len(widths) - 1
         warn_if_poor(self.diagnostics_, stacklevel=3)
         ff = self.features_
+        start_phase(self.progress, "posterior", [f"{ff.n_features} features"])
         if self.stats_.matrix_free:
             self.posterior_ = iterative_posterior(
                 _log_lambda(ff, self.kernel_), self.noise_, self.kernel_.variance_at_zero,
@@ -400,6 +408,7 @@ class AFSRegressor:
         else:
             self.posterior_ = posterior(_log_lambda(ff, self.kernel_), self.noise_,
                                         self.kernel_.variance_at_zero, self._residual_stats())
+        advance(self.progress)
         return self
 
     def _alias_tol(self):

@@ -65,7 +65,8 @@ from geogp.features.afs_dft import log_lambda
 
 __all__ = ["ALIAS_TOL", "ALIAS_WARN", "TRUNCATION_WARN", "LENGTHSCALE_WARN", "PART_WARN",
            "MAX_AUTO_FACTOR", "REFIT_FACTOR", "REFIT_GROWTH", "decay_distance", "alias_width",
-           "alias_error", "truncation", "balanced_width", "diagnostics", "warn_if_poor"]
+           "alias_error", "truncation", "balanced_width", "diagnostics", "refit_reason",
+           "warn_if_poor"]
 
 ALIAS_TOL = 0.01  # default alias_tol of the window rule
 ALIAS_WARN = 0.05  # warn when the farthest pair's alias error exceeds this
@@ -213,6 +214,14 @@ def diagnostics(ff, kernel, noise: float, extent) -> dict:
         "window_factor": float(np.max(width / np.maximum(extent, 1e-300))),
         "n_features": int(ff.n_features),
     }
+
+
+def refit_reason(k: int, most: int, width, new, extent) -> str:
+    """Why AFS refits (the ``k``-th window refit of at most ``most``), in words: the window
+    ``width`` aliases the learnt kernel; the statistics are recomputed on ``new``."""
+    return (f"AFS refit {k} (of at most {most}): the learnt lengthscales alias on a window "
+            f"{np.max(np.asarray(width) / extent):.3g}× the data's extent; new statistics on "
+            f"{np.max(np.asarray(new) / extent):.3g}×, L-BFGS from where it stopped")
 
 
 def warn_if_poor(diag: dict, stacklevel: int = 2) -> list:

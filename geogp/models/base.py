@@ -54,6 +54,7 @@ class Estimator(Protocol):
         estimates_cost: whether the model estimates a fit's tiles, memory and time up front.
         default_maxiter: optimiser iterations of a progress bar (None: no training bar).
         placement_strategy: the default strategy of ``geogp place`` for this model.
+        setup_phase: the name of the progress bar's phase before the optimiser.
     """
 
     name: str
@@ -67,6 +68,7 @@ class Estimator(Protocol):
     estimates_cost: bool
     default_maxiter: int | None
     placement_strategy: str
+    setup_phase: str
 
     def option_names(self) -> set:
         """Keyword arguments the family's model accepts."""

@@ -23,6 +23,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
+from geogp._progress import announce_fit
 from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.models.base import Standardizer, check_fitted
 from geogp.models.lattice_gmrf import (
@@ -119,7 +120,8 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         backend: ``"auto"`` (CHOLMOD when available), ``"cholmod"`` or ``"dense"``.
         ordering: CHOLMOD fill-reducing ordering (default nested dissection).
         max_bytes: refuse lattices whose factor would need more memory than this.
-        progress: ``progress(iteration, objective)`` after each L-BFGS iteration.
+        progress: ``progress(iteration, objective)`` after each L-BFGS iteration; a
+            :class:`geogp._progress.FitProgress` also gets the refit and the posterior's steps.
         large_scale: None (default), a number of large-scale Fourier features (cos/sin pairs of
             the lowest frequencies of a window ``large_scale_window`` times the lattice) or
             ``"auto"`` (:data:`LARGE_SCALE_AUTO` beside the mid-scale level,
@@ -162,7 +164,10 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         shape. n_obs_: observed cells. log_likelihood_: REML log likelihood of the whole raster
         at θ (standardised units). fit_tiles_: number of tiles in the fit. mid_dropped_:
         True when ``mid_scale="auto"`` dropped the mid-scale level because the fit gave the
-        local field the longer range (nearly noise-free smooth data). posterior_tiles_: tiles
+        local field the longer range (nearly noise-free smooth data), and then
+        mid_dropped_ranges_: that first fit's (local, mid-scale) ranges in model units (None
+        when nothing was dropped, or unknown: a model saved before they were kept); the
+        ``progress`` tracker announces the refit (:mod:`geogp._progress`). posterior_tiles_: tiles
         of the posterior (1: the whole lattice); with more, log_likelihood_ is NaN.
     """
 
@@ -298,7 +303,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         if not tiles:
             tiles = [(slice(0, obs.shape[0]), slice(0, obs.shape[1]))]
         # stage 1 on the tiles
-        self.mid_dropped_ = False
+        self.mid_dropped_, self.mid_dropped_ranges_ = False, None
         problems = [self._problem(obs, ys, sl, large=False) for sl in tiles]
         self.fit_tiles_ = len(problems)
         local, report = self._stage1(params, problems, tiles)
@@ -310,6 +315,13 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             # again from the usual start (from where it ended, the noise, which such data do
             # not identify, stayed where the level had pushed it).
             self.mid_dropped_ = True
+            self.mid_dropped_ranges_ = tuple(float(np.exp(local[k]) * unit)
+                                             for k in ("log_range", "log_range_mid"))
+            announce_fit(self.progress, "refit without the mid-scale field", (
+                "mid-scale field dropped: the first fit gave the local field a longer range "
+                f"({float(np.exp(local['log_range'])):.4g} cells) than the mid-scale field "
+                f"({float(np.exp(local['log_range_mid'])):.4g} cells), which is then not "
+                "identified; fitting the local field again without it"), "setup + compile")
             params = self._initial(ys, trend)
             problems = [self._problem(obs, ys, sl, large=False) for sl in tiles]
             local, report = self._stage1(params, problems, tiles)

@@ -193,6 +193,9 @@ class LatticeOutputsMixin:
             out["mid_scale_range"] = float(np.exp(self.params_["log_range_mid"])) * self.unit_
             out["mid_scale_sd"] = (float(np.exp(self.params_["log_sd_mid"]))
                                    * self.scaler_.y_scale)
+        if getattr(self, "mid_dropped_", False):  # mid_scale="auto" dropped the level
+            out["mid_scale_dropped"] = (getattr(self, "mid_dropped_ranges_", None)
+                                        or (float("nan"), float("nan")))
         if "log_range_large" in self.params_ and self._n_large():
             out["large_scale_lengthscale"] = (float(np.exp(self.params_["log_range_large"]))
                                               * self.unit_)

@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from geogp._progress import advance, start_phase
 from geogp.exceptions import ApproximationWarning, GeogpError
 from geogp.models.lattice_gmrf import (
     LARGE_SCALE_LOSSES,
@@ -45,7 +46,11 @@ from geogp.models.lattice_workers import dask_client, release_memory, sparse_pas
 from geogp.optimize import FitReport, minimize_lbfgs
 
 __all__ = ["LargeScaleFit", "LatticePosterior", "LatticePosteriorMixin", "fit_large_scales",
-           "lattice_posterior"]
+           "lattice_posterior", "WHOLE_STEPS"]
+
+# the steps of the posterior on the whole lattice, as its progress bar names them
+WHOLE_STEPS = ("factorisation + solves", "selected inversion", "neighbour covariances",
+               "large scales", "moments")
 
 
 
@@ -98,8 +103,16 @@ def lattice_posterior(model, params: dict, obs: np.ndarray, ys: np.ndarray, tile
     large scales and c. Tile by tile (:mod:`geogp.models.lattice_tiled`; on ``client``'s
     dask workers when given, :mod:`geogp.models.lattice_workers`), or as one tile, the whole
     lattice. ``model`` is only read (its problem builders and settings); ``obs`` (raster
-    shape) and ``ys`` (standardised observed values) are the data."""
-    single = len(tiles) == 1
+    shape) and ``ys`` (standardised observed values) are the data. The steps (or tiles) are
+    reported to ``model.progress`` (:mod:`geogp._progress`)."""
+    single, n, progress = len(tiles) == 1, len(tiles), getattr(model, "progress", None)
+    if single:
+        start_phase(progress, "posterior on the whole lattice", WHOLE_STEPS)
+    else:
+        start_phase(progress, f"posterior on {n} tiles (2 passes)",
+                    [f"pass 1: tile solves, {i} of {n} done" for i in range(n)]
+                    + ["large scales"]
+                    + [f"pass 2: tile moments, {i} of {n} done" for i in range(n)])
     raster = np.full(obs.shape, np.nan)
     raster[obs] = ys  # the standardised data, NaN where missing
     # pass 1, each tile's sparse work at the stage-1 θ: M = [y, F]ᵀ Σ_g⁻¹ [y, F] summed over
@@ -116,6 +129,7 @@ def lattice_posterior(model, params: dict, obs: np.ndarray, ys: np.ndarray, tile
     with kept:
         n_obs, freq2 = int(obs.sum()), np.tile(np.sum(model.freq_**2, axis=1), 2)
         fit = fit_large_scales(model, params, m_mat, logdet_sigma, n_obs, freq2)
+        advance(progress)
         ll, w, a, d = fit.dense
         k = freq2.shape[0]
         vbeta = np.linalg.inv(a) if a.size else np.zeros((0, 0))
@@ -123,6 +137,7 @@ def lattice_posterior(model, params: dict, obs: np.ndarray, ys: np.ndarray, tile
         args = (fit.local_scale, d, w, vbeta)
         if single:
             parts = [core_moments(state, *args)]
+            advance(progress)
         else:
             parts = kept.map(core_moments, args, getattr(model, "_tile_progress", None))
         ny, nx = model.shape_
@@ -274,6 +289,8 @@ def tile_statistics(est, raster: np.ndarray, tile: PosteriorTile, params, keep=F
     _, ex, ext = extended_core(shape, core)
     s, m_mat, logdet_sigma, b_vals = solve_tile(params, problem, shape, mid,
                                                 rows=None if keep else ext, whole=keep)
+    step = (lambda: advance(est.progress)) if keep else (lambda: None)  # one tile: its steps
+    step()
     if not keep:  # the core's observed cells, and where they sit in the extended core
         c = cells[in_core(cells, shape, tile)]
         r, q = np.divmod(c, shape[1])
@@ -282,11 +299,13 @@ def tile_statistics(est, raster: np.ndarray, tile: PosteriorTile, params, keep=F
     # drop the right-hand sides (a copy: a view would keep the (n, 1 + k + p) array alive)
     problem = dataclasses.replace(problem, ptw=np.zeros((0, problem.ptw.shape[1])))
     z = selected_inverse(problem, b_vals, est.ordering, release=keep)  # one tile: no reuse
+    step()
     oy, ox = tile.offset
     state = core_state(shape, core, s, lambda rr, cc: est._columns(rr + oy, cc + ox),
                        field_covariance(problem.pattern, z, shape, mid),
                        dtype=np.float64 if keep else np.float32, overwrite_s=keep)
     del z, s
+    step()
     if keep:
         return m_mat, logdet_sigma, state, {
             "pattern": problem.pattern, "b_vals": np.asarray(b_vals),

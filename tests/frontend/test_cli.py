@@ -35,7 +35,7 @@ def test_fit_end_to_end_in_a_subprocess(tif, tmp_path):
                tmp_path / "model.npz", "--latent", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "lengthscale" in res.stdout and "wrote" in res.stdout
-    assert "training" in res.stderr  # progress bars go to stderr
+    assert "fitting hyperparameters (L-BFGS" in res.stderr  # progress bars go to stderr
     assert "writing: 100%" in res.stderr and "4/4" in res.stderr  # tif, nc, png, model
     with rasterio.open(out) as src, rasterio.open(tif) as ref:
         assert src.descriptions == ("mean", "std", "std_latent")

@@ -155,3 +155,29 @@ def test_issue32_text_in_a_vector_files_value_column_names_the_feature(tmp_path,
     line = error_line(capsys)
     assert "column 't'" in line and "'12,5'" in line and "feature 2" in line
     assert not (tmp_path / "o.tif").exists()
+
+
+def test_non_numeric_positions_is_the_one_finder_of_text_in_numbers():
+    """The CLI's CSV/vector check and the point adapter share one finder: it skips numbers,
+    numeric text and missing markers (None, NaN, pandas' NA) and returns every other entry's
+    position, as a naive per-entry check does."""
+    import pandas as pd
+
+    from geogp.points import non_numeric_positions
+
+    values = [1, "2.5", None, float("nan"), pd.NA, "12,5", "n/a", 3.0, "", "-1e3", object()]
+
+    def naive(v):
+        if v is None or v is pd.NA:
+            return False
+        try:
+            float(v)
+        except (TypeError, ValueError):
+            return True
+        return False
+
+    got = non_numeric_positions(values)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, [i for i, v in enumerate(values) if naive(v)])
+    np.testing.assert_array_equal(got, [5, 6, 8, 10])
+    assert non_numeric_positions(pd.Series([1.0, None, 2.0], dtype=object)).size == 0

@@ -197,13 +197,16 @@ def test_a_tiled_model_file_round_trips_and_score_refuses(tmp_path):
 
 
 def test_the_progress_bar_counts_both_passes_over_the_tiles(capsys):
+    """One posterior bar: 9 tile solves, the large scales, 9 tiles' moments (19 steps)."""
     import geogp
     from tests.frontend._frontend_rasters import make_raster
 
     geogp.fit(make_raster(30, 40, seed=4), model="lattice", maxiter=3, margin=4,
               posterior_tile=16, posterior_halo=8, progress=True)
     err = capsys.readouterr().err
-    assert "posterior on 9 tiles (2 passes)" in err and "18/18" in err
+    assert "posterior on 9 tiles (2 passes)" in err and "19/19" in err
+    assert "pass 1: tile solves, 8 of 9 done" in err and "large scales" in err
+    assert "pass 2: tile moments, 8 of 9 done" in err
     assert "lattice model on 30 × 40 cells: posterior on 9 tiles; estimated peak memory" in err
 
 

@@ -443,3 +443,43 @@ def test_cli_place_lattice_refusal_gives_placement_advice(tmp_path, capsys):
     assert "whole-raster posterior" in text and "raise --max-memory" in text
     assert "--posterior-tile" not in text and "--model afs" in text
     assert not (tmp_path / "s.geojson").exists()
+
+
+@pytest.mark.parametrize("strategy", ["reduction", "mi"])
+def test_probed_picks_are_refined_by_exact_scores(fitted, strategy):
+    """With few probes (noisy scores), each pick is the best of the REFINE_TOP best-probed
+    candidates by the exact criterion from the dense covariance (conditioned on the sites so
+    far), and is never worse by that criterion than the probes' own favourite."""
+    from geogp.placement import Candidates
+    from geogp.placement.lattice import REFINE_TOP, lattice_greedy
+
+    est, v = fitted
+    m = int(est.margin)
+    ny, nx = v.shape
+    cands = Candidates.grid([np.arange(ny) * 10.0, np.arange(nx) * 10.0])
+    rows, cols = np.divmod(np.arange(ny * nx), nx)
+    cells = (rows + m) * est.shape_[1] + cols + m
+    noise = float(est.noise_var_)
+    cov = _dense_covariance(est)
+    rho0 = np.diag(cov)[cells] + noise
+    g = lattice_greedy(est, cands, None, None, strategy, "marginal", 3, 1e12, probes=8)
+    active = np.ones(len(cells), dtype=bool)
+    chosen = []
+    for _ in range(3):
+        c = cov
+        if chosen:
+            cs = cov[:, cells[chosen]]
+            c = cov - cs @ np.linalg.solve(cs[cells[chosen]] + noise * np.eye(len(chosen)), cs.T)
+        x = c[np.ix_(cells, cells)]
+        d = np.diag(c)[cells] + noise
+        exact = (np.sum(x**2, axis=1) / d if strategy == "reduction"
+                 else 0.5 * np.sum(x**2 / rho0[None, :], axis=1) / d)
+        rank = np.where(active, g.score_all(active), -np.inf)
+        top = np.argsort(-rank, kind="stable")[:REFINE_TOP]
+        a, score = g.refine(rank, None)
+        assert a == top[np.argmax(exact[top])]
+        assert score == pytest.approx(exact[a], rel=1e-8)
+        assert exact[a] >= exact[int(np.argmax(rank))]
+        g.add(a, active)
+        active[a] = False
+        chosen.append(a)

@@ -30,6 +30,7 @@ from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures, window
 from geogp.kernels import make_kernel
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
 from geogp.models.likelihoods import gauss_hermite, make_likelihood
+from geogp.models.svgp_newton import LOG_CONCAVE, optimal_q
 from geogp.optimize import constrain, minimize_lbfgs, unconstrain
 
 __all__ = ["SVGPRegressor", "SVGPPrediction", "elbo", "kl_whitened", "marginals", "q_chol",
@@ -112,6 +113,18 @@ class SVGPPrediction(Prediction):
         return self
 
 
+def _phase(progress, title, total, unit="step"):
+    """Announce a phase to a progress object that has bars per phase (``phase``); a plain
+    ``progress(step, objective)`` callback gets only the steps."""
+    if hasattr(progress, "phase"):
+        progress.phase(title, total, unit)
+
+
+def _done(progress, n):
+    if hasattr(progress, "done"):
+        progress.done(n)
+
+
 # ---------------------------------------------------------------------- estimator
 class SVGPRegressor:
     """Stochastic variational GP on AFS features with a non-Gaussian (or Gaussian) likelihood.
@@ -132,19 +145,28 @@ class SVGPRegressor:
             batch, Adam on minibatches).
         learn_hyperparameters: learn θ and the likelihood's parameters (else only q and b).
         mean: ``"constant"`` (learnt b) or None (b = 0).
-        seed: minibatch order. progress: optional callback ``progress(step, -elbo)``.
+        exact_q: after the optimiser, move q(v) (and b) to their optimum at the fitted θ by
+            Newton passes over all the data (:mod:`geogp.models.svgp_newton`; Gaussian,
+            Poisson and Bernoulli, whose ELBO is concave in q). Without it, q is where Adam
+            left it: far from the optimum in the directions that the data hardly constrain,
+            such as the inside of a large gap.
+        seed: minibatch order. progress: optional callback ``progress(step, -elbo)``; one
+            that also has ``phase(title, total, unit)`` and ``done(n)`` (as
+            :class:`geogp.api_likelihoods.SVGPProgress`) is told each phase: training, the
+            optimal q (``exact_q``), the ELBO on all the data.
 
     Attributes:
         features_, kernel_, lik_params_, mean_ (b), q_mean_ (m), q_chol_ (L), scaler_,
         elbo_ (full-data ELBO at the end; y standardised for real-valued likelihoods),
-        history_ (−ELBO estimates), n_iter_, fit_time_s_, likelihood_.
+        history_ (−ELBO estimates), n_iter_, q_passes_ (data passes of ``exact_q``),
+        optimizer_, batch_size_, fit_time_s_, likelihood_.
     """
 
     def __init__(self, likelihood="gaussian", kernel="matern32", *, n_features=256,
                  n_freq=None, lattice="odd", window_factor=DEFAULT_WIDTH_FACTOR, margin=0.0,
                  bounds=None, lengthscale=0.2, variance=1.0, batch_size=None, maxiter=2000,
                  learning_rate=0.02, optimizer="auto", learn_hyperparameters=True,
-                 mean="constant", seed=0, progress=None):
+                 mean="constant", exact_q=True, seed=0, progress=None):
         self.likelihood = likelihood
         self.kernel = kernel
         self.n_features = n_features
@@ -161,6 +183,7 @@ class SVGPRegressor:
         self.optimizer = optimizer
         self.learn_hyperparameters = learn_hyperparameters
         self.mean = mean
+        self.exact_q = exact_q
         self.seed = seed
         self.progress = progress
 
@@ -182,6 +205,8 @@ class SVGPRegressor:
         y = as_targets(y)
         check_same_length(X, y)
         y = self.likelihood_.check(y)
+        if not isinstance(self.exact_q, (bool, np.bool_)):
+            raise InputError(f"exact_q must be True or False; got {self.exact_q!r}.")
         if self.mean not in ("constant", None):
             raise InputError(f"mean must be 'constant' or None; got {self.mean!r}.")
         if self.likelihood_.standardise:
@@ -241,10 +266,13 @@ class SVGPRegressor:
             raise InputError(f"optimizer must be 'auto', 'adam' or 'lbfgs'; got {opt!r}.")
         if opt == "lbfgs" and B < N:
             raise InputError("optimizer='lbfgs' needs the full batch (batch_size=None or ≥ N).")
+        self.optimizer_, self.batch_size_ = opt, B
         fixed = () if self.learn_hyperparameters else ("kernel", "lik")
         ff = self.features_
         consts = (jnp.asarray(ff.frequencies), jnp.asarray(ff.log_norm))
         if opt == "lbfgs":
+            _phase(self.progress, f"training (L-BFGS on all {N} points, at most "
+                   f"{int(self.maxiter)} iterations)", None, "iter")
             args = (jnp.asarray(ff(Xs)), jnp.asarray(ys), jnp.asarray(offset), float(N), *consts)
             params, rep = minimize_lbfgs(_loss(self.likelihood_), params, args=args,
                                          unconstrained=FREE, fixed=fixed, maxiter=self.maxiter,
@@ -255,13 +283,44 @@ class SVGPRegressor:
             params = self._adam(params, Xs, ys, offset, B, fixed, consts)
         self.kernel_ = params["kernel"]
         self.lik_params_ = params.get("lik", {})
+        _done(self.progress, self.n_iter_)
+        self.q_passes_ = 0
+        if self.exact_q and self.likelihood_.name in LOG_CONCAVE:
+            params = self._optimal_q(params, Xs, ys, offset)
         self.mean_ = float(params.get("mean", 0.0))
         self.q_mean_ = np.asarray(params["q"]["m"])
         self.q_chol_ = np.asarray(q_chol(params["q"]["L"]))
         self._params = params
+        _phase(self.progress, "ELBO on all the data", 1, "pass")
         self.elbo_ = self.elbo(Xs, ys, offset)
+        _done(self.progress, 1)
         self.fit_time_s_ = time.perf_counter() - t0
         return self
+
+    def _optimal_q(self, params, Xs, ys, offset, chunk: int = 8192):
+        """q (and b) at their optimum for the fitted θ: Newton passes over all the data
+        (:func:`geogp.models.svgp_newton.optimal_q`)."""
+        ff, kern = self.features_, params["kernel"]
+        sl = np.exp(0.5 * np.asarray(log_lambda(kern, ff.frequencies, ff.log_norm)))
+        N = Xs.shape[0]
+
+        def chunks():
+            for s in range(0, N, chunk):
+                yield ff(Xs[s:s + chunk]) * sl, slice(s, s + chunk)
+
+        _phase(self.progress, f"optimal q at these hyperparameters (Newton on all {N} "
+               "points)", None, "pass")
+        m, L, b, _, n = optimal_q(chunks, ys, offset, params["q"]["m"],
+                                  q_chol(params["q"]["L"]), float(params.get("mean", 0.0)),
+                                  float(kern.variance_at_zero), self.likelihood_,
+                                  params.get("lik", {}), learn_mean=self.mean == "constant",
+                                  progress=self.progress)
+        _done(self.progress, n)
+        self.q_passes_ = n
+        out = {**params, "q": {"m": jnp.asarray(m), "L": jnp.asarray(L_raw_from(L))}}
+        if "mean" in params:
+            out["mean"] = jnp.asarray(b)
+        return out
 
     def _adam(self, params, Xs, ys, offset, B, fixed, consts):
         N = Xs.shape[0]
@@ -283,6 +342,8 @@ class SVGPRegressor:
             updates, state = opt.update(g, state, u)
             return optax.apply_updates(u, updates), state, val
 
+        _phase(self.progress, f"training (Adam, {T} steps on minibatches of {B} of {N} "
+               "points)", T)
         u = unconstrain(free, FREE)
         state = opt.init(u)
         rng = np.random.default_rng(self.seed)
@@ -404,3 +465,28 @@ class SVGPRegressor:
 
     def n_params(self) -> int:
         return int(ravel_pytree(self._params)[0].size)
+
+    def describe(self) -> dict:
+        """The fitted hyperparameters that this model has, in data units: ``lengthscale`` (P, D)
+        (one row per kernel part), ``latent_mean`` (b) and ``signal_sd`` (√k(0)) of the latent
+        f (data units for Gaussian and Student-t; log rate for Poisson; probit/logit scale for
+        Bernoulli), the likelihood's own parameters (``noise_sd`` for Gaussian, ``t_scale`` and
+        ``t_dof`` for Student-t; none for Poisson and Bernoulli), ``n_features``, ``n_iter``,
+        ``optimizer`` and ``objective`` (−ELBO)."""
+        check_fitted(self, "q_mean_")
+        sc, lik, lp = self.scaler_, self.likelihood_, self.lik_params_
+        s = float(sc.y_scale)
+        parts = getattr(self.kernel_, "parts", (self.kernel_,))
+        out = {"likelihood": lik.name,
+               "lengthscale": np.stack([np.broadcast_to(np.asarray(p.lengthscale),
+                                                        sc.x_scale.shape) * sc.x_scale
+                                        for p in parts]),
+               "latent_mean": float(sc.y_mean) + s * self.mean_,
+               "signal_sd": s * float(np.sqrt(float(self.kernel_.variance_at_zero))),
+               "n_features": int(self.features_.n_features), "n_iter": int(self.n_iter_),
+               "optimizer": self.optimizer_, "objective": -float(self.elbo_)}
+        if lik.name == "gaussian":
+            out["noise_sd"] = s * float(np.sqrt(float(lp["noise"])))
+        elif lik.name == "student_t":
+            out["t_scale"], out["t_dof"] = s * float(lp["scale"]), float(lik.nu(lp))
+        return out

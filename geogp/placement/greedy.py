@@ -134,6 +134,12 @@ class _Greedy:
                         self.scores)
         return self.scores
 
+    def refine(self, rank: np.ndarray, costs) -> tuple[int, float] | None:
+        """(candidate, score) to take instead of the best of ``rank``, where the scores are
+        estimates that a subclass can recompute exactly for the best few; None here (the
+        scores are exact)."""
+        return None
+
     def _krause_gain(self, h, q) -> np.ndarray:
         """δ = ½ log(σ²_{a|A}/σ²_{a|Ā}) with σ²_{a|A} = σ² + h, σ²_{a|Ā} = σ⁴/(σ² − q)."""
         s2 = self.pb.noise
@@ -231,6 +237,9 @@ def _run(g: _Greedy, n: int, active, costs, budget, min_distance, coords):
                 break
             a = int(np.argmax(rank))  # ties: lowest index
             score = float(scores[a])
+            refined = g.refine(rank, costs)  # estimated scores: the best few recomputed
+            if refined is not None:
+                a, score = refined
         info = g.add(a, active)
         before = np.sqrt(np.maximum(info["cT_before"], 0.0))
         after = np.sqrt(np.maximum(info["cT_before"] - info["u"] ** 2 / info["d"], 0.0))

@@ -34,6 +34,10 @@ the posterior correlation is shorter than their spacing.
 of the targets' summed variances (the squared error a map's user sees), with the same probes
 and W = I over every cell, or exactly over an explicit small target set.
 
+With probes, each pick is refined: the :data:`REFINE_TOP` best-probed candidates are scored
+exactly (one solve with as many columns of C_k) and the best of them is taken, so that the
+probes' noise does not decide between candidates whose scores lie within it.
+
 :class:`LatticeCovariance` holds that state for a fitted whole-lattice model;
 :func:`lattice_greedy` builds the greedy state of :mod:`geogp.placement.greedy` on it for
 ``"variance"`` and ``"mi"`` (marginal and joint: one column per target).
@@ -50,11 +54,12 @@ from geogp.placement.candidates import MIN_DISTANCE_FRACTION, packing_distance
 from geogp.placement.greedy import _Greedy
 from geogp.placement.operators import _Problem
 
-__all__ = ["PROBES", "LatticeCovariance", "add_lattice_observations", "is_lattice", "check_lattice", "lattice_greedy",
+__all__ = ["PROBES", "REFINE_TOP", "LatticeCovariance", "add_lattice_observations", "is_lattice", "check_lattice", "lattice_greedy",
            "lattice_min_distance", "lattice_memory_estimate"]
 
 _LOCATION_BYTES = 400  # per candidate/target: cells, variances, scores, masks
 PROBES = 128  # random-sign probes of the marginal mi over every cell (module docstring)
+REFINE_TOP = 16  # best-probed candidates whose score is computed exactly before each pick
 
 
 class LatticeCovariance:
@@ -274,6 +279,7 @@ class _LatticeGreedy(_Greedy):
             self._z = rng.choice([-1.0, 1.0], (pb.tops.n, self.probes))
             if strategy == "mi":  # W = diag(1/ρ); "reduction": W = I
                 self._z /= np.sqrt(self.cT + pb.noise)[:, None]
+            self._rho0 = self.cT + pb.noise  # the probes' weights (W = diag(1/ρ) for mi)
             self.P = np.empty((pb.ops.n, self.probes))
             for a in range(0, self.probes, 64):
                 z = np.zeros((lc.n, min(64, self.probes - a)))
@@ -305,6 +311,25 @@ class _LatticeGreedy(_Greedy):
         if self.probes:  # ½ Σ_i C_ai² / (ρ_i d_a), estimated (module docstring)
             return 0.5 * np.mean(self.P**2, axis=1) / d
         return super().score_all(active, *pending)
+
+    def refine(self, rank: np.ndarray, costs) -> tuple[int, float] | None:
+        """With probed scores: the best of the :data:`REFINE_TOP` highest-ranked candidates
+        by their exact score (one solve with that many columns of C_k), so that the probes'
+        noise (relative sd up to √(2/m)) does not decide between close candidates. Returns
+        (candidate, exact score), or None without probes."""
+        if not self.probes:
+            return None
+        order = np.argsort(-rank, kind="stable")[:REFINE_TOP]
+        order = order[np.isfinite(rank[order])]
+        cols = self.lc.columns(self.pb.ops.cells[order])[self.pb.tops.cells]  # (T, K)
+        d = self.h[order] + self.pb.noise
+        if self.strategy == "reduction":  # Σ_i C_ai² / d_a
+            exact = np.sum(cols**2, axis=0) / d
+        else:  # ½ Σ_i C_ai² / (ρ_i d_a), with the probes' weights
+            exact = 0.5 * np.sum(cols**2 / self._rho0[:, None], axis=0) / d
+        ranked = exact / costs[order] if costs is not None else exact
+        best = int(np.argmax(ranked))
+        return int(order[best]), float(exact[best])
 
     def add(self, a: int, active) -> dict:
         pb = self.pb

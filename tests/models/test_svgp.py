@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import scipy.optimize as so
 import scipy.special as sps
 
 import geogp  # noqa: F401  (float64)
@@ -22,6 +21,7 @@ from geogp.models.collapsed import collapsed_bound, posterior
 from geogp.models.likelihoods import Bernoulli, Gaussian, Poisson, StudentT
 from geogp.models.svgp import SVGPRegressor, elbo, gaussian_optimal_q, L_raw_from
 from geogp.features.fourier_statistics import dense_stats
+from _reference.svgp_vi import laplace_weights as _laplace, ref_vi as _ref_vi
 
 
 def _data(n=150, seed=0):
@@ -69,60 +69,6 @@ def test_gaussian_reaches_collapsed_bound_and_posterior():
 
 
 # ------------------------------------------------------------------ 2. reference VI, Laplace
-def _ref_vi(Psi, y, k0, kind, b0):
-    """Gaussian VI of f = Ψv + b, v ~ N(0, I), in numpy: BFGS with hand-written gradients."""
-    N, M = Psi.shape
-    tril = np.tril_indices(M)
-    x60, w60 = np.polynomial.hermite_e.hermegauss(60)
-    w60 = w60 / np.sqrt(2 * np.pi)
-
-    def unpack(z):
-        Lr = np.zeros((M, M))
-        Lr[tril] = z[M:-1]
-        L = np.tril(Lr, -1) + np.diag(np.exp(np.diag(Lr)))
-        return z[:M], L, z[-1]
-
-    def fun(z):
-        m, L, b = unpack(z)
-        mu = Psi @ m + b
-        PL = Psi @ L
-        v = k0 - np.sum(Psi**2, 1) + np.sum(PL**2, 1)
-        if kind == "poisson":
-            r = np.exp(mu + v / 2)
-            E = np.sum(y * mu - r - sps.gammaln(y + 1))
-            g_mu, g_v = y - r, -r / 2
-        else:  # probit: E[log Φ(s f)], derivatives by Bonnet/Price with 60-point quadrature
-            s = 2 * y - 1
-            fq = mu[:, None] + np.sqrt(v)[:, None] * x60
-            z_ = s[:, None] * fq
-            R = np.exp(-0.5 * z_**2 - 0.5 * np.log(2 * np.pi) - sps.log_ndtr(z_))
-            E = np.sum(sps.log_ndtr(z_) @ w60)
-            g_mu = (s[:, None] * R) @ w60
-            g_v = 0.5 * ((-R * (z_ + R)) @ w60)
-        kl = 0.5 * (np.sum(L**2) + m @ m - M - 2 * np.sum(np.log(np.diag(L))))
-        gm = Psi.T @ g_mu - m
-        gL = 2 * (Psi.T * g_v) @ PL - (L - np.diag(1 / np.diag(L)))
-        gL = np.tril(gL)
-        gL[np.diag_indices(M)] *= np.diag(L)
-        return -(E - kl), -np.concatenate([gm, gL[tril], [g_mu.sum()]])
-
-    z0 = np.concatenate([np.zeros(M), np.zeros(len(tril[0])), [b0]])
-    res = so.minimize(fun, z0, jac=True, method="BFGS", options={"gtol": 1e-9, "maxiter": 5000})
-    m, L, b = unpack(res.x)
-    return m, L, b, -res.fun
-
-
-def _laplace(Psi, y, b):
-    """Laplace approximation of Poisson f = Ψv + b: Newton on v, covariance (I + ΨᵀWΨ)⁻¹."""
-    v = np.zeros(Psi.shape[1])
-    for _ in range(50):
-        r = np.exp(Psi @ v + b)
-        H = np.eye(v.size) + (Psi.T * r) @ Psi
-        v = v + np.linalg.solve(H, Psi.T @ (y - r) - v)
-    r = np.exp(Psi @ v + b)
-    return v, np.linalg.inv(np.eye(v.size) + (Psi.T * r) @ Psi)
-
-
 @pytest.mark.parametrize("kind", ["poisson", "bernoulli"])
 def test_posterior_matches_reference_vi(kind):
     rng, X, f = _data(n=150, seed=1)

@@ -374,9 +374,11 @@ def _announce_cost(est, shape) -> None:
     if cost["tiles"] > 1 and client is None:
         hint = ("; tiles run in parallel on a dask cluster (geogp fit --workers N, or a "
                 "distributed.Client), and larger tiles (--max-memory) waste less on halos")
+    secs = float(cost["seconds"])
+    when = f"{secs:.0f} s" if secs < 90 else f"{secs / 60:.0f} min"  # never "0 min"
     print(f"lattice model on {shape[0]} × {shape[1]} cells: posterior on {tiles}; estimated "
           f"peak memory {cost['bytes'] / 2**30:.1f} GiB (limit {est.max_bytes / 2**30:.1f} "
-          f"GiB), roughly {cost['seconds'] / 60:.0f} min at the 2-core reference rate{hint}",
+          f"GiB), roughly {when} at the 2-core reference rate{hint}",
           file=sys.stderr, flush=True)
 
 

@@ -208,6 +208,12 @@ def test_the_progress_bar_counts_both_passes_over_the_tiles(capsys):
     assert "pass 1: tile solves, 8 of 9 done" in err and "large scales" in err
     assert "pass 2: tile moments, 8 of 9 done" in err
     assert "lattice model on 30 × 40 cells: posterior on 9 tiles; estimated peak memory" in err
+    # a short fit's time is given in seconds (it read "roughly 0 min")
+    from geogp.models.lattice import LatticeRegressor
+
+    secs = LatticeRegressor(margin=4, posterior_tile=16,
+                            posterior_halo=8).cost_estimate((30, 40))["seconds"]
+    assert secs < 90 and f"roughly {secs:.0f} s at the 2-core reference rate" in err
 
 
 def test_a_local_cluster_computes_the_same_posterior_bit_for_bit(whole):

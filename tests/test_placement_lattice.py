@@ -27,6 +27,24 @@ def _raster(seed, shape=(22, 26)):
     return (np.arange(ny) * 10.0, np.arange(nx) * 10.0), v
 
 
+def _place_cli(tmp_path):
+    """The 20 × 24 test raster as ``tmp_path/in.tif`` (UTM), and a parser of `geogp place`."""
+    import argparse
+
+    import rioxarray  # noqa: F401
+    import xarray as xr
+
+    from geogp.cli.place import add_place_parser
+
+    _, v = _raster(5, (20, 24))
+    y, x = 5000.0 - np.arange(20) * 100.0, 300000.0 + np.arange(24) * 100.0
+    da = xr.DataArray(v, dims=("y", "x"), coords={"y": y, "x": x}).rio.write_crs("EPSG:32633")
+    da.rio.to_raster(tmp_path / "in.tif")
+    parser = argparse.ArgumentParser(prog="geogp")
+    add_place_parser(parser.add_subparsers(dest="command"))
+    return parser
+
+
 @pytest.fixture(scope="module", params=[None, 4], ids=["fine", "mid-scale"])
 def fitted(request):
     axes, v = _raster(3)
@@ -179,22 +197,15 @@ def test_lattice_placement_refuses_what_it_cannot_do(fitted):
 def test_cli_place_uses_the_lattice_model_by_default(tmp_path, capsys):
     """`geogp place` with defaults fits what `geogp fit` would (the lattice model on a regular
     raster) and returns the sites suggest_sites gives on that model."""
-    import argparse
     import json
 
     import rioxarray  # noqa: F401
-    import xarray as xr
 
     import geogp
-    from geogp.cli.place import add_place_parser, run_place
+    from geogp.cli.place import run_place
     from geogp.placement import Candidates, suggest_sites
 
-    _, v = _raster(5, (20, 24))
-    y, x = 5000.0 - np.arange(20) * 100.0, 300000.0 + np.arange(24) * 100.0
-    da = xr.DataArray(v, dims=("y", "x"), coords={"y": y, "x": x}).rio.write_crs("EPSG:32633")
-    da.rio.to_raster(tmp_path / "in.tif")
-    parser = argparse.ArgumentParser(prog="geogp")
-    add_place_parser(parser.add_subparsers(dest="command"))
+    parser = _place_cli(tmp_path)
     out = tmp_path / "s.geojson"
     argv = ["place", str(tmp_path / "in.tif"), "--n", "3", "--out", str(out), "--maxiter", "10",
             "--strategy", "variance", "--min-distance", "0"]
@@ -421,19 +432,12 @@ def test_cli_place_lattice_refusal_gives_placement_advice(tmp_path, capsys):
     """`--model lattice` on a raster whose whole-raster posterior passes --max-memory is
     refused before the fit with the estimate and advice that fits `geogp place` (no
     `geogp fit --posterior-tile`, which placement cannot use)."""
-    import argparse
 
     import rioxarray  # noqa: F401
-    import xarray as xr
 
-    from geogp.cli.place import add_place_parser, run_place
+    from geogp.cli.place import run_place
 
-    _, v = _raster(5, (20, 24))
-    y, x = 5000.0 - np.arange(20) * 100.0, 300000.0 + np.arange(24) * 100.0
-    da = xr.DataArray(v, dims=("y", "x"), coords={"y": y, "x": x}).rio.write_crs("EPSG:32633")
-    da.rio.to_raster(tmp_path / "in.tif")
-    parser = argparse.ArgumentParser(prog="geogp")
-    add_place_parser(parser.add_subparsers(dest="command"))
+    parser = _place_cli(tmp_path)
     argv = ["place", str(tmp_path / "in.tif"), "--out", str(tmp_path / "s.geojson"),
             "--model", "lattice", "--max-memory", "0.5"]
     assert run_place(parser.parse_args(argv)) != 0

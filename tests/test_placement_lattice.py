@@ -27,6 +27,18 @@ def _raster(seed, shape=(22, 26)):
     return (np.arange(ny) * 10.0, np.arange(nx) * 10.0), v
 
 
+def _every_cell(est, v):
+    """Every cell of the test raster ``v`` (10-unit spacing) as placement candidates, and
+    their flat cells of ``est``'s lattice (margin included)."""
+    from geogp.placement import Candidates
+
+    m = int(est.margin)
+    ny, nx = v.shape
+    rows, cols = np.divmod(np.arange(ny * nx), nx)
+    return (Candidates.grid([np.arange(ny) * 10.0, np.arange(nx) * 10.0]),
+            (rows + m) * est.shape_[1] + cols + m)
+
+
 def _place_cli(tmp_path):
     """The 20 × 24 test raster as ``tmp_path/in.tif`` (UTM), and a parser of `geogp place`."""
     import argparse
@@ -156,15 +168,12 @@ def _dense_greedy(cov, noise, cand, targets, n, strategy, taken=()):
 
 @pytest.mark.parametrize("strategy", ["variance", "mi", "joint", "reduction"])
 def test_suggest_sites_on_the_lattice_equals_brute_force_greedy(fitted, strategy):
-    from geogp.placement import Candidates, suggest_sites
+    from geogp.placement import suggest_sites
 
     est, v = fitted
     m = int(est.margin)
     ny, nx = v.shape
-    ay, ax = np.arange(ny) * 10.0, np.arange(nx) * 10.0
-    cands = Candidates.grid([ay, ax])
-    rows, cols = np.divmod(np.arange(ny * nx), nx)
-    cand_cells = (rows + m) * est.shape_[1] + cols + m
+    cands, cand_cells = _every_cell(est, v)
     rng = np.random.default_rng(0)
     tsel = np.sort(rng.choice(ny * nx, 40, replace=False))
     targets = cands.coords[tsel] if strategy != "variance" else None
@@ -331,15 +340,11 @@ def test_probed_marginal_mi_estimates_the_first_order_criterion_over_every_cell(
     sign probes: with many probes the estimate matches the dense value within its stated
     error (relative sd √(2/m)), before and after sites are absorbed; suggest_sites takes this
     route when the targets pass max_targets (no thinning)."""
-    from geogp.placement import Candidates, suggest_sites
+    from geogp.placement import suggest_sites
     from geogp.placement.lattice import lattice_greedy
 
     est, v = fitted
-    m = int(est.margin)
-    ny, nx = v.shape
-    cands = Candidates.grid([np.arange(ny) * 10.0, np.arange(nx) * 10.0])
-    rows, cols = np.divmod(np.arange(ny * nx), nx)
-    cells = (rows + m) * est.shape_[1] + cols + m
+    cands, cells = _every_cell(est, v)
     probes = 6000
     g = lattice_greedy(est, cands, None, None, "mi", "marginal", 2, 1e12, probes=probes)
     cov = _dense_covariance(est)
@@ -454,15 +459,10 @@ def test_probed_picks_are_refined_by_exact_scores(fitted, strategy):
     """With few probes (noisy scores), each pick is the best of the REFINE_TOP best-probed
     candidates by the exact criterion from the dense covariance (conditioned on the sites so
     far), and is never worse by that criterion than the probes' own favourite."""
-    from geogp.placement import Candidates
     from geogp.placement.lattice import REFINE_TOP, lattice_greedy
 
     est, v = fitted
-    m = int(est.margin)
-    ny, nx = v.shape
-    cands = Candidates.grid([np.arange(ny) * 10.0, np.arange(nx) * 10.0])
-    rows, cols = np.divmod(np.arange(ny * nx), nx)
-    cells = (rows + m) * est.shape_[1] + cols + m
+    cands, cells = _every_cell(est, v)
     noise = float(est.noise_var_)
     cov = _dense_covariance(est)
     rho0 = np.diag(cov)[cells] + noise

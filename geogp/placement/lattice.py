@@ -164,11 +164,12 @@ class LatticeCovariance:
             return self._var0.copy()
         return self._var0 - np.einsum("kn,kn,k->n", self._v, self._v, 1.0 / self._d)
 
-    def add(self, cell: int) -> dict:
+    def add(self, cell: int, column: np.ndarray | None = None) -> dict:
         """Absorb a measurement at ``cell``; returns its column v (before the update) and
-        d = v_cell + σ²."""
+        d = v_cell + σ². ``column``: C_k e_cell over every cell when the caller has just
+        computed it (given the sites so far), else one sparse solve computes it."""
         cell = self._check_cell(cell)
-        v = self.column(cell)
+        v = self.column(cell) if column is None else np.asarray(column, dtype=np.float64)
         d = float(v[cell]) + self.noise
         self._v = np.vstack([self._v, v[None, :]])
         self._d = np.append(self._d, d)
@@ -274,6 +275,7 @@ class _LatticeGreedy(_Greedy):
         self.hT = self.cT
         self.scores = np.full(pb.ops.n, -np.inf)
         self.probes = int(probes) if strategy in ("mi", "reduction") else 0
+        self._refined = None  # (cell, C_k e_cell) of refine's pick, for add to reuse
         if self.probes:  # P = C W^½ Z at the candidates, Z random signs over the targets
             rng = np.random.default_rng(seed)
             self._z = rng.choice([-1.0, 1.0], (pb.tops.n, self.probes))
@@ -321,7 +323,8 @@ class _LatticeGreedy(_Greedy):
             return None
         order = np.argsort(-rank, kind="stable")[:REFINE_TOP]
         order = order[np.isfinite(rank[order])]
-        cols = self.lc.columns(self.pb.ops.cells[order])[self.pb.tops.cells]  # (T, K)
+        full = self.lc.columns(self.pb.ops.cells[order])  # (n, K) over every cell
+        cols = full[self.pb.tops.cells]  # (T, K)
         d = self.h[order] + self.pb.noise
         if self.strategy == "reduction":  # Σ_i C_ai² / d_a
             exact = np.sum(cols**2, axis=0) / d
@@ -329,11 +332,14 @@ class _LatticeGreedy(_Greedy):
             exact = 0.5 * np.sum(cols**2 / self._rho0[:, None], axis=0) / d
         ranked = exact / costs[order] if costs is not None else exact
         best = int(np.argmax(ranked))
+        self._refined = (int(self.pb.ops.cells[order[best]]), full[:, best].copy())
         return int(order[best]), float(exact[best])
 
     def add(self, a: int, active) -> dict:
         pb = self.pb
-        step = self.lc.add(int(pb.ops.cells[a]))
+        cell, known = int(pb.ops.cells[a]), self._refined
+        self._refined = None  # its column is C_k's: valid for this pick only
+        step = self.lc.add(cell, known[1] if known is not None and known[0] == cell else None)
         v, d = step["v"][pb.ops.cells], step["d"]
         u = step["v"][pb.tops.cells]
         info = self._condition(a, u, v, d)

@@ -32,7 +32,7 @@ from geogp.api_report import ReportMixin
 from geogp.adapters import GridData, GridSpec, to_grid_data
 from geogp.exceptions import InputError
 from geogp.families import AUTO, GRID_MODEL, MODELS, family, resolve_model
-from geogp.memory import check_prediction
+from geogp.memory import check_prediction, predicts_lazily
 from geogp.models.base import check_fitted
 from geogp.outputs import (Target, check_quantiles, grid_target, prediction_dataset,
                             target_from)
@@ -260,7 +260,7 @@ class GeoRegressor(ReportMixin, DrawsMixin):
         check_fitted(self, "estimators_")
 
     def predict(self, like=None, *, x=None, y=None, quantiles=None, outside: str = "raise",
-                points: bool = False) -> xr.Dataset:
+                points: bool = False, lazy: bool | None = None) -> xr.Dataset:
         """Predict on a raster grid (or at points).
 
         Args:
@@ -271,6 +271,10 @@ class GeoRegressor(ReportMixin, DrawsMixin):
             outside: cells outside the model's window raise (``"raise"``) or are NaN (``"nan"``).
             points: with ``x`` and ``y`` of equal length, predict at the points (x_i, y_i)
                 instead of on their grid; the result has dimension ``point``.
+            lazy: return dask-backed variables, computed block by block of rows when they are
+                read or written (:func:`geogp.write_geotiff` and :func:`geogp.write_netcdf`
+                write them window by window, never holding the whole raster). Default
+                (None): lazy on grids of more than :data:`geogp.memory.LAZY_CELLS` cells.
 
         Returns:
             ``xr.Dataset`` with ``mean``, ``std`` (new observation, noise included), ``std_latent``
@@ -285,11 +289,16 @@ class GeoRegressor(ReportMixin, DrawsMixin):
             return self._predict_points(x, y, quantiles, outside)
         target, axes = self._grid(like, x, y)
         n, n_q = len(self.estimators_), 0 if quantiles is None else len(quantiles)
-        check_prediction(len(target.y), len(target.x), n, n_q)  # before any output exists
+        lazy = predicts_lazily(len(target.y), len(target.x), n) if lazy is None else lazy
+        # before any output exists
+        check_prediction(len(target.y), len(target.x), n, n_q, lazy=bool(lazy))
         fam = family(self.model_)
-        with bar("prediction", n * len(axes[0]), bool(self.progress), unit="row") as pbar:
-            preds = [fam.predict_grid(est, axes, outside, on_block=pbar.update)
-                     for est in self.estimators_]
+        if lazy:
+            preds = [fam.predict_grid_lazy(est, axes, outside) for est in self.estimators_]
+        else:
+            with bar("prediction", n * len(axes[0]), bool(self.progress), unit="row") as pbar:
+                preds = [fam.predict_grid(est, axes, outside, on_block=pbar.update)
+                         for est in self.estimators_]
         stack = [np.stack([getattr(p, f) for p in preds]) for f in
                  ("mean", "var_latent", "var_observed")]
         return target.in_source_order(prediction_dataset(

@@ -20,6 +20,7 @@ import xarray as xr
 
 from geogp.adapters import find_spatial_dims
 from geogp.exceptions import InputError, IrregularGridError, ReadError
+from geogp.memory import LAZY_WINDOW_CELLS
 from geogp.io_atomic import atomic_path, check_writable, hidden_sibling
 
 __all__ = ["open_raster", "atomic_path", "check_writable", "check_geotiff_grid",
@@ -180,8 +181,13 @@ def _digest(h, block: np.ndarray) -> None:
     h.update(np.ascontiguousarray(block).tobytes())
 
 
-def _row_windows(ny: int) -> list[tuple[int, int]]:
-    return [(a, min(a + WRITE_ROWS, ny)) for a in range(0, ny, WRITE_ROWS)]
+def _row_windows(ny: int, nx: int) -> list[tuple[int, int]]:
+    """Row ranges of the windows: :data:`WRITE_ROWS` rows, halved (a power of two) until a
+    window has at most :data:`~geogp.memory.LAZY_WINDOW_CELLS` cells, or one row."""
+    rows = WRITE_ROWS
+    while rows > 1 and rows * nx > LAZY_WINDOW_CELLS:
+        rows //= 2
+    return [(a, min(a + rows, ny)) for a in range(0, ny, rows)]
 
 
 # attributes that describe the encoding or the georeferencing, not the data: never tags
@@ -206,9 +212,9 @@ def _band_group(shape: tuple, dt: np.dtype) -> int:
 
 
 def _write_windows(dst, bands: list, dt: np.dtype, nodata) -> list[bytes]:
-    """Write the bands window by window (rows :data:`WRITE_ROWS` at a time: a dask-backed
-    band is computed one window at a time), a group of bands per call (:func:`_band_group`);
-    returns each band's digest."""
+    """Write the bands window by window (:func:`_row_windows`: dask-backed bands are computed
+    one window at a time, all the bands of a window together), a group of bands per call
+    (:func:`_band_group`); returns each band's digest."""
     from rasterio.windows import Window
 
     digests = []
@@ -216,8 +222,9 @@ def _write_windows(dst, bands: list, dt: np.dtype, nodata) -> list[bytes]:
     for first in range(0, len(bands), group):
         part = bands[first:first + group]
         hashes = [hashlib.blake2b(digest_size=16) for _ in part]
-        for a, b in _row_windows(part[0][1].shape[0]):
-            block = np.stack([_as_band(arr[a:b].values, dt, nodata, name) for name, arr in part])
+        for a, b in _row_windows(*part[0][1].shape):
+            values = _window_values([arr[a:b] for _, arr in part])
+            block = np.stack([_as_band(v, dt, nodata, name) for (name, _), v in zip(part, values)])
             dst.write(block, list(range(first + 1, first + len(part) + 1)),
                       window=Window(0, a, block.shape[2], b - a))
             for h, band in zip(hashes, block):
@@ -230,6 +237,36 @@ def _write_windows(dst, bands: list, dt: np.dtype, nodata) -> list[bytes]:
             dst.update_tags(i, units=str(units))
     dst.update_tags(software="geogp")
     return digests
+
+
+def _window_values(arrays: list) -> list:
+    """The values of one window of several bands. Dask-backed bands (a lazy prediction) are
+    computed together, so that the blocks they share (mean and std come from one prediction
+    task) are computed once; in this process (the synchronous scheduler), not on a
+    distributed client that would have to receive the model."""
+    if not any(is_lazy(a) for a in arrays):
+        return [a.values for a in arrays]
+    import dask
+
+    return list(dask.compute(*(a.data for a in arrays), scheduler="synchronous"))
+
+
+def load_here(obj):
+    """``obj`` (DataArray or Dataset) with its dask-backed variables computed together in
+    this process (the synchronous scheduler: a distributed client would have to receive the
+    model); ``obj`` itself when nothing is lazy."""
+    if not is_lazy(obj):
+        return obj
+    import dask
+
+    with dask.config.set(scheduler="synchronous"):
+        return obj.compute()
+
+
+def is_lazy(obj) -> bool:
+    """Whether a DataArray or Dataset (any of its variables) is dask-backed."""
+    variables = obj.data_vars.values() if isinstance(obj, xr.Dataset) else [obj]
+    return any(getattr(v.variable, "chunks", None) is not None for v in variables)
 
 
 def _verify_geotiff(tmp, digests: list, shape: tuple) -> None:
@@ -246,7 +283,7 @@ def _verify_geotiff(tmp, digests: list, shape: tuple) -> None:
             if src.count != len(digests) or src.shape != tuple(shape):
                 raise OSError(f"{src.count} band(s) of {src.shape} read back, {len(digests)} "
                               f"of {tuple(shape)} written")
-            windows = _row_windows(src.height)
+            windows = _row_windows(src.height, src.width)
             group = _band_group(src.shape, src.dtypes[0])
             for first in range(1, src.count + 1, group):
                 indexes = list(range(first, min(first + group, src.count + 1)))
@@ -365,8 +402,9 @@ def write_geotiff(pred: xr.Dataset, path, *, overwrite: bool = False, latent: bo
         extra: names of further variables of ``pred`` on the same grid to append as bands
             (e.g. ``("effective_lengthscale",)``), described by their names.
 
-    The bands are written and read back :data:`WRITE_ROWS` rows at a time (a dask-backed
-    prediction is computed window by window; the check compares digests), into a tiled GeoTIFF
+    The bands are written and read back :data:`WRITE_ROWS` rows at a time, fewer on wide
+    grids (a lazy, dask-backed prediction is computed window by window and never held whole;
+    the check compares digests), into a tiled GeoTIFF
     (256² blocks) that the COG driver copies block by block.
 
     Returns:
@@ -442,5 +480,11 @@ def write_netcdf(pred: xr.Dataset, path, *, overwrite: bool = False) -> Path:
         if grid_mapping:
             encoding[v]["grid_mapping"] = grid_mapping
     with atomic_path(path, overwrite) as tmp:
-        ds.to_netcdf(tmp, engine="h5netcdf", encoding=encoding)
+        if is_lazy(ds):  # a lazy prediction: chunk by chunk, in this process (_window_values)
+            import dask
+
+            with dask.config.set(scheduler="synchronous"):
+                ds.to_netcdf(tmp, engine="h5netcdf", encoding=encoding)
+        else:
+            ds.to_netcdf(tmp, engine="h5netcdf", encoding=encoding)
     return Path(path)

@@ -17,7 +17,7 @@ import os
 from geogp.exceptions import InputError, MemoryEstimateError
 
 __all__ = ["memory_limit", "check_memory", "predict_bytes", "sample_bytes", "check_prediction",
-           "check_samples"]
+           "check_samples", "predicts_lazily", "LAZY_CELLS", "LAZY_BLOCK_CELLS"]
 
 _FALLBACK = 16 * 2**30  # when the platform does not say how much memory it has
 
@@ -74,6 +74,19 @@ QUANTILE_DOUBLES = 2
 SAMPLE_DOUBLES = 4
 
 
+# above this many cells (all slices together) a prediction is lazy by default
+# (GeoRegressor.predict(lazy=None)): dask arrays computed block by block of at most
+# LAZY_BLOCK_CELLS cells when read or written, instead of ~160 bytes a cell at once
+LAZY_CELLS = 2**22
+LAZY_BLOCK_CELLS = 2**18  # cells of one block (geogp.families.generic.lazy_block_rows)
+LAZY_WINDOW_CELLS = 2**22  # cells of the windows a lazy prediction is written by, at most
+
+
+def predicts_lazily(ny: int, nx: int, n_slices: int = 1) -> bool:
+    """Whether a prediction on ``ny`` × ``nx`` cells × ``n_slices`` is lazy by default."""
+    return float(ny) * nx * n_slices > LAZY_CELLS
+
+
 def predict_bytes(n_cells: float, n_slices: int = 1, n_quantiles: int = 0) -> float:
     """Estimated bytes of a prediction on ``n_cells`` target cells per slice."""
     return 8.0 * n_cells * n_slices * (PREDICT_DOUBLES + QUANTILE_DOUBLES * n_quantiles)
@@ -85,9 +98,15 @@ def sample_bytes(n_samples: int, n_cells: float, n_slices: int = 1) -> float:
 
 
 def check_prediction(ny: int, nx: int, n_slices: int = 1, n_quantiles: int = 0,
-                     limit: float | None = None) -> float:
-    """Refuse a prediction on a ``ny`` × ``nx`` grid that would not fit (:func:`check_memory`)."""
-    return check_memory(predict_bytes(float(ny) * nx, n_slices, n_quantiles),
+                     limit: float | None = None, lazy: bool = False,
+                     template: bool = False) -> float:
+    """Refuse a prediction on a ``ny`` × ``nx`` grid that would not fit (:func:`check_memory`).
+    A ``lazy`` one holds one window of every slice at a time (the GeoTIFF writer's
+    :data:`LAZY_WINDOW_CELLS`); ``template``: the grid is also built, a double a cell."""
+    cells = float(ny) * nx
+    needed = predict_bytes(min(cells, LAZY_WINDOW_CELLS) if lazy else cells, n_slices,
+                           n_quantiles) + (8.0 * cells if template else 0.0)
+    return check_memory(needed,
                         f"a prediction on {ny} × {nx} cells" + (
                             f" × {n_slices} slices" if n_slices > 1 else ""), limit,
                         "Predict on a coarser or smaller grid (like=, x=/y=), in pieces.")

@@ -125,8 +125,8 @@ def prediction_dataset(mean, var_latent, var_observed, dims: tuple, coords: dict
 
     dims = ((extra_dim,) if extra_dim else ()) + tuple(dims)
 
-    def squeeze(a):
-        a = np.asarray(a)
+    def squeeze(a):  # numpy, or dask (a lazy prediction stays lazy)
+        a = a if hasattr(a, "dask") else np.asarray(a)
         return a if extra_dim else a[0]
 
     std = np.sqrt(np.maximum(var_observed, 0.0))

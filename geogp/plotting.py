@@ -13,9 +13,12 @@ import numpy as np
 import xarray as xr
 
 from geogp.adapters import find_spatial_dims
+from geogp.io import atomic_path, load_here
 
 __all__ = ["plot_maps", "save_maps", "save_figure", "set_map_axes", "pretty_units",
-           "drawn_ratio"]
+           "drawn_ratio", "thinned", "MAX_MAP_CELLS"]
+
+MAX_MAP_CELLS = 2048  # cells drawn a side at most (thinned)
 
 _UNIT_SYMBOLS = {"degc": "°C", "deg_c": "°C", "celsius": "°C", "degree_celsius": "°C",
                  "degk": "K", "kelvin": "K", "metre": "m", "meter": "m", "metres": "m",
@@ -132,6 +135,9 @@ def plot_maps(observed: xr.DataArray | None, prediction: xr.Dataset,
         return (a.isel({d: 0 for d in extra}) if extra else a).transpose(y_dim, x_dim)
 
     y_dim, x_dim = find_spatial_dims(prediction)
+    extent = _extent(two_d(prediction["mean"]), y_dim, x_dim)  # of the whole grid
+    full_mean = two_d(prediction["mean"])
+    prediction = load_here(thinned(prediction, y_dim, x_dim))  # what a panel can show
     mean, std = two_d(prediction["mean"]), two_d(prediction["std"])
     panels = []  # (kind, title, image, colour map)
     if points is not None:
@@ -145,6 +151,7 @@ def plot_maps(observed: xr.DataArray | None, prediction: xr.Dataset,
             obs = obs.squeeze("band", drop=True)
         oy, ox = find_spatial_dims(obs)
         obs = two_d(obs.rename({oy: y_dim, ox: x_dim}) if (oy, ox) != (y_dim, x_dim) else obs)
+        obs = load_here(thinned(obs, y_dim, x_dim))
         panels.append(("shared", "observations", obs.values, cmap))
         limits = _shared_limits(obs.values, mean.values)
     else:
@@ -158,11 +165,12 @@ def plot_maps(observed: xr.DataArray | None, prediction: xr.Dataset,
                        "effective lengthscale", ell.values, "cividis"))
     if heldout is not None:
         truth = two_d(heldout.rename(dict(zip(find_spatial_dims(heldout), (y_dim, x_dim)))))
-        resid = truth.values - mean.values
-        ok = np.isfinite(resid)
-        rmse = float(np.sqrt(np.mean(resid[ok] ** 2))) if ok.any() else float("nan")
-        panels.append(("residual", f"held-out residuals (RMSE {rmse:.3g})", resid, "RdBu_r"))
-    extent = _extent(mean, y_dim, x_dim)
+        resid = load_here(truth - full_mean)  # the RMSE of every held-out cell, not a subgrid
+        values = resid.values
+        ok = np.isfinite(values)
+        rmse = float(np.sqrt(np.mean(values[ok] ** 2))) if ok.any() else float("nan")
+        panels.append(("residual", f"held-out residuals (RMSE {rmse:.3g})",
+                       thinned(resid, y_dim, x_dim).values, "RdBu_r"))
     aspect, x_label, y_label = _geometry(prediction, y_dim, x_dim)
     n = len(panels)
     fig, axes = plt.subplots(1, n, figsize=figsize or _figsize(n, extent, aspect),
@@ -195,6 +203,14 @@ def plot_maps(observed: xr.DataArray | None, prediction: xr.Dataset,
     return fig
 
 
+def thinned(obj, y_dim: str, x_dim: str):
+    """``obj`` with every k-th cell along y and x, k the smallest step that leaves at most
+    :data:`MAX_MAP_CELLS` a side (``obj`` itself when it is that small): a panel is a few
+    hundred pixels wide, and a 10⁷-cell raster need not be read whole to be drawn."""
+    k = -(-max(obj.sizes[y_dim], obj.sizes[x_dim]) // MAX_MAP_CELLS)
+    return obj.isel({y_dim: slice(None, None, k), x_dim: slice(None, None, k)}) if k > 1 else obj
+
+
 def _top(data) -> float:
     """The largest finite value of ``data`` (1.0 when there is none or it is not > 0)."""
     finite = np.asarray(data)[np.isfinite(data)]
@@ -224,8 +240,6 @@ def _figsize(n: int, extent, aspect) -> tuple:
 def save_figure(fig, path, *, overwrite: bool = False, dpi: int = 110):
     """Write ``fig`` atomically to ``path`` (format from the suffix), then close it."""
     import matplotlib.pyplot as plt
-
-    from geogp.io import atomic_path
 
     try:
         with atomic_path(path, overwrite) as tmp:

@@ -98,10 +98,11 @@ def check_output_memory(args, da) -> None:
     import numpy as np
 
     from geogp.adapters import find_spatial_dims
-    from geogp.memory import check_prediction, check_samples
+    from geogp.memory import check_prediction, check_samples, predicts_lazily
 
     y, x = find_spatial_dims(da)
     slices = int(np.prod([da.sizes[d] for d in da.dims if d not in (y, x)], dtype=np.int64))
-    check_prediction(da.sizes[y], da.sizes[x], slices, len(args.quantiles or ()))
+    check_prediction(da.sizes[y], da.sizes[x], slices, len(args.quantiles or ()),
+                     lazy=predicts_lazily(da.sizes[y], da.sizes[x], slices))
     if args.samples:
         check_samples(args.samples, da.sizes[y], da.sizes[x], slices)

@@ -104,7 +104,7 @@ def points_grid(args, table):
 
     from geogp.exceptions import InputError
     from geogp.io import open_raster
-    from geogp.memory import check_prediction
+    from geogp.memory import check_prediction, predicts_lazily
 
     if args.crs is None:
         raise InputError("a point table needs its CRS: pass --crs (e.g. --crs EPSG:4326).")
@@ -136,7 +136,9 @@ def points_grid(args, table):
             f"--resolution {r:g} gives a {ny} × {nx} grid (rows × columns) over points that "
             f"span {span_x:.6g} × {span_y:.6g} (x × y, CRS units); a grid needs at least 2 "
             f"cells along each axis. {advice}")
-    check_prediction(ny, nx, 1, len(getattr(args, "quantiles", None) or ()))  # before the grid
+    # before the grid: the grid itself (a double a cell) and the prediction on it
+    check_prediction(ny, nx, 1, len(getattr(args, "quantiles", None) or ()),
+                     lazy=predicts_lazily(ny, nx), template=True)
     x = 0.5 * (xs[ok].min() + xs[ok].max()) + r * (np.arange(nx) - 0.5 * (nx - 1))
     y = 0.5 * (ys[ok].min() + ys[ok].max()) - r * (np.arange(ny) - 0.5 * (ny - 1))
     grid = xr.DataArray(np.full((ny, nx), np.nan), dims=("y", "x"), coords={"y": y, "x": x},

@@ -17,9 +17,15 @@ import numpy as np
 from geogp._format import number
 from geogp.exceptions import GeogpError, GeographicCoordinatesWarning, InputError
 from geogp.extrapolation import record_data_box, warn_if_far
+from geogp.memory import LAZY_BLOCK_CELLS
 from geogp.models.base import Prediction
 
-__all__ = ["Family", "FAMILY", "kernel_facts", "observed_cells"]
+__all__ = ["Family", "FAMILY", "kernel_facts", "lazy_block_rows", "observed_cells"]
+
+# a lazy prediction's blocks: at most LAZY_BLOCK_CELLS cells (geogp.memory), and a power of
+# two of rows up to LAZY_BLOCK_ROWS, so that they tile the GeoTIFF writer's windows
+# (geogp.io.WRITE_ROWS, 1024 rows)
+LAZY_BLOCK_ROWS = 1024
 
 
 class Family:
@@ -168,6 +174,30 @@ class Family:
         return Prediction(*(np.concatenate([getattr(p, f) for p in parts], axis=0)
                             for f in Prediction._fields))
 
+    def predict_grid_lazy(self, est, axes: list, outside: str = "raise",
+                          block_rows: int | None = None) -> Prediction:
+        """:meth:`predict_grid` as dask arrays (N_y, N_x), computed block by block of rows
+        (:func:`lazy_block_rows`) when they are read or written: a raster's prediction
+        without the whole raster in memory. The three moments of a block come from one task,
+        so computing them together (one ``dask.compute``) predicts each block once. Points
+        outside the window raise now (the grid's corners are predicted at once), not when
+        the arrays are read."""
+        import dask
+        import dask.array as dsa
+
+        warn_if_far(est, axes=axes)
+        ys, xs = (np.asarray(a, dtype=np.float64) for a in axes)
+        if ys.size and xs.size:  # windows are boxes: the corners say whether any cell is out
+            self.predict_rows(est, ys[[ys.argmin(), ys.argmax()]],
+                              xs[[xs.argmin(), xs.argmax()]], outside)
+        rows = block_rows or lazy_block_rows(xs.size)
+        block = dask.delayed(_stacked_rows, pure=False)  # pure=False: nothing hashes est
+        cube = dsa.concatenate(
+            [dsa.from_delayed(block(self, est, ys[a:a + rows], xs, outside),
+                              shape=(3, len(ys[a:a + rows]), xs.size), dtype=np.float64)
+             for a in range(0, ys.size, rows)] or [dsa.zeros((3, 0, xs.size))], axis=1)
+        return Prediction(cube[0], cube[1], cube[2])
+
     def sample_grid(self, est, axes: list, n: int, seed=None,
                     observed: bool = False) -> np.ndarray:
         raise InputError(f"posterior samples are available for model='afs', 'lattice' and "
@@ -209,6 +239,21 @@ class Family:
 
     def check_grid(self, est, axes, where: str) -> None:
         """Nothing to check by default."""
+
+
+def lazy_block_rows(n_columns: int) -> int:
+    """Rows per block of a lazy prediction with ``n_columns`` columns: the largest power of
+    two with at most :data:`LAZY_BLOCK_CELLS` cells and :data:`LAZY_BLOCK_ROWS` rows (at
+    least one row)."""
+    rows = LAZY_BLOCK_ROWS
+    while rows > 1 and rows * max(int(n_columns), 1) > LAZY_BLOCK_CELLS:
+        rows //= 2
+    return rows
+
+
+def _stacked_rows(fam: Family, est, rows, cols, outside: str) -> np.ndarray:
+    """One block of a lazy prediction: (mean, var_latent, var_observed) stacked, (3, r, c)."""
+    return np.stack(tuple(fam.predict_rows(est, rows, cols, outside)))
 
 
 def observed_cells(axes: list, values) -> tuple:

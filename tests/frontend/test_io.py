@@ -199,8 +199,9 @@ def test_atomic_path_cleans_up_on_error(tmp_path):
 def test_geotiff_is_written_window_by_window_from_a_dask_prediction(pred, tmp_path, monkeypatch,
                                                                      cog):
     """Bands are written WRITE_ROWS rows at a time: a dask-backed prediction is computed one
-    window at a time (never a whole band), and the file reads back equal to the values; a
-    window that reads back differently is caught by the digests and nothing is kept."""
+    window at a time (never a whole band), the bands of a window in one computation, and the
+    file reads back equal to the values; a window that reads back differently is caught by
+    the digests and nothing is kept."""
     import dask
 
     import geogp.io as gio
@@ -208,15 +209,17 @@ def test_geotiff_is_written_window_by_window_from_a_dask_prediction(pred, tmp_pa
     monkeypatch.setattr(gio, "WRITE_ROWS", 7)
     ny = pred.sizes["y"]
     lazy = pred.chunk({"y": 7})
-    sizes = []
+    shapes = []
+    compute = dask.compute
 
-    def counting(dsk, keys, **kw):
-        sizes.append(len(keys) if isinstance(keys, list) else 1)
-        return dask.get(dsk, keys, **kw)
+    def counting(*arrays, **kw):
+        shapes.append([a.shape for a in arrays])
+        return compute(*arrays, **kw)
 
-    with dask.config.set(scheduler=counting):
-        path = write_geotiff(lazy, tmp_path / "w.tif", latent=True, cog=cog)
-    assert len(sizes) == 3 * -(-ny // 7)  # one computation per band and window
+    monkeypatch.setattr(dask, "compute", counting)
+    path = write_geotiff(lazy, tmp_path / "w.tif", latent=True, cog=cog)
+    # one computation per window, of its rows of all three bands
+    assert shapes == [[(min(a + 7, ny) - a, pred.sizes["x"])] * 3 for a in range(0, ny, 7)]
     with rasterio.open(path) as src:
         for i, name in enumerate(("mean", "std", "std_latent"), start=1):
             np.testing.assert_array_equal(src.read(i),

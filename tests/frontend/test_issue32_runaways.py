@@ -52,6 +52,8 @@ def test_issue32_cv_refuses_more_folds_than_cells(kind, no_fit):
 
     da = _cv_raster()
     n_obs = int(np.isfinite(da.values).sum())
+    with pytest.raises(InputError):  # once untraced: the modules it imports on first use
+        geogp.cross_validate(da, kind, 10**4)
     tracemalloc.start()
     with pytest.raises(InputError, match=f"n_folds=10000 .*the raster has {n_obs}"):
         geogp.cross_validate(da, kind, 10**4)
@@ -172,16 +174,21 @@ def test_issue32_sample_million_refused_before_allocating(afs_model):
 
 
 def test_issue32_predict_huge_grid_refused_before_allocating(afs_model):
-    """predict() on a 20000² grid: refused with its estimate before the prediction starts."""
+    """predict(lazy=False) on a 20000² grid: refused with its estimate before the prediction
+    starts. By default so large a grid is predicted lazily (dask blocks, computed when
+    written or read), and nothing of its size is allocated."""
     from geogp.exceptions import MemoryEstimateError
 
     y0, x0 = afs_model.target_.y, afs_model.target_.x
     y = np.linspace(y0.max(), y0.min(), 20000)
     x = np.linspace(x0.min(), x0.max(), 20000)
-    err, peak = _traced(lambda: afs_model.predict(x=x, y=y))
+    err, peak = _traced(lambda: afs_model.predict(x=x, y=y, lazy=False))
     assert isinstance(err, MemoryEstimateError), err
     assert "a prediction on 20000 × 20000 cells would need about 59.60 GiB" in str(err)
     assert peak < 8 * 2**20  # the coordinate vectors and their checks, not the grid
+    pred, peak = _traced(lambda: afs_model.predict(x=x, y=y))
+    assert pred["std"].chunks is not None and pred["std"].shape == (20000, 20000)
+    assert peak < 64 * 2**20  # the blocks' task graph, not the 3.2 GB of a band
 
 
 def test_issue32_estimates_bound_the_traced_peaks(afs_model):
@@ -218,7 +225,8 @@ def test_issue32_cli_samples_and_resolution_refused_before_the_fit(raster, tmp_p
     table = tmp_path / "pts.csv"
     pd.DataFrame({"x": [0.0, 98_000.0, 50_000.0], "y": [0.0, 98_000.0, 20_000.0],
                   "value": [1.0, 2.0, 3.0]}).to_csv(table, index=False)
-    monkeypatch.setenv("GEOGP_MAX_MEMORY", "8")  # 9.6·10⁷ cells need 14.3 GiB
+    # 9.6·10⁷ cells: the grid (0.72 GiB) and a window of its lazy prediction (0.62 GiB)
+    monkeypatch.setenv("GEOGP_MAX_MEMORY", "1")
     import tracemalloc
 
     tracemalloc.start()
@@ -227,4 +235,4 @@ def test_issue32_cli_samples_and_resolution_refused_before_the_fit(raster, tmp_p
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert rc != 0 and peak < 64 * 2**20  # the 9801 × 9801 grid (0.77 GB) was never built
-    assert "a prediction on 9801 × 9801 cells would need about 14.3" in capsys.readouterr().err
+    assert "a prediction on 9801 × 9801 cells would need about 1.34 GiB" in capsys.readouterr().err

@@ -127,6 +127,10 @@ def test_writers_predict_each_block_once_and_write_the_eager_values(lattice_mode
         for name in VARIABLES:
             np.testing.assert_allclose(back[name].values, eager[name].values, rtol=1e-13,
                                        atol=1e-13)
+    import h5py
+
+    with h5py.File(tmp_path / "lazy.nc") as f:  # one file chunk per block, written whole
+        assert f["mean"].chunks == (8, 50) and f["quantiles"].chunks == (2, 8, 50)
 
 
 def test_writing_a_lazy_prediction_holds_a_window_not_the_raster(lattice_model, tmp_path):

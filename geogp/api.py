@@ -36,6 +36,7 @@ from geogp.memory import check_prediction
 from geogp.models.base import check_fitted
 from geogp.outputs import (Target, check_quantiles, grid_target, prediction_dataset,
                             target_from)
+from geogp.persist import load_model, save_model
 from geogp.points import to_point_data
 
 __all__ = ["GeoRegressor", "fit"]
@@ -331,8 +332,6 @@ class GeoRegressor(ReportMixin, DrawsMixin):
     # ------------------------------------------------------------------ persistence
     def save(self, path, *, overwrite: bool = False, key: bytes | None = None) -> None:
         """Save to one ``.npz`` (no pickle; integrity-checked, signed only with ``key``, bytes)."""
-        from geogp.persist import save_model
-
         self._check_fitted()
         save_model(self, path, overwrite=overwrite, key=key)
 
@@ -340,9 +339,7 @@ class GeoRegressor(ReportMixin, DrawsMixin):
     def load(cls, path, *, max_bytes: float | None = None, key: bytes | None = None):
         """Load a model saved by :meth:`save`; predictions are reproduced exactly. ``max_bytes``:
         refuse larger declared arrays; ``key``: the save's (:func:`geogp.persist.load_model`)."""
-        from geogp.persist import load_model
-
-        return load_model(path, max_bytes=max_bytes, key=key)
+        return load_model(path, cls, max_bytes=max_bytes, key=key)
 
 
 def _n_observed(est, values) -> int:

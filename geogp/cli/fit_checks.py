@@ -84,7 +84,7 @@ def check_fit_arguments(args, usage_error) -> list[str]:
         raise usage_error(f"--samples must be ≥ 0; got {args.samples}.")
     args.model_key = None
     if getattr(args, "model_key_file", None) is not None:
-        from geogp.persist_sign import read_key_file
+        from geogp.persist.sign import read_key_file
 
         if not args.save_model:
             raise usage_error("--model-key-file signs the model of --save-model; give both.")

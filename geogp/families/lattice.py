@@ -13,9 +13,9 @@ from geogp.families.generic import Family
 from geogp.models.base import Prediction
 from geogp.models.lattice import LatticeRegressor
 from geogp.models.lattice_settings import check_settings
-from geogp.persist_checks import clean, init_names
-from geogp.persist_lattice import load_lattice, save_lattice
-from geogp.persist_semantics import check_lattice_grid
+from geogp.persist.checks import clean, init_names
+from geogp.persist.lattice import load_lattice, save_lattice
+from geogp.persist.semantics import check_lattice_grid
 
 __all__ = ["LatticeFamily", "FAMILY", "DEFAULT_LARGE_SCALE", "DEFAULT_MID_SCALE"]
 

@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from geogp.exceptions import GeogpError, InputError, ReadError
-from geogp.persist_checks import Arrays, estimator_from_init, require, scaler_and_report
+from geogp.persist.checks import Arrays, estimator_from_init, require, scaler_and_report
 
 __all__ = ["save_wavelet", "load_wavelet"]
 

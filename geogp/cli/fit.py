@@ -192,14 +192,11 @@ def _run_fit(args, echo) -> int:
         given["posterior_tile"] = args.posterior_tile
     options = {k: given[k] for k in ("maxiter", "mid_scale", "max_bytes", "posterior_tile")
                if k in given} or None
-    model = GeoRegressor(args.model, kernel=args.kernel, n_features=args.features,
-                         share_hyperparameters=args.share_hyperparameters,
+    gaussian = args.likelihood == "gaussian"  # else an SVGP: --model and sharing not used
+    model = GeoRegressor(args.model if gaussian else AUTO, likelihood=args.likelihood,
+                         kernel=args.kernel, n_features=args.features,
+                         share_hyperparameters=args.share_hyperparameters and gaussian,
                          progress=not args.quiet, options=options)
-    if args.likelihood != "gaussian":
-        from geogp.api_likelihoods import SVGPGeoRegressor
-
-        model = SVGPGeoRegressor(args.likelihood, kernel=args.kernel, n_features=args.features,
-                                 progress=not args.quiet, options=options)
     table = None
     if str(args.input).lower().endswith(TABLE_SUFFIXES):
         if args.covariate:

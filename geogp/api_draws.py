@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from geogp.adapters import KM_PER_DEGREE
 from geogp.exceptions import InputError
 from geogp.families import family
 from geogp.memory import check_samples
@@ -109,8 +110,6 @@ class DrawsMixin:
             InputError: for models other than ``model="wavelet"`` (their lengthscale is the
                 same everywhere: see :meth:`hyperparameters`).
         """
-        from geogp.adapters import KM_PER_DEGREE
-
         self._check_fitted()
         if not family(self.model_).maps_lengthscale:
             raise InputError(f"effective_lengthscale() maps the local lengthscale of "

@@ -18,16 +18,17 @@ import numpy as np
 import rioxarray  # noqa: F401  (registers the .rio accessor)
 import xarray as xr
 
-from geogp.adapters import find_spatial_dims
+from geogp.adapters import check_axis, find_spatial_dims, select_variable
 from geogp.exceptions import InputError, IrregularGridError, ReadError
 from geogp.io_atomic import atomic_path, check_writable, hidden_sibling
 
 __all__ = ["open_raster", "atomic_path", "check_writable", "check_geotiff_grid",
-           "hidden_sibling", "write_geotiff", "write_netcdf", "GEOTIFF_BANDS"]
+           "hidden_sibling", "write_geotiff", "write_netcdf", "GEOTIFF_BANDS",
+           "GEOTIFF_SUFFIXES", "NETCDF_SUFFIXES"]
 
 GEOTIFF_BANDS = ("mean", "std")  # band 1, band 2; latent std and quantiles optional after them
-_TIF = (".tif", ".tiff", ".gtiff")
-_NC = (".nc", ".nc4", ".netcdf", ".cdf", ".h5", ".hdf5")
+GEOTIFF_SUFFIXES = (".tif", ".tiff", ".gtiff")
+NETCDF_SUFFIXES = (".nc", ".nc4", ".netcdf", ".cdf", ".h5", ".hdf5")
 
 
 # --------------------------------------------------------------------------- reading
@@ -52,7 +53,7 @@ def open_raster(path, var: str | None = None) -> xr.DataArray:
     if not path.is_file():
         raise ReadError(f"cannot read {str(path)!r}: no such file.")
     suffix = path.suffix.lower()
-    if suffix in _NC:
+    if suffix in NETCDF_SUFFIXES:
         return _open_netcdf(path, var)
     try:
         da = rioxarray.open_rasterio(path, mask_and_scale=True)
@@ -65,8 +66,6 @@ def open_raster(path, var: str | None = None) -> xr.DataArray:
     if isinstance(da, list):
         raise ReadError(f"{str(path)!r} holds several subdatasets; convert the one you need.")
     if isinstance(da, xr.Dataset):
-        from geogp.adapters import select_variable
-
         da = select_variable(da, var)
     elif var is not None:
         names = [da.name] if da.name else []
@@ -78,7 +77,7 @@ def open_raster(path, var: str | None = None) -> xr.DataArray:
         da = da.squeeze("band", drop=True)
     if da.name is None:
         da.name = path.stem
-    if suffix in _TIF:
+    if suffix in GEOTIFF_SUFFIXES:
         _check_readable(da, path)
     return da
 
@@ -102,8 +101,6 @@ def _check_readable(da: xr.DataArray, path: Path) -> None:
 
 
 def _open_netcdf(path: Path, var: str | None) -> xr.DataArray:
-    from geogp.adapters import select_variable
-
     try:
         ds = xr.open_dataset(path, engine="h5netcdf", decode_coords="all")
     except Exception as err:
@@ -321,8 +318,6 @@ def check_geotiff_grid(obj) -> None:
     """Raise :class:`IrregularGridError` unless the (y, x) coordinates of ``obj`` (DataArray or
     Dataset) are regularly spaced: a GeoTIFF stores one affine transform, so cells of an
     irregular grid would land at the wrong places. NetCDF stores the coordinates themselves."""
-    from geogp.adapters import check_axis
-
     y_dim, x_dim = find_spatial_dims(obj)
     for dim in (y_dim, x_dim):
         if dim not in obj.coords:

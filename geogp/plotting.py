@@ -13,6 +13,7 @@ import numpy as np
 import xarray as xr
 
 from geogp.adapters import find_spatial_dims
+from geogp.io_atomic import atomic_path
 
 __all__ = ["plot_maps", "save_maps", "save_figure", "set_map_axes", "pretty_units",
            "drawn_ratio"]
@@ -224,8 +225,6 @@ def _figsize(n: int, extent, aspect) -> tuple:
 def save_figure(fig, path, *, overwrite: bool = False, dpi: int = 110):
     """Write ``fig`` atomically to ``path`` (format from the suffix), then close it."""
     import matplotlib.pyplot as plt
-
-    from geogp.io import atomic_path
 
     try:
         with atomic_path(path, overwrite) as tmp:

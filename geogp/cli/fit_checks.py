@@ -25,12 +25,12 @@ def output_paths(args) -> list[str]:
 def _check_suffixes(args, usage_error) -> None:
     """Each output's suffix must not name another output's format (``--out o.nc`` would be a
     GeoTIFF named .nc); --map takes its format from its suffix, which must be an image one."""
-    from geogp.io import _NC, _TIF
+    from geogp.io import GEOTIFF_SUFFIXES, NETCDF_SUFFIXES
 
     images = _image_suffixes()
-    families = {"--out": (_TIF, "a GeoTIFF"), "--netcdf": (_NC, "a NetCDF file"),
+    families = {"--out": (GEOTIFF_SUFFIXES, "a GeoTIFF"), "--netcdf": (NETCDF_SUFFIXES, "a NetCDF file"),
                 "--map": (images, "an image"), "--save-model": (_MODEL, "a model file")}
-    known = set(_TIF) | set(_NC) | set(images) | set(_MODEL)
+    known = set(GEOTIFF_SUFFIXES) | set(NETCDF_SUFFIXES) | set(images) | set(_MODEL)
     for option, path in (("--out", args.out), ("--netcdf", args.netcdf), ("--map", args.map),
                          ("--save-model", args.save_model)):
         if not path:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import xarray as xr
+from scipy.special import ndtr
 
 from geogp.adapters import KM_PER_DEGREE
 from geogp.exceptions import InputError
@@ -75,8 +76,6 @@ class DrawsMixin:
             its coordinates and CRS, attrs ``threshold`` and ``latent``. Cells of zero latent
             variance get 0 or 1.
         """
-        from scipy.special import ndtr
-
         t = float(threshold)
         if not np.isfinite(t):
             raise InputError(f"threshold must be a finite number; got {threshold!r}.")

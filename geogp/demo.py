@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import xarray as xr
+from matplotlib import cbook
 
 from geogp import metrics
 from geogp._progress import bar
@@ -33,8 +34,6 @@ __all__ = ["load_elevation", "cut_holes", "run_demo"]
 
 def load_elevation() -> xr.DataArray:
     """The Jacksboro fault DEM as a DataArray (lat, lon) in metres, EPSG:4326."""
-    from matplotlib import cbook
-
     with cbook.get_sample_data("jacksboro_fault_dem.npz") as dem:
         z = np.asarray(dem["elevation"], dtype=np.float64)
         dx, dy = float(dem["dx"]), float(dem["dy"])

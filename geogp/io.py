@@ -15,8 +15,11 @@ import os
 from pathlib import Path
 
 import numpy as np
+import rasterio
+import rasterio.shutil
 import rioxarray  # noqa: F401  (registers the .rio accessor)
 import xarray as xr
+from rasterio.windows import Window
 
 from geogp.adapters import check_axis, find_spatial_dims, select_variable
 from geogp.exceptions import InputError, IrregularGridError, ReadError
@@ -206,8 +209,6 @@ def _write_windows(dst, bands: list, dt: np.dtype, nodata) -> list[bytes]:
     """Write the bands window by window (rows :data:`WRITE_ROWS` at a time: a dask-backed
     band is computed one window at a time), a group of bands per call (:func:`_band_group`);
     returns each band's digest."""
-    from rasterio.windows import Window
-
     digests = []
     group = _band_group(bands[0][1].shape, dt)
     for first in range(0, len(bands), group):
@@ -235,9 +236,6 @@ def _verify_geotiff(tmp, digests: list, shape: tuple) -> None:
 
     Bands are read back in groups (:func:`_band_group`), as they were written.
     """
-    import rasterio
-    from rasterio.windows import Window
-
     try:
         with rasterio.open(tmp) as src:
             if src.count != len(digests) or src.shape != tuple(shape):
@@ -372,9 +370,6 @@ def write_geotiff(pred: xr.Dataset, path, *, overwrite: bool = False, latent: bo
         IrregularGridError: the grid's coordinates are not regularly spaced (see
             :func:`check_geotiff_grid`; write NetCDF instead).
     """
-    import rasterio
-    import rasterio.shutil
-
     compress, dt = _check_write_options(compress, dtype, nodata)
     bands = _bands(pred, latent, quantiles, samples, extra)
     check_geotiff_grid(pred)

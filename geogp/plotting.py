@@ -126,7 +126,7 @@ def plot_maps(observed: xr.DataArray | None, prediction: xr.Dataset,
     Returns:
         The :class:`matplotlib.figure.Figure`.
     """
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: the caller chooses the backend first
 
     def two_d(a):  # the first slice of an extra dimension, rows = y whatever the input order
         extra = [d for d in a.dims if d not in (y_dim, x_dim)]
@@ -224,7 +224,7 @@ def _figsize(n: int, extent, aspect) -> tuple:
 
 def save_figure(fig, path, *, overwrite: bool = False, dpi: int = 110):
     """Write ``fig`` atomically to ``path`` (format from the suffix), then close it."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: the caller chooses the backend first
 
     try:
         with atomic_path(path, overwrite) as tmp:

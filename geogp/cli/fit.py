@@ -17,6 +17,8 @@ import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
+
 from geogp.cli.options import (add_memory_option, add_model_options, add_run_options,
                                exclusion_mask, model_keywords, nonnegative_int, positive_int)
 from geogp.cli.runner import EXIT_OK, usage_error
@@ -168,8 +170,6 @@ def _dask_client(args, echo):
 
 def _run_fit(args, echo) -> int:
     # lazy: keeps geogp --help light
-    import numpy as np
-
     from geogp._progress import bar
     from geogp.adapters import find_spatial_dims
     from geogp.api import GeoRegressor

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+from matplotlib.backend_bases import FigureCanvasBase
 
 from geogp.adapters import as_crs, find_spatial_dims
 from geogp.io import GEOTIFF_SUFFIXES, NETCDF_SUFFIXES
@@ -22,8 +23,6 @@ _MODEL = (".npz",)
 
 
 def _image_suffixes() -> tuple:
-    from matplotlib.backend_bases import FigureCanvasBase
-
     return tuple("." + s for s in FigureCanvasBase.get_supported_filetypes())
 
 

@@ -12,11 +12,13 @@ from __future__ import annotations
 import importlib.abc
 import importlib.util
 import sys
+import warnings
 
 __all__ = ["register_when_xarray_loads"]
 
 
 def _register() -> None:
+    # lazy: runs once xarray is imported (see the module docstring)
     import rioxarray  # noqa: F401  (the .rio accessor: CRS and transforms of rasters)
 
     import geogp.accessor  # noqa: F401  (the .geogp accessor)
@@ -39,8 +41,6 @@ class _AfterXarray(importlib.abc.MetaPathFinder):
             try:
                 _register()
             except Exception as err:  # xarray itself stays usable; say what is missing
-                import warnings
-
                 warnings.warn(f"geogp could not register its xarray accessors: {err}",
                               ImportWarning, stacklevel=2)
 

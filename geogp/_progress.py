@@ -8,7 +8,9 @@ A fit shows one bar per phase, and every bar ends at a true count:
   gets a bar of its own, named in words by the model (:func:`announce_fit`, with the reason
   on a line above it), or "another L-BFGS run" when a model restarts without saying why;
 - the posterior counts named steps of a known total (:func:`start_phase`, :func:`advance`);
-- the front end adds "prediction" (rows) and the CLI "writing" (files).
+- the front end adds "prediction" (rows) and the CLI "writing" (files);
+- an SVGP fit (non-Gaussian likelihoods) has a bar per phase of its own
+  (:class:`SVGPProgress`).
 
 Models report through their ``progress`` callback, ``progress(iteration, objective)``, and,
 where that callback is a :class:`FitProgress`, through the functions below, which do nothing
@@ -21,7 +23,8 @@ import sys
 
 from tqdm import tqdm  # not tqdm.auto: no ipywidgets warning in notebooks
 
-__all__ = ["bar", "FitProgress", "TrainingBar", "announce_fit", "start_phase", "advance"]
+__all__ = ["bar", "FitProgress", "SVGPProgress", "TrainingBar", "announce_fit", "start_phase",
+           "advance"]
 
 
 # a phase's steps differ in cost (on the satellite raster the posterior's first step takes
@@ -142,6 +145,46 @@ class FitProgress:
             self._bar.refresh()
         self._bar.close()
         self._bar, self._lbfgs = None, False
+
+    def close(self) -> None:
+        self._close()
+
+
+class SVGPProgress:
+    """Progress bars of one SVGP fit, one per phase: the optimisation (Adam steps on
+    minibatches, a known total; or L-BFGS iterations, open-ended), then the ELBO on all the
+    data. Use as the estimator's ``progress`` callback; the estimator announces each phase
+    through :meth:`phase`."""
+
+    def __init__(self, label: str, enabled: bool):
+        self.label, self.enabled, self._bar = label, enabled, None
+
+    def start(self) -> None:  # the bars open when the estimator announces its first phase
+        pass
+
+    def phase(self, title: str, total: int | None, unit: str = "step") -> None:
+        self._close()
+        self._bar = bar(self.label + title, total, self.enabled, unit=unit)
+
+    def __call__(self, step: int, objective: float) -> None:
+        if self._bar is None:
+            self.phase("training", None)
+        self._bar.set_postfix(objective=f"{objective:.6g}", refresh=False)
+        self._bar.update(max(int(step) - self._bar.n, 0))
+
+    def done(self, step: int) -> None:
+        """The current phase is complete after ``step`` steps."""
+        if self._bar is not None:
+            self._bar.update(max(int(step) - self._bar.n, 0))
+            self._close()
+
+    def _close(self) -> None:
+        if self._bar is not None:
+            if self._bar.total is None:
+                self._bar.total = self._bar.n
+                self._bar.refresh()
+            self._bar.close()
+            self._bar = None
 
     def close(self) -> None:
         self._close()

@@ -6,6 +6,8 @@ expected, what arrived, and how to fix it.
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 
 import numpy as np
@@ -13,7 +15,7 @@ import numpy as np
 from geogp.exceptions import GeographicCoordinatesWarning, InputError
 
 __all__ = ["as_points", "as_targets", "check_positive", "check_same_length", "warn_if_lonlat",
-           "warn_if_degrees_in_projected_crs"]
+           "warn_if_degrees_in_projected_crs", "user_stacklevel"]
 
 
 def _as_float64(a, name: str) -> np.ndarray:
@@ -163,3 +165,12 @@ def warn_if_degrees_in_projected_crs(crs, y, x, stacklevel: int = 3) -> None:
             "reproject if needed; if they are planar, ignore this warning (category "
             "geogp.exceptions.GeographicCoordinatesWarning).",
             GeographicCoordinatesWarning, stacklevel=stacklevel)
+
+
+def user_stacklevel() -> int:
+    """stacklevel that points a warning at the first frame outside the geogp package."""
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(pkg):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -34,7 +34,9 @@ class _Base:
         Keyword arguments are those of :func:`geogp.api.fit` (``kernel``, ``n_features``,
         ``share_hyperparameters``, ``var`` for Datasets, model options such as ``maxiter``).
         """
-        from geogp.api import fit  # JAX and the models load on first use
+        # lazy: importing xarray imports this module (geogp._accessors), which must not load
+        # JAX and the models, nor re-enter geogp.api while geogp.api imports xarray
+        from geogp.api import fit
 
         return fit(self._obj, model, **kwargs)
 

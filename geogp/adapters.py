@@ -15,9 +15,9 @@ dask arrays in *model coordinates*:
 
 Normalisers (STYLE.md guideline 11): :func:`as_crs` for anything CRS-like,
 :func:`find_spatial_dims` for the (y, x) dimension names, :func:`check_axis` for coordinates
-(monotone, no duplicates; regular or not), :func:`masked_values` for nodata. Tables of points
-are read by :mod:`geogp.points`; the way back, from arrays to ``xr.Dataset`` predictions, is
-:mod:`geogp.outputs`.
+(monotone, no duplicates; regular or not), :func:`~geogp.nodata.masked_values` for nodata
+(:mod:`geogp.nodata`). Tables of points are read by :mod:`geogp.points`; the way back, from
+arrays to ``xr.Dataset`` predictions, is :mod:`geogp.outputs`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import rioxarray  # noqa: F401  (registers the .rio accessor used below)
 import xarray as xr
+from rioxarray.crs import crs_from_user_input
 
 from geogp.exceptions import (
     AllMissingError,
@@ -36,8 +37,9 @@ from geogp.exceptions import (
     IrregularGridError,
     MissingCRSWarning,
 )
+from geogp._validation import user_stacklevel, warn_if_degrees_in_projected_crs
 from geogp.grid_checks import require_axes, unsupported_grid_message
-from geogp.nodata import masked_values  # noqa: F401  (re-exported: part of this module's API)
+from geogp.nodata import masked_values
 
 __all__ = [
     "KM_PER_DEGREE",
@@ -46,7 +48,6 @@ __all__ = [
     "as_crs",
     "find_spatial_dims",
     "check_axis",
-    "masked_values",
     "resolve_spec",
     "select_variable",
     "to_grid_data",
@@ -70,8 +71,6 @@ def as_crs(crs_like):
     """
     if crs_like is None:
         return None
-    from rioxarray.crs import crs_from_user_input
-
     try:
         return crs_from_user_input(crs_like)
     except Exception as err:  # rasterio/pyproj raise several types
@@ -262,18 +261,6 @@ class GridSpec:
         return np.asarray(y, dtype=np.float64), np.asarray(x, dtype=np.float64) * self.lon_scale
 
 
-def _user_stacklevel() -> int:
-    """stacklevel that points a warning at the first frame outside the geogp package."""
-    import os
-    import sys
-
-    pkg = os.path.dirname(os.path.abspath(__file__))
-    frame, level = sys._getframe(1), 1
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(pkg):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
 def resolve_spec(crs_arg, obj, y_name: str, x_name: str, lat_values,
                  x_values=None) -> GridSpec:
     """The :class:`GridSpec` of data whose (y, x) coordinates are named ``y_name``, ``x_name``.
@@ -305,17 +292,15 @@ def resolve_spec(crs_arg, obj, y_name: str, x_name: str, lat_values,
             assumed = (f"no CRS found; geogp assumed planar coordinates: ({y_name!r}, {x_name!r}) "
                        "are used as they are, distances in coordinate units. Set the CRS with "
                        "da.rio.write_crs(...) (or crs=...) if that is wrong.")
-        warnings.warn(assumed, MissingCRSWarning, stacklevel=_user_stacklevel())
+        warnings.warn(assumed, MissingCRSWarning, stacklevel=user_stacklevel())
         geographic = bool(looks_geo)
         wkt = None
     else:
         geographic = bool(crs.is_geographic)
         wkt = crs.to_wkt()
         if x_values is not None:
-            from geogp._validation import warn_if_degrees_in_projected_crs
-
             warn_if_degrees_in_projected_crs(crs, lat_values, x_values,
-                                             stacklevel=_user_stacklevel() + 1)
+                                             stacklevel=user_stacklevel() + 1)
     lon_scale = 1.0
     if geographic:
         lat = np.asarray(lat_values, dtype=np.float64)

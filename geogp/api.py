@@ -5,6 +5,8 @@ two spatial dimensions (NaN or nodata = missing) or a table of points, translate
 :mod:`geogp.adapters`, fit a model of one of the families of :mod:`geogp.families`, and predict
 ``xarray.Dataset`` rasters with ``mean``, ``std`` (of a new observation, noise included),
 ``std_latent`` and optional ``quantiles``, carrying the input's coordinates, attributes and CRS.
+``likelihood="poisson"``, ``"bernoulli"`` or ``"student_t"`` fits an SVGP instead
+(:mod:`geogp.families.svgp`, docs/svgp.md).
 
 Example:
     >>> import numpy as np, xarray as xr, geogp
@@ -26,16 +28,17 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from geogp._progress import FitProgress, bar
+from geogp._progress import FitProgress, SVGPProgress, bar
 from geogp.api_draws import DrawsMixin
 from geogp.api_report import ReportMixin
 from geogp.adapters import GridData, GridSpec, to_grid_data
 from geogp.exceptions import InputError
-from geogp.families import AUTO, GRID_MODEL, MODELS, family, resolve_model
+from geogp.families import AUTO, GAUSSIAN, GRID_MODEL, MODELS, family, resolve_model
 from geogp.memory import check_prediction, predicts_lazily
 from geogp.models.base import check_fitted
 from geogp.outputs import (Target, check_quantiles, grid_target, prediction_dataset,
                             target_from)
+from geogp.persist import load_model, save_model
 from geogp.points import to_point_data
 
 __all__ = ["GeoRegressor", "fit"]
@@ -53,6 +56,12 @@ class GeoRegressor(ReportMixin, DrawsMixin):
             (approximate Fourier series) for points, larger or irregular rasters, or when AFS
             options (``kernel``, ``n_features``, ``share_hyperparameters``, AFS-only options)
             are given; the choice is in ``model_`` and ``model_reason_`` (:func:`geogp.families.resolve_model`).
+        likelihood: ``"gaussian"`` (default: the models above), or ``"poisson"`` (counts),
+            ``"bernoulli"`` (0/1 values), ``"student_t"`` (outliers): a stochastic variational
+            GP on Fourier features (``model_`` ``"svgp"``, docs/svgp.md), fitted on the
+            observed cells with a window over the whole raster, whatever ``model`` says. Its
+            report lists the hyperparameters the model has (a Poisson or Bernoulli model has no
+            noise term); its progress bars follow its phases.
         kernel: kernel name for ``afs``/``exact`` (default ``"matern12"``; also ``"se"``,
             ``"matern32"``, ``"matern52"``, sums ``"matern12+matern32"``).
         n_features: Fourier features M for ``afs`` (default ``"auto"``: N_obs/8 clipped to
@@ -83,10 +92,11 @@ class GeoRegressor(ReportMixin, DrawsMixin):
         attrs_, name_: attributes and name of the input, copied to predictions.
     """
 
-    def __init__(self, model: str = "auto", *, kernel=None, n_features=None,
-                 share_hyperparameters: bool = False, crs=None, nodata=None,
+    def __init__(self, model: str = "auto", *, likelihood: str = GAUSSIAN, kernel=None,
+                 n_features=None, share_hyperparameters: bool = False, crs=None, nodata=None,
                  progress: bool = False, options: dict | None = None):
         self.model = model
+        self.likelihood = likelihood
         self.kernel = kernel
         self.n_features = n_features
         self.share_hyperparameters = share_hyperparameters
@@ -113,10 +123,11 @@ class GeoRegressor(ReportMixin, DrawsMixin):
                 at every cell. Lattice model only (``model="auto"`` on a regular raster);
                 ``covariate_coef_`` gives their coefficients.
         """
-        if self.model not in MODELS + (AUTO,):
+        gaussian = self.likelihood == GAUSSIAN  # else an SVGP, whatever model says
+        if gaussian and self.model not in MODELS + (AUTO,):
             raise InputError(f"model must be one of {[AUTO, *MODELS]}; got "
                              f"{self.model!r}.")
-        if (self.share_hyperparameters and self.model != AUTO
+        if (gaussian and self.share_hyperparameters and self.model != AUTO
                 and not family(self.model).shares_hyperparameters):
             raise InputError("share_hyperparameters=True is supported for model='afs' only.")
         if isinstance(data, (xr.DataArray, xr.Dataset)):
@@ -134,6 +145,9 @@ class GeoRegressor(ReportMixin, DrawsMixin):
 
     def _resolve(self, raster_shape, regular: bool) -> None:
         """Set ``model_`` (what ``model="auto"`` stands for here) and ``model_reason_``."""
+        if self.likelihood != GAUSSIAN:  # an SVGP, whatever the data
+            self.model_, self.model_reason_ = "svgp", f"likelihood={self.likelihood!r}"
+            return
         afs_only = (self.kernel is not None or self.n_features is not None
                     or bool(self.share_hyperparameters)
                     or bool(set(self.options or {}) - family(GRID_MODEL).option_names()))
@@ -141,11 +155,17 @@ class GeoRegressor(ReportMixin, DrawsMixin):
             self.model, raster_shape=raster_shape, regular=regular, afs_only=afs_only,
             options=self.options)
 
-    def _estimator(self, label: str, overrides: dict | None = None):
-        """(estimator, its :class:`~geogp._progress.FitProgress` or None); the tracker's
-        first bar opens at ``tracker.start()``."""
+    def _estimator(self, label: str, overrides: dict | None = None, bounds=None):
+        """(estimator, its :class:`~geogp._progress.FitProgress` or
+        :class:`~geogp._progress.SVGPProgress`, or None); the tracker's first bar opens at
+        ``tracker.start()``. ``bounds``: the raster's box, which an SVGP's window covers."""
         opts = {**(self.options or {}), **(overrides or {})}
         fam = family(self.model_)
+        if self.likelihood != GAUSSIAN:  # an SVGP: a bar per phase of its fit
+            tracker = SVGPProgress(label, bool(self.progress))
+            est = fam.make({"likelihood": self.likelihood, "bounds": bounds, **opts},
+                           kernel=self.kernel, n_features=self.n_features, progress=tracker)
+            return est, tracker
         tracker = None
         if fam.default_maxiter is not None:
             maxiter = opts.get("maxiter", fam.default_maxiter)
@@ -202,11 +222,12 @@ class GeoRegressor(ReportMixin, DrawsMixin):
         self.estimators_, self.n_observed_, self.fit_time_s_ = [], [], []
         shared = None
         fam = family(self.model_)
+        bounds = [[a.min() for a in g.axes], [a.max() for a in g.axes]]
         for s in range(g.n_slices):
             label = f"slice {s + 1}/{g.n_slices} " if g.n_slices > 1 else ""
-            est, tracker = self._estimator(label, shared)
+            est, tracker = self._estimator(label, shared, bounds)
             if s == 0 and self.progress and fam.estimates_cost:
-                _announce_cost(est, g.values[s].shape)
+                fam.announce_cost(est, g.values[s].shape)
             t0 = time.perf_counter()
             try:
                 if tracker is not None:
@@ -340,8 +361,6 @@ class GeoRegressor(ReportMixin, DrawsMixin):
     # ------------------------------------------------------------------ persistence
     def save(self, path, *, overwrite: bool = False, key: bytes | None = None) -> None:
         """Save to one ``.npz`` (no pickle; integrity-checked, signed only with ``key``, bytes)."""
-        from geogp.persist import save_model
-
         self._check_fitted()
         save_model(self, path, overwrite=overwrite, key=key)
 
@@ -349,9 +368,7 @@ class GeoRegressor(ReportMixin, DrawsMixin):
     def load(cls, path, *, max_bytes: float | None = None, key: bytes | None = None):
         """Load a model saved by :meth:`save`; predictions are reproduced exactly. ``max_bytes``:
         refuse larger declared arrays; ``key``: the save's (:func:`geogp.persist.load_model`)."""
-        from geogp.persist import load_model
-
-        return load_model(path, max_bytes=max_bytes, key=key)
+        return load_model(path, cls, max_bytes=max_bytes, key=key)
 
 
 def _n_observed(est, values) -> int:
@@ -364,44 +381,19 @@ def _n_observed(est, values) -> int:
 _OWN = ("kernel", "n_features", "share_hyperparameters", "crs", "nodata", "progress")
 
 
-def _announce_cost(est, shape) -> None:
-    """Before a lattice fit with progress bars: its tiles, memory and time estimates."""
-    import sys
-
-    from geogp.exceptions import GeogpError
-    from geogp.models.lattice_workers import dask_client
-
-    try:
-        with dask_client(est.scheduler) as client:
-            workers = len(client.scheduler_info()["workers"]) if client is not None else 1
-        cost = est.cost_estimate(shape, workers)
-    except (GeogpError, ValueError):  # bad settings: the fit itself says what is wrong
-        return
-    where = f" on {workers} dask workers" if client is not None else ""
-    tiles = ("the whole lattice" if cost["tiles"] == 1 else f"{cost['tiles']} tiles{where}")
-    hint = ""
-    if cost["tiles"] > 1 and client is None:
-        hint = ("; tiles run in parallel on a dask cluster (geogp fit --workers N, or a "
-                "distributed.Client), and larger tiles (--max-memory) waste less on halos")
-    secs = float(cost["seconds"])
-    when = f"{secs:.0f} s" if secs < 90 else f"{secs / 60:.0f} min"  # never "0 min"
-    print(f"lattice model on {shape[0]} × {shape[1]} cells: posterior on {tiles}; estimated "
-          f"peak memory {cost['bytes'] / 2**30:.1f} GiB (limit {est.max_bytes / 2**30:.1f} "
-          f"GiB), roughly {when} at the 2-core reference rate{hint}",
-          file=sys.stderr, flush=True)
-
-
-def fit(data, model: str = "auto", *, var: str | None = None, x: str = "x", y: str = "y",
-        value: str = "value", grid=None, covariates=None, **kwargs) -> GeoRegressor:
+def fit(data, model: str = "auto", *, likelihood: str = GAUSSIAN, var: str | None = None,
+        x: str = "x", y: str = "y", value: str = "value", grid=None, covariates=None,
+        **kwargs) -> GeoRegressor:
     """Fit a Gaussian process to a raster or to points: ``GeoRegressor(...).fit(data)``.
 
     Args:
         data: ``xr.DataArray``/``xr.Dataset`` raster (NaN/nodata = missing, numpy or dask) or a
             pandas/GeoPandas table of points.
-        likelihood: ``"gaussian"`` (default), ``"poisson"``, ``"bernoulli"``, ``"student_t"`` (SVGP)
         model: ``"auto"`` (default: ``"lattice"`` for regular rasters that fit in memory,
             else ``"afs"``; see :class:`GeoRegressor`), ``"lattice"``, ``"afs"``, ``"wavelet"``
             or ``"exact"``.
+        likelihood: ``"gaussian"`` (default), ``"poisson"``, ``"bernoulli"``, ``"student_t"``
+            (an SVGP; see :class:`GeoRegressor`).
         var: variable of a Dataset. x, y, value: columns of a point table. grid: target
             raster for points. covariates: rasters on the data's grid used as regressors
             (lattice model; see :meth:`GeoRegressor.fit`).
@@ -412,12 +404,6 @@ def fit(data, model: str = "auto", *, var: str | None = None, x: str = "x", y: s
     Returns:
         The fitted :class:`GeoRegressor`.
     """
-    likelihood = kwargs.pop("likelihood", "gaussian")
     own = {k: kwargs.pop(k) for k in list(kwargs) if k in _OWN}
-    if likelihood == "gaussian":
-        reg = GeoRegressor(model, options=kwargs or None, **own)
-    else:
-        from geogp.api_likelihoods import SVGPGeoRegressor
-
-        reg = SVGPGeoRegressor(likelihood, options=kwargs or None, **own)
+    reg = GeoRegressor(model, likelihood=likelihood, options=kwargs or None, **own)
     return reg.fit(data, var=var, x=x, y=y, value=value, grid=grid, covariates=covariates)

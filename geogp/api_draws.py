@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import xarray as xr
+from scipy.special import ndtr
 
+from geogp.adapters import KM_PER_DEGREE
 from geogp.exceptions import InputError
 from geogp.families import family
 from geogp.memory import check_samples
@@ -74,8 +76,6 @@ class DrawsMixin:
             its coordinates and CRS, attrs ``threshold`` and ``latent``. Cells of zero latent
             variance get 0 or 1.
         """
-        from scipy.special import ndtr
-
         t = float(threshold)
         if not np.isfinite(t):
             raise InputError(f"threshold must be a finite number; got {threshold!r}.")
@@ -109,8 +109,6 @@ class DrawsMixin:
             InputError: for models other than ``model="wavelet"`` (their lengthscale is the
                 same everywhere: see :meth:`hyperparameters`).
         """
-        from geogp.adapters import KM_PER_DEGREE
-
         self._check_fitted()
         if not family(self.model_).maps_lengthscale:
             raise InputError(f"effective_lengthscale() maps the local lengthscale of "

@@ -1,7 +1,9 @@
 """Reports on a fitted front end: the hyperparameters table, the summary and the evidence.
 
 A mixin of :class:`geogp.api.GeoRegressor`; it uses the fitted state that class sets
-(``estimators_``, ``spec_``, ``model_``, ``n_observed_``, ``fit_time_s_``, ...).
+(``estimators_``, ``spec_``, ``model_``, ``n_observed_``, ``fit_time_s_``, ...). An SVGP
+(``likelihood`` other than Gaussian) reports the hyperparameters its model has: a Poisson or
+Bernoulli model has no noise term.
 """
 
 from __future__ import annotations
@@ -9,12 +11,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from geogp._format import lengths
+from geogp._format import lengths, number
 from geogp.adapters import KM_PER_DEGREE
 from geogp.exceptions import InputError
-from geogp.families import family
+from geogp.families import GAUSSIAN, family
 
 __all__ = ["ReportMixin"]
+
+# the latent f in words, per likelihood (what b and √k(0) are the mean and sd of)
+_LATENT = {"poisson": "log rate", "bernoulli": "latent (link scale)", "gaussian": "signal",
+           "student_t": "signal"}
 
 
 class ReportMixin:
@@ -23,8 +29,16 @@ class ReportMixin:
 
     def hyperparameters(self) -> pd.DataFrame:
         """One row per slice: lengthscales (y, x) in the input's units (and km for geographic
-        inputs, whose lengthscales are in degrees of latitude), signal and noise sd, M, time."""
+        inputs, whose lengthscales are in degrees of latitude), signal and noise sd, M, time.
+
+        For an SVGP (``likelihood`` other than Gaussian): the latent field's mean and sd
+        (``latent_mean``, ``signal_sd``: log rate for Poisson, link scale for Bernoulli, data
+        units otherwise) and the likelihood's own parameters (``noise_sd`` for Gaussian,
+        ``t_scale`` and ``t_dof`` for Student-t; a Poisson or Bernoulli model has none)
+        instead of signal and noise sd, and the optimizer."""
         self._check_fitted()
+        if self.likelihood != GAUSSIAN:
+            return self._svgp_hyperparameters()
         rows = []
         fam = family(self.model_)
         for s, est in enumerate(self.estimators_):
@@ -66,6 +80,8 @@ class ReportMixin:
 
     def summary(self) -> str:
         """A short human-readable report of the fit."""
+        if self.likelihood != GAUSSIAN:
+            return self._svgp_summary()
         table = self.hyperparameters()
         fam = family(self.model_)
         spec = self.spec_
@@ -105,6 +121,60 @@ class ReportMixin:
             lines.append(head + "; ".join(parts))
         return "\n".join(lines)
 
+    def _svgp_hyperparameters(self) -> pd.DataFrame:
+        """:meth:`hyperparameters` of an SVGP (``likelihood`` other than Gaussian)."""
+        rows = []
+        for s, est in enumerate(self.estimators_):
+            d = est.describe()
+            row = {"slice": s}
+            ell = d["lengthscale"]
+            for p in range(ell.shape[0]):
+                sfx = "" if ell.shape[0] == 1 else f"_{p + 1}"
+                row[f"lengthscale_y{sfx}"], row[f"lengthscale_x{sfx}"] = ell[p]
+                if self.spec_.geographic:
+                    row[f"lengthscale_y_km{sfx}"] = ell[p, 0] * KM_PER_DEGREE
+                    row[f"lengthscale_x_km{sfx}"] = ell[p, 1] * KM_PER_DEGREE
+            row.update({k: d[k] for k in ("latent_mean", "signal_sd", "noise_sd", "t_scale",
+                                          "t_dof") if k in d})
+            row.update(n_observed=self.n_observed_[s], n_features=d["n_features"],
+                       n_iter=d["n_iter"], optimizer=d["optimizer"],
+                       fit_time_s=self.fit_time_s_[s])
+            rows.append(row)
+        return pd.DataFrame(rows).set_index("slice")
+
+    def _svgp_summary(self) -> str:
+        """:meth:`summary` of an SVGP: the likelihood, lengthscales, the latent field's mean
+        and sd, the likelihood's parameters (or that it has none), the data and the
+        optimisation."""
+        table = self.hyperparameters()
+        spec = self.spec_
+        crs = spec.crs.to_string() if spec.crs is not None else "none"
+        name = getattr(self.estimators_[0], "likelihood_", None)
+        name = getattr(name, "name", str(self.likelihood))
+        lines = [f"geogp svgp model (likelihood={name!r}), CRS {crs}"
+                 + (f" ({spec.assumed})" if spec.assumed else "")]
+        for s, row in table.iterrows():
+            est = self.estimators_[s]
+            head = f"  slice {s}: " if len(table) > 1 else "  "
+            parts = []
+            ells = [c for c in table.columns if c.startswith("lengthscale_") and "_km" not in c]
+            for c_y, c_x in zip(ells[0::2], ells[1::2]):
+                txt = lengths([row[c_y], row[c_x]], spec.units)
+                if spec.geographic:
+                    txt += " ≈ " + lengths([row[c_y.replace("_y", "_y_km", 1)],
+                                            row[c_x.replace("_x", "_x_km", 1)]], "km")
+                parts.append(f"lengthscale (y, x) = {txt}")
+            parts.append(_latent_text(name, row, getattr(est.likelihood_, "link", None)))
+            parts.append(_likelihood_text(name, row))
+            how = (f"{int(row['n_iter'])} Adam steps on minibatches of "
+                   f"{number(est.batch_size_)}" if row["optimizer"] == "adam"
+                   else f"{int(row['n_iter'])} L-BFGS iterations")
+            parts.append(f"{int(row['n_observed'])} observations, "
+                         f"{number(int(row['n_features']))} Fourier features, {how}, fit in "
+                         f"{row['fit_time_s']:.1f} s")
+            lines.append(head + "; ".join(parts))
+        return "\n".join(lines)
+
     def score(self) -> float:
         """Model evidence for comparing fits of the same data, in nats, on the data's scale.
 
@@ -136,3 +206,22 @@ def _mid_dropped(ranges, spec) -> str:
                f"than the mid-scale field ({length(ranges[1])})")
     return f"mid-scale field dropped: {why}, so it was not identified; refitted without it"
 
+
+def _latent_text(name: str, row, link) -> str:
+    what = _LATENT.get(name, "latent")
+    if name == "bernoulli":
+        what = f"latent ({link} scale)"
+    text = f"{what}: mean {row['latent_mean']:.4g}"
+    if name == "poisson":
+        text += f" (rate {np.exp(row['latent_mean']):.4g})"
+    return text + f", sd {row['signal_sd']:.4g}"
+
+
+def _likelihood_text(name: str, row) -> str:
+    if name == "gaussian":
+        return f"noise sd {row['noise_sd']:.4g}"
+    if name == "student_t":
+        return f"Student-t noise: scale {row['t_scale']:.4g}, {row['t_dof']:.4g} degrees of freedom"
+    if name == "poisson":
+        return "Poisson counts: no noise term (the count's variance is its rate)"
+    return "Bernoulli 0/1 values: no noise term"

@@ -20,19 +20,20 @@ from pathlib import Path
 
 import numpy as np
 import xarray as xr
+from matplotlib import cbook
 
 from geogp import metrics
 from geogp._progress import bar
 from geogp.api import GeoRegressor
 from geogp.exceptions import InputError
+from geogp.io import check_writable, write_geotiff
+from geogp.plotting import save_maps
 
 __all__ = ["load_elevation", "cut_holes", "run_demo"]
 
 
 def load_elevation() -> xr.DataArray:
     """The Jacksboro fault DEM as a DataArray (lat, lon) in metres, EPSG:4326."""
-    from matplotlib import cbook
-
     with cbook.get_sample_data("jacksboro_fault_dem.npz") as dem:
         z = np.asarray(dem["elevation"], dtype=np.float64)
         dx, dy = float(dem["dx"]), float(dem["dy"])
@@ -95,9 +96,6 @@ def run_demo(out_dir="geogp-demo", *, model: str = "auto", n_features: int | Non
         dict with ``fit_time_s``, ``total_time_s``, ``rmse`` and ``coverage95`` on all held-out
         cells, the same per hole type, and the output paths.
     """
-    from geogp.io import check_writable, write_geotiff
-    from geogp.plotting import save_maps
-
     t_start = time.perf_counter()
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InputError(f"seed must be an integer ≥ 0; got {seed!r}.")

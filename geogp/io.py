@@ -14,21 +14,26 @@ import hashlib
 import os
 from pathlib import Path
 
+import dask
 import numpy as np
+import rasterio
+import rasterio.shutil
 import rioxarray  # noqa: F401  (registers the .rio accessor)
 import xarray as xr
+from rasterio.windows import Window
 
-from geogp.adapters import find_spatial_dims
+from geogp.adapters import check_axis, find_spatial_dims, select_variable
 from geogp.exceptions import InputError, IrregularGridError, ReadError
 from geogp.memory import LAZY_WINDOW_CELLS
 from geogp.io_atomic import atomic_path, check_writable, hidden_sibling
 
 __all__ = ["open_raster", "atomic_path", "check_writable", "check_geotiff_grid",
-           "hidden_sibling", "write_geotiff", "write_netcdf", "GEOTIFF_BANDS"]
+           "hidden_sibling", "write_geotiff", "write_netcdf", "GEOTIFF_BANDS",
+           "GEOTIFF_SUFFIXES", "NETCDF_SUFFIXES"]
 
 GEOTIFF_BANDS = ("mean", "std")  # band 1, band 2; latent std and quantiles optional after them
-_TIF = (".tif", ".tiff", ".gtiff")
-_NC = (".nc", ".nc4", ".netcdf", ".cdf", ".h5", ".hdf5")
+GEOTIFF_SUFFIXES = (".tif", ".tiff", ".gtiff")
+NETCDF_SUFFIXES = (".nc", ".nc4", ".netcdf", ".cdf", ".h5", ".hdf5")
 
 
 # --------------------------------------------------------------------------- reading
@@ -53,7 +58,7 @@ def open_raster(path, var: str | None = None) -> xr.DataArray:
     if not path.is_file():
         raise ReadError(f"cannot read {str(path)!r}: no such file.")
     suffix = path.suffix.lower()
-    if suffix in _NC:
+    if suffix in NETCDF_SUFFIXES:
         return _open_netcdf(path, var)
     try:
         da = rioxarray.open_rasterio(path, mask_and_scale=True)
@@ -66,8 +71,6 @@ def open_raster(path, var: str | None = None) -> xr.DataArray:
     if isinstance(da, list):
         raise ReadError(f"{str(path)!r} holds several subdatasets; convert the one you need.")
     if isinstance(da, xr.Dataset):
-        from geogp.adapters import select_variable
-
         da = select_variable(da, var)
     elif var is not None:
         names = [da.name] if da.name else []
@@ -79,7 +82,7 @@ def open_raster(path, var: str | None = None) -> xr.DataArray:
         da = da.squeeze("band", drop=True)
     if da.name is None:
         da.name = path.stem
-    if suffix in _TIF:
+    if suffix in GEOTIFF_SUFFIXES:
         _check_readable(da, path)
     return da
 
@@ -103,8 +106,6 @@ def _check_readable(da: xr.DataArray, path: Path) -> None:
 
 
 def _open_netcdf(path: Path, var: str | None) -> xr.DataArray:
-    from geogp.adapters import select_variable
-
     try:
         ds = xr.open_dataset(path, engine="h5netcdf", decode_coords="all")
     except Exception as err:
@@ -215,8 +216,6 @@ def _write_windows(dst, bands: list, dt: np.dtype, nodata) -> list[bytes]:
     """Write the bands window by window (:func:`_row_windows`: dask-backed bands are computed
     one window at a time, all the bands of a window together), a group of bands per call
     (:func:`_band_group`); returns each band's digest."""
-    from rasterio.windows import Window
-
     digests = []
     group = _band_group(bands[0][1].shape, dt)
     for first in range(0, len(bands), group):
@@ -246,8 +245,6 @@ def _window_values(arrays: list) -> list:
     distributed client that would have to receive the model."""
     if not any(is_lazy(a) for a in arrays):
         return [a.values for a in arrays]
-    import dask
-
     return list(dask.compute(*(a.data for a in arrays), scheduler="synchronous"))
 
 
@@ -257,8 +254,6 @@ def load_here(obj):
     model); ``obj`` itself when nothing is lazy."""
     if not is_lazy(obj):
         return obj
-    import dask
-
     with dask.config.set(scheduler="synchronous"):
         return obj.compute()
 
@@ -275,9 +270,6 @@ def _verify_geotiff(tmp, digests: list, shape: tuple) -> None:
 
     Bands are read back in groups (:func:`_band_group`), as they were written.
     """
-    import rasterio
-    from rasterio.windows import Window
-
     try:
         with rasterio.open(tmp) as src:
             if src.count != len(digests) or src.shape != tuple(shape):
@@ -358,8 +350,6 @@ def check_geotiff_grid(obj) -> None:
     """Raise :class:`IrregularGridError` unless the (y, x) coordinates of ``obj`` (DataArray or
     Dataset) are regularly spaced: a GeoTIFF stores one affine transform, so cells of an
     irregular grid would land at the wrong places. NetCDF stores the coordinates themselves."""
-    from geogp.adapters import check_axis
-
     y_dim, x_dim = find_spatial_dims(obj)
     for dim in (y_dim, x_dim):
         if dim not in obj.coords:
@@ -415,9 +405,6 @@ def write_geotiff(pred: xr.Dataset, path, *, overwrite: bool = False, latent: bo
         IrregularGridError: the grid's coordinates are not regularly spaced (see
             :func:`check_geotiff_grid`; write NetCDF instead).
     """
-    import rasterio
-    import rasterio.shutil
-
     compress, dt = _check_write_options(compress, dtype, nodata)
     bands = _bands(pred, latent, quantiles, samples, extra)
     check_geotiff_grid(pred)
@@ -484,8 +471,6 @@ def write_netcdf(pred: xr.Dataset, path, *, overwrite: bool = False) -> Path:
             encoding[v]["grid_mapping"] = grid_mapping
     with atomic_path(path, overwrite) as tmp:
         if is_lazy(ds):  # a lazy prediction: chunk by chunk, in this process (_window_values)
-            import dask
-
             with dask.config.set(scheduler="synchronous"):
                 ds.to_netcdf(tmp, engine="h5netcdf", encoding=encoding)
         else:

@@ -143,7 +143,7 @@ def evaluate_by_distance(y, mean, std, distance, bins=DISTANCE_BINS, clusters=No
     per cell, e.g. its held-out gap), ``coverage95_se`` is the coverage's clustered standard
     error (:func:`clustered_standard_error`).
     """
-    import pandas as pd
+    import pandas as pd  # lazy: the scores need numpy and scipy only, the table pandas
 
     y, mean, std, d = (np.asarray(a, dtype=np.float64).ravel() for a in (y, mean, std, distance))
     if not (y.size == mean.size == std.size == d.size):

@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 import xarray as xr
 
+from geogp._validation import user_stacklevel
 from geogp.exceptions import InputError, NodataWarning
 
 __all__ = ["masked_values"]
@@ -125,8 +126,6 @@ _SENTINELS = (-9999.0, -999.0, -32768.0, -3.4028234663852886e38, 9.9692099683868
 def _warn_sentinels(da: xr.DataArray) -> None:
     """Warn when a raster with no declared nodata holds a common sentinel or, for integer
     rasters, its type's extreme value: those cells would be fitted as data."""
-    from geogp.adapters import _user_stacklevel  # lazy: adapters imports this module
-
     values = list(_SENTINELS)
     if np.issubdtype(da.dtype, np.integer):
         info = np.iinfo(da.dtype)
@@ -141,7 +140,7 @@ def _warn_sentinels(da: xr.DataArray) -> None:
             f"{count} cell(s) equal {shown}, a common nodata sentinel, but the raster declares "
             "no nodata value: they are fitted as data. If they are missing, pass "
             f"nodata={found[0]:g} (geogp.fit(..., nodata=...)) or set the file's nodata.",
-            NodataWarning, stacklevel=_user_stacklevel())
+            NodataWarning, stacklevel=user_stacklevel())
 
 
 def _representable(value: float, dtype) -> bool:

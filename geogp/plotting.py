@@ -13,7 +13,8 @@ import numpy as np
 import xarray as xr
 
 from geogp.adapters import find_spatial_dims
-from geogp.io import atomic_path, load_here
+from geogp.io import load_here
+from geogp.io_atomic import atomic_path
 
 __all__ = ["plot_maps", "save_maps", "save_figure", "set_map_axes", "pretty_units",
            "drawn_ratio", "thinned", "MAX_MAP_CELLS"]
@@ -128,7 +129,7 @@ def plot_maps(observed: xr.DataArray | None, prediction: xr.Dataset,
     Returns:
         The :class:`matplotlib.figure.Figure`.
     """
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: the caller chooses the backend first
 
     def two_d(a):  # the first slice of an extra dimension, rows = y whatever the input order
         extra = [d for d in a.dims if d not in (y_dim, x_dim)]
@@ -239,7 +240,7 @@ def _figsize(n: int, extent, aspect) -> tuple:
 
 def save_figure(fig, path, *, overwrite: bool = False, dpi: int = 110):
     """Write ``fig`` atomically to ``path`` (format from the suffix), then close it."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: the caller chooses the backend first
 
     try:
         with atomic_path(path, overwrite) as tmp:

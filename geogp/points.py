@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd  # xarray's dependency, loaded with geogp.adapters
 
-from geogp.adapters import GridSpec, resolve_spec
+from geogp.adapters import GridSpec, find_spatial_dims, resolve_spec
 from geogp.exceptions import AllMissingError, InputError
 
 __all__ = ["PointData", "non_numeric_positions", "to_point_data"]
@@ -76,8 +76,6 @@ def _continuous_longitudes(xs: np.ndarray, grid) -> np.ndarray:
     """
     if grid is not None:
         try:
-            from geogp.adapters import find_spatial_dims
-
             gx = np.asarray(grid[find_spatial_dims(grid)[1]].values, dtype=np.float64)
         except (InputError, KeyError):
             gx = np.array([])

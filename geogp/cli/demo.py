@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from geogp.cli.options import add_run_options, nonnegative_int
+from geogp.cli.runner import EXIT_OK
 
 __all__ = ["add_demo_parser", "run_demo"]
 
@@ -35,10 +36,10 @@ def add_demo_parser(subparsers) -> argparse.ArgumentParser:
 
 def run_demo(args, echo) -> int:
     """Run ``geogp demo`` with parsed ``args``."""
+    # lazy: keeps geogp --help light
     import matplotlib
 
     matplotlib.use("Agg")
-    from geogp.cli import EXIT_OK
     from geogp.demo import run_demo as demo
 
     demo(args.out_dir, model=args.model, n_features=args.features, seed=args.seed,

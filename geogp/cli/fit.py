@@ -15,13 +15,17 @@ import contextlib
 import os
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
-from geogp.cli.fit_points import TABLE_SUFFIXES, VECTOR_SUFFIXES, points_grid, read_table
+import numpy as np
+
 from geogp.cli.options import (add_memory_option, add_model_options, add_run_options,
-                               nonnegative_int, positive_int)
+                               exclusion_mask, model_keywords, nonnegative_int, positive_int)
+from geogp.cli.runner import EXIT_OK, usage_error
 from geogp.families import AUTO, family
+from geogp.io_atomic import hidden_sibling
 
-__all__ = ["add_fit_parser", "run_fit", "TABLE_SUFFIXES", "VECTOR_SUFFIXES"]
+__all__ = ["add_fit_parser", "run_fit"]
 
 
 def add_fit_parser(subparsers, epilog: str) -> argparse.ArgumentParser:
@@ -106,12 +110,10 @@ def _exclusion(args, da):
     non-zero (checked before the fit); None without the option."""
     if not args.exclude:
         return None
-    from types import SimpleNamespace
-
+    # lazy: keeps geogp --help light
     import xarray as xr
 
     from geogp.adapters import find_spatial_dims
-    from geogp.cli.options import exclusion_mask
 
     y_dim, x_dim = find_spatial_dims(da)
     grid = SimpleNamespace(y=da[y_dim].values, x=da[x_dim].values)
@@ -129,8 +131,6 @@ def _excluded(pred, mask):
 def _keep_previous(outputs) -> dict:
     """{path: copy} of the outputs that exist already (``--overwrite``): hidden copies beside
     them, so that a failed run can put them back."""
-    from geogp.io import hidden_sibling
-
     kept = {}
     for path in map(Path, outputs):
         if path.is_file():  # check_writable refused devices and pipes: never read one here
@@ -153,6 +153,7 @@ def _dask_client(args, echo):
     if not (args.workers or args.scheduler):
         yield None
         return
+    # lazy: keeps geogp --help light
     from distributed import Client, LocalCluster
 
     if args.workers:
@@ -168,13 +169,12 @@ def _dask_client(args, echo):
 
 
 def _run_fit(args, echo) -> int:
-    import numpy as np
-
+    # lazy: keeps geogp --help light
     from geogp._progress import bar
-    from geogp.cli import EXIT_OK, usage_error
+    from geogp.adapters import find_spatial_dims
     from geogp.api import GeoRegressor
-    from geogp.cli.options import model_keywords
     from geogp.cli.fit_checks import check_fit_arguments, check_output_memory
+    from geogp.cli.fit_points import TABLE_SUFFIXES, points_grid, read_table
     from geogp.io import check_geotiff_grid, open_raster, write_geotiff, write_netcdf
 
     outputs = check_fit_arguments(args, usage_error)  # fail before the expensive part
@@ -192,14 +192,11 @@ def _run_fit(args, echo) -> int:
         given["posterior_tile"] = args.posterior_tile
     options = {k: given[k] for k in ("maxiter", "mid_scale", "max_bytes", "posterior_tile")
                if k in given} or None
-    model = GeoRegressor(args.model, kernel=args.kernel, n_features=args.features,
-                         share_hyperparameters=args.share_hyperparameters,
+    gaussian = args.likelihood == "gaussian"  # else an SVGP: --model and sharing not used
+    model = GeoRegressor(args.model if gaussian else AUTO, likelihood=args.likelihood,
+                         kernel=args.kernel, n_features=args.features,
+                         share_hyperparameters=args.share_hyperparameters and gaussian,
                          progress=not args.quiet, options=options)
-    if args.likelihood != "gaussian":
-        from geogp.api_likelihoods import SVGPGeoRegressor
-
-        model = SVGPGeoRegressor(args.likelihood, kernel=args.kernel, n_features=args.features,
-                                 progress=not args.quiet, options=options)
     table = None
     if str(args.input).lower().endswith(TABLE_SUFFIXES):
         if args.covariate:
@@ -217,8 +214,6 @@ def _run_fit(args, echo) -> int:
         check_geotiff_grid(da)  # --out is a GeoTIFF: refused now, not after the fit
         mask = _exclusion(args, da)
         if args.samples:  # refused now, not after the fit: sample bands need one 2-D grid
-            from geogp.adapters import find_spatial_dims
-
             others = [d for d in da.dims if d not in find_spatial_dims(da)]
             if others:
                 raise usage_error(
@@ -255,7 +250,7 @@ def _run_fit(args, echo) -> int:
                 write_netcdf(pred, args.netcdf, overwrite=args.overwrite)
                 written.append(args.netcdf)
                 pb.update(1)
-            if args.map:
+            if args.map:  # lazy: keeps geogp --help light
                 import matplotlib
 
                 matplotlib.use("Agg")

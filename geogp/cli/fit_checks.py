@@ -1,10 +1,21 @@
 """Checks of ``geogp fit``'s arguments that run before the fit: every output path and format,
 the quantiles, the CRS and the seed, so that a run that cannot write its results fails at once
-(one line, exit 2) instead of after minutes of fitting."""
+(one line, exit 2) instead of after minutes of fitting. :mod:`geogp.cli.fit` imports this
+module when it runs, not for ``--help``."""
 
 from __future__ import annotations
 
 import os
+
+import numpy as np
+from matplotlib.backend_bases import FigureCanvasBase
+
+from geogp.adapters import as_crs, find_spatial_dims
+from geogp.io import GEOTIFF_SUFFIXES, NETCDF_SUFFIXES
+from geogp.io_atomic import check_writable
+from geogp.memory import check_prediction, check_samples, predicts_lazily
+from geogp.outputs import check_quantiles
+from geogp.persist.sign import read_key_file
 
 __all__ = ["check_fit_arguments", "check_output_memory", "output_paths"]
 
@@ -12,8 +23,6 @@ _MODEL = (".npz",)
 
 
 def _image_suffixes() -> tuple:
-    from matplotlib.backend_bases import FigureCanvasBase
-
     return tuple("." + s for s in FigureCanvasBase.get_supported_filetypes())
 
 
@@ -25,12 +34,11 @@ def output_paths(args) -> list[str]:
 def _check_suffixes(args, usage_error) -> None:
     """Each output's suffix must not name another output's format (``--out o.nc`` would be a
     GeoTIFF named .nc); --map takes its format from its suffix, which must be an image one."""
-    from geogp.io import _NC, _TIF
-
     images = _image_suffixes()
-    families = {"--out": (_TIF, "a GeoTIFF"), "--netcdf": (_NC, "a NetCDF file"),
+    families = {"--out": (GEOTIFF_SUFFIXES, "a GeoTIFF"),
+                "--netcdf": (NETCDF_SUFFIXES, "a NetCDF file"),
                 "--map": (images, "an image"), "--save-model": (_MODEL, "a model file")}
-    known = set(_TIF) | set(_NC) | set(images) | set(_MODEL)
+    known = set(GEOTIFF_SUFFIXES) | set(NETCDF_SUFFIXES) | set(images) | set(_MODEL)
     for option, path in (("--out", args.out), ("--netcdf", args.netcdf), ("--map", args.map),
                          ("--save-model", args.save_model)):
         if not path:
@@ -61,10 +69,6 @@ def check_fit_arguments(args, usage_error) -> list[str]:
     - ``--crs`` a CRS that PROJ knows; ``--samples`` ≥ 0; ``--features`` ≥ 4;
     - ``--model-key-file`` readable and not empty (its bytes go to ``args.model_key``).
     """
-    from geogp.adapters import as_crs
-    from geogp.io import check_writable
-    from geogp.outputs import check_quantiles
-
     outputs = output_paths(args)
     resolved = [os.path.realpath(p) for p in outputs]
     if len(set(resolved)) != len(resolved):
@@ -84,8 +88,6 @@ def check_fit_arguments(args, usage_error) -> list[str]:
         raise usage_error(f"--samples must be ≥ 0; got {args.samples}.")
     args.model_key = None
     if getattr(args, "model_key_file", None) is not None:
-        from geogp.persist_sign import read_key_file
-
         if not args.save_model:
             raise usage_error("--model-key-file signs the model of --save-model; give both.")
         args.model_key = read_key_file(args.model_key_file)
@@ -95,11 +97,6 @@ def check_fit_arguments(args, usage_error) -> list[str]:
 def check_output_memory(args, da) -> None:
     """Refuse, before the fit, a prediction (and ``--samples``) on ``da``'s grid whose
     arrays would not fit in memory (:mod:`geogp.memory`: the estimate is in the message)."""
-    import numpy as np
-
-    from geogp.adapters import find_spatial_dims
-    from geogp.memory import check_prediction, check_samples, predicts_lazily
-
     y, x = find_spatial_dims(da)
     slices = int(np.prod([da.sizes[d] for d in da.dims if d not in (y, x)], dtype=np.int64))
     check_prediction(da.sizes[y], da.sizes[x], slices, len(args.quantiles or ()),

@@ -1,9 +1,20 @@
 """The point inputs of ``geogp fit``: tables (CSV) and vector files of points, and the
-prediction grid over them (``--like GRID.tif`` or ``--resolution R``)."""
+prediction grid over them (``--like GRID.tif`` or ``--resolution R``). :mod:`geogp.cli.fit`
+imports this module when it runs, not for ``--help``."""
 
 from __future__ import annotations
 
 import warnings
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from geogp.adapters import as_crs
+from geogp.exceptions import InputError
+from geogp.io import open_raster
+from geogp.memory import check_prediction, predicts_lazily
+from geogp.points import non_numeric_positions
 
 __all__ = ["TABLE_SUFFIXES", "VECTOR_SUFFIXES", "points_grid", "read_table"]
 
@@ -18,10 +29,6 @@ def _read_vector(args):
     Needs geopandas (the optional extra ``geogp[vector]``). The file's CRS is used; with
     ``--crs`` too, the points are reprojected to it.
     """
-    import pandas as pd
-
-    from geogp.exceptions import InputError
-
     try:
         import geopandas as gpd
     except ImportError:
@@ -56,10 +63,6 @@ def _read_vector(args):
 
 def read_table(args):
     """The points of ``args.input``: a CSV table, or a vector file (:func:`_read_vector`)."""
-    import pandas as pd
-
-    from geogp.exceptions import InputError
-
     if str(args.input).lower().endswith(VECTOR_SUFFIXES):
         return _read_vector(args)
     try:
@@ -78,11 +81,6 @@ def read_table(args):
 def _check_numeric(column, name: str, path, feature: bool = False) -> None:
     """Refuse text in a column of numbers, naming the column, the value and its line (of a
     CSV) or its feature (of a vector file, ``feature``)."""
-    import pandas as pd
-
-    from geogp.exceptions import InputError
-    from geogp.points import non_numeric_positions
-
     if pd.api.types.is_numeric_dtype(column):
         return
     bad = non_numeric_positions(column.to_numpy(dtype=object))
@@ -99,13 +97,6 @@ def _check_numeric(column, name: str, path, feature: bool = False) -> None:
 
 def points_grid(args, table):
     """The prediction grid of a point table: --like's raster, or --resolution over the points."""
-    import numpy as np
-    import xarray as xr
-
-    from geogp.exceptions import InputError
-    from geogp.io import open_raster
-    from geogp.memory import check_prediction, predicts_lazily
-
     if args.crs is None:
         raise InputError("a point table needs its CRS: pass --crs (e.g. --crs EPSG:4326).")
     if (args.like is None) == (args.resolution is None):
@@ -149,10 +140,6 @@ def points_grid(args, table):
 def _unwrap_antimeridian(args, table, xs, ok):
     """Longitudes across the antimeridian (179.5 ... -179.5) shifted to 0..360, in ``table``
     too, so that the grid spans the points' real extent rather than 360°; ``xs`` otherwise."""
-    import numpy as np
-
-    from geogp.adapters import as_crs
-
     if not as_crs(args.crs).is_geographic:
         return xs
     span, wrapped = np.ptp(xs[ok]), np.ptp(xs[ok] % 360.0)

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+import numpy as np
+
+from geogp.exceptions import InputError
+
 __all__ = ["add_model_options", "add_memory_option", "add_run_options", "model_keywords",
            "positive_int", "nonnegative_int", "MODEL_CHOICES", "exclusion_mask", "spacing"]
 
@@ -122,10 +126,8 @@ def model_keywords(args) -> dict:
 
 def exclusion_mask(path, target):
     """(N_y, N_x) boolean: True where the mask raster is non-zero (NaN counts as zero)."""
-    import numpy as np
-
+    # lazy: keeps geogp --help light
     from geogp.adapters import find_spatial_dims
-    from geogp.exceptions import InputError
     from geogp.io import open_raster
 
     da = open_raster(path)
@@ -150,7 +152,5 @@ def exclusion_mask(path, target):
 
 def spacing(a) -> float:
     """The largest step between neighbouring coordinates (1.0 for a single one)."""
-    import numpy as np
-
     a = np.asarray(a, float)
     return float(np.abs(np.diff(a)).max()) if a.size > 1 else 1.0

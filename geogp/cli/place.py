@@ -1,6 +1,7 @@
 """``geogp place``: suggest where to measure next on a raster (docs/placement.md).
 
-:mod:`geogp.cli` wires :func:`add_place_parser` and :func:`run_place` into the command::
+:mod:`geogp.cli` wires :func:`add_place_parser` and :func:`place_sites` into the command
+(:func:`run_place` runs it with the command's conventions)::
 
     geogp place INPUT.(tif|nc) --n 20 --out sites.geojson [--model auto|lattice|afs|wavelet
         --strategy auto|reduction|mi|variance|krause --criterion marginal|joint
@@ -35,12 +36,15 @@ import argparse
 
 import numpy as np
 
-from geogp.cli.options import add_model_options, add_run_options
+from geogp.cli.options import add_model_options, add_run_options, exclusion_mask, spacing
+from geogp.cli.runner import run_command
+from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.families import AUTO, FALLBACK, family, resolve_model
+from geogp.io_atomic import atomic_path, check_writable
 
 PLACEMENT_FEATURES = 2000  # the dense posterior that placement updates rank by rank
 
-__all__ = ["add_place_parser", "run_place"]
+__all__ = ["add_place_parser", "run_place", "place_sites"]
 
 _EPILOG = """\
 examples:
@@ -134,14 +138,11 @@ def _distance(text: str):
 
 def run_place(args) -> int:
     """Run ``geogp place`` with parsed ``args``; returns the exit code (0, 1 or 2)."""
-    from geogp.cli import run_command
-
-    return run_command(_place, args, quiet=bool(getattr(args, "quiet", False)))
+    return run_command(place_sites, args, quiet=bool(getattr(args, "quiet", False)))
 
 
 def _check_args(args) -> None:
-    from geogp.exceptions import InputError
-    from geogp.io import check_writable
+    # lazy: keeps geogp --help light
     from geogp.models.afs_policy import ITERATIVE_ABOVE
 
     outputs = [p for p in (args.out, args.csv, args.map) if p]
@@ -170,20 +171,21 @@ def _check_args(args) -> None:
         raise InputError(f"--max-targets must be ≥ 1; got {args.max_targets}.")
 
 
-def _place(args, echo) -> int:
+def place_sites(args, echo) -> int:
+    """Run ``geogp place`` with parsed ``args``: fit, place the sites, write them; ``echo``
+    prints unless ``--quiet``. Returns 0; errors are raised (:func:`run_place` reports them)."""
+    # lazy: keeps geogp --help light
+    from geogp.adapters import find_spatial_dims
     from geogp.api import GeoRegressor
-    from geogp.cli.options import exclusion_mask
-    from geogp.exceptions import InputError
     from geogp.io import open_raster
-    from geogp.placement import Candidates, suggest_sites, write_csv, write_geojson
+    from geogp.placement import (Candidates, add_observations, suggest_sites, write_csv,
+                                 write_geojson)
 
     _check_args(args)
     da = open_raster(args.input, var=args.var)
     options = {"maxiter": args.maxiter} if args.maxiter is not None else None
     measured = _read_measured(args.measured, da) if args.measured else None
     if measured is not None and args.refit:  # the measurements become data
-        from geogp.adapters import find_spatial_dims
-
         da = da.transpose(*find_spatial_dims(da)).copy()
         da.values[measured[0], measured[1]] = measured[2]
     model, note = _placement_model(args, da, options)
@@ -195,8 +197,6 @@ def _place(args, echo) -> int:
                            n_features=args.features or PLACEMENT_FEATURES,
                            progress=not args.quiet, options=options).fit(da)
     elif "posterior_tile" in fam.option_names():  # placement needs the whole factor, no tiles
-        from geogp.exceptions import MemoryEstimateError
-
         try:
             geo = GeoRegressor(model, progress=not args.quiet,
                                options={**_lattice_limit(args, options),
@@ -218,8 +218,6 @@ def _place(args, echo) -> int:
     est, spec, target = geo.estimators_[0], geo.spec_, geo.target_
     my, mx = spec.to_model(target.y, target.x)  # model coordinates (y, x·lon_scale)
     if measured is not None and not args.refit:  # condition on them, θ kept
-        from geogp.placement import add_observations
-
         iy, ix, values = measured
         est = add_observations(est, np.stack([my[iy], mx[ix]], axis=1), values)
         geo.estimators_[0] = est
@@ -266,10 +264,10 @@ def _place(args, echo) -> int:
 def _read_measured(path, da):
     """(rows, cols, values) of the measurements in ``path`` (CSV: x, y, value in the raster's
     CRS) at their nearest cells of ``da``; refuses points outside the raster."""
+    # lazy: keeps geogp --help light
     import pandas as pd
 
     from geogp.adapters import find_spatial_dims
-    from geogp.exceptions import InputError
 
     try:
         table = pd.read_csv(path)
@@ -308,6 +306,7 @@ def _placement_model(args, da, options) -> tuple[str, str]:
         return model, ""
     if args.kernel is not None or args.features is not None:
         return FALLBACK, ""
+    # lazy: keeps geogp --help light
     from geogp.adapters import to_grid_data
 
     g = to_grid_data(da)
@@ -336,8 +335,6 @@ def _distance_note(attrs, est, my, mx) -> str:
     md = float(attrs["min_distance"])
     if md == 0:
         return "minimum distance between sites: none (--min-distance 0)."
-    from geogp.cli.options import spacing
-
     cells = [md / spacing(a) for a in (my, mx)]
     text = (f"minimum distance between sites: {md:.4g} CRS units (≈ {cells[0]:.1f} cells along "
             f"y, {cells[1]:.1f} along x)")
@@ -350,12 +347,12 @@ def _distance_note(attrs, est, my, mx) -> str:
 
 def _save_map(args, geo, sites, target) -> None:
     """The sites over the latent std, with the raster's true aspect and the CRS's units."""
+    # lazy: keeps geogp --help light
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from geogp.io import atomic_path
     from geogp.placement import plot_sites
     from geogp.plotting import set_map_axes
 

@@ -26,7 +26,7 @@ import sys
 
 from geogp.exceptions import InputError, MemoryEstimateError
 
-__all__ = ["AUTO", "MODELS", "FALLBACK", "GRID_MODEL", "family", "family_of", "is_model",
+__all__ = ["AUTO", "MODELS", "FALLBACK", "GRID_MODEL", "GAUSSIAN", "family", "family_of", "is_model",
            "savable_models", "resolve_model", "make_estimator", "fit_grid", "fit_points",
            "predict_grid", "predict_points", "sample_grid", "describe"]
 
@@ -34,6 +34,7 @@ AUTO = "auto"
 MODELS = ("afs", "wavelet", "exact", "lattice")  # what GeoRegressor(model=...) accepts
 FALLBACK = "afs"  # "auto" for points, irregular rasters, or what the lattice cannot hold
 GRID_MODEL = "lattice"  # "auto" for a regular raster within the lattice model's memory limit
+GAUSSIAN = "gaussian"  # GeoRegressor(likelihood=...): any other likelihood fits an "svgp"
 # name → (module of the family, module and class of its model)
 _REGISTRY = {
     "afs": ("geogp.families.afs", "geogp.models.afs", "AFSRegressor"),

@@ -13,8 +13,8 @@ import numpy as np
 from geogp.families.generic import Family, kernel_facts, observed_cells
 from geogp.models.afs import AFSRegressor
 from geogp.models.base import Prediction
-from geogp.persist_afs import load_afs, save_afs
-from geogp.persist_semantics import check_window
+from geogp.persist.afs import load_afs, save_afs
+from geogp.persist.semantics import check_window
 
 __all__ = ["AFSFamily", "FAMILY", "DEFAULT_KERNEL", "DEFAULT_FEATURES", "DEFAULT_MEAN"]
 

@@ -103,6 +103,10 @@ class Family:
     def check_memory(self, est, raster_shape: tuple) -> None:
         """Nothing to refuse up front (models check their own memory while fitting)."""
 
+    def announce_cost(self, est, raster_shape: tuple) -> None:
+        """Before a raster fit with progress bars (families with ``estimates_cost``): say
+        on stderr what the fit will cost. Nothing to say by default."""
+
     # ------------------------------------------------------------------ fitting
     def widen(self, est, lo, hi, t_lo, t_hi, scale) -> None:
         """Widen ``est``'s window from the data's box [lo, hi] to the target box [t_lo, t_hi]
@@ -182,7 +186,7 @@ class Family:
         so computing them together (one ``dask.compute``) predicts each block once. Points
         outside the window raise now (the grid's corners are predicted at once), not when
         the arrays are read."""
-        import dask
+        import dask  # lazy: keeps `import geogp` light (dask only for lazy predictions)
         import dask.array as dsa
 
         warn_if_far(est, axes=axes)

@@ -5,17 +5,20 @@ where it does not fit); samples by its sparse sampler; its evidence is the REML 
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from geogp._format import number
-from geogp.exceptions import InputError
+from geogp.exceptions import GeogpError, InputError
 from geogp.families.generic import Family
 from geogp.models.base import Prediction
 from geogp.models.lattice import LatticeRegressor
 from geogp.models.lattice_settings import check_settings
-from geogp.persist_checks import clean, init_names
-from geogp.persist_lattice import load_lattice, save_lattice
-from geogp.persist_semantics import check_lattice_grid
+from geogp.models.lattice_workers import dask_client
+from geogp.persist.checks import clean, init_names
+from geogp.persist.lattice import load_lattice, save_lattice
+from geogp.persist.semantics import check_lattice_grid
 
 __all__ = ["LatticeFamily", "FAMILY", "DEFAULT_LARGE_SCALE", "DEFAULT_MID_SCALE"]
 
@@ -47,6 +50,28 @@ class LatticeFamily(Family):
     def check_memory(self, est, raster_shape: tuple) -> None:
         check_settings(est)
         est.check_memory(raster_shape)
+
+    def announce_cost(self, est, raster_shape: tuple) -> None:
+        """Before a lattice fit with progress bars: its tiles, memory and time estimates."""
+        try:
+            with dask_client(est.scheduler) as client:
+                workers = len(client.scheduler_info()["workers"]) if client is not None else 1
+            cost = est.cost_estimate(raster_shape, workers)
+        except (GeogpError, ValueError):  # bad settings: the fit itself says what is wrong
+            return
+        where = f" on {workers} dask workers" if client is not None else ""
+        tiles = ("the whole lattice" if cost["tiles"] == 1 else f"{cost['tiles']} tiles{where}")
+        hint = ""
+        if cost["tiles"] > 1 and client is None:
+            hint = ("; tiles run in parallel on a dask cluster (geogp fit --workers N, or a "
+                    "distributed.Client), and larger tiles (--max-memory) waste less on halos")
+        secs = float(cost["seconds"])
+        when = f"{secs:.0f} s" if secs < 90 else f"{secs / 60:.0f} min"  # never "0 min"
+        ny, nx = raster_shape
+        print(f"lattice model on {ny} × {nx} cells: posterior on {tiles}; estimated "
+              f"peak memory {cost['bytes'] / 2**30:.1f} GiB (limit {est.max_bytes / 2**30:.1f} "
+              f"GiB), roughly {when} at the 2-core reference rate{hint}",
+              file=sys.stderr, flush=True)
 
     def fit_grid(self, est, axes: list, values, regular: bool, covariates=None):
         """SPDE/GMRF on the raster's own cells (regular rasters only: the model refuses others)."""

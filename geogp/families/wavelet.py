@@ -11,8 +11,8 @@ import numpy as np
 from geogp.families.generic import Family, observed_cells
 from geogp.models.base import Prediction
 from geogp.models.wavelet import WaveletRegressor
-from geogp.persist_checks import clean, init_names
-from geogp.persist_wavelet import load_wavelet, save_wavelet
+from geogp.persist.checks import clean, init_names
+from geogp.persist.wavelet import load_wavelet, save_wavelet
 
 __all__ = ["WaveletFamily", "FAMILY"]
 

@@ -84,6 +84,10 @@ class Estimator(Protocol):
         """Refuse (``MemoryEstimateError``) before allocating a raster the model's memory
         limit cannot hold, and settings the model refuses (``InputError``)."""
 
+    def announce_cost(self, est, raster_shape: tuple) -> None:
+        """Before a raster fit with progress bars (``estimates_cost``): say on stderr what
+        the fit will cost (tiles, memory, time)."""
+
     def fit_grid(self, est, axes: list, values, regular: bool, covariates=None) -> Any:
         """Fit on one raster slice ``values`` (N_y, N_x), NaN = missing; ``covariates``
         (k, N_y, N_x) or None. The model's window covers the whole raster. Returns ``est``."""

@@ -152,7 +152,7 @@ class SVGPRegressor:
             such as the inside of a large gap.
         seed: minibatch order. progress: optional callback ``progress(step, -elbo)``; one
             that also has ``phase(title, total, unit)`` and ``done(n)`` (as
-            :class:`geogp.api_likelihoods.SVGPProgress`) is told each phase: training, the
+            :class:`geogp._progress.SVGPProgress`) is told each phase: training, the
             optimal q (``exact_q``), the ELBO on all the data.
 
     Attributes:

@@ -15,7 +15,6 @@ from geogp.adapters import (
     as_crs,
     check_axis,
     find_spatial_dims,
-    masked_values,
     select_variable,
     to_grid_data,
 )
@@ -25,6 +24,7 @@ from geogp.exceptions import (
     IrregularGridError,
     MissingCRSWarning,
 )
+from geogp.nodata import masked_values
 from geogp.points import to_point_data
 
 

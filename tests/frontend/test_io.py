@@ -85,7 +85,7 @@ def test_packed_geotiff_is_unpacked_with_its_scale_and_offset(tmp_path):
     with rasterio.open(tmp_path / "dem.tif", "w", **profile) as dst:
         dst.write(raw, 1)
         dst.scales, dst.offsets = (1.0,), (-1000.0,)
-    from geogp.adapters import masked_values
+    from geogp.nodata import masked_values
 
     got = masked_values(open_raster(tmp_path / "dem.tif")).values
     np.testing.assert_array_equal(got, np.where(raw == 0, np.nan, raw - 1000.0))

@@ -16,7 +16,7 @@ import xarray as xr
 
 import geogp
 from geogp.exceptions import InputError, ReadError
-from geogp.persist_checks import digest, meta_digest
+from geogp.persist.checks import digest, meta_digest
 
 KEY = b"correct horse battery staple"
 
@@ -246,7 +246,7 @@ def test_issue32_load_refuses_huge_declared_members_from_headers(tmp_path):
 def test_issue32_load_hashes_in_streams(tmp_path):
     """The digests are computed from the stored bytes in chunks: verifying a 32 MiB array
     allocates far less than the array (it used to load it and copy it once more)."""
-    from geogp.persist_checks import verify_digests
+    from geogp.persist.checks import verify_digests
 
     a = np.arange(4 * 2**20, dtype=np.float64)
     path = tmp_path / "big.npz"

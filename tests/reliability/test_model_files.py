@@ -12,7 +12,7 @@ import xarray as xr
 
 import geogp
 from geogp.exceptions import InputError, ReadError
-from geogp.persist_checks import digest, meta_digest
+from geogp.persist.checks import digest, meta_digest
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +133,7 @@ def test_huge_declared_array_is_refused_before_reading(tmp_path, monkeypatch):
     with pytest.raises(ReadError, match="74.5 GiB"):
         geogp.load_model(path, max_bytes=16 * 2**30)
     # the default limit (80 % of this machine's memory), whatever the machine
-    from geogp import persist_checks
+    from geogp.persist import checks as persist_checks
 
     monkeypatch.setattr(persist_checks, "_memory_limit", lambda: 8.0 * 2**30)
     with pytest.raises(ReadError, match="74.5 GiB"):

@@ -5,7 +5,7 @@ N), the fitted kernel and noise, the posterior (λ^{1/2}, weights, Q, chol), the
 and the optimisation report; for matrix-free models (large M) the FFT operator instead of G,
 and the posterior as vectors and samples
 (:class:`~geogp.models.collapsed_iterative.IterativePosterior`). Loading checks every array
-(:class:`~geogp.persist_checks.Arrays`) and rebuilds the estimator, so that predictions are
+(:class:`~geogp.persist.checks.Arrays`) and rebuilds the estimator, so that predictions are
 reproduced bit for bit.
 """
 
@@ -22,7 +22,7 @@ from geogp.features.gram_operator import GramOperator
 from geogp.models.afs import AFSRegressor
 from geogp.models.collapsed import Posterior
 from geogp.models.collapsed_iterative import IterativePosterior
-from geogp.persist_checks import Arrays, clean, init_names, require, scaler_and_report
+from geogp.persist.checks import Arrays, clean, init_names, require, scaler_and_report
 
 __all__ = ["save_afs", "load_afs"]
 

@@ -9,11 +9,12 @@ Every array and key is checked (shape, sortedness, ranges, finiteness, signs) be
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 
 from geogp.exceptions import GeogpError, InputError, ReadError
-from geogp.persist_checks import Arrays, estimator_from_init, require, scaler_and_report
+from geogp.persist.checks import Arrays, estimator_from_init, require, scaler_and_report
 
 __all__ = ["save_wavelet", "load_wavelet"]
 
@@ -98,8 +99,6 @@ def load_wavelet(meta: dict, pre: str, z: Arrays, accepted_init) -> object:
     est.scaler_, est.report_ = scaler_and_report(meta, pre, z, d, where)
     est.stats_ = WaveletStatistics(est.basis_, active, gram, r, yy, n)
     est.stats_time_s_ = 0.0
-    import jax.numpy as jnp
-
     est.params_ = {k: jnp.asarray(v) for k, v in params.items()}
     try:
         est.problem_ = make_problem(est.stats_, est.backend, est.normalisation, est.location)

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import json
 import os
 import zipfile
 
 import numpy as np
 
 from geogp.exceptions import ReadError
+from geogp.memory import memory_limit
+from geogp.models.base import Standardizer
+from geogp.optimize import FitReport
 
 __all__ = ["declared_arrays", "check_declared_memory", "verify_digests", "require", "Arrays",
            "digest", "meta_digest", "scaler_and_report", "init_names", "jsonable", "clean"]
@@ -73,9 +77,7 @@ def _nbytes(shape, dtype) -> float:
     return float(np.prod(shape, dtype=np.float64)) * dtype.itemsize
 
 
-def _memory_limit() -> float:
-    from geogp.memory import memory_limit
-
+def _memory_limit() -> float:  # one name to patch in tests
     return memory_limit()
 
 
@@ -185,8 +187,6 @@ def digest(a: np.ndarray) -> str:
 
 def meta_digest(meta: dict) -> str:
     """SHA-256 of the metadata (canonical JSON) without its own ``meta_digest`` entry."""
-    import json
-
     body = {k: v for k, v in meta.items() if k != "meta_digest"}
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
@@ -238,9 +238,6 @@ class Arrays:
 
 def scaler_and_report(meta: dict, pre: str, z: Arrays, n_dims: int, where: str):
     """The checked Standardizer and FitReport of one slice of a model file."""
-    from geogp.models.base import Standardizer
-    from geogp.optimize import FitReport
-
     scaler = Standardizer(z.get(f"{pre}scaler/x_mean", shape=(n_dims,)),
                           z.get(f"{pre}scaler/x_scale", shape=(n_dims,), positive=True),
                           require(meta, "y_mean", "float", where),

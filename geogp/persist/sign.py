@@ -1,6 +1,6 @@
 """Optional authentication of model files: an HMAC-SHA256 under a key the user keeps.
 
-A model file's SHA-256 digests (:mod:`geogp.persist_checks`) are unkeyed: they detect damage
+A model file's SHA-256 digests (:mod:`geogp.persist.checks`) are unkeyed: they detect damage
 and careless edits, but whoever can write the file can also recompute them, so a consistent
 edit (another CRS, for one) passes. With ``key=`` at save, the metadata gets a ``mac``: an
 HMAC-SHA256 over the metadata, which holds the digest of every array, so it covers the whole

@@ -1,6 +1,6 @@
 """Semantic checks of a model file: do its parts describe one consistent model?
 
-The digests (:mod:`geogp.persist_checks`) say that the arrays are those that were written;
+The digests (:mod:`geogp.persist.checks`) say that the arrays are those that were written;
 they cannot say that the file was written by geogp, since anyone can recompute them. The checks
 here refuse what geogp never writes, even with consistent digests:
 
@@ -16,7 +16,7 @@ here refuse what geogp never writes, even with consistent digests:
 - the per-slice bookkeeping: ``n_observed`` non-negative integers, ``fit_time_s`` numbers.
 
 A consistent edit that keeps all of this (a CRS replaced by another valid one, with every
-digest recomputed) cannot be detected without a key: see :mod:`geogp.persist_sign`.
+digest recomputed) cannot be detected without a key: see :mod:`geogp.persist.sign`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from geogp.adapters import GridSpec, as_crs, check_axis
 from geogp.exceptions import GeogpError, ReadError
-from geogp.persist_checks import require
+from geogp.outputs import Target
+from geogp.persist.checks import require
 
 __all__ = ["load_spec", "load_target", "check_lattice_grid", "check_window",
            "check_bookkeeping"]
@@ -43,8 +45,6 @@ def _number(d: dict, key: str, where: str) -> float:
 
 def load_spec(sp: dict):
     """The checked :class:`~geogp.adapters.GridSpec` of the metadata's ``spec``."""
-    from geogp.adapters import GridSpec, as_crs
-
     if not isinstance(sp, dict) or not set(sp) <= {"y_dim", "x_dim", "crs_wkt", "geographic",
                                                     "lon_scale", "assumed"}:
         raise ReadError(f"model file metadata: malformed grid spec {sp!r:.80}.")
@@ -73,8 +73,6 @@ def load_spec(sp: dict):
 
 
 def _axis(values: np.ndarray, name: str) -> np.ndarray:
-    from geogp.adapters import check_axis
-
     try:
         return check_axis(values, name, min_size=1)[0]
     except (GeogpError, ValueError) as err:
@@ -84,8 +82,6 @@ def _axis(values: np.ndarray, name: str) -> np.ndarray:
 
 def load_target(meta: dict, arrays, spec):
     """The checked prediction target of the metadata (None when the model has none)."""
-    from geogp.outputs import Target
-
     t = require(meta, "target", "dict", nullable=True)
     if t is None:
         return None

@@ -5,7 +5,7 @@ lattice cell (posterior mean, variance, and the covariances with three neighbour
 cross pair, all in standardised units), its geometry and its standardiser; these are what is
 stored, so loading needs no factorisation and reproduces predictions bit for bit. The
 hyperparameters and the fit report are kept for :meth:`~geogp.api.GeoRegressor.hyperparameters`.
-Every array is checked on loading (:class:`~geogp.persist_checks.Arrays`).
+Every array is checked on loading (:class:`~geogp.persist.checks.Arrays`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from geogp.exceptions import ReadError
-from geogp.persist_checks import Arrays, estimator_from_init, require, scaler_and_report
+from geogp.persist.checks import Arrays, estimator_from_init, require, scaler_and_report
 
 __all__ = ["save_lattice", "load_lattice"]
 

@@ -5,28 +5,28 @@ The file holds plain arrays and one JSON document (``__meta__``):
 - per slice: the model's arrays and metadata, written and read by its family
   (:meth:`~geogp.models.base.Estimator.to_arrays` / ``from_arrays``, :mod:`geogp.families`).
   AFS models store their Fourier features, sufficient statistics, kernel, noise, posterior,
-  standardiser and optimisation report (:mod:`geogp.persist_afs`);
+  standardiser and optimisation report (:mod:`geogp.persist.afs`);
 - the grid: dimension names, CRS (WKT), longitude scaling, target coordinates, the extra
   dimension's coordinates, attributes and name.
 
 Loading rebuilds the estimators from these arrays, so predictions are reproduced bit for bit.
 Only numeric, datetime and string arrays are stored; ``np.load(allow_pickle=False)`` reads them.
-Lattice models store their per-cell posterior moments (:mod:`geogp.persist_lattice`); wavelet
+Lattice models store their per-cell posterior moments (:mod:`geogp.persist.lattice`); wavelet
 models their basis, θ and sparse statistics, the posterior being recomputed on loading
-(:mod:`geogp.persist_wavelet`); exact and SGPR models cannot be saved yet.
+(:mod:`geogp.persist.wavelet`); exact and SGPR models cannot be saved yet.
 
-Files are untrusted on loading (:mod:`geogp.persist_checks`): the declared array sizes are
+Files are untrusted on loading (:mod:`geogp.persist.checks`): the declared array sizes are
 checked before anything is read (against the memory limit, and against the bytes the file
 stores), the SHA-256 digest of every array is computed in streams, then every metadata key
 is checked for presence and type, every array for dtype, shape, finiteness and sign, and the
-parts for consistency (:mod:`geogp.persist_semantics`: CRS, grid, lattice, window), so a
+parts for consistency (:mod:`geogp.persist.semantics`: CRS, grid, lattice, window), so a
 damaged or tampered file raises :class:`~geogp.exceptions.ReadError` instead of predicting
 garbage. Files of format version 1 (no digests) are refused.
 
 A model file is integrity-checked, not signed: the digests are unkeyed, and whoever can write
 the file can recompute them, so a consistent edit (a CRS replaced by another valid one) passes
 the checks. Pass ``key=`` (bytes) to save and load to sign the file with an HMAC-SHA256 and
-refuse any file that was not signed with that key (:mod:`geogp.persist_sign`).
+refuse any file that was not signed with that key (:mod:`geogp.persist.sign`).
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ import xarray as xr
 
 from geogp.exceptions import GeogpError, InputError, ReadError
 from geogp.families import AUTO, family, is_model, savable_models
-from geogp.io import atomic_path
-from geogp.persist_checks import (Arrays, check_declared_memory, clean, declared_arrays, digest,
+from geogp.io_atomic import atomic_path
+from geogp.persist.checks import (Arrays, check_declared_memory, clean, declared_arrays, digest,
                                   jsonable, meta_digest, require, verify_digests)
-from geogp.persist_semantics import check_bookkeeping, load_spec, load_target
-from geogp.persist_sign import check_key, check_signature, sign
+from geogp.persist.semantics import check_bookkeeping, load_spec, load_target
+from geogp.persist.sign import check_key, check_signature, sign
 
 __all__ = ["save_model", "load_model", "FORMAT", "FORMAT_VERSION"]
 
@@ -130,8 +130,12 @@ def _read_meta(path: Path, max_bytes) -> tuple:
     return z, meta
 
 
-def load_model(path, *, max_bytes: float | None = None, key: bytes | None = None):
-    """Read a model written by :func:`save_model`; returns a fitted GeoRegressor.
+def load_model(path, cls, *, max_bytes: float | None = None, key: bytes | None = None):
+    """Read a model written by :func:`save_model`; returns a fitted ``cls``.
+
+    ``cls`` is the class to build, :class:`~geogp.api.GeoRegressor`: its
+    :meth:`~geogp.api.GeoRegressor.load` (and :func:`geogp.load_model`) passes itself, so that
+    this module needs no import of the front end.
 
     ``max_bytes`` caps the memory the file's arrays may declare (default 80 % of the
     machine's RAM, see :mod:`geogp.memory`); larger files are refused before anything is read.
@@ -142,8 +146,6 @@ def load_model(path, *, max_bytes: float | None = None, key: bytes | None = None
     ``key`` (bytes, as given to :func:`save_model`) refuses any file not signed with it; a
     signed file loaded without a key is refused.
     """
-    from geogp.api import GeoRegressor
-
     key = check_key(key)
     path = Path(path)
     if not path.is_file():
@@ -179,7 +181,7 @@ def load_model(path, *, max_bytes: float | None = None, key: bytes | None = None
         if requested not in (kind, AUTO):
             raise ReadError(f"model file metadata: requested model {requested!r:.30} does not "
                             f"match the fitted {kind!r}.")
-        model = GeoRegressor(requested, kernel=require(p, "kernel", "str", "params", nullable=True),
+        model = cls(requested, kernel=require(p, "kernel", "str", "params", nullable=True),
                              n_features=p.get("n_features"),
                              share_hyperparameters=bool(p.get("share_hyperparameters", False)),
                              nodata=p.get("nodata"), options=options or None)

@@ -1,0 +1,112 @@
+"""How the ``geogp`` command runs a sub-command: exit codes, one-line errors and warnings,
+Ctrl-C (:func:`run_command`). The sub-command modules and :mod:`geogp.cli` import it; it
+imports nothing heavy (``geogp --help`` stays light).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import sys
+import warnings
+
+from geogp.exceptions import InputError, MemoryEstimateError
+
+__all__ = ["run_command", "usage_error", "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE"]
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+class _UsageError(Exception):
+    pass
+
+
+def usage_error(msg: str) -> _UsageError:
+    """An error that the CLI reports as one line with exit code 2 (wrong use of options)."""
+    return _UsageError(msg)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"geogp: warning: {message}", file=sys.stderr)
+
+
+_INTERRUPT_LINE = re.compile(r"(^|\n)\s*KeyboardInterrupt\b")
+
+
+def _is_interrupt(err: BaseException) -> bool:
+    """Ctrl-C, also where JAX wraps it: a KeyboardInterrupt raised inside a host callback
+    (``jax.pure_callback``: the sparse Cholesky of the lattice model) reaches the caller as a
+    RuntimeError (``JaxRuntimeError``/``XlaRuntimeError``, "CpuCallback error") whose message
+    ends with the callback's traceback, "KeyboardInterrupt". Follows the exception chain."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, KeyboardInterrupt):
+            return True
+        if isinstance(err, RuntimeError) and _INTERRUPT_LINE.search(str(err)):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+class _DropInterruptLogs(logging.Filter):
+    """Drop JAX's "jax.pure_callback failed" log (with its traceback) of a KeyboardInterrupt:
+    the command reports the interrupt itself, in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (exc is not None and _is_interrupt(exc))
+
+
+@contextlib.contextmanager
+def _quiet_callback_interrupts():
+    loggers = [logging.getLogger(name) for name in ("jax._src.callback", "jax._src.ffi")]
+    drop = _DropInterruptLogs()
+    for lg in loggers:
+        lg.addFilter(drop)
+    try:
+        yield
+    finally:
+        for lg in loggers:
+            lg.removeFilter(drop)
+
+
+def _interrupted() -> int:
+    print("geogp: interrupted; no partial output was kept.", file=sys.stderr)
+    return 130
+
+
+def run_command(handler, args, quiet: bool = False) -> int:
+    """Run ``handler(args, echo)`` with the CLI's conventions: warnings as one line, bad input
+    as one line and exit 2, other errors as one line and exit 1 (``--traceback`` re-raises)."""
+    def echo(text: str) -> None:
+        if not quiet:
+            print(text, flush=True)
+
+    traceback = bool(getattr(args, "traceback", False))
+    try:
+        with warnings.catch_warnings(), _quiet_callback_interrupts():  # restores showwarning
+            warnings.showwarning = _show_warning
+            return handler(args, echo)
+    except (InputError, _UsageError) as err:
+        if traceback:
+            raise
+        print(f"geogp: error: {' '.join(str(err).split())}", file=sys.stderr)
+        return EXIT_USAGE
+    except MemoryEstimateError as err:  # the advice in command-line flags
+        if traceback:
+            raise
+        print(f"geogp: error: {' '.join(err.cli_message().split())}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return _interrupted()
+    except Exception as err:
+        if _is_interrupt(err):  # Ctrl-C inside a JAX host callback (lattice fit)
+            return _interrupted()
+        if traceback:
+            raise
+        msg = str(err).splitlines()[0] if str(err) else ""
+        print(f"geogp: error: {type(err).__name__}: {msg} (run with --traceback for details)",
+              file=sys.stderr)
+        return EXIT_ERROR

@@ -360,7 +360,7 @@ def _announce_cost(est, shape) -> None:
     import sys
 
     from geogp.exceptions import GeogpError
-    from geogp.models.lattice_workers import dask_client
+    from geogp.models.lattice.workers import dask_client
 
     try:
         with dask_client(est.scheduler) as client:

@@ -12,7 +12,7 @@ from geogp.exceptions import InputError
 from geogp.families.generic import Family
 from geogp.models.base import Prediction
 from geogp.models.lattice import LatticeRegressor
-from geogp.models.lattice_settings import check_settings
+from geogp.models.lattice.settings import check_settings
 from geogp.persist_checks import clean, init_names
 from geogp.persist_lattice import load_lattice, save_lattice
 from geogp.persist_semantics import check_lattice_grid

@@ -31,7 +31,7 @@ from geogp.exceptions import InputError, MemoryEstimateError, OutsideWindowError
 __all__ = ["FourierFeatures", "lattice_rows", "window", "DEFAULT_WIDTH_FACTOR"]
 
 # W_d = W_xd / 0.95 (docs/afs.md (window), thesis C.1.6): the narrowest window AFSRegressor
-# uses; it widens it for lengthscales that are not ≪ W_x (geogp.models.afs_diagnostics)
+# uses; it widens it for lengthscales that are not ≪ W_x (geogp.models.afs.diagnostics)
 DEFAULT_WIDTH_FACTOR = 1 / 0.95
 
 COS, SIN, CONST = 0, 1, 2

@@ -248,7 +248,7 @@ def lattice_memory_estimate(model, n_candidates: int, n_targets: int, n_sites: i
     of B refactorised (as at the fit), the kept columns (one per site over every cell) and,
     for ``"mi"`` and ``"reduction"``, the candidates × targets covariance (twice for the
     joint mi), or the candidates × probes products (``n_targets`` = the probes)."""
-    from geogp.models.lattice_memory import factor_bytes
+    from geogp.models.lattice.memory import factor_bytes
 
     n = model.shape_[0] * model.shape_[1]
     size = model._sampler["pattern"].n if getattr(model, "_sampler", None) else n

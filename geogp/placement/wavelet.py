@@ -3,7 +3,7 @@
 A fitted :class:`~geogp.models.wavelet.WaveletRegressor` has sparse features: ψ(x) = Λ^{1/2}φ(x)
 touches K basis functions, and the whitened posterior precision of the weights is
 
-    A = blockdiag(A_a, I),    A_a = I + σ⁻² Λ_a^{1/2} G Λ_a^{1/2}   (sparse, models/wavelet.py),
+    A = blockdiag(A_a, I),    A_a = I + σ⁻² Λ_a^{1/2} G Λ_a^{1/2}   (sparse, models/wavelet/regressor.py),
 
 over the M_a active features (data in their support) and the pruned ones (no data: prior).
 The latent posterior covariance is C(x, x') = ψ(x)ᵀA⁻¹ψ(x') (the finite prior is the model,

@@ -19,7 +19,7 @@ from geogp.exceptions import InputError, OutsideWindowError
 from geogp.features.wavelet import make_basis, wavelet_statistics
 from geogp.linalg import HAVE_CHOLMOD
 from geogp.models import wavelet as wm
-from geogp.models.wavelet_prior import (
+from geogp.models.wavelet.prior import (
     effective_lengthscale,
     init_params,
     log_coefficients_1d,
@@ -476,6 +476,7 @@ def test_auto_backend_goes_dense_for_dense_patterns_with_the_same_bound():
 
     from geogp.features.wavelet import make_basis, wavelet_statistics
     from geogp.linalg.solvers import Solver
+    from geogp.models.wavelet import bound as wm
 
     rng = np.random.default_rng(8)
     X = rng.uniform(-1, 1, size=(300, 2))

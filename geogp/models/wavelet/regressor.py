@@ -36,32 +36,16 @@ from geogp.features.data import Grid, Points
 from geogp.features.wavelet import make_basis
 from geogp.features.wavelet_basis import canonical_family
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
-from geogp.models.wavelet_prior import (
+from geogp.models.wavelet.prior import (
     LOCATIONS,
     NORMALISATIONS,
     effective_lengthscale,
     init_params,
 )
-from geogp.models.wavelet_bound import (  # noqa: F401  (re-exported: the model's public API)
-    BACKENDS,
-    WaveletPosterior,
-    WaveletProblem,
-    _dense_is_faster,
-    _loss_per_point,
-    collapsed_bound,
-    make_problem,
-    posterior,
-)
+from geogp.models.wavelet.bound import BACKENDS, loss_per_point, make_problem, posterior
 from geogp.optimize import FitReport, minimize_lbfgs
 
-__all__ = [
-    "WaveletProblem",
-    "WaveletPosterior",
-    "make_problem",
-    "collapsed_bound",
-    "posterior",
-    "WaveletRegressor",
-]
+__all__ = ["WaveletRegressor", "AUTO_MAX_FEATURES"]
 
 # automatic levels of the overlapping families (db2–db8) stop below this many basis functions:
 # their coarse levels make the pattern nearly dense, and one value and gradient costs a dense
@@ -349,13 +333,13 @@ class WaveletRegressor:
         fixed = tuple(k for k, learn in (("component_weight", self.learn_weights),
                                          ("amplitude", self.learn_amplitude)) if not learn)
         if self.optimize:
-            params, report = minimize_lbfgs(_loss_per_point, params, args=(problem,),
+            params, report = minimize_lbfgs(loss_per_point, params, args=(problem,),
                                             unconstrained=("component_centre",), fixed=fixed,
                                             maxiter=self.maxiter)
             report.objective *= n
             report.history = [h * n for h in report.history]
         else:
-            report = FitReport(float(_loss_per_point(params, problem)) * n, 0, 1, True,
+            report = FitReport(float(loss_per_point(params, problem)) * n, 0, 1, True,
                                "not optimised", 0.0)
         self.params_ = params
         self.report_ = report

@@ -2,7 +2,7 @@
 
 The precision Q(θ) = c (κ²I + L)^α on a fixed pattern, log|Q| in closed form from the Neumann
 Laplacian's eigenvalues, and the REML log marginal likelihood by one sparse Cholesky of
-B = Q + PᵀP/σ² (formulas in :mod:`geogp.models.lattice`'s docstring).
+B = Q + PᵀP/σ² (formulas in :mod:`geogp.models.lattice.regressor`'s docstring).
 
 Multi-resolution model (``LatticeRegressor(large_scale=...)``): y = Φu + Xβ + Pg + ε with m
 large-scale Fourier features Φ (:func:`fourier_features` of :func:`low_frequencies`) and
@@ -33,11 +33,10 @@ import scipy.sparse as sp
 
 from geogp.exceptions import InputError
 from geogp.linalg.solvers import Solver
-from geogp.models.lattice_mid import MID_MARGIN, band, mid_cross, mid_lattice, mid_stencil
+from geogp.models.lattice.mid import band, mid_cross, mid_lattice
 
 __all__ = ["ALPHAS", "BACKENDS", "PARAMS", "PARAMS_LARGE", "PARAMS_MID", "PARAM_RATIO",
-           "PARAM_SCALE", "MID_MARGIN", "RANGE_MAX_EXTENTS", "log_range_cap", "mid_lattice",
-           "mid_stencil",
+           "PARAM_SCALE", "RANGE_MAX_EXTENTS", "log_range_cap",
            "KERNELS_LARGE",
            "LatticeProblem",
            "laplacian", "make_problem", "precision", "spectral_weights", "low_frequencies",
@@ -246,7 +245,7 @@ def make_problem(shape, h, alpha: int, cells: np.ndarray, y: np.ndarray, X: np.n
         mid_scale: None, or the coarsening factor r ≥ 2 of a second, mid-scale α = 2 field on
             a lattice r times coarser (:func:`mid_lattice`), added to the fine one.
         neighbours: with the mid-scale level, keep the pattern entries that the posterior's
-            neighbour covariances need (:func:`~geogp.models.lattice_mid.mid_cross`); False keeps only those of B
+            neighbour covariances need (:func:`~geogp.models.lattice.mid.mid_cross`); False keeps only those of B
             (a sparser factor, enough for the likelihood: the fitting tiles).
         share: reuse the previous call's pattern (and with it its CHOLMOD analysis and
             factor) when the lattice is the same; for problems solved one after another

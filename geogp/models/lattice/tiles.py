@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from geogp.linalg.selinv import _single_threaded_blas
-from geogp.models.lattice_gmrf import (
+from geogp.models.lattice.gmrf import (
     PARAM_RATIO,
     LatticeProblem,
     dense_likelihood,

@@ -1,6 +1,6 @@
 """The wavelet model's sparse problem, collapsed bound and posterior: pure functions of θ.
 
-Split from :mod:`geogp.models.wavelet` (the estimator :class:`WaveletRegressor`, a thin shell
+Split from :mod:`geogp.models.wavelet.regressor` (the estimator :class:`WaveletRegressor`, a thin shell
 over these). See that module's docstring for the bound, and docs/wavelets.md,
 docs/sparse_vjp.md for the maths and the solvers.
 """
@@ -18,10 +18,10 @@ import numpy as np
 from geogp.exceptions import InputError, NotPositiveDefiniteError
 from geogp.features.wavelet import WaveletStatistics
 from geogp.linalg.solvers import Solver
-from geogp.models.wavelet_prior import LOCATIONS, NORMALISATIONS, log_coefficients, log_precisions
+from geogp.models.wavelet.prior import LOCATIONS, NORMALISATIONS, log_coefficients, log_precisions
 
 __all__ = ["BACKENDS", "WaveletProblem", "WaveletPosterior", "make_problem", "collapsed_bound",
-           "posterior"]
+           "posterior", "loss_per_point"]
 
 BACKENDS = ("auto", "cholmod", "dense")
 _PREDICT_ENTRIES = 2**22  # entries of the dense (M_a, chunk) right-hand sides in prediction
@@ -169,7 +169,7 @@ def collapsed_bound(params: dict, problem: WaveletProblem):
     log N(y | 0, ΦᵀΛΦ + σ²I) of the finite wavelet model.
 
     Args:
-        params: constrained parameters (see :func:`geogp.models.wavelet_prior.init_params`).
+        params: constrained parameters (see :func:`geogp.models.wavelet.prior.init_params`).
         problem: from :func:`make_problem` (a pytree: its arrays are traced, not compiled in).
 
     Returns:
@@ -419,7 +419,7 @@ def posterior(params: dict, problem: WaveletProblem) -> WaveletPosterior:
 _log_coefficients_jit = jax.jit(log_coefficients, static_argnums=(1, 2, 3))
 
 
-def _loss_per_point(params: dict, problem: WaveletProblem):
+def loss_per_point(params: dict, problem: WaveletProblem):
     """−L′/N, the objective minimised by :class:`WaveletRegressor` (module level: the
     optimiser caches its compilation per loss function)."""
     return -collapsed_bound(params, problem) / problem.stats.n

@@ -24,7 +24,7 @@ import tempfile
 import numpy as np
 
 from geogp.exceptions import GeogpError, InputError
-from geogp.models.lattice_tiled import CoreState
+from geogp.models.lattice.tiled import CoreState
 
 __all__ = ["sparse_pass", "KeptStates", "tile_context", "dask_client", "release_memory"]
 
@@ -84,7 +84,7 @@ def sparse_pass(est, fn, raster: np.ndarray, tiles: list, args: tuple, client=No
     small = [None] * len(tiles)
     if client is None:
         # tiles of one window shape one after another: they share the lattice's pattern and
-        # its symbolic analysis (geogp.models.lattice_gmrf.make_problem)
+        # its symbolic analysis (geogp.models.lattice.gmrf.make_problem)
         order = sorted(range(len(tiles)), key=lambda i: _window_shape(tiles[i]))
         try:
             for done, i in enumerate(order, start=1):

@@ -50,7 +50,8 @@ def save_wavelet(est, pre: str, arrays: dict, init: dict) -> dict:
 
 def load_wavelet(meta: dict, pre: str, z: Arrays, accepted_init) -> object:
     """Rebuild a fitted WaveletRegressor from the metadata and arrays of one slice."""
-    from geogp.features.wavelet import WaveletStatistics, make_basis
+    from geogp.features.wavelet import make_basis
+    from geogp.features.wavelet_statistics import WaveletStatistics
     from geogp.models.wavelet import WaveletRegressor, make_problem, posterior
 
     where = f"slice {pre[:-1]}"

@@ -219,7 +219,7 @@ class _PointOps(_FourierOps):
             self._plan.setpts(*[np.ascontiguousarray(2 * np.pi * u[:, d])
                                 for d in range(ff.n_dims)])
             # linear forms carry e^{iπ h·u} (h = 1 on the odd lattice): see geogp.features.trig
-            self._phase = np.exp(2j * np.pi * (u @ trig._shift(ff)))
+            self._phase = np.exp(2j * np.pi * (u @ trig.half_bin_shift(ff)))
         coef = trig.linear_coefficients(ff, self.sl * w)
         return (self._plan.execute(np.ascontiguousarray(coef)) * self._phase).real
 

@@ -16,7 +16,8 @@ import pytest
 from _reference import dense_gp
 
 from geogp.exceptions import InputError, OutsideWindowError
-from geogp.features.wavelet import make_basis, wavelet_statistics
+from geogp.features.wavelet import make_basis
+from geogp.features.wavelet_statistics import wavelet_statistics
 from geogp.linalg import HAVE_CHOLMOD
 from geogp.models import wavelet as wm
 from geogp.models.wavelet.prior import (
@@ -474,7 +475,8 @@ def test_auto_backend_goes_dense_for_dense_patterns_with_the_same_bound():
     and equal those of JAX's own dense Cholesky (autodiff, the oracle)."""
     import dataclasses
 
-    from geogp.features.wavelet import make_basis, wavelet_statistics
+    from geogp.features.wavelet import make_basis
+    from geogp.features.wavelet_statistics import wavelet_statistics
     from geogp.linalg.solvers import Solver
     from geogp.models.wavelet import bound as wm
 

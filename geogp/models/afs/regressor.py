@@ -35,8 +35,8 @@ from geogp.models.collapsed_iterative import (IterativeOptions, iterative_bound,
 from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.features.data import Grid, Points
 from geogp.features.fourier_statistics import (DEFAULT_CHUNK_BYTES, grid_noise_projection,
-                                               points_noise_projection)
-from geogp.trend import monomial_powers, ols, residual_stats
+                                               points_noise_projection, residual_stats)
+from geogp.trend import monomial_powers, ols
 
 __all__ = ["AFSRegressor", "auto_features"]
 

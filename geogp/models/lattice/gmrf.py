@@ -31,7 +31,9 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 
+from geogp import linalg
 from geogp.exceptions import InputError
+from geogp.linalg import SparsePattern
 from geogp.linalg.solvers import Solver
 from geogp.models.lattice.mid import band, mid_cross, mid_lattice
 
@@ -217,8 +219,6 @@ class LatticeProblem:
 def _load_solver(backend: str, ordering: str) -> Solver:
     if backend not in BACKENDS:
         raise InputError(f"backend must be one of {BACKENDS}; got {backend!r}.")
-    from geogp import linalg
-
     if backend == "dense" or (backend == "auto" and not linalg.HAVE_CHOLMOD):
         return Solver("dense")
     if not linalg.HAVE_CHOLMOD:
@@ -301,8 +301,6 @@ def _lattice_parts(shape, h, alpha: int, mid_scale, neighbours: bool) -> dict:
     """The parts of :func:`make_problem` that depend on the lattice only, not on the data:
     the pattern of B, I, L, L² on it, the Laplacian's eigenvalues, the mid-scale level's
     operators and map Π."""
-    from geogp.linalg import SparsePattern
-
     n = shape[0] * shape[1]
     lap = laplacian(shape, h)
     structure = _structure(shape, alpha)

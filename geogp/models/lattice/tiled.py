@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from geogp import linalg
 from geogp.models.lattice.gmrf import LatticeProblem, precision
 from geogp.models.lattice.mid import mid_lattice, mid_stencil
 
@@ -133,8 +134,6 @@ def solve_tile(params, problem: LatticeProblem, shape, mid_factor, rows=None, wh
             m_mat -= ptw.T @ x / noise
         s = at_rows(x)
     else:
-        from geogp import linalg
-
         fac = linalg.cholmod.analyze(problem.pattern, ordering=problem.solve.ordering)
         s = np.empty((n if rows is None else len(rows), width))
         for a in range(0, width, SOLVE_BLOCK):
@@ -168,8 +167,6 @@ def selected_inverse(problem: LatticeProblem, b_vals: np.ndarray, ordering: str,
     if problem.solve.backend == "dense":
         return np.linalg.inv(problem.pattern.to_scipy(b_vals).toarray())[
             problem.pattern.rows, problem.pattern.cols]
-    from geogp import linalg
-
     return linalg.cholmod.selected_inverse(problem.pattern, b_vals, ordering=ordering,
                                            release=release)
 

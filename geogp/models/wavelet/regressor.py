@@ -3,7 +3,7 @@
 The prior is the finite wavelet expansion f(x) = Σ_m u_m φ_m(x), u_m ~ N(0, λ_m(θ)) ("option A"
 of docs/wavelets.md (sparsity and bound): the model kernel is the truncated sum, K_ff = ΦᵀΛΦ). Only λ depends on θ, so the
 data enter once, through the sparse statistics G = ΦΦᵀ, r = Φy, yᵀy and N
-(:func:`geogp.features.wavelet.wavelet_statistics`). The collapsed bound in whitened form is
+(:func:`geogp.features.wavelet_statistics.wavelet_statistics`). The collapsed bound in whitened form is
 
     A = I + σ⁻² Λ^{1/2} G Λ^{1/2}  (lower triangle on the fixed pattern P),   b = σ⁻² Λ^{1/2} r
     (δ, γ) = (log|A|, A⁻¹b)                       sparse Cholesky behind a custom VJP (docs/sparse_vjp.md)
@@ -31,7 +31,7 @@ import warnings
 import numpy as np
 
 from geogp._validation import as_points, as_targets, check_same_length, warn_if_lonlat
-from geogp.exceptions import InputError
+from geogp.exceptions import ApproximationWarning, InputError, MemoryEstimateError
 from geogp.features.data import Grid, Points
 from geogp.features.wavelet import make_basis
 from geogp.features.wavelet_basis import canonical_family
@@ -185,8 +185,6 @@ class WaveletRegressor:
 
     def _check_memory(self, n: int) -> None:
         """Refuse, with the estimate, a basis whose statistics would not fit in max_bytes."""
-        from geogp.exceptions import MemoryEstimateError
-
         k, m = self.basis_.max_local, self.basis_.n_features
         needed = self._needed_bytes(self.basis_, n)
         if needed > self.max_bytes:
@@ -270,8 +268,6 @@ class WaveletRegressor:
             basis = make_basis(self.family, self.iota_, j, window, self.level)
         self.j_max_, self.basis_ = j, basis
         if j < target:
-            from geogp.exceptions import ApproximationWarning
-
             finest = 2.0**-j * self._data_units
             pixel = self.spacing_ * self._data_units
             reasons = []
@@ -385,8 +381,6 @@ class WaveletRegressor:
     # ------------------------------------------------------------------ samples
     def _sample_weights(self, n, seed):
         """(rng, (M, n) weight draws) after the checks; refuses above ``max_bytes``."""
-        from geogp.exceptions import MemoryEstimateError
-
         check_fitted(self, "posterior_")
         if not (isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1):
             raise InputError(f"n (number of samples) must be an integer ≥ 1; got {n!r}.")

@@ -80,7 +80,7 @@ def step_worker(n: int, m: int, block: int, probes: int) -> dict:
     import geogp  # noqa: F401
     from geogp.features.fourier import FourierFeatures
     from geogp.kernels import make_kernel
-    from geogp.models.afs_objectives import iterative_loss, negative_bound_per_point
+    from geogp.models.afs.objectives import iterative_loss, negative_bound_per_point
     from geogp.models.collapsed_iterative import IterativeOptions, iterative_parts, rademacher_probes
     from geogp.features.fourier_statistics import grid_stats
 

@@ -3,7 +3,7 @@
 An AFS model (Matérn-3/2, linear trend) is fitted to a synthetic 1000² raster with 30 %
 missing cells (a smooth field plus noise), then ``model.sample(10)`` draws ten posterior
 sample rasters of the whole grid: one draw of the feature weights and one separable grid
-transform per sample (``geogp.models.afs_sampling``). Printed: fit time, sample time, and a
+transform per sample (``geogp.models.afs.sampling``). Printed: fit time, sample time, and a
 check that the sample mean over the draws is within 5 standard errors of the predicted mean at
 99 % or more of the cells (a sanity check, not a test). The lattice model does not take a
 1000² raster at its default memory limit, so only AFS is timed here.

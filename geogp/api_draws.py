@@ -28,7 +28,7 @@ class DrawsMixin:
         Each sample is a draw of the whole field from the posterior, exact under the model
         (lattice models: one sparse factorisation, then a triangular solve per 64 samples,
         :meth:`~geogp.models.lattice.LatticeRegressor.sample`; AFS models: a draw of the
-        feature weights and one grid transform per sample, :mod:`geogp.models.afs_sampling`);
+        feature weights and one grid transform per sample, :mod:`geogp.models.afs.sampling`);
         the mean and spread of many samples reproduce :meth:`predict`'s ``mean`` and
         ``std_latent`` (AFS: less the prior variance its features leave out, k(0) − φᵀΛφ).
         A lattice model loaded from a file cannot sample (its file keeps the per-cell moments,

@@ -7,7 +7,7 @@ the others (:mod:`geogp.features.fourier_statistics`):
     F = Φ H  (M, p),     HH = Hᵀ H  (p, p),     Hy = Hᵀ y  (p,)
 
 so that the residual statistics are r_β = r − Fβ and yᵀy_β = yᵀy − 2βᵀHy + βᵀHHβ
-(:func:`residual_stats`). h is a monomial basis in the standardised coordinates:
+(:func:`geogp.features.fourier_statistics.residual_stats`). h is a monomial basis in the standardised coordinates:
 ``"constant"`` (1), ``"linear"`` (1, x_d), ``"quadratic"`` (1, x_d, x_d x_e).
 """
 
@@ -19,7 +19,7 @@ import numpy as np
 
 from geogp.exceptions import InputError
 
-__all__ = ["DEGREES", "monomial_powers", "basis", "basis_grid", "residual_stats", "ols",
+__all__ = ["DEGREES", "monomial_powers", "basis", "basis_grid", "ols",
            "check_trend_identifiable",
            "standardised_covariates"]
 
@@ -49,15 +49,6 @@ def basis_grid(axes: list, powers: np.ndarray, j: int) -> np.ndarray:
     for d in range(1, len(axes)):
         out = np.multiply.outer(out, np.asarray(axes[d]) ** powers[j, d])
     return out
-
-
-def residual_stats(stats, beta):
-    """Statistics of y − Hβ: r − Fβ and yᵀy − 2βᵀHy + βᵀHHβ (differentiable in β)."""
-    from geogp.features.fourier_statistics import SufficientStats
-
-    r = stats.r - stats.F @ beta
-    yy = stats.yy - 2.0 * beta @ stats.Hy + beta @ (stats.HH @ beta)
-    return SufficientStats(stats.G, r, yy, stats.n, stats.diagonal)
 
 
 def ols(stats) -> np.ndarray:

@@ -305,6 +305,8 @@ def test_values_do_not_change_the_picks(afs, rng):
 
 # --------------------------------------------------------------------------- operators
 def test_grid_and_point_operators_equal_dense(afs, rng):
+    from geogp.placement import operators as placement
+
     ff, sc = afs.features_, afs.scaler_
     sl = np.asarray(afs.posterior_.sqrt_lam)
     ax0, ax1 = np.linspace(0.05, 0.95, 7), np.linspace(0.1, 0.9, 5)
@@ -554,6 +556,7 @@ def xr_like(da, value):
 def test_grid_operators_other_dimensions(dims, rng):
     """Separable grid products in 1-D and the trigonometric fallback in 3-D equal dense ones."""
     from geogp.features.fourier import FourierFeatures
+    from geogp.placement import operators as placement
 
     ff = FourierFeatures.build(np.zeros(dims), np.full(dims, 2.4), (5,) * dims)
     sl = rng.uniform(0.2, 1.0, ff.n_features)

@@ -16,7 +16,7 @@ import pytest
 from geogp import linalg
 from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.models.wavelet import WaveletRegressor
-from geogp.models.wavelet_prior import log_precisions
+from geogp.models.wavelet.prior import log_precisions
 from geogp.placement import Candidates, suggest_sites
 from geogp.placement import wavelet as pw
 

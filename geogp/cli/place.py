@@ -143,7 +143,7 @@ def run_place(args) -> int:
 
 def _check_args(args) -> None:
     # lazy: keeps geogp --help light
-    from geogp.models.afs_policy import ITERATIVE_ABOVE
+    from geogp.models.afs.policy import ITERATIVE_ABOVE
 
     outputs = [p for p in (args.out, args.csv, args.map) if p]
     if len(set(outputs)) != len(outputs):

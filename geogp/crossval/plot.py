@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from geogp.plotting import pretty_units
+
 __all__ = ["plot_cv"]
 
 
 def plot_cv(result):
     """The figure of a :class:`~geogp.crossval.CVResult` (matplotlib)."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: matplotlib loads only when a figure is drawn
 
-    from geogp.plotting import pretty_units
 
     levels, empirical = result.reliability()
     table = result.by_distance().drop(index="all")

@@ -21,18 +21,23 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 import xarray as xr
+from scipy import ndimage
 
 from geogp import metrics
 from geogp._progress import bar
-from geogp.adapters import find_spatial_dims, select_variable
+from geogp.adapters import find_spatial_dims, masked_values, select_variable
+from geogp.api import fit
 from geogp.crossval.folds import distance_to_observed, make_folds
+from geogp.crossval.plot import plot_cv
 from geogp.exceptions import InputError
+from geogp.plotting import save_figure
 
 __all__ = ["CVResult", "cross_validate"]
 
@@ -78,8 +83,6 @@ class CVResult:
         neighbours) of its fold's held-out cells, as one integer label over all folds.
         Random folds are scattered cells, whose components would merge into one web per
         fold at high held-out densities: there every cell is its own cluster."""
-        from scipy import ndimage
-
         if self.kind == "random":
             return np.arange(len(self.cells))
         labels = np.zeros(self.folds.shape, dtype=np.int64)
@@ -130,9 +133,6 @@ class CVResult:
 
     def plot(self, path=None, *, overwrite: bool = False):
         """Reliability diagram, coverage and error vs sd by distance (saved if ``path``)."""
-        from geogp.crossval.plot import plot_cv
-        from geogp.plotting import save_figure
-
         fig = plot_cv(self)
         if path is not None:
             save_figure(fig, path, overwrite=overwrite)
@@ -158,8 +158,6 @@ def _raster(data, var) -> xr.DataArray:
 
 def _masked(da: xr.DataArray) -> np.ndarray:
     """Values as float64 with nodata cells set to NaN."""
-    from geogp.adapters import masked_values
-
     return np.asarray(masked_values(da), dtype=np.float64)
 
 
@@ -199,8 +197,6 @@ def _as_moments(out, shape) -> tuple:
 
 def _takes_two(fn) -> bool:
     """Whether ``fn`` accepts a second positional argument (the held-out mask)."""
-    import inspect
-
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
@@ -249,8 +245,6 @@ def cross_validate(data, folds="gaps", n_folds: int = 5, *, seed: int = 0, model
         kind = "custom"
         held_all = _check_folds(folds, observed)
     if method is None:
-        from geogp.api import fit
-
         def method(train):
             return fit(train, model, progress=progress, **fit_options).predict(like=da)
 

@@ -14,8 +14,8 @@ from geogp.exceptions import GeogpError, InputError
 from geogp.families.generic import Family
 from geogp.models.base import Prediction
 from geogp.models.lattice import LatticeRegressor
-from geogp.models.lattice_settings import check_settings
-from geogp.models.lattice_workers import dask_client
+from geogp.models.lattice.settings import check_settings
+from geogp.models.lattice.workers import dask_client
 from geogp.persist.checks import clean, init_names
 from geogp.persist.lattice import load_lattice, save_lattice
 from geogp.persist.semantics import check_lattice_grid

@@ -27,14 +27,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from geogp.exceptions import InputError, MemoryEstimateError, OutsideWindowError
+from geogp.features import fourier_statistics as fs
+from geogp.features.data import Grid, Points
+from geogp.features.trig import CONST, COS, SIN
 
 __all__ = ["FourierFeatures", "lattice_rows", "window", "DEFAULT_WIDTH_FACTOR"]
 
 # W_d = W_xd / 0.95 (docs/afs.md (window), thesis C.1.6): the narrowest window AFSRegressor
-# uses; it widens it for lengthscales that are not ≪ W_x (geogp.models.afs_diagnostics)
+# uses; it widens it for lengthscales that are not ≪ W_x (geogp.models.afs.diagnostics)
 DEFAULT_WIDTH_FACTOR = 1 / 0.95
-
-COS, SIN, CONST = 0, 1, 2
 
 
 def window(lo, hi, window_factor: float, margin: float):
@@ -291,9 +292,6 @@ class FourierFeatures:
             :class:`~geogp.features.fourier_statistics.SufficientStats`; every route gives the
             same numbers for the same observed cells.
         """
-        from geogp.features import fourier_statistics as fs
-        from geogp.features.data import Grid, Points
-
         chunk = fs.DEFAULT_CHUNK_BYTES if chunk_bytes is None else chunk_bytes
         block = fs.DEFAULT_DENSE_BLOCK if dense_block is None else dense_block
         if isinstance(data, Grid):

@@ -24,6 +24,7 @@ same for any chunk size, and a dask array is processed block by block (bounded m
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
@@ -31,12 +32,15 @@ import numpy as np
 
 from geogp.exceptions import AllMissingError, InputError
 from geogp.features import trig
-from geogp.features.fourier import FourierFeatures
 from geogp.features.gram_operator import GramOperator
+from geogp.trend import basis, basis_grid
 
-__all__ = ["SufficientStats", "dense_stats", "points_stats", "grid_stats", "grid_lemma_holds",
-           "grid_noise_projection", "points_noise_projection", "DEFAULT_CHUNK_BYTES",
-           "DEFAULT_DENSE_BLOCK"]
+if TYPE_CHECKING:  # annotations only: the feature set's statistics() method calls this module
+    from geogp.features.fourier import FourierFeatures
+
+__all__ = ["SufficientStats", "residual_stats", "dense_stats", "points_stats", "grid_stats",
+           "grid_lemma_holds", "grid_noise_projection", "points_noise_projection",
+           "DEFAULT_CHUNK_BYTES", "DEFAULT_DENSE_BLOCK"]
 
 DEFAULT_CHUNK_BYTES = 256 * 2**20  # peak extra memory per chunk: well under 1 GB
 
@@ -115,6 +119,13 @@ def _make(G, r, yy, n, diagonal=False, F=None, HH=None, Hy=None) -> SufficientSt
                            jnp.asarray(float(n)), diagonal, arr(F), arr(HH), arr(Hy))
 
 
+def residual_stats(stats, beta):
+    """Statistics of y − Hβ: r − Fβ and yᵀy − 2βᵀHy + βᵀHHβ (differentiable in β)."""
+    r = stats.r - stats.F @ beta
+    yy = stats.yy - 2.0 * beta @ stats.Hy + beta @ (stats.HH @ beta)
+    return SufficientStats(stats.G, r, yy, stats.n, stats.diagonal)
+
+
 class _TrendAccumulator:
     """Accumulates F = ΦH, HᵀH, Hᵀy chunk by chunk (nothing when ``powers`` is None)."""
 
@@ -155,8 +166,6 @@ def dense_stats(ff: FourierFeatures, X, y, chunk_bytes: float = DEFAULT_CHUNK_BY
 
     Cost: O(N M²) time, O(M² + N_c M) memory.
     """
-    from geogp.trend import basis
-
     trend = _TrendAccumulator(ff, powers)
     M = ff.n_features
     step = chunk_rows or _rows_per_chunk(8.0 * M * 2, chunk_bytes)
@@ -199,8 +208,6 @@ def points_stats(ff: FourierFeatures, X, y, method: str = "nufft",
     with a dense block over the ``dense_block`` lowest frequencies (preconditioner).
     Cost: O(N + P^D log P) for the transforms plus O(M²) to assemble a dense G.
     """
-    from geogp.trend import basis
-
     trend = _TrendAccumulator(ff, powers)
     N = int(X.shape[0])
     step = _rows_per_chunk(8.0 * 8, chunk_bytes)
@@ -253,8 +260,6 @@ def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
     if len(shape) != ff.n_dims or any(len(a) != s for a, s in zip(axes, shape)):
         raise InputError(f"grid values of shape {shape} do not match axes of lengths "
                          f"{[len(a) for a in axes]}.")
-    from geogp.trend import basis_grid
-
     trend = _TrendAccumulator(ff, powers)
     Pq = trig.bin_sizes(ff, "quadratic")
     Pl = trig.bin_sizes(ff, "linear")

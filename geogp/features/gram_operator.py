@@ -24,15 +24,18 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.fft
 
-from geogp.features.fourier import FourierFeatures
-from geogp.features.trig import (_coef, assemble_gram, assemble_gram_diagonal, bin_sizes,
-                                 embed_bins)
+from geogp.features.trig import (assemble_gram, assemble_gram_diagonal, bin_sizes, embed_bins,
+                                 kind_factor)
+
+if TYPE_CHECKING:  # annotations only: the feature set's module imports this one (statistics)
+    from geogp.features.fourier import FourierFeatures
 
 __all__ = ["GramOperator", "operator_bytes", "lowest_frequencies", "subset"]
 
@@ -50,7 +53,7 @@ def _sign_terms(ff: FourierFeatures, Q):
         coef = np.ones(ff.n_features, dtype=np.complex128)
         flat = np.zeros(ff.n_features, dtype=np.int64)
         for d in range(ff.n_dims):
-            coef *= _coef(ff.kinds[:, d], s[d])
+            coef *= kind_factor(ff.kinds[:, d], s[d])
             kappa = np.rint(s[d] * ff.numerators[:, d] - ofs).astype(np.int64)
             flat = flat * Q[d] + np.mod(kappa, Q[d])
         coefs.append(coef)

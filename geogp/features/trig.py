@@ -28,13 +28,21 @@ by J mod P_d, the FFT ordering.
 from __future__ import annotations
 
 import itertools
+from typing import TYPE_CHECKING
 
 import numpy as np
+import scipy.fft
 
-from geogp.features.fourier import COS, SIN, FourierFeatures
+if TYPE_CHECKING:  # annotations only: the feature set's module imports this one
+    from geogp.features.fourier import FourierFeatures
 
 __all__ = [
+    "COS",
+    "SIN",
+    "CONST",
     "bin_sizes",
+    "kind_factor",
+    "half_bin_shift",
     "assemble_gram",
     "assemble_linear",
     "quadratic_form_coefficients",
@@ -49,10 +57,12 @@ __all__ = [
     "evaluate_points",
 ]
 
+# kind codes of a feature's factor per dimension: a(cos, ±), a(sin, ±), a(const, ±) above
+COS, SIN, CONST = 0, 1, 2
 _NUFFT_EPS = 1e-14
 
 
-def _shift(ff: FourierFeatures) -> np.ndarray:
+def half_bin_shift(ff: FourierFeatures) -> np.ndarray:
     """h_d/2: the half-bin offset of the linear bins (½ on the odd lattice, 0 on the full)."""
     return np.full(ff.n_dims, 0.5 if ff.lattice == "odd" else 0.0)
 
@@ -65,7 +75,7 @@ def bin_sizes(ff: FourierFeatures, kind: str) -> tuple:
     return tuple(int(2 * np.ceil(n) + 1) for n in nmax)  # |j| ≤ n_max + ½
 
 
-def _coef(kind: np.ndarray, s: int) -> np.ndarray:
+def kind_factor(kind: np.ndarray, s: int) -> np.ndarray:
     """a(kind, s) for an array of kinds (see module docstring)."""
     out = np.full(kind.shape, 0.5, dtype=np.complex128)
     out[kind == COS] = 1 / np.sqrt(2)
@@ -96,21 +106,22 @@ def _quadratic_terms(ff: FourierFeatures, P):
         coef = np.ones((M, M), dtype=np.complex128)
         J = []
         for d in range(ff.n_dims):
-            coef *= _coef(ff.kinds[:, d], s[d])[:, None] * _coef(ff.kinds[:, d], t[d])[None, :]
+            coef *= (kind_factor(ff.kinds[:, d], s[d])[:, None]
+                     * kind_factor(ff.kinds[:, d], t[d])[None, :])
             J.append((s[d] * n[:, d][:, None] + t[d] * n[:, d][None, :]) // 2)
         yield coef, _flat_index(J, P)
 
 
 def _linear_terms(ff: FourierFeatures, P):
     """Yield (c_{m,s} (M,), flat bin index of s∘n_m − h/2 (M,)) for s with s_0 = +1."""
-    h = _shift(ff)
+    h = half_bin_shift(ff)
     for s in itertools.product((1, -1), repeat=ff.n_dims):
         if s[0] != 1:
             continue
         coef = np.ones(ff.n_features, dtype=np.complex128)
         J = []
         for d in range(ff.n_dims):
-            coef *= _coef(ff.kinds[:, d], s[d])
+            coef *= kind_factor(ff.kinds[:, d], s[d])
             J.append(np.rint(s[d] * ff.numerators[:, d] - h[d]).astype(np.int64))
         yield coef, _flat_index(J, P)
 
@@ -166,7 +177,7 @@ def _diagonal_quadratic_terms(ff: FourierFeatures, P):
         coef = np.ones(ff.n_features, dtype=np.complex128)
         J = []
         for d in range(ff.n_dims):
-            coef *= _coef(ff.kinds[:, d], s[d]) * _coef(ff.kinds[:, d], t[d])
+            coef *= kind_factor(ff.kinds[:, d], s[d]) * kind_factor(ff.kinds[:, d], t[d])
             J.append((s[d] * n2[:, d] + t[d] * n2[:, d]) // 2)
         yield coef, _flat_index(J, P)
 
@@ -221,8 +232,6 @@ def product_coefficients(ff: FourierFeatures, B1: np.ndarray, B2: np.ndarray) ->
     bins, leading batch axes are summed over (e.g. posterior samples). Cost O(S Π L_d log L_d),
     L_d ≈ 2P_d, instead of evaluating each form on every output point.
     """
-    import scipy.fft
-
     D = ff.n_dims
     Pl = bin_sizes(ff, "linear")
     Pq = bin_sizes(ff, "quadratic")
@@ -243,7 +252,7 @@ def product_coefficients(ff: FourierFeatures, B1: np.ndarray, B2: np.ndarray) ->
     F1 = embed(B1)
     conv = scipy.fft.ifftn(F1 * embed(B2), axes=axes).sum(axis=0)
     corr = scipy.fft.ifftn(F1 * embed(B2, flip=True), axes=axes).sum(axis=0)
-    h = np.rint(2 * _shift(ff)).astype(int)
+    h = np.rint(2 * half_bin_shift(ff)).astype(int)
     gather_conv, gather_corr = [], []
     for d in range(D):
         J = _bin_values(Pq[d])
@@ -264,7 +273,7 @@ def _axis_matrix(ff: FourierFeatures, d: int, coords: np.ndarray, p: int, kind: 
     u = (np.asarray(coords, dtype=np.float64) - ff.center[d]) / ff.period[d]
     E = np.exp(2j * np.pi * u[:, None] * _bin_values(p)[None, :])
     if kind == "linear":
-        E *= np.exp(1j * np.pi * 2 * _shift(ff)[d] * u)[:, None]
+        E *= np.exp(1j * np.pi * 2 * half_bin_shift(ff)[d] * u)[:, None]
     return E
 
 
@@ -299,7 +308,7 @@ def evaluate_grid(ff: FourierFeatures, axes: list, coef: np.ndarray, kind: str) 
 
 
 def _finufft(ff: FourierFeatures, X: np.ndarray):
-    import finufft
+    import finufft  # lazy: the compiled NUFFT library loads only when points need it
 
     u = (X - ff.center) / ff.period  # in [−½, ½] inside the window
     return finufft, [2 * np.pi * u[:, d] for d in range(ff.n_dims)], u
@@ -316,7 +325,7 @@ def points_bins(ff: FourierFeatures, X: np.ndarray, weights: np.ndarray, kind: s
     w = np.asarray(weights, dtype=np.complex128)
     if kind == "linear":
         u = (X - ff.center) / ff.period
-        w = w * np.exp(1j * np.pi * 2 * (u @ _shift(ff)))
+        w = w * np.exp(1j * np.pi * 2 * (u @ half_bin_shift(ff)))
     if method == "direct":
         out = np.zeros(P, dtype=np.complex128)
         for start in range(0, X.shape[0], 4096):
@@ -345,5 +354,5 @@ def evaluate_points(ff: FourierFeatures, X: np.ndarray, coef: np.ndarray, kind: 
     vals = fn(*t, np.ascontiguousarray(coef, dtype=np.complex128), eps=_NUFFT_EPS, isign=1,
               modeord=1)
     if kind == "linear":
-        vals = vals * np.exp(1j * np.pi * 2 * (u @ _shift(ff)))
+        vals = vals * np.exp(1j * np.pi * 2 * (u @ half_bin_shift(ff)))
     return vals.real

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
+import pywt
 
 from geogp.exceptions import InputError
 
@@ -113,8 +114,6 @@ def _cached_table(name: str, p: int, level: int) -> WaveletTable:
     if p == 1:
         empty = np.zeros(0)
         return WaveletTable(name, 1, 0, empty, empty)
-    import pywt  # imported lazily: only the tabulated families need it
-
     phi, psi, x = pywt.Wavelet(name).wavefun(level=level)
     n = (2 * p - 1) * 2**level + 1
     if len(x) != n or x[0] != 0.0 or x[-1] != 2 * p - 1:  # pragma: no cover - pywt contract

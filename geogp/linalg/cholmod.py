@@ -56,7 +56,8 @@ from geogp.exceptions import InputError, NotPositiveDefiniteError
 from geogp.linalg._checks import check_inputs
 from geogp.linalg._sksparse import CholmodBackend, make_backend
 from geogp.linalg.pattern import SparsePattern
-from geogp.linalg.selinv import _single_threaded_blas, gather_on_pattern, takahashi
+from geogp.linalg.selinv import (gather_on_pattern, reset_blas_limiter, single_blas_thread,
+                                 takahashi)
 
 __all__ = [
     "CholmodFactorization",
@@ -75,11 +76,8 @@ _PREFETCH: dict[str, Any] = {"pool": None, "generation": 0}
 def _after_fork_in_child() -> None:
     """A forked child has none of the parent's threads: a new pool, futures of the old one
     disowned (their generation is stale), and the BLAS limiter's bookkeeping reset."""
-    from geogp.linalg import selinv
-
     _PREFETCH.update(pool=None, generation=_PREFETCH["generation"] + 1)
-    selinv._BLAS_LOCK = threading.Lock()
-    selinv._blas_state.update(depth=0, limiter=None)
+    reset_blas_limiter()
 
 
 if hasattr(os, "register_at_fork"):
@@ -139,14 +137,14 @@ class CholmodFactorization:
         self._values: np.ndarray | None = None  # values of the current numeric factor
         self._zpattern: np.ndarray | None = None  # B⁻¹ on the pattern, for those values
         self._zfuture: tuple[int, Future] | None = None  # ... in the background (generation)
-        self.op = _build_op(self)
+        self.op = build_op(self)
 
     # BLAS threads: CHOLMOD's supernodes are small to medium blocks, where a second thread
     # costs more than it gains (module docstring); dense subclasses set this False
     single_threaded_blas = True
 
     def _blas_threads(self):
-        return _single_threaded_blas() if self.single_threaded_blas else contextlib.nullcontext()
+        return single_blas_thread() if self.single_threaded_blas else contextlib.nullcontext()
 
     # ------------------------------------------------------------ host side (numpy only)
     def _ensure_factor(self, values: np.ndarray, prefetch: bool = False) -> bool:
@@ -354,7 +352,7 @@ def values_cotangent(
     return out
 
 
-def _build_op(state: CholmodFactorization) -> Any:
+def build_op(state: CholmodFactorization) -> Any:
     f64 = jnp.float64
 
     def forward(values: jax.Array, rhs: jax.Array) -> tuple[jax.Array, jax.Array]:

@@ -27,7 +27,7 @@ import threading
 import numpy as np
 from scipy.linalg import lapack
 
-from geogp.linalg.cholmod import CholmodFactorization, _build_op
+from geogp.linalg.cholmod import CholmodFactorization, build_op
 from geogp.linalg.pattern import SparsePattern
 
 __all__ = ["DenseFactorization", "factorization", "logdet_and_solve"]
@@ -103,7 +103,7 @@ class DenseFactorization(CholmodFactorization):
         self._values: np.ndarray | None = None
         self._zpattern: np.ndarray | None = None
         self._zfuture = None  # never set: dpotri is one LAPACK call, not prefetched
-        self.op = _build_op(self)
+        self.op = build_op(self)
 
     def _selected_inverse_locked(self) -> np.ndarray:
         if self._zpattern is None:

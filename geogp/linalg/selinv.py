@@ -43,6 +43,8 @@ __all__ = [
     "supernodes",
     "takahashi",
     "gather_on_pattern",
+    "single_blas_thread",
+    "reset_blas_limiter",
 ]
 
 # Status codes returned by the compiled kernels.
@@ -76,8 +78,16 @@ _BLAS_LOCK = threading.Lock()
 _blas_state: dict[str, Any] = {"controller": None, "depth": 0, "limiter": None}
 
 
+def reset_blas_limiter() -> None:
+    """In a forked child, which has none of the parent's threads: a new lock, and the BLAS
+    limiter's bookkeeping reset."""
+    global _BLAS_LOCK
+    _BLAS_LOCK = threading.Lock()
+    _blas_state.update(depth=0, limiter=None)
+
+
 @contextlib.contextmanager
-def _single_threaded_blas() -> Iterator[None]:
+def single_blas_thread() -> Iterator[None]:
     """Limit BLAS (OpenBLAS, MKL...) to one thread; re-entrant and safe across threads."""
     try:
         from threadpoolctl import ThreadpoolController  # noqa: PLC0415 - optional
@@ -287,7 +297,7 @@ def takahashi(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray) -> np.n
     data = np.ascontiguousarray(data, dtype=np.float64)
     starts = _supernode_starts(indptr, indices)
     z = np.empty_like(data)
-    with _single_threaded_blas():
+    with single_blas_thread():
         status = _takahashi_kernel(indptr, indices, data, starts, z)
     _raise_for(status)
     return z

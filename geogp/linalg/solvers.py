@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from geogp.exceptions import InputError
+from geogp.linalg import cholmod, cholmod_many, dense, lapack
 
 __all__ = ["SOLVER_BACKENDS", "Solver"]
 
@@ -50,15 +51,9 @@ class Solver:
 
     def __call__(self, pattern, values, rhs):
         if self.backend == "cholmod":
-            from geogp.linalg import cholmod
-
             return cholmod.logdet_and_solve(pattern, values, rhs, ordering=self.ordering)
         if self.backend == "lapack":
-            from geogp.linalg import lapack
-
             return lapack.logdet_and_solve(pattern, values, rhs)
-        from geogp.linalg import dense
-
         return dense.logdet_and_solve(pattern, values, rhs)
 
     @property
@@ -72,7 +67,5 @@ class Solver:
         :func:`geogp.linalg.cholmod_many.logdet_and_solve_many` when :attr:`batches` and there
         is more than one, else one call each. Same values and gradients either way."""
         if self.batches and len(items) > 1:
-            from geogp.linalg.cholmod_many import logdet_and_solve_many
-
-            return logdet_and_solve_many(list(items), ordering=self.ordering)
+            return cholmod_many.logdet_and_solve_many(list(items), ordering=self.ordering)
         return [self(*item) for item in items]

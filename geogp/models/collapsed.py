@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
+import scipy.linalg as sla
 
 from geogp.features.fourier_statistics import SufficientStats
 
@@ -143,8 +144,6 @@ def posterior(log_lam, noise, kvar0, stats: SufficientStats) -> Posterior:
         G = np.asarray(stats.G)
         A = np.eye(lam.size) + sl[:, None] * G * sl[None, :] / noise
         chol = np.linalg.cholesky(A)
-        import scipy.linalg as sla
-
         Ainv = sla.cho_solve((chol, True), np.eye(lam.size))
         weights = sl * (Ainv @ (sl * r)) / noise
         quad = sl[:, None] * Ainv * sl[None, :]

@@ -17,6 +17,7 @@ import numpy as np
 
 from geogp._validation import (as_points, as_targets, check_positive, check_same_length,
                                warn_if_lonlat)
+from geogp.exceptions import MemoryEstimateError
 from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.kernels import Kernel, make_kernel
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
@@ -139,8 +140,6 @@ class ExactGP:
         check_same_length(X, y)
         needed = 6 * 8.0 * X.shape[0] ** 2
         if needed > self.max_bytes:
-            from geogp.exceptions import MemoryEstimateError
-
             raise MemoryEstimateError(
                 f"the exact GP on {X.shape[0]} points (N × N kernel, factor and gradients)",
                 needed, self.max_bytes, "Use AFSRegressor (any N) or SGPRRegressor, or raise "

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 import scipy.linalg
+from scipy.cluster.vq import kmeans2
 
 from geogp._validation import (as_points, as_targets, check_positive, check_same_length,
                                warn_if_lonlat)
@@ -213,8 +214,6 @@ def kmeans_inducing(X, n_inducing: int, seed: int = 0, n_iter: int = 20) -> np.n
 
     Cost: O(N M D) per iteration.
     """
-    from scipy.cluster.vq import kmeans2
-
     X = np.asarray(X, dtype=np.float64)
     if not 1 <= int(n_inducing) <= X.shape[0]:
         raise InputError(f"n_inducing must be between 1 and the number of points "

@@ -40,8 +40,17 @@ import xarray as xr
 from geogp.exceptions import GeogpError, InputError, ReadError
 from geogp.families import AUTO, family, is_model, savable_models
 from geogp.io_atomic import atomic_path
-from geogp.persist.checks import (Arrays, check_declared_memory, clean, declared_arrays, digest,
-                                  jsonable, meta_digest, require, verify_digests)
+from geogp.persist.checks import (
+    Arrays,
+    check_declared_memory,
+    clean,
+    declared_arrays,
+    digest,
+    jsonable,
+    meta_digest,
+    require,
+    verify_digests,
+)
 from geogp.persist.semantics import check_bookkeeping, load_spec, load_target
 from geogp.persist.sign import check_key, check_signature, sign
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from geogp.exceptions import ReadError
+from geogp.models.lattice import LatticeRegressor
 from geogp.persist.checks import Arrays, estimator_from_init, require, scaler_and_report
 
 __all__ = ["save_lattice", "load_lattice"]
@@ -64,8 +65,6 @@ def _floats(meta: dict, key: str, n: int, where: str, positive: bool = False) ->
 
 def load_lattice(meta: dict, pre: str, z: Arrays, accepted_init) -> object:
     """Rebuild a fitted LatticeRegressor from the metadata and arrays of one slice."""
-    from geogp.models.lattice import LatticeRegressor
-
     where = f"slice {pre[:-1]}"
     est = estimator_from_init(LatticeRegressor, meta, where, accepted_init)
     shape = _floats(meta, "shape", 2, where, positive=True)

@@ -14,6 +14,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from geogp.exceptions import GeogpError, InputError, ReadError
+from geogp.features.wavelet import make_basis
+from geogp.features.wavelet_statistics import WaveletStatistics
+from geogp.models.wavelet import WaveletRegressor, make_problem, posterior
 from geogp.persist.checks import Arrays, estimator_from_init, require, scaler_and_report
 
 __all__ = ["save_wavelet", "load_wavelet"]
@@ -51,9 +54,6 @@ def save_wavelet(est, pre: str, arrays: dict, init: dict) -> dict:
 
 def load_wavelet(meta: dict, pre: str, z: Arrays, accepted_init) -> object:
     """Rebuild a fitted WaveletRegressor from the metadata and arrays of one slice."""
-    from geogp.features.wavelet import WaveletStatistics, make_basis
-    from geogp.models.wavelet import WaveletRegressor, make_problem, posterior
-
     where = f"slice {pre[:-1]}"
     est = estimator_from_init(WaveletRegressor, meta, where, accepted_init)
     window = z.get(f"{pre}wavelet/window", ndim=2)

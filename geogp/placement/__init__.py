@@ -65,7 +65,8 @@ Sites keep a minimum distance, by default ¼ of the model's shortest lengthscale
 (:func:`auto_min_distance`; ``min_distance=0`` turns it off).
 
 Modules: :mod:`~geogp.placement.candidates` (locations, stratified thinning, constraints),
-:mod:`~geogp.placement.posterior` (rank-one feature posterior, :func:`add_observations`),
+:mod:`~geogp.placement.posterior` (rank-one feature posterior),
+:mod:`~geogp.placement.observe` (:func:`add_observations`),
 :mod:`~geogp.placement.operators` (candidate/target feature operators, AFS and exact-GP
 problems), :mod:`~geogp.placement.suggest` (:func:`suggest_sites`),
 :mod:`~geogp.placement.greedy` (the greedy state and loop), :mod:`~geogp.placement.screen`
@@ -89,17 +90,12 @@ from __future__ import annotations
 
 from geogp.placement.candidates import Candidates as Candidates
 from geogp.placement.candidates import auto_min_distance as auto_min_distance
-
-# private candidate operators: re-exported for tests/test_placement.py, not part of the API
-from geogp.placement.operators import _DenseOps as _DenseOps
-from geogp.placement.operators import _GridOps as _GridOps
-from geogp.placement.operators import _PointOps as _PointOps
+from geogp.placement.observe import add_observations as add_observations
 from geogp.placement.output import plot_sites as plot_sites
 from geogp.placement.output import to_geojson as to_geojson
 from geogp.placement.output import write_csv as write_csv
 from geogp.placement.output import write_geojson as write_geojson
 from geogp.placement.posterior import FeaturePosterior as FeaturePosterior
-from geogp.placement.posterior import add_observations as add_observations
 from geogp.placement.suggest import CRITERIA as CRITERIA
 from geogp.placement.suggest import STRATEGIES as STRATEGIES
 from geogp.placement.suggest import suggest_sites as suggest_sites

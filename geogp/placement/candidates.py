@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy.spatial import cKDTree
 
 from geogp._validation import as_points
 from geogp.exceptions import InputError
@@ -118,8 +119,6 @@ def packing_distance(coords, n_sites: int) -> float:
     for N candidates in D dimensions with median nearest-neighbour distance h (the cell size
     of grid candidates). The default minimum distance never exceeds it: on a smooth field
     (a long range) ¼ of the range alone kept every site but the first out of a small gap."""
-    from scipy.spatial import cKDTree
-
     coords = np.asarray(coords, dtype=np.float64)
     count, dims = coords.shape[0], coords.shape[1]
     if count < 2 or n_sites < 1:
@@ -152,7 +151,7 @@ def auto_min_distance(model) -> float:
     return MIN_DISTANCE_FRACTION * float(min(e.min() for e in ells))
 
 
-def _as_candidates(obj, name: str) -> Candidates:
+def as_candidates(obj, name: str) -> Candidates:
     if isinstance(obj, Candidates):
         return obj
     if isinstance(obj, pd.DataFrame):
@@ -163,7 +162,7 @@ def _as_candidates(obj, name: str) -> Candidates:
         raise InputError(f"{name}: {err}") from None
 
 
-def _exclusion(exclude, cands: Candidates) -> np.ndarray:
+def exclusion_mask(exclude, cands: Candidates) -> np.ndarray:
     n = len(cands)
     if exclude is None:
         return np.zeros(n, dtype=bool)
@@ -181,7 +180,7 @@ def _exclusion(exclude, cands: Candidates) -> np.ndarray:
     return ex
 
 
-def _at_candidates(points, coords) -> list:
+def at_candidates(points, coords) -> list:
     """Candidates that coincide with one of ``points`` (to 1e-12 relative)."""
     tol = 1e-12 * (1.0 + np.abs(coords).max())
     hits = set()
@@ -190,5 +189,5 @@ def _at_candidates(points, coords) -> list:
     return sorted(hits)
 
 
-def _near(coords, point, min_distance) -> np.ndarray:
+def near_mask(coords, point, min_distance) -> np.ndarray:
     return np.sum((coords - point) ** 2, axis=1) < min_distance**2

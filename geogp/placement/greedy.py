@@ -1,11 +1,11 @@
 """Greedy site selection: the state and loop behind :func:`~geogp.placement.suggest_sites`.
 
-:class:`_Greedy` maintains, by rank-one updates, A⁻¹, the candidate vector h_c = ψ_cᵀA⁻¹ψ_c,
+:class:`Greedy` maintains, by rank-one updates, A⁻¹, the candidate vector h_c = ψ_cᵀA⁻¹ψ_c,
 the target diagonal C_T,ii and, per strategy, X = Ψ_Tᵀ A⁻¹ Ψ_c (``"mi"`` on a target set small
 enough for that |T| × |V_c| matrix; also Y = (C_T + σ²I)⁻¹X for the joint criterion), the
 bounds of :mod:`geogp.placement.screen` (marginal ``"mi"`` on a larger target set: every
 target counts, no thinning) or E⁻¹ and q_c = ψ_cᵀE⁻¹ψ_c (``"krause"``); the numba passes
-update X (and Y) and score all candidates in one sweep. :func:`_run` is the greedy loop with
+update X (and Y) and score all candidates in one sweep. :func:`run_greedy` is the greedy loop with
 its constraints (exclusions, minimum distance, cost and budget) and :func:`_lazy_pop` the
 lazy-greedy heap for Krause's submodular gain. The criteria and their costs are described in
 :mod:`geogp.placement`; :func:`geogp.placement.suggest.suggest_sites` checks the arguments and
@@ -22,10 +22,10 @@ import numpy as np
 import scipy.linalg as sla
 
 from geogp.exceptions import NotPositiveDefiniteError
-from geogp.placement.candidates import _near
-from geogp.placement.operators import _Problem
-from geogp.placement.posterior import _inverse_from_cholesky, _rank1
-from geogp.placement.screen import _Screen
+from geogp.placement.candidates import near_mask
+from geogp.placement.operators import Problem
+from geogp.placement.posterior import inverse_from_cholesky, rank1
+from geogp.placement.screen import Screen
 
 _Z_MAX = 1.0 - 1e-15  # squared correlations are < 1; clip rounding overshoot before log1p
 
@@ -69,10 +69,10 @@ def _joint_pass(Xt, Yt, u, v, inv_d, p, inv_e, yu, inv_s, active, out):  # pragm
 
 
 # =========================================================================== greedy loop
-class _Greedy:
+class Greedy:
     """State of one greedy run: the maintained matrices and vectors of docs/placement.md."""
 
-    def __init__(self, pb: _Problem, strategy: str, criterion: str, lazy: bool, lazy_batch: int,
+    def __init__(self, pb: Problem, strategy: str, criterion: str, lazy: bool, lazy_batch: int,
                  taken=(), screened: bool = False, max_evaluations: int = 1024):
         self.pb, self.strategy, self.criterion = pb, strategy, criterion
         self.lazy = lazy and strategy == "krause"
@@ -85,7 +85,7 @@ class _Greedy:
         self.scores = np.full(pb.ops.n, -np.inf)
         self.screen = None
         if strategy == "mi" and screened:
-            self.screen = _Screen(pb, self.Ainv, self.hT, self.cT, max_evaluations)
+            self.screen = Screen(pb, self.Ainv, self.hT, self.cT, max_evaluations)
         elif strategy == "mi":
             Psi_T = pb.tops.rows(np.arange(pb.tops.n))  # (T, M): a small target set here
             W_T = self.Ainv @ Psi_T.T  # (M, T)
@@ -110,7 +110,7 @@ class _Greedy:
                 G = G - P.T @ P
             A_data = pb.A_data() if callable(pb.A_data) else pb.A_data
             E = A_data + G / s2
-            self.Einv = _inverse_from_cholesky(np.linalg.cholesky(0.5 * (E + E.T)))
+            self.Einv = inverse_from_cholesky(np.linalg.cholesky(0.5 * (E + E.T)))
             self.q = pb.ops.quad(self.Einv)  # q_c = ψ_cᵀE⁻¹ψ_c
 
     # ------------------------------------------------------------------ scores
@@ -179,21 +179,21 @@ class _Greedy:
         v = None if self.lazy else pb.ops.apply(w)  # v_c = ψ_cᵀ A⁻¹ ψ_a
         u = v if v is not None and pb.tops is pb.ops else pb.tops.apply(w)  # u = Ψ_T A⁻¹ψ_a
         info = {"var_latent": pb.resid_c[a] + d - s2, "cT_before": self.cT.copy(), "u": u, "d": d}
-        _rank1(self.Ainv, w, w, -1.0 / d)
+        rank1(self.Ainv, w, w, -1.0 / d)
         self.cT -= u**2 / d  # C_T,ii ← C_T,ii − u_i²/d (in place: the screen reads it)
         self.hT -= u**2 / d
         if self.screen is not None:
             self.screen.update(psi, w, d, self.Ainv)
         if self.lazy:
             z = self.Einv @ psi
-            _rank1(self.Einv, z, z, 1.0 / (s2 - psi @ z))  # E⁻¹ ← E⁻¹ + zzᵀ/(σ² − q_a)
+            rank1(self.Einv, z, z, 1.0 / (s2 - psi @ z))  # E⁻¹ ← E⁻¹ + zzᵀ/(σ² − q_a)
             return info
         self.h -= v**2 / d
         if self.strategy == "krause":
             z = self.Einv @ psi
             e = s2 - psi @ z
             wz = pb.ops.apply(z)
-            _rank1(self.Einv, z, z, 1.0 / e)
+            rank1(self.Einv, z, z, 1.0 / e)
             self.q += wz**2 / e
         elif self.strategy == "mi":
             self._pending = (u, v, d)
@@ -205,7 +205,7 @@ class _Greedy:
         return info
 
 
-def _run(g: _Greedy, n: int, active, costs, budget, min_distance, coords):
+def run_greedy(g: Greedy, n: int, active, costs, budget, min_distance, coords):
     """The greedy loop; returns (records, why it stopped: 'n', 'budget' or 'no candidate left')."""
     active = active.copy()
     remaining = budget
@@ -248,7 +248,7 @@ def _run(g: _Greedy, n: int, active, costs, budget, min_distance, coords):
                       "mean_std_after": float(np.mean(after))})
         active[a] = False
         if min_distance > 0:
-            active &= ~_near(coords, coords[a], min_distance)
+            active &= ~near_mask(coords, coords[a], min_distance)
         if costs is not None and remaining is not None:
             remaining -= costs[a]
             active &= costs <= remaining + 1e-12 * max(1.0, abs(budget))
@@ -261,7 +261,7 @@ def _run(g: _Greedy, n: int, active, costs, budget, min_distance, coords):
     return picks, "no candidate left"
 
 
-def _lazy_pop(g: _Greedy, heap, stamp, step, active, costs, fresh_gain):
+def _lazy_pop(g: Greedy, heap, stamp, step, active, costs, fresh_gain):
     """Lazy greedy (Minoux; Krause et al. 2008): re-evaluate stale tops in batches until the top
     of the heap is fresh. Returns the chosen candidate or None."""
     while heap:

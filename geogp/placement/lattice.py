@@ -45,14 +45,20 @@ probes' noise does not decide between candidates whose scores lie within it.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import scipy.linalg as sla
 
-from geogp.exceptions import InputError
+from geogp import linalg
+from geogp._validation import as_points
+from geogp.exceptions import InputError, MemoryEstimateError
+from geogp.models.base import check_fitted
 from geogp.models.lattice import LatticeRegressor
+from geogp.models.lattice.memory import factor_bytes
 from geogp.placement.candidates import MIN_DISTANCE_FRACTION, packing_distance
-from geogp.placement.greedy import _Greedy
-from geogp.placement.operators import _Problem
+from geogp.placement.greedy import Greedy
+from geogp.placement.operators import Problem
 
 __all__ = ["PROBES", "REFINE_TOP", "LatticeCovariance", "add_lattice_observations", "is_lattice", "check_lattice", "lattice_greedy",
            "lattice_min_distance", "lattice_memory_estimate"]
@@ -88,8 +94,6 @@ class LatticeCovariance:
             def solve(rhs):
                 return dense @ rhs
         else:
-            from geogp import linalg
-
             factor = linalg.cholmod.analyze(pattern, ordering=est.ordering)
 
             def solve(rhs):
@@ -193,8 +197,6 @@ def is_lattice(model) -> bool:
 
 def check_lattice(model, strategy: str) -> None:
     """Refuse an unfitted lattice model, or a strategy it does not support."""
-    from geogp.models.base import check_fitted
-
     check_fitted(model, "_mean")
     tiles = getattr(model, "posterior_tiles_", 1)
     if tiles > 1:
@@ -248,8 +250,6 @@ def lattice_memory_estimate(model, n_candidates: int, n_targets: int, n_sites: i
     of B refactorised (as at the fit), the kept columns (one per site over every cell) and,
     for ``"mi"`` and ``"reduction"``, the candidates × targets covariance (twice for the
     joint mi), or the candidates × probes products (``n_targets`` = the probes)."""
-    from geogp.models.lattice_memory import factor_bytes
-
     n = model.shape_[0] * model.shape_[1]
     size = model._sampler["pattern"].n if getattr(model, "_sampler", None) else n
     out = factor_bytes(size, int(model.alpha), size > n) + 8.0 * n * (n_sites + 6)
@@ -261,12 +261,12 @@ def lattice_memory_estimate(model, n_candidates: int, n_targets: int, n_sites: i
     return out
 
 
-class _LatticeGreedy(_Greedy):
-    """The greedy state of :class:`~geogp.placement.greedy._Greedy` on the lattice
+class _LatticeGreedy(Greedy):
+    """The greedy state of :class:`~geogp.placement.greedy.Greedy` on the lattice
     posterior: h_c = C_cc and the target variances from :class:`LatticeCovariance`, the
     candidate–target covariances ("mi") from one column per target."""
 
-    def __init__(self, pb: _Problem, lc: LatticeCovariance, strategy: str,
+    def __init__(self, pb: Problem, lc: LatticeCovariance, strategy: str,
                  criterion: str, probes: int = 0, seed: int = 0):
         self.pb, self.lc, self.strategy, self.criterion = pb, lc, strategy, criterion
         self.lazy, self.lazy_batch, self.screen = False, 16, None
@@ -357,8 +357,6 @@ def lattice_greedy(model, cands, targets, existing, strategy: str, criterion: st
     :func:`check_lattice`. Candidates and targets are cell centres of the raster; existing
     sensors are absorbed at their nearest cells first. Refuses
     (:class:`~geogp.exceptions.MemoryEstimateError`) before allocating above ``max_memory``."""
-    from geogp.exceptions import MemoryEstimateError
-
     n_t = len(cands) if targets is None else len(targets)
     n_e = 0 if existing is None else len(existing)
     needed = lattice_memory_estimate(model, len(cands), probes or n_t, n_sites + n_e,
@@ -377,8 +375,8 @@ def lattice_greedy(model, cands, targets, existing, strategy: str, criterion: st
         for cell in cells_of(model, existing, "existing sensors", exact=False):
             lc.add(int(cell))
     zc = np.zeros(ops.n)
-    pb = _Problem(None, None, lc.noise, ops, tops, zc, zc if tops is ops else np.zeros(tops.n),
-                  None, float(model.scaler_.y_scale))
+    pb = Problem(None, None, lc.noise, ops, tops, zc, zc if tops is ops else np.zeros(tops.n),
+                 None, float(model.scaler_.y_scale))
     return _LatticeGreedy(pb, lc, strategy, criterion, probes, seed)
 
 
@@ -399,10 +397,6 @@ def add_lattice_observations(model, X, y=None):
     Returns:
         A shallow copy with updated moments. Cost: one sparse solve per observation.
     """
-    import copy
-
-    from geogp._validation import as_points
-
     check_lattice(model, "variance")
     X = as_points(X, "X (new observations)")
     cells = cells_of(model, X, "new observations")

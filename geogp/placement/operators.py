@@ -5,8 +5,8 @@ diag(Ψ_c B Ψ_cᵀ), ‖ψ_c‖², Ψ_cᵀΨ_c and the weighted Gram matrix Ψ_
 operators serve the target locations T (often the candidates themselves, then one object).
 :class:`_DenseOps` keeps Ψ_c for small problems;
 :class:`_GridOps` (separable products of 1-D features on grids) and :class:`_PointOps`
-(planned type-2 NUFFT at scattered points) evaluate them without it. :class:`_Problem` gathers
-what the loop needs, built by :func:`_afs_problem` for AFS models and :func:`_exact_problem`
+(planned type-2 NUFFT at scattered points) evaluate them without it. :class:`Problem` gathers
+what the loop needs, built by :func:`afs_problem` for AFS models and :func:`exact_problem`
 for the exact GP (explicit features of its posterior covariance on V_c ∪ T).
 """
 
@@ -19,11 +19,12 @@ import scipy.linalg as sla
 
 from geogp.exceptions import InputError
 from geogp.features import trig
+from geogp.features.data import Grid, Points
 from geogp.features.fourier import lattice_rows
 from geogp.placement.candidates import Candidates
-from geogp.placement.posterior import FeaturePosterior, _afs_psi
+from geogp.placement.posterior import FeaturePosterior, afs_psi
 
-_DENSE_LIMIT = 2**23  # |V_c|·M below this: candidate features kept as one dense matrix (64 MB)
+DENSE_LIMIT = 2**23  # |V_c|·M below this: candidate features kept as one dense matrix (64 MB)
 _BLOCK = 2**24  # elements per block of batched evaluations (128 MB)
 
 
@@ -176,8 +177,6 @@ class _GridOps(_FourierOps):
         return self._grid_values([P for P, _ in pairs], T.reshape(sizes))
 
     def gram(self) -> np.ndarray:
-        from geogp.features.data import Grid
-
         values = np.full(self.shape, np.nan)
         values.ravel()[self.flat] = 0.0
         G = np.asarray(self.ff.statistics(Grid(tuple(self.saxes), values)).G)
@@ -209,7 +208,7 @@ class _PointOps(_FourierOps):
         self._plan = None
 
     def _nufft(self, w) -> np.ndarray:
-        import finufft
+        import finufft  # lazy: the compiled NUFFT library loads only when points need it
 
         ff = self.ff
         if self._plan is None:
@@ -219,7 +218,7 @@ class _PointOps(_FourierOps):
             self._plan.setpts(*[np.ascontiguousarray(2 * np.pi * u[:, d])
                                 for d in range(ff.n_dims)])
             # linear forms carry e^{iπ h·u} (h = 1 on the odd lattice): see geogp.features.trig
-            self._phase = np.exp(2j * np.pi * (u @ trig._shift(ff)))
+            self._phase = np.exp(2j * np.pi * (u @ trig.half_bin_shift(ff)))
         coef = trig.linear_coefficients(ff, self.sl * w)
         return (self._plan.execute(np.ascontiguousarray(coef)) * self._phase).real
 
@@ -245,8 +244,6 @@ class _PointOps(_FourierOps):
         return trig.evaluate_points(self.ff, self.Xs, coef, "quadratic")
 
     def gram(self) -> np.ndarray:
-        from geogp.features.data import Points
-
         G = np.asarray(self.ff.statistics(Points(self.Xs, np.zeros(self.n))).G)
         return self.sl[:, None] * G * self.sl[None, :]
 
@@ -259,7 +256,7 @@ class _PointOps(_FourierOps):
 
 # =========================================================================== problems
 @dataclass
-class _Problem:
+class Problem:
     """Everything the greedy loop needs, in standardised units.
 
     A_data: (M, M) precision of the whitened weights given the data only (no existing
@@ -281,6 +278,11 @@ class _Problem:
     y_scale: float
 
 
+def is_dense(ops) -> bool:
+    """Whether the feature operator ``ops`` holds its features as one dense matrix."""
+    return isinstance(ops, _DenseOps)
+
+
 def _afs_ops(model, locs: Candidates, dense_limit: int, what: str):
     """Feature operator of ``locs``: dense below ``dense_limit`` elements, else grid or points."""
     ff, scaler = model.features_, model.scaler_
@@ -298,14 +300,14 @@ def _afs_ops(model, locs: Candidates, dense_limit: int, what: str):
     return _PointOps(ff, sl, Xs)
 
 
-def _afs_problem(model, cands: Candidates, targets: Candidates | None, existing,
-                 dense_limit) -> _Problem:
+def afs_problem(model, cands: Candidates, targets: Candidates | None, existing,
+                dense_limit) -> Problem:
     """AFS placement problem; ``targets=None`` means the targets are the candidates."""
     post, scaler = model.posterior_, model.scaler_
     fp = FeaturePosterior.from_model(model)
     A_data = fp._A0  # data only (an array or a callable): Krause's E starts from it
     if existing is not None:
-        for psi in _afs_psi(model, existing, "existing sensors"):
+        for psi in afs_psi(model, existing, "existing sensors"):
             fp.add(psi)  # existing sensors: same rank-one updates as suggested sites
     ops = _afs_ops(model, cands, dense_limit, "candidate locations")
     tops = ops if targets is None else _afs_ops(model, targets, dense_limit, "target locations")
@@ -318,14 +320,14 @@ def _afs_problem(model, cands: Candidates, targets: Candidates | None, existing,
         Psi_T = tops.rows(np.arange(tops.n))
         return np.asarray(model.kernel_(Xs_T, Xs_T)) - Psi_T @ Psi_T.T
 
-    return _Problem(A_data, fp.Ainv, fp.noise, ops, tops, resid_c, resid_T, resid_TT,
-                    float(scaler.y_scale))
+    return Problem(A_data, fp.Ainv, fp.noise, ops, tops, resid_c, resid_T, resid_TT,
+                   float(scaler.y_scale))
 
 
 _EXACT_MAX = 4000
 
 
-def _exact_problem(model, cands: Candidates, targets: Candidates | None, existing) -> _Problem:
+def exact_problem(model, cands: Candidates, targets: Candidates | None, existing) -> Problem:
     """Exact GP: features of the posterior covariance on V_c ∪ T (∪ existing), C = ΨΨᵀ.
 
     The posterior given the data is factorised by an eigendecomposition; existing sensors are
@@ -365,5 +367,5 @@ def _exact_problem(model, cands: Candidates, targets: Candidates | None, existin
 
     ops = _DenseOps(Psi[:nc])
     tops = ops if same else _DenseOps(Psi[nc:nc + nt])
-    return _Problem(np.eye(r), fp.Ainv, noise, ops, tops, resid[:nc], resid[t0:t1], resid_TT,
-                    float(scaler.y_scale))
+    return Problem(np.eye(r), fp.Ainv, noise, ops, tops, resid[:nc], resid[t0:t1], resid_TT,
+                   float(scaler.y_scale))

@@ -1,10 +1,10 @@
 """Whitened AFS posterior with rank-one updates instead of refits (docs/bound.md, docs/placement.md).
 
 With ψ = λ^{1/2} ⊙ φ and A = I + σ⁻² Σ_n ψ_nψ_nᵀ, measuring at x_a adds σ⁻²ψ_aψ_aᵀ to A, so
-A⁻¹ is updated by Sherman–Morrison in O(M²) (:func:`_rank1`). :class:`FeaturePosterior` holds
-that state, :func:`add_observations` uses it to add data to a fitted model without refitting,
-and :func:`_check_afs` / :func:`_afs_psi` are the model checks and feature evaluations shared
-with the placement problems.
+A⁻¹ is updated by Sherman–Morrison in O(M²) (:func:`rank1`). :class:`FeaturePosterior` holds
+that state (:func:`geogp.placement.observe.add_observations` uses it to add data to a fitted
+model without refitting), and :func:`check_afs` / :func:`afs_psi` are the model checks and
+feature evaluations shared with the placement problems.
 """
 
 from __future__ import annotations
@@ -12,12 +12,11 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg as sla
 
-from geogp._validation import as_points
 from geogp.exceptions import InputError
 from geogp.models.collapsed import Posterior
 
 
-def _rank1(Mat, x, y, alpha: float) -> None:
+def rank1(Mat, x, y, alpha: float) -> None:
     """Mat ← Mat + α x yᵀ in place (BLAS dger on the Fortran view; no M×M temporary)."""
     if Mat.flags.c_contiguous and Mat.dtype == np.float64:
         out = sla.blas.dger(alpha, y, x, a=Mat.T, overwrite_a=1)
@@ -57,7 +56,7 @@ class FeaturePosterior:
             A, Ainv = np.diag(chol**2), np.diag(1.0 / chol**2)
         else:
             A = lambda: chol @ chol.T  # noqa: E731  (O(M³): only for A itself, rarely needed)
-            Ainv = _inverse_from_cholesky(chol)
+            Ainv = inverse_from_cholesky(chol)
         resid = getattr(model, "_residual_stats", None)
         stats = resid() if callable(resid) else model.stats_
         t = sl * np.asarray(stats.r, dtype=np.float64) / post.noise  # t = σ⁻² Λ½ r
@@ -71,7 +70,7 @@ class FeaturePosterior:
         psi = np.asarray(psi, dtype=np.float64)
         w = self.Ainv @ psi
         d = self.noise + psi @ w
-        _rank1(self.Ainv, w, w, -1.0 / d)  # A⁻¹ ← A⁻¹ − wwᵀ/d
+        rank1(self.Ainv, w, w, -1.0 / d)  # A⁻¹ ← A⁻¹ − wwᵀ/d
         self._added.append(psi.copy())  # A ← A + σ⁻²ψψᵀ, applied when A is formed
         if y is not None:
             self.t += psi * (float(y) / self.noise)  # t ← t + σ⁻²ψy
@@ -107,14 +106,14 @@ class FeaturePosterior:
         return Posterior(sl, weights, quad, chol, self.noise, self.kvar0)
 
 
-def _inverse_from_cholesky(L) -> np.ndarray:
+def inverse_from_cholesky(L) -> np.ndarray:
     """A⁻¹ from the lower Cholesky factor L of A. Cost O(M³)."""
     L = np.asarray(L, dtype=np.float64)
     inv = sla.cho_solve((L, True), np.eye(L.shape[0]))
     return 0.5 * (inv + inv.T)
 
 
-def _check_afs(model) -> None:
+def check_afs(model) -> None:
     if not hasattr(model, "features_") or not hasattr(model, "posterior_"):
         raise InputError(f"expected a fitted AFSRegressor (or ExactGP); got {type(model).__name__}"
                          " without fitted state. Call fit() or fit_grid() first; the wavelet "
@@ -125,7 +124,7 @@ def _check_afs(model) -> None:
                          "solver='dense' and n_features ≤ 4096 for placement.")
 
 
-def _afs_psi(model, X, what: str) -> np.ndarray:
+def afs_psi(model, X, what: str) -> np.ndarray:
     """ψ (N, M) at X in the model's input units; raises for points outside the window."""
     Xs = model.scaler_.x(X)
     try:
@@ -133,60 +132,3 @@ def _afs_psi(model, X, what: str) -> np.ndarray:
     except InputError as err:
         raise type(err)(f"{what}: {err}") from None
     return np.asarray(model.features_(Xs)) * np.asarray(model.posterior_.sqrt_lam)
-
-
-def add_observations(model, X, y=None):
-    """A copy of a fitted AFS model with observations added, without refitting (a lattice
-    model: :func:`geogp.placement.lattice.add_lattice_observations`).
-
-    Hyperparameters, features, standardisation and mean function are kept; the posterior is
-    updated by one rank-one step per point (docs/placement.md) and the statistics by the points'
-    φφᵀ and φy. Without ``y`` the values are imputed by the predictive mean: only the
-    covariance changes (the mean stays the same).
-
-    Args:
-        model: fitted :class:`~geogp.models.afs.AFSRegressor`.
-        X: (N, D) locations in the model's input units. y: (N,) values or None.
-
-    Returns:
-        A shallow copy with updated ``posterior_`` and ``stats_``. Cost O(M³ + N M²).
-    """
-    import copy
-
-    from geogp.features.data import Points
-    from geogp.features.fourier_statistics import SufficientStats
-
-    from geogp.placement.lattice import add_lattice_observations, is_lattice
-
-    if is_lattice(model):  # its GMRF posterior, exact updates
-        return add_lattice_observations(model, X, y)
-    _check_afs(model)
-    X = as_points(X, "X (new observations)")
-    Psi = _afs_psi(model, X, "new observations")
-    sc = model.scaler_
-    fp = FeaturePosterior.from_model(model)
-    trend = np.zeros(X.shape[0])
-    if getattr(model, "beta_", None) is not None:
-        from geogp.trend import basis
-
-        trend = basis(sc.x(X), model.powers_) @ model.beta_
-    if y is not None:
-        y = np.asarray(y, dtype=np.float64).ravel()
-        if y.shape != (X.shape[0],) or not np.all(np.isfinite(y)):
-            raise InputError(f"y must hold {X.shape[0]} finite values; got shape {y.shape}.")
-        ys = sc.y(y)
-    else:
-        ys = np.zeros(X.shape[0])  # predictive means (standardised), point by point below
-    for n in range(X.shape[0]):
-        if y is None:
-            ys[n] = Psi[n] @ (fp.Ainv @ fp.t) + trend[n]
-        fp.add(Psi[n], ys[n] - trend[n])
-    stats = model.stats_
-    if stats.diagonal:
-        stats = SufficientStats(np.diag(np.asarray(stats.G)), stats.r, stats.yy, stats.n,
-                                False, stats.F, stats.HH, stats.Hy)
-    out = copy.copy(model)
-    out.stats_ = stats + model.features_.statistics(
-        Points(sc.x(X), ys), method="dense", powers=getattr(model, "powers_", None))
-    out.posterior_ = fp.posterior()
-    return out

@@ -44,13 +44,18 @@ import math
 import numba
 import numpy as np
 
-from geogp.placement.posterior import _rank1
+from geogp.placement.posterior import rank1
 
 _Z_MAX = 1.0 - 1e-15
 _SLACK = 0.02  # η: weights are at most 2 % above 1/ρ_i
 _BATCH = 32  # exact evaluations per batch (fewer on large target sets: _BATCH_BYTES)
 _BATCH_BYTES = 64 * 2**20
 _ROUND = 1e-9  # relative margin on the bounds for rounding (quadratic forms, updates)
+
+
+def batch_bytes(n_targets: int) -> float:
+    """Bytes of one batch of exact evaluations over ``n_targets`` targets (memory estimates)."""
+    return min(_BATCH_BYTES, 8.0 * _BATCH * n_targets)
 
 
 @numba.njit(parallel=True, cache=True)
@@ -76,17 +81,17 @@ def _f_over_z(Z) -> np.ndarray:
     return out
 
 
-class _Screen:
+class Screen:
     """Exact greedy argmax of the marginal criterion over all targets, by bounds (see module).
 
     Holds B (M, M) and the target weights ω (T,). h_T and C_T,ii (T,) belong to the owner
-    (:class:`geogp.placement.greedy._Greedy`), which updates them in place before
+    (:class:`geogp.placement.greedy.Greedy`), which updates them in place before
     :meth:`update`; ρ_T = C_T,ii + σ².
     """
 
     def __init__(self, pb, Ainv, hT, cT, max_evals: int):
         self.pb, self.max_evals = pb, int(max_evals)
-        self.hT, self.cT = hT, cT  # arrays owned and updated in place by _Greedy
+        self.hT, self.cT = hT, cT  # arrays owned and updated in place by Greedy
         self.omega = (1.0 + _SLACK) / self.rho
         G = pb.tops.wgram(self.omega)
         self.B = Ainv @ G @ Ainv
@@ -154,8 +159,8 @@ class _Screen:
         """
         b = self.B @ psi
         c = float(psi @ b)
-        _rank1(self.B, w, (c / d**2) * w - b / d, 1.0)  # B ← B − (wbᵀ + bwᵀ)/d + c wwᵀ/d²
-        _rank1(self.B, b, w, -1.0 / d)
+        rank1(self.B, w, (c / d**2) * w - b / d, 1.0)  # B ← B − (wbᵀ + bwᵀ)/d + c wwᵀ/d²
+        rank1(self.B, b, w, -1.0 / d)
         inv = 1.0 / self.rho
         S = np.flatnonzero(inv > self.omega)
         if S.size:

@@ -15,17 +15,17 @@ import pandas as pd
 from geogp._validation import as_points
 from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.placement.candidates import (
-    _as_candidates,
-    _at_candidates,
-    _exclusion,
-    _near,
+    as_candidates,
+    at_candidates,
+    exclusion_mask,
+    near_mask,
     auto_min_distance,
     packing_distance,
 )
-from geogp.placement.greedy import _Greedy, _run
-from geogp.placement.operators import _DENSE_LIMIT, _afs_problem, _DenseOps, _exact_problem
-from geogp.placement.posterior import _check_afs
-from geogp.placement.screen import _BATCH, _BATCH_BYTES
+from geogp.placement.greedy import Greedy, run_greedy
+from geogp.placement.operators import DENSE_LIMIT, afs_problem, exact_problem, is_dense
+from geogp.placement.posterior import check_afs
+from geogp.placement.screen import batch_bytes
 from geogp.placement.lattice import PROBES as LATTICE_PROBES
 from geogp.placement.lattice import (check_lattice, is_lattice, lattice_greedy,
                                      lattice_min_distance)
@@ -102,7 +102,7 @@ def memory_estimate(n_candidates: int, n_targets: int, n_features: int, *, same:
     if dense:  # the feature matrix and the temporaries of its evaluation
         out += 4 * 8.0 * n_features * locations
     if strategy == "mi" and screened:  # a batch of exact evaluations and its f(z) values
-        out += 2.0 * min(_BATCH_BYTES, 8.0 * _BATCH * n_targets)
+        out += 2.0 * batch_bytes(n_targets)
     elif strategy == "mi":
         joint = criterion == "joint"
         out += 8.0 * n_candidates * matrix_targets * (2 if joint else 1)
@@ -119,7 +119,7 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
                   cost=None, budget: float | None = None, max_targets: int = 1000,
                   max_bytes: float = 2**28, max_evaluations: int = 1024,
                   lazy: bool | None = None, names=None, seed: int = 0,
-                  dense_limit: int = _DENSE_LIMIT, max_memory: float = 4 * 2**30
+                  dense_limit: int = DENSE_LIMIT, max_memory: float = 4 * 2**30
                   ) -> pd.DataFrame:
     """Suggest the next ``n`` measurement sites by greedy selection (docs/placement.md).
 
@@ -210,7 +210,7 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
         raise InputError(f"criterion must be one of {list(CRITERIA)}; got {criterion!r}.")
     max_targets = _check_count(max_targets, "max_targets")
     max_evaluations = _check_count(max_evaluations, "max_evaluations")
-    cands = _as_candidates(candidates, "candidates")
+    cands = as_candidates(candidates, "candidates")
     wavelet = is_wavelet(model)
     lattice = not wavelet and is_lattice(model)
     exact = (not wavelet and not lattice and hasattr(model, "X_train_")
@@ -225,7 +225,7 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
         check_lattice(model, strategy)
         n_dims = 2
     elif not exact:
-        _check_afs(model)
+        check_afs(model)
         n_dims = model.features_.n_dims
     else:
         n_dims = int(np.shape(model.X_train_)[1])
@@ -246,10 +246,10 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
             raise InputError(f"budget must be finite and > 0; got {budget!r}.")
         if costs is None:
             costs = np.ones(N)
-    active = ~_exclusion(exclude, cands)
+    active = ~exclusion_mask(exclude, cands)
     if existing is not None and min_distance > 0:
         for pt in existing:
-            active &= ~_near(cands.coords, pt, min_distance)
+            active &= ~near_mask(cands.coords, pt, min_distance)
     if n > int(active.sum()):
         raise InputError(f"n = {n} sites requested but only {int(active.sum())} of {N} candidates "
                          "are allowed (after exclusions and the distance to existing sensors); "
@@ -258,7 +258,7 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
         active &= costs <= budget
 
     # targets: None = the candidates themselves (one feature operator for both)
-    tgt = None if targets is None else _as_candidates(targets, "targets")
+    tgt = None if targets is None else as_candidates(targets, "targets")
     if tgt is not None and tgt.n_dims != n_dims:
         raise InputError(f"targets have {tgt.n_dims} columns; expected {n_dims}.")
     n_t = N if tgt is None else len(tgt)
@@ -277,7 +277,7 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
 
     n_t = N if tgt is None else len(tgt)
     # existing sensors on candidates: part of the chosen set A (Krause's V∖A leaves them out)
-    taken = _at_candidates(existing, cands.coords) if existing is not None else []
+    taken = at_candidates(existing, cands.coords) if existing is not None else []
     if wavelet:  # its own memory estimate and refusal, before allocating
         g = wavelet_greedy(model, cands, tgt, existing, strategy, criterion, n, max_memory,
                            taken)
@@ -302,12 +302,12 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
             cli_hint="Exclude candidates (--exclude MASK.tif), lower --max-targets or "
             "--features, or raise --max-memory GIB.")
     if not (wavelet or lattice):
-        pb = (_exact_problem(model, cands, tgt, existing) if exact
-              else _afs_problem(model, cands, tgt, existing, dense_limit))
+        pb = (exact_problem(model, cands, tgt, existing) if exact
+              else afs_problem(model, cands, tgt, existing, dense_limit))
         if lazy is None:
-            lazy = isinstance(pb.ops, _DenseOps)
-        g = _Greedy(pb, strategy, criterion, bool(lazy), 16, taken, screened, max_evaluations)
-    picks, stopped = _run(g, n, active, costs, budget, min_distance, cands.coords)
+            lazy = is_dense(pb.ops)
+        g = Greedy(pb, strategy, criterion, bool(lazy), 16, taken, screened, max_evaluations)
+    picks, stopped = run_greedy(g, n, active, costs, budget, min_distance, cands.coords)
 
     ys = pb.y_scale
     names = tuple(names) if names is not None else _default_names(n_dims)

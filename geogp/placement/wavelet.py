@@ -3,7 +3,7 @@
 A fitted :class:`~geogp.models.wavelet.WaveletRegressor` has sparse features: ψ(x) = Λ^{1/2}φ(x)
 touches K basis functions, and the whitened posterior precision of the weights is
 
-    A = blockdiag(A_a, I),    A_a = I + σ⁻² Λ_a^{1/2} G Λ_a^{1/2}   (sparse, models/wavelet.py),
+    A = blockdiag(A_a, I),    A_a = I + σ⁻² Λ_a^{1/2} G Λ_a^{1/2}   (sparse, models/wavelet/regressor.py),
 
 over the M_a active features (data in their support) and the pruned ones (no data: prior).
 The latent posterior covariance is C(x, x') = ψ(x)ᵀA⁻¹ψ(x') (the finite prior is the model,
@@ -37,12 +37,13 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
+from geogp import linalg
 from geogp.exceptions import InputError, MemoryEstimateError, NotPositiveDefiniteError
 from geogp.models.wavelet import WaveletRegressor
 from geogp.placement.candidates import MIN_DISTANCE_FRACTION, Candidates
-from geogp.placement.greedy import _Greedy
-from geogp.placement.operators import _Problem
-from geogp.placement.posterior import _rank1
+from geogp.placement.greedy import Greedy
+from geogp.placement.operators import Problem
+from geogp.placement.posterior import rank1
 
 _SOLVE_ENTRIES = 2**21  # entries of one dense (F, chunk) block of right-hand sides
 _LOCATION_BYTES = 400  # per candidate/target: coordinates, variances, scores, masks
@@ -110,8 +111,6 @@ class SparseFeaturePosterior:
         a_vals = np.asarray(post.a_vals, dtype=np.float64)
         self._problem, self._a_vals = problem, a_vals
         if _sparse_solves(problem, dense_max):
-            from geogp import linalg
-
             state = linalg.analyze(problem.pattern)  # the model's analysis (cached on P)
 
             def solve(rhs):
@@ -318,14 +317,14 @@ def _var_latent(post: SparseFeaturePosterior, ops) -> np.ndarray:
     return ops.var_latent() if isinstance(ops, _GridOps) else post.var_latent(ops.P)
 
 
-class _WaveletGreedy(_Greedy):
-    """The greedy state of :class:`~geogp.placement.greedy._Greedy` on the sparse posterior.
+class _WaveletGreedy(Greedy):
+    """The greedy state of :class:`~geogp.placement.greedy.Greedy` on the sparse posterior.
 
     Scores (``score_all``) are the AFS ones with h_c = C_cc and no feature residual; the
     updates use the solve vectors of :class:`SparseFeaturePosterior` instead of a dense A⁻¹.
     """
 
-    def __init__(self, pb: _Problem, post: SparseFeaturePosterior, strategy: str,
+    def __init__(self, pb: Problem, post: SparseFeaturePosterior, strategy: str,
                  criterion: str, taken=()):
         self.pb, self.post, self.strategy, self.criterion = pb, post, strategy, criterion
         self.lazy, self.lazy_batch, self.screen = False, 16, None
@@ -385,7 +384,7 @@ class _WaveletGreedy(_Greedy):
             z = self.Einv @ psi
             e = pb.noise - float(psi @ z)
             self.q += pb.ops.apply(z) ** 2 / e
-            _rank1(self.Einv, z, z, 1.0 / e)
+            rank1(self.Einv, z, z, 1.0 / e)
         w, d = self.post.add(pb.ops.rows([a]))
         v = pb.ops.apply(w)  # v_c = C(c, a)
         u = v if pb.tops is pb.ops else pb.tops.apply(w)  # u_i = C(t_i, a)
@@ -473,6 +472,6 @@ def wavelet_greedy(model, cands: Candidates, targets: Candidates | None, existin
         for row in post.features(sc.x(np.asarray(existing)), "existing sensors"):
             post.add(row)
     zc = np.zeros(ops.n)
-    pb = _Problem(None, None, post.noise, ops, tops, zc, zc if tops is ops else np.zeros(tops.n),
-                  None, float(sc.y_scale))
+    pb = Problem(None, None, post.noise, ops, tops, zc, zc if tops is ops else np.zeros(tops.n),
+                 None, float(sc.y_scale))
     return _WaveletGreedy(pb, post, strategy, criterion, taken)

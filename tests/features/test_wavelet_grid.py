@@ -9,8 +9,9 @@ import pytest
 
 from geogp.exceptions import InputError, MemoryEstimateError, OutsideWindowError
 from geogp.families import fit_grid, predict_grid
-from geogp.features.wavelet import make_basis, wavelet_statistics
+from geogp.features.wavelet import make_basis
 from geogp.features.wavelet_grid import grid_wavelet_statistics
+from geogp.features.wavelet_statistics import wavelet_statistics
 from geogp.models.wavelet import WaveletRegressor
 
 

@@ -321,7 +321,7 @@ def test_afs_sample_rasters_reproduce_the_prediction():
     variance the features leave out, k(0) − φᵀΛφ (large with so few features); CRS kept."""
     from _frontend_rasters import make_raster
 
-    from geogp.models.afs import _log_lambda
+    from geogp.features.afs_dft import log_lambda as _log_lambda
 
     da = make_raster(ny=14, nx=16)
     model = geogp.fit(da, model="afs", n_features=FEATURES, maxiter=10)
@@ -397,7 +397,7 @@ def test_wavelet_effective_lengthscale_map_band_and_panel(tmp_path, monkeypatch)
     automatic db4 levels respect the cost cap (patched to 400 functions to keep this fast)."""
     import rasterio
 
-    import geogp.models.wavelet as wavelet_module
+    import geogp.models.wavelet.regressor as wavelet_module
     from geogp.cli import main
     from geogp.exceptions import ApproximationWarning
 

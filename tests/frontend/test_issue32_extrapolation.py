@@ -14,7 +14,8 @@ import xarray as xr
 import geogp
 from geogp.cli import main
 from geogp.exceptions import ExtrapolationWarning
-from geogp.models.afs import AFSRegressor, _log_lambda
+from geogp.features.afs_dft import log_lambda as _log_lambda
+from geogp.models.afs import AFSRegressor
 from geogp.trend import basis
 
 
@@ -100,7 +101,7 @@ def test_issue32_extrapolation_samples_carry_trend_variance(afs):
 def test_issue32_extrapolation_iterative_solver_matches_dense():
     """The matrix-free route's trend variance (CG solves) equals the dense route's at the
     same θ."""
-    from geogp.models.afs_trend import trend_variance_points
+    from geogp.models.afs.trend import trend_variance_points
 
     X, y = _points(120, seed=2)
     kw = dict(kernel="matern32", n_features=100, mean="linear", margin=2.0, optimize=False,

@@ -17,7 +17,7 @@ import pytest
 import geogp
 from geogp._progress import FitProgress, advance, announce_fit, start_phase
 from geogp.models import lattice as lm
-from geogp.models import lattice_settings
+from geogp.models.lattice import settings as lattice_settings
 from tests.frontend._frontend_rasters import make_raster
 
 _COUNT = re.compile(r"(\d+)/(\d+) \[")

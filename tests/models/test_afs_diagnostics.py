@@ -12,7 +12,7 @@ import geogp
 from geogp.exceptions import ApproximationWarning
 from geogp.features.fourier import FourierFeatures
 from geogp.models.afs import AFSRegressor
-from geogp.models.afs_diagnostics import (ALIAS_WARN, TRUNCATION_WARN, alias_error,
+from geogp.models.afs.diagnostics import (ALIAS_WARN, TRUNCATION_WARN, alias_error,
                                           decay_distance, diagnostics, warn_if_poor)
 
 

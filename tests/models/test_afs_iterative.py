@@ -13,7 +13,7 @@ from geogp.features import trig
 from geogp.features.fourier import FourierFeatures
 from geogp.features.gram_operator import GramOperator
 from geogp.kernels import ProductKernel
-from geogp.models import afs_policy
+from geogp.models.afs import policy as afs_policy
 from geogp.models.afs import AFSRegressor
 from geogp.models.collapsed import collapsed_bound, posterior
 from geogp.models.collapsed_iterative import (IterativeOptions, iterative_bound, iterative_parts,

@@ -1,4 +1,4 @@
-"""Posterior samples of AFS models (geogp.models.afs_sampling), against the analytic q(u)."""
+"""Posterior samples of AFS models (geogp.models.afs.sampling), against the analytic q(u)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from geogp.exceptions import InputError
-from geogp.models.afs import AFSRegressor, _log_lambda
+from geogp.features.afs_dft import log_lambda as _log_lambda
+from geogp.models.afs import AFSRegressor
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 window (T7), the adaptive window (ExactGP's lengthscales on scattered points and on a gappy
 raster), hyperparameter recovery from 10⁴ points (T24), kernel sums that keep both scales.
 
-The window rule and its constants are in :mod:`geogp.models.afs_diagnostics`.
+The window rule and its constants are in :mod:`geogp.models.afs.diagnostics`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from geogp.features.fourier import FourierFeatures
 from geogp.kernels import make_kernel
 from geogp.models import exact
 from geogp.models.afs import AFSRegressor
-from geogp.models.afs_diagnostics import ALIAS_TOL, MAX_AUTO_FACTOR, REFIT_FACTOR
+from geogp.models.afs.diagnostics import ALIAS_TOL, MAX_AUTO_FACTOR, REFIT_FACTOR
 from geogp.models.collapsed import collapsed_bound
 from geogp.features.fourier_statistics import dense_stats
 

@@ -18,8 +18,8 @@ from geogp.exceptions import (ApproximationWarning, InputError, MemoryEstimateEr
                               OutsideWindowError)
 from geogp.linalg import HAVE_CHOLMOD
 from geogp.models import lattice as lm
-from geogp.models import lattice_posterior
-from geogp.models.lattice_tiles import fitting_tiles
+from geogp.models.lattice import posterior as lattice_posterior
+from geogp.models.lattice.tiles import fitting_tiles
 
 BACKENDS = ["dense"] + (["cholmod"] if HAVE_CHOLMOD else [])
 
@@ -223,7 +223,7 @@ def test_composite_loss_batches_cholmod_tiles_and_equals_dense_tiles(rng, monkey
     """Stage 1's loss over tiles: through the batched CHOLMOD operation (prefetched selected
     inversions) it has the value and gradient of the dense backend, tile by tile."""
     from geogp.linalg import cholmod_many
-    from geogp.models.lattice_tiles import composite_loss
+    from geogp.models.lattice.tiles import composite_loss
 
     calls = []
     real = cholmod_many.logdet_and_solve_many

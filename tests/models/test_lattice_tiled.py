@@ -12,7 +12,7 @@ import pytest
 
 from geogp.exceptions import InputError
 from geogp.models import lattice as lm
-from geogp.models.lattice_tiled import in_core, posterior_tiles
+from geogp.models.lattice.tiled import in_core, posterior_tiles
 
 
 @pytest.mark.parametrize("shape, margin, core, halo, align", [
@@ -111,7 +111,7 @@ def test_the_posterior_is_a_value_computed_without_changing_the_model(whole):
     is unchanged: no attribute is set or replaced."""
     import copy
 
-    from geogp.models.lattice_posterior import lattice_posterior
+    from geogp.models.lattice.posterior import lattice_posterior
 
     est, obs, ys = whole
     model = copy.copy(est)
@@ -243,7 +243,7 @@ def test_cost_estimate_counts_the_tiles_and_grows_with_the_tile_cells():
     assert small["tiles"] == len(est._posterior_tiles((300, 500))) == 1
     assert big["tiles"] == len(est._posterior_tiles((1200, 1200))) > 1
     assert big["bytes"] == est.memory_estimate((1200, 1200)) <= est.max_bytes
-    from geogp.models.lattice_memory import STAGES_SECONDS, tile_cells
+    from geogp.models.lattice.memory import STAGES_SECONDS, tile_cells
 
     def cells(shape):
         return sum(tile_cells(t, int(est.margin)) for t in est._posterior_tiles(shape))
@@ -258,7 +258,7 @@ def test_cost_estimate_counts_the_tiles_and_grows_with_the_tile_cells():
 def test_the_auto_plan_never_shrinks_below_its_smallest_core():
     """Under a limit no tile can meet, the plan stops at 16-cell cores (the fit then refuses
     with the estimate) instead of running on to one tile per cell."""
-    from geogp.models.lattice_memory import tile_cells
+    from geogp.models.lattice.memory import tile_cells
 
     est = lm.LatticeRegressor(max_bytes=2**20)
     tiles = est._posterior_tiles((300, 400))
@@ -276,8 +276,8 @@ def test_tile_states_wait_on_disk_as_estimated_and_are_removed(whole, tmp_path, 
     are gone when the posterior is done, also when pass 2 fails."""
     import tempfile
 
-    from geogp.models import lattice_workers
-    from geogp.models.lattice_memory import state_bytes
+    from geogp.models.lattice import workers as lattice_workers
+    from geogp.models.lattice.memory import state_bytes
 
     est, obs, ys = whole
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
@@ -310,7 +310,8 @@ def test_a_tiled_posterior_refuses_before_its_tiles_when_the_disk_is_too_small(w
                                                                              monkeypatch):
     import shutil
 
-    from geogp.models import lattice_memory, lattice_posterior
+    from geogp.models.lattice import memory as lattice_memory
+    from geogp.models.lattice import posterior as lattice_posterior
 
     est, obs, ys = whole
     monkeypatch.setattr(lattice_memory.shutil, "disk_usage",
@@ -327,7 +328,7 @@ def test_a_tiled_posterior_refuses_before_its_tiles_when_the_disk_is_too_small(w
 def test_core_state_in_place_equals_the_copy(rng):
     """``overwrite_s=True`` computes F − S_F in S's own columns (no second array): the same
     numbers as the copy, and ``g`` is a view of ``s``."""
-    from geogp.models.lattice_tiled import core_state, extended_core
+    from geogp.models.lattice.tiled import core_state, extended_core
 
     shape, core = (9, 11), (slice(0, 9), slice(0, 11))
     ey, ex, _ = extended_core(shape, core)

@@ -16,10 +16,11 @@ import pytest
 from _reference import dense_gp
 
 from geogp.exceptions import InputError, OutsideWindowError
-from geogp.features.wavelet import make_basis, wavelet_statistics
+from geogp.features.wavelet import make_basis
+from geogp.features.wavelet_statistics import wavelet_statistics
 from geogp.linalg import HAVE_CHOLMOD
 from geogp.models import wavelet as wm
-from geogp.models.wavelet_prior import (
+from geogp.models.wavelet.prior import (
     effective_lengthscale,
     init_params,
     log_coefficients_1d,
@@ -474,8 +475,10 @@ def test_auto_backend_goes_dense_for_dense_patterns_with_the_same_bound():
     and equal those of JAX's own dense Cholesky (autodiff, the oracle)."""
     import dataclasses
 
-    from geogp.features.wavelet import make_basis, wavelet_statistics
+    from geogp.features.wavelet import make_basis
+    from geogp.features.wavelet_statistics import wavelet_statistics
     from geogp.linalg.solvers import Solver
+    from geogp.models.wavelet import bound as wm
 
     rng = np.random.default_rng(8)
     X = rng.uniform(-1, 1, size=(300, 2))

@@ -9,7 +9,7 @@ import pytest
 
 from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.models.wavelet import WaveletRegressor
-from geogp.models.wavelet_prior import log_precisions
+from geogp.models.wavelet.prior import log_precisions
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 The precision Q(θ) = c (κ²I + L)^α on a fixed pattern, log|Q| in closed form from the Neumann
 Laplacian's eigenvalues, and the REML log marginal likelihood by one sparse Cholesky of
-B = Q + PᵀP/σ² (formulas in :mod:`geogp.models.lattice`'s docstring).
+B = Q + PᵀP/σ² (formulas in :mod:`geogp.models.lattice.regressor`'s docstring).
 
 Multi-resolution model (``LatticeRegressor(large_scale=...)``): y = Φu + Xβ + Pg + ε with m
 large-scale Fourier features Φ (:func:`fourier_features` of :func:`low_frequencies`) and
@@ -31,13 +31,14 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 
+from geogp import linalg
 from geogp.exceptions import InputError
+from geogp.linalg import SparsePattern
 from geogp.linalg.solvers import Solver
-from geogp.models.lattice_mid import MID_MARGIN, band, mid_cross, mid_lattice, mid_stencil
+from geogp.models.lattice.mid import band, mid_cross, mid_lattice
 
 __all__ = ["ALPHAS", "BACKENDS", "PARAMS", "PARAMS_LARGE", "PARAMS_MID", "PARAM_RATIO",
-           "PARAM_SCALE", "MID_MARGIN", "RANGE_MAX_EXTENTS", "log_range_cap", "mid_lattice",
-           "mid_stencil",
+           "PARAM_SCALE", "RANGE_MAX_EXTENTS", "log_range_cap",
            "KERNELS_LARGE",
            "LatticeProblem",
            "laplacian", "make_problem", "precision", "spectral_weights", "low_frequencies",
@@ -218,8 +219,6 @@ class LatticeProblem:
 def _load_solver(backend: str, ordering: str) -> Solver:
     if backend not in BACKENDS:
         raise InputError(f"backend must be one of {BACKENDS}; got {backend!r}.")
-    from geogp import linalg
-
     if backend == "dense" or (backend == "auto" and not linalg.HAVE_CHOLMOD):
         return Solver("dense")
     if not linalg.HAVE_CHOLMOD:
@@ -246,7 +245,7 @@ def make_problem(shape, h, alpha: int, cells: np.ndarray, y: np.ndarray, X: np.n
         mid_scale: None, or the coarsening factor r ≥ 2 of a second, mid-scale α = 2 field on
             a lattice r times coarser (:func:`mid_lattice`), added to the fine one.
         neighbours: with the mid-scale level, keep the pattern entries that the posterior's
-            neighbour covariances need (:func:`~geogp.models.lattice_mid.mid_cross`); False keeps only those of B
+            neighbour covariances need (:func:`~geogp.models.lattice.mid.mid_cross`); False keeps only those of B
             (a sparser factor, enough for the likelihood: the fitting tiles).
         share: reuse the previous call's pattern (and with it its CHOLMOD analysis and
             factor) when the lattice is the same; for problems solved one after another
@@ -302,8 +301,6 @@ def _lattice_parts(shape, h, alpha: int, mid_scale, neighbours: bool) -> dict:
     """The parts of :func:`make_problem` that depend on the lattice only, not on the data:
     the pattern of B, I, L, L² on it, the Laplacian's eigenvalues, the mid-scale level's
     operators and map Π."""
-    from geogp.linalg import SparsePattern
-
     n = shape[0] * shape[1]
     lap = laplacian(shape, h)
     structure = _structure(shape, alpha)

@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import ctypes
+import gc
 import os
 import tempfile
 
 import numpy as np
 
 from geogp.exceptions import GeogpError, InputError
-from geogp.models.lattice_tiled import CoreState
+from geogp.models.lattice.tiled import CoreState
 
 __all__ = ["sparse_pass", "KeptStates", "tile_context", "dask_client", "release_memory"]
 
@@ -41,7 +43,7 @@ def dask_client(scheduler):
         yield None
         return
     try:
-        import distributed
+        import distributed  # lazy: dask.distributed loads only with a scheduler
     except ImportError:  # pragma: no cover - a dependency; only a broken install lacks it
         if scheduler != "auto":
             raise InputError("scheduler= needs dask.distributed (pip install distributed).")
@@ -84,7 +86,7 @@ def sparse_pass(est, fn, raster: np.ndarray, tiles: list, args: tuple, client=No
     small = [None] * len(tiles)
     if client is None:
         # tiles of one window shape one after another: they share the lattice's pattern and
-        # its symbolic analysis (geogp.models.lattice_gmrf.make_problem)
+        # its symbolic analysis (geogp.models.lattice.gmrf.make_problem)
         order = sorted(range(len(tiles)), key=lambda i: _window_shape(tiles[i]))
         try:
             for done, i in enumerate(order, start=1):
@@ -97,7 +99,7 @@ def sparse_pass(est, fn, raster: np.ndarray, tiles: list, args: tuple, client=No
             kept.close()
             raise
         return small, kept
-    from distributed import as_completed
+    from distributed import as_completed  # lazy: as above
 
     ctx = client.scatter(tile_context(est), broadcast=True)
     futures = [client.submit(fn, ctx, raster[tile.window], _rebased(tile), *args, pure=False)
@@ -144,7 +146,7 @@ class KeptStates:
                 if report is not None:
                     report("moments", i + 1, self.count)
             return out
-        from distributed import as_completed
+        from distributed import as_completed  # lazy: as above
 
         futures = [self.client.submit(_apply_to_state, f, fn, *args, pure=False)
                    for f in self.futures]
@@ -194,12 +196,8 @@ def release_memory() -> None:
     A tile's n_t × (1 + k + p) arrays and factor are freed when it ends, but glibc keeps much
     of that heap: without trimming, the resident memory of a 700² raster's 25 tiles grew by
     about 60 MB a tile, and a 1200² raster peaked at 8.8 GB against a tile's 3.4 GB."""
-    import gc
-
     gc.collect()  # tile arrays held by reference cycles (closures, JAX tracebacks)
     try:
-        import ctypes
-
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: nothing to do
         pass

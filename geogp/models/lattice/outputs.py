@@ -12,7 +12,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import scipy.sparse.linalg as spla
 
+from geogp import linalg
 from geogp.exceptions import GeogpError, InputError, OutsideWindowError
 from geogp.models.base import Prediction, check_columns, check_fitted
 
@@ -37,8 +39,6 @@ class LatticeOutputsMixin:
         if perm is None:  # dense reference backend
             g = np.linalg.solve(upper, eps_g)
         else:
-            import scipy.sparse.linalg as spla
-
             g = np.empty_like(eps_g)
             g[perm] = spla.spsolve_triangular(upper, eps_g, lower=False)
         pi = sm.get("pi")
@@ -72,8 +72,6 @@ class LatticeOutputsMixin:
                 B = sm["pattern"].to_scipy(sm["b_vals"]).toarray()
                 sm["root"] = (np.linalg.cholesky(B).T, None)
             else:
-                from geogp import linalg
-
                 fac = linalg.cholmod.analyze(sm["pattern"], ordering=self.ordering)
                 with fac.lock:
                     fac._ensure_factor(sm["b_vals"])

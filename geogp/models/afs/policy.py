@@ -11,6 +11,8 @@ import numpy as np
 
 from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.features.fourier_statistics import DEFAULT_DENSE_BLOCK
+from geogp.features.gram_operator import operator_bytes
+from geogp.kernels import make_kernel
 
 __all__ = ["ITERATIVE_ABOVE", "SOLVERS", "dense_block_size", "check_iterative_options",
            "check_budget", "choose_solver"]
@@ -70,9 +72,6 @@ def choose_solver(ff, estimator) -> str:
     """``"dense"`` or ``"iterative"`` for the features ``ff`` under the settings of
     ``estimator`` (an :class:`~geogp.models.afs.AFSRegressor`); refuses, with the estimate,
     what would not fit in its ``max_bytes``."""
-    from geogp.features.gram_operator import operator_bytes
-    from geogp.kernels import make_kernel
-
     est = estimator
     if est.solver not in SOLVERS:
         raise InputError(f"solver must be 'auto', 'dense' or 'iterative'; got {est.solver!r}.")

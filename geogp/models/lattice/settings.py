@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from geogp.exceptions import InputError
-from geogp.models.lattice_gmrf import ALPHAS, BACKENDS, KERNELS_LARGE
+from geogp.models.lattice.gmrf import ALPHAS, BACKENDS, KERNELS_LARGE
 from geogp.trend import monomial_powers
 
 __all__ = ["MID_SCALE_AUTO", "MID_SCALE_MIN_CELLS", "LARGE_SCALE_AUTO", "LARGE_SCALE_ALONE",

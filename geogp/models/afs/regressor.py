@@ -20,13 +20,14 @@ from geogp.exceptions import InputError
 from geogp.features.afs_dft import log_lambda as _log_lambda
 from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures, window
 from geogp.kernels import make_kernel
-from geogp.models import afs_predict, afs_sampling
-from geogp.models.afs_diagnostics import (ALIAS_TOL, REFIT_FACTOR, REFIT_GROWTH, alias_error,
+from geogp.models.afs import predict as afs_predict
+from geogp.models.afs import sampling as afs_sampling
+from geogp.models.afs.diagnostics import (ALIAS_TOL, REFIT_FACTOR, REFIT_GROWTH, alias_error,
                                           balanced_width, diagnostics, refit_reason,
                                           truncation, warn_if_poor)
-from geogp.models.afs_grid import grid_axes_info, grid_standardizer  # noqa: F401 (re-export)
-from geogp.models.afs_policy import check_budget, choose_solver, dense_block_size
-from geogp.models.afs_objectives import loss_and_args, merge_reports, warm_start
+from geogp.models.afs.grid import grid_standardizer
+from geogp.models.afs.policy import check_budget, choose_solver, dense_block_size
+from geogp.models.afs.objectives import loss_and_args, merge_reports, warm_start
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
 from geogp.models.collapsed import collapsed_bound, posterior, trace_term
 from geogp.models.collapsed_iterative import (IterativeOptions, iterative_bound,
@@ -34,10 +35,10 @@ from geogp.models.collapsed_iterative import (IterativeOptions, iterative_bound,
 from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.features.data import Grid, Points
 from geogp.features.fourier_statistics import (DEFAULT_CHUNK_BYTES, grid_noise_projection,
-                                               points_noise_projection)
-from geogp.trend import monomial_powers, ols, residual_stats
+                                               points_noise_projection, residual_stats)
+from geogp.trend import monomial_powers, ols
 
-__all__ = ["AFSRegressor", "grid_axes_info", "auto_features"]
+__all__ = ["AFSRegressor", "auto_features"]
 
 MAX_REFITS = 3  # at most this many refits on a wider window (alias_tol)
 SUM_SPREAD = 9.0  # a sum's parts start at the pilot lengthscale ×/÷ 3 (two parts)
@@ -82,7 +83,7 @@ class AFSRegressor:
             (at most 3 times; kernel sums and ``optimize=False`` start on the window their
             initial θ needs). ``None``: the window is exactly ``window_factor``/``margin``
             (the thesis default W_x/0.95 shortens lengthscales that are not ≪ W_x:
-            :mod:`geogp.models.afs_diagnostics`).
+            :mod:`geogp.models.afs.diagnostics`).
         lengthscale, variance, noise: initial hyperparameters in standardised units
             (defaults ℓ = 0.2, σ_f² = 1, σ² = 1: docs/model.md).
         mean: mean function, None (zero on the standardised scale: the data's mean),
@@ -132,7 +133,7 @@ class AFSRegressor:
         needed a wider window), diagnostics_: the approximation's diagnostics at the fitted θ
         (dict: ``alias``, ``alias_self``, ``truncation``, ``truncation_to_noise``,
         ``spectral_edge``, ``lengthscale_ratio``, ``part_share``, ``window_factor``,
-        ``n_features``, ``window_refits``; :mod:`geogp.models.afs_diagnostics`). Poor values
+        ``n_features``, ``window_refits``; :mod:`geogp.models.afs.diagnostics`). Poor values
         raise an :class:`~geogp.exceptions.ApproximationWarning` (with the numbers and the
         fix) at the end of the fit.
     """
@@ -340,7 +341,7 @@ class AFSRegressor:
                fixed_width=None) -> AFSRegressor:
         """Window, features, statistics (``make_stats(ff)``), θ by L-BFGS, then the posterior.
 
-        The window (:func:`~geogp.models.afs_diagnostics.balanced_width`) starts at
+        The window (:func:`~geogp.models.afs.diagnostics.balanced_width`) starts at
         ``window_factor``/``margin`` for a single kernel, and at what the initial θ needs when
         θ is not learnt or the kernel is a sum (whose long part could otherwise vanish, aliased,
         before the window adapts; a sum named by a string first gets a data-driven start,
@@ -470,7 +471,7 @@ class AFSRegressor:
 
     def sample(self, X, n: int, seed=None, observed: bool = False) -> np.ndarray:
         """``n`` posterior samples at X (N*, D), data units, (n, N*): draws of q(u) pushed
-        through the features (:mod:`geogp.models.afs_sampling`). ``observed`` adds the noise
+        through the features (:mod:`geogp.models.afs.sampling`). ``observed`` adds the noise
         of a new observation. Points outside the window raise."""
         check_fitted(self, "posterior_")
         X = as_points(X, "X (sample points)")

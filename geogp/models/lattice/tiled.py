@@ -24,8 +24,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from geogp.models.lattice_gmrf import LatticeProblem, precision
-from geogp.models.lattice_mid import mid_lattice, mid_stencil
+from geogp import linalg
+from geogp.models.lattice.gmrf import LatticeProblem, precision
+from geogp.models.lattice.mid import mid_lattice, mid_stencil
 
 __all__ = ["PosteriorTile", "CoreState", "posterior_tiles", "in_core", "solve_tile", "core_gram",
            "core_state", "extended_core", "SOLVE_BLOCK", "core_moments", "field_covariance", "selected_inverse"]
@@ -111,7 +112,7 @@ def solve_tile(params, problem: LatticeProblem, shape, mid_factor, rows=None, wh
     ``whole`` (else None). With CHOLMOD the solve runs on the host, outside JAX, in blocks of
     :data:`SOLVE_BLOCK` columns, so that no compiled function keeps the tile's pattern and
     factor alive and no copies of the (n, 1 + k + p) right-hand sides are made (the same
-    numbers as :func:`~geogp.models.lattice_gmrf.sparse_statistics`).
+    numbers as :func:`~geogp.models.lattice.gmrf.sparse_statistics`).
     """
     q, logdet_q, _, noise = precision(params, problem)
     noise = float(noise)
@@ -133,8 +134,6 @@ def solve_tile(params, problem: LatticeProblem, shape, mid_factor, rows=None, wh
             m_mat -= ptw.T @ x / noise
         s = at_rows(x)
     else:
-        from geogp import linalg
-
         fac = linalg.cholmod.analyze(problem.pattern, ordering=problem.solve.ordering)
         s = np.empty((n if rows is None else len(rows), width))
         for a in range(0, width, SOLVE_BLOCK):
@@ -168,8 +167,6 @@ def selected_inverse(problem: LatticeProblem, b_vals: np.ndarray, ordering: str,
     if problem.solve.backend == "dense":
         return np.linalg.inv(problem.pattern.to_scipy(b_vals).toarray())[
             problem.pattern.rows, problem.pattern.cols]
-    from geogp import linalg
-
     return linalg.cholmod.selected_inverse(problem.pattern, b_vals, ordering=ordering,
                                            release=release)
 
@@ -178,7 +175,7 @@ def field_covariance(pattern, z: np.ndarray, shape, mid_factor):
     """``cov(a, b)``: posterior covariances of the GMRF part of f at cells a, b (flat arrays,
     neighbours or equal) from the selected inverse ``z`` of B on ``pattern``: (B⁻¹)_ab, plus
     with the mid-scale level the terms of Π (the pattern holds every entry these need, see
-    :func:`geogp.models.lattice_gmrf.make_problem`)."""
+    :func:`geogp.models.lattice.gmrf.make_problem`)."""
     size = pattern.n
     n = shape[0] * shape[1]
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from geogp.features import trig
 from geogp.features.fourier import FourierFeatures
-from geogp.models.afs_trend import trend_variance_grid, trend_variance_points
+from geogp.models.afs.trend import trend_variance_grid, trend_variance_points
 from geogp.models.collapsed_iterative import IterativePosterior, predict_moments, variance_bins
 from geogp.trend import basis, basis_grid
 
@@ -39,7 +39,7 @@ def _variance_bins(model):
 
 def at_points(model, Xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(mean, latent variance) at standardised points Xs (N*, D) inside the window; the
-    variance includes the trend's (:mod:`geogp.models.afs_trend`)."""
+    variance includes the trend's (:mod:`geogp.models.afs.trend`)."""
     ff, post = model.features_, model.posterior_
     Phi = None
     if isinstance(post, IterativePosterior):

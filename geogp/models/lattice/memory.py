@@ -26,7 +26,7 @@ import shutil
 import tempfile
 
 from geogp.exceptions import InputError
-from geogp.models.lattice_tiled import PosteriorTile, posterior_tiles
+from geogp.models.lattice.tiled import PosteriorTile, posterior_tiles
 
 __all__ = ["lattice_bytes", "factor_bytes", "lattice_seconds", "plan_tiles", "tile_cells", "state_bytes",
            "check_state_disk",
@@ -114,7 +114,7 @@ def tile_cells(tile: PosteriorTile, margin: int) -> int:
 
 def plan_tiles(raster_shape, margin: int, alpha: int, mid_factor, columns: int,
                max_bytes: float, core="auto", halo="auto") -> list[PosteriorTile]:
-    """The posterior's tiles (:func:`~geogp.models.lattice_tiled.posterior_tiles`).
+    """The posterior's tiles (:func:`~geogp.models.lattice.tiled.posterior_tiles`).
 
     ``core="auto"``: the whole lattice when it has at most :data:`WHOLE_LATTICE_MAX_CELLS`
     cells and its estimate is within ``max_bytes``; else the largest core up to
@@ -141,7 +141,7 @@ def plan_tiles(raster_shape, margin: int, alpha: int, mid_factor, columns: int,
 
 def state_bytes(tiles: list[PosteriorTile], columns: int) -> float:
     """Bytes of the tiles' states between the two passes
-    (:class:`~geogp.models.lattice_tiled.CoreState`: F − S_F in float32 and S_y over each core
+    (:class:`~geogp.models.lattice.tiled.CoreState`: F − S_F in float32 and S_y over each core
     plus a row and a column, five float64 covariance terms per core cell)."""
     total = 0.0
     for tile in tiles:

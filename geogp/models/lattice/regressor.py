@@ -10,10 +10,10 @@ sparse Cholesky factorisation of B = Q + PᵀP/σ² (CHOLMOD, behind the custom 
 :func:`geogp.linalg.cholmod.logdet_and_solve`); log|Q| is in closed form.
 
 θ is fitted in two stages: the local field's (range, sd, noise) on a composite likelihood of
-square tiles (:mod:`geogp.models.lattice_tiles`), then the large scales and one overall scale
-on the small dense part (:mod:`geogp.models.lattice_posterior`). The posterior (mean,
+square tiles (:mod:`geogp.models.lattice.tiles`), then the large scales and one overall scale
+on the small dense part (:mod:`geogp.models.lattice.posterior`). The posterior (mean,
 variances and neighbour covariances by selected inversion) is computed on the whole lattice,
-or on overlapping tiles above :data:`WHOLE_LATTICE_MAX_CELLS` (:mod:`geogp.models.lattice_tiled`).
+or on overlapping tiles above :data:`WHOLE_LATTICE_MAX_CELLS` (:mod:`geogp.models.lattice.tiled`).
 """
 
 from __future__ import annotations
@@ -26,76 +26,27 @@ import numpy as np
 from geogp._progress import announce_fit
 from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.models.base import Standardizer, check_fitted
-from geogp.models.lattice_gmrf import (
-    ALPHAS,
-    LARGE_SCALE_LOSSES,
-    MID_MARGIN,
+from geogp.models.lattice.gmrf import (
     PARAM_RATIO,
     PARAMS,
-    PARAMS_LARGE,
     PARAMS_MID,
-    RANGE_MAX_EXTENTS,
     LatticeProblem,
-    log_range_cap,
-    dense_likelihood,
     fourier_features,
-    log_marginal_likelihood,
+    log_range_cap,
     low_frequencies,
     make_problem,
-    precision,
-    sparse_statistics,
-    spectral_weights,
 )
-from geogp.models.lattice_memory import (
-    POSTERIOR_CORE,
-    POSTERIOR_HALO,
-    WHOLE_LATTICE_MAX_CELLS,
-    lattice_bytes,
-    lattice_seconds,
-    plan_tiles,
-    tile_cells,
-)
-from geogp.models.lattice_outputs import LatticeOutputsMixin
-from geogp.models.lattice_posterior import LatticePosteriorMixin
-from geogp.models.lattice_settings import (
-    LARGE_SCALE_ALONE,
-    LARGE_SCALE_AUTO,
-    MID_SCALE_AUTO,
-    MID_SCALE_MIN_CELLS,
-    check_settings,
-    mid_factor,
-    n_large,
-)
-from geogp.models.lattice_tiles import composite_loss, fit_local, fitting_tiles
-from geogp.models.lattice_workers import release_memory
+from geogp.models.lattice.memory import lattice_bytes, lattice_seconds, plan_tiles, tile_cells
+from geogp.models.lattice.outputs import LatticeOutputsMixin
+from geogp.models.lattice.posterior import LatticePosteriorMixin
+from geogp.models.lattice.settings import check_settings, mid_factor, n_large
+from geogp.models.lattice.tiles import composite_loss, fit_local, fitting_tiles
+from geogp.models.lattice.workers import release_memory
 from geogp.optimize import FitReport
 from geogp.trend import (basis, check_trend_identifiable, monomial_powers,
                          standardised_covariates)
 
-__all__ = [
-    "ALPHAS",
-    "LatticeProblem",
-    "make_problem",
-    "precision",
-    "spectral_weights",
-    "log_marginal_likelihood",
-    "sparse_statistics",
-    "dense_likelihood",
-    "LARGE_SCALE_LOSSES",
-    "PARAMS",
-    "PARAMS_LARGE",
-    "PARAMS_MID",
-    "MID_MARGIN",
-    "MID_SCALE_AUTO",
-    "MID_SCALE_MIN_CELLS",
-    "LARGE_SCALE_AUTO",
-    "LARGE_SCALE_ALONE",
-    "RANGE_MAX_EXTENTS",
-    "WHOLE_LATTICE_MAX_CELLS",
-    "POSTERIOR_CORE",
-    "POSTERIOR_HALO",
-    "LatticeRegressor",
-]
+__all__ = ["LatticeRegressor"]
 
 
 
@@ -128,7 +79,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             :data:`LARGE_SCALE_ALONE` without it): the multi-resolution model y = Φᵀu + Xβ + g + ε with
             u ~ N(0, Λ(ℓ_L, s_L)), Λ from the spectral density of ``large_scale_kernel``
             (``"matern12"``, ``"matern32"``, ``"matern52"``, ``"se"``); u is integrated exactly in
-            the same Woodbury step as β (see :mod:`geogp.models.lattice_gmrf`). θ is fitted in
+            the same Woodbury step as β (see :mod:`geogp.models.lattice.gmrf`). θ is fitted in
             two stages: the local (range, sd, noise) on the tiles, each with its own trend
             standing in for the large scales; then (ℓ_L, s_L) and one overall scale of the
             local sd² and noise on the whole raster at that local shape, where only a small
@@ -155,7 +106,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         scheduler: where the posterior's tiles run: ``"auto"`` (default) on the current
             ``dask.distributed`` client's workers when one exists, else in this process;
             None: in this process; a ``Client`` or a scheduler address
-            (:mod:`geogp.models.lattice_workers`). Same numbers either way.
+            (:mod:`geogp.models.lattice.workers`). Same numbers either way.
 
     Attributes:
         params_: fitted log parameters (lattice units, standardised y). report_: FitReport.
@@ -219,14 +170,14 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
 
     def memory_estimate(self, raster_shape, n_covariates: int = 0) -> float:
         """Estimated peak bytes of fitting a raster of ``raster_shape`` cells and computing its
-        posterior (:func:`~geogp.models.lattice_memory.lattice_bytes`): one posterior tile's
+        posterior (:func:`~geogp.models.lattice.memory.lattice_bytes`): one posterior tile's
         sparse work plus the raster's per-cell arrays."""
         return self.cost_estimate(raster_shape, n_covariates=n_covariates)["bytes"]
 
     def cost_estimate(self, raster_shape, workers: int = 1, n_covariates: int = 0) -> dict:
         """What a fit of ``raster_shape`` will take, before it starts: ``tiles`` (the
         posterior's), ``bytes`` (:meth:`memory_estimate`) and ``seconds`` (rough: the rate of
-        the 2-core reference machine, :func:`~geogp.models.lattice_memory.lattice_seconds`)."""
+        the 2-core reference machine, :func:`~geogp.models.lattice.memory.lattice_seconds`)."""
         m = int(self.margin)
         cells = [tile_cells(t, m) for t in self._posterior_tiles(raster_shape)]
         lattice = (raster_shape[0] + 2 * m) * (raster_shape[1] + 2 * m)
@@ -334,7 +285,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
 
     def _posterior_tiles(self, raster_shape) -> list:
         """The posterior's tiles on a raster of ``raster_shape``
-        (:func:`~geogp.models.lattice_memory.plan_tiles`: ``posterior_tile="auto"`` takes the
+        (:func:`~geogp.models.lattice.memory.plan_tiles`: ``posterior_tile="auto"`` takes the
         whole lattice when it has at most :data:`WHOLE_LATTICE_MAX_CELLS` cells within
         ``max_bytes``, else the largest core up to :data:`POSTERIOR_CORE` that fits)."""
         return plan_tiles(raster_shape, int(self.margin), int(self.alpha),
@@ -417,7 +368,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
 
     def _n_large(self, raster_shape=None) -> int:
         """The large-scale feature columns on a raster of ``raster_shape`` (default: the
-        fitted one); see :func:`~geogp.models.lattice_settings.n_large`."""
+        fitted one); see :func:`~geogp.models.lattice.settings.n_large`."""
         return n_large(self.large_scale, self.mid_scale, self._sides(raster_shape))
 
     def _frequencies(self) -> None:
@@ -460,7 +411,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         level the pattern entries of the exact neighbour covariances; without (a fitting
         tile): neither. ``at``: the raster's (row, col) of ``obs[0, 0]`` (when ``obs`` and
         ``ys`` are a window of the raster). ``share``: see
-        :func:`~geogp.models.lattice_gmrf.make_problem`."""
+        :func:`~geogp.models.lattice.gmrf.make_problem`."""
         sy, sx = sl if sl is not None else (slice(0, obs.shape[0]), slice(0, obs.shape[1]))
         m = int(self.margin)
         full = np.full(obs.shape, -1, dtype=np.int64)

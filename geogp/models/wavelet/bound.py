@@ -1,6 +1,6 @@
 """The wavelet model's sparse problem, collapsed bound and posterior: pure functions of θ.
 
-Split from :mod:`geogp.models.wavelet` (the estimator :class:`WaveletRegressor`, a thin shell
+Split from :mod:`geogp.models.wavelet.regressor` (the estimator :class:`WaveletRegressor`, a thin shell
 over these). See that module's docstring for the bound, and docs/wavelets.md,
 docs/sparse_vjp.md for the maths and the solvers.
 """
@@ -14,14 +14,18 @@ from functools import cached_property
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.sparse as sp
+from scipy.linalg import lapack, solve_triangular
 
+from geogp import linalg
 from geogp.exceptions import InputError, NotPositiveDefiniteError
-from geogp.features.wavelet import WaveletStatistics
+from geogp.features.wavelet_statistics import WaveletStatistics
+from geogp.linalg import SparsePattern
 from geogp.linalg.solvers import Solver
-from geogp.models.wavelet_prior import LOCATIONS, NORMALISATIONS, log_coefficients, log_precisions
+from geogp.models.wavelet.prior import LOCATIONS, NORMALISATIONS, log_coefficients, log_precisions
 
 __all__ = ["BACKENDS", "WaveletProblem", "WaveletPosterior", "make_problem", "collapsed_bound",
-           "posterior"]
+           "posterior", "loss_per_point"]
 
 BACKENDS = ("auto", "cholmod", "dense")
 _PREDICT_ENTRIES = 2**22  # entries of the dense (M_a, chunk) right-hand sides in prediction
@@ -34,8 +38,6 @@ def _load_solver(backend: str) -> Solver:
     """The :class:`~geogp.linalg.solvers.Solver` of the chosen backend (docs/sparse_vjp.md, contract)."""
     if backend not in BACKENDS:
         raise InputError(f"backend must be one of {BACKENDS}; got {backend!r}.")
-    from geogp import linalg
-
     if backend == "dense" or (backend == "auto" and not linalg.HAVE_CHOLMOD):
         # LAPACK on the host behind the custom VJP (one dpotrf + dpotri per value and
         # gradient); JAX's own dense Cholesky (the test oracle) only without scikit-sparse
@@ -57,7 +59,7 @@ class WaveletProblem:
     arguments rather than as compiled-in constants; the rest is static (compared by identity).
 
     Attributes:
-        stats: the :class:`~geogp.features.wavelet.WaveletStatistics`.
+        stats: the :class:`~geogp.features.wavelet_statistics.WaveletStatistics`.
         pattern: the ``geogp.linalg.SparsePattern`` of P (lower triangle, CSC order).
         solve: the :class:`~geogp.linalg.solvers.Solver`,
             ``(pattern, values, rhs) -> (logdet, solution)``.
@@ -126,8 +128,6 @@ def make_problem(stats: WaveletStatistics, backend: str = "auto",
         raise InputError(f"location must be one of {LOCATIONS}; got {location!r}.")
     if backend == "auto" and _dense_is_faster(stats.gram):
         backend = "dense"
-    from geogp.linalg import SparsePattern
-
     solve = _load_solver(backend)
     pattern = SparsePattern.from_scipy(stats.gram)
     rows = np.asarray(pattern.rows, dtype=np.int64)
@@ -169,7 +169,7 @@ def collapsed_bound(params: dict, problem: WaveletProblem):
     log N(y | 0, ΦᵀΛΦ + σ²I) of the finite wavelet model.
 
     Args:
-        params: constrained parameters (see :func:`geogp.models.wavelet_prior.init_params`).
+        params: constrained parameters (see :func:`geogp.models.wavelet.prior.init_params`).
         problem: from :func:`make_problem` (a pytree: its arrays are traced, not compiled in).
 
     Returns:
@@ -263,8 +263,6 @@ class WaveletPosterior:
     def _dense_cholesky(self) -> np.ndarray:
         """A fresh dense lower Cholesky factor of A (M_a × M_a, LAPACK dpotrf in place; the
         upper triangle holds A's entries)."""
-        from scipy.linalg import lapack
-
         a = self.problem.pattern.to_scipy(np.asarray(self.a_vals)).toarray()
         a, info = lapack.dpotrf(a, lower=1, overwrite_a=1)
         if info != 0:
@@ -276,8 +274,6 @@ class WaveletPosterior:
     def _grid_operator(self) -> np.ndarray:
         """D (M_y², M_x²) with D[(a, c), (b, d)] = (A⁻¹)_(a,b),(c,d) over all M = M_y·M_x
         features (zero rows and columns for the pruned ones), for :meth:`predict_grid`."""
-        from scipy.linalg import lapack
-
         st = self.problem.stats
         my, mx = self.problem.basis.sizes
         # A⁻¹ in place (dpotrf, dpotri: lower triangle), then symmetrised: one M_a² array
@@ -306,8 +302,6 @@ class WaveletPosterior:
         (n_d × M_d²) CSR of the products u_a(x) u_c(x) at column a·M_d + c (else None).
         Cost O(n_d K_d) (O(n_d K_d²) with ``quadratic``).
         """
-        import scipy.sparse as sp
-
         out = []
         for b, coeff, x in zip(self.problem.basis.dims, self.log_coeffs, axes):
             rows, vals = b.local_features(x)
@@ -372,8 +366,6 @@ class WaveletPosterior:
         """(M, n) draws of the whitened weights of all M basis functions: the active ones from
         q(u) = N(γ, A⁻¹), the pruned ones (no data in their support) from the prior N(0, I).
         f = Σ_m ψ_m w_m is then a draw of the posterior field."""
-        from scipy.linalg import solve_triangular
-
         st = self.problem.stats
         out = rng.standard_normal((self.problem.basis.n_features, n))  # the prior, for pruned
         if st.n_active:
@@ -384,8 +376,6 @@ class WaveletPosterior:
 
     def sample_points(self, X, w: np.ndarray) -> np.ndarray:
         """f = Ψ(X) w at X (N, D) for weights w (M, n): (n, N), standardised units."""
-        import scipy.sparse as sp
-
         X = np.asarray(X, dtype=np.float64)
         rows, psi = self._local(X)
         n_pts, k = rows.shape
@@ -419,7 +409,7 @@ def posterior(params: dict, problem: WaveletProblem) -> WaveletPosterior:
 _log_coefficients_jit = jax.jit(log_coefficients, static_argnums=(1, 2, 3))
 
 
-def _loss_per_point(params: dict, problem: WaveletProblem):
+def loss_per_point(params: dict, problem: WaveletProblem):
     """−L′/N, the objective minimised by :class:`WaveletRegressor` (module level: the
     optimiser caches its compilation per loss function)."""
     return -collapsed_bound(params, problem) / problem.stats.n

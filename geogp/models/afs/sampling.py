@@ -1,7 +1,7 @@
 """Posterior samples of an AFS model (conditional simulation), exact under its feature prior.
 
 The AFS model is f(x) = φ(x)ᵀu (+ the trend h(x)ᵀβ, drawn from its posterior with u:
-:func:`~geogp.models.afs_trend.trend_draws`), and the optimal q(u) of the collapsed bound is
+:func:`~geogp.models.afs.trend.trend_draws`), and the optimal q(u) of the collapsed bound is
 Gaussian: mean w (``posterior.weights``) and covariance Λ^{1/2} A⁻¹ Λ^{1/2} with
 A = I + Λ^{1/2} G Λ^{1/2}/σ² (docs/bound.md). A sample of the whole field is therefore one draw
 u_s = w + Λ^{1/2} L⁻ᵀ ε (A = LLᵀ, ε ~ N(0, I)) and one feature transform φ(x)ᵀu_s: a separable
@@ -25,7 +25,7 @@ import scipy.linalg as sla
 
 from geogp.exceptions import InputError
 from geogp.features import trig
-from geogp.models.afs_trend import trend_draws
+from geogp.models.afs.trend import trend_draws
 from geogp.models.collapsed_iterative import IterativePosterior
 from geogp.trend import basis, basis_grid
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from geogp.linalg.selinv import _single_threaded_blas
-from geogp.models.lattice_gmrf import (
+from geogp.linalg.selinv import single_blas_thread
+from geogp.models.lattice.gmrf import (
     PARAM_RATIO,
     LatticeProblem,
     dense_likelihood,
@@ -95,7 +95,7 @@ def fit_local(local: dict, problems: list, bounds: dict, *, maxiter: int,
     # same as at 1e-7, two evaluations fewer). One BLAS thread throughout: OpenBLAS's idle
     # workers spin after every call and took the second core from the tiles' background
     # inversions.
-    with _single_threaded_blas():
+    with single_blas_thread():
         free, report = minimize_lbfgs(loss, free, args=(tuple(problems),),
                                       unconstrained=tuple(free), maxiter=maxiter, ftol=1e-6,
                                       progress=progress, bounds=bounds)

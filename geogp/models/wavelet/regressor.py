@@ -3,7 +3,7 @@
 The prior is the finite wavelet expansion f(x) = Σ_m u_m φ_m(x), u_m ~ N(0, λ_m(θ)) ("option A"
 of docs/wavelets.md (sparsity and bound): the model kernel is the truncated sum, K_ff = ΦᵀΛΦ). Only λ depends on θ, so the
 data enter once, through the sparse statistics G = ΦΦᵀ, r = Φy, yᵀy and N
-(:func:`geogp.features.wavelet.wavelet_statistics`). The collapsed bound in whitened form is
+(:func:`geogp.features.wavelet_statistics.wavelet_statistics`). The collapsed bound in whitened form is
 
     A = I + σ⁻² Λ^{1/2} G Λ^{1/2}  (lower triangle on the fixed pattern P),   b = σ⁻² Λ^{1/2} r
     (δ, γ) = (log|A|, A⁻¹b)                       sparse Cholesky behind a custom VJP (docs/sparse_vjp.md)
@@ -31,37 +31,21 @@ import warnings
 import numpy as np
 
 from geogp._validation import as_points, as_targets, check_same_length, warn_if_lonlat
-from geogp.exceptions import InputError
+from geogp.exceptions import ApproximationWarning, InputError, MemoryEstimateError
 from geogp.features.data import Grid, Points
 from geogp.features.wavelet import make_basis
 from geogp.features.wavelet_basis import canonical_family
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
-from geogp.models.wavelet_prior import (
+from geogp.models.wavelet.prior import (
     LOCATIONS,
     NORMALISATIONS,
     effective_lengthscale,
     init_params,
 )
-from geogp.models.wavelet_bound import (  # noqa: F401  (re-exported: the model's public API)
-    BACKENDS,
-    WaveletPosterior,
-    WaveletProblem,
-    _dense_is_faster,
-    _loss_per_point,
-    collapsed_bound,
-    make_problem,
-    posterior,
-)
+from geogp.models.wavelet.bound import BACKENDS, loss_per_point, make_problem, posterior
 from geogp.optimize import FitReport, minimize_lbfgs
 
-__all__ = [
-    "WaveletProblem",
-    "WaveletPosterior",
-    "make_problem",
-    "collapsed_bound",
-    "posterior",
-    "WaveletRegressor",
-]
+__all__ = ["WaveletRegressor", "AUTO_MAX_FEATURES"]
 
 # automatic levels of the overlapping families (db2–db8) stop below this many basis functions:
 # their coarse levels make the pattern nearly dense, and one value and gradient costs a dense
@@ -201,8 +185,6 @@ class WaveletRegressor:
 
     def _check_memory(self, n: int) -> None:
         """Refuse, with the estimate, a basis whose statistics would not fit in max_bytes."""
-        from geogp.exceptions import MemoryEstimateError
-
         k, m = self.basis_.max_local, self.basis_.n_features
         needed = self._needed_bytes(self.basis_, n)
         if needed > self.max_bytes:
@@ -286,8 +268,6 @@ class WaveletRegressor:
             basis = make_basis(self.family, self.iota_, j, window, self.level)
         self.j_max_, self.basis_ = j, basis
         if j < target:
-            from geogp.exceptions import ApproximationWarning
-
             finest = 2.0**-j * self._data_units
             pixel = self.spacing_ * self._data_units
             reasons = []
@@ -349,13 +329,13 @@ class WaveletRegressor:
         fixed = tuple(k for k, learn in (("component_weight", self.learn_weights),
                                          ("amplitude", self.learn_amplitude)) if not learn)
         if self.optimize:
-            params, report = minimize_lbfgs(_loss_per_point, params, args=(problem,),
+            params, report = minimize_lbfgs(loss_per_point, params, args=(problem,),
                                             unconstrained=("component_centre",), fixed=fixed,
                                             maxiter=self.maxiter)
             report.objective *= n
             report.history = [h * n for h in report.history]
         else:
-            report = FitReport(float(_loss_per_point(params, problem)) * n, 0, 1, True,
+            report = FitReport(float(loss_per_point(params, problem)) * n, 0, 1, True,
                                "not optimised", 0.0)
         self.params_ = params
         self.report_ = report
@@ -401,8 +381,6 @@ class WaveletRegressor:
     # ------------------------------------------------------------------ samples
     def _sample_weights(self, n, seed):
         """(rng, (M, n) weight draws) after the checks; refuses above ``max_bytes``."""
-        from geogp.exceptions import MemoryEstimateError
-
         check_fitted(self, "posterior_")
         if not (isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1):
             raise InputError(f"n (number of samples) must be an integer ≥ 1; got {n!r}.")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from geogp.exceptions import AllMissingError, InputError
+from geogp.exceptions import AllMissingError, InputError, IrregularGridError
 from geogp.models.base import Standardizer
 
 __all__ = ["grid_axes_info", "grid_moments", "grid_standardizer"]
@@ -17,8 +17,6 @@ __all__ = ["grid_axes_info", "grid_moments", "grid_standardizer"]
 
 def grid_axes_info(axes) -> tuple[np.ndarray, np.ndarray]:
     """(first coordinate, spacing) per axis; raises unless each axis is regular and monotone."""
-    from geogp.exceptions import IrregularGridError
-
     x0, eta = [], []
     for d, a in enumerate(axes):
         a = np.asarray(a, dtype=np.float64)

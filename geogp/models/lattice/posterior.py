@@ -1,7 +1,7 @@
 """Stage 2 and the posterior of the lattice model (:class:`~geogp.models.lattice.LatticeRegressor`).
 
 After stage 1 has fitted the local θ on tiles, :func:`lattice_posterior` factorises the
-lattice (whole, or tile by tile with :mod:`geogp.models.lattice_tiled`), fits the large-scale θ
+lattice (whole, or tile by tile with :mod:`geogp.models.lattice.tiled`), fits the large-scale θ
 and the overall scale c on the small dense part (:func:`fit_large_scales`, stage 2 of
 docs/lattice.md), and returns a :class:`LatticePosterior`: per cell the posterior mean,
 variance and the neighbour covariances that bilinear prediction needs, from the selected
@@ -21,17 +21,17 @@ import numpy as np
 
 from geogp._progress import advance, start_phase
 from geogp.exceptions import ApproximationWarning, GeogpError
-from geogp.models.lattice_gmrf import (
+from geogp.models.lattice.gmrf import (
     LARGE_SCALE_LOSSES,
     PARAM_SCALE,
     PARAMS_LARGE,
     clear_shared_lattice,
     dense_likelihood,
     log_range_cap,
-    mid_lattice,
 )
-from geogp.models.lattice_memory import check_state_disk
-from geogp.models.lattice_tiled import (
+from geogp.models.lattice.memory import check_state_disk
+from geogp.models.lattice.mid import mid_lattice
+from geogp.models.lattice.tiled import (
     PosteriorTile,
     core_gram,
     core_moments,
@@ -42,7 +42,7 @@ from geogp.models.lattice_tiled import (
     selected_inverse,
     solve_tile,
 )
-from geogp.models.lattice_workers import dask_client, release_memory, sparse_pass
+from geogp.models.lattice.workers import dask_client, release_memory, sparse_pass
 from geogp.optimize import FitReport, minimize_lbfgs
 
 __all__ = ["LargeScaleFit", "LatticePosterior", "LatticePosteriorMixin", "fit_large_scales",
@@ -67,7 +67,7 @@ class LatticePosterior(NamedTuple):
         large_coef: posterior mean of the large-scale coefficients u (k,).
         mean, var: posterior mean and variance of f per lattice cell (n,), standardised.
         cov: covariances with the neighbours (4, n) (see
-            :func:`~geogp.models.lattice_tiled.core_moments`).
+            :func:`~geogp.models.lattice.tiled.core_moments`).
         sampler: what posterior samples need (one tile only; None on tiles).
         n_tiles: the posterior's tiles.
     """
@@ -100,8 +100,8 @@ def lattice_posterior(model, params: dict, obs: np.ndarray, ys: np.ndarray, tile
                       client=None) -> LatticePosterior:
     """The posterior of the fitted lattice ``model`` at the stage-1 θ ``params``: mean,
     variances and neighbour covariances on the whole lattice, after stage 2 has fitted the
-    large scales and c. Tile by tile (:mod:`geogp.models.lattice_tiled`; on ``client``'s
-    dask workers when given, :mod:`geogp.models.lattice_workers`), or as one tile, the whole
+    large scales and c. Tile by tile (:mod:`geogp.models.lattice.tiled`; on ``client``'s
+    dask workers when given, :mod:`geogp.models.lattice.workers`), or as one tile, the whole
     lattice. ``model`` is only read (its problem builders and settings); ``obs`` (raster
     shape) and ``ys`` (standardised observed values) are the data. The steps (or tiles) are
     reported to ``model.progress`` (:mod:`geogp._progress`)."""
@@ -257,7 +257,7 @@ class LatticePosteriorMixin:
         """Bounds of the large-scale log lengthscale: from 1/|ω|_max, below which the
         spectral density is flat over the features (their prior iid: only s_L ℓ_L is
         identified, and the fit slid to sub-pixel ℓ_L with a huge s_L that overshot inside
-        gaps), to :data:`~geogp.models.lattice_gmrf.RANGE_MAX_EXTENTS` lattice extents."""
+        gaps), to :data:`~geogp.models.lattice.gmrf.RANGE_MAX_EXTENTS` lattice extents."""
         omega = float(np.sqrt(np.max(np.sum(self.freq_**2, axis=1))))
         return {"log_range_large": (-math.log(omega), log_range_cap(self.shape_, self.h_))}
 
@@ -280,8 +280,8 @@ def _tile_problem(est, raster: np.ndarray, tile: PosteriorTile):
 
 def tile_statistics(est, raster: np.ndarray, tile: PosteriorTile, params, keep=False):
     """Pass 1 of a tile, its sparse work at the stage-1 θ: (its core's part of M
-    (:func:`~geogp.models.lattice_tiled.core_gram`), its core's state
-    (:func:`~geogp.models.lattice_tiled.core_state`, F − S_F in float32)). With ``keep`` (one
+    (:func:`~geogp.models.lattice.tiled.core_gram`), its core's state
+    (:func:`~geogp.models.lattice.tiled.core_state`, F − S_F in float32)). With ``keep`` (one
     tile, the whole lattice): (M, log|Σ_g|, the state in float64, what samples need)."""
     mid = est._mid_factor()
     problem, cells, shape = _tile_problem(est, raster, tile)

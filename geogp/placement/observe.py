@@ -1,0 +1,70 @@
+"""Observations added to a fitted model without refitting (docs/placement.md, the active loop).
+
+:func:`add_observations` updates an AFS model's whitened posterior by rank-one steps
+(:class:`~geogp.placement.posterior.FeaturePosterior`) and hands a lattice model to
+:func:`geogp.placement.lattice.add_lattice_observations`.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from geogp._validation import as_points
+from geogp.exceptions import InputError
+from geogp.features.data import Points
+from geogp.features.fourier_statistics import SufficientStats
+from geogp.placement.lattice import add_lattice_observations, is_lattice
+from geogp.placement.posterior import FeaturePosterior, afs_psi, check_afs
+from geogp.trend import basis
+
+__all__ = ["add_observations"]
+
+
+def add_observations(model, X, y=None):
+    """A copy of a fitted AFS model with observations added, without refitting (a lattice
+    model: :func:`geogp.placement.lattice.add_lattice_observations`).
+
+    Hyperparameters, features, standardisation and mean function are kept; the posterior is
+    updated by one rank-one step per point (docs/placement.md) and the statistics by the points'
+    φφᵀ and φy. Without ``y`` the values are imputed by the predictive mean: only the
+    covariance changes (the mean stays the same).
+
+    Args:
+        model: fitted :class:`~geogp.models.afs.AFSRegressor`.
+        X: (N, D) locations in the model's input units. y: (N,) values or None.
+
+    Returns:
+        A shallow copy with updated ``posterior_`` and ``stats_``. Cost O(M³ + N M²).
+    """
+    if is_lattice(model):  # its GMRF posterior, exact updates
+        return add_lattice_observations(model, X, y)
+    check_afs(model)
+    X = as_points(X, "X (new observations)")
+    Psi = afs_psi(model, X, "new observations")
+    sc = model.scaler_
+    fp = FeaturePosterior.from_model(model)
+    trend = np.zeros(X.shape[0])
+    if getattr(model, "beta_", None) is not None:
+        trend = basis(sc.x(X), model.powers_) @ model.beta_
+    if y is not None:
+        y = np.asarray(y, dtype=np.float64).ravel()
+        if y.shape != (X.shape[0],) or not np.all(np.isfinite(y)):
+            raise InputError(f"y must hold {X.shape[0]} finite values; got shape {y.shape}.")
+        ys = sc.y(y)
+    else:
+        ys = np.zeros(X.shape[0])  # predictive means (standardised), point by point below
+    for n in range(X.shape[0]):
+        if y is None:
+            ys[n] = Psi[n] @ (fp.Ainv @ fp.t) + trend[n]
+        fp.add(Psi[n], ys[n] - trend[n])
+    stats = model.stats_
+    if stats.diagonal:
+        stats = SufficientStats(np.diag(np.asarray(stats.G)), stats.r, stats.yy, stats.n,
+                                False, stats.F, stats.HH, stats.Hy)
+    out = copy.copy(model)
+    out.stats_ = stats + model.features_.statistics(
+        Points(sc.x(X), ys), method="dense", powers=getattr(model, "powers_", None))
+    out.posterior_ = fp.posterior()
+    return out

@@ -122,7 +122,7 @@ class FitProgress:
             self._close()
 
     def tile(self, phase: str, done: int, total: int) -> None:
-        """The lattice model's posterior tiles (``est._tile_progress``): a tile is done."""
+        """The lattice model's posterior tiles (``est.tile_progress``): a tile is done."""
         self.advance()
 
     # ------------------------------------------------------------------ lines and closing

@@ -41,7 +41,7 @@ class LatticeFamily(Family):
              progress=None):
         est = super().make(options, kernel=kernel, n_features=n_features, progress=progress)
         if progress is not None:  # the training bar also counts the posterior's tiles
-            est._tile_progress = progress.tile
+            est.tile_progress = progress.tile
         return est
 
     def memory_estimate(self, est, raster_shape: tuple) -> float:

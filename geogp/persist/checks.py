@@ -255,7 +255,7 @@ def estimator_from_init(cls, meta: dict, where: str, accepted) -> object:
     init = dict(require(meta, "init", "dict", where))
     try:
         est = cls(**{k: v for k, v in init.items() if k in accepted})
-        est._check_args()
+        est.check_args()
     except (TypeError, ValueError) as err:
         raise ReadError(f"model file {where}: invalid estimator options ({err}).") from None
     return est

@@ -14,6 +14,7 @@ import pandas as pd
 
 from geogp._validation import as_points
 from geogp.exceptions import InputError, MemoryEstimateError
+from geogp.models.exact import ExactGP
 from geogp.placement.candidates import (
     as_candidates,
     at_candidates,
@@ -213,8 +214,7 @@ def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion:
     cands = as_candidates(candidates, "candidates")
     wavelet = is_wavelet(model)
     lattice = not wavelet and is_lattice(model)
-    exact = (not wavelet and not lattice and hasattr(model, "X_train_")
-             and not hasattr(model, "features_"))
+    exact = isinstance(model, ExactGP)
     if strategy == "reduction" and not lattice:
         raise InputError("strategy 'reduction' (total variance reduction) is available for the "
                          "lattice model; use 'variance', 'mi' or 'krause' with this model.")

@@ -139,7 +139,7 @@ def lattice_posterior(model, params: dict, obs: np.ndarray, ys: np.ndarray, tile
             parts = [core_moments(state, *args)]
             advance(progress)
         else:
-            parts = kept.map(core_moments, args, getattr(model, "_tile_progress", None))
+            parts = kept.map(core_moments, args, getattr(model, "tile_progress", None))
         ny, nx = model.shape_
         mean, var, cov = np.zeros((ny, nx)), np.zeros((ny, nx)), np.zeros((4, ny, nx))
         for tile, (m_t, v_t, c_t) in zip(tiles, parts):

@@ -151,8 +151,13 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         self.posterior_halo = posterior_halo
         self.scheduler = scheduler
 
+    # called as ``tile_progress(phase, done, total)`` after each posterior tile (progress bars;
+    # not a constructor option: a callback is not stored in model files)
+    tile_progress = None
+
     # ------------------------------------------------------------------ checks
-    def _check_args(self) -> None:
+    def check_args(self) -> None:
+        """Refuse invalid constructor options (``ValueError``, ``InputError``)."""
         check_settings(self)
 
     @staticmethod
@@ -213,7 +218,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         Cost: per L-BFGS evaluation one sparse Cholesky (and a selected inversion) of each
         fitting tile; then one factorisation and selected inversion of the whole lattice.
         """
-        self._check_args()
+        self.check_args()
         if len(axes) != 2:
             raise InputError(f"model='lattice' needs a 2-D raster; got {len(axes)} axes.")
         ay, ax = self._axis(axes[0], "y"), self._axis(axes[1], "x")

@@ -31,7 +31,7 @@ from geogp.models.lattice.tiled import CoreState
 __all__ = ["sparse_pass", "KeptStates", "tile_context", "dask_client", "release_memory"]
 
 # per-cell or unpicklable state a worker does not need
-_LOCAL_ONLY = ("progress", "_tile_progress", "scheduler", "_sampler", "_mean", "_var", "_cov",
+_LOCAL_ONLY = ("progress", "tile_progress", "scheduler", "_sampler", "_mean", "_var", "_cov",
                "report_", "report_large_")
 
 
@@ -79,9 +79,9 @@ def sparse_pass(est, fn, raster: np.ndarray, tiles: list, args: tuple, client=No
     """Pass 1: ``fn(est, raster, tile, *args)`` → (small, state) for each tile, here
     (``client`` None) or on the dask client's workers. Returns the smalls in tile order and
     the states, kept where they were made until pass 2 (:class:`KeptStates`: on disk here, in
-    the workers' memory on a cluster). Reports each finished tile to ``est._tile_progress``;
+    the workers' memory on a cluster). Reports each finished tile to ``est.tile_progress``;
     ``fn`` frees its tile's memory itself (:func:`release_memory`)."""
-    report = getattr(est, "_tile_progress", None)
+    report = getattr(est, "tile_progress", None)
     kept = KeptStates(client, len(tiles))
     small = [None] * len(tiles)
     if client is None:

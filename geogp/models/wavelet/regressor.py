@@ -149,7 +149,8 @@ class WaveletRegressor:
         self.chunk_size = chunk_size
         self.max_bytes = max_bytes
 
-    def _check_args(self):
+    def check_args(self) -> None:
+        """Refuse invalid constructor options (``ValueError``, ``InputError``)."""
         canonical_family(self.family)
         for name in ("iota", "j_max"):
             v = getattr(self, name)
@@ -199,7 +200,7 @@ class WaveletRegressor:
         Cost: O(N·K²) once for the statistics (K = nonzeros per column of Φ), then one sparse
         Cholesky of A per L-BFGS evaluation, independent of N.
         """
-        self._check_args()
+        self.check_args()
         X_in, X = X, as_points(X, max_dims=2)
         warn_if_lonlat(X_in, X, "WaveletRegressor")
         y = as_targets(y)
@@ -294,7 +295,7 @@ class WaveletRegressor:
         over the overlapping pairs of row and column functions instead of K² products per
         observation. Returns self.
         """
-        self._check_args()
+        self.check_args()
         if len(axes) != 2:
             raise InputError(f"fit_grid needs two axes (y, x); got {len(axes)}.")
         ay, ax = (np.asarray(a, dtype=np.float64).ravel() for a in axes)

@@ -48,8 +48,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _machine import cpu_model  # noqa: E402
-from bench_scale import Field  # noqa: E402
+from _machine import cpu_model
+from bench_scale import Field
 
 ELL, SIGNAL_VAR, NOISE_VAR = 0.05, 0.5, 0.01
 
@@ -79,10 +79,14 @@ def step_worker(n: int, m: int, block: int, probes: int) -> dict:
 
     import geogp  # noqa: F401
     from geogp.features.fourier import FourierFeatures
+    from geogp.features.fourier_statistics import grid_stats
     from geogp.kernels import make_kernel
     from geogp.models.afs.objectives import iterative_loss, negative_bound_per_point
-    from geogp.models.collapsed_iterative import IterativeOptions, iterative_parts, rademacher_probes
-    from geogp.features.fourier_statistics import grid_stats
+    from geogp.models.collapsed_iterative import (
+        IterativeOptions,
+        iterative_parts,
+        rademacher_probes,
+    )
 
     field = Field(n)
     values, _ = field.numpy()

@@ -49,11 +49,10 @@ import numpy as np
 
 import geogp  # noqa: F401  (switches JAX to float64)
 from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures
-from geogp.models.afs import AFSRegressor
 from geogp.features.fourier_statistics import dense_stats, points_stats
+from geogp.models.afs import AFSRegressor
 
-
-from _machine import cpu_model  # noqa: E402  (benchmarks/ is on sys.path when run)
+from _machine import cpu_model  # benchmarks/ is on sys.path when run
 
 
 def machine() -> str:

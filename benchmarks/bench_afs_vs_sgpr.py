@@ -59,10 +59,10 @@ import scipy.linalg
 
 import geogp
 from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures
-from geogp.optimize import minimize_lbfgs
+from geogp.features.fourier_statistics import dense_stats, points_stats
 from geogp.models.collapsed import collapsed_bound
 from geogp.models.sgpr import SGPRRegressor, sgpr_bound
-from geogp.features.fourier_statistics import dense_stats, points_stats
+from geogp.optimize import minimize_lbfgs
 
 NOISE_SD = 1.292  # SNR σ_f/σ = 0.774 with σ_f = 1
 TRUE_ELL = 1.0

@@ -43,10 +43,10 @@ import numpy as np
 
 import geogp  # noqa: F401  (float64)
 from geogp import metrics
+from geogp.features.fourier_statistics import dense_stats
 from geogp.models.afs import AFSRegressor
 from geogp.models.collapsed import posterior
 from geogp.placement import Candidates, FeaturePosterior, suggest_sites
-from geogp.features.fourier_statistics import dense_stats
 
 OUT = Path(__file__).resolve().parent / "out"
 

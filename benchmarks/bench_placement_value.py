@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_large_raster import COMPONENTS, DATA, NOISE_SD, simulate_exponential, trend  # noqa: E402
+from bench_large_raster import COMPONENTS, DATA, NOISE_SD, simulate_exponential, trend
 
 SITES = (20, 50)
 STRATEGIES = ("none", "lattice mi", "lattice variance", "lattice reduction", "afs-2000 mi",

@@ -121,7 +121,7 @@ def patch_table(seeds, ell, title):
               f"{mean[2]:>8.2f} ±{se[2]:.2f}{mean[3]:>8.1f}   {th}")
     med = {k: float(np.median([r[k][0] for r in runs])) for k in runs[0]}
     wins = sum(r["wavelet-db4"][0] < r["stationary"][0] for r in runs)
-    print(f"median RMSE: " + ", ".join(f"{k} {v:.3f}" for k, v in med.items())
+    print("median RMSE: " + ", ".join(f"{k} {v:.3f}" for k, v in med.items())
           + f"; db4 beats stationary on {wins}/{len(runs)} seeds")
 
 

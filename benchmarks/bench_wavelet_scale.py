@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_scale import (  # noqa: E402  (benchmarks/ is on sys.path)
+from bench_scale import (  # benchmarks/ is on sys.path
     GAP_FRACTION,
     MAX_RSS_GB,
     Field,

@@ -31,13 +31,13 @@ import rioxarray  # noqa: F401  (registers the .rio accessor used below)
 import xarray as xr
 from rioxarray.crs import crs_from_user_input
 
+from geogp._validation import user_stacklevel, warn_if_degrees_in_projected_crs
 from geogp.exceptions import (
     AllMissingError,
     InputError,
     IrregularGridError,
     MissingCRSWarning,
 )
-from geogp._validation import user_stacklevel, warn_if_degrees_in_projected_crs
 from geogp.grid_checks import require_axes, unsupported_grid_message
 from geogp.nodata import masked_values
 

@@ -29,15 +29,14 @@ import pandas as pd
 import xarray as xr
 
 from geogp._progress import FitProgress, SVGPProgress, bar
+from geogp.adapters import GridData, GridSpec, to_grid_data
 from geogp.api_draws import DrawsMixin
 from geogp.api_report import ReportMixin
-from geogp.adapters import GridData, GridSpec, to_grid_data
 from geogp.exceptions import InputError
 from geogp.families import AUTO, GAUSSIAN, GRID_MODEL, MODELS, family, resolve_model
 from geogp.memory import check_prediction, predicts_lazily
 from geogp.models.base import check_fitted
-from geogp.outputs import (Target, check_quantiles, grid_target, prediction_dataset,
-                            target_from)
+from geogp.outputs import Target, check_quantiles, grid_target, prediction_dataset, target_from
 from geogp.persist import load_model, save_model
 from geogp.points import to_point_data
 

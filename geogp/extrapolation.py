@@ -63,8 +63,8 @@ def warn_if_far(est, axes: list | None = None, points=None, stacklevel: int = 3)
     box = getattr(est, "data_box_", None)
     if box is None:
         return
-    if points is not None and np.size(points) == 0 or axes is not None and any(
-            np.size(a) == 0 for a in axes):
+    if (points is not None and np.size(points) == 0) or (axes is not None and any(
+            np.size(a) == 0 for a in axes)):
         return
     extent = float(np.max(box[1] - box[0]))
     dist = distance_to_box(box, axes, points)

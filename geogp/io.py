@@ -18,14 +18,14 @@ import dask
 import numpy as np
 import rasterio
 import rasterio.shutil
-import rioxarray  # noqa: F401  (registers the .rio accessor)
+import rioxarray  # registers the .rio accessor
 import xarray as xr
 from rasterio.windows import Window
 
 from geogp.adapters import check_axis, find_spatial_dims, select_variable
 from geogp.exceptions import InputError, IrregularGridError, ReadError
-from geogp.memory import LAZY_WINDOW_CELLS
 from geogp.io_atomic import atomic_path, check_writable, hidden_sibling
+from geogp.memory import LAZY_WINDOW_CELLS
 
 __all__ = ["open_raster", "atomic_path", "check_writable", "check_geotiff_grid",
            "hidden_sibling", "write_geotiff", "write_netcdf", "GEOTIFF_BANDS",

@@ -12,8 +12,15 @@ from scipy.stats import norm
 
 import geogp
 from geogp import metrics
-from geogp.crossval import (block_folds, cross_validate, distance_to_observed, gap_folds,
-                            make_folds, random_folds, transplant)
+from geogp.crossval import (
+    block_folds,
+    cross_validate,
+    distance_to_observed,
+    gap_folds,
+    make_folds,
+    random_folds,
+    transplant,
+)
 from geogp.exceptions import InputError
 
 

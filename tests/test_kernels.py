@@ -14,12 +14,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.integrate
-from _reference import kernels_np, transforms
-from _reference.assertions import assert_allclose
 
 import geogp
 from geogp import kernels as gk
 from geogp.exceptions import InputError
+
+from _reference import kernels_np, transforms
+from _reference.assertions import assert_allclose
 
 CLASSES = {
     "se": gk.SquaredExponential,

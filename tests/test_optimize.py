@@ -6,11 +6,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _reference.assertions import assert_allclose
 
 from geogp import kernels as gk
 from geogp.exceptions import GeogpError, InputError
 from geogp.optimize import POSITIVE_FLOOR, FitReport, constrain, minimize_lbfgs, unconstrain
+
+from _reference.assertions import assert_allclose
 
 # ---------------------------------------------------------------------------------------------
 # constrain / unconstrain

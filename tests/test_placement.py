@@ -13,11 +13,11 @@ import pytest
 import geogp
 from geogp import placement
 from geogp.exceptions import InputError, OutputExistsError
+from geogp.features.fourier_statistics import SufficientStats, dense_stats
 from geogp.models import exact
 from geogp.models.afs import AFSRegressor
 from geogp.models.collapsed import posterior
 from geogp.placement import Candidates, FeaturePosterior, add_observations, suggest_sites
-from geogp.features.fourier_statistics import SufficientStats, dense_stats
 
 try:  # tiny matrices: threaded BLAS only adds overhead on a shared machine
     from threadpoolctl import threadpool_limits

@@ -15,11 +15,11 @@ import pytest
 
 import geogp  # noqa: F401  (float64)
 from geogp.exceptions import InputError
+from geogp.features.fourier_statistics import SufficientStats
 from geogp.models.afs import AFSRegressor
 from geogp.models.collapsed import posterior
 from geogp.placement import Candidates, auto_min_distance, plot_sites, suggest_sites
 from geogp.placement import screen as screen_mod
-from geogp.features.fourier_statistics import SufficientStats
 
 try:  # small matrices: threaded BLAS only adds overhead on a shared machine
     from threadpoolctl import threadpool_limits

@@ -10,13 +10,14 @@ import sys
 
 import numpy as np
 import pytest
-from _reference.assertions import assert_allclose
 
 from geogp import exceptions
 from geogp._validation import as_points, as_targets, check_positive, check_same_length
 from geogp.exceptions import InputError
 from geogp.models.base import Prediction, Standardizer
 from geogp.models.exact import ExactGP
+
+from _reference.assertions import assert_allclose
 
 
 @pytest.fixture

@@ -429,7 +429,7 @@ def _available(module) -> str | None:
     try:
         __import__(module)
         return None
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # any import failure: the peer is unavailable
         return f"{module} not importable ({type(e).__name__}: {e}); run setup_peers.sh"
 
 
@@ -492,7 +492,7 @@ def main(argv=None) -> int:
         try:
             m = __import__(mod)
             versions.append(f"{mod} {getattr(m, '__version__', '?')}")
-        except Exception:  # noqa: BLE001
+        except Exception:  # any import failure: version unknown
             versions.append(f"{mod} -")
     print("versions: " + ", ".join(versions))
     names = [n for n in PEERS if not args.peers or any(p.lower() in n.lower() for p in args.peers)]
@@ -537,7 +537,7 @@ def main(argv=None) -> int:
                 y = s.yte_raw if idx is None else s.yte_raw[idx]
                 rows.append(_row(fk, name, y, mean, std, t_fit, t_pred, idx, g_mean, g_std,
                                  note, la_now(), g_time))
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # a failing peer is recorded, the run goes on
                 msg = f"failed: {type(e).__name__}: {str(e)[:200]}"
                 print(f"{fk:6} {name:31} {msg}", flush=True)
                 rows.append({"fold": fk, "method": name, "skipped": msg})

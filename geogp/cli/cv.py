@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from geogp.cli.options import (add_model_options, add_run_options, model_keywords,
-                               nonnegative_int)
+from geogp.cli.options import add_model_options, add_run_options, model_keywords, nonnegative_int
 from geogp.exceptions import InputError
 from geogp.io_atomic import atomic_path, check_writable
 

@@ -19,8 +19,15 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from geogp.cli.options import (add_memory_option, add_model_options, add_run_options,
-                               exclusion_mask, model_keywords, nonnegative_int, positive_int)
+from geogp.cli.options import (
+    add_memory_option,
+    add_model_options,
+    add_run_options,
+    exclusion_mask,
+    model_keywords,
+    nonnegative_int,
+    positive_int,
+)
 from geogp.cli.runner import EXIT_OK, usage_error
 from geogp.families import AUTO, family
 from geogp.io_atomic import hidden_sibling

@@ -178,8 +178,13 @@ def place_sites(args, echo) -> int:
     from geogp.adapters import find_spatial_dims
     from geogp.api import GeoRegressor
     from geogp.io import open_raster
-    from geogp.placement import (Candidates, add_observations, suggest_sites, write_csv,
-                                 write_geojson)
+    from geogp.placement import (
+        Candidates,
+        add_observations,
+        suggest_sites,
+        write_csv,
+        write_geojson,
+    )
 
     _check_args(args)
     da = open_raster(args.input, var=args.var)

@@ -74,7 +74,7 @@ class SufficientStats:
 
     def __post_init__(self):
         G, r = (self.G.shape if self.matrix_free else np.shape(self.G)), np.shape(self.r)
-        if len(r) != 1 or (G != (r[0], r[0]) and not (self.diagonal and G == r)):
+        if len(r) != 1 or ((r[0], r[0]) != G and not (self.diagonal and r == G)):
             raise InputError(f"inconsistent statistics: G has shape {G}, r has shape {r}.")
 
     @property

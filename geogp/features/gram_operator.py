@@ -31,8 +31,13 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.fft
 
-from geogp.features.trig import (assemble_gram, assemble_gram_diagonal, bin_sizes, embed_bins,
-                                 kind_factor)
+from geogp.features.trig import (
+    assemble_gram,
+    assemble_gram_diagonal,
+    bin_sizes,
+    embed_bins,
+    kind_factor,
+)
 
 if TYPE_CHECKING:  # annotations only: the feature set's module imports this one (statistics)
     from geogp.features.fourier import FourierFeatures
@@ -126,7 +131,7 @@ class GramOperator:
         """
         C = np.asarray(C, dtype=np.complex128)
         P = C.shape
-        if P != bin_sizes(ff, "quadratic"):
+        if bin_sizes(ff, "quadratic") != P:
             raise ValueError(f"quadratic-form bins of shape {P} do not match the features "
                              f"({bin_sizes(ff, 'quadratic')}).")
         Q = _lattice_size(ff)

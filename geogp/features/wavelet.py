@@ -168,7 +168,7 @@ class WaveletBasis:
                 f"got shape {X.shape}."
             )
         win = self.window
-        out = (X < win[:, 0]) | (X > win[:, 1])
+        out = (win[:, 0] > X) | (win[:, 1] < X)
         if out.any():
             n, d = np.argwhere(out)[0]
             raise OutsideWindowError(

@@ -139,7 +139,7 @@ class CholmodBackend(ABC):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 diag = np.asarray(self._factorize(lower), dtype=np.float64)
-        except Exception as exc:  # noqa: BLE001 - CHOLMOD errors are mapped to "not PD"
+        except Exception as exc:  # CHOLMOD errors are mapped to "not PD"
             if not _is_not_pd_error(exc):
                 raise
             self._positive, self._diag = False, np.empty(0)

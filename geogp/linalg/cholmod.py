@@ -56,8 +56,7 @@ from geogp.exceptions import InputError, NotPositiveDefiniteError
 from geogp.linalg._checks import check_inputs
 from geogp.linalg._sksparse import CholmodBackend, make_backend
 from geogp.linalg.pattern import SparsePattern
-from geogp.linalg.selinv import (gather_on_pattern, reset_blas_limiter, single_blas_thread,
-                                 takahashi)
+from geogp.linalg.selinv import gather_on_pattern, reset_blas_limiter, single_blas_thread, takahashi
 
 __all__ = [
     "CholmodFactorization",
@@ -219,7 +218,7 @@ class CholmodFactorization:
                     return nan
                 logdet = self.backend.logdet()
                 solution = self.backend.solve(rhs)
-        except Exception as exc:  # noqa: BLE001 - a callback must not raise (STYLE.md §2.8)
+        except Exception as exc:  # a callback must not raise (STYLE.md §2.8)
             return self._failed(exc, nan)
         return np.asarray(logdet, dtype=np.float64), solution
 
@@ -258,7 +257,7 @@ class CholmodFactorization:
                 else:
                     g_rhs = np.zeros_like(g_solution)
                 zpattern = self._selected_inverse_locked() if g_logdet != 0.0 else None
-        except Exception as exc:  # noqa: BLE001 - a callback must not raise (STYLE.md §2.8)
+        except Exception as exc:  # a callback must not raise (STYLE.md §2.8)
             return self._failed(exc, nan)
         return values_cotangent(self.pattern, g_logdet, zpattern, g_rhs, solution), g_rhs
 

@@ -15,7 +15,8 @@ stop gradients and provide their own derivative estimates (see
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp

@@ -48,7 +48,7 @@ class SparsePattern:
         ([0, 1, 1], [0, 0, 1])
     """
 
-    __slots__ = ("n", "rows", "cols", "nnz", "indptr", "diag_index", "_keys", "_cache")
+    __slots__ = ("_cache", "_keys", "cols", "diag_index", "indptr", "n", "nnz", "rows")
 
     def __init__(self, rows: np.ndarray, cols: np.ndarray, n: int) -> None:
         """Store a canonical pattern; use :meth:`from_coo` or :meth:`from_scipy` instead."""

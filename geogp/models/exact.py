@@ -15,12 +15,17 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 
-from geogp._validation import (as_points, as_targets, check_positive, check_same_length,
-                               warn_if_lonlat)
+from geogp._validation import (
+    as_points,
+    as_targets,
+    check_positive,
+    check_same_length,
+    warn_if_lonlat,
+)
 from geogp.exceptions import MemoryEstimateError
-from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.kernels import Kernel, make_kernel
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
+from geogp.optimize import FitReport, minimize_lbfgs
 
 __all__ = ["log_marginal_likelihood", "predict", "ExactGP"]
 

@@ -26,12 +26,17 @@ import numpy as np
 import scipy.linalg
 from scipy.cluster.vq import kmeans2
 
-from geogp._validation import (as_points, as_targets, check_positive, check_same_length,
-                               warn_if_lonlat)
+from geogp._validation import (
+    as_points,
+    as_targets,
+    check_positive,
+    check_same_length,
+    warn_if_lonlat,
+)
 from geogp.exceptions import InputError
-from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.kernels import Kernel, make_kernel
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
+from geogp.optimize import FitReport, minimize_lbfgs
 
 __all__ = [
     "JITTER",

@@ -224,8 +224,8 @@ class Arrays:
             raise ReadError(f"array {key!r} has dtype {a.dtype}; expected kind {kind!r}.")
         if ndim is not None and a.ndim != ndim:
             raise ReadError(f"array {key!r} has {a.ndim} dimension(s); expected {ndim}.")
-        if shape is not None and any(w is not None and w != s
-                                     for w, s in zip(shape, a.shape)) or (
+        if (shape is not None and any(w is not None and w != s
+                                     for w, s in zip(shape, a.shape))) or (
                 shape is not None and len(shape) != a.ndim):
             raise ReadError(f"array {key!r} has shape {a.shape}; expected {shape} "
                             "(None = any).")

@@ -114,9 +114,8 @@ def save_model(model, path, *, overwrite: bool = False, key: bytes | None = None
     sign(meta, key)
     meta["meta_digest"] = meta_digest(meta)
     arrays["__meta__"] = np.array(json.dumps(meta))
-    with atomic_path(path, overwrite) as tmp:
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
+    with atomic_path(path, overwrite) as tmp, open(tmp, "wb") as f:
+        np.savez(f, **arrays)
     return Path(path)
 
 

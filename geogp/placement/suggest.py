@@ -17,20 +17,18 @@ from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.placement.candidates import (
     as_candidates,
     at_candidates,
+    auto_min_distance,
     exclusion_mask,
     near_mask,
-    auto_min_distance,
     packing_distance,
 )
 from geogp.placement.greedy import Greedy, run_greedy
+from geogp.placement.lattice import PROBES as LATTICE_PROBES
+from geogp.placement.lattice import check_lattice, is_lattice, lattice_greedy, lattice_min_distance
 from geogp.placement.operators import DENSE_LIMIT, afs_problem, exact_problem, is_dense
 from geogp.placement.posterior import check_afs
 from geogp.placement.screen import batch_bytes
-from geogp.placement.lattice import PROBES as LATTICE_PROBES
-from geogp.placement.lattice import (check_lattice, is_lattice, lattice_greedy,
-                                     lattice_min_distance)
-from geogp.placement.wavelet import (check_wavelet, is_wavelet, wavelet_greedy,
-                                     wavelet_min_distance)
+from geogp.placement.wavelet import check_wavelet, is_wavelet, wavelet_greedy, wavelet_min_distance
 
 STRATEGIES = ("variance", "mi", "krause", "reduction")
 CRITERIA = ("marginal", "joint")

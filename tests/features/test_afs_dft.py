@@ -6,7 +6,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _reference import dense_gp
 
 import geogp
 from geogp.exceptions import InputError
@@ -18,10 +17,11 @@ from geogp.features.afs_dft import (
     sample_offsets,
 )
 from geogp.features.fourier import FourierFeatures
+from geogp.features.fourier_statistics import dense_stats
 from geogp.kernels import ProductKernel
 from geogp.models.collapsed import collapsed_bound
-from geogp.features.fourier_statistics import dense_stats
 
+from _reference import dense_gp
 
 _gram = jax.jit(lambda k, X: k(X, X))  # jitted: eager JAX compiles every primitive separately
 

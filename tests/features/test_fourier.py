@@ -11,7 +11,12 @@ import geogp
 from geogp.exceptions import InputError, MemoryEstimateError, OutsideWindowError
 from geogp.features import trig
 from geogp.features.fourier import FourierFeatures, _khatri_rao_rows, lattice_rows
-from geogp.features.fourier_statistics import dense_stats, grid_lemma_holds, grid_stats, points_stats
+from geogp.features.fourier_statistics import (
+    dense_stats,
+    grid_lemma_holds,
+    grid_stats,
+    points_stats,
+)
 
 
 def _alias_sum(kernel, r, period, signed, n_alias=2):

@@ -9,8 +9,13 @@ import pytest
 
 from geogp.features import trig
 from geogp.features.fourier import FourierFeatures
+from geogp.features.fourier_statistics import (
+    SufficientStats,
+    grid_noise_projection,
+    grid_stats,
+    points_noise_projection,
+)
 from geogp.features.gram_operator import GramOperator, lowest_frequencies, subset
-from geogp.features.fourier_statistics import SufficientStats, grid_noise_projection, grid_stats, points_noise_projection
 
 CASES = [("odd", 1, 7), ("odd", 2, (5, 4)), ("odd", 3, 3), ("full", 1, 6), ("full", 2, (4, 5)),
          ("full", 3, 3)]
@@ -73,7 +78,7 @@ def test_grid_stats_operator_matches_dense_route(rng):
     np.testing.assert_allclose(op.G.dense(), np.asarray(dense.G), rtol=1e-10, atol=1e-9)
     np.testing.assert_allclose(np.asarray(op.r), np.asarray(dense.r), rtol=1e-12)
     with pytest.raises(ValueError):
-        op + op  # noqa: B018  (statistics add before the operator is built)
+        op + op  # statistics add before the operator is built
     with pytest.raises(ValueError):
         SufficientStats(op.G, jnp.zeros(3), op.yy, op.n)
 

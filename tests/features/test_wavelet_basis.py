@@ -8,8 +8,8 @@ import pytest
 import geogp  # noqa: F401  (float64)
 from geogp.exceptions import InputError, OutsideWindowError
 from geogp.features.wavelet import make_basis
-from geogp.features.wavelet_statistics import wavelet_statistics
 from geogp.features.wavelet_basis import FAMILIES, canonical_family, wavelet_table
+from geogp.features.wavelet_statistics import wavelet_statistics
 
 DB_FAMILIES = [f"db{p}" for p in range(2, 9)]
 

@@ -8,7 +8,6 @@ import warnings
 import numpy as np
 import pytest
 import xarray as xr
-from _frontend_rasters import make_raster
 
 import geogp
 from geogp.adapters import (
@@ -26,6 +25,8 @@ from geogp.exceptions import (
 )
 from geogp.nodata import masked_values
 from geogp.points import to_point_data
+
+from _frontend_rasters import make_raster
 
 
 @pytest.mark.parametrize("dims", [("y", "x"), ("lat", "lon"), ("latitude", "longitude"),

@@ -9,10 +9,11 @@ import sys
 import numpy as np
 import pytest
 import rasterio
-from _cli_helpers import error_line
 
 from geogp import __version__
 from geogp.cli import main
+
+from _cli_helpers import error_line
 
 
 @pytest.fixture

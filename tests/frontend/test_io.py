@@ -185,10 +185,9 @@ def test_a_failed_write_leaves_no_file(pred, tmp_path, monkeypatch):
 
 
 def test_atomic_path_cleans_up_on_error(tmp_path):
-    with pytest.raises(RuntimeError):
-        with atomic_path(tmp_path / "x.nc") as tmp:
-            tmp.write_text("partial")
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), atomic_path(tmp_path / "x.nc") as tmp:
+        tmp.write_text("partial")
+        raise RuntimeError("boom")
     assert os.listdir(tmp_path) == []
     with pytest.raises(InputError, match="does not exist"):
         with atomic_path(tmp_path / "no" / "x.nc"):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import geogp
-import geogp.io_atomic as io_atomic
+from geogp import io_atomic
 from geogp.cli import build_parser
 from geogp.exceptions import InputError
 from geogp.io import atomic_path, hidden_sibling

@@ -9,11 +9,12 @@ import os
 import numpy as np
 import pytest
 import xarray as xr
-from _cli_helpers import error_line
 
 from geogp.cli import main
 from geogp.exceptions import InputError, IrregularGridError
 from geogp.io import open_raster, write_geotiff, write_netcdf
+
+from _cli_helpers import error_line
 
 
 def _nonuniform(ny=12, nx=16):

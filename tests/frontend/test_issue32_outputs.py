@@ -8,11 +8,12 @@ import os
 import numpy as np
 import pytest
 import rasterio
-from _cli_helpers import error_line
 
 from geogp.cli import main
 from geogp.exceptions import InputError
 from geogp.io import atomic_path, check_writable
+
+from _cli_helpers import error_line
 
 FAST = ["--features", "64", "--maxiter", "3", "--quiet"]
 

@@ -155,7 +155,7 @@ def _traced(fn):
     tracemalloc.start()
     try:
         out = fn()
-    except Exception as err:  # noqa: BLE001 (returned for the caller's assertions)
+    except Exception as err:  # returned for the caller's assertions
         out = err
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()

@@ -6,13 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from _frontend_rasters import FEATURES, make_raster
 
 import geogp
 from geogp._format import lengths
 from geogp.exceptions import InputError
 from geogp.families import resolve_model
 from geogp.families.lattice import DEFAULT_LARGE_SCALE, DEFAULT_MID_SCALE
+
+from _frontend_rasters import FEATURES, make_raster
 
 
 def test_default_on_a_regular_raster_is_the_lattice_model_with_large_scales():

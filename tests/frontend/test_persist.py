@@ -7,10 +7,11 @@ import json
 import numpy as np
 import pytest
 import xarray as xr
-from _frontend_rasters import FEATURES
 
 import geogp
 from geogp.exceptions import GeogpError, OutputExistsError, ReadError
+
+from _frontend_rasters import FEATURES
 
 
 def _assert_same(a: xr.Dataset, b: xr.Dataset):

@@ -6,11 +6,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import xarray as xr  # noqa: E402
+import numpy as np
+import pytest
+import xarray as xr
 
-from geogp.plotting import plot_maps  # noqa: E402
+from geogp.plotting import plot_maps
 
 
 def _pred(y, x, crs):

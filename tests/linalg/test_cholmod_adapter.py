@@ -17,14 +17,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _reference.assertions import assert_allclose
-from _reference.sparse_spd import grid_laplacian, random_spd, randomised_values
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from geogp.exceptions import NotPositiveDefiniteError
 from geogp.linalg import SparsePattern, dense
 from geogp.linalg._sksparse import CholmodBackendError, make_backend
 from geogp.linalg.cholmod import CholmodFactorization
+
+from _reference.assertions import assert_allclose
+from _reference.sparse_spd import grid_laplacian, random_spd, randomised_values
 
 dense_jit = jax.jit(dense.logdet_and_solve, static_argnums=0)
 

@@ -10,13 +10,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
 from _reference.assertions import assert_allclose
 from _reference.sparse_spd import problem_case, randomised_values
 
 pytest.importorskip("sksparse.cholmod")
 
-from geogp.exceptions import InputError  # noqa: E402
-from geogp.linalg import SparsePattern, cholmod, cholmod_many, dense  # noqa: E402
+from geogp.exceptions import InputError
+from geogp.linalg import SparsePattern, cholmod, cholmod_many, dense
 
 NAMES = ("grid", "random200", "banded")
 

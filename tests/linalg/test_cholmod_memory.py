@@ -20,11 +20,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
 from _reference.sparse_spd import grid_laplacian, grid_laplacian_eigenvalues
 
 pytest.importorskip("sksparse.cholmod")
 
-from geogp.linalg import SparsePattern, cholmod  # noqa: E402
+from geogp.linalg import SparsePattern, cholmod
 
 NX, NY, SHIFT = 500, 400, 0.5  # M = 200,000
 LIMIT = 2 * 2**30

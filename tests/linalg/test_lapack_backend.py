@@ -12,15 +12,21 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _reference.assertions import assert_allclose
-from _reference.sparse_spd import (grid_laplacian, logdet_solve_objective, matrix_case,
-                                   problem_case, randomised_values)
 from jax.test_util import check_grads
+
+from _reference.assertions import assert_allclose
+from _reference.sparse_spd import (
+    grid_laplacian,
+    logdet_solve_objective,
+    matrix_case,
+    problem_case,
+    randomised_values,
+)
 
 pytest.importorskip("sksparse.cholmod")  # the host logic is shared with the CHOLMOD backend
 
-from geogp.exceptions import NotPositiveDefiniteError  # noqa: E402
-from geogp.linalg import SparsePattern, dense, lapack  # noqa: E402
+from geogp.exceptions import NotPositiveDefiniteError
+from geogp.linalg import SparsePattern, dense, lapack
 
 dense_jit = jax.jit(dense.logdet_and_solve, static_argnums=0)
 CASES = ["random10", "random200", "grid", "banded", "full60"]

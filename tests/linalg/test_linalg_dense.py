@@ -10,13 +10,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _reference.assertions import assert_allclose
-from _reference.sparse_spd import grid_laplacian, random_spd, randomised_values
 from jax.test_util import check_grads
 
 from geogp.exceptions import InputError
 from geogp.linalg import HAVE_CHOLMOD, SparsePattern, dense
 from geogp.linalg import logdet_and_solve as default_logdet_and_solve
+
+from _reference.assertions import assert_allclose
+from _reference.sparse_spd import grid_laplacian, random_spd, randomised_values
 
 solve_jit = jax.jit(dense.logdet_and_solve, static_argnums=0)
 

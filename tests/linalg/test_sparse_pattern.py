@@ -10,10 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _reference.sparse_spd import random_spd
 
 from geogp.exceptions import InputError
 from geogp.linalg import SparsePattern
+
+from _reference.sparse_spd import random_spd
 
 
 def test_from_coo_canonicalises_triangle_duplicates_and_diagonal():

@@ -12,10 +12,10 @@ import pytest
 import geogp
 from geogp.exceptions import InputError, OutsideWindowError
 from geogp.features.fourier import FourierFeatures
+from geogp.features.fourier_statistics import dense_stats, grid_stats
 from geogp.models import exact
 from geogp.models.afs import AFSRegressor
 from geogp.models.collapsed import _dense_parts, _dense_parts_reference, collapsed_bound, posterior
-from geogp.features.fourier_statistics import dense_stats, grid_stats
 
 
 def _sample(rng, N=150, D=1, ell=0.3, noise=0.1, kern=geogp.SquaredExponential):

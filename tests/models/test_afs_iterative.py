@@ -11,14 +11,19 @@ import geogp
 from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.features import trig
 from geogp.features.fourier import FourierFeatures
+from geogp.features.fourier_statistics import SufficientStats, dense_stats
 from geogp.features.gram_operator import GramOperator
 from geogp.kernels import ProductKernel
-from geogp.models.afs import policy as afs_policy
 from geogp.models.afs import AFSRegressor
+from geogp.models.afs import policy as afs_policy
 from geogp.models.collapsed import collapsed_bound, posterior
-from geogp.models.collapsed_iterative import (IterativeOptions, iterative_bound, iterative_parts,
-                                              iterative_posterior, rademacher_probes)
-from geogp.features.fourier_statistics import SufficientStats, dense_stats
+from geogp.models.collapsed_iterative import (
+    IterativeOptions,
+    iterative_bound,
+    iterative_parts,
+    iterative_posterior,
+    rademacher_probes,
+)
 
 
 def _problem(rng, n_dense=0, N=400):

@@ -12,12 +12,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
+from geogp import kernels as gk
+from geogp.models import exact
+from geogp.models.exact import ExactGP, log_marginal_likelihood, predict
+
 from _reference import dense_gp, kernels_np
 from _reference.assertions import assert_allclose
-
-import geogp.models.exact as exact
-from geogp import kernels as gk
-from geogp.models.exact import ExactGP, log_marginal_likelihood, predict
 
 sk_gp = pytest.importorskip("sklearn.gaussian_process")
 sk_k = pytest.importorskip("sklearn.gaussian_process.kernels")

@@ -14,8 +14,12 @@ import numpy as np
 import pytest
 import scipy.special
 
-from geogp.exceptions import (ApproximationWarning, InputError, MemoryEstimateError,
-                              OutsideWindowError)
+from geogp.exceptions import (
+    ApproximationWarning,
+    InputError,
+    MemoryEstimateError,
+    OutsideWindowError,
+)
 from geogp.linalg import HAVE_CHOLMOD
 from geogp.models import lattice as lm
 from geogp.models.lattice import posterior as lattice_posterior

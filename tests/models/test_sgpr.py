@@ -9,7 +9,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.linalg
-from _reference import dense_gp
 
 import geogp
 from geogp.exceptions import InputError
@@ -22,6 +21,7 @@ from geogp.models.sgpr import (
     sgpr_predict,
 )
 
+from _reference import dense_gp
 
 _gram = jax.jit(lambda k, A, B: k(A, B))  # jitted: eager JAX compiles every primitive separately
 

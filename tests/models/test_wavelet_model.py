@@ -13,7 +13,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _reference import dense_gp
 
 from geogp.exceptions import InputError, OutsideWindowError
 from geogp.features.wavelet import make_basis
@@ -26,6 +25,8 @@ from geogp.models.wavelet.prior import (
     log_coefficients_1d,
     log_precisions,
 )
+
+from _reference import dense_gp
 
 
 # --------------------------------------------------------------------------- backends

@@ -19,10 +19,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from geogp.features.afs_dft import log_lambda
+from geogp.features.fourier_statistics import SufficientStats, residual_stats
 from geogp.models.collapsed import collapsed_bound
 from geogp.models.collapsed_iterative import IterativeOptions, iterative_bound
 from geogp.optimize import FitReport, minimize_lbfgs
-from geogp.features.fourier_statistics import SufficientStats, residual_stats
 
 __all__ = ["negative_bound_per_point", "iterative_loss", "warm_start", "loss_and_args",
            "merge_reports"]

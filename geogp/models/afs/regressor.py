@@ -14,28 +14,49 @@ import jax.numpy as jnp
 import numpy as np
 
 from geogp._progress import advance, announce_fit, start_phase
-from geogp._validation import (as_points, as_targets, check_positive, check_same_length,
-                               warn_if_lonlat)
+from geogp._validation import (
+    as_points,
+    as_targets,
+    check_positive,
+    check_same_length,
+    warn_if_lonlat,
+)
 from geogp.exceptions import InputError
 from geogp.features.afs_dft import log_lambda as _log_lambda
+from geogp.features.data import Grid, Points
 from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures, window
+from geogp.features.fourier_statistics import (
+    DEFAULT_CHUNK_BYTES,
+    grid_noise_projection,
+    points_noise_projection,
+    residual_stats,
+)
 from geogp.kernels import make_kernel
 from geogp.models.afs import predict as afs_predict
 from geogp.models.afs import sampling as afs_sampling
-from geogp.models.afs.diagnostics import (ALIAS_TOL, REFIT_FACTOR, REFIT_GROWTH, alias_error,
-                                          balanced_width, diagnostics, refit_reason,
-                                          truncation, warn_if_poor)
+from geogp.models.afs.diagnostics import (
+    ALIAS_TOL,
+    REFIT_FACTOR,
+    REFIT_GROWTH,
+    alias_error,
+    balanced_width,
+    diagnostics,
+    refit_reason,
+    truncation,
+    warn_if_poor,
+)
 from geogp.models.afs.grid import grid_standardizer
-from geogp.models.afs.policy import check_budget, choose_solver, dense_block_size
 from geogp.models.afs.objectives import loss_and_args, merge_reports, warm_start
+from geogp.models.afs.policy import check_budget, choose_solver, dense_block_size
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
 from geogp.models.collapsed import collapsed_bound, posterior, trace_term
-from geogp.models.collapsed_iterative import (IterativeOptions, iterative_bound,
-                                              iterative_posterior, rademacher_probes)
+from geogp.models.collapsed_iterative import (
+    IterativeOptions,
+    iterative_bound,
+    iterative_posterior,
+    rademacher_probes,
+)
 from geogp.optimize import FitReport, minimize_lbfgs
-from geogp.features.data import Grid, Points
-from geogp.features.fourier_statistics import (DEFAULT_CHUNK_BYTES, grid_noise_projection,
-                                               points_noise_projection, residual_stats)
 from geogp.trend import monomial_powers, ols
 
 __all__ = ["AFSRegressor", "auto_features"]

@@ -282,7 +282,7 @@ def make_problem(shape, h, alpha: int, cells: np.ndarray, y: np.ndarray, X: np.n
         ptw[n:] = pi.T @ ptw[:n]
     return LatticeProblem(
         pattern, _load_solver(backend, ordering), int(alpha), float(h[0] * h[1]),
-        int(len(cells)), int(X.shape[1]), parts["e_i"], parts["e_l"], parts["e_l2"], e_obs,
+        len(cells), int(X.shape[1]), parts["e_i"], parts["e_l"], parts["e_l2"], e_obs,
         parts["eig"], ptw, W.T @ W, freq2, int(W.shape[1] - 1 - X.shape[1]), float(dw),
         kernel, **parts["mid"])
 

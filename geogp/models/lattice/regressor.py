@@ -43,8 +43,7 @@ from geogp.models.lattice.settings import check_settings, mid_factor, n_large
 from geogp.models.lattice.tiles import composite_loss, fit_local, fitting_tiles
 from geogp.models.lattice.workers import release_memory
 from geogp.optimize import FitReport
-from geogp.trend import (basis, check_trend_identifiable, monomial_powers,
-                         standardised_covariates)
+from geogp.trend import basis, check_trend_identifiable, monomial_powers, standardised_covariates
 
 __all__ = ["LatticeRegressor"]
 

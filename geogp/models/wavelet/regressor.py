@@ -36,13 +36,13 @@ from geogp.features.data import Grid, Points
 from geogp.features.wavelet import make_basis
 from geogp.features.wavelet_basis import canonical_family
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
+from geogp.models.wavelet.bound import BACKENDS, loss_per_point, make_problem, posterior
 from geogp.models.wavelet.prior import (
     LOCATIONS,
     NORMALISATIONS,
     effective_lengthscale,
     init_params,
 )
-from geogp.models.wavelet.bound import BACKENDS, loss_per_point, make_problem, posterior
 from geogp.optimize import FitReport, minimize_lbfgs
 
 __all__ = ["WaveletRegressor", "AUTO_MAX_FEATURES"]

@@ -118,7 +118,7 @@ def simulate_exponential(shape, sd: float, rho: float, rng, max_growth: int = 3)
 def tiled_cloud_mask(cloud: np.ndarray, shape, offset=(0, 0)) -> np.ndarray:
     """``cloud`` (True = missing) mirror-tiled (seamless joins) and cropped to ``shape``."""
     block = np.block([[cloud, cloud[:, ::-1]], [cloud[::-1], cloud[::-1, ::-1]]])
-    reps = [-(-(n + o) // b) for n, o, b in zip(shape, offset, block.shape)]
+    reps = [-(-(n + o) // b) for n, o, b in zip(shape, offset, block.shape, strict=True)]
     big = np.tile(block, reps)
     return big[offset[0]:offset[0] + shape[0], offset[1]:offset[1] + shape[1]].copy()
 

@@ -209,7 +209,7 @@ def _report(curves, seconds, n_steps, n_sets) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, metric in zip(axes, ("rmse", "nlpd")):
+    for ax, metric in zip(axes, ("rmse", "nlpd"), strict=True):
         for name, c in curves.items():
             mean, se = _mean_se(c[metric])
             k = np.arange(len(mean))

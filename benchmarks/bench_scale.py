@@ -100,7 +100,7 @@ class Field:
         """Noiseless field on rows a..b (separable: sin(u + v) = sin u cos v + cos u sin v)."""
         y, x = self.axis[a:b], self.axis
         out = np.zeros((b - a, self.n))
-        for (ky, kx), A, ph in zip(self.kvec, self.amp, self.phase):
+        for (ky, kx), A, ph in zip(self.kvec, self.amp, self.phase, strict=True):
             u = ky * y + ph
             v = kx * x
             out += np.outer(A * np.sin(u), np.cos(v))

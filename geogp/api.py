@@ -197,7 +197,7 @@ class GeoRegressor(ReportMixin, DrawsMixin):
                                  f"{cg.n_slices} slices.")
             same = (cg.values[0].shape == g.values[0].shape and all(
                 np.allclose(a, b, rtol=1e-9, atol=1e-9 * max(np.ptp(b), 1.0))
-                for a, b in zip(cg.axes, g.axes)))
+                for a, b in zip(cg.axes, g.axes, strict=True)))
             if not same:
                 raise InputError(f"{name}: the covariate's grid differs from the data's "
                                  f"({cg.values[0].shape} cells against {g.values[0].shape}, or "
@@ -213,7 +213,8 @@ class GeoRegressor(ReportMixin, DrawsMixin):
         """One row per slice: the covariates' coefficients (data units per covariate unit)."""
         self._check_fitted()
         names = getattr(self, "covariate_names_", [])
-        rows = [dict(zip(names, getattr(est, "covariate_coef_", np.zeros(0))))
+        # not strict: a model without covariates has no coefficients (an empty row)
+        rows = [dict(zip(names, getattr(est, "covariate_coef_", np.zeros(0)), strict=False))
                 for est in self.estimators_]
         return pd.DataFrame(rows, columns=names)
 

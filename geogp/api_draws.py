@@ -54,7 +54,7 @@ class DrawsMixin:
         check_samples(int(n), len(target.y), len(target.x), len(self.estimators_))
         seeds = np.random.SeedSequence(seed).spawn(len(self.estimators_))
         draws = np.stack([fam.sample_grid(est, axes, int(n), seed=ss, observed=not latent)
-                          for est, ss in zip(self.estimators_, seeds)],
+                          for est, ss in zip(self.estimators_, seeds, strict=True)],
                          axis=1)  # (sample, slice, y, x)
         out = self._raster(draws, ["sample"], target, f"{self.name_ or 'field'}_samples",
                            dict(self.attrs_))

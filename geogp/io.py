@@ -223,10 +223,10 @@ def _write_windows(dst, bands: list, dt: np.dtype, nodata) -> list[bytes]:
         hashes = [hashlib.blake2b(digest_size=16) for _ in part]
         for a, b in _row_windows(*part[0][1].shape):
             values = _window_values([arr[a:b] for _, arr in part])
-            block = np.stack([_as_band(v, dt, nodata, name) for (name, _), v in zip(part, values)])
+            block = np.stack([_as_band(v, dt, nodata, name) for (name, _), v in zip(part, values, strict=True)])
             dst.write(block, list(range(first + 1, first + len(part) + 1)),
                       window=Window(0, a, block.shape[2], b - a))
-            for h, band in zip(hashes, block):
+            for h, band in zip(hashes, block, strict=True):
                 _digest(h, band)
         digests += [h.digest() for h in hashes]
     for i, (name, arr) in enumerate(bands, start=1):
@@ -282,9 +282,9 @@ def _verify_geotiff(tmp, digests: list, shape: tuple) -> None:
                 hashes = [hashlib.blake2b(digest_size=16) for _ in indexes]
                 for a, b in windows:
                     block = src.read(indexes, window=Window(0, a, src.width, b - a))
-                    for h, band in zip(hashes, block):
+                    for h, band in zip(hashes, block, strict=True):
                         _digest(h, band)
-                for i, h in zip(indexes, hashes):
+                for i, h in zip(indexes, hashes, strict=True):
                     if h.digest() != digests[i - 1]:
                         raise OSError(f"band {i} reads back differently")
     except (OSError, rasterio.errors.RasterioError) as err:
@@ -323,7 +323,7 @@ def _bands(pred: xr.Dataset, latent: bool, quantiles: bool, samples: bool = Fals
         names.append(name)
         arrays.append(pred[name])
     out = []
-    for name, a in zip(names, arrays):
+    for name, a in zip(names, arrays, strict=True):
         extra = [d for d in a.dims if d not in (y_dim, x_dim)]
         if not extra:  # spatial dims set last: transpose() returns an object without them
             out.append((name, a.transpose(y_dim, x_dim).rio.set_spatial_dims(

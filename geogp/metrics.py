@@ -129,7 +129,7 @@ DISTANCE_BINS = (1.0, 3.0, 10.0)
 def distance_labels(bins=DISTANCE_BINS) -> list:
     """Names of the strata cut at ``bins``: ['≤ 1', '1–3', '3–10', '> 10'] by default."""
     b = [f"{v:g}" for v in bins]
-    return [f"≤ {b[0]}"] + [f"{lo}–{hi}" for lo, hi in zip(b[:-1], b[1:])] + [f"> {b[-1]}"]
+    return [f"≤ {b[0]}"] + [f"{lo}–{hi}" for lo, hi in zip(b[:-1], b[1:], strict=True)] + [f"> {b[-1]}"]
 
 
 def evaluate_by_distance(y, mean, std, distance, bins=DISTANCE_BINS, clusters=None):

@@ -165,7 +165,7 @@ def plot_maps(observed: xr.DataArray | None, prediction: xr.Dataset,
         panels.append(("other", f"effective lengthscale ({unit})" if unit else
                        "effective lengthscale", ell.values, "cividis"))
     if heldout is not None:
-        truth = two_d(heldout.rename(dict(zip(find_spatial_dims(heldout), (y_dim, x_dim)))))
+        truth = two_d(heldout.rename(dict(zip(find_spatial_dims(heldout), (y_dim, x_dim), strict=True))))
         resid = load_here(truth - full_mean)  # the RMSE of every held-out cell, not a subgrid
         values = resid.values
         ok = np.isfinite(values)
@@ -177,7 +177,7 @@ def plot_maps(observed: xr.DataArray | None, prediction: xr.Dataset,
     fig, axes = plt.subplots(1, n, figsize=figsize or _figsize(n, extent, aspect),
                              squeeze=False, layout="constrained")
     units = pretty_units(prediction["mean"].attrs.get("units"))
-    for ax, (kind, name, data, cm) in zip(axes[0], panels):
+    for ax, (kind, name, data, cm) in zip(axes[0], panels, strict=True):
         kw = {"vmin": limits[0], "vmax": limits[1]} if kind in ("shared", "points") else {}
         if kind == "std":
             kw = {"vmin": 0.0, "vmax": _top(data)}

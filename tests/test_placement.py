@@ -222,7 +222,7 @@ def test_rank_one_update_equals_refit(afs, rng):
     ff, sc = afs.features_, afs.scaler_
     fp = FeaturePosterior.from_model(afs)
     Psi = np.asarray(ff(sc.x(sites))) * np.asarray(afs.posterior_.sqrt_lam)
-    for psi, v in zip(Psi, sc.y(values)):
+    for psi, v in zip(Psi, sc.y(values), strict=True):
         fp.add(psi, v)
     stats = afs.stats_ + dense_stats(ff, sc.x(sites), sc.y(values))
     ll = np.asarray(ff.log_lambda(afs.kernel_))
@@ -314,7 +314,7 @@ def test_grid_and_point_operators_equal_dense(afs, rng):
     cands = Candidates.grid([ax0, ax1], mask)
     Xs = sc.x(cands.coords)
     dense = placement._DenseOps(np.asarray(ff(Xs)) * sl)
-    saxes = [(a - m) / s for a, m, s in zip([ax0, ax1], sc.x_mean, sc.x_scale)]
+    saxes = [(a - m) / s for a, m, s in zip([ax0, ax1], sc.x_mean, sc.x_scale, strict=True)]
     M = ff.n_features
     W = rng.normal(size=(M, 3))
     B = rng.normal(size=(M, M))

@@ -258,7 +258,7 @@ def test_added_observations_equal_the_posterior_recomputed_with_them(fitted):
     upd = add_observations(est, X, values)
     obs2 = obs.copy()
     vals = v.copy()
-    for (r, c), val in zip(sites, values):
+    for (r, c), val in zip(sites, values, strict=True):
         obs2[r, c], vals[r, c] = True, val
     again = copy.copy(est)
     again.optimize = False

@@ -202,7 +202,7 @@ def test_thin_is_stratified_and_not_a_stride():
         for s in range(2, 9):  # each residue class appears: not aliased with any stride
             assert np.unique(idx % s).size == s
     # stratified: every kept cell is a grid cell, and every cell has a kept one nearby
-    kept = set(zip(rows.tolist(), cols.tolist()))
+    kept = set(zip(rows.tolist(), cols.tolist(), strict=True))
     assert all(mask[r, c] for r, c in kept)
     ii, jj = np.nonzero(mask)
     d = np.abs(ii[:, None] - rows[None]) + np.abs(jj[:, None] - cols[None])

@@ -124,7 +124,7 @@ def peer_gpytorch_ski(s: Split, args):
     y = torch.from_numpy(s.ytr)
     lo, hi = np.minimum(s.Xtr.min(0), s.Xte.min(0)), np.maximum(s.Xtr.max(0), s.Xte.max(0))
     pad = 0.02 * (hi - lo)
-    bounds = tuple((float(a - p), float(b + p)) for a, b, p in zip(lo, hi, pad))
+    bounds = tuple((float(a - p), float(b + p)) for a, b, p in zip(lo, hi, pad, strict=True))
 
     model, lik = _gpytorch_model(x, y, lambda k: gpytorch.kernels.GridInterpolationKernel(
         k, grid_size=list(args.ski_grid), num_dims=2, grid_bounds=bounds))
@@ -352,8 +352,8 @@ def peer_tiled_exact(s: Split, args):
     xbounds = np.linspace(0, nx, tx + 1).round().astype(int)
     h = args.halo
     n_max = widened = 0
-    for a, b in zip(ybounds[:-1], ybounds[1:]):
-        for c, d in zip(xbounds[:-1], xbounds[1:]):
+    for a, b in zip(ybounds[:-1], ybounds[1:], strict=True):
+        for c, d in zip(xbounds[:-1], xbounds[1:], strict=True):
             te = (iy_te >= a) & (iy_te < b) & (ix_te >= c) & (ix_te < d)
             if not te.any():
                 continue

@@ -102,7 +102,7 @@ def fit_gpflow(Xtr, ytr, Xte, yte, a):
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(variables)
             loss = model.training_loss((xb, yb))
-        opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        opt.apply_gradients(zip(tape.gradient(loss, variables), variables, strict=True))
         return loss
 
     rng = np.random.default_rng(0)

@@ -72,7 +72,7 @@ def check_fit_arguments(args, usage_error) -> list[str]:
     outputs = output_paths(args)
     resolved = [os.path.realpath(p) for p in outputs]
     if len(set(resolved)) != len(resolved):
-        same = sorted({p for p, r in zip(outputs, resolved) if resolved.count(r) > 1})
+        same = sorted({p for p, r in zip(outputs, resolved, strict=True) if resolved.count(r) > 1})
         raise usage_error(f"the output paths must differ from each other; {same} are the same "
                           "file.")
     _check_suffixes(args, usage_error)

@@ -127,7 +127,7 @@ def _best_position(shape_mask, available, rng, n_tries: int):
     ox = rng.integers(0, nx - sx + 1, size=n_tries)
     # covered count at each sampled offset: index the available mask at the shape's cells
     ys, xs = np.nonzero(shape_mask)
-    counts = np.array([available[ys + a, xs + b].sum() for a, b in zip(oy, ox)])
+    counts = np.array([available[ys + a, xs + b].sum() for a, b in zip(oy, ox, strict=True)])
     good = np.flatnonzero(counts >= 0.5 * counts.max())
     pick = int(rng.choice(good))
     return (int(oy[pick]), int(ox[pick])), int(counts[pick])

@@ -25,7 +25,7 @@ def plot_cv(result):
     table = result.by_distance().drop(index="all")
     fig, axes = plt.subplots(1, 4, figsize=(17, 4.4), layout="constrained")
     # each stratum's size under its name: always visible, never under a bar or the legend
-    ticks = [f"{name}\nn={n}" for name, n in zip(table.index, table["n"])]
+    ticks = [f"{name}\nn={n}" for name, n in zip(table.index, table["n"], strict=True)]
     ax = axes[0]
     ax.plot([0, 1], [0, 1], color="0.6", lw=1, label="calibrated")
     ax.plot(levels, empirical, "o-", label=result.method)

@@ -116,8 +116,8 @@ class Family:
         """Widen the window of a model fitted on X (N, 2) to the target grid ``target_axes``."""
         if target_axes is None:
             return
-        t_lo = np.array([min(a.min(), b) for a, b in zip(target_axes, X.min(axis=0))])
-        t_hi = np.array([max(a.max(), b) for a, b in zip(target_axes, X.max(axis=0))])
+        t_lo = np.array([min(a.min(), b) for a, b in zip(target_axes, X.min(axis=0), strict=True)])
+        t_hi = np.array([max(a.max(), b) for a, b in zip(target_axes, X.max(axis=0), strict=True)])
         self.widen(est, X.min(axis=0), X.max(axis=0), t_lo, t_hi, X.std(axis=0))
 
     def fit_points(self, est, X: np.ndarray, y: np.ndarray, target_axes=None,

@@ -69,7 +69,7 @@ def _half_sizes(ff: FourierFeatures, J) -> tuple:
     if J is None:
         return need
     J = tuple(int(j) for j in np.broadcast_to(np.asarray(J), (ff.n_dims,)))
-    if any(j < n for j, n in zip(J, need)):
+    if any(j < n for j, n in zip(J, need, strict=True)):
         raise InputError(f"J must be ≥ K_d − 1 = {list(need)} per dimension (the features' "
                          f"highest |j|); got {list(J)}.")
     return J
@@ -86,7 +86,7 @@ def sample_offsets(width, J) -> list:
     """
     width = np.atleast_1d(np.asarray(width, dtype=np.float64))
     J = np.broadcast_to(np.asarray(J, dtype=np.int64), width.shape)
-    return [np.arange(-j, j + 1) * (2 * w / (2 * j + 1)) for w, j in zip(width, J)]
+    return [np.arange(-j, j + 1) * (2 * w / (2 * j + 1)) for w, j in zip(width, J, strict=True)]
 
 
 def dft_spectrum(kernel, width, J):

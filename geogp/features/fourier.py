@@ -241,7 +241,7 @@ class FourierFeatures:
             if scaler is not None:
                 m, s = np.asarray(scaler.x_mean), np.asarray(scaler.x_scale)
                 lo, hi, first, units = lo * s + m, hi * s + m, first * s + m, "input units"
-            bounds = ", ".join(f"[{a:.6g}, {b:.6g}]" for a, b in zip(lo, hi))
+            bounds = ", ".join(f"[{a:.6g}, {b:.6g}]" for a, b in zip(lo, hi, strict=True))
             raise OutsideWindowError(
                 f"{n_out} prediction point(s) lie outside the feature window where the Fourier "
                 f"features are valid ({units}, per dimension: {bounds}; first point outside: "

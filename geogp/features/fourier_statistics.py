@@ -235,7 +235,7 @@ def grid_lemma_holds(n_cells, n_freq) -> bool:
     complete grid is N·I iff N_d / gcd(1, N_d) = N_d ≥ 2K_d in every dimension. The real
     features are a unitary transform of the complex ones, so G = N·I too (eq. 3.94).
     """
-    return all(int(N) >= 2 * int(K) for N, K in zip(n_cells, n_freq))
+    return all(int(N) >= 2 * int(K) for N, K in zip(n_cells, n_freq, strict=True))
 
 
 def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
@@ -257,7 +257,7 @@ def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
     Cost: O(N Σ_d P_d) for the bins, O(M²) to assemble G (skipped when ``diagonal``).
     """
     shape = tuple(int(s) for s in values.shape)
-    if len(shape) != ff.n_dims or any(len(a) != s for a, s in zip(axes, shape)):
+    if len(shape) != ff.n_dims or any(len(a) != s for a, s in zip(axes, shape, strict=True)):
         raise InputError(f"grid values of shape {shape} do not match axes of lengths "
                          f"{[len(a) for a in axes]}.")
     trend = _TrendAccumulator(ff, powers)
@@ -272,7 +272,7 @@ def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
     chunks = getattr(values, "chunks", None)
     if chunks is not None:  # dask: follow its blocks along the first axis
         bounds = np.cumsum((0,) + tuple(chunks[0]))
-        slices = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+        slices = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     else:
         slices = [slice(s, s + step) for s in range(0, shape[0], step)]
     for sl in slices:

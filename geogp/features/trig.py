@@ -91,7 +91,7 @@ def _half_sign_combos(D: int):
 
 def _flat_index(J_list, P) -> np.ndarray:
     flat = np.zeros(np.shape(J_list[0]), dtype=np.int64)
-    for J, p in zip(J_list, P):
+    for J, p in zip(J_list, P, strict=True):
         flat = flat * p + np.mod(J, p)
     return flat
 
@@ -207,7 +207,7 @@ def embed_bins(B: np.ndarray, shape: tuple, shift: int = 0) -> np.ndarray:
     """FFT-ordered bins B (integer bin J at index J mod P_d) placed at bins J + shift of a
     cyclic array of ``shape`` (Q_d ≥ P_d), also FFT-ordered."""
     out = np.zeros(shape, dtype=np.complex128)
-    out[np.ix_(*[np.mod(_bin_values(p) + shift, q) for p, q in zip(B.shape, shape)])] = B
+    out[np.ix_(*[np.mod(_bin_values(p) + shift, q) for p, q in zip(B.shape, shape, strict=True)])] = B
     return out
 
 

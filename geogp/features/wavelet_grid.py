@@ -81,7 +81,7 @@ def grid_wavelet_statistics(basis: WaveletBasis, axes, values,
     Y, X = np.meshgrid(ay, ax, indexing="ij")
     basis.check_inside(np.stack([Y[obs], X[obs]], axis=1), "the observed cells")
     (phi_y, (ya, yc), Py, Iy), (phi_x, (xb, xd), Px, Ix) = (
-        _axis_pairs(b, a) for b, a in zip(basis.dims, (ay, ax)))
+        _axis_pairs(b, a) for b, a in zip(basis.dims, (ay, ax), strict=True))
     needed = 4 * 16.0 * ya.size * xb.size
     if needed > max_bytes:
         raise MemoryEstimateError(

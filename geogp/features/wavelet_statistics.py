@@ -104,8 +104,8 @@ def wavelet_statistics(basis: WaveletBasis, X, y, chunk_size: int | None = None
     sizes = np.diff(np.concatenate([starts, [n]]))
     # a cell with fewer points than this goes through sparse products (per-cell overhead)
     dense_min = 1 + 2500 // basis.max_local**2
-    sparse_pts = [order[s:s + c] for s, c in zip(starts, sizes) if c < dense_min]
-    for s, c in zip(starts, sizes):
+    sparse_pts = [order[s:s + c] for s, c in zip(starts, sizes, strict=True) if c < dense_min]
+    for s, c in zip(starts, sizes, strict=True):
         if c >= dense_min:
             for b in range(s, s + c, step):
                 acc.add_dense_block(basis, X, y, order[b:min(b + step, s + c)])
@@ -179,7 +179,7 @@ class _Accumulator:
     def _flush(self):
         if not self._triplets:
             return
-        ri, rj, v = (np.concatenate(t) for t in zip(*self._triplets))
+        ri, rj, v = (np.concatenate(t) for t in zip(*self._triplets, strict=True))
         shape = (self.m, self.m)
         lower = sp.coo_matrix((v, (ri, rj)), shape=shape).tocsr()  # sums duplicates
         ones = sp.coo_matrix((np.ones_like(v), (ri, rj)), shape=shape).tocsr()

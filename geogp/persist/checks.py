@@ -224,9 +224,8 @@ class Arrays:
             raise ReadError(f"array {key!r} has dtype {a.dtype}; expected kind {kind!r}.")
         if ndim is not None and a.ndim != ndim:
             raise ReadError(f"array {key!r} has {a.ndim} dimension(s); expected {ndim}.")
-        if (shape is not None and any(w is not None and w != s
-                                     for w, s in zip(shape, a.shape))) or (
-                shape is not None and len(shape) != a.ndim):
+        if shape is not None and (len(shape) != a.ndim or any(
+                w is not None and w != s for w, s in zip(shape, a.shape, strict=True))):
             raise ReadError(f"array {key!r} has shape {a.shape}; expected {shape} "
                             "(None = any).")
         if finite and a.dtype.kind in "fc" and not np.isfinite(a).all():
@@ -278,7 +277,7 @@ def jsonable(value):
         return value.tolist()
     if isinstance(value, (list, tuple)):
         items = [jsonable(v) for v in value]
-        return None if any(i is None and v is not None for i, v in zip(items, value)) else items
+        return None if any(i is None and v is not None for i, v in zip(items, value, strict=True)) else items
     return None
 
 

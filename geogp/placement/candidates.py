@@ -68,7 +68,7 @@ class Candidates:
         if flat.size == 0:
             raise InputError("the candidate mask selects no cell; nothing to choose from.")
         idx = np.unravel_index(flat, shape)
-        coords = np.stack([a[i] for a, i in zip(axes, idx)], axis=1)
+        coords = np.stack([a[i] for a, i in zip(axes, idx, strict=True)], axis=1)
         return cls(coords, axes, flat)
 
     def __len__(self) -> int:

@@ -283,7 +283,7 @@ def _lazy_pop(g: Greedy, heap, stamp, step, active, costs, fresh_gain):
             heapq.heappop(heap)
             batch.append(c)
         gains = g.fresh_gains(batch)
-        for c, gain in zip(batch, gains):
+        for c, gain in zip(batch, gains, strict=True):
             stamp[c] = step
             fresh_gain[c] = gain
             r = gain / costs[c] if costs is not None else gain

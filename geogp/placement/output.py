@@ -158,7 +158,7 @@ def _place_labels(ax, xy, texts, obstacles, fontsize: float = 8.0):
     boxes = [(ox - _MARKER_HALF, oy - _MARKER_HALF, ox + _MARKER_HALF, oy + _MARKER_HALF)
              for ox, oy in obst]
     taken = []
-    for site, (px, py), text in zip(xy, pts, texts):
+    for site, (px, py), text in zip(xy, pts, texts, strict=True):
         w, h = 0.64 * fontsize * len(text) + 2.0, fontsize + 1.0  # digits ≈ 0.64 em wide
         best, best_cost = None, np.inf
         for r in _RADII:

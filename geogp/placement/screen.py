@@ -136,7 +136,7 @@ class Screen:
             batch = order[done:done + self.batch]
             F = self.exact(batch, Ainv, h)
             rank = F / costs[batch] if costs is not None else F
-            for a, r, f in zip(batch, rank, F):
+            for a, r, f in zip(batch, rank, F, strict=True):
                 if r > best_rank or (r == best_rank and a < best):
                     best, best_score, best_rank = int(a), float(f), float(r)
             done += batch.size

@@ -137,7 +137,7 @@ class SparseFeaturePosterior:
         except InputError as err:
             raise type(err)(f"{what}: {err}") from None
         idx = self.basis.unravel(rows)
-        log_lam = self._log_amp + sum(c[i] for c, i in zip(self._log_coeffs, idx))
+        log_lam = self._log_amp + sum(c[i] for c, i in zip(self._log_coeffs, idx, strict=True))
         psi = np.exp(0.5 * log_lam) * vals
         keep = vals != 0.0
         new = np.unique(rows[keep][self._pos[rows[keep]] < 0])
@@ -263,7 +263,7 @@ class _GridOps:
         self.post, self.model, self.n, self.flat = post, model, len(locs), locs.flat
         self.coords_std = sc.x(locs.coords)
         self.axes_std = [(np.asarray(a, dtype=np.float64) - m) / s
-                         for a, m, s in zip(locs.axes, sc.x_mean, sc.x_scale)]
+                         for a, m, s in zip(locs.axes, sc.x_mean, sc.x_scale, strict=True)]
         (u, _), (v, _) = model.posterior_.axis_values(self.axes_std)
         self.U, self.V = u * np.exp(0.5 * post._log_amp), v
 

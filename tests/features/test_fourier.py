@@ -159,7 +159,7 @@ def test_complete_grid_gram_is_diagonal_when_lemma_holds(rng):
     """T12: W_d = N_d η_d and 2K_d ≤ N_d ⇒ ‖G − N·I‖_max ≤ 1e-9·N; the O(M) route matches."""
     shape = (12, 9)
     eta = np.array([0.1, 0.25])
-    ax = [np.arange(n) * e + 0.3 for n, e in zip(shape, eta)]
+    ax = [np.arange(n) * e + 0.3 for n, e in zip(shape, eta, strict=True)]
     vals = rng.normal(size=shape)
     X, y = _observed_points(ax, vals)
     center = np.array([(a[0] + a[-1]) / 2 for a in ax])

@@ -99,7 +99,7 @@ def test_singleton_band_is_squeezed(raster):
 @pytest.mark.parametrize("shape, dims", [((40,), ("x",)), ((2, 3, 30, 40), ("t", "z", "y", "x"))])
 def test_one_and_four_dimensional_arrays_are_refused(shape, dims):
     da = xr.DataArray(np.ones(shape), dims=dims,
-                      coords={d: np.arange(float(n)) for d, n in zip(dims, shape)})
+                      coords={d: np.arange(float(n)) for d, n in zip(dims, shape, strict=True)})
     with pytest.raises(InputError, match="dimension"):
         to_grid_data(da.rio.write_crs(3857))
 

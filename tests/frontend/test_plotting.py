@@ -60,7 +60,7 @@ def test_x_first_rasters_are_drawn_with_rows_along_y():
     da, pred = _pred(y, x, 32633)
     ref = plot_maps(da, pred)
     got = plot_maps(da.transpose("x", "y"), pred.transpose("x", "y"))
-    for a, b in zip(ref.axes[:2], got.axes[:2]):
+    for a, b in zip(ref.axes[:2], got.axes[:2], strict=True):
         np.testing.assert_array_equal(a.images[0].get_array(), b.images[0].get_array())
         assert b.images[0].get_array().shape == (6, 9)
 

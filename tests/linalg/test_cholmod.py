@@ -65,7 +65,7 @@ def test_gradient_matches_dense_autodiff(name, rng):
     weights = jnp.asarray(rng.standard_normal(pattern.n))
     g = _grad(_objective(cholmod, pattern, weights))(values, rhs)
     g_d = _grad(_objective(dense, pattern, weights))(values, rhs)
-    for got, want in zip(g, g_d):
+    for got, want in zip(g, g_d, strict=True):
         assert_allclose(got, want, rtol=1e-8, atol=1e-10 * np.abs(want).max())
 
 
@@ -80,7 +80,7 @@ def test_gradient_of_each_output_alone(which, rng):
 
     g = _grad(f(cholmod))(values, rhs)
     g_d = _grad(f(dense))(values, rhs)
-    for got, want in zip(g, g_d):
+    for got, want in zip(g, g_d, strict=True):
         assert_allclose(got, want, rtol=1e-8, atol=1e-10 * max(np.abs(want).max(), 1.0))
 
 
@@ -178,7 +178,7 @@ def test_multiple_right_hand_sides(rng):
     assert_allclose(x, x_d, rtol=1e-10, atol=1e-12)
     g = _grad(_objective(cholmod, pattern, weights))(values, rhs)
     g_d = _grad(_objective(dense, pattern, weights))(values, rhs)
-    for got, want in zip(g, g_d):
+    for got, want in zip(g, g_d, strict=True):
         assert_allclose(got, want, rtol=1e-8, atol=1e-10 * np.abs(want).max())
 
 
@@ -193,7 +193,7 @@ def test_jit_vmap_grad_composed(rng):
 
     g = composed(cholmod)(batch, rhs)
     g_d = composed(dense)(batch, rhs)
-    for got, want in zip(g, g_d):
+    for got, want in zip(g, g_d, strict=True):
         assert got.shape == want.shape
         assert_allclose(got, want, rtol=1e-8, atol=1e-10 * np.abs(want).max())
     # vmap over the right-hand side only, jitted value

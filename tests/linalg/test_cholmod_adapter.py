@@ -164,7 +164,7 @@ def test_v05_adapter_value_and_gradient_match_dense(mode, factor_class, rng):
     got = f(state.logdet_and_solve)(values, rhs)
     want = f(lambda v, b: dense.logdet_and_solve(pattern, v, b))(values, rhs)
     assert_allclose(got[0], want[0], rtol=1e-12)
-    for g, w in zip(got[1], want[1]):
+    for g, w in zip(got[1], want[1], strict=True):
         assert_allclose(g, w, rtol=1e-9, atol=1e-12)
     if factor_class is FakeCholeskyFactorWithSystem:
         assert {"system": "A"} in state.backend._factor.solve_calls

@@ -34,9 +34,9 @@ def _terms(rng):
 def _sum_objective(solve_terms, terms):
     """Σ_t (0.7 log|B_t| + w_tᵀx_t + 0.1 |x_t|²): both cotangents nonzero in every term."""
     def f(values, rhs):
-        out = solve_terms([(p, v, r) for (p, *_), v, r in zip(terms, values, rhs)])
+        out = solve_terms([(p, v, r) for (p, *_), v, r in zip(terms, values, rhs, strict=True)])
         return sum(0.7 * ld + jnp.sum(w * x) + 0.1 * jnp.sum(x**2)
-                   for (ld, x), (*_, w) in zip(out, terms))
+                   for (ld, x), (*_, w) in zip(out, terms, strict=True))
     return f
 
 
@@ -55,11 +55,11 @@ def test_values_and_gradients_match_the_dense_reference(prefetch, rng):
     want, (w_values, w_rhs) = jax.value_and_grad(_sum_objective(_dense_terms, terms),
                                                  argnums=(0, 1))(values, rhs)
     assert_allclose(value, want, rtol=1e-11)
-    for got, ref in zip(g_values + g_rhs, w_values + w_rhs):
+    for got, ref in zip(g_values + g_rhs, w_values + w_rhs, strict=True):
         assert_allclose(got, ref, rtol=1e-8, atol=1e-10)
     # every output, not only the sum: each term's logdet and solution
     for (ld, x), (p, v, r, _) in zip(cholmod_many.logdet_and_solve_many(
-            [(p, v, r) for p, v, r, _ in terms]), terms):
+            [(p, v, r) for p, v, r, _ in terms]), terms, strict=True):
         want_ld, want_x = dense.logdet_and_solve(p, v, r)
         assert_allclose(ld, want_ld, rtol=1e-12)
         assert_allclose(x, want_x, rtol=1e-10, atol=1e-12)
@@ -78,7 +78,7 @@ def test_same_gradient_as_term_by_term_and_repeatable(rng):
     a = vg_many(values, rhs)
     b = jax.jit(jax.value_and_grad(single, argnums=(0, 1)))(values, rhs)
     c = vg_many(values, rhs)
-    for x, y, z in zip(jax.tree.leaves(a), jax.tree.leaves(b), jax.tree.leaves(c)):
+    for x, y, z in zip(jax.tree.leaves(a), jax.tree.leaves(b), jax.tree.leaves(c), strict=True):
         assert_allclose(x, y, rtol=1e-13, atol=1e-15)
         np.testing.assert_array_equal(np.asarray(x), np.asarray(z))
 
@@ -91,7 +91,7 @@ def test_a_term_that_is_not_positive_definite_gives_nan_for_that_term_only(rng):
 
     def f(vals):
         out = cholmod_many.logdet_and_solve_many(
-            [(p, v, r) for (p, _, r, _), v in zip(terms, vals)])
+            [(p, v, r) for (p, _, r, _), v in zip(terms, vals, strict=True)])
         return out[0][0] + jnp.sum(out[0][1]), out[1][0] + jnp.sum(out[1][1])
 
     (first, second) = jax.jit(f)(values2)
@@ -191,7 +191,7 @@ def test_a_queued_inversion_is_taken_back_by_the_waiting_thread(rng, background_
     want, (w_values, w_rhs) = jax.value_and_grad(_sum_objective(_dense_terms, terms),
                                                  argnums=(0, 1))(values, rhs)
     assert_allclose(value, want, rtol=1e-11)
-    for got, ref in zip(g_values + g_rhs, w_values + w_rhs):
+    for got, ref in zip(g_values + g_rhs, w_values + w_rhs, strict=True):
         assert_allclose(got, ref, rtol=1e-8, atol=1e-10)
 
 

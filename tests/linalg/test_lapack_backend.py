@@ -49,7 +49,7 @@ def test_value_and_gradient_match_the_dense_reference(name, rng):
     w = jnp.asarray(rng.standard_normal(rhs.shape))
     got = jax.jit(jax.grad(_objective(lapack, pattern, w), argnums=(0, 1)))(values, rhs)
     ref = jax.jit(jax.grad(_objective(dense, pattern, w), argnums=(0, 1)))(values, rhs)
-    for g, r in zip(got, ref):
+    for g, r in zip(got, ref, strict=True):
         assert_allclose(g, r, rtol=1e-8, atol=1e-10)
 
 
@@ -59,7 +59,7 @@ def test_several_right_hand_sides_and_finite_differences(rng):
     f = _objective(lapack, pattern, w)
     got = jax.grad(f, argnums=(0, 1))(values, rhs)
     ref = jax.grad(_objective(dense, pattern, w), argnums=(0, 1))(values, rhs)
-    for g, r in zip(got, ref):
+    for g, r in zip(got, ref, strict=True):
         assert_allclose(g, r, rtol=1e-8, atol=1e-10)
     check_grads(f, (values, rhs), order=1, modes=["rev"], atol=1e-5, rtol=1e-5)
 

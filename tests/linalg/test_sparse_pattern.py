@@ -21,7 +21,7 @@ def test_from_coo_canonicalises_triangle_duplicates_and_diagonal():
     p = SparsePattern.from_coo(np.array([0, 2, 1, 2]), np.array([2, 0, 3, 0]), 4)
     assert p.n == 4
     # (2,0) given in both triangles and twice → once; (1,3) → (3,1); diagonal added
-    assert list(zip(p.rows.tolist(), p.cols.tolist())) == [
+    assert list(zip(p.rows.tolist(), p.cols.tolist(), strict=True)) == [
         (0, 0),
         (2, 0),
         (1, 1),
@@ -42,10 +42,10 @@ def test_from_scipy_takes_lower_triangle_and_keeps_explicit_zeros(rng):
     a = sp.csc_matrix(a)
     dense = a.toarray()
     coo = a.tocoo()
-    lower = {(i, j) for i, j in zip(coo.row, coo.col) if i >= j}
+    lower = {(i, j) for i, j in zip(coo.row, coo.col, strict=True) if i >= j}
     expected = lower | {(i, i) for i in range(30)}
     p = SparsePattern.from_scipy(a)
-    assert set(zip(p.rows.tolist(), p.cols.tolist())) == expected
+    assert set(zip(p.rows.tolist(), p.cols.tolist(), strict=True)) == expected
     keys = p.cols * p.n + p.rows
     assert np.all(np.diff(keys) > 0)  # CSC order
     values = p.values_from_scipy(a)

@@ -60,7 +60,7 @@ def test_exact_probes_reproduce_dense_bound_and_gradients(rng, n_dense):
     np.testing.assert_allclose(float(iterative(*args)), float(dense(*args)), rtol=1e-10)
     gd = jax.grad(dense, (0, 1, 2))(*args)
     gi = jax.grad(iterative, (0, 1, 2))(*args)
-    for a, b in zip(gi, gd):
+    for a, b in zip(gi, gd, strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-7,
                                    atol=1e-8 * np.abs(np.asarray(b)).max())
 

@@ -48,7 +48,7 @@ def grid_moments(axes, values):
     chunks = getattr(values, "chunks", None)
     if chunks is not None:
         b = np.cumsum((0,) + tuple(chunks[0]))
-        slices = [slice(int(p), int(q)) for p, q in zip(b[:-1], b[1:])]
+        slices = [slice(int(p), int(q)) for p, q in zip(b[:-1], b[1:], strict=True)]
     else:
         step = max(1, int(2**24 // max(1, int(np.prod(shape[1:])))))
         slices = [slice(i, i + step) for i in range(0, shape[0], step)]
@@ -91,8 +91,8 @@ def grid_standardizer(axes, values) -> tuple[Standardizer, int, np.ndarray]:
             y_std = np.inf
     if not y_std > 0:
         raise InputError("the observed cells all have the same value; there is nothing to model.")
-    x_mean = np.array([np.sum(w * a) / n_obs for a, w in zip(axes, ax_w)])
+    x_mean = np.array([np.sum(w * a) / n_obs for a, w in zip(axes, ax_w, strict=True)])
     x_std = np.array([np.sqrt(np.sum(w * (a - m) ** 2) / n_obs)
-                      for a, w, m in zip(axes, ax_w, x_mean)])
+                      for a, w, m in zip(axes, ax_w, x_mean, strict=True)])
     x_std = np.where(x_std > 0, x_std, eta)
     return Standardizer(x_mean, x_std, float(y_mean), float(y_std)), n_obs, eta

@@ -67,7 +67,7 @@ def on_grid(model, saxes: list, outside: str = "raise") -> tuple[np.ndarray, np.
     NaN outside the window (or raise there with ``outside='raise'``)."""
     ff, post = model.features_, model.posterior_
     half = ff.width / 2 * (1 + 1e-12)
-    inside_axes = [np.abs(a - c) <= h for a, c, h in zip(saxes, ff.center, half)]
+    inside_axes = [np.abs(a - c) <= h for a, c, h in zip(saxes, ff.center, half, strict=True)]
     if outside == "raise" and not all(m.all() for m in inside_axes):
         ff.check_inside(np.array([[a.min() for a in saxes], [a.max() for a in saxes]]), "raise",
                         model.scaler_)

@@ -253,7 +253,7 @@ class AFSRegressor:
         self._n_obs = n_obs
         x_mean, x_std, y_mean, y_std = (self.scaler_.x_mean, self.scaler_.x_scale,
                                         self.scaler_.y_mean, self.scaler_.y_scale)
-        saxes = [(a - m) / s for a, m, s in zip(axes, x_mean, x_std)]
+        saxes = [(a - m) / s for a, m, s in zip(axes, x_mean, x_std, strict=True)]
         seta = eta / x_std
         lo = np.array([a.min() for a in saxes])
         hi = np.array([a.max() for a in saxes])
@@ -264,7 +264,7 @@ class AFSRegressor:
         if complete and self.grid_mode == "diagonal" and self.lattice == "odd":
             # Lemma 3.1 mode: W_d = N_d η_d exactly, centred on the grid cells
             width = np.array(shape) * seta
-            if all(2 * k <= n for k, n in zip(self._features((lo + hi) / 2, width).n_freq, shape)):
+            if all(2 * k <= n for k, n in zip(self._features((lo + hi) / 2, width).n_freq, shape, strict=True)):
                 diagonal = width
         if self.grid_mode == "diagonal" and diagonal is None:
             warnings.warn("grid_mode='diagonal' needs a complete raster, the odd lattice and "
@@ -509,7 +509,7 @@ class AFSRegressor:
             raise InputError(f"expected {self.scaler_.x_mean.size} coordinate vector(s); got "
                              f"{len(axes)}.")
         saxes = [(np.asarray(a, dtype=np.float64).ravel() - m) / s
-                 for a, m, s in zip(axes, self.scaler_.x_mean, self.scaler_.x_scale)]
+                 for a, m, s in zip(axes, self.scaler_.x_mean, self.scaler_.x_scale, strict=True)]
         self.features_.check_inside(np.array([[a.min() for a in saxes],
                                               [a.max() for a in saxes]]), "raise", self.scaler_)
         return afs_sampling.sample_grid(self, saxes, n, np.random.default_rng(seed), observed)
@@ -524,6 +524,6 @@ class AFSRegressor:
             raise InputError(f"expected {self.scaler_.x_mean.size} coordinate vector(s), one per "
                              f"input dimension; got {len(axes)}.")
         axes = [np.asarray(a, dtype=np.float64) for a in axes]
-        saxes = [(a - m) / s for a, m, s in zip(axes, self.scaler_.x_mean, self.scaler_.x_scale)]
+        saxes = [(a - m) / s for a, m, s in zip(axes, self.scaler_.x_mean, self.scaler_.x_scale, strict=True)]
         mean, var = afs_predict.on_grid(self, saxes, outside)
         return self.scaler_.unscale(mean, var, self.noise_)

@@ -63,7 +63,7 @@ RANGE_MAX_EXTENTS = 10.0
 def log_range_cap(shape, h) -> float:
     """log of :data:`RANGE_MAX_EXTENTS` times the extent (longest side, lattice units) of a
     lattice of ``shape`` cells sized ``h``: the upper bound of every fitted log range."""
-    return math.log(RANGE_MAX_EXTENTS * max(n * hh for n, hh in zip(shape, h)))
+    return math.log(RANGE_MAX_EXTENTS * max(n * hh for n, hh in zip(shape, h, strict=True)))
 
 
 # --------------------------------------------------------------------------- operators
@@ -138,7 +138,7 @@ def spectral_weights(params, freq2, dw: float, kernel: str):
 def low_frequencies(shape, h, count: int, window: float) -> tuple[np.ndarray, float]:
     """The ``count`` lowest nonzero angular frequencies ω = 2π(j/L_y, k/L_x) of the half-plane
     (k > 0, or k = 0 and j > 0), L = window × lattice extent; returns ((count, 2), Δω)."""
-    lw = [window * n * hh for n, hh in zip(shape, h)]
+    lw = [window * n * hh for n, hh in zip(shape, h, strict=True)]
     dw = 4 * math.pi**2 / (lw[0] * lw[1])
     if count <= 0:
         return np.zeros((0, 2)), dw

@@ -106,7 +106,7 @@ class LatticeOutputsMixin:
         c, w, inside = self._bilinear(np.asarray(X, dtype=np.float64), "raise")
         rng = np.random.default_rng(seed)
         cells = self.sample_cells(n, rng).reshape(n, -1)
-        f = sum(wk[None, :] * cells[:, ck] for wk, ck in zip(w, c))
+        f = sum(wk[None, :] * cells[:, ck] for wk, ck in zip(w, c, strict=True))
         if observed:
             f = f + math.sqrt(self.noise_var_) * rng.standard_normal(f.shape)
         return self.scaler_.y_mean + self.scaler_.y_scale * f
@@ -147,8 +147,8 @@ class LatticeOutputsMixin:
             raise InputError(f"outside must be 'raise' or 'nan'; got {outside!r}.")
         X = np.asarray(X, dtype=np.float64)
         c, w, inside = self._bilinear(X, outside)
-        mean = sum(wk * self._mean[ck] for wk, ck in zip(w, c))
-        var = sum(wk**2 * self._var[ck] for wk, ck in zip(w, c))
+        mean = sum(wk * self._mean[ck] for wk, ck in zip(w, c, strict=True))
+        var = sum(wk**2 * self._var[ck] for wk, ck in zip(w, c, strict=True))
         cov = self._cov
         var = var + 2.0 * (w[0] * w[1] * cov[0, c[0]] + w[2] * w[3] * cov[0, c[2]]
                            + w[0] * w[2] * cov[1, c[0]] + w[1] * w[3] * cov[1, c[1]]

@@ -142,7 +142,7 @@ def lattice_posterior(model, params: dict, obs: np.ndarray, ys: np.ndarray, tile
             parts = kept.map(core_moments, args, getattr(model, "_tile_progress", None))
         ny, nx = model.shape_
         mean, var, cov = np.zeros((ny, nx)), np.zeros((ny, nx)), np.zeros((4, ny, nx))
-        for tile, (m_t, v_t, c_t) in zip(tiles, parts):
+        for tile, (m_t, v_t, c_t) in zip(tiles, parts, strict=True):
             mean[tile.core], var[tile.core] = m_t, v_t
             cov[(slice(None), *tile.core)] = c_t
     samples = None
@@ -285,7 +285,7 @@ def tile_statistics(est, raster: np.ndarray, tile: PosteriorTile, params, keep=F
     tile, the whole lattice): (M, log|Σ_g|, the state in float64, what samples need)."""
     mid = est._mid_factor()
     problem, cells, shape = _tile_problem(est, raster, tile)
-    core = tuple(slice(c.start - o, c.stop - o) for c, o in zip(tile.core, tile.offset))
+    core = tuple(slice(c.start - o, c.stop - o) for c, o in zip(tile.core, tile.offset, strict=True))
     _, ex, ext = extended_core(shape, core)
     s, m_mat, logdet_sigma, b_vals = solve_tile(params, problem, shape, mid,
                                                 rows=None if keep else ext, whole=keep)

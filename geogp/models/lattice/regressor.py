@@ -398,7 +398,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             out["log_range_mid"] = jnp.asarray(math.log(10.0 * rng))
             out["log_sd_mid"] = jnp.asarray(math.log(sd / math.sqrt(2.0)))
         if self._n_large():
-            ext = 0.25 * max(n * h for n, h in zip(self.shape_, self.h_))
+            ext = 0.25 * max(n * h for n, h in zip(self.shape_, self.h_, strict=True))
             out["log_range_large"] = jnp.asarray(math.log(ext))
             out["log_sd_large"] = jnp.asarray(math.log(sd))
         return out

@@ -76,7 +76,7 @@ def posterior_tiles(raster_shape, margin: int, core: int | None, halo: int,
             out.append((slice(lo, hi), slice(a, b), lo))
         return out
 
-    rows, cols = (axis(nr, nl) for nr, nl in zip(raster_shape, lattice))
+    rows, cols = (axis(nr, nl) for nr, nl in zip(raster_shape, lattice, strict=True))
     return [PosteriorTile((wr, wc), (cr, cc), (oy, ox))
             for wr, cr, oy in rows for wc, cc, ox in cols]
 

@@ -50,11 +50,11 @@ def fitting_tiles(shape: tuple[int, int], tile: int,
 def _solve_all(problems, systems) -> list:
     """[(log|B_t|, B_t⁻¹ rhs_t)] for every tile: in one batch when they share a solver that
     batches (CHOLMOD), else tile by tile."""
-    items = [(p.pattern, b, rhs) for p, (b, rhs, _, _) in zip(problems, systems)]
+    items = [(p.pattern, b, rhs) for p, (b, rhs, _, _) in zip(problems, systems, strict=True)]
     solver = problems[0].solve
     if all(p.solve == solver for p in problems):
         return solver.solve_many(items)
-    return [p.solve(*item) for p, item in zip(problems, items)]
+    return [p.solve(*item) for p, item in zip(problems, items, strict=True)]
 
 
 def composite_loss(params, problems: tuple[LatticeProblem, ...]):
@@ -62,7 +62,7 @@ def composite_loss(params, problems: tuple[LatticeProblem, ...]):
     systems = [sparse_system(params, p) for p in problems]
     total = 0.0
     for p, (_, rhs, logdet_q, noise), (logdet_b, s) in zip(problems, systems,
-                                                             _solve_all(problems, systems)):
+                                                             _solve_all(problems, systems), strict=True):
         logdet_sigma, m = statistics_from_solve(p, logdet_b, s, rhs, logdet_q, noise)
         total = total + dense_likelihood(params, m, logdet_sigma, p.n_obs, p.freq2, p.dw,
                                          p.kernel)[0]

@@ -212,7 +212,7 @@ class WaveletPosterior:
         rows, vals = basis.local_features(X)
         idx = basis.unravel(rows)
         log_lam = np.log(float(self.params["amplitude"])) + sum(
-            c[i] for c, i in zip(self.log_coeffs, idx))
+            c[i] for c, i in zip(self.log_coeffs, idx, strict=True))
         return rows, np.exp(0.5 * log_lam) * vals
 
     def prior_variance(self, X) -> np.ndarray:
@@ -303,7 +303,7 @@ class WaveletPosterior:
         Cost O(n_d K_d) (O(n_d K_d²) with ``quadratic``).
         """
         out = []
-        for b, coeff, x in zip(self.problem.basis.dims, self.log_coeffs, axes):
+        for b, coeff, x in zip(self.problem.basis.dims, self.log_coeffs, axes, strict=True):
             rows, vals = b.local_features(x)
             n, k = rows.shape
             u = np.exp(0.5 * coeff[rows]) * vals

@@ -309,7 +309,7 @@ class WaveletRegressor:
         self._standardise_and_lay_out(np.stack([Y[obs], X[obs]], axis=1), as_targets(v[obs]),
                                       spacing=pixel, needed_bytes=self._grid_needed_bytes)
         saxes = [(a - m) / sc for a, m, sc in zip((ay, ax), self.scaler_.x_mean,
-                                                   self.scaler_.x_scale)]
+                                                   self.scaler_.x_scale, strict=True)]
         t0 = time.perf_counter()
         self.stats_ = self.basis_.statistics(
             Grid(tuple(saxes), np.where(obs, self.scaler_.y(v), np.nan)), max_bytes=self.max_bytes)

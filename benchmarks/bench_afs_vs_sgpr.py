@@ -168,7 +168,7 @@ def run_afs(X, y, m_target, maxiter, window=DEFAULT_WIDTH_FACTOR):
 def run_sgpr(X, y, m, maxiter):
     model = SGPRRegressor("se", n_inducing=m, init="greedy", standardize=False,
                           lengthscale=0.2, variance=1.0, noise=1.0, maxiter=maxiter)
-    _, wall, cpu = _timed(model.fit, X, y)
+    _, _wall, cpu = _timed(model.fit, X, y)
     rep = model.report_
     params = {"kernel": model.kernel_, "noise": jnp.asarray(model.noise_)}
     Xj, yj, Zj = jnp.asarray(X), jnp.asarray(y), jnp.asarray(model.Z_)
@@ -245,9 +245,11 @@ def main(argv=None):
         print(f"\nspeed-up of {label} over SGPR at equal gap ({key} time; t(τ) = fastest run "
               "with |gap| ≤ τ nats)")
         print("  τ [nats]   AFS [s]   SGPR [s]   SGPR/AFS")
+        def f(v):
+            return f"{v:9.3f}" if v is not None else "      n/a"
+
         for tau, ta, ts, ratio in speedups(rows, label, key, taus):
-            f = (lambda v: f"{v:9.3f}" if v is not None else "      n/a")
-            print(f"  {tau:8.1f}  {f(ta)}  {f(ts)}   {('%8.1f×' % ratio) if ratio else '     n/a'}")
+            print(f"  {tau:8.1f}  {f(ta)}  {f(ts)}   {f'{ratio:8.1f}×' if ratio else '     n/a'}")
 
 
 if __name__ == "__main__":

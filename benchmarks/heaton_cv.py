@@ -182,9 +182,9 @@ def main(argv=None) -> int:
     print(header)
     for fk in fold_kinds:
         held = folds(da, fk)
-        runs = [(n, lambda n=n: run_geogp(da, held, CONFIGS[n])[0]) for n in names]
+        runs = [(n, lambda n=n, held=held: run_geogp(da, held, CONFIGS[n])[0]) for n in names]
         if not args.no_knn:
-            runs.append(("50-NN kriging (m32)", lambda: run_knn_kriging(da, held)))
+            runs.append(("50-NN kriging (m32)", lambda held=held: run_knn_kriging(da, held)))
         for name, fn in runs:
             r = fn()
             rows.append({"fold": fk, "method": name, **r})
@@ -202,7 +202,7 @@ def main(argv=None) -> int:
         out = Path(args.write)
         out.mkdir(parents=True, exist_ok=True)
         held = folds(da, "random")
-        _, model, pred = run_geogp(da, held, CONFIGS[names[-1]])
+        _, _model, pred = run_geogp(da, held, CONFIGS[names[-1]])
         geogp.write_geotiff(pred, out / "heaton_prediction.tif", overwrite=True)
         save_maps(out / "heaton_map.png", da.where(~held), pred, heldout=da.where(held), overwrite=True)
         print(f"wrote {out / 'heaton_prediction.tif'} and {out / 'heaton_map.png'}")

@@ -36,7 +36,7 @@ class _Base:
         """
         # lazy: importing xarray imports this module (geogp._accessors), which must not load
         # JAX and the models, nor re-enter geogp.api while geogp.api imports xarray
-        from geogp.api import fit
+        from geogp.api import fit  # noqa: PLC0415
 
         return fit(self._obj, model, **kwargs)
 

@@ -416,11 +416,10 @@ def to_grid_data(da, *, var: str | None = None, crs=None, nodata=None) -> GridDa
                 "every cell of the raster is missing (NaN or nodata); there is nothing to fit. "
                 "Check the nodata value and the variable."
             )
-    else:  # dask: one cheap reduction, so that the error is the right one
-        if not bool(np.isfinite(vals).any().compute()):
-            raise AllMissingError(
-                "every cell of the raster is missing (NaN or nodata); there is nothing to fit."
-            )
+    elif not bool(np.isfinite(vals).any().compute()):  # dask: one cheap reduction, so that
+        raise AllMissingError(                         # the error is the right one
+            "every cell of the raster is missing (NaN or nodata); there is nothing to fit."
+        )
     regular = reg_y and reg_x
     my, mx = spec.to_model(_ideal(y) if regular else y, _ideal(x) if regular else x)
     attrs = {k: v for k, v in da.attrs.items() if k not in _NODATA_KEYS}

@@ -123,7 +123,7 @@ class GeoRegressor(ReportMixin, DrawsMixin):
                 ``covariate_coef_`` gives their coefficients.
         """
         gaussian = self.likelihood == GAUSSIAN  # else an SVGP, whatever model says
-        if gaussian and self.model not in MODELS + (AUTO,):
+        if gaussian and self.model not in (*MODELS, AUTO):
             raise InputError(f"model must be one of {[AUTO, *MODELS]}; got "
                              f"{self.model!r}.")
         if (gaussian and self.share_hyperparameters and self.model != AUTO

@@ -98,7 +98,7 @@ def _check_readable(da: xr.DataArray, path: Path) -> None:
             da.load()
         else:
             y_dim = da.dims[-2]
-            da.isel({y_dim: [0, da.sizes[y_dim] - 1]}).values
+            da.isel({y_dim: [0, da.sizes[y_dim] - 1]}).values  # noqa: B018 - the read is the check
     except Exception as err:
         msg = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ReadError(f"cannot read the cells of {str(path)!r} ({msg}); the file is truncated "
@@ -455,10 +455,8 @@ def write_netcdf(pred: xr.Dataset, path, *, overwrite: bool = False) -> Path:
         ds = ds.rio.write_crs(ds.rio.crs)
         if x_dim is not None:  # after write_crs, which returns an object without them
             ds = ds.rio.set_spatial_dims(x_dim=x_dim, y_dim=y_dim).rio.write_coordinate_system()
-            try:
+            with contextlib.suppress(Exception):  # irregular grids have no affine transform
                 ds = ds.rio.write_transform(ds.rio.transform(recalc=True))
-            except Exception:  # irregular grids have no affine transform
-                pass
     ds.attrs.setdefault("Conventions", "CF-1.8")
     encoding = {}
     for v in ds.data_vars:

@@ -15,6 +15,7 @@ prediction) are left out, and an error is raised when none is left.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -129,7 +130,7 @@ DISTANCE_BINS = (1.0, 3.0, 10.0)
 def distance_labels(bins=DISTANCE_BINS) -> list:
     """Names of the strata cut at ``bins``: ['≤ 1', '1–3', '3–10', '> 10'] by default."""
     b = [f"{v:g}" for v in bins]
-    return [f"≤ {b[0]}"] + [f"{lo}–{hi}" for lo, hi in zip(b[:-1], b[1:], strict=True)] + [f"> {b[-1]}"]
+    return [f"≤ {b[0]}"] + [f"{lo}–{hi}" for lo, hi in itertools.pairwise(b)] + [f"> {b[-1]}"]
 
 
 def evaluate_by_distance(y, mean, std, distance, bins=DISTANCE_BINS, clusters=None):
@@ -143,7 +144,8 @@ def evaluate_by_distance(y, mean, std, distance, bins=DISTANCE_BINS, clusters=No
     per cell, e.g. its held-out gap), ``coverage95_se`` is the coverage's clustered standard
     error (:func:`clustered_standard_error`).
     """
-    import pandas as pd  # lazy: the scores need numpy and scipy only, the table pandas
+    # lazy: the scores need numpy and scipy only, the table pandas
+    import pandas as pd  # noqa: PLC0415
 
     y, mean, std, d = (np.asarray(a, dtype=np.float64).ravel() for a in (y, mean, std, distance))
     if not (y.size == mean.size == std.size == d.size):
@@ -154,7 +156,7 @@ def evaluate_by_distance(y, mean, std, distance, bins=DISTANCE_BINS, clusters=No
     edges = np.concatenate([[-np.inf], np.asarray(bins, dtype=np.float64), [np.inf]])
     names = distance_labels(bins)
     rows = {}
-    for i, name in enumerate(names + ["all"]):
+    for i, name in enumerate([*names, "all"]):
         sel = np.ones(d.size, bool) if name == "all" else (d > edges[i]) & (d <= edges[i + 1])
         ok = sel & np.isfinite(y) & np.isfinite(mean) & np.isfinite(std)
         if not ok.any():

@@ -7,6 +7,7 @@ moments as a Dataset with the input's coordinates, attributes and CRS (rioxarray
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,10 +62,8 @@ def target_from(spec: GridSpec, like=None, *, x=None, y=None) -> Target:
         yy, _ = check_axis(like[y_dim].values, y_dim, min_size=1)
         xx, _ = check_axis(like[x_dim].values, x_dim, min_size=1)
         like_crs = None
-        try:
+        with contextlib.suppress(Exception):
             like_crs = like.rio.crs
-        except Exception:
-            pass
         if like_crs is not None and spec.crs is not None and like_crs != spec.crs:
             raise InputError(
                 f"the target grid's CRS ({like_crs.to_string()}) differs from the model's "
@@ -121,7 +120,8 @@ def prediction_dataset(mean, var_latent, var_observed, dims: tuple, coords: dict
         Dataset with ``mean``; ``std`` (of a new observation, noise included); ``std_latent``;
         and ``quantiles`` (dims ``quantile, ...``) of a new observation when asked for.
     """
-    from scipy.stats import norm  # lazy: ~0.3 s to import, and only quantiles need it
+    # lazy: ~0.3 s to import, and only quantiles need it
+    from scipy.stats import norm  # noqa: PLC0415
 
     dims = ((extra_dim,) if extra_dim else ()) + tuple(dims)
 
@@ -145,7 +145,7 @@ def prediction_dataset(mean, var_latent, var_observed, dims: tuple, coords: dict
         q = check_quantiles(quantiles)
         z = norm.ppf(q).reshape((-1,) + (1,) * len(dims))
         qv = squeeze(mean)[None] + z * squeeze(std)[None]
-        data["quantiles"] = (("quantile",) + dims, qv,
+        data["quantiles"] = (("quantile", *dims), qv,
                              {"long_name": f"quantiles of a new observation of {label}"})
         coords["quantile"] = xr.Variable("quantile", q)
     for v in data.values():

@@ -9,6 +9,8 @@ the Agg backend before importing this module.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import xarray as xr
 
@@ -65,10 +67,8 @@ def _geometry(da, y_dim: str, x_dim: str):
         return (1.0 / max(np.cos(np.deg2rad(lat)), 1e-6), f"longitude [°E] ({x_dim})",
                 f"latitude [°N] ({y_dim})")
     unit = "m"
-    try:
+    with contextlib.suppress(Exception):
         unit = crs.linear_units or unit
-    except Exception:
-        pass
     unit = {"metre": "m", "meter": "m", "kilometre": "km", "foot": "ft", "US survey foot":
             "ftUS"}.get(unit, unit)
     return "equal", f"{x_dim} [{unit}]", f"{y_dim} [{unit}]"
@@ -129,7 +129,7 @@ def plot_maps(observed: xr.DataArray | None, prediction: xr.Dataset,
     Returns:
         The :class:`matplotlib.figure.Figure`.
     """
-    import matplotlib.pyplot as plt  # lazy: the caller chooses the backend first
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - lazy: the caller chooses the backend first
 
     def two_d(a):  # the first slice of an extra dimension, rows = y whatever the input order
         extra = [d for d in a.dims if d not in (y_dim, x_dim)]
@@ -240,7 +240,7 @@ def _figsize(n: int, extent, aspect) -> tuple:
 
 def save_figure(fig, path, *, overwrite: bool = False, dpi: int = 110):
     """Write ``fig`` atomically to ``path`` (format from the suffix), then close it."""
-    import matplotlib.pyplot as plt  # lazy: the caller chooses the backend first
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - lazy: the caller chooses the backend first
 
     try:
         with atomic_path(path, overwrite) as tmp:

@@ -36,7 +36,7 @@ ELL_ARD = (0.6, 1.4)  # docs/model.md (kernels), T1 (D = 2, ARD)
 def _density_on_axis(kern, n_dims: int):
     """ξ ↦ S(ξ e₁) in D dimensions, vectorised over a numpy array of |ξ|, jitted once."""
     f = jax.jit(lambda x: kern.spectral_density(
-        jnp.concatenate([x[..., None], jnp.zeros(x.shape + (n_dims - 1,))], axis=-1)))
+        jnp.concatenate([x[..., None], jnp.zeros((*x.shape, n_dims - 1))], axis=-1)))
     return lambda x: np.asarray(f(jnp.asarray(x, dtype=jnp.float64)))
 
 
@@ -44,7 +44,7 @@ def _radial_k(name: str, n_dims: int, ell=ELL, var=VAR):
     """r ↦ k(r e₁) from the numpy reference, vectorised."""
     def k(r):
         r = np.asarray(r, dtype=np.float64)
-        e = np.zeros(r.shape + (n_dims,))
+        e = np.zeros((*r.shape, n_dims))
         e[..., 0] = r
         return kernels_np.k(name, e, ell, var)
     return k
@@ -125,7 +125,7 @@ def test_density_3d_isotropic_integrates_to_variance():
     """D = 3 (the largest supported): 4π∫₀^∞ S(ρ) ρ² dρ = σ_f² for every kernel."""
     for name, cls in CLASSES.items():
         S = _density_on_axis(cls(lengthscale=ELL, variance=VAR), 3)
-        val, _ = scipy.integrate.quad(lambda x: float(S(x)) * x * x, 0, np.inf, epsabs=1e-14,
+        val, _ = scipy.integrate.quad(lambda x, S=S: float(S(x)) * x * x, 0, np.inf, epsabs=1e-14,
                                       epsrel=1e-12, limit=500)
         assert_allclose(4 * np.pi * val, VAR, rtol=1e-8, err_msg=name)
 

@@ -131,7 +131,7 @@ def brute_scores(ref, strategy, criterion, n_cands, targets, chosen):
         if strategy == "variance":
             out[a] = ref.cov(chosen, [a], [a])[0, 0] + s2
         elif strategy == "mi":
-            new = ref.cov(chosen + [a], targets, targets) + s2 * np.eye(len(targets))
+            new = ref.cov([*chosen, a], targets, targets) + s2 * np.eye(len(targets))
             if criterion == "marginal":
                 out[a] = 0.5 * np.sum(np.log(np.diag(base)) - np.log(np.diag(new)))
             else:
@@ -431,7 +431,7 @@ def test_bad_candidates_raise_input_error(afs):
         [AXIS, AXIS], np.add.outer(AXIS, AXIS))
     with pytest.raises(InputError, match="not available for the lattice model"):
         suggest_sites(lattice, _cands(), 1, strategy="krause")
-    with pytest.raises(InputError, match="'reduction'.*available for the lattice model"):
+    with pytest.raises(InputError, match=r"'reduction'.*available for the lattice model"):
         suggest_sites(afs, _cands(), 1, strategy="reduction")
 
 

@@ -67,6 +67,7 @@ to keep it to a few minutes there; ``--budget`` (seconds) also stops the iterati
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -352,8 +353,8 @@ def peer_tiled_exact(s: Split, args):
     xbounds = np.linspace(0, nx, tx + 1).round().astype(int)
     h = args.halo
     n_max = widened = 0
-    for a, b in zip(ybounds[:-1], ybounds[1:], strict=True):
-        for c, d in zip(xbounds[:-1], xbounds[1:], strict=True):
+    for a, b in itertools.pairwise(ybounds):
+        for c, d in itertools.pairwise(xbounds):
             te = (iy_te >= a) & (iy_te < b) & (ix_te >= c) & (ix_te < d)
             if not te.any():
                 continue

@@ -20,7 +20,7 @@ __all__ = ["TABLE_SUFFIXES", "VECTOR_SUFFIXES", "points_grid", "read_table"]
 
 
 VECTOR_SUFFIXES = (".gpkg", ".geojson", ".json", ".shp", ".fgb")
-TABLE_SUFFIXES = (".csv",) + VECTOR_SUFFIXES
+TABLE_SUFFIXES = (".csv", *VECTOR_SUFFIXES)
 
 
 def _read_vector(args):

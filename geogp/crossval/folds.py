@@ -175,7 +175,7 @@ def gap_folds(observed, n_folds: int = 5, *, fraction: float = 0.15, seed: int =
     n_obs = int(obs.sum())
     target = fraction * n_obs
     rng = np.random.default_rng(seed)
-    folds = np.zeros((n_folds,) + obs.shape, dtype=bool)
+    folds = np.zeros((n_folds, *obs.shape), dtype=bool)
     # draw shapes with probability ∝ their size, so that held-out cells come from shapes as
     # the real missing cells do (a random gap cell usually belongs to a large cloud)
     sizes = np.array([s.sum() for s in shapes], dtype=np.float64)
@@ -223,7 +223,7 @@ def random_folds(observed, n_folds: int = 5, *, fraction: float | None = None,
     folds = np.zeros((n_folds, obs.size), dtype=bool)
     for k in range(n_folds):
         folds[k, order[cuts[k]:cuts[k + 1]]] = True
-    return _check_nonempty(folds.reshape((n_folds,) + obs.shape), "random")
+    return _check_nonempty(folds.reshape((n_folds, *obs.shape)), "random")
 
 
 def block_folds(observed, n_folds: int = 5, *, block: int | tuple | None = None,

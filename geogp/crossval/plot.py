@@ -18,7 +18,8 @@ __all__ = ["plot_cv"]
 
 def plot_cv(result):
     """The figure of a :class:`~geogp.crossval.CVResult` (matplotlib)."""
-    import matplotlib.pyplot as plt  # lazy: matplotlib loads only when a figure is drawn
+    # lazy: matplotlib loads only when a figure is drawn
+    import matplotlib.pyplot as plt  # noqa: PLC0415
 
 
     levels, empirical = result.reliability()

@@ -8,6 +8,8 @@ evidence is the collapsed variational bound.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from geogp.families.generic import Family, kernel_facts, observed_cells
@@ -33,7 +35,7 @@ class AFSFamily(Family):
     default_maxiter = 300
     setup_phase = "statistics + compile"
     default_kernel = DEFAULT_KERNEL
-    defaults = {"n_features": DEFAULT_FEATURES, "mean": DEFAULT_MEAN}
+    defaults: ClassVar[dict] = {"n_features": DEFAULT_FEATURES, "mean": DEFAULT_MEAN}
 
     def widen(self, est, lo, hi, t_lo, t_hi, scale) -> None:
         """Window width = extent·window_factor + 2·margin·extent, centred on the data's box."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
+from typing import ClassVar
 
 import numpy as np
 
@@ -49,7 +50,7 @@ class Family:
     placement_strategy = "mi"  # geogp place's default strategy
     setup_phase = "setup + compile"  # the progress bar of what precedes the optimiser
     default_kernel = "matern12"  # for models that take kernel= (see make)
-    defaults: dict = {}
+    defaults: ClassVar[dict] = {}  # options that make() sets unless given
     unknowns_word = "Fourier features"
 
     # ------------------------------------------------------------------ building
@@ -186,8 +187,9 @@ class Family:
         so computing them together (one ``dask.compute``) predicts each block once. Points
         outside the window raise now (the grid's corners are predicted at once), not when
         the arrays are read."""
-        import dask  # lazy: keeps `import geogp` light (dask only for lazy predictions)
-        import dask.array as dsa
+        # lazy: keeps `import geogp` light (dask only for lazy predictions)
+        import dask  # noqa: PLC0415
+        import dask.array as dsa  # noqa: PLC0415
 
         warn_if_far(est, axes=axes)
         ys, xs = (np.asarray(a, dtype=np.float64) for a in axes)
@@ -226,7 +228,7 @@ class Family:
 
     def unknowns(self, est, n_features) -> str:
         """What the model's unknowns are, in words ("" without a count)."""
-        if n_features is None or n_features != n_features:  # None or NaN
+        if n_features is None or n_features != n_features:  # noqa: PLR0124 - None or NaN
             return ""
         return f", {number(int(n_features))} {self.unknowns_word}"
 

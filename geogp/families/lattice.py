@@ -6,6 +6,7 @@ where it does not fit); samples by its sparse sampler; its evidence is the REML 
 from __future__ import annotations
 
 import sys
+from typing import ClassVar
 
 import numpy as np
 
@@ -35,7 +36,7 @@ class LatticeFamily(Family):
     savable = can_sample = takes_covariates = single_range = estimates_cost = True
     default_maxiter = 100
     placement_strategy = "reduction"  # total variance reduction (geogp.placement.lattice)
-    defaults = {"large_scale": DEFAULT_LARGE_SCALE, "mid_scale": DEFAULT_MID_SCALE}
+    defaults: ClassVar[dict] = {"large_scale": DEFAULT_LARGE_SCALE, "mid_scale": DEFAULT_MID_SCALE}
 
     def make(self, options: dict | None = None, *, kernel=None, n_features=None,
              progress=None):

@@ -23,6 +23,7 @@ same for any chunk size, and a dask array is processed block by block (bounded m
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -74,7 +75,7 @@ class SufficientStats:
 
     def __post_init__(self):
         G, r = (self.G.shape if self.matrix_free else np.shape(self.G)), np.shape(self.r)
-        if len(r) != 1 or ((r[0], r[0]) != G and not (self.diagonal and r == G)):
+        if len(r) != 1 or (G != (r[0], r[0]) and not (self.diagonal and G == r)):
             raise InputError(f"inconsistent statistics: G has shape {G}, r has shape {r}.")
 
     @property
@@ -133,7 +134,7 @@ class _TrendAccumulator:
         self.powers = powers
         if powers is not None:
             p = len(powers)
-            self.L = np.zeros((p,) + trig.bin_sizes(ff, "linear"), dtype=np.complex128)
+            self.L = np.zeros((p, *trig.bin_sizes(ff, "linear")), dtype=np.complex128)
             self.F = np.zeros((ff.n_features, p))
             self.HH = np.zeros((p, p))
             self.Hy = np.zeros(p)
@@ -271,8 +272,8 @@ def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
     step = _rows_per_chunk(row_bytes * 4, chunk_bytes)
     chunks = getattr(values, "chunks", None)
     if chunks is not None:  # dask: follow its blocks along the first axis
-        bounds = np.cumsum((0,) + tuple(chunks[0]))
-        slices = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        bounds = np.cumsum((0, *chunks[0]))
+        slices = [slice(int(a), int(b)) for a, b in itertools.pairwise(bounds)]
     else:
         slices = [slice(s, s + step) for s in range(0, shape[0], step)]
     for sl in slices:
@@ -328,11 +329,11 @@ def grid_noise_projection(ff: FourierFeatures, axes: list, values, n_samples: in
     shape = tuple(int(s) for s in values.shape)
     row_bytes = 16.0 * n_samples * int(np.prod(shape[1:])) * 3
     step = _rows_per_chunk(row_bytes, chunk_bytes)
-    L = np.zeros((n_samples,) + trig.bin_sizes(ff, "linear"), dtype=np.complex128)
+    L = np.zeros((n_samples, *trig.bin_sizes(ff, "linear")), dtype=np.complex128)
     for start in range(0, shape[0], step):
         sl = slice(start, start + step)
         obs = np.isfinite(np.asarray(values[sl], dtype=np.float64))
-        eta = rng.standard_normal(obs.shape + (n_samples,)) * obs[..., None]
+        eta = rng.standard_normal((*obs.shape, n_samples)) * obs[..., None]
         sub_axes = [np.asarray(axes[0])[sl]] + [np.asarray(a) for a in axes[1:]]
         L += trig.grid_bins(ff, sub_axes, eta, "linear")  # batch axis comes out first
     return _assemble_batch(ff, L)
@@ -343,4 +344,4 @@ def points_noise_projection(ff: FourierFeatures, X, n_samples: int, rng) -> np.n
     X = np.asarray(X, dtype=np.float64)
     eta = rng.standard_normal((n_samples, X.shape[0]))
     L = trig.points_bins(ff, X, eta, "linear")
-    return _assemble_batch(ff, L.reshape((n_samples,) + trig.bin_sizes(ff, "linear")))
+    return _assemble_batch(ff, L.reshape((n_samples, *trig.bin_sizes(ff, "linear"))))

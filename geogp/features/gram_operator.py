@@ -131,12 +131,12 @@ class GramOperator:
         """
         C = np.asarray(C, dtype=np.complex128)
         P = C.shape
-        if bin_sizes(ff, "quadratic") != P:
+        if P != bin_sizes(ff, "quadratic"):
             raise ValueError(f"quadratic-form bins of shape {P} do not match the features "
                              f"({bin_sizes(ff, 'quadratic')}).")
         Q = _lattice_size(ff)
         # Cq(J') = C(J' + 2·offset): bin J of C goes to J' = J − 2·offset
-        Cq = embed_bins(C, Q, shift=int(round(-2 * _offset(ff))))
+        Cq = embed_bins(C, Q, shift=round(-2 * _offset(ff)))
         chat = np.fft.fftn(Cq) * float(np.prod(Q))
         coef, index = _sign_terms(ff, Q)
         low = G_low = None
@@ -164,7 +164,7 @@ class GramOperator:
         vals = (self.coef[:, :, None] * V[None, :, :]).reshape(-1, B)
         a = jnp.zeros((int(np.prod(Q)), B), dtype=jnp.complex128).at[self.index.ravel()].add(vals)
         axes = tuple(range(len(Q)))
-        a = jnp.fft.ifftn(a.reshape(Q + (B,)), axes=axes)
+        a = jnp.fft.ifftn(a.reshape((*Q, B)), axes=axes)
         b = jnp.fft.ifftn(a * self.chat[..., None], axes=axes).reshape(-1, B)
         out = jnp.sum(self.coef[:, :, None] * b[self.index], axis=0).real
         return out[:, 0] if squeeze else out

@@ -235,18 +235,18 @@ def product_coefficients(ff: FourierFeatures, B1: np.ndarray, B2: np.ndarray) ->
     D = ff.n_dims
     Pl = bin_sizes(ff, "linear")
     Pq = bin_sizes(ff, "quadratic")
-    B1 = np.asarray(B1, dtype=np.complex128).reshape((-1,) + Pl)
-    B2 = np.asarray(B2, dtype=np.complex128).reshape((-1,) + Pl)
+    B1 = np.asarray(B1, dtype=np.complex128).reshape((-1, *Pl))
+    B2 = np.asarray(B2, dtype=np.complex128).reshape((-1, *Pl))
     L = tuple(scipy.fft.next_fast_len(2 * p + 2) for p in Pl)
     axes = tuple(range(1, D + 1))
 
     def embed(B, flip=False):
-        out = np.zeros((B.shape[0],) + L, dtype=np.complex128)
+        out = np.zeros((B.shape[0], *L), dtype=np.complex128)
         idx = []
         for d in range(D):
             j = _bin_values(Pl[d])
             idx.append(np.mod(-j if flip else j, L[d]))
-        out[(slice(None),) + np.ix_(*idx)] = np.conj(B) if flip else B
+        out[(slice(None), *np.ix_(*idx))] = np.conj(B) if flip else B
         return scipy.fft.fftn(out, axes=axes)
 
     F1 = embed(B1)
@@ -308,7 +308,8 @@ def evaluate_grid(ff: FourierFeatures, axes: list, coef: np.ndarray, kind: str) 
 
 
 def _finufft(ff: FourierFeatures, X: np.ndarray):
-    import finufft  # lazy: the compiled NUFFT library loads only when points need it
+    # lazy: the compiled NUFFT library loads only when points need it
+    import finufft  # noqa: PLC0415
 
     u = (X - ff.center) / ff.period  # in [−½, ½] inside the window
     return finufft, [2 * np.pi * u[:, d] for d in range(ff.n_dims)], u

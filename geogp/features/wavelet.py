@@ -168,7 +168,7 @@ class WaveletBasis:
                 f"got shape {X.shape}."
             )
         win = self.window
-        out = (win[:, 0] > X) | (win[:, 1] < X)
+        out = (X < win[:, 0]) | (X > win[:, 1])
         if out.any():
             n, d = np.argwhere(out)[0]
             raise OutsideWindowError(
@@ -251,7 +251,7 @@ class WaveletBasis:
 
 def _columns_to_csc(rows: np.ndarray, vals: np.ndarray, n_rows: int) -> sp.csc_matrix:
     """CSC matrix whose column n holds vals[n] at rows[n] (distinct), dropping exact zeros."""
-    n, k = rows.shape
+    n, _k = rows.shape
     keep = vals != 0.0
     indptr = np.concatenate([[0], np.cumsum(keep.sum(axis=1))])
     mat = sp.csc_matrix((vals[keep], rows[keep], indptr), shape=(n_rows, n))

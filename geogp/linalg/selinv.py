@@ -81,7 +81,7 @@ _blas_state: dict[str, Any] = {"controller": None, "depth": 0, "limiter": None}
 def reset_blas_limiter() -> None:
     """In a forked child, which has none of the parent's threads: a new lock, and the BLAS
     limiter's bookkeeping reset."""
-    global _BLAS_LOCK
+    global _BLAS_LOCK  # noqa: PLW0603 - the parent's lock may be held by a thread the child lacks
     _BLAS_LOCK = threading.Lock()
     _blas_state.update(depth=0, limiter=None)
 
@@ -216,10 +216,7 @@ def _takahashi_kernel(indptr, indices, data, starts, z):  # pragma: no cover - c
                         for c in range(q + 1):
                             w[a, c] += lq * linv[q, c]
         # ---- Y = Z_RR W: Z_RR is read from ancestor columns of z ----
-        if use_blas:
-            zrr = np.empty((r, r))
-        else:
-            zrr = np.empty((0, 0))
+        zrr = np.empty((r, r)) if use_blas else np.empty((0, 0))
         y = np.zeros((r, s))
         for a in range(r):
             k = indices[p0 + s + a]

@@ -273,7 +273,7 @@ def iterative_posterior(log_lam, noise, kvar0, stats, noise_projection=None, n_s
             its.extend(np.asarray(n_it).tolist())
     else:
         n_samples = 0
-    if max([int(np.asarray(it_mean)[0])] + its) >= options.maxiter:
+    if max([int(np.asarray(it_mean)[0]), *its]) >= options.maxiter:
         warnings.warn(f"conjugate gradients reached {options.maxiter} iterations without the "
                       f"requested tolerance {options.tol:g}; the posterior is approximate. A "
                       "larger dense_block (preconditioner) or fewer features will help.",

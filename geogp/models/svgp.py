@@ -82,7 +82,7 @@ def gaussian_optimal_q(Psi, y, noise, b=0.0):
     C = np.linalg.cholesky(A)
     m = np.linalg.solve(A, Psi.T @ (np.asarray(y) - b)) / noise
     Cinv = np.linalg.solve(C, np.eye(C.shape[0]))  # A⁻¹ = C⁻ᵀC⁻¹ = (C⁻ᵀ)(C⁻ᵀ)ᵀ
-    Q, R = np.linalg.qr(Cinv)  # C⁻ᵀ = Rᵀ Qᵀ: L = Rᵀ with a positive diagonal
+    _Q, R = np.linalg.qr(Cinv)  # C⁻ᵀ = Rᵀ Qᵀ: L = Rᵀ with a positive diagonal
     L = (R * np.sign(np.diag(R))[:, None]).T
     return m, L
 

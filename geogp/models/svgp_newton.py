@@ -104,7 +104,7 @@ def optimal_q(psi_chunks, y, offset, m, L, b, k0, lik, params, *, learn_mean=Tru
             P = (1 - rho) * P_old + rho * P_new
             C = np.linalg.cholesky(P)           # P = CCᵀ, S = C⁻ᵀC⁻¹
             Cinv = np.linalg.solve(C, np.eye(M))
-            Q, R = np.linalg.qr(Cinv)           # C⁻ᵀ = RᵀQᵀ: a lower-triangular factor of S
+            _Q, R = np.linalg.qr(Cinv)           # C⁻ᵀ = RᵀQᵀ: a lower-triangular factor of S
             L_try = (R * np.sign(np.diag(R))[:, None]).T
             m_try = m + rho * step[:M]
             b_try = b + rho * step[M] if learn_mean else b

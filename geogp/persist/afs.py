@@ -77,7 +77,7 @@ def save_afs(est, pre: str, arrays: dict) -> dict:
                  "kernel": est.kernel if isinstance(est.kernel, str) else None},
         "n_freq": list(ff.n_freq), "lattice": ff.lattice, "diagonal": bool(st.diagonal),
         "matrix_free": bool(st.matrix_free),
-        "cg_iterations": (list(post.cg_iterations[:1]) + [list(post.cg_iterations[1])]
+        "cg_iterations": ([*post.cg_iterations[:1], list(post.cg_iterations[1])]
                           if st.matrix_free else None),
         "kernel_parts": _kernel_parts(est.kernel_), "noise": float(est.noise_),
         "posterior_noise": float(post.noise), "kvar0": float(post.kvar0),

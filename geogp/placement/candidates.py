@@ -101,7 +101,7 @@ class Candidates:
             return Candidates(self.coords[keep]), True
         shape = tuple(a.size for a in self.axes)
         idx = np.unravel_index(self.flat, shape)
-        step = max(1, int(math.floor((n / max_n) ** (1 / len(shape)))))
+        step = max(1, math.floor((n / max_n) ** (1 / len(shape))))
         while True:
             blocks = tuple(-(-s // step) for s in shape)
             key = np.ravel_multi_index(tuple(i // step for i in idx), blocks)

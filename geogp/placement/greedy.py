@@ -265,7 +265,7 @@ def _lazy_pop(g: Greedy, heap, stamp, step, active, costs, fresh_gain):
     """Lazy greedy (Minoux; Krause et al. 2008): re-evaluate stale tops in batches until the top
     of the heap is fresh. Returns the chosen candidate or None."""
     while heap:
-        neg, c = heap[0]
+        _, c = heap[0]
         if not active[c]:
             heapq.heappop(heap)
             continue
@@ -274,7 +274,7 @@ def _lazy_pop(g: Greedy, heap, stamp, step, active, costs, fresh_gain):
             return c
         batch = []
         while heap and len(batch) < g.lazy_batch:
-            neg, c = heap[0]
+            _, c = heap[0]
             if not active[c]:
                 heapq.heappop(heap)
                 continue

@@ -82,8 +82,8 @@ class _FourierOps:
 
     def _weights_tensor(self, W) -> np.ndarray:
         """(B, R_1, ..., R_D) tensor of λ½ ⊙ W placed at each feature's per-dimension rows."""
-        T = np.zeros((W.shape[1],) + self._lam_tensor.shape)
-        T[(slice(None),) + tuple(self.ff.rows.T)] = (self.sl[:, None] * W).T
+        T = np.zeros((W.shape[1], *self._lam_tensor.shape))
+        T[(slice(None), *self.ff.rows.T)] = (self.sl[:, None] * W).T
         return T
 
     def sq_norms(self) -> np.ndarray:
@@ -194,7 +194,7 @@ class _GridOps(_FourierOps):
         row = int(np.prod(self.shape[1:]))
         step = max(1, _BLOCK // (4 * max(row, 1)))
         for s in range(0, self.shape[0], step):
-            axes = [self.saxes[0][s:s + step]] + list(self.saxes[1:])
+            axes = [self.saxes[0][s:s + step], *self.saxes[1:]]
             C = C + trig.grid_bins(self.ff, axes, full[s:s + step], "quadratic")
         G = trig.assemble_gram(self.ff, C)
         return self.sl[:, None] * G * self.sl[None, :]
@@ -208,7 +208,8 @@ class _PointOps(_FourierOps):
         self._plan = None
 
     def _nufft(self, w) -> np.ndarray:
-        import finufft  # lazy: the compiled NUFFT library loads only when points need it
+        # lazy: the compiled NUFFT library loads only when points need it
+        import finufft  # noqa: PLC0415
 
         ff = self.ff
         if self._plan is None:

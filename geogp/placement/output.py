@@ -102,7 +102,8 @@ def plot_sites(sites: pd.DataFrame, std=None, x_coords=None, y_coords=None, *, a
     Returns:
         The matplotlib Axes.
     """
-    import matplotlib.pyplot as plt  # lazy: matplotlib loads only when a figure is drawn
+    # lazy: matplotlib loads only when a figure is drawn
+    import matplotlib.pyplot as plt  # noqa: PLC0415
 
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 5.5))
@@ -147,7 +148,7 @@ def _place_labels(ax, xy, texts, obstacles, fontsize: float = 8.0):
     """Annotate ``xy`` (N, 2, data units) with ``texts`` so that no two labels overlap and no
     label covers a marker (``obstacles``), greedily in order: for each site, the first offset
     (nearest ring first) whose box is free; failing that, the least-overlapping one."""
-    import matplotlib.patheffects as pe  # lazy: as above
+    import matplotlib.patheffects as pe  # noqa: PLC0415 - lazy: as above
 
     to_pt = 72.0 / ax.figure.dpi
     pts = ax.transData.transform(xy) * to_pt  # display points

@@ -67,10 +67,9 @@ def _min_distance(value, model, coords, n_sites: int) -> tuple[float, bool]:
             raise InputError(f"min_distance must be a number ≥ 0 or 'auto'; got {value!r}.")
         if is_lattice(model):  # its cap counts the uncertain candidates only
             return lattice_min_distance(model, coords, n_sites), True
-        if is_wavelet(model):  # no kernel_: its effective lengthscale over the candidates
-            out = wavelet_min_distance(model, coords)
-        else:
-            out = auto_min_distance(model)
+        # the wavelet model has no kernel_: its effective lengthscale over the candidates
+        out = (wavelet_min_distance(model, coords) if is_wavelet(model)
+               else auto_min_distance(model))
         return min(out, packing_distance(coords, n_sites)), True
     try:
         out = float(value)

@@ -23,8 +23,8 @@ def _alias_sum(kernel, r, period, signed, n_alias=2):
     """Σ_j (±1)^{Σj} k(r − T∘j): the kernel implied by a saturated lattice (docs/afs.md, lattices)."""
     D = r.shape[-1]
     out = np.zeros(r.shape[:-1])
-    for j in itertools.product(range(-n_alias, n_alias + 1), repeat=D):
-        j = np.array(j)
+    for jj in itertools.product(range(-n_alias, n_alias + 1), repeat=D):
+        j = np.array(jj)
         sign = (-1.0) ** j.sum() if signed else 1.0
         out += sign * np.asarray(kernel.evaluate(r - period * j))
     return out
@@ -63,7 +63,7 @@ def test_mask_dimensionwise_equals_cube_then_mask():
 def test_mask_is_closed_under_sign_flips():
     """T9: every |z| kept appears with all its cos/sin combinations (2^D rows on the odd lattice)."""
     ff = FourierFeatures.build([0, 0], [3, 2], (8, 5))
-    freqs, counts = np.unique(ff.frequencies, axis=0, return_counts=True)
+    _freqs, counts = np.unique(ff.frequencies, axis=0, return_counts=True)
     assert np.all(counts == 4)
     kinds = {tuple(ff.frequencies[i]): set() for i in range(ff.n_features)}
     for i in range(ff.n_features):
@@ -174,7 +174,7 @@ def test_complete_grid_gram_is_diagonal_when_lemma_holds(rng):
     # violation: K too large for the grid -> refused
     ff_bad = FourierFeatures.build(center, np.array(shape) * eta, (7, 4), mask=False)
     assert not grid_lemma_holds(shape, ff_bad.n_freq)
-    with pytest.raises(InputError, match="Lemma 3.1"):
+    with pytest.raises(InputError, match=r"Lemma 3.1"):
         grid_stats(ff_bad, ax, vals, diagonal=True)
     gap = vals.copy()
     gap[0, 0] = np.nan

@@ -45,7 +45,7 @@ def test_matvec_equals_dense_gram(rng, lattice, D, K):
 
 
 def test_dense_block_is_the_low_frequency_submatrix(rng):
-    ff, X, w, C = _points_case(rng, "odd", 2, (6, 6))
+    ff, X, _w, C = _points_case(rng, "odd", 2, (6, 6))
     op = GramOperator.from_bins(ff, C, n_dense=20)
     low = lowest_frequencies(ff, 20)
     freq = np.linalg.norm(ff.frequencies, axis=1)
@@ -59,7 +59,7 @@ def test_dense_block_is_the_low_frequency_submatrix(rng):
 
 def test_operator_passes_through_jit_and_grad(rng):
     """The operator is a pytree; d/dv (uᵀG v) = G u (G symmetric) through the FFTs."""
-    ff, X, w, C = _points_case(rng, "odd", 2, (4, 4))
+    ff, _X, _w, C = _points_case(rng, "odd", 2, (4, 4))
     op = GramOperator.from_bins(ff, C)
     u = jnp.asarray(rng.normal(size=ff.n_features))
     g = jax.jit(jax.grad(lambda v, o: u @ o.matvec(v)))(jnp.zeros(ff.n_features), op)
@@ -101,7 +101,7 @@ def test_noise_projections_are_phi_eta(rng):
     Y, X = np.meshgrid(*axes, indexing="ij")
     Phi = ff(np.stack([Y[obs], X[obs]], axis=1))
     R = grid_noise_projection(ff, axes, v, 3, np.random.default_rng(7))  # one chunk
-    eta = np.random.default_rng(7).standard_normal(v.shape + (3,))[obs]
+    eta = np.random.default_rng(7).standard_normal((*v.shape, 3))[obs]
     np.testing.assert_allclose(R, Phi.T @ eta, atol=1e-11)
     Rc = grid_noise_projection(ff, axes, v, 400, np.random.default_rng(8), chunk_bytes=20000)
     # chunks draw η in another order: check the covariance instead, E[R Rᵀ] = G (400 draws)

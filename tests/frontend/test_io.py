@@ -189,9 +189,8 @@ def test_atomic_path_cleans_up_on_error(tmp_path):
         tmp.write_text("partial")
         raise RuntimeError("boom")
     assert os.listdir(tmp_path) == []
-    with pytest.raises(InputError, match="does not exist"):
-        with atomic_path(tmp_path / "no" / "x.nc"):
-            pass
+    with pytest.raises(InputError, match="does not exist"), atomic_path(tmp_path / "no" / "x.nc"):
+        pass
 
 
 @pytest.mark.parametrize("cog", [False, True])

@@ -91,7 +91,7 @@ def test_issue32_antimeridian_points_follow_the_grid_or_are_refused():
                         coords={"y": np.linspace(11, 10, 11), "x": np.linspace(179, 181, 21)})
     pts = to_point_data(table, x="lon", y="lat", crs=4326, grid=grid.rio.write_crs(4326))
     np.testing.assert_allclose(pts.X[:, 1] / pts.spec.lon_scale, lon, rtol=1e-12)
-    with pytest.raises(InputError, match="antimeridian.*0..360"):
+    with pytest.raises(InputError, match=r"antimeridian.*0..360"):
         to_point_data(table, x="lon", y="lat", crs=4326)
     inside = table[table.lon > 0]  # one side only: unchanged, bit for bit
     pts = to_point_data(inside, x="lon", y="lat", crs=4326)

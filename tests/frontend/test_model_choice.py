@@ -112,7 +112,7 @@ def test_memory_threshold_matches_the_lattice_estimate():
     sizes = [(100, 100), (400, 400), (600, 700), (1200, 1200), (3000, 3300)]
     chosen = {}
     for shape in sizes:
-        chosen[shape], why = resolve_model("auto", raster_shape=shape)
+        chosen[shape], _why = resolve_model("auto", raster_shape=shape)
         try:
             est.check_memory(shape)
             fits = True

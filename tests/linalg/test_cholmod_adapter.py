@@ -11,6 +11,7 @@ CHOLMOD does. Its "amd" ordering is reverse Cuthill–McKee, a genuine non-ident
 from __future__ import annotations
 
 import types
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -58,7 +59,7 @@ def _full_lower_csc(m: np.ndarray) -> sp.csc_array:
 class FakeCholeskyFactor:
     """Mimics ``sksparse.cholmod.CholeskyFactor`` of scikit-sparse 0.5.x (dense inside)."""
 
-    created: list[dict] = []
+    created: ClassVar[list[dict]] = []
     bad_perm = False
 
     def __init__(self, A, *, lower=True, order="default", sym_kind=None, supernodal_mode=None):

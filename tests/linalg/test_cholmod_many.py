@@ -85,7 +85,7 @@ def test_same_gradient_as_term_by_term_and_repeatable(rng):
 
 def test_a_term_that_is_not_positive_definite_gives_nan_for_that_term_only(rng):
     terms = _terms(rng)[:2]
-    pattern, values, rhs, _ = terms[0]
+    pattern, values, _rhs, _ = terms[0]
     bad = values.at[pattern.diag_index].set(-1.0)  # every pivot negative
     values2 = (bad, terms[1][1])
 
@@ -143,7 +143,7 @@ def background_pool(monkeypatch):
 def test_prefetched_inverse_is_the_selected_inverse(rng, background_pool):
     """The background inversion is B⁻¹ on the pattern (dense inverse), for new values too,
     and a refactorisation before it is used drops it for the new values' own."""
-    pattern, values, rhs = problem_case("grid", rng)
+    pattern, values, _rhs = problem_case("grid", rng)
     a = randomised_values(pattern.to_scipy(np.asarray(values)), rng)
     pattern2 = SparsePattern.from_scipy(a)
     state = cholmod.analyze(pattern2)
@@ -154,7 +154,7 @@ def test_prefetched_inverse_is_the_selected_inverse(rng, background_pool):
             assert state._zfuture is not None  # started in the background
             if v is not v0:
                 assert state._ensure_factor(np.asarray(v) * 1.01, prefetch=True)  # replaced
-                v = v * 1.01
+                v = v * 1.01  # noqa: PLW2901 - the values now factorised, checked below
             z = state._selected_inverse_locked()
         inv = np.linalg.inv(pattern2.to_scipy(np.asarray(v)).toarray())
         assert_allclose(z, inv[pattern2.rows, pattern2.cols], rtol=1e-10, atol=1e-13)
@@ -223,7 +223,7 @@ def test_a_forked_child_inverts_without_the_parents_threads(rng, background_pool
     """The child has none of the parent's threads. A new inversion there needs a new pool,
     and one the parent had started (still running at the fork) is done again in the child:
     waiting for it would never end."""
-    pattern, values, rhs = problem_case("grid", rng)
+    pattern, values, _rhs = problem_case("grid", rng)
     state = cholmod.analyze(pattern)
 
     def want(scale):

@@ -36,8 +36,8 @@ def _implied_kernel_matrix(k, X1, X2, W, n_alias=2):
     D = X1.shape[1]
     r = X1[:, None, :] - X2[None, :, :]
     out = np.zeros(r.shape[:2])
-    for j in itertools.product(range(-n_alias, n_alias + 1), repeat=D):
-        j = np.array(j)
+    for jj in itertools.product(range(-n_alias, n_alias + 1), repeat=D):
+        j = np.array(jj)
         out += (-1.0) ** j.sum() * np.asarray(k.evaluate(r - W * j))
     return out
 
@@ -134,7 +134,7 @@ def test_saturated_posterior_equals_exact_gp_under_implied_kernel(rng):
 
 def test_analytic_vjp_equals_autodiff_and_finite_differences(rng):
     """T10: the dense bound's analytic gradient = autodiff reference; the full objective = FD."""
-    X, y, k, noise = _sample(rng, N=70, D=2, ell=0.4)
+    X, y, k, _noise = _sample(rng, N=70, D=2, ell=0.4)
     ff = FourierFeatures.build([0, 0], [2.2, 2.2], (4, 4))
     st = dense_stats(ff, X, y)
 

@@ -44,7 +44,7 @@ def test_one_tile_when_the_core_holds_the_lattice():
 
 
 def test_in_core_selects_the_core_cells():
-    (a, b) = posterior_tiles((20, 10), 2, 12, 4)[:2]
+    (a, _b) = posterior_tiles((20, 10), 2, 12, 4)[:2]
     shape = (a.window[0].stop - a.window[0].start + 4, a.window[1].stop - a.window[1].start + 4)
     cells = np.arange(shape[0] * shape[1])
     got = in_core(cells, shape, a)

@@ -90,7 +90,7 @@ def test_greedy_variance_is_pivoted_cholesky(rng):
     np.testing.assert_array_equal(idx, ref)
     assert idx[0] == 0  # all diagonals tie at σ_f²: the lowest index wins
     # LAPACK's pivoted Cholesky (dpstrf) agrees too
-    _, piv, rank, info = scipy.linalg.lapack.dpstrf(K, lower=1, tol=-1.0)
+    _, piv, _rank, _info = scipy.linalg.lapack.dpstrf(K, lower=1, tol=-1.0)
     np.testing.assert_array_equal(idx, piv[:25] - 1)
 
 

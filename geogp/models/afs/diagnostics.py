@@ -83,7 +83,7 @@ _PERIOD = {"odd": 1.0, "full": 2.0}  # lattice period T_d / W_d: where the neare
 
 def _axis_profile(kernel, distances: np.ndarray, d: int, n_dims: int) -> np.ndarray:
     """|k(r e_d)| / k(0) at the distances r (any shape) along axis d."""
-    r = np.zeros(distances.shape + (n_dims,))
+    r = np.zeros((*distances.shape, n_dims))
     r[..., d] = distances
     k0 = float(kernel.variance_at_zero)
     return np.abs(np.asarray(kernel.evaluate(jnp.asarray(r)))) / k0

@@ -7,6 +7,8 @@ docs/model.md follow without materialising the (N, D) coordinates of the observe
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from geogp.exceptions import AllMissingError, InputError, IrregularGridError
@@ -18,8 +20,8 @@ __all__ = ["grid_axes_info", "grid_moments", "grid_standardizer"]
 def grid_axes_info(axes) -> tuple[np.ndarray, np.ndarray]:
     """(first coordinate, spacing) per axis; raises unless each axis is regular and monotone."""
     x0, eta = [], []
-    for d, a in enumerate(axes):
-        a = np.asarray(a, dtype=np.float64)
+    for d, axis in enumerate(axes):
+        a = np.asarray(axis, dtype=np.float64)
         if a.ndim != 1 or a.size < 2:
             raise InputError(f"grid axis {d} must be a vector with ≥ 2 coordinates; got shape {a.shape}.")
         step = np.diff(a)
@@ -47,8 +49,8 @@ def grid_moments(axes, values):
     n, s1, s2 = 0, 0.0, 0.0
     chunks = getattr(values, "chunks", None)
     if chunks is not None:
-        b = np.cumsum((0,) + tuple(chunks[0]))
-        slices = [slice(int(p), int(q)) for p, q in zip(b[:-1], b[1:], strict=True)]
+        b = np.cumsum((0, *chunks[0]))
+        slices = [slice(int(p), int(q)) for p, q in itertools.pairwise(b)]
     else:
         step = max(1, int(2**24 // max(1, int(np.prod(shape[1:])))))
         slices = [slice(i, i + step) for i in range(0, shape[0], step)]
@@ -77,7 +79,7 @@ def grid_standardizer(axes, values) -> tuple[Standardizer, int, np.ndarray]:
 
     Raises on irregular axes, shape mismatch, no observed cell or constant observed values.
     """
-    x0, eta = grid_axes_info(axes)
+    _x0, eta = grid_axes_info(axes)
     shape = tuple(int(s) for s in values.shape)
     if len(axes) != len(shape):
         raise InputError(f"values have {len(shape)} dims but {len(axes)} axes were given.")

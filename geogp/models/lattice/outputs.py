@@ -103,7 +103,7 @@ class LatticeOutputsMixin:
         same interpolated field. ``observed`` adds the noise of a new observation. (n, N*).
         Needs the fit's factorisation: a model loaded from a file refuses (refit it)."""
         check_fitted(self, "_mean")
-        c, w, inside = self._bilinear(np.asarray(X, dtype=np.float64), "raise")
+        c, w, _inside = self._bilinear(np.asarray(X, dtype=np.float64), "raise")
         rng = np.random.default_rng(seed)
         cells = self.sample_cells(n, rng).reshape(n, -1)
         f = sum(wk[None, :] * cells[:, ck] for wk, ck in zip(w, c, strict=True))

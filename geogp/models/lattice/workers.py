@@ -43,10 +43,10 @@ def dask_client(scheduler):
         yield None
         return
     try:
-        import distributed  # lazy: dask.distributed loads only with a scheduler
-    except ImportError:  # pragma: no cover - a dependency; only a broken install lacks it
+        import distributed  # noqa: PLC0415 - lazy: dask.distributed loads only with a scheduler
+    except ImportError as err:  # pragma: no cover - a dependency; only a broken install lacks it
         if scheduler != "auto":
-            raise InputError("scheduler= needs dask.distributed (pip install distributed).")
+            raise InputError("scheduler= needs dask.distributed (pip install distributed).") from err
         yield None
         return
     if scheduler == "auto":
@@ -99,7 +99,7 @@ def sparse_pass(est, fn, raster: np.ndarray, tiles: list, args: tuple, client=No
             kept.close()
             raise
         return small, kept
-    from distributed import as_completed  # lazy: as above
+    from distributed import as_completed  # noqa: PLC0415 - lazy: as above
 
     ctx = client.scatter(tile_context(est), broadcast=True)
     futures = [client.submit(fn, ctx, raster[tile.window], _rebased(tile), *args, pure=False)
@@ -146,7 +146,7 @@ class KeptStates:
                 if report is not None:
                     report("moments", i + 1, self.count)
             return out
-        from distributed import as_completed  # lazy: as above
+        from distributed import as_completed  # noqa: PLC0415 - lazy: as above
 
         futures = [self.client.submit(_apply_to_state, f, fn, *args, pure=False)
                    for f in self.futures]
@@ -197,7 +197,5 @@ def release_memory() -> None:
     of that heap: without trimming, the resident memory of a 700² raster's 25 tiles grew by
     about 60 MB a tile, and a 1200² raster peaked at 8.8 GB against a tile's 3.4 GB."""
     gc.collect()  # tile arrays held by reference cycles (closures, JAX tracebacks)
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: nothing to do
-        pass

@@ -83,8 +83,9 @@ def init_params(n_dims: int, n_components: int, *, decay=0.5, component_decay=0.
     def arr(value, shape, name, positive=True, allow_zero=False):
         try:
             a = np.broadcast_to(np.asarray(value, dtype=np.float64), shape).copy()
-        except ValueError:
-            raise InputError(f"{name} must broadcast to shape {shape}; got {np.shape(value)}.")
+        except ValueError as err:
+            raise InputError(
+                f"{name} must broadcast to shape {shape}; got {np.shape(value)}.") from err
         bad = ~np.isfinite(a) | ((a < 0) if allow_zero else (a <= 0) if positive else False)
         if np.any(bad):
             need = "≥ 0" if allow_zero else "> 0" if positive else "finite"

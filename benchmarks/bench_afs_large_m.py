@@ -4,8 +4,8 @@ Data: the gappy synthetic raster of ``bench_scale.py`` (n × n cells on [0, 1]²
 clouds and random cells, noise sd 0.1), 1024² by default (≈ 7.3·10⁵ observed cells).
 
 **Per-step cost** (``steps``, one subprocess per M): for each target M the statistics are read
-once (``grid_stats(..., gram="operator")``: quadratic-form bins by separable transforms, the FFT of the
-bins, the dense low-frequency block), then at fixed θ (Matérn-3/2, ℓ = 0.05, σ_f² = 0.5,
+once (``grid_stats(..., gram="operator")``: quadratic-form bins by separable transforms, the FFT of
+the bins, the dense low-frequency block), then at fixed θ (Matérn-3/2, ℓ = 0.05, σ_f² = 0.5,
 σ² = 0.01, near the fitted values) the script times
 
 - ``matvec``: one batched product G·V with S + 1 = 9 columns (two FFTs of the Π Q_d lattice);
@@ -155,7 +155,8 @@ def fit_worker(n: int, m: int, solver: str, block: int, maxiter: int) -> dict:
 
 
 def _run(args: list) -> dict:
-    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, check=False)
+    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
+                         check=False)
     if out.returncode != 0:
         return {"error": out.stderr.strip().splitlines()[-1] if out.stderr else "failed"}
     return json.loads(out.stdout.strip().splitlines()[-1])

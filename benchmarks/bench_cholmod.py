@@ -39,8 +39,8 @@ Notes:
 - Times are wall clock and process CPU time (all threads). On a busy machine the CPU figures
   are the stable ones; on an idle one the two agree (everything here is single-threaded).
 - sparsax (bundled CHOLMOD with XLA custom calls and a built-in selected inverse, see
-  docs/sparse_vjp.md) is not a geogp dependency (licence review pending; its metadata says BSD-3). To
-  compare, install it in a throwaway venv (``pip install sparsax numpy scipy jax``) and run
+  docs/sparse_vjp.md) is not a geogp dependency (licence review pending; its metadata says BSD-3).
+  To compare, install it in a throwaway venv (``pip install sparsax numpy scipy jax``) and run
   ``python benchmarks/bench_cholmod.py --sparsax-only`` there: that path imports neither geogp
   nor scikit-sparse, and times sparsax's ``factor`` against ``value_and_grad`` of
   ``logdet + Σ solve`` (upper-triangle COO input) on the same grids.

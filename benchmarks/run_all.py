@@ -82,7 +82,8 @@ def git_rev() -> str:
         out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                              capture_output=True, text=True, check=True).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain",
-                                "--untracked-files=no"], capture_output=True, text=True, check=False).stdout
+                                "--untracked-files=no"], capture_output=True, text=True,
+                               check=False).stdout
         return out + (" (+ uncommitted changes)" if dirty.strip() else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -109,7 +110,8 @@ def run_one(name: str, full: bool, timeout: float) -> dict:
     print(f"[run_all] {shown}  (load {rec['load_before']})", flush=True)
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False)
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                              check=False)
         out, code = proc.stdout, proc.returncode
         err = proc.stderr
     except subprocess.TimeoutExpired as e:

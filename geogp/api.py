@@ -54,7 +54,8 @@ class GeoRegressor(ReportMixin, DrawsMixin):
             with the default 4 GiB limit and the mid-scale field), and ``"afs"``
             (approximate Fourier series) for points, larger or irregular rasters, or when AFS
             options (``kernel``, ``n_features``, ``share_hyperparameters``, AFS-only options)
-            are given; the choice is in ``model_`` and ``model_reason_`` (:func:`geogp.families.resolve_model`).
+            are given; the choice is in ``model_`` and ``model_reason_``
+            (:func:`geogp.families.resolve_model`).
         likelihood: ``"gaussian"`` (default: the models above), or ``"poisson"`` (counts),
             ``"bernoulli"`` (0/1 values), ``"student_t"`` (outliers): a stochastic variational
             GP on Fourier features (``model_`` ``"svgp"``, docs/svgp.md), fitted on the

@@ -1,4 +1,5 @@
-"""Maps drawn from a fitted front end: sample rasters, exceedance and effective lengthscale (docs/afs.md, docs/lattice.md, docs/wavelets.md).
+"""Maps drawn from a fitted front end: sample rasters, exceedance and effective lengthscale
+(docs/afs.md, docs/lattice.md, docs/wavelets.md).
 
 A mixin of :class:`geogp.api.GeoRegressor`; it uses the fitted state that class sets
 (``estimators_``, ``spec_``, ``target_``, ``model_``, ...) and its :meth:`predict`.
@@ -19,7 +20,8 @@ __all__ = ["DrawsMixin"]
 
 
 class DrawsMixin:
-    """``sample``, ``exceedance`` and ``effective_lengthscale`` for :class:`geogp.api.GeoRegressor`."""
+    """``sample``, ``exceedance`` and ``effective_lengthscale`` for
+    :class:`geogp.api.GeoRegressor`."""
 
     def sample(self, n: int = 10, like=None, *, seed=None, latent: bool = True, x=None,
                y=None) -> xr.DataArray:

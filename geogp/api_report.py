@@ -94,7 +94,8 @@ class ReportMixin:
             head = f"  slice {s}: " if len(table) > 1 else "  "
             ell = [c for c in table.columns if c.startswith("lengthscale_") and "_km" not in c]
 
-            def length(*cols, row=row):  # in the CRS's unit (metres from 1 km up in km), ≈ km on lon/lat
+            # in the CRS's unit (metres from 1 km up in km), ≈ km on lon/lat
+            def length(*cols, row=row):
                 txt = lengths([row[c] for c in cols], spec.units)
                 km = [c.replace("_y", "_y_km", 1).replace("_x", "_x_km", 1)
                       if c.startswith("lengthscale_") else c + "_km" for c in cols]

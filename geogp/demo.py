@@ -9,8 +9,8 @@ coordinates are built from these, in EPSG:4326.
 
 Protocol: three discs are cut out (large gaps) and 20 % of the remaining cells are held out at
 random (seeded). The model is fitted on what is left, predicts the full grid, and is scored on
-the held-out cells (RMSE, 95 % coverage, docs/crossvalidation.md (scores)), separately for the discs and the random
-cells.
+the held-out cells (RMSE, 95 % coverage, docs/crossvalidation.md (scores)), separately for the discs
+and the random cells.
 """
 
 from __future__ import annotations

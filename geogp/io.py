@@ -223,7 +223,8 @@ def _write_windows(dst, bands: list, dt: np.dtype, nodata) -> list[bytes]:
         hashes = [hashlib.blake2b(digest_size=16) for _ in part]
         for a, b in _row_windows(*part[0][1].shape):
             values = _window_values([arr[a:b] for _, arr in part])
-            block = np.stack([_as_band(v, dt, nodata, name) for (name, _), v in zip(part, values, strict=True)])
+            block = np.stack([_as_band(v, dt, nodata, name)
+                              for (name, _), v in zip(part, values, strict=True)])
             dst.write(block, list(range(first + 1, first + len(part) + 1)),
                       window=Window(0, a, block.shape[2], b - a))
             for h, band in zip(hashes, block, strict=True):

@@ -47,7 +47,8 @@ def _is_concrete(x) -> bool:
 
 
 def _safe_norm(r2):
-    """sqrt with a finite gradient at 0 (the Matérn profiles are evaluated at ρ = 0 on diagonals)."""
+    """sqrt with a finite gradient at 0 (the Matérn profiles are evaluated at ρ = 0 on
+    diagonals)."""
     pos = r2 > 0
     return jnp.where(pos, jnp.sqrt(jnp.where(pos, r2, 1.0)), 0.0)
 
@@ -59,7 +60,8 @@ def _as_points(X):
 
 
 class Kernel:
-    """Base class: anything with ``evaluate(r)``, ``spectral_density(xi)`` and ``variance_at_zero``."""
+    """Base class: anything with ``evaluate(r)``, ``spectral_density(xi)`` and
+    ``variance_at_zero``."""
 
     def __call__(self, X1, X2):
         """Gram matrix k(X1, X2) of shape (N1, N2) for X1 (N1, D), X2 (N2, D). Cost O(N1 N2 D).
@@ -94,7 +96,8 @@ class StationaryKernel(Kernel):
             ell = np.asarray(lengthscale, dtype=np.float64)
             var = np.asarray(variance, dtype=np.float64)
             if ell.ndim > 1 or ell.size == 0:
-                raise InputError(f"lengthscale must be a scalar or a vector (D,); got shape {ell.shape}.")
+                raise InputError(
+                    f"lengthscale must be a scalar or a vector (D,); got shape {ell.shape}.")
             if var.ndim != 0:
                 raise InputError(f"variance must be a scalar; got shape {var.shape}.")
             for nm, v in (("lengthscale", ell), ("variance", var)):

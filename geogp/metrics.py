@@ -1,4 +1,5 @@
-"""Scores of Gaussian predictive distributions (docs/crossvalidation.md, scores), on the data's original scale.
+"""Scores of Gaussian predictive distributions (docs/crossvalidation.md, scores), on the data's
+original scale.
 
 For observations y_n with predictive mean μ_n and predictive sd s_n (of a new observation:
 s² = var_f + σ², i.e. the ``std`` of a prediction):

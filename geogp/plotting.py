@@ -165,7 +165,8 @@ def plot_maps(observed: xr.DataArray | None, prediction: xr.Dataset,
         panels.append(("other", f"effective lengthscale ({unit})" if unit else
                        "effective lengthscale", ell.values, "cividis"))
     if heldout is not None:
-        truth = two_d(heldout.rename(dict(zip(find_spatial_dims(heldout), (y_dim, x_dim), strict=True))))
+        names = dict(zip(find_spatial_dims(heldout), (y_dim, x_dim), strict=True))
+        truth = two_d(heldout.rename(names))
         resid = load_here(truth - full_mean)  # the RMSE of every held-out cell, not a subgrid
         values = resid.values
         ok = np.isfinite(values)

@@ -7,8 +7,9 @@ the others (:mod:`geogp.features.fourier_statistics`):
     F = Φ H  (M, p),     HH = Hᵀ H  (p, p),     Hy = Hᵀ y  (p,)
 
 so that the residual statistics are r_β = r − Fβ and yᵀy_β = yᵀy − 2βᵀHy + βᵀHHβ
-(:func:`geogp.features.fourier_statistics.residual_stats`). h is a monomial basis in the standardised coordinates:
-``"constant"`` (1), ``"linear"`` (1, x_d), ``"quadratic"`` (1, x_d, x_d x_e).
+(:func:`geogp.features.fourier_statistics.residual_stats`). h is a monomial basis in the
+standardised coordinates: ``"constant"`` (1), ``"linear"`` (1, x_d), ``"quadratic"``
+(1, x_d, x_d x_e).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ DEGREES = {None: -1, "zero": -1, "none": -1, "constant": 0, "linear": 1, "quadra
 def monomial_powers(mean, n_dims: int) -> np.ndarray | None:
     """Exponents (p, D) of the monomials of total degree ≤ the mean's degree, or None."""
     if mean not in DEGREES:
-        raise InputError(f"mean must be one of {sorted(k for k in DEGREES if k)} or None; got {mean!r}.")
+        raise InputError(
+            f"mean must be one of {sorted(k for k in DEGREES if k)} or None; got {mean!r}.")
     degree = DEGREES[mean]
     if degree < 0:
         return None

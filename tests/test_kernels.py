@@ -1,4 +1,5 @@
-"""Tests of geogp.kernels: covariance functions, spectral densities (docs/model.md (kernels), T1), pytrees.
+"""Tests of geogp.kernels: covariance functions, spectral densities (docs/model.md (kernels), T1),
+pytrees.
 
 The spectral densities are checked against numerical Fourier/Hankel transforms of independent
 numpy closed forms of k (tests/_reference), never against a copy of the density formulas.
@@ -169,7 +170,8 @@ def test_density_2d_ard_is_riemann_sum_of_kernel(name, rtol, ard_grid):
     (gk.Matern52, 2, 250 * math.sqrt(5) * math.pi),
 ])
 def test_matern_constant_table(cls, d, expected):
-    """c_{ν,D} against the table of docs/model.md (kernels), and S(0) = σ_f² ∏ℓ_d c_{ν,D} (2ν)^{−(ν+D/2)}."""
+    """c_{ν,D} against the table of docs/model.md (kernels), and S(0) = σ_f² ∏ℓ_d c_{ν,D}
+    (2ν)^{−(ν+D/2)}."""
     assert_allclose(math.exp(cls.log_constant(d)), expected, rtol=1e-14)
     ell = np.array([0.6, 1.4])[:d]
     s0 = cls(lengthscale=ell, variance=VAR).spectral_density(np.zeros(d))

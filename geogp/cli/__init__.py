@@ -1,4 +1,5 @@
-"""Command-line interface: ``geogp fit``, ``geogp cv``, ``geogp place``, ``geogp demo``, ``--version``.
+"""Command-line interface: ``geogp fit``, ``geogp cv``, ``geogp place``, ``geogp demo``,
+``--version``.
 
 Each sub-command lives in its own module (``fit.py``, ``cv.py``, ``place.py``, ``demo.py``, with
 the options they share in ``options.py``); this one builds the parser and runs the handlers

@@ -18,8 +18,8 @@ the default there, mi and variance; mi scores every cell to first order through 
 probes). ``--model afs`` (or ``--kernel``/``--features``) fits a dense AFS model (mi, the
 default there, variance and krause; marginal mi is evaluated over all cells by bounds + exact
 re-ranking, :mod:`geogp.placement.screen`). ``--model wavelet`` fits the multiresolution
-wavelet model and places on its sparse posterior (:mod:`geogp.placement.wavelet`: strategies mi, variance and
-krause; mi scores a stratified random subset of ``--max-targets`` cells). ``--criterion
+wavelet model and places on its sparse posterior (:mod:`geogp.placement.wavelet`: strategies mi,
+variance and krause; mi scores a stratified random subset of ``--max-targets`` cells). ``--criterion
 joint`` scores a stratified random subset of ``--max-targets`` cells. Distances
 (``--min-distance``) are in the raster's CRS units (degrees of latitude on lon/lat rasters);
 by default ¼ of the shortest learnt lengthscale (at most half the spacing of the sites spread

@@ -26,9 +26,9 @@ import sys
 
 from geogp.exceptions import InputError, MemoryEstimateError
 
-__all__ = ["AUTO", "MODELS", "FALLBACK", "GRID_MODEL", "GAUSSIAN", "family", "family_of", "is_model",
-           "savable_models", "resolve_model", "make_estimator", "fit_grid", "fit_points",
-           "predict_grid", "predict_points", "sample_grid", "describe"]
+__all__ = ["AUTO", "MODELS", "FALLBACK", "GRID_MODEL", "GAUSSIAN", "family", "family_of",
+           "is_model", "savable_models", "resolve_model", "make_estimator", "fit_grid",
+           "fit_points", "predict_grid", "predict_points", "sample_grid", "describe"]
 
 AUTO = "auto"
 MODELS = ("afs", "wavelet", "exact", "lattice")  # what GeoRegressor(model=...) accepts

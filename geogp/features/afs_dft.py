@@ -1,8 +1,8 @@
 """AFS-DFT: prior precisions λ from a DFT of kernel samples, for kernels without a closed-form S.
 
 A product of kernels in the same dimension (e.g. SE × Matérn-5/2) has a spectral density that
-is a convolution with no closed form (docs/afs.md (AFS-DFT), thesis §3.3). AFS-DFT replaces S(z_j) by
-the corrected centred DFT of the kernel sampled on a grid that spans one period 2W_d:
+is a convolution with no closed form (docs/afs.md (AFS-DFT), thesis §3.3). AFS-DFT replaces S(z_j)
+by the corrected centred DFT of the kernel sampled on a grid that spans one period 2W_d:
 
     b_d = 2W_d / M_d,  M_d = 2J_d + 1,  r = m∘b,  m_d ∈ {−J_d..J_d},
     ŝ_j = (∏_d b_d) Σ_m k(m∘b) exp(−i2π Σ_d j_d m_d / M_d),     z_j = j/(2W)   (eq. 3.61),
@@ -141,7 +141,8 @@ def feature_bins(ff: FourierFeatures, J=None) -> np.ndarray:
     """
     if ff.lattice != "full":
         raise InputError(
-            "AFS-DFT uses the full (2W)⁻¹ lattice only (docs/afs.md, AFS-DFT); build the features with "
+            "AFS-DFT uses the full (2W)⁻¹ lattice only (docs/afs.md, AFS-DFT); build the features "
+            "with "
             "lattice='full' (AFSRegressor(lattice='full'))."
         )
     J = _half_sizes(ff, J)
@@ -188,6 +189,7 @@ def log_lambda(ff: FourierFeatures, kernel, nonpositive: str = "clip"):
     if ff.lattice != "full":
         raise InputError(
             f"{type(kernel).__name__} has no closed-form spectral density, so AFS uses the DFT "
-            "of its samples, which needs the full lattice (docs/afs.md, AFS-DFT): pass lattice='full'."
+            "of its samples, which needs the full lattice (docs/afs.md, AFS-DFT): pass "
+            "lattice='full'."
         )
     return dft_log_lambda(ff, kernel, nonpositive).log_lam

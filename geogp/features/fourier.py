@@ -5,10 +5,10 @@ A :class:`FourierFeatures` object is a fixed set of M real features
     φ_m(x) = ∏_d √2 · {cos | sin}(2π z_{m,d} (x_d − c_d))
 
 on a window of width W_d centred at c_d. Frequencies lie on the **odd lattice**
-z = (k + ½)/W_d (default, docs/afs.md (lattices)) or the **full lattice** z = k/(2W_d) (where z = 0 gives
-the constant row 1). Rows are kept inside the ellipsoid Σ_d (z_d/F_d)² ≤ 1, F_d = K_d/W_d,
-built dimension by dimension (Khatri–Rao, docs/afs.md (features and mask)); F_d = K_d/(2W_d) on the full
-lattice, whose highest frequency is (K_d − 1)/(2W_d).
+z = (k + ½)/W_d (default, docs/afs.md (lattices)) or the **full lattice** z = k/(2W_d) (where z = 0
+gives the constant row 1). Rows are kept inside the ellipsoid Σ_d (z_d/F_d)² ≤ 1, F_d = K_d/W_d,
+built dimension by dimension (Khatri–Rao, docs/afs.md (features and mask)); F_d = K_d/(2W_d) on the
+full lattice, whose highest frequency is (K_d − 1)/(2W_d).
 
 The prior precision is diagonal: λ_m = (K_uu⁻¹)_mm = S(|z_m|)/∏_d T_d with T_d = W_d (odd) or
 2W_d (full), where S is the kernel's spectral density. Only λ depends on the hyperparameters,
@@ -80,7 +80,8 @@ def lattice_rows(n_freq: int, lattice: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _khatri_rao_rows(n_freq, lattice: str) -> np.ndarray:
-    """Per-dimension row indices (M, D) of the masked Khatri–Rao product (docs/afs.md, features and mask).
+    """Per-dimension row indices (M, D) of the masked Khatri–Rao product (docs/afs.md, features and
+    mask).
 
     Rows are built one dimension at a time; after adding dimension d, rows whose partial sum
     Σ_{d'≤d} (z_{d'}/F_{d'})² already exceeds 1 are dropped. Partial sums are monotone, so this
@@ -223,7 +224,8 @@ class FourierFeatures:
         return kernel.log_spectral_density(jnp.asarray(self.frequencies)) - self.log_norm
 
     def describe(self) -> str:
-        return (f"{self.n_features} {self.lattice}-lattice Fourier features, K = {list(self.n_freq)}, "
+        return (f"{self.n_features} {self.lattice}-lattice Fourier features, "
+                f"K = {list(self.n_freq)}, "
                 f"window {np.round(self.width, 6).tolist()} centred at "
                 f"{np.round(self.center, 6).tolist()}")
 

@@ -2,8 +2,8 @@
 
 Callers reach them through the feature set, ``FourierFeatures.statistics(Points(X, y))`` or
 ``FourierFeatures.statistics(Grid(axes, values))`` (:mod:`geogp.features.data`), which picks
-the route below. After :func:`dense_stats`, :func:`grid_stats` or :func:`points_stats`, the data are never
-touched again: the collapsed bound, its gradient and the posterior are functions of
+the route below. After :func:`dense_stats`, :func:`grid_stats` or :func:`points_stats`, the data are
+never touched again: the collapsed bound, its gradient and the posterior are functions of
 (θ, :class:`SufficientStats`) only.
 
 Routes (all give the same numbers; tests check them against each other):
@@ -203,7 +203,8 @@ def _gram(ff: FourierFeatures, C: np.ndarray, gram: str, dense_block: int):
 def points_stats(ff: FourierFeatures, X, y, method: str = "nufft",
                  chunk_bytes: float = DEFAULT_CHUNK_BYTES, powers=None, gram: str = "dense",
                  dense_block: int = DEFAULT_DENSE_BLOCK) -> SufficientStats:
-    """G and r at scattered points through type-1 NUFFTs of the weights 1 and y (docs/afs.md, statistics).
+    """G and r at scattered points through type-1 NUFFTs of the weights 1 and y (docs/afs.md,
+    statistics).
 
     ``gram='operator'`` keeps G matrix-free (:class:`GramOperator`, O(M log M) per product),
     with a dense block over the ``dense_block`` lowest frequencies (preconditioner).
@@ -226,7 +227,8 @@ def points_stats(ff: FourierFeatures, X, y, method: str = "nufft",
             for j in range(len(powers)):
                 trend.L[j] += trig.points_bins(ff, Xc, H[:, j], "linear", method)
             trend.add_products(H, yc)
-    return _make(_gram(ff, C, gram, dense_block), trig.assemble_linear(ff, L), yy, N, **trend.result(ff))
+    return _make(_gram(ff, C, gram, dense_block), trig.assemble_linear(ff, L), yy, N,
+                 **trend.result(ff))
 
 
 def grid_lemma_holds(n_cells, n_freq) -> bool:
@@ -309,7 +311,8 @@ def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
                              f"for grid {list(shape)}. Use fewer features.")
         return _make(np.full(ff.n_features, float(n)), trig.assemble_linear(ff, L), yy, n,
                      diagonal=True, **trend.result(ff))
-    return _make(_gram(ff, C, gram, dense_block), trig.assemble_linear(ff, L), yy, n, **trend.result(ff))
+    return _make(_gram(ff, C, gram, dense_block), trig.assemble_linear(ff, L), yy, n,
+                 **trend.result(ff))
 
 
 # ---------------------------------------------------------------------- posterior sampling

@@ -1,6 +1,7 @@
 """Fourier-domain algebra of AFS features: statistics and predictions without an N×M matrix.
 
-Every real AFS feature is a sum of 2^D complex exponentials (docs/afs.md (features and mask), eqs 3.83–3.87):
+Every real AFS feature is a sum of 2^D complex exponentials (docs/afs.md (features and mask), eqs
+3.83–3.87):
 
     φ_m(x) = Σ_{s∈{±1}^D} c_{m,s} exp(2πi Σ_d s_d n_{m,d} u_d),     u_d = (x_d − c_d)/T_d,
 
@@ -147,7 +148,9 @@ def assemble_gram(ff: FourierFeatures, C: np.ndarray) -> np.ndarray:
 
 
 def assemble_linear(ff: FourierFeatures, L: np.ndarray) -> np.ndarray:
-    """r_m = Σ_n y_n φ_m(x_n) from the linear bins L (shape :func:`bin_sizes` 'linear'). O(M 2^D)."""
+    """r_m = Σ_n y_n φ_m(x_n) from the linear bins L (shape :func:`bin_sizes` 'linear').
+
+    Cost O(M 2^D)."""
     Lf = L.ravel()
     r = np.zeros(ff.n_features)
     for coef, idx in _linear_terms(ff, L.shape):
@@ -156,7 +159,8 @@ def assemble_linear(ff: FourierFeatures, L: np.ndarray) -> np.ndarray:
 
 
 def quadratic_form_coefficients(ff: FourierFeatures, Q: np.ndarray) -> np.ndarray:
-    """Bins A with Σ_{mm'} Q_{mm'} φ_m(x)φ_{m'}(x) = Re Σ_J A(J) e^{2πi J·u(x)}; adjoint of assemble_gram.
+    """Bins A with Σ_{mm'} Q_{mm'} φ_m(x)φ_{m'}(x) = Re Σ_J A(J) e^{2πi J·u(x)}; adjoint of
+    assemble_gram.
 
     Args:
         Q: (M, M) real matrix (symmetric in practice). Cost O(M² 2^{2D−1}).
@@ -207,12 +211,14 @@ def embed_bins(B: np.ndarray, shape: tuple, shift: int = 0) -> np.ndarray:
     """FFT-ordered bins B (integer bin J at index J mod P_d) placed at bins J + shift of a
     cyclic array of ``shape`` (Q_d ≥ P_d), also FFT-ordered."""
     out = np.zeros(shape, dtype=np.complex128)
-    out[np.ix_(*[np.mod(_bin_values(p) + shift, q) for p, q in zip(B.shape, shape, strict=True)])] = B
+    out[np.ix_(*[np.mod(_bin_values(p) + shift, q)
+                 for p, q in zip(B.shape, shape, strict=True)])] = B
     return out
 
 
 def linear_coefficients(ff: FourierFeatures, w: np.ndarray) -> np.ndarray:
-    """Bins B with Σ_m w_m φ_m(x) = Re[e^{iπ h·u} Σ_j B(j) e^{2πi j·u}]; adjoint of assemble_linear."""
+    """Bins B with Σ_m w_m φ_m(x) = Re[e^{iπ h·u} Σ_j B(j) e^{2πi j·u}]; adjoint of
+    assemble_linear."""
     P = bin_sizes(ff, "linear")
     size = int(np.prod(P))
     B = np.zeros(size, dtype=np.complex128)

@@ -6,8 +6,8 @@ Per input dimension the basis is (docs/wavelets.md (basis), thesis eq. 4.22, tru
     w(2^j x − t)            for ι ≤ j ≤ j_max and every such shift t,
 
 with the support of v(2^j x − t) and w(2^j x − t) equal to [2^{-j}t, 2^{-j}(t + 2p − 1)]. The shifts
-of level j are t ∈ {⌊2^j x_lo⌋ − 2p + 2, …, ⌊2^j x_hi⌋}: the range of docs/wavelets.md (basis), plus (when
-2^j x_hi is an integer) the one shift whose support starts at x_hi, which the half-open Haar
+of level j are t ∈ {⌊2^j x_lo⌋ − 2p + 2, …, ⌊2^j x_hi⌋}: the range of docs/wavelets.md (basis), plus
+(when 2^j x_hi is an integer) the one shift whose support starts at x_hi, which the half-open Haar
 functions need to cover x_hi itself. The functions are *unit amplitude*; the model rescales λ
 for the L²-normalised convention. In D dimensions the basis is the tensor product of the
 per-dimension bases (docs/wavelets.md, basis), with flat index m = Σ_d m_d·∏_{d'>d} M_{d'}
@@ -124,7 +124,8 @@ class WaveletBasis1D:
 
 @dataclass(frozen=True, eq=False)
 class WaveletBasis:
-    """Tensor-product wavelet basis over D ≤ 3 input dimensions (docs/wavelets.md (basis, coefficients)).
+    """Tensor-product wavelet basis over D ≤ 3 input dimensions (docs/wavelets.md (basis,
+    coefficients)).
 
     Attributes:
         dims: one :class:`WaveletBasis1D` per input dimension.

@@ -11,9 +11,10 @@ products φ_a φ_c of the pairs (a, c) of row functions that overlap at some row
 columns). So G costs sparse–dense–sparse products over the pairs of each axis instead of a
 pass over N points with K² = (K_y K_x)² products each, and every sparse matrix is assembled
 once from COO. The pattern P = {(m, m′): some observed cell has φ_m φ_m′ ≠ 0} is the same
-product with indicators. The result equals :func:`geogp.features.wavelet_statistics.wavelet_statistics`
-of the observed cells as scattered points (tested to 1e-10); the number of G entries,
-pairs_y × pairs_x, is checked against a memory limit before anything of that size exists.
+product with indicators. The result equals
+:func:`geogp.features.wavelet_statistics.wavelet_statistics` of the observed cells as scattered
+points (tested to 1e-10); the number of G entries, pairs_y × pairs_x, is checked against a memory
+limit before anything of that size exists.
 """
 
 from __future__ import annotations

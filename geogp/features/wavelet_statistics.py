@@ -27,7 +27,8 @@ _DENSE_M = 4096  # up to this many features, G is accumulated in a dense M × M 
 
 @dataclass(frozen=True, eq=False)
 class WaveletStatistics:
-    """Precomputed sparse statistics of the data for the wavelet bound (docs/wavelets.md, sparsity and bound).
+    """Precomputed sparse statistics of the data for the wavelet bound (docs/wavelets.md, sparsity
+    and bound).
 
     Only the M_a *active* features (with data in their support) enter the bound; the others
     decouple and are kept for prediction only.

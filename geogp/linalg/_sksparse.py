@@ -122,7 +122,8 @@ class CholmodBackend(ABC):
         """Numeric factorisation of ``B`` given its values on the pattern.
 
         Args:
-            values: float64, shape ``(nnz,)``, storage convention (a) of docs/sparse_vjp.md (adjoint).
+            values: float64, shape ``(nnz,)``, storage convention (a) of docs/sparse_vjp.md
+            (adjoint).
 
         Returns:
             True when ``B`` is positive definite (every pivot finite and > 0), else False.

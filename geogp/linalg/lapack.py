@@ -1,4 +1,5 @@
-"""Dense ``(log|B|, B⁻¹b)`` by LAPACK behind the same custom JAX VJP as CHOLMOD (docs/sparse_vjp.md).
+"""Dense ``(log|B|, B⁻¹b)`` by LAPACK behind the same custom JAX VJP as CHOLMOD
+(docs/sparse_vjp.md).
 
 For patterns that are nearly full (the coarse levels of overlapping wavelets make P 20–100 %
 dense), a sparse factorisation only adds overhead, and JAX's autodiff of a dense Cholesky

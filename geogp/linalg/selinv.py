@@ -2,8 +2,8 @@
 
 Given ``C = L Lᵀ`` with ``L`` sparse lower triangular (CSC), Takahashi's recursion
 (Takahashi, Fagan & Chin 1973; Erisman & Tinney 1975) returns ``Z = C⁻¹`` on the pattern of
-``L + Lᵀ`` without ever forming the dense inverse (docs/sparse_vjp.md, selected inversion). The kernel here is the
-supernodal (block) form of the recursion, compiled with numba:
+``L + Lᵀ`` without ever forming the dense inverse (docs/sparse_vjp.md, selected inversion). The
+kernel here is the supernodal (block) form of the recursion, compiled with numba:
 
 - columns with identical below-diagonal structure are grouped into supernodes
   ``J = [f, f + s)`` with common off-diagonal row set ``R`` (|R| = r);
@@ -22,10 +22,11 @@ Cost: about ``Σ_J (2 r² s + 3 s³)`` flops, the order of one numeric factorisa
 ``nnz(L)`` for ``Z`` plus one dense ``r × r`` block at a time. No dense ``M × M`` array.
 
 Threads: the blocks are small to medium, where OpenBLAS's thread start-up costs more than it
-saves (benchmarks/README.md, design measurements). While the kernel runs, BLAS is limited to one thread through ``threadpoolctl``
-when it is installed (it comes with scikit-learn); the previous limits are restored after.
-The compiled kernels release the GIL, so selected inversions of different matrices run in
-parallel threads (the lattice model's fitting tiles, :mod:`geogp.linalg.cholmod_many`).
+saves (benchmarks/README.md, design measurements). While the kernel runs, BLAS is limited to one
+thread through ``threadpoolctl`` when it is installed (it comes with scikit-learn); the previous
+limits are restored after. The compiled kernels release the GIL, so selected inversions of different
+matrices run in parallel threads (the lattice model's fitting tiles,
+:mod:`geogp.linalg.cholmod_many`).
 """
 
 from __future__ import annotations
@@ -270,7 +271,8 @@ def _takahashi_kernel(indptr, indices, data, starts, z):  # pragma: no cover - c
 
 
 def takahashi(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray) -> np.ndarray:
-    """Selected inverse ``Z = (L Lᵀ)⁻¹`` on the pattern of ``L`` (docs/sparse_vjp.md, selected inversion).
+    """Selected inverse ``Z = (L Lᵀ)⁻¹`` on the pattern of ``L`` (docs/sparse_vjp.md, selected
+    inversion).
 
     Args:
         indptr: Column pointers of the lower-triangular factor ``L``, shape ``(n + 1,)``.

@@ -178,7 +178,8 @@ class Standardizer:
 
     @classmethod
     def from_data(cls, X: np.ndarray, y: np.ndarray) -> Standardizer:
-        """Statistics of X (N, D) and y (N,); refuses constant targets or a degenerate input axis."""
+        """Statistics of X (N, D) and y (N,); refuses constant targets or a degenerate input
+        axis."""
         with np.errstate(over="ignore", invalid="ignore"):
             x_scale = X.std(axis=0)
             y_scale = float(y.std())

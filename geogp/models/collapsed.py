@@ -1,8 +1,8 @@
 """Collapsed (Titsias) bound and optimal posterior from precomputed statistics (docs/bound.md).
 
-Everything here is a pure function of (log λ, σ², k(0), :class:`~geogp.features.fourier_statistics.SufficientStats`):
-the data are not touched. With A = I + σ⁻² Λ^{1/2} G Λ^{1/2} = L_A L_Aᵀ and
-c = σ⁻² L_A⁻¹ (λ^{1/2} ⊙ r), the bound is
+Everything here is a pure function of (log λ, σ², k(0),
+:class:`~geogp.features.fourier_statistics.SufficientStats`): the data are not touched. With
+A = I + σ⁻² Λ^{1/2} G Λ^{1/2} = L_A L_Aᵀ and c = σ⁻² L_A⁻¹ (λ^{1/2} ⊙ r), the bound is
 
     L = −½ [N log 2πσ² + 2 Σ log diag L_A + σ⁻² yᵀy − ‖c‖² + σ⁻² (N k(0) − Σ_m λ_m G_mm)]
 
@@ -35,7 +35,8 @@ def trace_term(log_lam, kvar0, stats: SufficientStats):
 
 
 def collapsed_bound(log_lam, noise, kvar0, stats: SufficientStats):
-    """The collapsed bound L'' (docs/bound.md, whitened form; docs/afs.md (gridded data) when G is diagonal).
+    """The collapsed bound L'' (docs/bound.md, whitened form; docs/afs.md (gridded data) when G is
+    diagonal).
 
     Args:
         log_lam: (M,) log λ_m = log (K_uu⁻¹)_mm.

@@ -1,8 +1,9 @@
 """The collapsed bound and posterior for large M, matrix-free (docs/matrix_free.md; issue #9).
 
-Same bound as :mod:`geogp.models.collapsed`, with A = I + σ⁻² Λ^{1/2} G Λ^{1/2}:
+Same bound as :mod:`geogp.models.collapsed`, with A = I + σ⁻² Λ^{1/2} G Λ^{1/2} and
+c̃ = σ⁻² λ^{1/2} ⊙ r:
 
-    L = −½ [N log 2πσ² + log|A| + σ⁻² yᵀy − c̃ᵀA⁻¹c̃ + σ⁻² (N k(0) − Σ_m λ_m G_mm)],  c̃ = σ⁻² λ^{1/2} ⊙ r,
+    L = −½ [N log 2πσ² + log|A| + σ⁻² yᵀy − c̃ᵀA⁻¹c̃ + σ⁻² (N k(0) − Σ_m λ_m G_mm)],
 
 but G is only available as a product (:class:`~geogp.features.gram_operator.GramOperator`,
 O(M log M)). The preconditioner P = L Lᵀ is two-level: the dense block A₀₀ of the M₀

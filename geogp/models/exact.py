@@ -1,7 +1,8 @@
 """Exact Gaussian-process regression: the reference every approximation is tested against.
 
-Model y = f(x) + ε, f ~ GP(0, k), ε ~ N(0, σ²) (docs/model.md, docs/bound.md (baselines)). Functions are pure JAX in the
-kernel and noise; :class:`ExactGP` is the scikit-learn-style estimator around them.
+Model y = f(x) + ε, f ~ GP(0, k), ε ~ N(0, σ²) (docs/model.md, docs/bound.md (baselines)). Functions
+are pure JAX in the kernel and noise; :class:`ExactGP` is the scikit-learn-style estimator around
+them.
 
 Cost: O(N³) time and O(N²) memory per evaluation; practical up to N ≈ 2·10⁴.
 """
@@ -172,7 +173,8 @@ class ExactGP:
 
     def log_marginal_likelihood(self) -> float:
         """LML of the training data at the fitted parameters, on the standardised scale."""
-        return float(log_marginal_likelihood(self.kernel_, self.noise_, self.X_train_, self.y_train_))
+        return float(log_marginal_likelihood(self.kernel_, self.noise_, self.X_train_,
+                                             self.y_train_))
 
     def predict(self, X) -> Prediction:
         """Predictive mean and variances at X (N*, D), on the data's original scale."""

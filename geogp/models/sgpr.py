@@ -81,7 +81,8 @@ def sgpr_trace_term(kernel: Kernel, Z, X, jitter: float = JITTER):
 
 
 def sgpr_bound(kernel: Kernel, noise, Z, X, y, jitter: float = JITTER):
-    """The collapsed Titsias bound L' for inducing inputs Z (docs/bound.md (baselines), stable form).
+    """The collapsed Titsias bound L' for inducing inputs Z (docs/bound.md (baselines), stable
+    form).
 
     Args:
         kernel: a stationary kernel (k(x, x) = k(0) for all x).
@@ -113,7 +114,8 @@ _trace_jit = jax.jit(sgpr_trace_term, static_argnums=3)
 
 
 class SGPRPosterior(NamedTuple):
-    """Optimal q(u) for fixed Z and θ, ready for prediction (docs/bound.md with ψ* = L_u⁻¹ k(Z, x*)).
+    """Optimal q(u) for fixed Z and θ, ready for prediction (docs/bound.md with
+    ψ* = L_u⁻¹ k(Z, x*)).
 
     Attributes:
         Z: (M, D) inducing inputs; chol_uu: (M, M) L_u; chol_a: (M, M) L_A; c: (M,) c.
@@ -162,9 +164,9 @@ def greedy_variance(kernel: Kernel, X, n_inducing: int, tol: float = 1e-12) -> n
     """Greedy variance selection of inducing inputs = the pivots of a pivoted Cholesky of K_ff.
 
     Repeatedly picks n = argmax_n [k(x_n, x_n) − Σ_m V_mn²], the residual variance of f(x_n)
-    given the points already chosen (GVI report, Algorithm 1; Burt et al. 2020b; docs/bound.md (baselines)).
-    Ties go to the lowest index. Stops early, with a warning, when every residual variance is
-    ≤ tol·k(0) (e.g. duplicated inputs): further points would make K_uu singular.
+    given the points already chosen (GVI report, Algorithm 1; Burt et al. 2020b; docs/bound.md
+    (baselines)). Ties go to the lowest index. Stops early, with a warning, when every residual
+    variance is ≤ tol·k(0) (e.g. duplicated inputs): further points would make K_uu singular.
 
     Args:
         kernel: a stationary kernel (diag K_ff = k(0)).
@@ -242,7 +244,8 @@ class SGPRRegressor:
             under the learnt θ and refit, at most ``rounds`` fits in all; stops when Z no longer
             changes, and keeps the round with the highest bound (reselecting by variance does
             not always raise it). ``rounds=1`` (default) is a single fit with Z fixed.
-        lengthscale, variance, noise: initial values (docs/model.md defaults ℓ = 0.2, σ_f² = σ² = 1).
+        lengthscale, variance, noise: initial values (docs/model.md defaults ℓ = 0.2,
+            σ_f² = σ² = 1).
         standardize: z-score inputs and targets with training statistics (docs/model.md).
         optimize: learn θ (else keep the initial values). maxiter: L-BFGS iterations per round.
         seed: k-means seed. jitter: K_uu + jitter·σ_f²·I.

@@ -4,8 +4,8 @@ A model file is untrusted input. Before any array is read, the sizes that the fi
 (the ``.npy`` headers inside the ``.npz`` zip) are checked against a memory limit; then the
 JSON metadata is checked key by key (presence and type); then every array read is checked for
 its dtype, shape, finiteness and, where the model needs it, its sign; and files of format
-version 2 carry a SHA-256 digest of every array and of the metadata, which must match. Any failure raises
-:class:`~geogp.exceptions.ReadError` with one line saying what is wrong, never a ``KeyError``
+version 2 carry a SHA-256 digest of every array and of the metadata, which must match. Any failure
+raises :class:`~geogp.exceptions.ReadError` with one line saying what is wrong, never a ``KeyError``
 from deep inside the loader and never a model that predicts NaN.
 """
 
@@ -277,7 +277,8 @@ def jsonable(value):
         return value.tolist()
     if isinstance(value, (list, tuple)):
         items = [jsonable(v) for v in value]
-        return None if any(i is None and v is not None for i, v in zip(items, value, strict=True)) else items
+        lost = any(i is None and v is not None for i, v in zip(items, value, strict=True))
+        return None if lost else items
     return None
 
 

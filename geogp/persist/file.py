@@ -98,7 +98,8 @@ def save_model(model, path, *, overwrite: bool = False, key: bytes | None = None
     meta = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
         "params": {"model": model.model_, "requested": model.model,
-                   "reason": getattr(model, "model_reason_", None), "kernel": model.kernel if isinstance(model.kernel, str)
+                   "reason": getattr(model, "model_reason_", None),
+                   "kernel": model.kernel if isinstance(model.kernel, str)
                    or model.kernel is None else None, "n_features": model.n_features,
                    "share_hyperparameters": bool(model.share_hyperparameters),
                    "nodata": jsonable(model.nodata), "options": clean(model.options or {})},

@@ -60,8 +60,8 @@ from geogp.placement.candidates import MIN_DISTANCE_FRACTION, packing_distance
 from geogp.placement.greedy import Greedy
 from geogp.placement.operators import Problem
 
-__all__ = ["PROBES", "REFINE_TOP", "LatticeCovariance", "add_lattice_observations", "is_lattice", "check_lattice", "lattice_greedy",
-           "lattice_min_distance", "lattice_memory_estimate"]
+__all__ = ["PROBES", "REFINE_TOP", "LatticeCovariance", "add_lattice_observations", "is_lattice",
+           "check_lattice", "lattice_greedy", "lattice_min_distance", "lattice_memory_estimate"]
 
 _LOCATION_BYTES = 400  # per candidate/target: cells, variances, scores, masks
 PROBES = 128  # random-sign probes of the marginal mi over every cell (module docstring)

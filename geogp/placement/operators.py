@@ -109,7 +109,8 @@ class _GridOps(_FourierOps):
     def __init__(self, ff, sqrt_lam, saxes, flat):
         shape = tuple(a.size for a in saxes)
         idx = np.unravel_index(flat, shape)
-        super().__init__(ff, sqrt_lam, np.stack([a[i] for a, i in zip(saxes, idx, strict=True)], axis=1))
+        super().__init__(ff, sqrt_lam,
+                         np.stack([a[i] for a, i in zip(saxes, idx, strict=True)], axis=1))
         self.saxes, self.flat, self.shape = saxes, flat, shape
         self.blocks = []
         for d, a in enumerate(saxes):
@@ -296,7 +297,8 @@ def _afs_ops(model, locs: Candidates, dense_limit: int, what: str):
     if len(locs) * ff.n_features <= dense_limit:
         return _DenseOps(np.asarray(ff(Xs)) * sl)
     if locs.axes is not None:
-        saxes = [(a - m) / s for a, m, s in zip(locs.axes, scaler.x_mean, scaler.x_scale, strict=True)]
+        saxes = [(a - m) / s
+                 for a, m, s in zip(locs.axes, scaler.x_mean, scaler.x_scale, strict=True)]
         return _GridOps(ff, sl, saxes, locs.flat)
     return _PointOps(ff, sl, Xs)
 

@@ -1,4 +1,5 @@
-"""Whitened AFS posterior with rank-one updates instead of refits (docs/bound.md, docs/placement.md).
+"""Whitened AFS posterior with rank-one updates instead of refits (docs/bound.md,
+docs/placement.md).
 
 With ψ = λ^{1/2} ⊙ φ and A = I + σ⁻² Σ_n ψ_nψ_nᵀ, measuring at x_a adds σ⁻²ψ_aψ_aᵀ to A, so
 A⁻¹ is updated by Sherman–Morrison in O(M²) (:func:`rank1`). :class:`FeaturePosterior` holds
@@ -26,7 +27,8 @@ def rank1(Mat, x, y, alpha: float) -> None:
 
 
 class FeaturePosterior:
-    """Whitened AFS posterior, updated by rank-one steps instead of refits (docs/bound.md, docs/placement.md).
+    """Whitened AFS posterior, updated by rank-one steps instead of refits (docs/bound.md,
+    docs/placement.md).
 
     With ψ = λ^{1/2} ⊙ φ, A = I + σ⁻² Σ_n ψ_nψ_nᵀ and t = σ⁻² Σ_n ψ_n y_n:
     mean(x) = ψᵀA⁻¹t and var_f(x) = k(0) − ‖ψ‖² + ψᵀA⁻¹ψ (standardised units; the residual

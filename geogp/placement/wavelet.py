@@ -1,9 +1,10 @@
 """Sensor placement with wavelet models: sparse posterior, rank-one updates (docs/placement.md).
 
 A fitted :class:`~geogp.models.wavelet.WaveletRegressor` has sparse features: ψ(x) = Λ^{1/2}φ(x)
-touches K basis functions, and the whitened posterior precision of the weights is
+touches K basis functions, and the whitened posterior precision of the weights is (A_a sparse,
+as in models/wavelet/regressor.py)
 
-    A = blockdiag(A_a, I),    A_a = I + σ⁻² Λ_a^{1/2} G Λ_a^{1/2}   (sparse, models/wavelet/regressor.py),
+    A = blockdiag(A_a, I),    A_a = I + σ⁻² Λ_a^{1/2} G Λ_a^{1/2},
 
 over the M_a active features (data in their support) and the pruned ones (no data: prior).
 The latent posterior covariance is C(x, x') = ψ(x)ᵀA⁻¹ψ(x') (the finite prior is the model,

@@ -44,7 +44,8 @@ def test_reconstruction_is_exact_at_the_samples(D):
     offs = sample_offsets(W, J)
     R = np.stack([g.ravel() for g in np.meshgrid(*offs, indexing="ij")], axis=1)  # m∘b
     Zj = np.stack([g.ravel() for g in np.meshgrid(
-        *[np.arange(-j, j + 1) / (2 * w) for j, w in zip(J, W, strict=True)], indexing="ij")], axis=1)
+        *[np.arange(-j, j + 1) / (2 * w) for j, w in zip(J, W, strict=True)], indexing="ij")],
+        axis=1)
     rec = (np.exp(2j * np.pi * R @ Zj.T) @ s.ravel()).real / np.prod(2 * W)
     k_R = np.asarray(jax.jit(k.evaluate)(R))
     np.testing.assert_allclose(rec, k_R, atol=1e-12)

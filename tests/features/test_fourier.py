@@ -1,4 +1,5 @@
-"""AFS features: lattices, mask, implied kernel, Fourier-domain statistics (docs/afs.md, T2, T9, T12)."""
+"""AFS features: lattices, mask, implied kernel, Fourier-domain statistics (docs/afs.md, T2, T9,
+T12)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from geogp.features.fourier_statistics import (
 
 
 def _alias_sum(kernel, r, period, signed, n_alias=2):
-    """Σ_j (±1)^{Σj} k(r − T∘j): the kernel implied by a saturated lattice (docs/afs.md, lattices)."""
+    """Σ_j (±1)^{Σj} k(r − T∘j): the kernel implied by a saturated lattice (docs/afs.md,
+    lattices)."""
     D = r.shape[-1]
     out = np.zeros(r.shape[:-1])
     for jj in itertools.product(range(-n_alias, n_alias + 1), repeat=D):
@@ -61,7 +63,8 @@ def test_mask_dimensionwise_equals_cube_then_mask():
 
 
 def test_mask_is_closed_under_sign_flips():
-    """T9: every |z| kept appears with all its cos/sin combinations (2^D rows on the odd lattice)."""
+    """T9: every |z| kept appears with all its cos/sin combinations (2^D rows on the odd
+    lattice)."""
     ff = FourierFeatures.build([0, 0], [3, 2], (8, 5))
     _freqs, counts = np.unique(ff.frequencies, axis=0, return_counts=True)
     assert np.all(counts == 4)
@@ -196,7 +199,8 @@ def test_lemma_gcd_condition_matches_brute_force(N):
             E = np.exp(2j * np.pi * np.outer(z, n))
             is_diag = np.allclose(E @ E.conj().T, N * np.eye(M), atol=1e-9)
             assert is_diag == _lemma_gcd(N, a, M), (N, a, M)
-    assert not _lemma_gcd(6, 4, 4)  # docs/afs.md (gridded data) counterexample to the printed condition
+    # docs/afs.md (gridded data): counterexample to the printed condition
+    assert not _lemma_gcd(6, 4, 4)
 
 
 @pytest.mark.parametrize("lattice", ["odd", "full"])

@@ -1,8 +1,8 @@
 """CHOLMOD ``logdet_and_solve`` vs the dense reference (docs/sparse_vjp.md; T13, T15, T16).
 
 Every value and gradient is compared with :mod:`geogp.linalg.dense` (dense Cholesky, gradients
-by JAX autodiff), with the closed-form adjoint of docs/sparse_vjp.md (adjoint) written with a dense inverse,
-or with finite differences (``jax.test_util.check_grads``).
+by JAX autodiff), with the closed-form adjoint of docs/sparse_vjp.md (adjoint) written with a dense
+inverse, or with finite differences (``jax.test_util.check_grads``).
 """
 
 from __future__ import annotations
@@ -85,7 +85,8 @@ def test_gradient_of_each_output_alone(which, rng):
 
 
 def test_convention_a_matches_closed_form_adjoint(rng):
-    """docs/sparse_vjp.md, convention (a): diagonal δ̄Z_ii − b̄_iγ_i; below 2δ̄Z_ij − (b̄_iγ_j + b̄_jγ_i)."""
+    """docs/sparse_vjp.md, convention (a): diagonal δ̄Z_ii − b̄_iγ_i; below 2δ̄Z_ij − (b̄_iγ_j +
+    b̄_jγ_i)."""
     pattern, values, rhs = _problem("random200", rng)
     g_logdet, g_x = 0.8, rng.standard_normal(pattern.n)
     _, vjp = jax.vjp(lambda v, b: cholmod.logdet_and_solve(pattern, v, b), values, rhs)

@@ -1,4 +1,5 @@
-"""Value and gradient for M = 200,000 without a dense M × M array (docs/sparse_vjp.md, selected inversion).
+"""Value and gradient for M = 200,000 without a dense M × M array (docs/sparse_vjp.md, selected
+inversion).
 
 One dense 200,000² float64 matrix is 320 GB; the assertion is a 2 GB ceiling on the peak. The
 peak RSS is measured in a fresh child process running the same computation, so that it does

@@ -1,4 +1,5 @@
-"""Dense reference backend (docs/sparse_vjp.md (backends); T13, T17): always runs, with or without CHOLMOD.
+"""Dense reference backend (docs/sparse_vjp.md (backends); T13, T17): always runs, with or without
+CHOLMOD.
 
 Compared with numpy's ``slogdet`` / ``solve`` (independent algorithms: LU) and with central
 finite differences; checked to give NaN on a matrix that is not positive definite.

@@ -1,4 +1,5 @@
-"""SparsePattern: canonical lower-triangle storage, conversions, use under jit (docs/sparse_vjp.md, adjoint)."""
+"""SparsePattern: canonical lower-triangle storage, conversions, use under jit (docs/sparse_vjp.md,
+adjoint)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""AFS collapsed bound, posterior and estimator against exact references (docs/bound.md, docs/afs.md, T3–T8, T10)."""
+"""AFS collapsed bound, posterior and estimator against exact references (docs/bound.md,
+docs/afs.md, T3–T8, T10)."""
 
 from __future__ import annotations
 
@@ -70,7 +71,8 @@ def test_real_and_complex_features_give_the_same_bound(rng):
     Z = (absz[:, None, :] * signs[None, :, :]).reshape(-1, 2)
     lam = np.exp(np.asarray(k.log_spectral_density(jnp.abs(jnp.asarray(Z))))) / np.prod(ff.width)
     E = np.exp(2j * np.pi * (X @ Z.T))  # (N, M)
-    A = np.eye(Z.shape[0]) + np.sqrt(lam)[:, None] * (E.conj().T @ E) * np.sqrt(lam)[None, :] / noise
+    A = (np.eye(Z.shape[0])
+         + np.sqrt(lam)[:, None] * (E.conj().T @ E) * np.sqrt(lam)[None, :] / noise)
     v = np.sqrt(lam) * (E.conj().T @ y)
     c2 = np.real(v.conj() @ np.linalg.solve(A, v)) / noise**2
     logdet = np.linalg.slogdet(A)[1]
@@ -171,7 +173,8 @@ def test_diagonal_route_equals_dense_route_on_complete_grid(rng):
     diag = grid_stats(ff, ax, vals, diagonal=True)
     dense = grid_stats(ff, ax, vals)
     args = (ff.log_lambda(k), 0.3, 0.8)
-    np.testing.assert_allclose(collapsed_bound(*args, diag), collapsed_bound(*args, dense), rtol=1e-10)
+    np.testing.assert_allclose(collapsed_bound(*args, diag), collapsed_bound(*args, dense),
+                               rtol=1e-10)
     pd, pn = posterior(*args, diag), posterior(*args, dense)
     np.testing.assert_allclose(pd.weights, pn.weights, atol=1e-10)
     assert pd.quad.shape == (ff.n_features,)  # the O(M) route keeps Q as its diagonal
@@ -188,7 +191,8 @@ def _noisy_field(rng, shape=(24, 30), missing=0.3):
 
 
 def test_estimator_grid_prediction_equals_point_prediction(rng):
-    """Grid prediction (separable transforms) = pointwise prediction (NUFFT and explicit features)."""
+    """Grid prediction (separable transforms) = pointwise prediction (NUFFT and explicit
+    features)."""
     ax, vals = _noisy_field(rng)
     m = AFSRegressor("matern32", n_features=200, maxiter=30).fit_grid(ax, vals)
     grid = m.predict_grid(ax)
@@ -218,7 +222,8 @@ def test_grid_fit_equals_scattered_fit_on_the_observed_cells(rng):
 
 
 def test_fit_recovers_exact_gp_hyperparameters_with_wide_window(rng):
-    """With W = 2W_x and many features the AFS fit matches the exact GP's (ℓ, σ_f², σ²) within 1%."""
+    """With W = 2W_x and many features the AFS fit matches the exact GP's (ℓ, σ_f², σ²) within
+    1%."""
     X, y, _, _ = _sample(rng, N=120, D=1, ell=0.25, noise=0.05)
     ref = exact.ExactGP("se").fit(X, y)
     m = AFSRegressor("se", n_freq=40, window_factor=2.0).fit(X, y)

@@ -1,4 +1,5 @@
-"""Wavelet coefficient prior, collapsed bound, posterior and estimator (docs/wavelets.md; T19, T20, T25).
+"""Wavelet coefficient prior, collapsed bound, posterior and estimator (docs/wavelets.md; T19, T20,
+T25).
 
 Every check compares with an independent reference: the thesis formulas written out in plain
 numpy, dense N×N Gaussian-process algebra with K = ΦᵀΛΦ (``_reference.dense_gp``), a dense
@@ -374,7 +375,8 @@ def test_regressor_rejects_bad_data():
 
 # --------------------------------------------------------------------------- T25 (slow)
 def _toy(seed):
-    """docs/tests.md (reference experiments) non-stationary toy: 180 points on [−5, 5], patch of 18 around x = 2."""
+    """docs/tests.md (reference experiments) non-stationary toy: 180 points on [−5, 5], patch of 18
+    around x = 2."""
     rng = np.random.default_rng(seed)
     x = np.linspace(-5, 5, 180)
     u = (x + 5) / 10

@@ -23,7 +23,8 @@ def grid_axes_info(axes) -> tuple[np.ndarray, np.ndarray]:
     for d, axis in enumerate(axes):
         a = np.asarray(axis, dtype=np.float64)
         if a.ndim != 1 or a.size < 2:
-            raise InputError(f"grid axis {d} must be a vector with ≥ 2 coordinates; got shape {a.shape}.")
+            raise InputError(
+                f"grid axis {d} must be a vector with ≥ 2 coordinates; got shape {a.shape}.")
         step = np.diff(a)
         if not np.all(np.isfinite(a)):
             raise IrregularGridError(f"grid axis {d} has NaN/inf coordinates.")

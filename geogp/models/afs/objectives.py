@@ -2,8 +2,8 @@
 
 - :func:`negative_bound_per_point`: −L''/N of the dense (or diagonal) collapsed bound
   (:mod:`geogp.models.collapsed`);
-- :func:`iterative_loss`: the same on the matrix-free path (:mod:`geogp.models.collapsed_iterative`),
-  one function object per :class:`IterativeOptions`;
+- :func:`iterative_loss`: the same on the matrix-free path
+  (:mod:`geogp.models.collapsed_iterative`), one function object per :class:`IterativeOptions`;
 - :func:`warm_start`: θ from the dense bound of the preconditioner's low-frequency block,
   a cheap starting point for the expensive large-M optimisation;
 - :func:`loss_and_args`: which of these (or the AFS-DFT bound of a kernel without S) fits the

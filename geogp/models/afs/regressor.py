@@ -264,7 +264,8 @@ class AFSRegressor:
         if complete and self.grid_mode == "diagonal" and self.lattice == "odd":
             # Lemma 3.1 mode: W_d = N_d η_d exactly, centred on the grid cells
             width = np.array(shape) * seta
-            if all(2 * k <= n for k, n in zip(self._features((lo + hi) / 2, width).n_freq, shape, strict=True)):
+            n_freq = self._features((lo + hi) / 2, width).n_freq
+            if all(2 * k <= n for k, n in zip(n_freq, shape, strict=True)):
                 diagonal = width
         if self.grid_mode == "diagonal" and diagonal is None:
             warnings.warn("grid_mode='diagonal' needs a complete raster, the odd lattice and "
@@ -524,6 +525,7 @@ class AFSRegressor:
             raise InputError(f"expected {self.scaler_.x_mean.size} coordinate vector(s), one per "
                              f"input dimension; got {len(axes)}.")
         axes = [np.asarray(a, dtype=np.float64) for a in axes]
-        saxes = [(a - m) / s for a, m, s in zip(axes, self.scaler_.x_mean, self.scaler_.x_scale, strict=True)]
+        saxes = [(a - m) / s
+                 for a, m, s in zip(axes, self.scaler_.x_mean, self.scaler_.x_scale, strict=True)]
         mean, var = afs_predict.on_grid(self, saxes, outside)
         return self.scaler_.unscale(mean, var, self.noise_)

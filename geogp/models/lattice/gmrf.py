@@ -1,4 +1,5 @@
-"""Operators, data and exact likelihood of the lattice SPDE/GMRF model (:mod:`geogp.models.lattice`).
+"""Operators, data and exact likelihood of the lattice SPDE/GMRF model
+(:mod:`geogp.models.lattice`).
 
 The precision Q(θ) = c (κ²I + L)^α on a fixed pattern, log|Q| in closed form from the Neumann
 Laplacian's eigenvalues, and the REML log marginal likelihood by one sparse Cholesky of
@@ -164,7 +165,8 @@ class LatticeProblem:
 
     Attributes:
         pattern: ``SparsePattern`` of B (lower triangle, CSC order). solve: its
-            :class:`~geogp.linalg.solvers.Solver`. alpha: 1 or 2. area: h_y h_x. n_obs: N. n_trend: p.
+            :class:`~geogp.linalg.solvers.Solver`. alpha: 1 or 2. area: h_y h_x. n_obs: N.
+            n_trend: p.
         e_i, e_l, e_l2: (nnz,) I, L and L² on the pattern. e_obs: (nnz,) PᵀP on the pattern.
         eig: (n,) Laplacian eigenvalues λ_kl (for log|Q|). ptw: (n, 1 + p) Pᵀ[y, X].
         wtw: (1 + p, 1 + p) [y, X]ᵀ[y, X]. n_feat: the first n_feat columns of X are
@@ -245,8 +247,8 @@ def make_problem(shape, h, alpha: int, cells: np.ndarray, y: np.ndarray, X: np.n
         mid_scale: None, or the coarsening factor r ≥ 2 of a second, mid-scale α = 2 field on
             a lattice r times coarser (:func:`mid_lattice`), added to the fine one.
         neighbours: with the mid-scale level, keep the pattern entries that the posterior's
-            neighbour covariances need (:func:`~geogp.models.lattice.mid.mid_cross`); False keeps only those of B
-            (a sparser factor, enough for the likelihood: the fitting tiles).
+            neighbour covariances need (:func:`~geogp.models.lattice.mid.mid_cross`); False keeps
+            only those of B (a sparser factor, enough for the likelihood: the fitting tiles).
         share: reuse the previous call's pattern (and with it its CHOLMOD analysis and
             factor) when the lattice is the same; for problems solved one after another
             (the posterior's tiles), never for problems used together (the fitting tiles).
@@ -471,8 +473,8 @@ def log_marginal_likelihood(params, problem: LatticeProblem):
 
     Differentiable in ``params`` (dict of ``log_range``, ``log_sd``, ``log_noise``, in the
     lattice's units and standardised y; plus ``log_range_large``, ``log_sd_large`` when the
-    problem has large-scale features: then Σ = PQ⁻¹Pᵀ + ΦΛΦᵀ + σ²I, u integrated exactly). Cost: one sparse Cholesky of B; the gradient adds a
-    solve and a selected inversion.
+    problem has large-scale features: then Σ = PQ⁻¹Pᵀ + ΦΛΦᵀ + σ²I, u integrated exactly). Cost: one
+    sparse Cholesky of B; the gradient adds a solve and a selected inversion.
     """
     return _evaluate(params, problem)[0]
 

@@ -28,8 +28,8 @@ import tempfile
 from geogp.exceptions import InputError
 from geogp.models.lattice.tiled import PosteriorTile, posterior_tiles
 
-__all__ = ["lattice_bytes", "factor_bytes", "lattice_seconds", "plan_tiles", "tile_cells", "state_bytes",
-           "check_state_disk",
+__all__ = ["lattice_bytes", "factor_bytes", "lattice_seconds", "plan_tiles", "tile_cells",
+           "state_bytes", "check_state_disk",
            "WHOLE_LATTICE_MAX_CELLS", "POSTERIOR_CORE", "POSTERIOR_HALO"]
 
 # posterior_tile="auto": lattices up to this many cells get the exact whole-lattice posterior

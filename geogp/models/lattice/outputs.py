@@ -184,7 +184,8 @@ class LatticeOutputsMixin:
         return math.sqrt(self.noise_var_) * self.scaler_.y_scale
 
     def describe(self) -> dict:
-        """Fitted hyperparameters on the data's scale (for :meth:`geogp.families.lattice.LatticeFamily.describe`)."""
+        """Fitted hyperparameters on the data's scale (for
+        :meth:`geogp.families.lattice.LatticeFamily.describe`)."""
         out = {"lengthscale": np.array([[self.range_, self.range_]]), "signal_sd": self.sd_,
                "noise_sd": self.noise_sd_}
         if "log_range_mid" in self.params_:

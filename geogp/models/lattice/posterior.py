@@ -285,7 +285,8 @@ def tile_statistics(est, raster: np.ndarray, tile: PosteriorTile, params, keep=F
     tile, the whole lattice): (M, log|Σ_g|, the state in float64, what samples need)."""
     mid = est._mid_factor()
     problem, cells, shape = _tile_problem(est, raster, tile)
-    core = tuple(slice(c.start - o, c.stop - o) for c, o in zip(tile.core, tile.offset, strict=True))
+    core = tuple(slice(c.start - o, c.stop - o)
+                 for c, o in zip(tile.core, tile.offset, strict=True))
     _, ex, ext = extended_core(shape, core)
     s, m_mat, logdet_sigma, b_vals = solve_tile(params, problem, shape, mid,
                                                 rows=None if keep else ext, whole=keep)

@@ -75,8 +75,8 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         large_scale: None (default), a number of large-scale Fourier features (cos/sin pairs of
             the lowest frequencies of a window ``large_scale_window`` times the lattice) or
             ``"auto"`` (:data:`LARGE_SCALE_AUTO` beside the mid-scale level,
-            :data:`LARGE_SCALE_ALONE` without it): the multi-resolution model y = Φᵀu + Xβ + g + ε with
-            u ~ N(0, Λ(ℓ_L, s_L)), Λ from the spectral density of ``large_scale_kernel``
+            :data:`LARGE_SCALE_ALONE` without it): the multi-resolution model y = Φᵀu + Xβ + g + ε
+            with u ~ N(0, Λ(ℓ_L, s_L)), Λ from the spectral density of ``large_scale_kernel``
             (``"matern12"``, ``"matern32"``, ``"matern52"``, ``"se"``); u is integrated exactly in
             the same Woodbury step as β (see :mod:`geogp.models.lattice.gmrf`). θ is fitted in
             two stages: the local (range, sd, noise) on the tiles, each with its own trend

@@ -29,7 +29,8 @@ from geogp.models.lattice.gmrf import LatticeProblem, precision
 from geogp.models.lattice.mid import mid_lattice, mid_stencil
 
 __all__ = ["PosteriorTile", "CoreState", "posterior_tiles", "in_core", "solve_tile", "core_gram",
-           "core_state", "extended_core", "SOLVE_BLOCK", "core_moments", "field_covariance", "selected_inverse"]
+           "core_state", "extended_core", "SOLVE_BLOCK", "core_moments", "field_covariance",
+           "selected_inverse"]
 
 
 class PosteriorTile(NamedTuple):

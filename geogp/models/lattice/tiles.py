@@ -61,8 +61,9 @@ def composite_loss(params, problems: tuple[LatticeProblem, ...]):
     """−Σ_t log p_t / Σ_t N_t over the tiles (module level: the optimiser caches it)."""
     systems = [sparse_system(params, p) for p in problems]
     total = 0.0
-    for p, (_, rhs, logdet_q, noise), (logdet_b, s) in zip(problems, systems,
-                                                             _solve_all(problems, systems), strict=True):
+    solutions = _solve_all(problems, systems)
+    for p, (_, rhs, logdet_q, noise), (logdet_b, s) in zip(problems, systems, solutions,
+                                                             strict=True):
         logdet_sigma, m = statistics_from_solve(p, logdet_b, s, rhs, logdet_q, noise)
         total = total + dense_likelihood(params, m, logdet_sigma, p.n_obs, p.freq2, p.dw,
                                          p.kernel)[0]

@@ -46,7 +46,8 @@ def dask_client(scheduler):
         import distributed  # noqa: PLC0415 - lazy: dask.distributed loads only with a scheduler
     except ImportError as err:  # pragma: no cover - a dependency; only a broken install lacks it
         if scheduler != "auto":
-            raise InputError("scheduler= needs dask.distributed (pip install distributed).") from err
+            raise InputError(
+                "scheduler= needs dask.distributed (pip install distributed).") from err
         yield None
         return
     if scheduler == "auto":

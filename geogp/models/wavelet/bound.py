@@ -1,7 +1,7 @@
 """The wavelet model's sparse problem, collapsed bound and posterior: pure functions of θ.
 
-Split from :mod:`geogp.models.wavelet.regressor` (the estimator :class:`WaveletRegressor`, a thin shell
-over these). See that module's docstring for the bound, and docs/wavelets.md,
+Split from :mod:`geogp.models.wavelet.regressor` (the estimator :class:`WaveletRegressor`, a thin
+shell over these). See that module's docstring for the bound, and docs/wavelets.md,
 docs/sparse_vjp.md for the maths and the solvers.
 """
 
@@ -35,7 +35,8 @@ GRID_DENSE_MAX = 6000
 
 
 def _load_solver(backend: str) -> Solver:
-    """The :class:`~geogp.linalg.solvers.Solver` of the chosen backend (docs/sparse_vjp.md, contract)."""
+    """The :class:`~geogp.linalg.solvers.Solver` of the chosen backend (docs/sparse_vjp.md,
+    contract)."""
     if backend not in BACKENDS:
         raise InputError(f"backend must be one of {BACKENDS}; got {backend!r}.")
     if backend == "dense" or (backend == "auto" and not linalg.HAVE_CHOLMOD):
@@ -145,7 +146,7 @@ def _whitened_system(params: dict, problem: WaveletProblem):
     sqrt_lam = jnp.exp(0.5 * log_lam)  # Λ^{1/2}, never formed from 1/λ (docs/bound.md)
     inv_noise = 1.0 / params["noise"]
     rows, cols = problem.rows, problem.cols
-    # A_vals = 1[row = col] + σ⁻² √λ_row G_vals √λ_col                   (docs/wavelets.md, sparsity and bound)
+    # A_vals = 1[row = col] + σ⁻² √λ_row G_vals √λ_col    (docs/wavelets.md, sparsity and bound)
     a_vals = (rows == cols) + inv_noise * sqrt_lam[rows] * problem.g_vals * sqrt_lam[cols]
     b = inv_noise * sqrt_lam * problem.r  # b = σ⁻² Λ^{1/2} r
     return a_vals, b

@@ -19,11 +19,12 @@ product of D such factors, each with its own parameters, times an overall amplit
 λ_m = σ_f² ∏_d β^{(d)}_{m_d}: the coefficients of the orthogonal basis functions (the RKHS inner
 products ⟨f, φ_m⟩ have K_uu = diag(1/λ) for any scaling of φ_m, docs/wavelets.md).
 
-**Normalisation** (docs/wavelets.md, normalisation). ``"amplitude"`` (default) uses the unit-amplitude
-functions v(2^j x − t), w(2^j x − t), for which Haar gives k(x, x) = 1 − ½·2^{−(1+a_0)(j_max−ι+1)}:
-a_0 controls the scale, not the variance, as §4.3.0.12 intends. ``"l2"`` uses the L²-normalised
-functions 2^{j/2}v(2^j x − t) of eqs. 4.19/4.21; since the basis is the same up to scaling, it is
-implemented as λ_m → λ_m·2^{j_m} on the unit-amplitude features.
+**Normalisation** (docs/wavelets.md, normalisation). ``"amplitude"`` (default) uses the
+unit-amplitude functions v(2^j x − t), w(2^j x − t), for which Haar gives
+k(x, x) = 1 − ½·2^{−(1+a_0)(j_max−ι+1)}: a_0 controls the scale, not the variance, as §4.3.0.12
+intends. ``"l2"`` uses the L²-normalised functions 2^{j/2}v(2^j x − t) of eqs. 4.19/4.21; since
+the basis is the same up to scaling, it is implemented as λ_m → λ_m·2^{j_m} on the
+unit-amplitude features.
 
 Everything is computed in log space: C(a)·2^{−(1+a)(j−ι+2)} underflows for large a and j.
 """
@@ -121,7 +122,8 @@ def log_coefficients_1d(decay, component_decay, component_weight, component_cent
         iota: canonical scale ι.
 
     Returns:
-        (M_d,) log coefficients; thesis eqs. 4.24–4.27 as corrected in docs/wavelets.md (coefficients).
+        (M_d,) log coefficients; thesis eqs. 4.24–4.27 as corrected in docs/wavelets.md
+        (coefficients).
 
     Cost: O(M_d·Q).
     """
@@ -197,7 +199,8 @@ def log_precisions(params: dict, dims, index, normalisation: str = "amplitude",
 
 
 def effective_lengthscale(params: dict, iota: int, X):
-    """Heuristic local lengthscale per dimension (thesis eqs. 4.33–4.36, docs/wavelets.md (effective lengthscale)).
+    """Heuristic local lengthscale per dimension (thesis eqs. 4.33–4.36, docs/wavelets.md (effective
+    lengthscale)).
 
     j′ = ι + ½ log₂e / (1 + a_0), j′_q = ι + ½ log₂e / (1 + a_q) and
     ℓ_eff(x) = [2^{−j′} + Σ_q b_q g_q(x) 2^{−j′_q}] / [1 + Σ_q b_q g_q(x)].

@@ -1,12 +1,14 @@
-"""Multiresolution (wavelet) variational GP with sparse precomputation (docs/bound.md, docs/wavelets.md, docs/sparse_vjp.md).
+"""Multiresolution (wavelet) variational GP with sparse precomputation (docs/bound.md,
+docs/wavelets.md, docs/sparse_vjp.md).
 
 The prior is the finite wavelet expansion f(x) = Σ_m u_m φ_m(x), u_m ~ N(0, λ_m(θ)) ("option A"
-of docs/wavelets.md (sparsity and bound): the model kernel is the truncated sum, K_ff = ΦᵀΛΦ). Only λ depends on θ, so the
-data enter once, through the sparse statistics G = ΦΦᵀ, r = Φy, yᵀy and N
-(:func:`geogp.features.wavelet_statistics.wavelet_statistics`). The collapsed bound in whitened form is
+of docs/wavelets.md (sparsity and bound): the model kernel is the truncated sum, K_ff = ΦᵀΛΦ). Only
+λ depends on θ, so the data enter once, through the sparse statistics G = ΦΦᵀ, r = Φy, yᵀy and N
+(:func:`geogp.features.wavelet_statistics.wavelet_statistics`). The collapsed bound in whitened
+form is
 
     A = I + σ⁻² Λ^{1/2} G Λ^{1/2}  (lower triangle on the fixed pattern P),   b = σ⁻² Λ^{1/2} r
-    (δ, γ) = (log|A|, A⁻¹b)                       sparse Cholesky behind a custom VJP (docs/sparse_vjp.md)
+    (δ, γ) = (log|A|, A⁻¹b)    sparse Cholesky behind a custom VJP (docs/sparse_vjp.md)
     L′ = −½ [N log 2πσ² + δ + σ⁻² yᵀy − bᵀγ]
 
 and, because the trace term vanishes for the truncated prior, L′ equals the exact log marginal
@@ -120,7 +122,8 @@ class WaveletRegressor:
     """
 
     def __init__(self, family="db4", *, iota="auto", j_max="auto", n_components=1,
-                 normalisation="amplitude", location="left", decay=0.5, component_decay=0.5, component_weight=1.0,
+                 normalisation="amplitude", location="left", decay=0.5, component_decay=0.5,
+                 component_weight=1.0,
                  component_centre=None, component_width=1.0, noise=0.5, amplitude=1.0,
                  learn_weights=False, learn_amplitude=False, margin=0.1, level=12,
                  standardize=True, optimize=True, maxiter=500, backend="auto", chunk_size=None,
@@ -447,7 +450,8 @@ class WaveletRegressor:
                        / float(self.params_["noise"]))
 
     def effective_lengthscale(self, X) -> np.ndarray:
-        """Heuristic local lengthscale (N*, D) in original units (docs/wavelets.md, effective lengthscale)."""
+        """Heuristic local lengthscale (N*, D) in original units (docs/wavelets.md, effective
+        lengthscale)."""
         X = as_points(X, "X", max_dims=2)
         ell = effective_lengthscale(self.params_, self.basis_.dims[0].iota, self.scaler_.x(X))
         return np.asarray(ell) * self.scaler_.x_scale

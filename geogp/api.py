@@ -23,6 +23,8 @@ Example:
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -39,6 +41,13 @@ from geogp.models.base import check_fitted
 from geogp.outputs import Target, check_quantiles, grid_target, prediction_dataset, target_from
 from geogp.persist import load_model, save_model
 from geogp.points import to_point_data
+
+if TYPE_CHECKING:  # annotations only
+    import os
+
+    from numpy.typing import ArrayLike
+
+    from geogp.kernels import Kernel
 
 __all__ = ["GeoRegressor", "fit"]
 
@@ -92,9 +101,11 @@ class GeoRegressor(ReportMixin, DrawsMixin):
         attrs_, name_: attributes and name of the input, copied to predictions.
     """
 
-    def __init__(self, model: str = "auto", *, likelihood: str = GAUSSIAN, kernel=None,
-                 n_features=None, share_hyperparameters: bool = False, crs=None, nodata=None,
-                 progress: bool = False, options: dict | None = None):
+    def __init__(self, model: str = "auto", *, likelihood: str = GAUSSIAN,
+                 kernel: str | Kernel | None = None, n_features: int | str | None = None,
+                 share_hyperparameters: bool = False, crs: Any = None,
+                 nodata: float | None = None, progress: bool = False,
+                 options: dict | None = None) -> None:
         self.model = model
         self.likelihood = likelihood
         self.kernel = kernel
@@ -106,8 +117,10 @@ class GeoRegressor(ReportMixin, DrawsMixin):
         self.options = options
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, data, *, var: str | None = None, x: str = "x", y: str = "y",
-            value: str = "value", grid=None, covariates=None) -> GeoRegressor:
+    def fit(self, data: xr.DataArray | xr.Dataset | pd.DataFrame, *, var: str | None = None,
+            x: str = "x", y: str = "y", value: str = "value",
+            grid: xr.DataArray | xr.Dataset | None = None,
+            covariates: xr.DataArray | Sequence[xr.DataArray] | None = None) -> GeoRegressor:
         """Fit to a raster or to a table of points. Returns self.
 
         Args:
@@ -281,7 +294,9 @@ class GeoRegressor(ReportMixin, DrawsMixin):
     def _check_fitted(self):
         check_fitted(self, "estimators_")
 
-    def predict(self, like=None, *, x=None, y=None, quantiles=None, outside: str = "raise",
+    def predict(self, like: xr.DataArray | xr.Dataset | None = None, *,
+                x: ArrayLike | None = None, y: ArrayLike | None = None,
+                quantiles: Sequence[float] | None = None, outside: str = "raise",
                 points: bool = False, lazy: bool | None = None) -> xr.Dataset:
         """Predict on a raster grid (or at points).
 
@@ -360,13 +375,15 @@ class GeoRegressor(ReportMixin, DrawsMixin):
                                   quantiles=quantiles, attrs=self.attrs_, name=self.name_)
 
     # ------------------------------------------------------------------ persistence
-    def save(self, path, *, overwrite: bool = False, key: bytes | None = None) -> None:
+    def save(self, path: str | os.PathLike[str], *, overwrite: bool = False,
+             key: bytes | None = None) -> None:
         """Save to one ``.npz`` (no pickle; integrity-checked, signed only with ``key``, bytes)."""
         self._check_fitted()
         save_model(self, path, overwrite=overwrite, key=key)
 
     @classmethod
-    def load(cls, path, *, max_bytes: float | None = None, key: bytes | None = None):
+    def load(cls, path: str | os.PathLike[str], *, max_bytes: float | None = None,
+             key: bytes | None = None) -> GeoRegressor:
         """Load a model saved by :meth:`save`; predictions are reproduced exactly. ``max_bytes``:
         refuse larger declared arrays; ``key``: the save's (:func:`geogp.persist.load_model`)."""
         return load_model(path, cls, max_bytes=max_bytes, key=key)
@@ -382,9 +399,11 @@ def _n_observed(est, values) -> int:
 _OWN = ("kernel", "n_features", "share_hyperparameters", "crs", "nodata", "progress")
 
 
-def fit(data, model: str = "auto", *, likelihood: str = GAUSSIAN, var: str | None = None,
-        x: str = "x", y: str = "y", value: str = "value", grid=None, covariates=None,
-        **kwargs) -> GeoRegressor:
+def fit(data: xr.DataArray | xr.Dataset | pd.DataFrame, model: str = "auto", *,
+        likelihood: str = GAUSSIAN, var: str | None = None, x: str = "x", y: str = "y",
+        value: str = "value", grid: xr.DataArray | xr.Dataset | None = None,
+        covariates: xr.DataArray | Sequence[xr.DataArray] | None = None,
+        **kwargs: Any) -> GeoRegressor:
     """Fit a Gaussian process to a raster or to points: ``GeoRegressor(...).fit(data)``.
 
     Args:

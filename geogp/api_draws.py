@@ -7,6 +7,8 @@ A mixin of :class:`geogp.api.GeoRegressor`; it uses the fitted state that class 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 import xarray as xr
 from scipy.special import ndtr
@@ -16,6 +18,9 @@ from geogp.exceptions import InputError
 from geogp.families import family
 from geogp.memory import check_samples
 
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
 __all__ = ["DrawsMixin"]
 
 
@@ -23,8 +28,9 @@ class DrawsMixin:
     """``sample``, ``exceedance`` and ``effective_lengthscale`` for
     :class:`geogp.api.GeoRegressor`."""
 
-    def sample(self, n: int = 10, like=None, *, seed=None, latent: bool = True, x=None,
-               y=None) -> xr.DataArray:
+    def sample(self, n: int = 10, like: xr.DataArray | xr.Dataset | None = None, *,
+               seed: int | None = None, latent: bool = True, x: ArrayLike | None = None,
+               y: ArrayLike | None = None) -> xr.DataArray:
         """``n`` posterior sample rasters (conditional simulation), for uncertainty propagation.
 
         Each sample is a draw of the whole field from the posterior, exact under the model
@@ -62,8 +68,8 @@ class DrawsMixin:
                            dict(self.attrs_))
         return out.assign_coords(sample=np.arange(n))
 
-    def exceedance(self, threshold: float, like=None, *, latent: bool = True,
-                   **predict_options) -> xr.DataArray:
+    def exceedance(self, threshold: float, like: xr.DataArray | xr.Dataset | None = None, *,
+                   latent: bool = True, **predict_options: Any) -> xr.DataArray:
         """Probability that the field exceeds ``threshold`` at every cell: Φ((μ − t)/σ).
 
         Args:
@@ -92,7 +98,9 @@ class DrawsMixin:
                       "units": "1"}
         return prob
 
-    def effective_lengthscale(self, like=None, *, x=None, y=None) -> xr.DataArray:
+    def effective_lengthscale(self, like: xr.DataArray | xr.Dataset | None = None, *,
+                              x: ArrayLike | None = None,
+                              y: ArrayLike | None = None) -> xr.DataArray:
         """Map of the wavelet model's local lengthscale (docs/wavelets.md, effective lengthscale).
 
         The multiresolution prior puts more weight on fine levels where its components say so,

@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import os
 from pathlib import Path
+from typing import TypeVar
 
 import dask
 import numpy as np
@@ -27,6 +28,8 @@ from geogp.exceptions import InputError, IrregularGridError, ReadError
 from geogp.io_atomic import atomic_path, check_writable, hidden_sibling
 from geogp.memory import LAZY_WINDOW_CELLS
 
+_Raster = TypeVar("_Raster", xr.DataArray, xr.Dataset)
+
 __all__ = ["open_raster", "atomic_path", "check_writable", "check_geotiff_grid",
            "hidden_sibling", "write_geotiff", "write_netcdf", "GEOTIFF_BANDS",
            "GEOTIFF_SUFFIXES", "NETCDF_SUFFIXES"]
@@ -37,7 +40,7 @@ NETCDF_SUFFIXES = (".nc", ".nc4", ".netcdf", ".cdf", ".h5", ".hdf5")
 
 
 # --------------------------------------------------------------------------- reading
-def open_raster(path, var: str | None = None) -> xr.DataArray:
+def open_raster(path: str | os.PathLike[str], var: str | None = None) -> xr.DataArray:
     """Open a GeoTIFF or NetCDF raster as a DataArray with missing cells as NaN.
 
     Args:
@@ -249,7 +252,7 @@ def _window_values(arrays: list) -> list:
     return list(dask.compute(*(a.data for a in arrays), scheduler="synchronous"))
 
 
-def load_here(obj):
+def load_here(obj: _Raster) -> _Raster:
     """``obj`` (DataArray or Dataset) with its dask-backed variables computed together in
     this process (the synchronous scheduler: a distributed client would have to receive the
     model); ``obj`` itself when nothing is lazy."""
@@ -259,7 +262,7 @@ def load_here(obj):
         return obj.compute()
 
 
-def is_lazy(obj) -> bool:
+def is_lazy(obj: xr.DataArray | xr.Dataset) -> bool:
     """Whether a DataArray or Dataset (any of its variables) is dask-backed."""
     variables = obj.data_vars.values() if isinstance(obj, xr.Dataset) else [obj]
     return any(getattr(v.variable, "chunks", None) is not None for v in variables)
@@ -347,7 +350,7 @@ def _label(value) -> str:
     return str(value)
 
 
-def check_geotiff_grid(obj) -> None:
+def check_geotiff_grid(obj: xr.DataArray | xr.Dataset) -> None:
     """Raise :class:`IrregularGridError` unless the (y, x) coordinates of ``obj`` (DataArray or
     Dataset) are regularly spaced: a GeoTIFF stores one affine transform, so cells of an
     irregular grid would land at the wrong places. NetCDF stores the coordinates themselves."""
@@ -366,7 +369,8 @@ def check_geotiff_grid(obj) -> None:
                 "coordinates, or resample the input onto a regular grid first.")
 
 
-def write_geotiff(pred: xr.Dataset, path, *, overwrite: bool = False, latent: bool = False,
+def write_geotiff(pred: xr.Dataset, path: str | os.PathLike[str], *, overwrite: bool = False,
+                  latent: bool = False,
                   quantiles: bool = False, nodata: float = np.nan, compress: str = "deflate",
                   cog: bool = False, dtype: str = "float32", samples: bool = False,
                   extra: tuple = ()) -> Path:
@@ -440,7 +444,8 @@ def write_geotiff(pred: xr.Dataset, path, *, overwrite: bool = False, latent: bo
 
 
 # --------------------------------------------------------------------------- NetCDF
-def write_netcdf(pred: xr.Dataset, path, *, overwrite: bool = False) -> Path:
+def write_netcdf(pred: xr.Dataset, path: str | os.PathLike[str], *,
+                 overwrite: bool = False) -> Path:
     """Write a prediction as CF NetCDF-4 (engine h5netcdf) with its grid mapping.
 
     The CRS is stored CF-style in the ``spatial_ref`` variable (``grid_mapping_name``,

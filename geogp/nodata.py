@@ -21,7 +21,7 @@ from geogp.exceptions import InputError, NodataWarning
 __all__ = ["masked_values"]
 
 
-def masked_values(da: xr.DataArray, nodata=None) -> xr.DataArray:
+def masked_values(da: xr.DataArray, nodata: float | None = None) -> xr.DataArray:
     """``da`` as float64 with every missing cell set to NaN (lazy for dask-backed arrays).
 
     Missing cells: NaN, and cells equal to the nodata value, taken from ``nodata`` or else from

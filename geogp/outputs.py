@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import rioxarray  # noqa: F401  (registers the .rio accessor used below)
@@ -17,6 +18,11 @@ import xarray as xr
 from geogp.adapters import GridData, GridSpec, check_axis, find_spatial_dims
 from geogp.exceptions import InputError
 from geogp.grid_checks import require_axes
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
+_Raster = TypeVar("_Raster", xr.DataArray, xr.Dataset)
 
 __all__ = ["Target", "grid_target", "target_from", "check_quantiles", "prediction_dataset"]
 
@@ -34,7 +40,7 @@ class Target:
     crs_wkt: str | None = None
     x_first: bool = False
 
-    def in_source_order(self, obj):
+    def in_source_order(self, obj: _Raster) -> _Raster:
         """``obj`` (Dataset or DataArray with dims (..., y, x)) in the source's order."""
         return obj.transpose(..., self.x_dim, self.y_dim) if self.x_first else obj
 
@@ -45,7 +51,8 @@ def grid_target(g: GridData) -> Target:
                   g.x_first)
 
 
-def target_from(spec: GridSpec, like=None, *, x=None, y=None) -> Target:
+def target_from(spec: GridSpec, like: xr.DataArray | xr.Dataset | None = None, *,
+                x: ArrayLike | None = None, y: ArrayLike | None = None) -> Target:
     """The prediction grid from ``like`` (DataArray/Dataset) or coordinate vectors ``x``, ``y``.
 
     ``like`` must use the model's CRS (or none): reproject it first otherwise.
@@ -83,7 +90,7 @@ def target_from(spec: GridSpec, like=None, *, x=None, y=None) -> Target:
     return Target(spec.y_dim, spec.x_dim, yy, xx, coords)
 
 
-def check_quantiles(quantiles, name: str = "quantiles") -> np.ndarray:
+def check_quantiles(quantiles: ArrayLike, name: str = "quantiles") -> np.ndarray:
     """``quantiles`` as a 1-D float64 array of distinct probabilities strictly inside (0, 1);
     anything else raises :class:`InputError` (a repeated one would give two identical bands)."""
     try:
@@ -99,10 +106,11 @@ def check_quantiles(quantiles, name: str = "quantiles") -> np.ndarray:
     return q
 
 
-def prediction_dataset(mean, var_latent, var_observed, dims: tuple, coords: dict, *,
+def prediction_dataset(mean: ArrayLike, var_latent: ArrayLike, var_observed: ArrayLike,
+                       dims: tuple, coords: dict, *,
                        crs_wkt: str | None = None, spatial_dims: tuple | None = None,
                        extra_dim: str | None = None, extra_coords: dict | None = None,
-                       quantiles=None, attrs: dict | None = None,
+                       quantiles: ArrayLike | None = None, attrs: dict | None = None,
                        name: str | None = None) -> xr.Dataset:
     """Wrap predictive moments as an ``xr.Dataset``.
 

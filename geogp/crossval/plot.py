@@ -9,14 +9,21 @@ the first fold's held-out cells coloured by their distance to the nearest traini
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from geogp.plotting import pretty_units
 
+if TYPE_CHECKING:  # annotations only
+    from matplotlib.figure import Figure
+
+    from geogp.crossval.run import CVResult
+
 __all__ = ["plot_cv"]
 
 
-def plot_cv(result):
+def plot_cv(result: CVResult) -> Figure:
     """The figure of a :class:`~geogp.crossval.CVResult` (matplotlib)."""
     # lazy: matplotlib loads only when a figure is drawn
     import matplotlib.pyplot as plt  # noqa: PLC0415

@@ -109,7 +109,7 @@ class GramOperator:
             :mod:`geogp.models.collapsed_iterative`), or None.
     """
 
-    def __init__(self, chat, coef, index, diag, low=None, G_low=None):
+    def __init__(self, chat, coef, index, diag, low=None, G_low=None) -> None:
         self.chat, self.coef, self.index, self.diag = chat, coef, index, diag
         self.low, self.G_low = low, G_low
 

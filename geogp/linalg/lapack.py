@@ -44,7 +44,7 @@ class LapackFactor:
         perm: the identity (no fill-reducing ordering).
     """
 
-    def __init__(self, pattern: SparsePattern):
+    def __init__(self, pattern: SparsePattern) -> None:
         self.pattern = pattern
         self.perm = np.arange(pattern.n)
         self._rows = np.asarray(pattern.rows, dtype=np.int64)

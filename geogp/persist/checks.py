@@ -196,7 +196,7 @@ class Arrays:
     were verified (:func:`verify_digests`); records which arrays the loader read, so that
     members it never reads can be refused (:meth:`check_all_read`)."""
 
-    def __init__(self, z):
+    def __init__(self, z) -> None:
         self.z, self.read = z, set()
 
     def __contains__(self, key: str) -> bool:

@@ -73,7 +73,7 @@ class Greedy:
     """State of one greedy run: the maintained matrices and vectors of docs/placement.md."""
 
     def __init__(self, pb: Problem, strategy: str, criterion: str, lazy: bool, lazy_batch: int,
-                 taken=(), screened: bool = False, max_evaluations: int = 1024):
+                 taken=(), screened: bool = False, max_evaluations: int = 1024) -> None:
         self.pb, self.strategy, self.criterion = pb, strategy, criterion
         self.lazy = lazy and strategy == "krause"
         self.lazy_batch = lazy_batch

@@ -78,7 +78,7 @@ class LatticeCovariance:
         sites: the cells absorbed so far, in order.
     """
 
-    def __init__(self, est):
+    def __init__(self, est) -> None:
         sm = (est._sampler if getattr(est, "_absorbed", None) is not None  # added since fit
               else est._require_sampler())  # whole lattice only: refuses on tiles
         self.noise = float(est.noise_var_)

@@ -39,7 +39,7 @@ class FeaturePosterior:
         kvar0: k(0). A (property): the precision, formed on demand as A₀ + σ⁻² Σ_added ψψᵀ.
     """
 
-    def __init__(self, sqrt_lam, A, Ainv, t, noise: float, kvar0: float):
+    def __init__(self, sqrt_lam, A, Ainv, t, noise: float, kvar0: float) -> None:
         self.sqrt_lam = np.asarray(sqrt_lam, dtype=np.float64)
         self._A0 = A  # an array, or a callable giving it (formed only when needed)
         self._added = []

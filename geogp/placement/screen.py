@@ -89,7 +89,7 @@ class Screen:
     :meth:`update`; ρ_T = C_T,ii + σ².
     """
 
-    def __init__(self, pb, Ainv, hT, cT, max_evals: int):
+    def __init__(self, pb, Ainv, hT, cT, max_evals: int) -> None:
         self.pb, self.max_evals = pb, int(max_evals)
         self.hT, self.cT = hT, cT  # arrays owned and updated in place by Greedy
         self.omega = (1.0 + _SLACK) / self.rho
@@ -151,7 +151,7 @@ class Screen:
         return best, best_score
 
     # ------------------------------------------------------------------ updates
-    def update(self, psi, w, d, Ainv_new):
+    def update(self, psi, w, d, Ainv_new) -> None:
         """After a pick: B for the new A⁻¹, then raise the weights that 1/ρ has passed.
 
         Call after the owner has updated A⁻¹ (→ ``Ainv_new``), ρ_T and h_T; ``psi``, ``w``

@@ -96,7 +96,7 @@ class SparseFeaturePosterior:
         W: (F, k) solve vectors w_j of the absorbed sites; d: (k,) their d_j.
     """
 
-    def __init__(self, model, dense_max: int | None = None):
+    def __init__(self, model, dense_max: int | None = None) -> None:
         _check_wavelet(model)
         post = model.posterior_
         problem = post.problem

@@ -120,7 +120,7 @@ class KeptStates:
     process; removed by :meth:`close`), or the pass-1 results on the dask workers (dask
     spills them to its workers' disks under memory pressure)."""
 
-    def __init__(self, client, count: int):
+    def __init__(self, client, count: int) -> None:
         self.client, self.futures, self._dir = client, None, None
         self.count = count
         if client is None and count:

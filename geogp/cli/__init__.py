@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 
 from geogp import __version__
 from geogp.cli.cv import add_cv_parser, run_cv
@@ -66,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``geogp`` command; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -35,7 +36,7 @@ from geogp.io_atomic import hidden_sibling
 __all__ = ["add_fit_parser", "run_fit"]
 
 
-def add_fit_parser(subparsers, epilog: str) -> argparse.ArgumentParser:
+def add_fit_parser(subparsers: argparse._SubParsersAction, epilog: str) -> argparse.ArgumentParser:
     """Add the ``fit`` sub-command to ``subparsers``; returns its parser."""
     fit = subparsers.add_parser(
         "fit", help="fit a raster and write the predicted mean and std",
@@ -147,7 +148,7 @@ def _keep_previous(outputs) -> dict:
     return kept
 
 
-def run_fit(args, echo) -> int:
+def run_fit(args: argparse.Namespace, echo: Callable[[str], object]) -> int:
     """Run ``geogp fit`` with parsed ``args``; ``echo`` prints unless ``--quiet``. With
     ``--workers`` or ``--scheduler`` a dask client is the default client during the run, and
     the lattice model's posterior tiles run on its workers."""

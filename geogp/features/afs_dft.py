@@ -26,7 +26,7 @@ full lattice), plus O(P·D) kernel evaluations; memory O(P·D).
 from __future__ import annotations
 
 from functools import partial
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -34,6 +34,11 @@ import numpy as np
 
 from geogp.exceptions import InputError
 from geogp.features.fourier import FourierFeatures
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
+    from geogp.kernels import Kernel
 
 __all__ = [
     "EPS",
@@ -75,7 +80,7 @@ def _half_sizes(ff: FourierFeatures, J) -> tuple:
     return J
 
 
-def sample_offsets(width, J) -> list:
+def sample_offsets(width: ArrayLike, J: ArrayLike) -> list:
     """Per-dimension sample positions m·b_d, m ∈ {−J_d..J_d}, b_d = 2W_d/(2J_d + 1).
 
     Args:
@@ -89,7 +94,7 @@ def sample_offsets(width, J) -> list:
     return [np.arange(-j, j + 1) * (2 * w / (2 * j + 1)) for w, j in zip(width, J, strict=True)]
 
 
-def dft_spectrum(kernel, width, J):
+def dft_spectrum(kernel: Kernel, width: ArrayLike, J: ArrayLike) -> jax.Array:
     """ŝ_j on the centred lattice j ∈ ∏_d {−J_d..J_d} (docs/afs.md (AFS-DFT), eq. 3.61 corrected).
 
     Args:
@@ -132,7 +137,7 @@ def _floor(s_hat, bins, eps, nonpositive):
     return jnp.where(pos, jnp.log(jnp.where(pos, s_m, 1.0)), -jnp.inf), jnp.sum(~pos)
 
 
-def feature_bins(ff: FourierFeatures, J=None) -> np.ndarray:
+def feature_bins(ff: FourierFeatures, J: ArrayLike | None = None) -> np.ndarray:
     """Flat index into the centred ŝ array of each feature's frequency |j| (shape (M,)).
 
     Args:
@@ -151,8 +156,8 @@ def feature_bins(ff: FourierFeatures, J=None) -> np.ndarray:
     return np.ravel_multi_index(tuple((j[:, d] + J[d]) for d in range(ff.n_dims)), shape)
 
 
-def dft_log_lambda(ff: FourierFeatures, kernel, nonpositive: str = "clip", eps: float = EPS,
-                   J=None) -> DFTLambda:
+def dft_log_lambda(ff: FourierFeatures, kernel: Kernel, nonpositive: str = "clip", eps: float = EPS,
+                   J: ArrayLike | None = None) -> DFTLambda:
     """log λ_m = log ŝ(|j_m|) − log ∏_d 2W_d for full-lattice features (docs/afs.md, AFS-DFT).
 
     Args:
@@ -177,7 +182,7 @@ def dft_log_lambda(ff: FourierFeatures, kernel, nonpositive: str = "clip", eps: 
     return DFTLambda(log_s - float(np.sum(np.log(2 * ff.width))), n_bad, s_hat)
 
 
-def log_lambda(ff: FourierFeatures, kernel, nonpositive: str = "clip"):
+def log_lambda(ff: FourierFeatures, kernel: Kernel, nonpositive: str = "clip") -> jax.Array:
     """log λ (M,) for any kernel: closed-form S when the kernel has one, else AFS-DFT.
 
     Kernels with ``log_spectral_density`` use λ = S(|z|)/∏T_d on either lattice

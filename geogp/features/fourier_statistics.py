@@ -24,6 +24,7 @@ same for any chunk size, and a dask array is processed block by block (bounded m
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,8 @@ from geogp.features.gram_operator import GramOperator
 from geogp.trend import basis, basis_grid
 
 if TYPE_CHECKING:  # annotations only: the feature set's statistics() method calls this module
+    from numpy.typing import ArrayLike
+
     from geogp.features.fourier import FourierFeatures
 
 __all__ = ["SufficientStats", "residual_stats", "dense_stats", "points_stats", "grid_stats",
@@ -65,11 +68,11 @@ class SufficientStats:
     HH: jnp.ndarray | None = None
     Hy: jnp.ndarray | None = None
 
-    def tree_flatten(self):
+    def tree_flatten(self) -> tuple[tuple, bool]:
         return (self.G, self.r, self.yy, self.n, self.F, self.HH, self.Hy), self.diagonal
 
     @classmethod
-    def tree_unflatten(cls, diagonal, children):
+    def tree_unflatten(cls, diagonal: bool, children: tuple) -> SufficientStats:
         G, r, yy, n, F, HH, Hy = children
         return cls(G, r, yy, n, diagonal, F, HH, Hy)
 
@@ -102,7 +105,7 @@ class SufficientStats:
         return int(np.shape(self.r)[0])
 
     @property
-    def G_diag(self):
+    def G_diag(self) -> jax.Array:
         if self.matrix_free:
             return self.G.diag
         return self.G if self.diagonal else jnp.diagonal(self.G)
@@ -120,7 +123,7 @@ def _make(G, r, yy, n, diagonal=False, F=None, HH=None, Hy=None) -> SufficientSt
                            jnp.asarray(float(n)), diagonal, arr(F), arr(HH), arr(Hy))
 
 
-def residual_stats(stats, beta):
+def residual_stats(stats: SufficientStats, beta: ArrayLike) -> SufficientStats:
     """Statistics of y − Hβ: r − Fβ and yᵀy − 2βᵀHy + βᵀHHβ (differentiable in β)."""
     r = stats.r - stats.F @ beta
     yy = stats.yy - 2.0 * beta @ stats.Hy + beta @ (stats.HH @ beta)
@@ -155,8 +158,9 @@ def _rows_per_chunk(row_bytes: float, chunk_bytes: float) -> int:
     return max(1, int(chunk_bytes // max(row_bytes, 1.0)))
 
 
-def dense_stats(ff: FourierFeatures, X, y, chunk_bytes: float = DEFAULT_CHUNK_BYTES,
-                chunk_rows: int | None = None, powers=None) -> SufficientStats:
+def dense_stats(ff: FourierFeatures, X: ArrayLike, y: ArrayLike,
+                chunk_bytes: float = DEFAULT_CHUNK_BYTES,
+                chunk_rows: int | None = None, powers: np.ndarray | None = None) -> SufficientStats:
     """G and r by explicit feature matrices, summed over row chunks (the reference route).
 
     Args:
@@ -200,8 +204,9 @@ def _gram(ff: FourierFeatures, C: np.ndarray, gram: str, dense_block: int):
     raise InputError(f"gram must be 'dense' or 'operator'; got {gram!r}.")
 
 
-def points_stats(ff: FourierFeatures, X, y, method: str = "nufft",
-                 chunk_bytes: float = DEFAULT_CHUNK_BYTES, powers=None, gram: str = "dense",
+def points_stats(ff: FourierFeatures, X: ArrayLike, y: ArrayLike, method: str = "nufft",
+                 chunk_bytes: float = DEFAULT_CHUNK_BYTES, powers: np.ndarray | None = None,
+                 gram: str = "dense",
                  dense_block: int = DEFAULT_DENSE_BLOCK) -> SufficientStats:
     """G and r at scattered points through type-1 NUFFTs of the weights 1 and y (docs/afs.md,
     statistics).
@@ -231,7 +236,7 @@ def points_stats(ff: FourierFeatures, X, y, method: str = "nufft",
                  **trend.result(ff))
 
 
-def grid_lemma_holds(n_cells, n_freq) -> bool:
+def grid_lemma_holds(n_cells: Sequence[int], n_freq: Sequence[int]) -> bool:
     """Lemma 3.1 (docs/afs.md, gridded data) for the odd lattice with W_d = N_d η_d exactly.
 
     Then a_d = 1 and M_d = 2K_d distinct complex frequencies, and the complex Gram matrix of a
@@ -241,8 +246,8 @@ def grid_lemma_holds(n_cells, n_freq) -> bool:
     return all(int(N) >= 2 * int(K) for N, K in zip(n_cells, n_freq, strict=True))
 
 
-def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
-               chunk_bytes: float = DEFAULT_CHUNK_BYTES, powers=None,
+def grid_stats(ff: FourierFeatures, axes: list, values: ArrayLike, diagonal: bool = False,
+               chunk_bytes: float = DEFAULT_CHUNK_BYTES, powers: np.ndarray | None = None,
                gram: str = "dense", dense_block: int = DEFAULT_DENSE_BLOCK) -> SufficientStats:
     """Statistics of a regular grid whose missing cells are NaN (docs/afs.md, gridded data).
 
@@ -321,7 +326,8 @@ def _assemble_batch(ff: FourierFeatures, L: np.ndarray) -> np.ndarray:
     return np.stack([trig.assemble_linear(ff, Ls) for Ls in L], axis=1)
 
 
-def grid_noise_projection(ff: FourierFeatures, axes: list, values, n_samples: int, rng,
+def grid_noise_projection(ff: FourierFeatures, axes: list, values: ArrayLike, n_samples: int,
+                          rng: np.random.Generator,
                           chunk_bytes: float = DEFAULT_CHUNK_BYTES) -> np.ndarray:
     """Φη (M, S) for S independent standard-normal vectors η on the observed cells of a grid.
 
@@ -342,7 +348,8 @@ def grid_noise_projection(ff: FourierFeatures, axes: list, values, n_samples: in
     return _assemble_batch(ff, L)
 
 
-def points_noise_projection(ff: FourierFeatures, X, n_samples: int, rng) -> np.ndarray:
+def points_noise_projection(ff: FourierFeatures, X: ArrayLike, n_samples: int,
+                            rng: np.random.Generator) -> np.ndarray:
     """Φη (M, S) for S standard-normal vectors η at scattered points X (N, D): batched NUFFT."""
     X = np.asarray(X, dtype=np.float64)
     eta = rng.standard_normal((n_samples, X.shape[0]))

@@ -40,6 +40,8 @@ from geogp.features.trig import (
 )
 
 if TYPE_CHECKING:  # annotations only: the feature set's module imports this one (statistics)
+    from numpy.typing import ArrayLike
+
     from geogp.features.fourier import FourierFeatures
 
 __all__ = ["GramOperator", "operator_bytes", "lowest_frequencies", "subset"]
@@ -109,15 +111,16 @@ class GramOperator:
             :mod:`geogp.models.collapsed_iterative`), or None.
     """
 
-    def __init__(self, chat, coef, index, diag, low=None, G_low=None) -> None:
+    def __init__(self, chat: jax.Array, coef: jax.Array, index: jax.Array, diag: jax.Array,
+                 low: jax.Array | None = None, G_low: jax.Array | None = None) -> None:
         self.chat, self.coef, self.index, self.diag = chat, coef, index, diag
         self.low, self.G_low = low, G_low
 
-    def tree_flatten(self):
+    def tree_flatten(self) -> tuple[tuple, None]:
         return (self.chat, self.coef, self.index, self.diag, self.low, self.G_low), None
 
     @classmethod
-    def tree_unflatten(cls, aux, children):
+    def tree_unflatten(cls, aux: None, children: tuple) -> GramOperator:
         return cls(*children)
 
     @classmethod
@@ -152,7 +155,7 @@ class GramOperator:
         M = int(self.diag.shape[0])
         return (M, M)
 
-    def matvec(self, v):
+    def matvec(self, v: ArrayLike) -> jax.Array:
         """G v for v of shape (M,) or (M, B). O(B·Π Q_d log Π Q_d).
 
         b = Π Q_d · ifft(Ĉ ⊙ ifft(a)) is the cyclic cross-correlation Σ_κ a(κ) Cq(κ + ι).

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
@@ -37,6 +38,9 @@ from geogp.features.data import Grid, Points
 from geogp.features.wavelet_basis import WaveletTable, wavelet_table
 from geogp.features.wavelet_grid import grid_wavelet_statistics
 from geogp.features.wavelet_statistics import CHUNK_ENTRIES, WaveletStatistics, wavelet_statistics
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
 
 __all__ = [
     "WaveletBasis1D",
@@ -81,7 +85,8 @@ class WaveletBasis1D:
         return self.table.support * len(self.blocks)
 
     @classmethod
-    def build(cls, table: WaveletTable, iota: int, j_max: int, lo: float, hi: float):
+    def build(cls, table: WaveletTable, iota: int, j_max: int, lo: float,
+              hi: float) -> WaveletBasis1D:
         """Lay out the scaling block at ι and the wavelet blocks ι … j_max. Cost O(M_d)."""
         kinds, levels, shifts, blocks, offset = [], [], [], [], 0
         for kind, j in [(0, iota)] + [(1, j) for j in range(iota, j_max + 1)]:
@@ -226,7 +231,7 @@ class WaveletBasis:
         return _columns_to_csc(rows, vals, self.n_features)
 
 
-    def statistics(self, data, *, chunk_size: int | None = None,
+    def statistics(self, data: Points | Grid, *, chunk_size: int | None = None,
                    max_bytes: float = 4 * 2**30) -> WaveletStatistics:
         """The sufficient statistics of ``data`` for this basis, read once (docs/wavelets.md).
 
@@ -260,7 +265,8 @@ def _columns_to_csc(rows: np.ndarray, vals: np.ndarray, n_rows: int) -> sp.csc_m
     return mat
 
 
-def make_basis(family: str, iota: int, j_max: int, window, level: int = 12) -> WaveletBasis:
+def make_basis(family: str, iota: int, j_max: int, window: ArrayLike,
+               level: int = 12) -> WaveletBasis:
     """Build the tensor-product wavelet basis on a window.
 
     Args:

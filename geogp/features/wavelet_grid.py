@@ -19,6 +19,7 @@ limit before anything of that size exists.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -28,6 +29,8 @@ from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.features.wavelet_statistics import WaveletStatistics
 
 if TYPE_CHECKING:  # annotations only: the basis module imports this one
+    from numpy.typing import ArrayLike
+
     from geogp.features.wavelet import WaveletBasis
 
 __all__ = ["grid_wavelet_statistics"]
@@ -54,7 +57,7 @@ def _axis_pairs(basis1d, coords: np.ndarray):
     return phi, np.divmod(pair_keys, m), P, ind
 
 
-def grid_wavelet_statistics(basis: WaveletBasis, axes, values,
+def grid_wavelet_statistics(basis: WaveletBasis, axes: Sequence[ArrayLike], values: ArrayLike,
                             max_bytes: float = 4 * 2**30) -> WaveletStatistics:
     """The wavelet statistics of a 2-D raster (module docstring).
 

@@ -17,6 +17,8 @@ import scipy.sparse as sp
 from geogp.exceptions import InputError
 
 if TYPE_CHECKING:  # annotations only: the basis module imports this one
+    from numpy.typing import ArrayLike
+
     from geogp.features.wavelet import WaveletBasis
 
 __all__ = ["CHUNK_ENTRIES", "WaveletStatistics", "wavelet_statistics"]
@@ -64,7 +66,8 @@ class WaveletStatistics:
         return pos
 
 
-def wavelet_statistics(basis: WaveletBasis, X, y, chunk_size: int | None = None
+def wavelet_statistics(basis: WaveletBasis, X: ArrayLike, y: ArrayLike,
+                       chunk_size: int | None = None
                        ) -> WaveletStatistics:
     """Accumulate G = ΦΦᵀ (on its exact pattern), r = Φy, yᵀy and N over chunks of the data.
 

@@ -24,12 +24,16 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.linalg import lapack
 
 from geogp.linalg.cholmod import CholmodFactorization, build_op
 from geogp.linalg.pattern import SparsePattern
+
+if TYPE_CHECKING:  # annotations only
+    import jax
 
 __all__ = ["DenseFactorization", "factorization", "logdet_and_solve"]
 
@@ -122,7 +126,8 @@ def factorization(pattern: SparsePattern) -> DenseFactorization:
     return state
 
 
-def logdet_and_solve(pattern: SparsePattern, values, rhs):
+def logdet_and_solve(pattern: SparsePattern, values: jax.Array,
+                     rhs: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``(log|B|, B⁻¹ b)`` by dense LAPACK Cholesky, differentiable (docs/sparse_vjp.md, contract).
 
     Same contract, storage convention (a) and failure handling as

@@ -16,6 +16,8 @@ import inspect
 import json
 import os
 import zipfile
+from collections.abc import Collection
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +34,7 @@ def _gib(n: float) -> str:
     return f"{n / 2**30:.3g} GiB"
 
 
-def declared_arrays(path) -> dict:
+def declared_arrays(path: str | os.PathLike[str]) -> dict:
     """{name: (shape, dtype)} of every array in an ``.npz``, read from the headers only.
 
     Each member must hold the data its header declares: the declared bytes may not exceed
@@ -103,7 +105,7 @@ def check_declared_memory(declared: dict, max_bytes: float | None = None) -> flo
 _CHUNK = 2**20  # bytes hashed at a time
 
 
-def verify_digests(z, checksums: dict) -> None:
+def verify_digests(z: Any, checksums: dict) -> None:
     """Check every array of the open ``.npz`` ``z`` against its SHA-256 in ``checksums``,
     hashing the stored bytes in chunks of :data:`_CHUNK` (no array is loaded for this).
 
@@ -153,8 +155,8 @@ _TYPES = {"str": str, "int": int, "float": (int, float), "bool": bool, "dict": d
           "list": list}
 
 
-def require(d, key: str, kind: str, where: str = "metadata", *, nullable: bool = False,
-            positive: bool = False):
+def require(d: dict, key: str, kind: str, where: str = "metadata", *, nullable: bool = False,
+            positive: bool = False) -> Any:
     """``d[key]`` checked for presence and type (and sign); a one-line ReadError otherwise."""
     if not isinstance(d, dict):
         raise ReadError(f"model file {where} must be a JSON object; got {type(d).__name__}.")
@@ -196,7 +198,7 @@ class Arrays:
     were verified (:func:`verify_digests`); records which arrays the loader read, so that
     members it never reads can be refused (:meth:`check_all_read`)."""
 
-    def __init__(self, z) -> None:
+    def __init__(self, z: Any) -> None:
         self.z, self.read = z, set()
 
     def __contains__(self, key: str) -> bool:
@@ -235,7 +237,8 @@ class Arrays:
         return a
 
 
-def scaler_and_report(meta: dict, pre: str, z: Arrays, n_dims: int, where: str):
+def scaler_and_report(meta: dict, pre: str, z: Arrays, n_dims: int,
+                      where: str) -> tuple[Standardizer, FitReport]:
     """The checked Standardizer and FitReport of one slice of a model file."""
     scaler = Standardizer(z.get(f"{pre}scaler/x_mean", shape=(n_dims,)),
                           z.get(f"{pre}scaler/x_scale", shape=(n_dims,), positive=True),
@@ -249,7 +252,7 @@ def scaler_and_report(meta: dict, pre: str, z: Arrays, n_dims: int, where: str):
     return scaler, report
 
 
-def estimator_from_init(cls, meta: dict, where: str, accepted) -> object:
+def estimator_from_init(cls: type, meta: dict, where: str, accepted: Collection[str]) -> object:
     """``cls(**init)`` from a slice's stored options (unknown keys dropped), checked."""
     init = dict(require(meta, "init", "dict", where))
     try:
@@ -260,14 +263,14 @@ def estimator_from_init(cls, meta: dict, where: str, accepted) -> object:
     return est
 
 
-def init_names(cls) -> list:
+def init_names(cls: type) -> list:
     """The constructor options of ``cls`` stored in a model file (not the kernel object or the
     progress callback)."""
     return [n for n in inspect.signature(cls.__init__).parameters
             if n not in ("self", "kernel", "progress")]
 
 
-def jsonable(value):
+def jsonable(value: Any) -> Any:
     """A JSON-safe copy of ``value`` or None when it has no faithful JSON form."""
     if isinstance(value, (str, bool, int, float)) or value is None:
         return value

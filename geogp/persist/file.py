@@ -32,7 +32,9 @@ refuse any file that was not signed with that key (:mod:`geogp.persist.sign`).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
@@ -54,6 +56,9 @@ from geogp.persist.checks import (
 from geogp.persist.semantics import check_bookkeeping, load_spec, load_target
 from geogp.persist.sign import check_key, check_signature, sign
 
+if TYPE_CHECKING:  # annotations only
+    from geogp.api import GeoRegressor
+
 __all__ = ["save_model", "load_model", "FORMAT", "FORMAT_VERSION"]
 
 FORMAT = "geogp-model"
@@ -65,7 +70,8 @@ def _storable(a) -> bool:
 
 
 # --------------------------------------------------------------------------- saving
-def save_model(model, path, *, overwrite: bool = False, key: bytes | None = None) -> Path:
+def save_model(model: GeoRegressor, path: str | os.PathLike[str], *, overwrite: bool = False,
+               key: bytes | None = None) -> Path:
     """Write a fitted :class:`~geogp.api.GeoRegressor` to ``path`` (``.npz``), atomically.
 
     The file holds a SHA-256 digest of every array: it is integrity-checked, not signed.
@@ -139,7 +145,8 @@ def _read_meta(path: Path, max_bytes) -> tuple:
     return z, meta
 
 
-def load_model(path, cls, *, max_bytes: float | None = None, key: bytes | None = None):
+def load_model(path: str | os.PathLike[str], cls: type[GeoRegressor], *,
+               max_bytes: float | None = None, key: bytes | None = None) -> GeoRegressor:
     """Read a model written by :func:`save_model`; returns a fitted ``cls``.
 
     ``cls`` is the class to build, :class:`~geogp.api.GeoRegressor`: its

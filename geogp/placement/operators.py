@@ -13,6 +13,7 @@ for the exact GP (explicit features of its posterior covariance on V_c ∪ T).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.linalg as sla
@@ -23,6 +24,9 @@ from geogp.features.data import Grid, Points
 from geogp.features.fourier import lattice_rows
 from geogp.placement.candidates import Candidates
 from geogp.placement.posterior import FeaturePosterior, afs_psi
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
 
 DENSE_LIMIT = 2**23  # |V_c|·M below this: candidate features kept as one dense matrix (64 MB)
 _BLOCK = 2**24  # elements per block of batched evaluations (128 MB)
@@ -280,7 +284,7 @@ class Problem:
     y_scale: float
 
 
-def is_dense(ops) -> bool:
+def is_dense(ops: Any) -> bool:
     """Whether the feature operator ``ops`` holds its features as one dense matrix."""
     return isinstance(ops, _DenseOps)
 
@@ -303,8 +307,9 @@ def _afs_ops(model, locs: Candidates, dense_limit: int, what: str):
     return _PointOps(ff, sl, Xs)
 
 
-def afs_problem(model, cands: Candidates, targets: Candidates | None, existing,
-                dense_limit) -> Problem:
+def afs_problem(model: Any, cands: Candidates, targets: Candidates | None,
+                existing: ArrayLike | None,
+                dense_limit: int) -> Problem:
     """AFS placement problem; ``targets=None`` means the targets are the candidates."""
     post, scaler = model.posterior_, model.scaler_
     fp = FeaturePosterior.from_model(model)
@@ -330,7 +335,8 @@ def afs_problem(model, cands: Candidates, targets: Candidates | None, existing,
 _EXACT_MAX = 4000
 
 
-def exact_problem(model, cands: Candidates, targets: Candidates | None, existing) -> Problem:
+def exact_problem(model: Any, cands: Candidates, targets: Candidates | None,
+                  existing: ArrayLike | None) -> Problem:
     """Exact GP: features of the posterior covariance on V_c ∪ T (∪ existing), C = ΨΨᵀ.
 
     The posterior given the data is factorised by an eigendecomposition; existing sensors are

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -29,6 +31,11 @@ from geogp.placement.operators import DENSE_LIMIT, afs_problem, exact_problem, i
 from geogp.placement.posterior import check_afs
 from geogp.placement.screen import batch_bytes
 from geogp.placement.wavelet import check_wavelet, is_wavelet, wavelet_greedy, wavelet_min_distance
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
+    from geogp.placement.candidates import Candidates
 
 STRATEGIES = ("variance", "mi", "krause", "reduction")
 CRITERIA = ("marginal", "joint")
@@ -111,11 +118,15 @@ def _default_names(d: int) -> tuple:
     return ("x", "y", "z")[:d] if d <= 3 else tuple(f"x{i}" for i in range(d))
 
 
-def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion: str = "marginal",
-                  targets=None, existing=None, exclude=None, min_distance="auto",
-                  cost=None, budget: float | None = None, max_targets: int = 1000,
+def suggest_sites(model: Any, candidates: Candidates | ArrayLike | pd.DataFrame, n: int, *,
+                  strategy: str = "mi", criterion: str = "marginal",
+                  targets: Candidates | ArrayLike | pd.DataFrame | None = None,
+                  existing: ArrayLike | None = None, exclude: ArrayLike | None = None,
+                  min_distance: float | str = "auto",
+                  cost: ArrayLike | None = None, budget: float | None = None,
+                  max_targets: int = 1000,
                   max_bytes: float = 2**28, max_evaluations: int = 1024,
-                  lazy: bool | None = None, names=None, seed: int = 0,
+                  lazy: bool | None = None, names: Sequence[str] | None = None, seed: int = 0,
                   dense_limit: int = DENSE_LIMIT, max_memory: float = 4 * 2**30
                   ) -> pd.DataFrame:
     """Suggest the next ``n`` measurement sites by greedy selection (docs/placement.md).

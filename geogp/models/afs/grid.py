@@ -8,16 +8,21 @@ docs/model.md follow without materialising the (N, D) coordinates of the observe
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from geogp.exceptions import AllMissingError, InputError, IrregularGridError
 from geogp.models.base import Standardizer
 
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
 __all__ = ["grid_axes_info", "grid_moments", "grid_standardizer"]
 
 
-def grid_axes_info(axes) -> tuple[np.ndarray, np.ndarray]:
+def grid_axes_info(axes: Sequence[ArrayLike]) -> tuple[np.ndarray, np.ndarray]:
     """(first coordinate, spacing) per axis; raises unless each axis is regular and monotone."""
     x0, eta = [], []
     for d, axis in enumerate(axes):
@@ -43,7 +48,8 @@ def grid_axes_info(axes) -> tuple[np.ndarray, np.ndarray]:
     return np.array(x0), np.array(eta)
 
 
-def grid_moments(axes, values):
+def grid_moments(axes: Sequence[ArrayLike],
+                 values: ArrayLike) -> tuple[int, float, float, list[np.ndarray]]:
     """Count, Σy, Σy² of observed cells and per-axis observed-cell counts, chunked."""
     shape = values.shape
     ax_w = [np.zeros(s) for s in shape]
@@ -75,7 +81,8 @@ def grid_moments(axes, values):
     return n, s1, s2, ax_w
 
 
-def grid_standardizer(axes, values) -> tuple[Standardizer, int, np.ndarray]:
+def grid_standardizer(axes: Sequence[ArrayLike],
+                      values: ArrayLike) -> tuple[Standardizer, int, np.ndarray]:
     """(Standardizer of the observed cells, their number, per-axis spacing η) of a raster.
 
     Raises on irregular axes, shape mismatch, no observed cell or constant observed values.

@@ -32,12 +32,19 @@ Everything is computed in log space: C(a)·2^{−(1+a)(j−ι+2)} underflows for
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from geogp.exceptions import InputError
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
+    from geogp.features.wavelet import WaveletBasis1D
 
 __all__ = [
     "NORMALISATIONS",
@@ -57,9 +64,11 @@ PARAMETER_NAMES = ("decay", "component_decay", "component_weight", "component_ce
 _LOG2 = math.log(2.0)
 
 
-def init_params(n_dims: int, n_components: int, *, decay=0.5, component_decay=0.5,
-                component_weight=1.0, component_centre=None, component_width=1.0,
-                noise=0.5, amplitude=1.0) -> dict:
+def init_params(n_dims: int, n_components: int, *, decay: ArrayLike = 0.5,
+                component_decay: ArrayLike = 0.5,
+                component_weight: ArrayLike = 1.0, component_centre: ArrayLike | None = None,
+                component_width: ArrayLike = 1.0,
+                noise: float = 0.5, amplitude: float = 1.0) -> dict:
     """Initial (constrained) parameters; defaults are the thesis's (App. C.2.2).
 
     Args:
@@ -110,8 +119,10 @@ def _log_c(a):
     return jnp.log(jnp.expm1(e)) + e
 
 
-def log_coefficients_1d(decay, component_decay, component_weight, component_centre,
-                        component_width, kind, level, shift, iota: int):
+def log_coefficients_1d(decay: ArrayLike, component_decay: ArrayLike, component_weight: ArrayLike,
+                        component_centre: ArrayLike,
+                        component_width: ArrayLike, kind: ArrayLike, level: ArrayLike,
+                        shift: ArrayLike, iota: int) -> jax.Array:
     """log α_t (scaling functions) and log β_{j,t} (wavelets) of one dimension.
 
     Args:
@@ -146,7 +157,7 @@ def log_coefficients_1d(decay, component_decay, component_weight, component_cent
     return jnp.where(jnp.asarray(kind) == 0, -_LOG2, log_beta)  # α_t = ½ (4.24)
 
 
-def log_coefficients(params: dict, dims, normalisation: str = "amplitude",
+def log_coefficients(params: dict, dims: Sequence[WaveletBasis1D], normalisation: str = "amplitude",
                      location: str = "left") -> tuple:
     """Per-dimension log coefficients log β^{(d)} of every 1-D basis function.
 
@@ -176,8 +187,9 @@ def log_coefficients(params: dict, dims, normalisation: str = "amplitude",
     return tuple(out)
 
 
-def log_precisions(params: dict, dims, index, normalisation: str = "amplitude",
-                   location: str = "left"):
+def log_precisions(params: dict, dims: Sequence[WaveletBasis1D], index: ArrayLike,
+                   normalisation: str = "amplitude",
+                   location: str = "left") -> jax.Array:
     """log λ_m = log σ_f² + Σ_d log β^{(d)}_{m_d} for the features listed in ``index``.
 
     Args:
@@ -198,7 +210,7 @@ def log_precisions(params: dict, dims, index, normalisation: str = "amplitude",
     return out
 
 
-def effective_lengthscale(params: dict, iota: int, X):
+def effective_lengthscale(params: dict, iota: int, X: ArrayLike) -> jax.Array:
     """Heuristic local lengthscale per dimension (thesis eqs. 4.33–4.36, docs/wavelets.md (effective
     lengthscale)).
 

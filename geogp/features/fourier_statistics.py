@@ -265,7 +265,8 @@ def grid_stats(ff: FourierFeatures, axes: list, values: ArrayLike, diagonal: boo
     Cost: O(N Σ_d P_d) for the bins, O(M²) to assemble G (skipped when ``diagonal``).
     """
     shape = tuple(int(s) for s in values.shape)
-    if len(shape) != ff.n_dims or any(len(a) != s for a, s in zip(axes, shape, strict=True)):
+    if len(shape) != ff.n_dims or len(axes) != len(shape) or any(
+            len(a) != s for a, s in zip(axes, shape, strict=True)):
         raise InputError(f"grid values of shape {shape} do not match axes of lengths "
                          f"{[len(a) for a in axes]}.")
     trend = _TrendAccumulator(ff, powers)

@@ -46,17 +46,19 @@ def trend_parts(model: AFSRegressor) -> tuple[np.ndarray, np.ndarray] | None:
     post, st = model.posterior_, model.stats_
     F, HH = np.asarray(st.F, dtype=np.float64), np.asarray(st.HH, dtype=np.float64)
     noise = float(post.noise)
-    if isinstance(post, IterativePosterior):
-        ll = np.asarray(log_lambda(model.features_, model.kernel_))
-        d = np.exp(0.5 * ll)
-        options = IterativeOptions(tol=float(model.cg_tol) / 100)
-        W = d[:, None] * posterior_solve(ll, noise, st.G, d[:, None] * F / noise, options)
-    elif post.chol.ndim == 1:  # diagonal A: chol holds √diag(A)
-        W = (post.sqrt_lam**2 / (post.chol**2 * noise))[:, None] * F
-    else:
-        sl = post.sqrt_lam[:, None]
-        W = sl * sla.cho_solve((post.chol, True), sl * F) / noise
-    psi = (HH - F.T @ W) / noise
+    # values of a damaged model file overflow here: Ψ is checked, and refused, just below
+    with np.errstate(over="ignore", invalid="ignore"):
+        if isinstance(post, IterativePosterior):
+            ll = np.asarray(log_lambda(model.features_, model.kernel_))
+            d = np.exp(0.5 * ll)
+            options = IterativeOptions(tol=float(model.cg_tol) / 100)
+            W = d[:, None] * posterior_solve(ll, noise, st.G, d[:, None] * F / noise, options)
+        elif post.chol.ndim == 1:  # diagonal A: chol holds √diag(A)
+            W = (post.sqrt_lam**2 / (post.chol**2 * noise))[:, None] * F
+        else:
+            sl = post.sqrt_lam[:, None]
+            W = sl * sla.cho_solve((post.chol, True), sl * F) / noise
+        psi = (HH - F.T @ W) / noise
     parts = (W, _spd_inverse(0.5 * (psi + psi.T)))
     model._trend_cache = (model.posterior_, parts)
     return parts

@@ -23,6 +23,13 @@ from geogp.crossval import (
 )
 from geogp.exceptions import InputError
 
+pytestmark = [
+    # small synthetic data: the models' approximation diagnostics warn, beside the point here
+    pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning"),
+    # small planar coordinates in a projected CRS look like degrees: a warning beside the point
+    pytest.mark.filterwarnings("ignore::geogp.exceptions.GeographicCoordinatesWarning"),
+]
+
 
 def _raster(values):
     ny, nx = values.shape

@@ -19,6 +19,9 @@ from geogp.models.afs import AFSRegressor
 from geogp.models.collapsed import posterior
 from geogp.placement import Candidates, FeaturePosterior, add_observations, suggest_sites
 
+# small synthetic data: the models' approximation diagnostics warn, beside the point here
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
+
 try:  # tiny matrices: threaded BLAS only adds overhead on a shared machine
     from threadpoolctl import threadpool_limits
 except ImportError:  # pragma: no cover

@@ -13,6 +13,9 @@ from geogp.exceptions import InputError
 from geogp.models import lattice as lm
 from geogp.placement.lattice import LatticeCovariance
 
+# rasters without a CRS on purpose (planar is assumed, with a warning)
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.MissingCRSWarning")
+
 
 def _raster(seed, shape=(22, 26)):
     from scipy.ndimage import gaussian_filter

@@ -21,6 +21,9 @@ from geogp.models.collapsed import posterior
 from geogp.placement import Candidates, auto_min_distance, plot_sites, suggest_sites
 from geogp.placement import screen as screen_mod
 
+# small synthetic data: the models' approximation diagnostics warn, beside the point here
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
+
 try:  # small matrices: threaded BLAS only adds overhead on a shared machine
     from threadpoolctl import threadpool_limits
 except ImportError:  # pragma: no cover

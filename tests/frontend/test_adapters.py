@@ -28,6 +28,9 @@ from geogp.points import to_point_data
 
 from _frontend_rasters import make_raster
 
+# small synthetic data: the models' approximation diagnostics warn, beside the point here
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
+
 
 @pytest.mark.parametrize("dims", [("y", "x"), ("lat", "lon"), ("latitude", "longitude"),
                                   ("northing", "easting")])

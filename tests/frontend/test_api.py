@@ -13,6 +13,9 @@ from geogp.models.afs import AFSRegressor
 
 from _frontend_rasters import FEATURES, make_raster
 
+# small synthetic data: the models' approximation diagnostics warn, beside the point here
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
+
 
 def test_prediction_dataset_keeps_grid_attrs_and_crs(raster, fast):
     model = geogp.fit(raster, **fast)

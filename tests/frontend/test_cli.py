@@ -15,6 +15,14 @@ from geogp.cli import main
 
 from _cli_helpers import error_line
 
+pytestmark = [
+    # the geogp command runs in-process here; it prints warnings as one line on stderr, where
+    # some tests read them: warnings are shown as the command shows them, not raised
+    pytest.mark.filterwarnings("default::UserWarning"),
+    # test_fit_vector_point_files_like_the_same_csv writes a GeoJSON without a CRS on purpose
+    pytest.mark.filterwarnings("ignore:'crs' was not provided:UserWarning:pyogrio"),
+]
+
 
 @pytest.fixture
 def tif(raster, tmp_path):

@@ -13,6 +13,9 @@ import geogp
 from geogp.exceptions import InputError, OutputExistsError, ReadError
 from geogp.io import atomic_path, open_raster, write_geotiff, write_netcdf
 
+# small synthetic data: the models' approximation diagnostics warn, beside the point here
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
+
 
 @pytest.fixture
 def pred(raster, fast):

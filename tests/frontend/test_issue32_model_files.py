@@ -18,6 +18,9 @@ import geogp
 from geogp.exceptions import InputError, ReadError
 from geogp.persist.checks import digest, meta_digest
 
+# small synthetic data: the models' approximation diagnostics warn, beside the point here
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
+
 KEY = b"correct horse battery staple"
 
 

@@ -15,6 +15,9 @@ from geogp.io import atomic_path, check_writable
 
 from _cli_helpers import error_line
 
+# small synthetic data: the models' approximation diagnostics warn, beside the point here
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
+
 FAST = ["--features", "64", "--maxiter", "3", "--quiet"]
 
 

@@ -14,6 +14,9 @@ import geogp
 from geogp.exceptions import InputError
 from geogp.features.fourier import FourierFeatures
 
+# small synthetic data: the models' approximation diagnostics warn, beside the point here
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
+
 sys.path.insert(0, os.path.dirname(__file__))  # _frontend_rasters
 
 

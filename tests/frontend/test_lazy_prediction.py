@@ -20,6 +20,9 @@ from geogp.families.lattice import LatticeFamily
 from geogp.io import write_geotiff, write_netcdf
 from geogp.plotting import plot_maps, thinned
 
+# small synthetic data: the models' approximation diagnostics warn, beside the point here
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
+
 VARIABLES = ("mean", "std", "std_latent", "quantiles")
 
 

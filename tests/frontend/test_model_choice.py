@@ -15,6 +15,13 @@ from geogp.families.lattice import DEFAULT_LARGE_SCALE, DEFAULT_MID_SCALE
 
 from _frontend_rasters import FEATURES, make_raster
 
+pytestmark = [
+    # small synthetic data: the models' approximation diagnostics warn, beside the point here
+    pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning"),
+    # rasters without a CRS on purpose (planar is assumed, with a warning)
+    pytest.mark.filterwarnings("ignore::geogp.exceptions.MissingCRSWarning"),
+]
+
 
 def test_default_on_a_regular_raster_is_the_lattice_model_with_large_scales():
     da = make_raster(ny=20, nx=24)

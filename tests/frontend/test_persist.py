@@ -13,6 +13,9 @@ from geogp.exceptions import GeogpError, OutputExistsError, ReadError
 
 from _frontend_rasters import FEATURES
 
+# small synthetic data: the models' approximation diagnostics warn, beside the point here
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
+
 
 def _assert_same(a: xr.Dataset, b: xr.Dataset):
     assert set(a.data_vars) == set(b.data_vars)

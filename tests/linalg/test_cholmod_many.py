@@ -218,6 +218,7 @@ def _run_in_child(fn) -> int:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
+@pytest.mark.filterwarnings(r"ignore:os.fork\(\) was called:RuntimeWarning")  # JAX's, on purpose
 def test_a_forked_child_inverts_without_the_parents_threads(rng, background_pool,
                                                             monkeypatch):
     """The child has none of the parent's threads. A new inversion there needs a new pool,

@@ -18,6 +18,9 @@ from geogp.models import exact
 from geogp.models.afs import AFSRegressor
 from geogp.models.collapsed import _dense_parts, _dense_parts_reference, collapsed_bound, posterior
 
+# small synthetic data: the models' approximation diagnostics warn, beside the point here
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
+
 
 def _sample(rng, N=150, D=1, ell=0.3, noise=0.1, kern=geogp.SquaredExponential):
     X = rng.uniform(-1, 1, (N, D))

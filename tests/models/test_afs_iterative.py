@@ -25,6 +25,13 @@ from geogp.models.collapsed_iterative import (
     rademacher_probes,
 )
 
+pytestmark = [
+    # small synthetic data: the models' approximation diagnostics warn, beside the point here
+    pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning"),
+    # small planar coordinates in a projected CRS look like degrees: a warning beside the point
+    pytest.mark.filterwarnings("ignore::geogp.exceptions.GeographicCoordinatesWarning"),
+]
+
 
 def _problem(rng, n_dense=0, N=400):
     X = rng.uniform(-1, 1, (N, 2))

@@ -444,6 +444,8 @@ def test_default_levels_follow_the_extent_and_the_pixel_size():
     assert p.spacing_ / 2 < 2.0 ** -p.j_max_ <= 2 * p.spacing_
 
 
+# the uncapped reference fit is itself capped (at most 4,000 db2 functions), with its own warning
+@pytest.mark.filterwarnings("ignore:wavelet levels:geogp.exceptions.ApproximationWarning")
 def test_default_finest_level_is_capped_by_memory_with_a_warning():
     """With a small max_bytes the finest level is lowered until the estimate fits, and a
     warning says so; an explicit j_max above the limit is refused with the estimate."""

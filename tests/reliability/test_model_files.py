@@ -14,6 +14,13 @@ import geogp
 from geogp.exceptions import InputError, ReadError
 from geogp.persist.checks import digest, meta_digest
 
+pytestmark = [
+    # small synthetic data: the models' approximation diagnostics warn, beside the point here
+    pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning"),
+    # small planar coordinates in a projected CRS look like degrees: a warning beside the point
+    pytest.mark.filterwarnings("ignore::geogp.exceptions.GeographicCoordinatesWarning"),
+]
+
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):

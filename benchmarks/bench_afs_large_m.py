@@ -4,8 +4,8 @@ Data: the gappy synthetic raster of ``bench_scale.py`` (n × n cells on [0, 1]²
 clouds and random cells, noise sd 0.1), 1024² by default (≈ 7.3·10⁵ observed cells).
 
 **Per-step cost** (``steps``, one subprocess per M): for each target M the statistics are read
-once (``grid_stats(..., gram="operator")``: quadratic-form bins by separable transforms, the FFT of the
-bins, the dense low-frequency block), then at fixed θ (Matérn-3/2, ℓ = 0.05, σ_f² = 0.5,
+once (``grid_stats(..., gram="operator")``: quadratic-form bins by separable transforms, the FFT of
+the bins, the dense low-frequency block), then at fixed θ (Matérn-3/2, ℓ = 0.05, σ_f² = 0.5,
 σ² = 0.01, near the fitted values) the script times
 
 - ``matvec``: one batched product G·V with S + 1 = 9 columns (two FFTs of the Π Q_d lattice);
@@ -48,8 +48,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _machine import cpu_model  # noqa: E402
-from bench_scale import Field  # noqa: E402
+from _machine import cpu_model
+from bench_scale import Field
 
 ELL, SIGNAL_VAR, NOISE_VAR = 0.05, 0.5, 0.01
 
@@ -79,10 +79,14 @@ def step_worker(n: int, m: int, block: int, probes: int) -> dict:
 
     import geogp  # noqa: F401
     from geogp.features.fourier import FourierFeatures
+    from geogp.features.fourier_statistics import grid_stats
     from geogp.kernels import make_kernel
     from geogp.models.afs.objectives import iterative_loss, negative_bound_per_point
-    from geogp.models.collapsed_iterative import IterativeOptions, iterative_parts, rademacher_probes
-    from geogp.features.fourier_statistics import grid_stats
+    from geogp.models.collapsed_iterative import (
+        IterativeOptions,
+        iterative_parts,
+        rademacher_probes,
+    )
 
     field = Field(n)
     values, _ = field.numpy()
@@ -100,7 +104,7 @@ def step_worker(n: int, m: int, block: int, probes: int) -> dict:
     opts = IterativeOptions()
     vg = jax.jit(jax.value_and_grad(iterative_loss(opts)))
     t_step, (val, grad) = _timed(lambda: vg(params, *args))
-    mv = jax.jit(lambda V: st.G.matvec(V))
+    mv = jax.jit(st.G.matvec)
     V = jnp.ones((M, probes + 1))
     t_mv, _ = _timed(lambda: mv(V), repeat=3)
     info = jax.jit(lambda: iterative_parts(ff.log_lambda(params["kernel"]), params["noise"],
@@ -151,7 +155,8 @@ def fit_worker(n: int, m: int, solver: str, block: int, maxiter: int) -> dict:
 
 
 def _run(args: list) -> dict:
-    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
+                         check=False)
     if out.returncode != 0:
         return {"error": out.stderr.strip().splitlines()[-1] if out.stderr else "failed"}
     return json.loads(out.stdout.strip().splitlines()[-1])

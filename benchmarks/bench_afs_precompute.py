@@ -11,8 +11,8 @@ Three measurements (docs/afs.md (statistics, gridded data)):
    On the dense subset both routes are compared: max |G_dense − G_nufft| / max |G_dense|
    (and the same for r).
 2. **Complete raster**, 2048 × 2048 cells: ``AFSRegressor(...).fit_grid`` takes the Lemma 3.1
-   path (G = N·I, O(M) per L-BFGS step; docs/afs.md (gridded data)). Time of the statistics (separable
-   transforms of y) and of L-BFGS.
+   path (G = N·I, O(M) per L-BFGS step; docs/afs.md (gridded data)). Time of the statistics
+   (separable transforms of y) and of L-BFGS.
 3. **The same raster with 30 % of the cells missing** (uniformly at random): the exact gappy
    route (G from separable transforms of the observation mask, then the dense O(M³) bound) at a
    moderate M (``--m-gappy``, default 500).
@@ -25,8 +25,8 @@ Observed (not a timing): on the complete raster the learnt ℓ falls below the f
 grows (≈ 0.075, 0.045, 0.028 at M ≈ 500, 1000, 2000 on 2048²), while the gappy/exact route
 with W = W_x/0.95 lands near 0.05 once M resolves the field. Lemma 3.1 needs W_d = N_d η_d,
 so the odd lattice's sign-flipped aliases sit one cell beyond the opposite edge (k ≈ −σ_f²
-there): the model believes f is anti-periodic across the raster, the docs/afs.md (gridded data) pitfall. On
-a 128² crop the complete-grid bound is ~1000 nats below the W = W_x/0.95 exact route at
+there): the model believes f is anti-periodic across the raster, the docs/afs.md (gridded data)
+pitfall. On a 128² crop the complete-grid bound is ~1000 nats below the W = W_x/0.95 exact route at
 M ≈ 2000. Read the Lemma 3.1 timings as the cost of that path, not as a recommendation for
 non-periodic fields.
 
@@ -49,11 +49,10 @@ import numpy as np
 
 import geogp  # noqa: F401  (switches JAX to float64)
 from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures
-from geogp.models.afs import AFSRegressor
 from geogp.features.fourier_statistics import dense_stats, points_stats
+from geogp.models.afs import AFSRegressor
 
-
-from _machine import cpu_model  # noqa: E402  (benchmarks/ is on sys.path when run)
+from _machine import cpu_model  # benchmarks/ is on sys.path when run
 
 
 def machine() -> str:

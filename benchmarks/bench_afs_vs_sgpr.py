@@ -1,7 +1,9 @@
-"""AFS vs SGPR on the thesis synthetic experiment (Figs 3.9/3.10, docs/tests.md (reference experiments)): gap and time vs M.
+"""AFS vs SGPR on the thesis synthetic experiment (Figs 3.9/3.10, docs/tests.md (reference
+experiments)): gap and time vs M.
 
-Data (docs/tests.md (reference experiments), thesis C.1.5): N = 10,000 points in 2-D drawn from GP(0, SE) with unit
-lengthscale and variance, noise sd σ = 1.292 (SNR σ_f/σ = 0.774), in raw (unstandardised) units.
+Data (docs/tests.md (reference experiments), thesis C.1.5): N = 10,000 points in 2-D drawn from
+GP(0, SE) with unit lengthscale and variance, noise sd σ = 1.292 (SNR σ_f/σ = 0.774), in raw
+(unstandardised) units.
 
 **Input window: our reading of "in 2D ... with width 5".** The 1-D inputs are uniform on a
 centred interval of width 6√(N/2) ≈ 424; for 2-D the thesis says "I did the same in each
@@ -11,7 +13,8 @@ width 5√(N/2) ≈ 354 per dimension, would need about π(0.5·354/0.95)² ≈ 
 (or as many inducing points) for an SE kernel with ℓ = 1, far beyond any dense O(M³) method at
 N = 10⁴, so it cannot be what the thesis fitted. ``--width`` changes it.
 
-For each M, both methods start from ℓ = 0.2, σ_f² = σ² = 1 and run L-BFGS (docs/tests.md, reference experiments):
+For each M, both methods start from ℓ = 0.2, σ_f² = σ² = 1 and run L-BFGS (docs/tests.md, reference
+experiments):
 
 - **AFS**: odd lattice, spherical mask, W = W_x/0.95 (the thesis' choice) and W = 2W_x; the
   statistics are read once (NUFFT for N > 2000, else dense), then L-BFGS on the collapsed
@@ -26,9 +29,9 @@ either sign, docs/bound.md) or L(θ̂) − L'(θ̂) (SGPR: ≥ 0), plus the gap 
 Why two AFS windows: under our reading the square spans only 5 lengthscales, so with
 W = W_x/0.95 two points near opposite edges (r ≈ 5) see the odd lattice's negative alias at
 r − W ≈ −0.26, where k ≈ 0.97: the implied kernel is badly wrong for those pairs and |L − L''|
-stops falling at tens of nats whatever M (the error floor of docs/afs.md (aliasing and truncation), Fig. 3.6). With
-W = 2W_x the floor is gone and AFS converges like SGPR. (At N = 1500 and the generating θ:
-floor ≈ 45 nats for W = W_x/0.95, < 10⁻⁴ nats for W = 2W_x with M ≥ 256.)
+stops falling at tens of nats whatever M (the error floor of docs/afs.md (aliasing and truncation),
+Fig. 3.6). With W = 2W_x the floor is gone and AFS converges like SGPR. (At N = 1500 and the
+generating θ: floor ≈ 45 nats for W = W_x/0.95, < 10⁻⁴ nats for W = 2W_x with M ≥ 256.)
 
 Times: ``wall`` is the wall clock of precompute/selection + L-BFGS, including JAX compilation
 (a few seconds per fit on a loaded machine, which dominates the small AFS fits); ``compute`` =
@@ -59,10 +62,10 @@ import scipy.linalg
 
 import geogp
 from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures
-from geogp.optimize import minimize_lbfgs
+from geogp.features.fourier_statistics import dense_stats, points_stats
 from geogp.models.collapsed import collapsed_bound
 from geogp.models.sgpr import SGPRRegressor, sgpr_bound
-from geogp.features.fourier_statistics import dense_stats, points_stats
+from geogp.optimize import minimize_lbfgs
 
 NOISE_SD = 1.292  # SNR σ_f/σ = 0.774 with σ_f = 1
 TRUE_ELL = 1.0
@@ -168,7 +171,7 @@ def run_afs(X, y, m_target, maxiter, window=DEFAULT_WIDTH_FACTOR):
 def run_sgpr(X, y, m, maxiter):
     model = SGPRRegressor("se", n_inducing=m, init="greedy", standardize=False,
                           lengthscale=0.2, variance=1.0, noise=1.0, maxiter=maxiter)
-    _, wall, cpu = _timed(model.fit, X, y)
+    _, _wall, cpu = _timed(model.fit, X, y)
     rep = model.report_
     params = {"kernel": model.kernel_, "noise": jnp.asarray(model.noise_)}
     Xj, yj, Zj = jnp.asarray(X), jnp.asarray(y), jnp.asarray(model.Z_)
@@ -245,9 +248,11 @@ def main(argv=None):
         print(f"\nspeed-up of {label} over SGPR at equal gap ({key} time; t(τ) = fastest run "
               "with |gap| ≤ τ nats)")
         print("  τ [nats]   AFS [s]   SGPR [s]   SGPR/AFS")
+        def f(v):
+            return f"{v:9.3f}" if v is not None else "      n/a"
+
         for tau, ta, ts, ratio in speedups(rows, label, key, taus):
-            f = (lambda v: f"{v:9.3f}" if v is not None else "      n/a")
-            print(f"  {tau:8.1f}  {f(ta)}  {f(ts)}   {('%8.1f×' % ratio) if ratio else '     n/a'}")
+            print(f"  {tau:8.1f}  {f(ta)}  {f(ts)}   {f'{ratio:8.1f}×' if ratio else '     n/a'}")
 
 
 if __name__ == "__main__":

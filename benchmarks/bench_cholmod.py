@@ -39,8 +39,8 @@ Notes:
 - Times are wall clock and process CPU time (all threads). On a busy machine the CPU figures
   are the stable ones; on an idle one the two agree (everything here is single-threaded).
 - sparsax (bundled CHOLMOD with XLA custom calls and a built-in selected inverse, see
-  docs/sparse_vjp.md) is not a geogp dependency (licence review pending; its metadata says BSD-3). To
-  compare, install it in a throwaway venv (``pip install sparsax numpy scipy jax``) and run
+  docs/sparse_vjp.md) is not a geogp dependency (licence review pending; its metadata says BSD-3).
+  To compare, install it in a throwaway venv (``pip install sparsax numpy scipy jax``) and run
   ``python benchmarks/bench_cholmod.py --sparsax-only`` there: that path imports neither geogp
   nor scikit-sparse, and times sparsax's ``factor`` against ``value_and_grad`` of
   ``logdet + Σ solve`` (upper-triangle COO input) on the same grids.
@@ -85,9 +85,9 @@ def _best(fn, repeat: int) -> tuple[float, float]:
 
 def bench(m: int, repeat: int, ordering: str) -> dict[str, float]:
     """Time one size with geogp's CHOLMOD path; returns the figures of the table row."""
-    import geogp  # noqa: F401, PLC0415 - not needed by --sparsax-only
-    from geogp.linalg import SparsePattern, cholmod  # noqa: PLC0415
-    from geogp.linalg.selinv import takahashi  # noqa: PLC0415
+    import geogp  # noqa: F401 - not needed by --sparsax-only
+    from geogp.linalg import SparsePattern, cholmod
+    from geogp.linalg.selinv import takahashi
 
     a = grid_matrix(*SIZES[m])
     pattern = SparsePattern.from_scipy(a)
@@ -132,7 +132,7 @@ def bench(m: int, repeat: int, ordering: str) -> dict[str, float]:
 
 def bench_sparsax(m: int, repeat: int) -> dict[str, float]:
     """Same measurements with sparsax (upper-triangle COO; its own factor cache)."""
-    import sparsax  # noqa: PLC0415 - optional, throwaway venv only
+    import sparsax  # optional, throwaway venv only
 
     a = sp.triu(grid_matrix(*SIZES[m])).tocoo()
     ai, aj = jnp.asarray(a.row, jnp.int32), jnp.asarray(a.col, jnp.int32)

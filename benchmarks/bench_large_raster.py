@@ -53,7 +53,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _machine import cpu_model  # noqa: E402  (benchmarks/ is on sys.path when run)
+from _machine import cpu_model  # benchmarks/ is on sys.path when run
 
 DATA = Path("/work/shared/data/heaton_satellite_train.nc")
 COMPONENTS = ((1.5, 15.0), (3.0, 250.0))  # (sd, range ρ in cells) of the exponential fields
@@ -118,7 +118,7 @@ def simulate_exponential(shape, sd: float, rho: float, rng, max_growth: int = 3)
 def tiled_cloud_mask(cloud: np.ndarray, shape, offset=(0, 0)) -> np.ndarray:
     """``cloud`` (True = missing) mirror-tiled (seamless joins) and cropped to ``shape``."""
     block = np.block([[cloud, cloud[:, ::-1]], [cloud[::-1], cloud[::-1, ::-1]]])
-    reps = [-(-(n + o) // b) for n, o, b in zip(shape, offset, block.shape)]
+    reps = [-(-(n + o) // b) for n, o, b in zip(shape, offset, block.shape, strict=True)]
     big = np.tile(block, reps)
     return big[offset[0]:offset[0] + shape[0], offset[1]:offset[1] + shape[1]].copy()
 
@@ -191,8 +191,8 @@ def main(argv=None) -> int:
         print(f"SKIP: {args.data} not found (its cloud mask is the missingness pattern)")
         return 0
 
-    import xarray as xr
     import rioxarray  # noqa: F401  (registers .rio)
+    import xarray as xr
     from scipy.ndimage import distance_transform_edt
 
     import geogp

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _machine import cpu_model  # noqa: E402  (benchmarks/ is on sys.path when run)
+from _machine import cpu_model  # benchmarks/ is on sys.path when run
 
 DATA = Path("/work/shared/data/heaton_satellite_train.nc")
 

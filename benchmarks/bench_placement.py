@@ -43,10 +43,10 @@ import numpy as np
 
 import geogp  # noqa: F401  (float64)
 from geogp import metrics
+from geogp.features.fourier_statistics import dense_stats
 from geogp.models.afs import AFSRegressor
 from geogp.models.collapsed import posterior
 from geogp.placement import Candidates, FeaturePosterior, suggest_sites
-from geogp.features.fourier_statistics import dense_stats
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -209,7 +209,7 @@ def _report(curves, seconds, n_steps, n_sets) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, metric in zip(axes, ("rmse", "nlpd")):
+    for ax, metric in zip(axes, ("rmse", "nlpd"), strict=True):
         for name, c in curves.items():
             mean, se = _mean_se(c[metric])
             k = np.arange(len(mean))

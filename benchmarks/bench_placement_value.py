@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_large_raster import COMPONENTS, DATA, NOISE_SD, simulate_exponential, trend  # noqa: E402
+from bench_large_raster import COMPONENTS, DATA, NOISE_SD, simulate_exponential, trend
 
 SITES = (20, 50)
 STRATEGIES = ("none", "lattice mi", "lattice variance", "lattice reduction", "afs-2000 mi",
@@ -71,12 +71,28 @@ def regular_grid(missing: np.ndarray, n: int) -> np.ndarray:
     ny, nx = missing.shape
     for k in range(int(np.sqrt(n)), 400):
         gy = np.linspace(0, ny - 1, k).round().astype(int)
-        gx = np.linspace(0, nx - 1, int(round(k * nx / ny))).round().astype(int)
+        gx = np.linspace(0, nx - 1, round(k * nx / ny)).round().astype(int)
         cells = (gy[:, None] * nx + gx[None, :]).ravel()
         cells = cells[missing.ravel()[cells]]
         if cells.size >= n:
             return cells[np.linspace(0, cells.size - 1, n).round().astype(int)]
     raise RuntimeError("no regular grid reaches the gaps")
+
+
+def _rules(est, afs, grid, cloud, rng):
+    """Strategy name → function of n giving n cells (flat indices of the raster)."""
+    from geogp.placement import suggest_sites
+
+    gaps = np.flatnonzero(cloud.ravel())
+    return {"lattice mi": lambda n: suggest_sites(est, grid, n)["index"].to_numpy(),
+            "lattice variance": lambda n: suggest_sites(
+                est, grid, n, strategy="variance")["index"].to_numpy(),
+            "lattice reduction": lambda n: suggest_sites(
+                est, grid, n, strategy="reduction")["index"].to_numpy(),
+            "afs-2000 mi": lambda n: suggest_sites(afs, grid, n)["index"].to_numpy(),
+            "random": lambda n: rng.choice(gaps, n, replace=False),
+            "grid": lambda n: regular_grid(cloud, n),
+            "gap centres": lambda n: gap_centres(cloud, n)}
 
 
 def main(argv=None) -> int:
@@ -97,14 +113,14 @@ def main(argv=None) -> int:
 
     import geogp
     from geogp.metrics import crps_gaussian, rmse
-    from geogp.placement import Candidates, add_observations, suggest_sites
+    from geogp.placement import Candidates, add_observations
 
     la = os.getloadavg()
     print(f"# bench_placement_value — {time.strftime('%Y-%m-%d %H:%M')} — {os.cpu_count()} "
           f"CPUs — load {la[0]:.1f} {la[1]:.1f} {la[2]:.1f}", flush=True)
     cloud = np.isnan(np.asarray(geogp.open_raster(DATA).values, dtype=np.float64))
     shape = cloud.shape
-    strategies = ("none",) + tuple(s for s in args.strategies if s != "none")
+    strategies = ("none", *(s for s in args.strategies if s != "none"))
     scores = {s: {n: {"rmse": [], "crps": []} for n in SITES} for s in strategies}
     t_all = time.perf_counter()
     for field in range(args.fields):
@@ -124,16 +140,7 @@ def main(argv=None) -> int:
         grid = Candidates.grid([my, mx])
         afs = (geogp.fit(da, model="afs", n_features=2000).estimators_[0]
                if "afs-2000 mi" in strategies else None)
-        gaps = np.flatnonzero(cloud.ravel())
-        rule = {"lattice mi": lambda n: suggest_sites(est, grid, n)["index"].to_numpy(),
-                "lattice variance": lambda n: suggest_sites(
-                    est, grid, n, strategy="variance")["index"].to_numpy(),
-                "lattice reduction": lambda n: suggest_sites(
-                    est, grid, n, strategy="reduction")["index"].to_numpy(),
-                "afs-2000 mi": lambda n: suggest_sites(afs, grid, n)["index"].to_numpy(),
-                "random": lambda n: rng.choice(gaps, n, replace=False),
-                "grid": lambda n: regular_grid(cloud, n),
-                "gap centres": lambda n: gap_centres(cloud, n)}
+        rule = _rules(est, afs, grid, cloud, rng)
         picks = {(s, n): rule[s](n) for n in SITES for s in strategies if s != "none"}
         m = int(est.margin)
         lattice_cells = ((iy + m) * est.shape_[1] + ix + m).ravel()

@@ -118,7 +118,7 @@ def main() -> None:
               f"{r['rmse_rate_const']:.4f}; mean rate {r['mean_rate']:.3f}); mean log "
               f"predictive density {r['lpd']:.4f} (constant {r['lpd_const']:.4f}, true rates "
               f"{r['lpd_oracle']:.4f}); learnt lengthscale {r['lengthscale_cells']} cells "
-              f"(true {0.08 * int(round(r['cells'] ** 0.5)):.0f})", flush=True)
+              f"(true {0.08 * round(r['cells'] ** 0.5):.0f})", flush=True)
 
 
 if __name__ == "__main__":

@@ -60,7 +60,8 @@ def axis_functions(table, j: int, lo: float, hi: float, x: np.ndarray):
     n, k = rows.shape
     half, count = k // 2, b.size // 2
     out = []
-    for (kind, _, t_min, offset), cols in zip(b.blocks, (slice(0, half), slice(half, k))):
+    halves = (slice(0, half), slice(half, k))
+    for (_kind, _, t_min, offset), cols in zip(b.blocks, halves, strict=True):
         mat = sp.csr_matrix((vals[:, cols].ravel(),
                              (np.repeat(np.arange(n), half), (rows[:, cols] - offset).ravel())),
                             shape=(n, count))

@@ -1,7 +1,7 @@
 """Wavelet (multiresolution) GP: the non-stationary patch test of thesis §4.4 and a 2-D timing.
 
-**Part 1: patch test (thesis Table 4.1, docs/tests.md (reference experiments)).** Data: 180 evenly spaced x on [−5, 5],
-u = (x + 5)/10, g(u) = 0.3u + 0.7/(1 + e^{−21(u − 0.7)}), f(x) = h(g(u)) with
+**Part 1: patch test (thesis Table 4.1, docs/tests.md (reference experiments)).** Data: 180 evenly
+spaced x on [−5, 5], u = (x + 5)/10, g(u) = 0.3u + 0.7/(1 + e^{−21(u − 0.7)}), f(x) = h(g(u)) with
 h ~ GP(0, SE, ℓ = 0.4, σ_f² = 1), noise sd 0.05. The 18 points nearest x = 2 (x ∈ [1.54, 2.49])
 are removed for training (N = 162) and are the test set (noisy values). Models, as in thesis
 App. C.2.1–C.2.2:
@@ -13,10 +13,10 @@ App. C.2.1–C.2.2:
   left end t 2^{−j} (``location="centre"``, not in the thesis).
 
 Inputs and targets are standardised (docs/model.md); the window is the data's range (the thesis's
-"shifts to ±20" is ambiguous, docs/tests.md (reference experiments)). RMSE and NLPD are on the original scale; SNR is
-√(k(x, x)/σ²) at x = 2, the centre of the censored region (thesis §4.4.1.7); for the stationary
-model √(σ_f²/σ²). The thesis rows are single runs; we report the mean ± standard error over
-``--seeds`` draws of h and the noise, and each seed.
+"shifts to ±20" is ambiguous, docs/tests.md (reference experiments)). RMSE and NLPD are on the
+original scale; SNR is √(k(x, x)/σ²) at x = 2, the centre of the censored region (thesis §4.4.1.7);
+for the stationary model √(σ_f²/σ²). The thesis rows are single runs; we report the mean ± standard
+error over ``--seeds`` draws of h and the noise, and each seed.
 
 ``--sensitivity`` repeats the test with h's lengthscale 0.15 instead of 0.4 (not in the thesis):
 with ℓ = 0.4 the censored patch is only about one local lengthscale wide, which a stationary SE
@@ -61,7 +61,8 @@ def warp(u):
 
 
 def toy(seed: int, ell: float = 0.4):
-    """docs/tests.md (reference experiments) toy: x (180,), noisy y (180,), boolean mask of the 18 censored points."""
+    """docs/tests.md (reference experiments) toy: x (180,), noisy y (180,), boolean mask of the 18
+    censored points."""
     rng = np.random.default_rng(seed)
     x = np.linspace(-5.0, 5.0, 180)
     g = warp((x + 5.0) / 10.0)
@@ -121,7 +122,7 @@ def patch_table(seeds, ell, title):
               f"{mean[2]:>8.2f} ±{se[2]:.2f}{mean[3]:>8.1f}   {th}")
     med = {k: float(np.median([r[k][0] for r in runs])) for k in runs[0]}
     wins = sum(r["wavelet-db4"][0] < r["stationary"][0] for r in runs)
-    print(f"median RMSE: " + ", ".join(f"{k} {v:.3f}" for k, v in med.items())
+    print("median RMSE: " + ", ".join(f"{k} {v:.3f}" for k, v in med.items())
           + f"; db4 beats stationary on {wins}/{len(runs)} seeds")
 
 

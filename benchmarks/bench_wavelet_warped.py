@@ -32,11 +32,12 @@ import warnings
 import numpy as np
 
 import geogp  # noqa: F401  (float64)
-from _machine import cpu_model  # noqa: E402  (benchmarks/ is on sys.path when run)
 from geogp.models.afs import AFSRegressor
 from geogp.models.exact import ExactGP
 from geogp.models.lattice import LatticeRegressor
 from geogp.models.wavelet import WaveletRegressor
+
+from _machine import cpu_model  # benchmarks/ is on sys.path when run
 
 NOISE = 0.05
 

@@ -159,7 +159,7 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         cov = " / ".join(f"{v:.3f} ± {e:.3f}" for v, e in zip(
-            r["coverage_by_distance"].values(), r["coverage_se_by_distance"].values()))
+            r["coverage_by_distance"].values(), r["coverage_se_by_distance"].values(), strict=True))
         print(f"| {r['folds']} | {r['method']} | {r['rmse']:.3f} | {r['mae']:.3f} | "
               f"{r['crps']:.3f} | {r['is95']:.2f} | {r['coverage95']:.3f} | {cov} | "
               f"{r['seconds']:.0f} |")

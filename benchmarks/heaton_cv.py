@@ -3,8 +3,8 @@
 Reads ``../shared/data/heaton_satellite_train.nc`` (300×500, ~105k observed cells; skipped if
 absent), holds out observed cells, fits on the rest through the public API (``geogp.fit`` on a
 DataArray with the held-out cells set to NaN), predicts the full grid and scores the held-out
-cells (docs/crossvalidation.md, scores): RMSE, MAE, CRPS, 95% interval score, 95% coverage, NLPD, with the wall
-time of fit + full-grid prediction and the peak resident memory.
+cells (docs/crossvalidation.md, scores): RMSE, MAE, CRPS, 95% interval score, 95% coverage, NLPD,
+with the wall time of fit + full-grid prediction and the peak resident memory.
 
 Folds:
 - ``random``: a uniformly random 10% of the observed cells (seeded);
@@ -164,7 +164,8 @@ def machine() -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="two configurations, random fold only")
     ap.add_argument("--configs", nargs="*", help="subset of configuration names")
     ap.add_argument("--folds", nargs="*", default=["random", "block"])
@@ -178,13 +179,14 @@ def main(argv=None) -> int:
     print(f"# Heaton satellite CV — {time.strftime('%Y-%m-%d %H:%M')} — {machine()}")
     print(f"grid {da.shape}, observed {int(np.isfinite(da.values).sum())} cells")
     rows = []
-    header = f"{'fold':7} {'method':28} {'RMSE':>6} {'MAE':>6} {'CRPS':>6} {'IS95':>7} {'cov95':>6} {'NLPD':>6} {'fit s':>7} {'pred s':>7}"
+    header = (f"{'fold':7} {'method':28} {'RMSE':>6} {'MAE':>6} {'CRPS':>6} {'IS95':>7} "
+              f"{'cov95':>6} {'NLPD':>6} {'fit s':>7} {'pred s':>7}")
     print(header)
     for fk in fold_kinds:
         held = folds(da, fk)
-        runs = [(n, lambda n=n: run_geogp(da, held, CONFIGS[n])[0]) for n in names]
+        runs = [(n, lambda n=n, held=held: run_geogp(da, held, CONFIGS[n])[0]) for n in names]
         if not args.no_knn:
-            runs.append(("50-NN kriging (m32)", lambda: run_knn_kriging(da, held)))
+            runs.append(("50-NN kriging (m32)", lambda held=held: run_knn_kriging(da, held)))
         for name, fn in runs:
             r = fn()
             rows.append({"fold": fk, "method": name, **r})
@@ -194,7 +196,8 @@ def main(argv=None) -> int:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS {peak:.0f} MiB")
     if args.json:
-        Path(args.json).write_text(json.dumps({"machine": machine(), "rows": rows, "peak_mib": peak}, indent=1))
+        Path(args.json).write_text(json.dumps({"machine": machine(), "rows": rows,
+                                               "peak_mib": peak}, indent=1))
     if args.write:
         import geogp
         from geogp.plotting import save_maps
@@ -202,9 +205,10 @@ def main(argv=None) -> int:
         out = Path(args.write)
         out.mkdir(parents=True, exist_ok=True)
         held = folds(da, "random")
-        _, model, pred = run_geogp(da, held, CONFIGS[names[-1]])
+        _, _model, pred = run_geogp(da, held, CONFIGS[names[-1]])
         geogp.write_geotiff(pred, out / "heaton_prediction.tif", overwrite=True)
-        save_maps(out / "heaton_map.png", da.where(~held), pred, heldout=da.where(held), overwrite=True)
+        save_maps(out / "heaton_map.png", da.where(~held), pred, heldout=da.where(held),
+                  overwrite=True)
         print(f"wrote {out / 'heaton_prediction.tif'} and {out / 'heaton_map.png'}")
     return 0
 

@@ -82,7 +82,8 @@ def git_rev() -> str:
         out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                              capture_output=True, text=True, check=True).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain",
-                                "--untracked-files=no"], capture_output=True, text=True).stdout
+                                "--untracked-files=no"], capture_output=True, text=True,
+                               check=False).stdout
         return out + (" (+ uncommitted changes)" if dirty.strip() else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -104,12 +105,13 @@ def run_one(name: str, full: bool, timeout: float) -> dict:
         python = str(PEERS_PY)
     cmd = [python, str(path)] + (full_args if full else quick_args)
     shown = " ".join(shlex.quote(c) for c in
-                     [os.path.relpath(cmd[0], ROOT), os.path.relpath(cmd[1], ROOT)] + cmd[2:])
+                     [os.path.relpath(cmd[0], ROOT), os.path.relpath(cmd[1], ROOT), *cmd[2:]])
     rec.update(command=shown, load_before=load())
     print(f"[run_all] {shown}  (load {rec['load_before']})", flush=True)
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                              check=False)
         out, code = proc.stdout, proc.returncode
         err = proc.stderr
     except subprocess.TimeoutExpired as e:

@@ -27,9 +27,8 @@ else:
 
 __version__ = "0.1.0"
 
-from geogp import exceptions as exceptions  # noqa: E402
-
-from geogp._accessors import register_when_xarray_loads  # noqa: E402
+from geogp import exceptions as exceptions
+from geogp._accessors import register_when_xarray_loads
 
 register_when_xarray_loads()  # .geogp and .rio on DataArray and Dataset
 

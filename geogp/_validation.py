@@ -43,7 +43,8 @@ def as_points(X, name: str = "X", *, max_dims: int = 3) -> np.ndarray:
     if X.shape[0] == 0:
         raise InputError(f"{name} is empty (0 points); at least one observation is needed.")
     if not 1 <= X.shape[1] <= max_dims:
-        raise InputError(f"{name} must have 1 to {max_dims} columns (dimensions); got {X.shape[1]}.")
+        raise InputError(
+            f"{name} must have 1 to {max_dims} columns (dimensions); got {X.shape[1]}.")
     bad = ~np.isfinite(X)
     if bad.any():
         rows = np.flatnonzero(bad.any(axis=1))
@@ -66,7 +67,8 @@ def as_targets(y, name: str = "y") -> np.ndarray:
     bad = ~np.isfinite(y)
     if bad.any():
         raise InputError(
-            f"{name} contains {bad.sum()} NaN/inf value(s) (first at index {np.flatnonzero(bad)[0]}); "
+            f"{name} contains {bad.sum()} NaN/inf value(s) (first at index "
+            f"{np.flatnonzero(bad)[0]}); "
             "mark missing cells by dropping them (the xarray adapters treat NaN as missing)."
         )
     return y

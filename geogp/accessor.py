@@ -14,7 +14,8 @@ The accessor never modifies the object it is attached to; it returns new objects
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import xarray as xr
 
@@ -25,10 +26,10 @@ __all__ = ["GeogpDataArrayAccessor", "GeogpDatasetAccessor"]
 
 
 class _Base:
-    def __init__(self, obj):
+    def __init__(self, obj: xr.DataArray | xr.Dataset) -> None:
         self._obj = obj
 
-    def fit(self, model: str = "auto", **kwargs) -> GeoRegressor:
+    def fit(self, model: str = "auto", **kwargs: Any) -> GeoRegressor:
         """Fit a Gaussian process to this raster: ``geogp.fit(obj, model, **kwargs)``.
 
         Keyword arguments are those of :func:`geogp.api.fit` (``kernel``, ``n_features``,
@@ -36,11 +37,12 @@ class _Base:
         """
         # lazy: importing xarray imports this module (geogp._accessors), which must not load
         # JAX and the models, nor re-enter geogp.api while geogp.api imports xarray
-        from geogp.api import fit
+        from geogp.api import fit  # noqa: PLC0415
 
         return fit(self._obj, model, **kwargs)
 
-    def fill(self, model: str = "auto", *, quantiles=None, **kwargs) -> xr.Dataset:
+    def fill(self, model: str = "auto", *, quantiles: Sequence[float] | None = None,
+             **kwargs: Any) -> xr.Dataset:
         """Fit, then predict on this raster's own grid: the gap-filled ``xr.Dataset``
         (``mean``, ``std``, ``std_latent``; ``quantiles`` when asked)."""
         return self.fit(model, **kwargs).predict(quantiles=quantiles)

@@ -25,21 +25,26 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import rioxarray  # noqa: F401  (registers the .rio accessor used below)
 import xarray as xr
 from rioxarray.crs import crs_from_user_input
 
+from geogp._validation import user_stacklevel, warn_if_degrees_in_projected_crs
 from geogp.exceptions import (
     AllMissingError,
     InputError,
     IrregularGridError,
     MissingCRSWarning,
 )
-from geogp._validation import user_stacklevel, warn_if_degrees_in_projected_crs
 from geogp.grid_checks import require_axes, unsupported_grid_message
 from geogp.nodata import masked_values
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+    from rasterio.crs import CRS
 
 __all__ = [
     "KM_PER_DEGREE",
@@ -64,7 +69,7 @@ _LAT_NAMES = ("lat", "latitude", "nav_lat")
 
 
 # --------------------------------------------------------------------------- normalisers
-def as_crs(crs_like):
+def as_crs(crs_like: Any) -> CRS | None:
     """Return a :class:`rasterio.crs.CRS` for any CRS-like input (EPSG int/str, WKT, pyproj CRS).
 
     ``None`` stays ``None``. Raises :class:`InputError` for input that is not a CRS.
@@ -92,7 +97,7 @@ def _cf_axis(coord: xr.DataArray) -> str | None:
     return None
 
 
-def find_spatial_dims(obj) -> tuple[str, str]:
+def find_spatial_dims(obj: xr.DataArray | xr.Dataset) -> tuple[str, str]:
     """Names of the (y, x) dimensions of a DataArray or Dataset.
 
     Looked up in order: rioxarray's spatial dims, CF attributes (``axis``, ``standard_name``,
@@ -129,7 +134,7 @@ def find_spatial_dims(obj) -> tuple[str, str]:
     return found["y"], found["x"]
 
 
-def check_axis(values, name: str, min_size: int = 2) -> tuple[np.ndarray, bool]:
+def check_axis(values: ArrayLike, name: str, min_size: int = 2) -> tuple[np.ndarray, bool]:
     """Validate one coordinate vector; return it as float64 and whether it is regularly spaced.
 
     Raises :class:`IrregularGridError` for non-finite, duplicated or non-monotonic coordinates.
@@ -191,7 +196,7 @@ def _refuse_wrapped_longitudes(a: np.ndarray, name: str) -> None:
                 f"360° apart. Make it continuous instead: da.assign_coords({name}={how}).")
 
 
-def select_variable(obj, var: str | None = None) -> xr.DataArray:
+def select_variable(obj: xr.DataArray | xr.Dataset, var: str | None = None) -> xr.DataArray:
     """The DataArray to model: ``obj`` itself, or one variable of a Dataset.
 
     A Dataset with one data variable needs no ``var``; otherwise ``var`` must name one, and an
@@ -241,7 +246,7 @@ class GridSpec:
     assumed: str = ""
 
     @property
-    def crs(self):
+    def crs(self) -> CRS | None:
         """The CRS as :class:`rasterio.crs.CRS`, or None."""
         return as_crs(self.crs_wkt) if self.crs_wkt else None
 
@@ -256,13 +261,13 @@ class GridSpec:
             return unit if unit and unit.lower() != "unknown" else "CRS units"
         return "coordinate units"
 
-    def to_model(self, y, x) -> tuple[np.ndarray, np.ndarray]:
+    def to_model(self, y: ArrayLike, x: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """Model coordinates (y, x·lon_scale) of user coordinates."""
         return np.asarray(y, dtype=np.float64), np.asarray(x, dtype=np.float64) * self.lon_scale
 
 
-def resolve_spec(crs_arg, obj, y_name: str, x_name: str, lat_values,
-                 x_values=None) -> GridSpec:
+def resolve_spec(crs_arg: Any, obj: xr.DataArray | xr.Dataset | None, y_name: str, x_name: str,
+                 lat_values: ArrayLike, x_values: ArrayLike | None = None) -> GridSpec:
     """The :class:`GridSpec` of data whose (y, x) coordinates are named ``y_name``, ``x_name``.
 
     The CRS is ``crs_arg``, else ``obj.rio.crs``; without one a :class:`MissingCRSWarning`
@@ -364,7 +369,8 @@ def _keep_coords(da: xr.DataArray, dims: set, need: str | None = None) -> dict:
             if set(v.dims) <= dims and (need is None or need in v.dims)}
 
 
-def to_grid_data(da, *, var: str | None = None, crs=None, nodata=None) -> GridData:
+def to_grid_data(da: xr.DataArray | xr.Dataset, *, var: str | None = None, crs: Any = None,
+                 nodata: float | None = None) -> GridData:
     """Translate a raster DataArray (or one variable of a Dataset) for the core.
 
     Args:
@@ -416,11 +422,10 @@ def to_grid_data(da, *, var: str | None = None, crs=None, nodata=None) -> GridDa
                 "every cell of the raster is missing (NaN or nodata); there is nothing to fit. "
                 "Check the nodata value and the variable."
             )
-    else:  # dask: one cheap reduction, so that the error is the right one
-        if not bool(np.isfinite(vals).any().compute()):
-            raise AllMissingError(
-                "every cell of the raster is missing (NaN or nodata); there is nothing to fit."
-            )
+    elif not bool(np.isfinite(vals).any().compute()):  # dask: one cheap reduction, so that
+        raise AllMissingError(                         # the error is the right one
+            "every cell of the raster is missing (NaN or nodata); there is nothing to fit."
+        )
     regular = reg_y and reg_x
     my, mx = spec.to_model(_ideal(y) if regular else y, _ideal(x) if regular else x)
     attrs = {k: v for k, v in da.attrs.items() if k not in _NODATA_KEYS}
@@ -430,7 +435,8 @@ def to_grid_data(da, *, var: str | None = None, crs=None, nodata=None) -> GridDa
                     _keep_coords(da, {y_dim, x_dim}), extra_coords, attrs, da.name, x_first)
 
 
-def to_xy(da, *, var: str | None = None, crs=None, nodata=None):
+def to_xy(da: xr.DataArray | xr.Dataset, *, var: str | None = None, crs: Any = None,
+          nodata: float | None = None) -> tuple[np.ndarray, np.ndarray, GridSpec, bool]:
     """Flatten a 2-D raster to scattered points (docs/model.md ``to_xy``).
 
     Returns:

@@ -23,23 +23,31 @@ Example:
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
 from geogp._progress import FitProgress, SVGPProgress, bar
+from geogp.adapters import GridData, GridSpec, to_grid_data
 from geogp.api_draws import DrawsMixin
 from geogp.api_report import ReportMixin
-from geogp.adapters import GridData, GridSpec, to_grid_data
 from geogp.exceptions import InputError
 from geogp.families import AUTO, GAUSSIAN, GRID_MODEL, MODELS, family, resolve_model
 from geogp.memory import check_prediction, predicts_lazily
 from geogp.models.base import check_fitted
-from geogp.outputs import (Target, check_quantiles, grid_target, prediction_dataset,
-                            target_from)
+from geogp.outputs import Target, check_quantiles, grid_target, prediction_dataset, target_from
 from geogp.persist import load_model, save_model
 from geogp.points import to_point_data
+
+if TYPE_CHECKING:  # annotations only
+    import os
+
+    from numpy.typing import ArrayLike
+
+    from geogp.kernels import Kernel
 
 __all__ = ["GeoRegressor", "fit"]
 
@@ -55,7 +63,8 @@ class GeoRegressor(ReportMixin, DrawsMixin):
             with the default 4 GiB limit and the mid-scale field), and ``"afs"``
             (approximate Fourier series) for points, larger or irregular rasters, or when AFS
             options (``kernel``, ``n_features``, ``share_hyperparameters``, AFS-only options)
-            are given; the choice is in ``model_`` and ``model_reason_`` (:func:`geogp.families.resolve_model`).
+            are given; the choice is in ``model_`` and ``model_reason_``
+            (:func:`geogp.families.resolve_model`).
         likelihood: ``"gaussian"`` (default: the models above), or ``"poisson"`` (counts),
             ``"bernoulli"`` (0/1 values), ``"student_t"`` (outliers): a stochastic variational
             GP on Fourier features (``model_`` ``"svgp"``, docs/svgp.md), fitted on the
@@ -92,9 +101,11 @@ class GeoRegressor(ReportMixin, DrawsMixin):
         attrs_, name_: attributes and name of the input, copied to predictions.
     """
 
-    def __init__(self, model: str = "auto", *, likelihood: str = GAUSSIAN, kernel=None,
-                 n_features=None, share_hyperparameters: bool = False, crs=None, nodata=None,
-                 progress: bool = False, options: dict | None = None):
+    def __init__(self, model: str = "auto", *, likelihood: str = GAUSSIAN,
+                 kernel: str | Kernel | None = None, n_features: int | str | None = None,
+                 share_hyperparameters: bool = False, crs: Any = None,
+                 nodata: float | None = None, progress: bool = False,
+                 options: dict | None = None) -> None:
         self.model = model
         self.likelihood = likelihood
         self.kernel = kernel
@@ -106,8 +117,10 @@ class GeoRegressor(ReportMixin, DrawsMixin):
         self.options = options
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, data, *, var: str | None = None, x: str = "x", y: str = "y",
-            value: str = "value", grid=None, covariates=None) -> GeoRegressor:
+    def fit(self, data: xr.DataArray | xr.Dataset | pd.DataFrame, *, var: str | None = None,
+            x: str = "x", y: str = "y", value: str = "value",
+            grid: xr.DataArray | xr.Dataset | None = None,
+            covariates: xr.DataArray | Sequence[xr.DataArray] | None = None) -> GeoRegressor:
         """Fit to a raster or to a table of points. Returns self.
 
         Args:
@@ -124,7 +137,7 @@ class GeoRegressor(ReportMixin, DrawsMixin):
                 ``covariate_coef_`` gives their coefficients.
         """
         gaussian = self.likelihood == GAUSSIAN  # else an SVGP, whatever model says
-        if gaussian and self.model not in MODELS + (AUTO,):
+        if gaussian and self.model not in (*MODELS, AUTO):
             raise InputError(f"model must be one of {[AUTO, *MODELS]}; got "
                              f"{self.model!r}.")
         if (gaussian and self.share_hyperparameters and self.model != AUTO
@@ -198,7 +211,7 @@ class GeoRegressor(ReportMixin, DrawsMixin):
                                  f"{cg.n_slices} slices.")
             same = (cg.values[0].shape == g.values[0].shape and all(
                 np.allclose(a, b, rtol=1e-9, atol=1e-9 * max(np.ptp(b), 1.0))
-                for a, b in zip(cg.axes, g.axes)))
+                for a, b in zip(cg.axes, g.axes, strict=True)))
             if not same:
                 raise InputError(f"{name}: the covariate's grid differs from the data's "
                                  f"({cg.values[0].shape} cells against {g.values[0].shape}, or "
@@ -214,7 +227,8 @@ class GeoRegressor(ReportMixin, DrawsMixin):
         """One row per slice: the covariates' coefficients (data units per covariate unit)."""
         self._check_fitted()
         names = getattr(self, "covariate_names_", [])
-        rows = [dict(zip(names, getattr(est, "covariate_coef_", np.zeros(0))))
+        # not strict: a model without covariates has no coefficients (an empty row)
+        rows = [dict(zip(names, getattr(est, "covariate_coef_", np.zeros(0)), strict=False))
                 for est in self.estimators_]
         return pd.DataFrame(rows, columns=names)
 
@@ -280,7 +294,9 @@ class GeoRegressor(ReportMixin, DrawsMixin):
     def _check_fitted(self):
         check_fitted(self, "estimators_")
 
-    def predict(self, like=None, *, x=None, y=None, quantiles=None, outside: str = "raise",
+    def predict(self, like: xr.DataArray | xr.Dataset | None = None, *,
+                x: ArrayLike | None = None, y: ArrayLike | None = None,
+                quantiles: Sequence[float] | None = None, outside: str = "raise",
                 points: bool = False, lazy: bool | None = None) -> xr.Dataset:
         """Predict on a raster grid (or at points).
 
@@ -359,13 +375,15 @@ class GeoRegressor(ReportMixin, DrawsMixin):
                                   quantiles=quantiles, attrs=self.attrs_, name=self.name_)
 
     # ------------------------------------------------------------------ persistence
-    def save(self, path, *, overwrite: bool = False, key: bytes | None = None) -> None:
+    def save(self, path: str | os.PathLike[str], *, overwrite: bool = False,
+             key: bytes | None = None) -> None:
         """Save to one ``.npz`` (no pickle; integrity-checked, signed only with ``key``, bytes)."""
         self._check_fitted()
         save_model(self, path, overwrite=overwrite, key=key)
 
     @classmethod
-    def load(cls, path, *, max_bytes: float | None = None, key: bytes | None = None):
+    def load(cls, path: str | os.PathLike[str], *, max_bytes: float | None = None,
+             key: bytes | None = None) -> GeoRegressor:
         """Load a model saved by :meth:`save`; predictions are reproduced exactly. ``max_bytes``:
         refuse larger declared arrays; ``key``: the save's (:func:`geogp.persist.load_model`)."""
         return load_model(path, cls, max_bytes=max_bytes, key=key)
@@ -381,9 +399,11 @@ def _n_observed(est, values) -> int:
 _OWN = ("kernel", "n_features", "share_hyperparameters", "crs", "nodata", "progress")
 
 
-def fit(data, model: str = "auto", *, likelihood: str = GAUSSIAN, var: str | None = None,
-        x: str = "x", y: str = "y", value: str = "value", grid=None, covariates=None,
-        **kwargs) -> GeoRegressor:
+def fit(data: xr.DataArray | xr.Dataset | pd.DataFrame, model: str = "auto", *,
+        likelihood: str = GAUSSIAN, var: str | None = None, x: str = "x", y: str = "y",
+        value: str = "value", grid: xr.DataArray | xr.Dataset | None = None,
+        covariates: xr.DataArray | Sequence[xr.DataArray] | None = None,
+        **kwargs: Any) -> GeoRegressor:
     """Fit a Gaussian process to a raster or to points: ``GeoRegressor(...).fit(data)``.
 
     Args:

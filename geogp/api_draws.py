@@ -1,10 +1,13 @@
-"""Maps drawn from a fitted front end: sample rasters, exceedance and effective lengthscale (docs/afs.md, docs/lattice.md, docs/wavelets.md).
+"""Maps drawn from a fitted front end: sample rasters, exceedance and effective lengthscale
+(docs/afs.md, docs/lattice.md, docs/wavelets.md).
 
 A mixin of :class:`geogp.api.GeoRegressor`; it uses the fitted state that class sets
 (``estimators_``, ``spec_``, ``target_``, ``model_``, ...) and its :meth:`predict`.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
@@ -15,14 +18,19 @@ from geogp.exceptions import InputError
 from geogp.families import family
 from geogp.memory import check_samples
 
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
 __all__ = ["DrawsMixin"]
 
 
 class DrawsMixin:
-    """``sample``, ``exceedance`` and ``effective_lengthscale`` for :class:`geogp.api.GeoRegressor`."""
+    """``sample``, ``exceedance`` and ``effective_lengthscale`` for
+    :class:`geogp.api.GeoRegressor`."""
 
-    def sample(self, n: int = 10, like=None, *, seed=None, latent: bool = True, x=None,
-               y=None) -> xr.DataArray:
+    def sample(self, n: int = 10, like: xr.DataArray | xr.Dataset | None = None, *,
+               seed: int | None = None, latent: bool = True, x: ArrayLike | None = None,
+               y: ArrayLike | None = None) -> xr.DataArray:
         """``n`` posterior sample rasters (conditional simulation), for uncertainty propagation.
 
         Each sample is a draw of the whole field from the posterior, exact under the model
@@ -54,14 +62,14 @@ class DrawsMixin:
         check_samples(int(n), len(target.y), len(target.x), len(self.estimators_))
         seeds = np.random.SeedSequence(seed).spawn(len(self.estimators_))
         draws = np.stack([fam.sample_grid(est, axes, int(n), seed=ss, observed=not latent)
-                          for est, ss in zip(self.estimators_, seeds)],
+                          for est, ss in zip(self.estimators_, seeds, strict=True)],
                          axis=1)  # (sample, slice, y, x)
         out = self._raster(draws, ["sample"], target, f"{self.name_ or 'field'}_samples",
                            dict(self.attrs_))
         return out.assign_coords(sample=np.arange(n))
 
-    def exceedance(self, threshold: float, like=None, *, latent: bool = True,
-                   **predict_options) -> xr.DataArray:
+    def exceedance(self, threshold: float, like: xr.DataArray | xr.Dataset | None = None, *,
+                   latent: bool = True, **predict_options: Any) -> xr.DataArray:
         """Probability that the field exceeds ``threshold`` at every cell: Φ((μ − t)/σ).
 
         Args:
@@ -90,7 +98,9 @@ class DrawsMixin:
                       "units": "1"}
         return prob
 
-    def effective_lengthscale(self, like=None, *, x=None, y=None) -> xr.DataArray:
+    def effective_lengthscale(self, like: xr.DataArray | xr.Dataset | None = None, *,
+                              x: ArrayLike | None = None,
+                              y: ArrayLike | None = None) -> xr.DataArray:
         """Map of the wavelet model's local lengthscale (docs/wavelets.md, effective lengthscale).
 
         The multiresolution prior puts more weight on fine levels where its components say so,

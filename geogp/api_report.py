@@ -94,7 +94,8 @@ class ReportMixin:
             head = f"  slice {s}: " if len(table) > 1 else "  "
             ell = [c for c in table.columns if c.startswith("lengthscale_") and "_km" not in c]
 
-            def length(*cols):  # in the CRS's unit (metres from 1 km up in km), ≈ km on lon/lat
+            # in the CRS's unit (metres from 1 km up in km), ≈ km on lon/lat
+            def length(*cols, row=row):
                 txt = lengths([row[c] for c in cols], spec.units)
                 km = [c.replace("_y", "_y_km", 1).replace("_x", "_x_km", 1)
                       if c.startswith("lengthscale_") else c + "_km" for c in cols]
@@ -102,7 +103,7 @@ class ReportMixin:
                               if spec.geographic else "")
 
             parts = [f"lengthscale (y, x) = {length(c_y, c_x)}"
-                     for c_y, c_x in zip(ell[0::2], ell[1::2])]
+                     for c_y, c_x in zip(ell[0::2], ell[1::2], strict=True)]
             if fam.single_range and ell:  # isotropic SPDE: one range
                 parts[0] = f"range ρ = {length(ell[0])}"
             if "mid_scale_range" in row and pd.notna(row["mid_scale_range"]):
@@ -158,7 +159,7 @@ class ReportMixin:
             head = f"  slice {s}: " if len(table) > 1 else "  "
             parts = []
             ells = [c for c in table.columns if c.startswith("lengthscale_") and "_km" not in c]
-            for c_y, c_x in zip(ells[0::2], ells[1::2]):
+            for c_y, c_x in zip(ells[0::2], ells[1::2], strict=True):
                 txt = lengths([row[c_y], row[c_x]], spec.units)
                 if spec.geographic:
                     txt += " ≈ " + lengths([row[c_y.replace("_y", "_y_km", 1)],
@@ -187,7 +188,7 @@ class ReportMixin:
         self._check_fitted()
         fam = family(self.model_)
         total = 0.0
-        for est, n in zip(self.estimators_, self.n_observed_):
+        for est, n in zip(self.estimators_, self.n_observed_, strict=True):
             value = fam.evidence(est)
             total += float(value) - n * float(np.log(est.scaler_.y_scale))
         return total

@@ -9,13 +9,15 @@ coordinates are built from these, in EPSG:4326.
 
 Protocol: three discs are cut out (large gaps) and 20 % of the remaining cells are held out at
 random (seeded). The model is fitted on what is left, predicts the full grid, and is scored on
-the held-out cells (RMSE, 95 % coverage, docs/crossvalidation.md (scores)), separately for the discs and the random
-cells.
+the held-out cells (RMSE, 95 % coverage, docs/crossvalidation.md (scores)), separately for the discs
+and the random cells.
 """
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +55,8 @@ def load_elevation() -> xr.DataArray:
     return da.rio.set_spatial_dims(x_dim="lon", y_dim="lat").rio.write_crs("EPSG:4326")
 
 
-def cut_holes(da: xr.DataArray, seed: int = 0, frac: float = 0.2):
+def cut_holes(da: xr.DataArray, seed: int = 0,
+              frac: float = 0.2) -> tuple[xr.DataArray, xr.DataArray, xr.DataArray]:
     """(observed, heldout_discs, heldout_random): the raster with holes, and the truth there.
 
     Three discs (radii 5–8 % of the grid's width) plus a random ``frac`` of the other cells.
@@ -83,8 +86,9 @@ def _demo_folder(out_dir) -> Path:
     return out
 
 
-def run_demo(out_dir="geogp-demo", *, model: str = "auto", n_features: int | None = None,
-             seed: int = 0, progress: bool = True, echo=print) -> dict:
+def run_demo(out_dir: str | os.PathLike[str] = "geogp-demo", *, model: str = "auto",
+             n_features: int | None = None, seed: int = 0, progress: bool = True,
+             echo: Callable[[str], object] = print) -> dict:
     """Run the demo and write ``demo_prediction.tif`` (band 1 mean, band 2 std) and
     ``demo_map.png`` to ``out_dir`` (created; existing demo files are replaced).
 

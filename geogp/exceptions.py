@@ -63,7 +63,7 @@ class MemoryEstimateError(GeogpError, MemoryError):
     """
 
     def __init__(self, what: str, needed_bytes: float, limit_bytes: float, hint: str = "",
-                 cli_hint: str | None = None):
+                 cli_hint: str | None = None) -> None:
         self.needed_bytes = float(needed_bytes)
         self.limit_bytes = float(limit_bytes)
         self.cli_hint = cli_hint

@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from geogp.exceptions import ExtrapolationWarning
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
 
 __all__ = ["record_data_box", "warn_if_far", "distance_to_box"]
 
 KM_PER_DEGREE = math.pi * 6371.0088 / 180.0  # as geogp.adapters (numpy-only module here)
 
 
-def record_data_box(est, X: np.ndarray, units: str = "coordinate units") -> None:
+def record_data_box(est: Any, X: np.ndarray, units: str = "coordinate units") -> None:
     """Keep the bounding box (2, D) of the data X (N, D) and the coordinates' units on ``est``."""
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 2 and X.shape[0]:
@@ -29,7 +33,8 @@ def record_data_box(est, X: np.ndarray, units: str = "coordinate units") -> None
         est.data_units_ = str(units)
 
 
-def distance_to_box(box: np.ndarray, axes: list | None = None, points=None) -> float:
+def distance_to_box(box: np.ndarray, axes: list | None = None,
+                    points: ArrayLike | None = None) -> float:
     """Largest Euclidean distance to the box (2, D) from the tensor grid ``axes`` (D vectors:
     its farthest node is a corner, so the axes are taken one by one) or from ``points`` (N, D)."""
     lo, hi = box
@@ -56,15 +61,16 @@ def _length(value: float, units: str) -> str:
     return f"{value:,.4g} {units}"
 
 
-def warn_if_far(est, axes: list | None = None, points=None, stacklevel: int = 3) -> None:
+def warn_if_far(est: Any, axes: list | None = None, points: ArrayLike | None = None,
+                stacklevel: int = 3) -> None:
     """Warn (:class:`ExtrapolationWarning`) when the prediction locations (the tensor grid
     ``axes``, or ``points`` (N, D)) lie farther from the data's box than its extent (longer
     side), naming the distance. Silent for estimators without a recorded box."""
     box = getattr(est, "data_box_", None)
     if box is None:
         return
-    if points is not None and np.size(points) == 0 or axes is not None and any(
-            np.size(a) == 0 for a in axes):
+    if (points is not None and np.size(points) == 0) or (axes is not None and any(
+            np.size(a) == 0 for a in axes)):
         return
     extent = float(np.max(box[1] - box[0]))
     dist = distance_to_box(box, axes, points)

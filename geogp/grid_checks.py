@@ -9,7 +9,13 @@ are refused with the real cause and the fix (warp or regrid to a north-up grid),
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from geogp.exceptions import InputError, IrregularGridError
+
+if TYPE_CHECKING:  # annotations only
+    import xarray as xr
 
 __all__ = ["require_axes", "two_dimensional_coords", "rotation_of"]
 
@@ -19,7 +25,7 @@ _WARP = ("Warp it to a north-up grid first: gdalwarp in.tif north_up.tif (GDAL),
          "open it through rasterio.vrt.WarpedVRT(src, crs=src.crs) (rasterio)")
 
 
-def rotation_of(obj):
+def rotation_of(obj: xr.DataArray | xr.Dataset) -> tuple[float, float, float, float] | None:
     """The transform's (a, b, d, e) when it rotates or shears the cells (b or d ≠ 0), else None."""
     try:
         t = obj.rio.transform(recalc=False)
@@ -31,13 +37,13 @@ def rotation_of(obj):
     return None
 
 
-def two_dimensional_coords(obj, dims) -> list[str]:
+def two_dimensional_coords(obj: xr.DataArray | xr.Dataset, dims: Sequence[str]) -> list[str]:
     """Names of the coordinates of ``obj`` that vary along both of ``dims`` (2-D lat/lon...)."""
     dims = set(dims)
     return [str(k) for k, v in obj.coords.items() if len(dims) == 2 and dims <= set(v.dims)]
 
 
-def unsupported_grid_message(obj, dims) -> str:
+def unsupported_grid_message(obj: xr.DataArray | xr.Dataset, dims: Sequence[str]) -> str:
     """Why ``obj`` has no 1-D coordinates on ``dims`` and how to fix it; "" when not known."""
     rot = rotation_of(obj)
     if rot is not None:
@@ -55,7 +61,7 @@ def unsupported_grid_message(obj, dims) -> str:
     return ""
 
 
-def require_axes(obj, y_dim: str, x_dim: str) -> None:
+def require_axes(obj: xr.DataArray | xr.Dataset, y_dim: str, x_dim: str) -> None:
     """Refuse ``obj`` unless both spatial dimensions carry coordinates, naming the cause."""
     for dim in (y_dim, x_dim):
         if dim not in obj.coords:

@@ -13,19 +13,22 @@ import contextlib
 import hashlib
 import os
 from pathlib import Path
+from typing import TypeVar
 
 import dask
 import numpy as np
 import rasterio
 import rasterio.shutil
-import rioxarray  # noqa: F401  (registers the .rio accessor)
+import rioxarray  # registers the .rio accessor
 import xarray as xr
 from rasterio.windows import Window
 
 from geogp.adapters import check_axis, find_spatial_dims, select_variable
 from geogp.exceptions import InputError, IrregularGridError, ReadError
-from geogp.memory import LAZY_WINDOW_CELLS
 from geogp.io_atomic import atomic_path, check_writable, hidden_sibling
+from geogp.memory import LAZY_WINDOW_CELLS
+
+_Raster = TypeVar("_Raster", xr.DataArray, xr.Dataset)
 
 __all__ = ["open_raster", "atomic_path", "check_writable", "check_geotiff_grid",
            "hidden_sibling", "write_geotiff", "write_netcdf", "GEOTIFF_BANDS",
@@ -37,7 +40,7 @@ NETCDF_SUFFIXES = (".nc", ".nc4", ".netcdf", ".cdf", ".h5", ".hdf5")
 
 
 # --------------------------------------------------------------------------- reading
-def open_raster(path, var: str | None = None) -> xr.DataArray:
+def open_raster(path: str | os.PathLike[str], var: str | None = None) -> xr.DataArray:
     """Open a GeoTIFF or NetCDF raster as a DataArray with missing cells as NaN.
 
     Args:
@@ -98,7 +101,7 @@ def _check_readable(da: xr.DataArray, path: Path) -> None:
             da.load()
         else:
             y_dim = da.dims[-2]
-            da.isel({y_dim: [0, da.sizes[y_dim] - 1]}).values
+            da.isel({y_dim: [0, da.sizes[y_dim] - 1]}).values  # noqa: B018 - the read is the check
     except Exception as err:
         msg = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ReadError(f"cannot read the cells of {str(path)!r} ({msg}); the file is truncated "
@@ -223,10 +226,11 @@ def _write_windows(dst, bands: list, dt: np.dtype, nodata) -> list[bytes]:
         hashes = [hashlib.blake2b(digest_size=16) for _ in part]
         for a, b in _row_windows(*part[0][1].shape):
             values = _window_values([arr[a:b] for _, arr in part])
-            block = np.stack([_as_band(v, dt, nodata, name) for (name, _), v in zip(part, values)])
+            block = np.stack([_as_band(v, dt, nodata, name)
+                              for (name, _), v in zip(part, values, strict=True)])
             dst.write(block, list(range(first + 1, first + len(part) + 1)),
                       window=Window(0, a, block.shape[2], b - a))
-            for h, band in zip(hashes, block):
+            for h, band in zip(hashes, block, strict=True):
                 _digest(h, band)
         digests += [h.digest() for h in hashes]
     for i, (name, arr) in enumerate(bands, start=1):
@@ -248,7 +252,7 @@ def _window_values(arrays: list) -> list:
     return list(dask.compute(*(a.data for a in arrays), scheduler="synchronous"))
 
 
-def load_here(obj):
+def load_here(obj: _Raster) -> _Raster:
     """``obj`` (DataArray or Dataset) with its dask-backed variables computed together in
     this process (the synchronous scheduler: a distributed client would have to receive the
     model); ``obj`` itself when nothing is lazy."""
@@ -258,7 +262,7 @@ def load_here(obj):
         return obj.compute()
 
 
-def is_lazy(obj) -> bool:
+def is_lazy(obj: xr.DataArray | xr.Dataset) -> bool:
     """Whether a DataArray or Dataset (any of its variables) is dask-backed."""
     variables = obj.data_vars.values() if isinstance(obj, xr.Dataset) else [obj]
     return any(getattr(v.variable, "chunks", None) is not None for v in variables)
@@ -282,9 +286,9 @@ def _verify_geotiff(tmp, digests: list, shape: tuple) -> None:
                 hashes = [hashlib.blake2b(digest_size=16) for _ in indexes]
                 for a, b in windows:
                     block = src.read(indexes, window=Window(0, a, src.width, b - a))
-                    for h, band in zip(hashes, block):
+                    for h, band in zip(hashes, block, strict=True):
                         _digest(h, band)
-                for i, h in zip(indexes, hashes):
+                for i, h in zip(indexes, hashes, strict=True):
                     if h.digest() != digests[i - 1]:
                         raise OSError(f"band {i} reads back differently")
     except (OSError, rasterio.errors.RasterioError) as err:
@@ -323,7 +327,7 @@ def _bands(pred: xr.Dataset, latent: bool, quantiles: bool, samples: bool = Fals
         names.append(name)
         arrays.append(pred[name])
     out = []
-    for name, a in zip(names, arrays):
+    for name, a in zip(names, arrays, strict=True):
         extra = [d for d in a.dims if d not in (y_dim, x_dim)]
         if not extra:  # spatial dims set last: transpose() returns an object without them
             out.append((name, a.transpose(y_dim, x_dim).rio.set_spatial_dims(
@@ -346,7 +350,7 @@ def _label(value) -> str:
     return str(value)
 
 
-def check_geotiff_grid(obj) -> None:
+def check_geotiff_grid(obj: xr.DataArray | xr.Dataset) -> None:
     """Raise :class:`IrregularGridError` unless the (y, x) coordinates of ``obj`` (DataArray or
     Dataset) are regularly spaced: a GeoTIFF stores one affine transform, so cells of an
     irregular grid would land at the wrong places. NetCDF stores the coordinates themselves."""
@@ -365,7 +369,8 @@ def check_geotiff_grid(obj) -> None:
                 "coordinates, or resample the input onto a regular grid first.")
 
 
-def write_geotiff(pred: xr.Dataset, path, *, overwrite: bool = False, latent: bool = False,
+def write_geotiff(pred: xr.Dataset, path: str | os.PathLike[str], *, overwrite: bool = False,
+                  latent: bool = False,
                   quantiles: bool = False, nodata: float = np.nan, compress: str = "deflate",
                   cog: bool = False, dtype: str = "float32", samples: bool = False,
                   extra: tuple = ()) -> Path:
@@ -439,7 +444,8 @@ def write_geotiff(pred: xr.Dataset, path, *, overwrite: bool = False, latent: bo
 
 
 # --------------------------------------------------------------------------- NetCDF
-def write_netcdf(pred: xr.Dataset, path, *, overwrite: bool = False) -> Path:
+def write_netcdf(pred: xr.Dataset, path: str | os.PathLike[str], *,
+                 overwrite: bool = False) -> Path:
     """Write a prediction as CF NetCDF-4 (engine h5netcdf) with its grid mapping.
 
     The CRS is stored CF-style in the ``spatial_ref`` variable (``grid_mapping_name``,
@@ -455,10 +461,8 @@ def write_netcdf(pred: xr.Dataset, path, *, overwrite: bool = False) -> Path:
         ds = ds.rio.write_crs(ds.rio.crs)
         if x_dim is not None:  # after write_crs, which returns an object without them
             ds = ds.rio.set_spatial_dims(x_dim=x_dim, y_dim=y_dim).rio.write_coordinate_system()
-            try:
+            with contextlib.suppress(Exception):  # irregular grids have no affine transform
                 ds = ds.rio.write_transform(ds.rio.transform(recalc=True))
-            except Exception:  # irregular grids have no affine transform
-                pass
     ds.attrs.setdefault("Conventions", "CF-1.8")
     encoding = {}
     for v in ds.data_vars:

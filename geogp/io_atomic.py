@@ -21,6 +21,7 @@ import secrets
 import stat
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from geogp.exceptions import InputError, OutputExistsError
@@ -30,7 +31,7 @@ __all__ = ["atomic_path", "check_writable", "hidden_sibling", "remove_stale"]
 STALE_AFTER_S = 60.0  # hidden files younger than this are never removed (clock skew, NFS)
 
 
-def check_writable(path, overwrite: bool = False) -> Path:
+def check_writable(path: str | os.PathLike[str], overwrite: bool = False) -> Path:
     """Raise :class:`OutputExistsError` if ``path`` exists, unless ``overwrite``.
 
     A folder, a missing parent folder, and an existing target that is not a regular file (a
@@ -62,7 +63,7 @@ def check_writable(path, overwrite: bool = False) -> Path:
 
 
 @contextlib.contextmanager
-def atomic_path(path, overwrite: bool = False):
+def atomic_path(path: str | os.PathLike[str], overwrite: bool = False) -> Iterator[Path]:
     """Context manager yielding a temporary path next to ``path``; moved into place on success.
 
     On any exception the temporary file is removed and ``path`` is left untouched.
@@ -107,7 +108,7 @@ def _tmp_suffix(path: Path) -> str:
     return ".tmp" + path.suffix[:8]
 
 
-def hidden_sibling(path, kind: str) -> Path:
+def hidden_sibling(path: str | os.PathLike[str], kind: str) -> Path:
     """A short hidden name beside ``path`` (``kind``: e.g. "previous") with this process's id
     and a random token."""
     path = Path(path)
@@ -134,7 +135,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def remove_stale(path) -> list[Path]:
+def remove_stale(path: str | os.PathLike[str]) -> list[Path]:
     """Remove the hidden files that killed geogp runs left beside ``path``: names of exactly
     geogp's pattern for this target, whose process id is no longer alive, regular files older
     than :data:`STALE_AFTER_S`. POSIX only (elsewhere a process check could not be made

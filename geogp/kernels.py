@@ -22,12 +22,17 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from geogp.exceptions import InputError
+
+if TYPE_CHECKING:  # annotations only
+    from jax.typing import ArrayLike
 
 __all__ = [
     "StationaryKernel",
@@ -47,7 +52,8 @@ def _is_concrete(x) -> bool:
 
 
 def _safe_norm(r2):
-    """sqrt with a finite gradient at 0 (the Matérn profiles are evaluated at ρ = 0 on diagonals)."""
+    """sqrt with a finite gradient at 0 (the Matérn profiles are evaluated at ρ = 0 on
+    diagonals)."""
     pos = r2 > 0
     return jnp.where(pos, jnp.sqrt(jnp.where(pos, r2, 1.0)), 0.0)
 
@@ -59,9 +65,10 @@ def _as_points(X):
 
 
 class Kernel:
-    """Base class: anything with ``evaluate(r)``, ``spectral_density(xi)`` and ``variance_at_zero``."""
+    """Base class: anything with ``evaluate(r)``, ``spectral_density(xi)`` and
+    ``variance_at_zero``."""
 
-    def __call__(self, X1, X2):
+    def __call__(self, X1: ArrayLike, X2: ArrayLike) -> jax.Array:
         """Gram matrix k(X1, X2) of shape (N1, N2) for X1 (N1, D), X2 (N2, D). Cost O(N1 N2 D).
 
         A vector of shape (N,) is read as N points in one dimension, shape (N, 1).
@@ -89,12 +96,13 @@ class StationaryKernel(Kernel):
 
     name = "stationary"
 
-    def __init__(self, lengthscale=1.0, variance=1.0):
+    def __init__(self, lengthscale: ArrayLike = 1.0, variance: ArrayLike = 1.0) -> None:
         if _is_concrete(lengthscale) and _is_concrete(variance):
             ell = np.asarray(lengthscale, dtype=np.float64)
             var = np.asarray(variance, dtype=np.float64)
             if ell.ndim > 1 or ell.size == 0:
-                raise InputError(f"lengthscale must be a scalar or a vector (D,); got shape {ell.shape}.")
+                raise InputError(
+                    f"lengthscale must be a scalar or a vector (D,); got shape {ell.shape}.")
             if var.ndim != 0:
                 raise InputError(f"variance must be a scalar; got shape {var.shape}.")
             for nm, v in (("lengthscale", ell), ("variance", var)):
@@ -107,11 +115,11 @@ class StationaryKernel(Kernel):
         self.variance = jnp.asarray(variance, dtype=jnp.float64)
 
     # pytree protocol: leaves are the parameters, no validation on unflatten (tracers pass through)
-    def tree_flatten(self):
+    def tree_flatten(self) -> tuple[tuple[jax.Array, jax.Array], None]:
         return (self.lengthscale, self.variance), None
 
     @classmethod
-    def tree_unflatten(cls, aux, children):
+    def tree_unflatten(cls, aux: None, children: tuple) -> StationaryKernel:
         obj = object.__new__(cls)
         obj.lengthscale, obj.variance = children
         return obj
@@ -121,29 +129,29 @@ class StationaryKernel(Kernel):
         return f"{type(self).__name__}(lengthscale={ell}, variance={float(self.variance):.6g})"
 
     @property
-    def variance_at_zero(self):
+    def variance_at_zero(self) -> jax.Array:
         """k(0) = σ_f²."""
         return self.variance
 
     def _ell(self, d: int):
         return jnp.broadcast_to(self.lengthscale, (d,))
 
-    def profile(self, rho):
+    def profile(self, rho: ArrayLike) -> jax.Array:
         """κ(ρ) with κ(0) = 1, for the scaled distance ρ ≥ 0 (any shape)."""
         raise NotImplementedError
 
-    def evaluate(self, r):
+    def evaluate(self, r: ArrayLike) -> jax.Array:
         """k(r) for difference vectors r of shape (..., D); returns shape (...)."""
         r = jnp.asarray(r)
         ell = self._ell(r.shape[-1])
         rho2 = jnp.sum((r / ell) ** 2, axis=-1)
         return self.variance * self.profile_sq(rho2)
 
-    def profile_sq(self, rho2):
+    def profile_sq(self, rho2: ArrayLike) -> jax.Array:
         """κ as a function of ρ² (overridden by SE, which needs no square root)."""
         return self.profile(_safe_norm(rho2))
 
-    def spectral_density(self, xi):
+    def spectral_density(self, xi: ArrayLike) -> jax.Array:
         """S(ξ) for frequencies ξ of shape (..., D) (cycles per unit); returns shape (...)."""
         raise NotImplementedError
 
@@ -157,20 +165,20 @@ class SquaredExponential(StationaryKernel):
 
     name = "se"
 
-    def profile(self, rho):
+    def profile(self, rho: ArrayLike) -> jax.Array:
         return jnp.exp(-0.5 * rho**2)
 
-    def profile_sq(self, rho2):
+    def profile_sq(self, rho2: ArrayLike) -> jax.Array:
         return jnp.exp(-0.5 * rho2)
 
-    def spectral_density(self, xi):
+    def spectral_density(self, xi: ArrayLike) -> jax.Array:
         xi = jnp.asarray(xi)
         d = xi.shape[-1]
         ell = self._ell(d)
         q = jnp.sum((ell * xi) ** 2, axis=-1)
         return self.variance * (2 * jnp.pi) ** (d / 2) * jnp.prod(ell) * jnp.exp(-2 * jnp.pi**2 * q)
 
-    def log_spectral_density(self, xi):
+    def log_spectral_density(self, xi: ArrayLike) -> jax.Array:
         """log S(ξ), finite where S underflows (used to form λ^{1/2} stably)."""
         xi = jnp.asarray(xi)
         d = xi.shape[-1]
@@ -196,7 +204,7 @@ class _Matern(StationaryKernel):
             + nu * math.log(2 * nu) - math.lgamma(nu)
         )
 
-    def log_spectral_density(self, xi):
+    def log_spectral_density(self, xi: ArrayLike) -> jax.Array:
         xi = jnp.asarray(xi)
         d = xi.shape[-1]
         ell = self._ell(d)
@@ -206,7 +214,7 @@ class _Matern(StationaryKernel):
             - (self.nu + d / 2) * jnp.log(2 * self.nu + 4 * jnp.pi**2 * q)
         )
 
-    def spectral_density(self, xi):
+    def spectral_density(self, xi: ArrayLike) -> jax.Array:
         return jnp.exp(self.log_spectral_density(xi))
 
 
@@ -217,7 +225,7 @@ class Matern12(_Matern):
     name = "matern12"
     nu = 0.5
 
-    def profile(self, rho):
+    def profile(self, rho: ArrayLike) -> jax.Array:
         return jnp.exp(-rho)
 
 
@@ -228,7 +236,7 @@ class Matern32(_Matern):
     name = "matern32"
     nu = 1.5
 
-    def profile(self, rho):
+    def profile(self, rho: ArrayLike) -> jax.Array:
         s = math.sqrt(3.0) * rho
         return (1 + s) * jnp.exp(-s)
 
@@ -240,7 +248,7 @@ class Matern52(_Matern):
     name = "matern52"
     nu = 2.5
 
-    def profile(self, rho):
+    def profile(self, rho: ArrayLike) -> jax.Array:
         s = math.sqrt(5.0) * rho
         return (1 + s + s**2 / 3) * jnp.exp(-s)
 
@@ -250,11 +258,11 @@ class _CompositeKernel(Kernel):
 
     parts: tuple
 
-    def tree_flatten(self):
+    def tree_flatten(self) -> tuple[tuple[Kernel, ...], None]:
         return self.parts, None
 
     @classmethod
-    def tree_unflatten(cls, aux, children):
+    def tree_unflatten(cls, aux: None, children: tuple) -> _CompositeKernel:
         obj = object.__new__(cls)
         obj.parts = tuple(children)
         return obj
@@ -266,7 +274,7 @@ class SumKernel(_CompositeKernel):
 
     name = "sum"
 
-    def __init__(self, parts):
+    def __init__(self, parts: Sequence[StationaryKernel]) -> None:
         parts = tuple(parts)
         if not parts or not all(isinstance(p, StationaryKernel) for p in parts):
             raise InputError("SumKernel needs one or more stationary kernels.")
@@ -276,16 +284,16 @@ class SumKernel(_CompositeKernel):
         return " + ".join(repr(p) for p in self.parts)
 
     @property
-    def variance_at_zero(self):
+    def variance_at_zero(self) -> jax.Array:
         return sum(p.variance for p in self.parts)
 
-    def evaluate(self, r):
+    def evaluate(self, r: ArrayLike) -> jax.Array:
         return sum(p.evaluate(r) for p in self.parts)
 
-    def spectral_density(self, xi):
+    def spectral_density(self, xi: ArrayLike) -> jax.Array:
         return sum(p.spectral_density(xi) for p in self.parts)
 
-    def log_spectral_density(self, xi):
+    def log_spectral_density(self, xi: ArrayLike) -> jax.Array:
         logs = jnp.stack([p.log_spectral_density(xi) for p in self.parts])
         return jax.scipy.special.logsumexp(logs, axis=0)
 
@@ -301,8 +309,8 @@ KERNELS = {
 }
 
 
-def make_kernel(spec, n_dims: int, lengthscale=0.2, variance=1.0, *, spread: float = 4.0,
-                centred: bool = False) -> Kernel:
+def make_kernel(spec: str | Kernel, n_dims: int, lengthscale: ArrayLike = 0.2,
+                variance: float = 1.0, *, spread: float = 4.0, centred: bool = False) -> Kernel:
     """Build a kernel from a name such as ``"matern32"`` or ``"matern12+matern32"``.
 
     Args:
@@ -362,7 +370,7 @@ class ProductKernel(_CompositeKernel):
 
     name = "product"
 
-    def __init__(self, parts):
+    def __init__(self, parts: Sequence[Kernel]) -> None:
         parts = tuple(parts)
         if len(parts) < 2 or not all(isinstance(p, Kernel) for p in parts):
             raise InputError("ProductKernel needs two or more kernels.")
@@ -372,13 +380,13 @@ class ProductKernel(_CompositeKernel):
         return " * ".join(f"({p!r})" for p in self.parts)
 
     @property
-    def variance_at_zero(self):
+    def variance_at_zero(self) -> jax.Array:
         out = self.parts[0].variance_at_zero
         for p in self.parts[1:]:
             out = out * p.variance_at_zero
         return out
 
-    def evaluate(self, r):
+    def evaluate(self, r: ArrayLike) -> jax.Array:
         """k(r) = ∏_i k_i(r) for difference vectors r of shape (..., D); returns shape (...)."""
         out = self.parts[0].evaluate(r)
         for p in self.parts[1:]:

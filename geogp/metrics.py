@@ -1,4 +1,5 @@
-"""Scores of Gaussian predictive distributions (docs/crossvalidation.md, scores), on the data's original scale.
+"""Scores of Gaussian predictive distributions (docs/crossvalidation.md, scores), on the data's
+original scale.
 
 For observations y_n with predictive mean μ_n and predictive sd s_n (of a new observation:
 s² = var_f + σ², i.e. the ``std`` of a prediction):
@@ -15,12 +16,19 @@ prediction) are left out, and an error is raised when none is left.
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.stats import norm
 
 from geogp.exceptions import InputError
+
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
+    from numpy.typing import ArrayLike
 
 __all__ = ["rmse", "mae", "nlpd", "crps_gaussian", "interval_score", "coverage", "evaluate",
            "DISTANCE_BINS", "distance_labels", "evaluate_by_distance", "reliability",
@@ -43,25 +51,25 @@ def _pairs(y, mean, std=None):
     return out
 
 
-def rmse(y, mean) -> float:
+def rmse(y: ArrayLike, mean: ArrayLike) -> float:
     """Root mean squared error √(mean (y − μ)²)."""
     y, m = _pairs(y, mean)
     return float(np.sqrt(np.mean((y - m) ** 2)))
 
 
-def mae(y, mean) -> float:
+def mae(y: ArrayLike, mean: ArrayLike) -> float:
     """Mean absolute error mean |y − μ|."""
     y, m = _pairs(y, mean)
     return float(np.mean(np.abs(y - m)))
 
 
-def nlpd(y, mean, std) -> float:
+def nlpd(y: ArrayLike, mean: ArrayLike, std: ArrayLike) -> float:
     """Negative log predictive density of Gaussian marginals, mean ½ log(2πs²) + (y − μ)²/(2s²)."""
     y, m, s = _pairs(y, mean, std)
     return float(np.mean(0.5 * np.log(2 * math.pi * s**2) + (y - m) ** 2 / (2 * s**2)))
 
 
-def crps_gaussian(y, mean, std) -> float:
+def crps_gaussian(y: ArrayLike, mean: ArrayLike, std: ArrayLike) -> float:
     """Continuous ranked probability score of N(μ, s²), closed form (lower is better).
 
     CRPS = ∫ (F(t) − 1{t ≥ y})² dt = s [z(2Φ(z) − 1) + 2φ(z) − 1/√π], z = (y − μ)/s.
@@ -79,7 +87,8 @@ def _bounds(mean, std, alpha):
     return mean - q * std, mean + q * std
 
 
-def interval_score(y, mean, std, alpha: float = 0.05) -> float:
+def interval_score(y: ArrayLike, mean: ArrayLike, std: ArrayLike,
+                   alpha: float = 0.05) -> float:
     """Interval score of the central (1 − α) interval (Gneiting & Raftery 2007; lower is better)."""
     y, m, s = _pairs(y, mean, std)
     lo, hi = _bounds(m, s, alpha)
@@ -87,14 +96,14 @@ def interval_score(y, mean, std, alpha: float = 0.05) -> float:
                          + (2 / alpha) * (y - hi) * (y > hi)))
 
 
-def coverage(y, mean, std, level: float = 0.95) -> float:
+def coverage(y: ArrayLike, mean: ArrayLike, std: ArrayLike, level: float = 0.95) -> float:
     """Fraction of y inside the central ``level`` predictive interval (ideal: ``level``)."""
     y, m, s = _pairs(y, mean, std)
     lo, hi = _bounds(m, s, 1 - level)
     return float(np.mean((lo <= y) & (y <= hi)))
 
 
-def clustered_standard_error(values, clusters) -> float:
+def clustered_standard_error(values: ArrayLike, clusters: ArrayLike) -> float:
     """Standard error of ``mean(values)`` when values in one cluster may be correlated.
 
     The cluster-robust (sandwich) estimate with G clusters and the usual G/(G − 1) factor:
@@ -114,7 +123,7 @@ def clustered_standard_error(values, clusters) -> float:
     return float(np.sqrt(n_g / (n_g - 1) * np.sum(sums**2)) / v.size)
 
 
-def evaluate(y, mean, std) -> dict:
+def evaluate(y: ArrayLike, mean: ArrayLike, std: ArrayLike) -> dict:
     """All scores at once: rmse, mae, nlpd, crps, is95, coverage95, n."""
     n = _pairs(y, mean, std)[0].size
     return {"rmse": rmse(y, mean), "mae": mae(y, mean), "nlpd": nlpd(y, mean, std),
@@ -126,13 +135,15 @@ def evaluate(y, mean, std) -> dict:
 DISTANCE_BINS = (1.0, 3.0, 10.0)
 
 
-def distance_labels(bins=DISTANCE_BINS) -> list:
+def distance_labels(bins: Sequence[float] = DISTANCE_BINS) -> list[str]:
     """Names of the strata cut at ``bins``: ['≤ 1', '1–3', '3–10', '> 10'] by default."""
     b = [f"{v:g}" for v in bins]
-    return [f"≤ {b[0]}"] + [f"{lo}–{hi}" for lo, hi in zip(b[:-1], b[1:])] + [f"> {b[-1]}"]
+    return [f"≤ {b[0]}"] + [f"{lo}–{hi}" for lo, hi in itertools.pairwise(b)] + [f"> {b[-1]}"]
 
 
-def evaluate_by_distance(y, mean, std, distance, bins=DISTANCE_BINS, clusters=None):
+def evaluate_by_distance(y: ArrayLike, mean: ArrayLike, std: ArrayLike, distance: ArrayLike,
+                         bins: Sequence[float] = DISTANCE_BINS,
+                         clusters: ArrayLike | None = None) -> pd.DataFrame:
     """:func:`evaluate` per distance stratum (and ``all``), as a pandas DataFrame.
 
     ``distance`` is, per scored cell, its distance to the nearest observed (training) cell;
@@ -143,7 +154,8 @@ def evaluate_by_distance(y, mean, std, distance, bins=DISTANCE_BINS, clusters=No
     per cell, e.g. its held-out gap), ``coverage95_se`` is the coverage's clustered standard
     error (:func:`clustered_standard_error`).
     """
-    import pandas as pd  # lazy: the scores need numpy and scipy only, the table pandas
+    # lazy: the scores need numpy and scipy only, the table pandas
+    import pandas as pd  # noqa: PLC0415
 
     y, mean, std, d = (np.asarray(a, dtype=np.float64).ravel() for a in (y, mean, std, distance))
     if not (y.size == mean.size == std.size == d.size):
@@ -154,7 +166,7 @@ def evaluate_by_distance(y, mean, std, distance, bins=DISTANCE_BINS, clusters=No
     edges = np.concatenate([[-np.inf], np.asarray(bins, dtype=np.float64), [np.inf]])
     names = distance_labels(bins)
     rows = {}
-    for i, name in enumerate(names + ["all"]):
+    for i, name in enumerate([*names, "all"]):
         sel = np.ones(d.size, bool) if name == "all" else (d > edges[i]) & (d <= edges[i + 1])
         ok = sel & np.isfinite(y) & np.isfinite(mean) & np.isfinite(std)
         if not ok.any():
@@ -175,7 +187,9 @@ def evaluate_by_distance(y, mean, std, distance, bins=DISTANCE_BINS, clusters=No
     return table
 
 
-def reliability(y, mean, std, levels=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)):
+def reliability(y: ArrayLike, mean: ArrayLike, std: ArrayLike,
+                levels: Sequence[float] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95,
+                                           0.99)) -> np.ndarray:
     """Empirical coverage of the central predictive intervals at each nominal ``level``.
 
     Returns an array of the same length as ``levels`` (a calibrated model gives the levels

@@ -9,6 +9,7 @@ are fitted as data, and :class:`~geogp.exceptions.NodataWarning` says so at the 
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 import numpy as np
@@ -20,7 +21,7 @@ from geogp.exceptions import InputError, NodataWarning
 __all__ = ["masked_values"]
 
 
-def masked_values(da: xr.DataArray, nodata=None) -> xr.DataArray:
+def masked_values(da: xr.DataArray, nodata: float | None = None) -> xr.DataArray:
     """``da`` as float64 with every missing cell set to NaN (lazy for dask-backed arrays).
 
     Missing cells: NaN, and cells equal to the nodata value, taken from ``nodata`` or else from
@@ -46,11 +47,9 @@ def masked_values(da: xr.DataArray, nodata=None) -> xr.DataArray:
     # decoding; the encoded nodata is a *stored* value and would hit valid decoded cells
     unpacked = any(k in da.encoding for k in ("scale_factor", "add_offset"))
     if nodata is None:
-        try:
+        with contextlib.suppress(Exception):
             candidates += [("the rioxarray nodata", da.rio.nodata)] + (
                 [] if unpacked else [("the encoded nodata", da.rio.encoded_nodata)])
-        except Exception:
-            pass
         candidates += [(f"attribute {k}", da.attrs.get(k))
                        for k in ("_FillValue", "missing_value", "nodata")]
         if not unpacked:

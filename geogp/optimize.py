@@ -17,8 +17,9 @@ that it backs off, never as NaN.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -48,12 +49,12 @@ def _map_top(params: dict, fn_pos, fn_free, unconstrained) -> dict:
     }
 
 
-def unconstrain(params: dict, unconstrained=()) -> dict:
+def unconstrain(params: dict, unconstrained: Sequence[str] = ()) -> dict:
     """Map constrained parameters to the optimiser's unconstrained space."""
     return _map_top(params, lambda x: _softplus_inv(x - POSITIVE_FLOOR), lambda x: x, unconstrained)
 
 
-def constrain(uparams: dict, unconstrained=()) -> dict:
+def constrain(uparams: dict, unconstrained: Sequence[str] = ()) -> dict:
     """Inverse of :func:`unconstrain`."""
     return _map_top(
         uparams, lambda u: jax.nn.softplus(u) + POSITIVE_FLOOR, lambda x: x, unconstrained
@@ -137,8 +138,8 @@ def minimize_lbfgs(
     params: dict,
     *,
     args: tuple = (),
-    unconstrained=(),
-    fixed=(),
+    unconstrained: Sequence[str] = (),
+    fixed: Sequence[str] = (),
     maxiter: int = 500,
     gtol: float = 1e-6,
     ftol: float = 1e-10,

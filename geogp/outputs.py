@@ -7,7 +7,9 @@ moments as a Dataset with the input's coordinates, attributes and CRS (rioxarray
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import rioxarray  # noqa: F401  (registers the .rio accessor used below)
@@ -16,6 +18,11 @@ import xarray as xr
 from geogp.adapters import GridData, GridSpec, check_axis, find_spatial_dims
 from geogp.exceptions import InputError
 from geogp.grid_checks import require_axes
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
+_Raster = TypeVar("_Raster", xr.DataArray, xr.Dataset)
 
 __all__ = ["Target", "grid_target", "target_from", "check_quantiles", "prediction_dataset"]
 
@@ -33,7 +40,7 @@ class Target:
     crs_wkt: str | None = None
     x_first: bool = False
 
-    def in_source_order(self, obj):
+    def in_source_order(self, obj: _Raster) -> _Raster:
         """``obj`` (Dataset or DataArray with dims (..., y, x)) in the source's order."""
         return obj.transpose(..., self.x_dim, self.y_dim) if self.x_first else obj
 
@@ -44,7 +51,8 @@ def grid_target(g: GridData) -> Target:
                   g.x_first)
 
 
-def target_from(spec: GridSpec, like=None, *, x=None, y=None) -> Target:
+def target_from(spec: GridSpec, like: xr.DataArray | xr.Dataset | None = None, *,
+                x: ArrayLike | None = None, y: ArrayLike | None = None) -> Target:
     """The prediction grid from ``like`` (DataArray/Dataset) or coordinate vectors ``x``, ``y``.
 
     ``like`` must use the model's CRS (or none): reproject it first otherwise.
@@ -61,10 +69,8 @@ def target_from(spec: GridSpec, like=None, *, x=None, y=None) -> Target:
         yy, _ = check_axis(like[y_dim].values, y_dim, min_size=1)
         xx, _ = check_axis(like[x_dim].values, x_dim, min_size=1)
         like_crs = None
-        try:
+        with contextlib.suppress(Exception):
             like_crs = like.rio.crs
-        except Exception:
-            pass
         if like_crs is not None and spec.crs is not None and like_crs != spec.crs:
             raise InputError(
                 f"the target grid's CRS ({like_crs.to_string()}) differs from the model's "
@@ -84,7 +90,7 @@ def target_from(spec: GridSpec, like=None, *, x=None, y=None) -> Target:
     return Target(spec.y_dim, spec.x_dim, yy, xx, coords)
 
 
-def check_quantiles(quantiles, name: str = "quantiles") -> np.ndarray:
+def check_quantiles(quantiles: ArrayLike, name: str = "quantiles") -> np.ndarray:
     """``quantiles`` as a 1-D float64 array of distinct probabilities strictly inside (0, 1);
     anything else raises :class:`InputError` (a repeated one would give two identical bands)."""
     try:
@@ -100,10 +106,11 @@ def check_quantiles(quantiles, name: str = "quantiles") -> np.ndarray:
     return q
 
 
-def prediction_dataset(mean, var_latent, var_observed, dims: tuple, coords: dict, *,
+def prediction_dataset(mean: ArrayLike, var_latent: ArrayLike, var_observed: ArrayLike,
+                       dims: tuple, coords: dict, *,
                        crs_wkt: str | None = None, spatial_dims: tuple | None = None,
                        extra_dim: str | None = None, extra_coords: dict | None = None,
-                       quantiles=None, attrs: dict | None = None,
+                       quantiles: ArrayLike | None = None, attrs: dict | None = None,
                        name: str | None = None) -> xr.Dataset:
     """Wrap predictive moments as an ``xr.Dataset``.
 
@@ -121,7 +128,8 @@ def prediction_dataset(mean, var_latent, var_observed, dims: tuple, coords: dict
         Dataset with ``mean``; ``std`` (of a new observation, noise included); ``std_latent``;
         and ``quantiles`` (dims ``quantile, ...``) of a new observation when asked for.
     """
-    from scipy.stats import norm  # lazy: ~0.3 s to import, and only quantiles need it
+    # lazy: ~0.3 s to import, and only quantiles need it
+    from scipy.stats import norm  # noqa: PLC0415
 
     dims = ((extra_dim,) if extra_dim else ()) + tuple(dims)
 
@@ -145,7 +153,7 @@ def prediction_dataset(mean, var_latent, var_observed, dims: tuple, coords: dict
         q = check_quantiles(quantiles)
         z = norm.ppf(q).reshape((-1,) + (1,) * len(dims))
         qv = squeeze(mean)[None] + z * squeeze(std)[None]
-        data["quantiles"] = (("quantile",) + dims, qv,
+        data["quantiles"] = (("quantile", *dims), qv,
                              {"long_name": f"quantiles of a new observation of {label}"})
         coords["quantile"] = xr.Variable("quantile", q)
     for v in data.values():

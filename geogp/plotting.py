@@ -9,12 +9,25 @@ the Agg backend before importing this module.
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
 import numpy as np
 import xarray as xr
 
 from geogp.adapters import find_spatial_dims
 from geogp.io import load_here
 from geogp.io_atomic import atomic_path
+
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from numpy.typing import ArrayLike
+
+_Raster = TypeVar("_Raster", xr.DataArray, xr.Dataset)
 
 __all__ = ["plot_maps", "save_maps", "save_figure", "set_map_axes", "pretty_units",
            "drawn_ratio", "thinned", "MAX_MAP_CELLS"]
@@ -26,7 +39,7 @@ _UNIT_SYMBOLS = {"degc": "°C", "deg_c": "°C", "celsius": "°C", "degree_celsiu
                  "meters": "m"}
 
 
-def pretty_units(units) -> str | None:
+def pretty_units(units: object) -> str | None:
     """A units attribute as an axis label would show it ("degC" → "°C"); None when empty."""
     if units is None or not str(units).strip():
         return None
@@ -65,10 +78,8 @@ def _geometry(da, y_dim: str, x_dim: str):
         return (1.0 / max(np.cos(np.deg2rad(lat)), 1e-6), f"longitude [°E] ({x_dim})",
                 f"latitude [°N] ({y_dim})")
     unit = "m"
-    try:
+    with contextlib.suppress(Exception):
         unit = crs.linear_units or unit
-    except Exception:
-        pass
     unit = {"metre": "m", "meter": "m", "kilometre": "km", "foot": "ft", "US survey foot":
             "ftUS"}.get(unit, unit)
     return "equal", f"{x_dim} [{unit}]", f"{y_dim} [{unit}]"
@@ -94,7 +105,7 @@ def _shared_limits(*arrays):
     return (float(lo), float(hi)) if hi > lo else (float(lo) - 0.5, float(hi) + 0.5)
 
 
-def set_map_axes(ax, obj, y_dim: str, x_dim: str) -> float:
+def set_map_axes(ax: Axes, obj: xr.DataArray | xr.Dataset, y_dim: str, x_dim: str) -> float:
     """Give ``ax`` the aspect and axis labels of ``obj``'s CRS (:func:`_geometry`); returns
     the height / width ratio of the drawn map (:func:`drawn_ratio`)."""
     aspect, x_label, y_label = _geometry(obj, y_dim, x_dim)
@@ -105,8 +116,9 @@ def set_map_axes(ax, obj, y_dim: str, x_dim: str) -> float:
 
 
 def plot_maps(observed: xr.DataArray | None, prediction: xr.Dataset,
-              heldout: xr.DataArray | None = None, *, points=None, title: str | None = None,
-              cmap: str = "viridis", figsize=None):
+              heldout: xr.DataArray | None = None, *,
+              points: ArrayLike | pd.DataFrame | None = None, title: str | None = None,
+              cmap: str = "viridis", figsize: tuple[float, float] | None = None) -> Figure:
     """Figure with the observations, the predictive mean and std (and held-out residuals).
 
     Observations and mean share one colour scale, taken from the observed values and the mean
@@ -129,7 +141,7 @@ def plot_maps(observed: xr.DataArray | None, prediction: xr.Dataset,
     Returns:
         The :class:`matplotlib.figure.Figure`.
     """
-    import matplotlib.pyplot as plt  # lazy: the caller chooses the backend first
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - lazy: the caller chooses the backend first
 
     def two_d(a):  # the first slice of an extra dimension, rows = y whatever the input order
         extra = [d for d in a.dims if d not in (y_dim, x_dim)]
@@ -165,7 +177,8 @@ def plot_maps(observed: xr.DataArray | None, prediction: xr.Dataset,
         panels.append(("other", f"effective lengthscale ({unit})" if unit else
                        "effective lengthscale", ell.values, "cividis"))
     if heldout is not None:
-        truth = two_d(heldout.rename(dict(zip(find_spatial_dims(heldout), (y_dim, x_dim)))))
+        names = dict(zip(find_spatial_dims(heldout), (y_dim, x_dim), strict=True))
+        truth = two_d(heldout.rename(names))
         resid = load_here(truth - full_mean)  # the RMSE of every held-out cell, not a subgrid
         values = resid.values
         ok = np.isfinite(values)
@@ -177,7 +190,7 @@ def plot_maps(observed: xr.DataArray | None, prediction: xr.Dataset,
     fig, axes = plt.subplots(1, n, figsize=figsize or _figsize(n, extent, aspect),
                              squeeze=False, layout="constrained")
     units = pretty_units(prediction["mean"].attrs.get("units"))
-    for ax, (kind, name, data, cm) in zip(axes[0], panels):
+    for ax, (kind, name, data, cm) in zip(axes[0], panels, strict=True):
         kw = {"vmin": limits[0], "vmax": limits[1]} if kind in ("shared", "points") else {}
         if kind == "std":
             kw = {"vmin": 0.0, "vmax": _top(data)}
@@ -204,7 +217,7 @@ def plot_maps(observed: xr.DataArray | None, prediction: xr.Dataset,
     return fig
 
 
-def thinned(obj, y_dim: str, x_dim: str):
+def thinned(obj: _Raster, y_dim: str, x_dim: str) -> _Raster:
     """``obj`` with every k-th cell along y and x, k the smallest step that leaves at most
     :data:`MAX_MAP_CELLS` a side (``obj`` itself when it is that small): a panel is a few
     hundred pixels wide, and a 10⁷-cell raster need not be read whole to be drawn."""
@@ -219,7 +232,8 @@ def _top(data) -> float:
     return top if top > 0 else 1.0
 
 
-def drawn_ratio(extent, aspect, *, low: float = 0.3, high: float = 2.0) -> float:
+def drawn_ratio(extent: Sequence[float], aspect: float | str, *, low: float = 0.3,
+                high: float = 2.0) -> float:
     """Height / width of a map drawn with ``extent`` (left, right, bottom, top) and matplotlib
     ``aspect`` (a number, "equal" or "auto": 0.8), clipped to [low, high]."""
     width, height = abs(extent[1] - extent[0]), abs(extent[3] - extent[2])
@@ -238,9 +252,10 @@ def _figsize(n: int, extent, aspect) -> tuple:
     return (panel * n + 0.3, 3.2 * ratio + 1.2)
 
 
-def save_figure(fig, path, *, overwrite: bool = False, dpi: int = 110):
+def save_figure(fig: Figure, path: str | os.PathLike[str], *, overwrite: bool = False,
+                dpi: int = 110) -> str | os.PathLike[str]:
     """Write ``fig`` atomically to ``path`` (format from the suffix), then close it."""
-    import matplotlib.pyplot as plt  # lazy: the caller chooses the backend first
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - lazy: the caller chooses the backend first
 
     try:
         with atomic_path(path, overwrite) as tmp:
@@ -251,8 +266,10 @@ def save_figure(fig, path, *, overwrite: bool = False, dpi: int = 110):
     return path
 
 
-def save_maps(path, observed, prediction, heldout=None, *, overwrite: bool = False,
-              dpi: int = 110, **kwargs):
+def save_maps(path: str | os.PathLike[str], observed: xr.DataArray | None,
+              prediction: xr.Dataset, heldout: xr.DataArray | None = None, *,
+              overwrite: bool = False, dpi: int = 110,
+              **kwargs: Any) -> str | os.PathLike[str]:
     """Draw :func:`plot_maps` and write it atomically to ``path`` (PNG, PDF, SVG...)."""
     return save_figure(plot_maps(observed, prediction, heldout, **kwargs), path,
                        overwrite=overwrite, dpi=dpi)

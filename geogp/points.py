@@ -8,12 +8,17 @@ the same model coordinates, ordered (y, x).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd  # xarray's dependency, loaded with geogp.adapters
 
 from geogp.adapters import GridSpec, find_spatial_dims, resolve_spec
 from geogp.exceptions import AllMissingError, InputError
+
+if TYPE_CHECKING:  # annotations only
+    import xarray as xr
+    from numpy.typing import ArrayLike
 
 __all__ = ["PointData", "non_numeric_positions", "to_point_data"]
 
@@ -51,7 +56,7 @@ def _column(table, name: str) -> np.ndarray:
     raise InputError(f"column {name!r} cannot be read as numbers (dtype {raw.dtype}).")
 
 
-def non_numeric_positions(values) -> np.ndarray:
+def non_numeric_positions(values: ArrayLike) -> np.ndarray:
     """Positions (int64, ascending) of the entries of a 1-D sequence that are neither numbers
     nor missing (None, NaN, pandas' NA): text such as ``"n/a"`` or ``"12,5"``."""
     raw = np.asarray(values, dtype=object).ravel()
@@ -94,8 +99,9 @@ def _continuous_longitudes(xs: np.ndarray, grid) -> np.ndarray:
     return xs
 
 
-def to_point_data(table, *, x: str = "x", y: str = "y", value: str = "value", crs=None,
-                  grid=None) -> PointData:
+def to_point_data(table: pd.DataFrame | dict, *, x: str = "x", y: str = "y",
+                  value: str = "value", crs: Any = None,
+                  grid: xr.DataArray | xr.Dataset | None = None) -> PointData:
     """Translate a table of points (pandas/GeoPandas DataFrame or dict of arrays).
 
     A GeoDataFrame's point geometry replaces the ``x``/``y`` columns and its ``crs`` is used.

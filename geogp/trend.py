@@ -7,17 +7,24 @@ the others (:mod:`geogp.features.fourier_statistics`):
     F = Φ H  (M, p),     HH = Hᵀ H  (p, p),     Hy = Hᵀ y  (p,)
 
 so that the residual statistics are r_β = r − Fβ and yᵀy_β = yᵀy − 2βᵀHy + βᵀHHβ
-(:func:`geogp.features.fourier_statistics.residual_stats`). h is a monomial basis in the standardised coordinates:
-``"constant"`` (1), ``"linear"`` (1, x_d), ``"quadratic"`` (1, x_d, x_d x_e).
+(:func:`geogp.features.fourier_statistics.residual_stats`). h is a monomial basis in the
+standardised coordinates: ``"constant"`` (1), ``"linear"`` (1, x_d), ``"quadratic"``
+(1, x_d, x_d x_e).
 """
 
 from __future__ import annotations
 
 import itertools
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from geogp.exceptions import InputError
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
+    from geogp.features.fourier_statistics import SufficientStats
 
 __all__ = ["DEGREES", "monomial_powers", "basis", "basis_grid", "ols",
            "check_trend_identifiable",
@@ -26,10 +33,11 @@ __all__ = ["DEGREES", "monomial_powers", "basis", "basis_grid", "ols",
 DEGREES = {None: -1, "zero": -1, "none": -1, "constant": 0, "linear": 1, "quadratic": 2}
 
 
-def monomial_powers(mean, n_dims: int) -> np.ndarray | None:
+def monomial_powers(mean: str | None, n_dims: int) -> np.ndarray | None:
     """Exponents (p, D) of the monomials of total degree ≤ the mean's degree, or None."""
     if mean not in DEGREES:
-        raise InputError(f"mean must be one of {sorted(k for k in DEGREES if k)} or None; got {mean!r}.")
+        raise InputError(
+            f"mean must be one of {sorted(k for k in DEGREES if k)} or None; got {mean!r}.")
     degree = DEGREES[mean]
     if degree < 0:
         return None
@@ -51,7 +59,7 @@ def basis_grid(axes: list, powers: np.ndarray, j: int) -> np.ndarray:
     return out
 
 
-def ols(stats) -> np.ndarray:
+def ols(stats: SufficientStats) -> np.ndarray:
     """Least-squares β = (HᵀH)⁻¹Hᵀy from the statistics (the starting point of the fit)."""
     HH = np.asarray(stats.HH)
     try:
@@ -61,7 +69,8 @@ def ols(stats) -> np.ndarray:
                          "observations on a line); use a lower-degree mean.") from err
 
 
-def standardised_covariates(covariates, obs: np.ndarray, margin: int):
+def standardised_covariates(covariates: ArrayLike, obs: np.ndarray,
+                            margin: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Covariate rasters as trend columns: (z, mean, scale), with z (k, n_y + 2m, n_x + 2m)
     the covariates z-scored over the observed cells ``obs`` and extended into a margin of
     ``margin`` cells by their edge values; (None, None, None) without covariates. Refuses

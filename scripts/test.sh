@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set everything up, then run the whole test suite (under 15 minutes on 2 cores).
+# Set everything up, lint with ruff (pyproject.toml's rules), then run the whole test suite
+# (under 15 minutes on 2 cores).
 #   bash scripts/test.sh            the locked versions (requirements/constraints.txt), in .venv
 #   bash scripts/test.sh --latest   the newest releases, in .venv-latest
 # Further arguments go to pytest.
@@ -13,6 +14,9 @@ if [ "${1:-}" = "--latest" ]; then
 else
   bash scripts/setup.sh
 fi
+# ruff first: a second or two, and a finding fails the run before the long part
+echo "[geogp test] ruff check (version $("$venv/bin/ruff" --version | cut -d' ' -f2))"
+"$venv/bin/ruff" check .
 # two workers (pytest-xdist), one test file each at a time (module fixtures built once): about
 # two thirds of the serial time on 2 cores (benchmarks/README.md)
 # one BLAS thread per worker: two workers already fill the two cores, and OpenBLAS threads on

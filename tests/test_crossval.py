@@ -12,9 +12,23 @@ from scipy.stats import norm
 
 import geogp
 from geogp import metrics
-from geogp.crossval import (block_folds, cross_validate, distance_to_observed, gap_folds,
-                            make_folds, random_folds, transplant)
+from geogp.crossval import (
+    block_folds,
+    cross_validate,
+    distance_to_observed,
+    gap_folds,
+    make_folds,
+    random_folds,
+    transplant,
+)
 from geogp.exceptions import InputError
+
+pytestmark = [
+    # small synthetic data: the models' approximation diagnostics warn, beside the point here
+    pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning"),
+    # small planar coordinates in a projected CRS look like degrees: a warning beside the point
+    pytest.mark.filterwarnings("ignore::geogp.exceptions.GeographicCoordinatesWarning"),
+]
 
 
 def _raster(values):
@@ -40,16 +54,16 @@ def _cloudy(ny=40, nx=60, seed=0):
 # --------------------------------------------------------------------------- folds
 @pytest.mark.parametrize("kind", ["gaps", "random", "blocks"])
 def test_folds_hold_out_only_observed_cells(kind):
-    z, miss = _cloudy()
+    _z, miss = _cloudy()
     obs = ~miss
     folds = make_folds(obs, kind, 4, seed=3)
-    assert folds.shape == (4,) + obs.shape and folds.dtype == bool
+    assert folds.shape == (4, *obs.shape) and folds.dtype == bool
     assert not np.any(folds & miss[None])
     assert folds.reshape(4, -1).any(axis=1).all()
 
 
 def test_random_and_block_folds_partition():
-    z, miss = _cloudy()
+    _z, miss = _cloudy()
     obs = ~miss
     r = random_folds(obs, 5, seed=1)
     assert np.all(r.sum(axis=0) <= 1)                              # disjoint
@@ -88,7 +102,7 @@ def test_transplanted_gaps_keep_their_shape():
 
 
 def test_gap_folds_follow_the_gap_sizes_and_are_reproducible():
-    z, miss = _cloudy()
+    _z, miss = _cloudy()
     obs = ~miss
     a = gap_folds(obs, 3, fraction=0.1, seed=11)
     b = gap_folds(obs, 3, fraction=0.1, seed=11)
@@ -121,7 +135,7 @@ def test_distance_to_observed_matches_brute_force():
     (dict(kind="blocks", block=100, n_folds=3), "cannot make"),
 ])
 def test_bad_fold_requests_are_refused(bad, match):
-    z, miss = _cloudy()
+    _z, miss = _cloudy()
     kind = bad.pop("kind")
     n = bad.pop("n_folds", 3)
     with pytest.raises(InputError, match=match):
@@ -174,7 +188,7 @@ def test_clustered_standard_error_equals_hand_computed_values():
 
 def test_cv_clusters_are_the_held_out_patches():
     z, _ = _cloudy()
-    held = np.zeros((2,) + z.shape, bool)
+    held = np.zeros((2, *z.shape), bool)
     held[0, 1:4, 25:29] = True        # fold 1: two patches, the second touching diagonally
     held[0, 20:22, 30:33] = True
     held[0, 22, 33] = True
@@ -255,12 +269,12 @@ def test_training_never_sees_held_out_cells_and_scores_are_exact():
 def test_custom_folds_and_bad_methods():
     z, miss = _cloudy()
     da = _raster(z)
-    held = np.zeros((1,) + z.shape, bool)
+    held = np.zeros((1, *z.shape), bool)
     held[0, 30:35, 20:30] = True
     cv = cross_validate(da, held, method=lambda t: (np.zeros(z.shape), np.ones(z.shape)))
     assert cv.kind == "custom" and len(cv.cells) == 50
     with pytest.raises(InputError, match="observed cells"):
-        cross_validate(da, np.broadcast_to(miss, (1,) + z.shape).copy(),
+        cross_validate(da, np.broadcast_to(miss, (1, *z.shape)).copy(),
                        method=lambda t: (t.values, t.values))
     with pytest.raises(InputError, match="whole grid"):
         cross_validate(da, held, method=lambda t: (np.zeros(3), np.ones(3)))
@@ -283,7 +297,7 @@ def test_custom_folds_and_bad_methods():
 
 
 def test_geogp_model_cross_validates_and_plots(tmp_path):
-    z, miss = _cloudy(30, 40)
+    z, _miss = _cloudy(30, 40)
     da = _raster(z)
     cv = geogp.cross_validate(da, "gaps", 2, seed=0, n_features=64, maxiter=15,
                               fold_options={"fraction": 0.1})
@@ -303,7 +317,7 @@ def test_geogp_model_cross_validates_and_plots(tmp_path):
 def test_cli_cv(tmp_path, capsys):
     from geogp.cli import main
 
-    z, miss = _cloudy(30, 40)
+    z, _miss = _cloudy(30, 40)
     path = tmp_path / "in.nc"
     _raster(z).to_dataset(name="v").to_netcdf(path)
     csv = tmp_path / "cells.csv"

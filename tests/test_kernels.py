@@ -1,4 +1,5 @@
-"""Tests of geogp.kernels: covariance functions, spectral densities (docs/model.md (kernels), T1), pytrees.
+"""Tests of geogp.kernels: covariance functions, spectral densities (docs/model.md (kernels), T1),
+pytrees.
 
 The spectral densities are checked against numerical Fourier/Hankel transforms of independent
 numpy closed forms of k (tests/_reference), never against a copy of the density formulas.
@@ -14,12 +15,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.integrate
-from _reference import kernels_np, transforms
-from _reference.assertions import assert_allclose
 
 import geogp
 from geogp import kernels as gk
 from geogp.exceptions import InputError
+
+from _reference import kernels_np, transforms
+from _reference.assertions import assert_allclose
 
 CLASSES = {
     "se": gk.SquaredExponential,
@@ -35,7 +37,7 @@ ELL_ARD = (0.6, 1.4)  # docs/model.md (kernels), T1 (D = 2, ARD)
 def _density_on_axis(kern, n_dims: int):
     """ξ ↦ S(ξ e₁) in D dimensions, vectorised over a numpy array of |ξ|, jitted once."""
     f = jax.jit(lambda x: kern.spectral_density(
-        jnp.concatenate([x[..., None], jnp.zeros(x.shape + (n_dims - 1,))], axis=-1)))
+        jnp.concatenate([x[..., None], jnp.zeros((*x.shape, n_dims - 1))], axis=-1)))
     return lambda x: np.asarray(f(jnp.asarray(x, dtype=jnp.float64)))
 
 
@@ -43,7 +45,7 @@ def _radial_k(name: str, n_dims: int, ell=ELL, var=VAR):
     """r ↦ k(r e₁) from the numpy reference, vectorised."""
     def k(r):
         r = np.asarray(r, dtype=np.float64)
-        e = np.zeros(r.shape + (n_dims,))
+        e = np.zeros((*r.shape, n_dims))
         e[..., 0] = r
         return kernels_np.k(name, e, ell, var)
     return k
@@ -124,7 +126,7 @@ def test_density_3d_isotropic_integrates_to_variance():
     """D = 3 (the largest supported): 4π∫₀^∞ S(ρ) ρ² dρ = σ_f² for every kernel."""
     for name, cls in CLASSES.items():
         S = _density_on_axis(cls(lengthscale=ELL, variance=VAR), 3)
-        val, _ = scipy.integrate.quad(lambda x: float(S(x)) * x * x, 0, np.inf, epsabs=1e-14,
+        val, _ = scipy.integrate.quad(lambda x, S=S: float(S(x)) * x * x, 0, np.inf, epsabs=1e-14,
                                       epsrel=1e-12, limit=500)
         assert_allclose(4 * np.pi * val, VAR, rtol=1e-8, err_msg=name)
 
@@ -168,7 +170,8 @@ def test_density_2d_ard_is_riemann_sum_of_kernel(name, rtol, ard_grid):
     (gk.Matern52, 2, 250 * math.sqrt(5) * math.pi),
 ])
 def test_matern_constant_table(cls, d, expected):
-    """c_{ν,D} against the table of docs/model.md (kernels), and S(0) = σ_f² ∏ℓ_d c_{ν,D} (2ν)^{−(ν+D/2)}."""
+    """c_{ν,D} against the table of docs/model.md (kernels), and S(0) = σ_f² ∏ℓ_d c_{ν,D}
+    (2ν)^{−(ν+D/2)}."""
     assert_allclose(math.exp(cls.log_constant(d)), expected, rtol=1e-14)
     ell = np.array([0.6, 1.4])[:d]
     s0 = cls(lengthscale=ell, variance=VAR).spectral_density(np.zeros(d))

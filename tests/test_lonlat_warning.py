@@ -17,6 +17,9 @@ from geogp._validation import warn_if_lonlat
 from geogp.exceptions import GeographicCoordinatesWarning
 from geogp.models.afs import AFSRegressor
 
+# small synthetic data: the models' approximation diagnostics warn, beside the point here
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
+
 
 def _lonlat(n=60, seed=0):
     rng = np.random.default_rng(seed)

@@ -6,11 +6,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _reference.assertions import assert_allclose
 
 from geogp import kernels as gk
 from geogp.exceptions import GeogpError, InputError
 from geogp.optimize import POSITIVE_FLOOR, FitReport, constrain, minimize_lbfgs, unconstrain
+
+from _reference.assertions import assert_allclose
 
 # ---------------------------------------------------------------------------------------------
 # constrain / unconstrain
@@ -42,7 +43,7 @@ def test_round_trip_through_kernel_pytrees_and_unconstrained_keys():
     assert_allclose(u["w"], p["w"], rtol=0)  # identity on the unconstrained keys
     assert isinstance(u["kernel"], gk.SumKernel)
     back = constrain(u, unconstrained=("w",))
-    for a, b in zip(jax.tree_util.tree_leaves(back), jax.tree_util.tree_leaves(p)):
+    for a, b in zip(jax.tree_util.tree_leaves(back), jax.tree_util.tree_leaves(p), strict=True):
         assert_allclose(a, b, rtol=1e-12)
 
 

@@ -13,11 +13,14 @@ import pytest
 import geogp
 from geogp import placement
 from geogp.exceptions import InputError, OutputExistsError
+from geogp.features.fourier_statistics import SufficientStats, dense_stats
 from geogp.models import exact
 from geogp.models.afs import AFSRegressor
 from geogp.models.collapsed import posterior
 from geogp.placement import Candidates, FeaturePosterior, add_observations, suggest_sites
-from geogp.features.fourier_statistics import SufficientStats, dense_stats
+
+# small synthetic data: the models' approximation diagnostics warn, beside the point here
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
 
 try:  # tiny matrices: threaded BLAS only adds overhead on a shared machine
     from threadpoolctl import threadpool_limits
@@ -131,7 +134,7 @@ def brute_scores(ref, strategy, criterion, n_cands, targets, chosen):
         if strategy == "variance":
             out[a] = ref.cov(chosen, [a], [a])[0, 0] + s2
         elif strategy == "mi":
-            new = ref.cov(chosen + [a], targets, targets) + s2 * np.eye(len(targets))
+            new = ref.cov([*chosen, a], targets, targets) + s2 * np.eye(len(targets))
             if criterion == "marginal":
                 out[a] = 0.5 * np.sum(np.log(np.diag(base)) - np.log(np.diag(new)))
             else:
@@ -222,7 +225,7 @@ def test_rank_one_update_equals_refit(afs, rng):
     ff, sc = afs.features_, afs.scaler_
     fp = FeaturePosterior.from_model(afs)
     Psi = np.asarray(ff(sc.x(sites))) * np.asarray(afs.posterior_.sqrt_lam)
-    for psi, v in zip(Psi, sc.y(values)):
+    for psi, v in zip(Psi, sc.y(values), strict=True):
         fp.add(psi, v)
     stats = afs.stats_ + dense_stats(ff, sc.x(sites), sc.y(values))
     ll = np.asarray(ff.log_lambda(afs.kernel_))
@@ -314,7 +317,7 @@ def test_grid_and_point_operators_equal_dense(afs, rng):
     cands = Candidates.grid([ax0, ax1], mask)
     Xs = sc.x(cands.coords)
     dense = placement._DenseOps(np.asarray(ff(Xs)) * sl)
-    saxes = [(a - m) / s for a, m, s in zip([ax0, ax1], sc.x_mean, sc.x_scale)]
+    saxes = [(a - m) / s for a, m, s in zip([ax0, ax1], sc.x_mean, sc.x_scale, strict=True)]
     M = ff.n_features
     W = rng.normal(size=(M, 3))
     B = rng.normal(size=(M, M))
@@ -431,7 +434,7 @@ def test_bad_candidates_raise_input_error(afs):
         [AXIS, AXIS], np.add.outer(AXIS, AXIS))
     with pytest.raises(InputError, match="not available for the lattice model"):
         suggest_sites(lattice, _cands(), 1, strategy="krause")
-    with pytest.raises(InputError, match="'reduction'.*available for the lattice model"):
+    with pytest.raises(InputError, match=r"'reduction'.*available for the lattice model"):
         suggest_sites(afs, _cands(), 1, strategy="reduction")
 
 

@@ -13,6 +13,9 @@ from geogp.exceptions import InputError
 from geogp.models import lattice as lm
 from geogp.placement.lattice import LatticeCovariance
 
+# rasters without a CRS on purpose (planar is assumed, with a warning)
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.MissingCRSWarning")
+
 
 def _raster(seed, shape=(22, 26)):
     from scipy.ndimage import gaussian_filter
@@ -258,7 +261,7 @@ def test_added_observations_equal_the_posterior_recomputed_with_them(fitted):
     upd = add_observations(est, X, values)
     obs2 = obs.copy()
     vals = v.copy()
-    for (r, c), val in zip(sites, values):
+    for (r, c), val in zip(sites, values, strict=True):
         obs2[r, c], vals[r, c] = True, val
     again = copy.copy(est)
     again.optimize = False

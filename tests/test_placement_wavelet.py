@@ -172,7 +172,7 @@ def test_greedy_equals_brute_force(rng, strategy):
             if strategy == "variance":  # predictive variance of a new measurement
                 scores[c] = cur.var(C[c:c + 1])[0] + ref.noise
             else:  # ½ Σ_i log((C_ii + σ²)/(C_ii^{(c)} + σ²)), by a dense refit with c added
-                after = ref.with_sites(C[chosen + [c]]).var(T) + ref.noise
+                after = ref.with_sites(C[[*chosen, c]]).var(T) + ref.noise
                 scores[c] = 0.5 * np.sum(np.log(base / after))
         best = int(np.argmax(scores))
         assert got["index"].iloc[step] == best
@@ -281,7 +281,7 @@ def _mean_var_after(ref, sites, T):
 @pytest.mark.parametrize("backend", BACKENDS[-1:])  # the sparse route (dense: tests above)
 def test_suggest_sites_raster(rng, backend, monkeypatch):
     monkeypatch.setattr(pw, "_DENSE_SOLVE_MAX", 0)  # CHOLMOD solves even for small M_a
-    m, Xobs, cells, (ay, ax, v) = _fit_raster(rng, backend)
+    m, Xobs, cells, (ay, ax, _v) = _fit_raster(rng, backend)
     ref = DenseReference(m, Xobs)
     cands = Candidates.grid([ay, ax])
     k, md = 8, 0.3

@@ -8,6 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+# the README's examples fit quickly: their AFS models' approximation diagnostics warn
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 

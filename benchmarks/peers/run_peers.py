@@ -67,6 +67,7 @@ to keep it to a few minutes there; ``--budget`` (seconds) also stops the iterati
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -124,7 +125,7 @@ def peer_gpytorch_ski(s: Split, args):
     y = torch.from_numpy(s.ytr)
     lo, hi = np.minimum(s.Xtr.min(0), s.Xte.min(0)), np.maximum(s.Xtr.max(0), s.Xte.max(0))
     pad = 0.02 * (hi - lo)
-    bounds = tuple((float(a - p), float(b + p)) for a, b, p in zip(lo, hi, pad))
+    bounds = tuple((float(a - p), float(b + p)) for a, b, p in zip(lo, hi, pad, strict=True))
 
     model, lik = _gpytorch_model(x, y, lambda k: gpytorch.kernels.GridInterpolationKernel(
         k, grid_size=list(args.ski_grid), num_dims=2, grid_bounds=bounds))
@@ -352,8 +353,8 @@ def peer_tiled_exact(s: Split, args):
     xbounds = np.linspace(0, nx, tx + 1).round().astype(int)
     h = args.halo
     n_max = widened = 0
-    for a, b in zip(ybounds[:-1], ybounds[1:]):
-        for c, d in zip(xbounds[:-1], xbounds[1:]):
+    for a, b in itertools.pairwise(ybounds):
+        for c, d in itertools.pairwise(xbounds):
             te = (iy_te >= a) & (iy_te < b) & (ix_te >= c) & (ix_te < d)
             if not te.any():
                 continue
@@ -429,7 +430,7 @@ def _available(module) -> str | None:
     try:
         __import__(module)
         return None
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # any import failure: the peer is unavailable
         return f"{module} not importable ({type(e).__name__}: {e}); run setup_peers.sh"
 
 
@@ -492,7 +493,7 @@ def main(argv=None) -> int:
         try:
             m = __import__(mod)
             versions.append(f"{mod} {getattr(m, '__version__', '?')}")
-        except Exception:  # noqa: BLE001
+        except Exception:  # any import failure: version unknown
             versions.append(f"{mod} -")
     print("versions: " + ", ".join(versions))
     names = [n for n in PEERS if not args.peers or any(p.lower() in n.lower() for p in args.peers)]
@@ -537,7 +538,7 @@ def main(argv=None) -> int:
                 y = s.yte_raw if idx is None else s.yte_raw[idx]
                 rows.append(_row(fk, name, y, mean, std, t_fit, t_pred, idx, g_mean, g_std,
                                  note, la_now(), g_time))
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # a failing peer is recorded, the run goes on
                 msg = f"failed: {type(e).__name__}: {str(e)[:200]}"
                 print(f"{fk:6} {name:31} {msg}", flush=True)
                 rows.append({"fold": fk, "method": name, "skipped": msg})

@@ -85,7 +85,7 @@ def fit_gpflow(Xtr, ytr, Xte, yte, a):
     tf.random.set_seed(0)
     mean, sd = Xtr.mean(0), Xtr.std(0)
     Xs, Xts = (Xtr - mean) / sd, (Xte - mean) / sd
-    g = int(round(np.sqrt(a.inducing)))
+    g = int(round(np.sqrt(a.inducing)))  # noqa: RUF046 - NumPy 1.x: round(float64) is a float64
     axes = [np.linspace(Xs[:, d].min(), Xs[:, d].max(), g) for d in range(2)]
     Z = np.stack([c.ravel() for c in np.meshgrid(*axes, indexing="ij")], 1)
     kern = gpflow.kernels.Matern32(variance=1.0, lengthscales=[0.2, 0.2])
@@ -102,7 +102,7 @@ def fit_gpflow(Xtr, ytr, Xte, yte, a):
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(variables)
             loss = model.training_loss((xb, yb))
-        opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        opt.apply_gradients(zip(tape.gradient(loss, variables), variables, strict=True))
         return loss
 
     rng = np.random.default_rng(0)

@@ -1,4 +1,5 @@
-"""Command-line interface: ``geogp fit``, ``geogp cv``, ``geogp place``, ``geogp demo``, ``--version``.
+"""Command-line interface: ``geogp fit``, ``geogp cv``, ``geogp place``, ``geogp demo``,
+``--version``.
 
 Each sub-command lives in its own module (``fit.py``, ``cv.py``, ``place.py``, ``demo.py``, with
 the options they share in ``options.py``); this one builds the parser and runs the handlers
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 
 from geogp import __version__
 from geogp.cli.cv import add_cv_parser, run_cv
@@ -65,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``geogp`` command; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -11,9 +11,9 @@ figure (reliability diagram, coverage by distance) when asked. See :mod:`geogp.c
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
-from geogp.cli.options import (add_model_options, add_run_options, model_keywords,
-                               nonnegative_int)
+from geogp.cli.options import add_model_options, add_run_options, model_keywords, nonnegative_int
 from geogp.exceptions import InputError
 from geogp.io_atomic import atomic_path, check_writable
 
@@ -40,7 +40,7 @@ exit codes: 0 ok, 2 usage or bad input, 1 other errors.
 """
 
 
-def add_cv_parser(subparsers) -> argparse.ArgumentParser:
+def add_cv_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``cv`` sub-command to an argparse ``subparsers`` object; returns its parser."""
     p = subparsers.add_parser(
         "cv", help="cross-validate on gap-shaped folds (scores by distance to data)",
@@ -65,7 +65,7 @@ def add_cv_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def run_cv(args, echo) -> int:
+def run_cv(args: argparse.Namespace, echo: Callable[[str], object]) -> int:
     """Run ``geogp cv`` (see the module docstring); returns the exit code."""
     # lazy: keeps geogp --help light
     from geogp.crossval import cross_validate

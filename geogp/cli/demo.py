@@ -7,6 +7,7 @@ as in :mod:`geogp.cli`.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from geogp.cli.options import add_run_options, nonnegative_int
 from geogp.cli.runner import EXIT_OK
@@ -14,7 +15,7 @@ from geogp.cli.runner import EXIT_OK
 __all__ = ["add_demo_parser", "run_demo"]
 
 
-def add_demo_parser(subparsers) -> argparse.ArgumentParser:
+def add_demo_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``demo`` sub-command to ``subparsers``; returns its parser."""
     demo = subparsers.add_parser(
         "demo", help="run the demo on a real elevation model",
@@ -34,7 +35,7 @@ def add_demo_parser(subparsers) -> argparse.ArgumentParser:
     return demo
 
 
-def run_demo(args, echo) -> int:
+def run_demo(args: argparse.Namespace, echo: Callable[[str], object]) -> int:
     """Run ``geogp demo`` with parsed ``args``."""
     # lazy: keeps geogp --help light
     import matplotlib

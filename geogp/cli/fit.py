@@ -14,13 +14,21 @@ import argparse
 import contextlib
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 
-from geogp.cli.options import (add_memory_option, add_model_options, add_run_options,
-                               exclusion_mask, model_keywords, nonnegative_int, positive_int)
+from geogp.cli.options import (
+    add_memory_option,
+    add_model_options,
+    add_run_options,
+    exclusion_mask,
+    model_keywords,
+    nonnegative_int,
+    positive_int,
+)
 from geogp.cli.runner import EXIT_OK, usage_error
 from geogp.families import AUTO, family
 from geogp.io_atomic import hidden_sibling
@@ -28,7 +36,7 @@ from geogp.io_atomic import hidden_sibling
 __all__ = ["add_fit_parser", "run_fit"]
 
 
-def add_fit_parser(subparsers, epilog: str) -> argparse.ArgumentParser:
+def add_fit_parser(subparsers: argparse._SubParsersAction, epilog: str) -> argparse.ArgumentParser:
     """Add the ``fit`` sub-command to ``subparsers``; returns its parser."""
     fit = subparsers.add_parser(
         "fit", help="fit a raster and write the predicted mean and std",
@@ -140,7 +148,7 @@ def _keep_previous(outputs) -> dict:
     return kept
 
 
-def run_fit(args, echo) -> int:
+def run_fit(args: argparse.Namespace, echo: Callable[[str], object]) -> int:
     """Run ``geogp fit`` with parsed ``args``; ``echo`` prints unless ``--quiet``. With
     ``--workers`` or ``--scheduler`` a dask client is the default client during the run, and
     the lattice model's posterior tiles run on its workers."""

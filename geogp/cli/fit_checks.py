@@ -6,6 +6,8 @@ module when it runs, not for ``--help``."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 from matplotlib.backend_bases import FigureCanvasBase
@@ -17,6 +19,11 @@ from geogp.memory import check_prediction, check_samples, predicts_lazily
 from geogp.outputs import check_quantiles
 from geogp.persist.sign import read_key_file
 
+if TYPE_CHECKING:  # annotations only
+    import argparse
+
+    import xarray as xr
+
 __all__ = ["check_fit_arguments", "check_output_memory", "output_paths"]
 
 _MODEL = (".npz",)
@@ -26,7 +33,7 @@ def _image_suffixes() -> tuple:
     return tuple("." + s for s in FigureCanvasBase.get_supported_filetypes())
 
 
-def output_paths(args) -> list[str]:
+def output_paths(args: argparse.Namespace) -> list[str]:
     """The output paths of ``args`` (--out, --netcdf, --map, --save-model), given ones only."""
     return [p for p in (args.out, args.netcdf, args.map, args.save_model) if p]
 
@@ -58,7 +65,8 @@ def _check_suffixes(args, usage_error) -> None:
                               f"another format; give it a {own[0]} name{hint}.")
 
 
-def check_fit_arguments(args, usage_error) -> list[str]:
+def check_fit_arguments(args: argparse.Namespace,
+                        usage_error: Callable[[str], Exception]) -> list[str]:
     """Refuse, before anything is read or fitted, the arguments of ``geogp fit`` that cannot
     work; returns the output paths.
 
@@ -72,7 +80,7 @@ def check_fit_arguments(args, usage_error) -> list[str]:
     outputs = output_paths(args)
     resolved = [os.path.realpath(p) for p in outputs]
     if len(set(resolved)) != len(resolved):
-        same = sorted({p for p, r in zip(outputs, resolved) if resolved.count(r) > 1})
+        same = sorted({p for p, r in zip(outputs, resolved, strict=True) if resolved.count(r) > 1})
         raise usage_error(f"the output paths must differ from each other; {same} are the same "
                           "file.")
     _check_suffixes(args, usage_error)
@@ -94,7 +102,7 @@ def check_fit_arguments(args, usage_error) -> list[str]:
     return outputs
 
 
-def check_output_memory(args, da) -> None:
+def check_output_memory(args: argparse.Namespace, da: xr.DataArray) -> None:
     """Refuse, before the fit, a prediction (and ``--samples``) on ``da``'s grid whose
     arrays would not fit in memory (:mod:`geogp.memory`: the estimate is in the message)."""
     y, x = find_spatial_dims(da)

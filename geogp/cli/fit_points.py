@@ -5,6 +5,7 @@ imports this module when it runs, not for ``--help``."""
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -16,11 +17,14 @@ from geogp.io import open_raster
 from geogp.memory import check_prediction, predicts_lazily
 from geogp.points import non_numeric_positions
 
+if TYPE_CHECKING:  # annotations only
+    import argparse
+
 __all__ = ["TABLE_SUFFIXES", "VECTOR_SUFFIXES", "points_grid", "read_table"]
 
 
 VECTOR_SUFFIXES = (".gpkg", ".geojson", ".json", ".shp", ".fgb")
-TABLE_SUFFIXES = (".csv",) + VECTOR_SUFFIXES
+TABLE_SUFFIXES = (".csv", *VECTOR_SUFFIXES)
 
 
 def _read_vector(args):
@@ -61,7 +65,7 @@ def _read_vector(args):
                          args.value: pd.to_numeric(gdf[args.value], errors="coerce")})
 
 
-def read_table(args):
+def read_table(args: argparse.Namespace) -> pd.DataFrame:
     """The points of ``args.input``: a CSV table, or a vector file (:func:`_read_vector`)."""
     if str(args.input).lower().endswith(VECTOR_SUFFIXES):
         return _read_vector(args)
@@ -95,7 +99,7 @@ def _check_numeric(column, name: str, path, feature: bool = False) -> None:
                          "empty to mark a missing value.")
 
 
-def points_grid(args, table):
+def points_grid(args: argparse.Namespace, table: pd.DataFrame) -> xr.DataArray:
     """The prediction grid of a point table: --like's raster, or --resolution over the points."""
     if args.crs is None:
         raise InputError("a point table needs its CRS: pass --crs (e.g. --crs EPSG:4326).")

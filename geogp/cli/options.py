@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from geogp.exceptions import InputError
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
+    from geogp.outputs import Target
 
 __all__ = ["add_model_options", "add_memory_option", "add_run_options", "model_keywords",
            "positive_int", "nonnegative_int", "MODEL_CHOICES", "exclusion_mask", "spacing"]
@@ -18,7 +24,8 @@ _MODEL_HELP = ("model: auto (default: lattice for regular rasters up to ~2·10^5
                "(approximate Fourier series; any size), wavelet, exact (small data)")
 
 
-def add_model_options(parser, *, models: bool = True, features_help: str | None = None,
+def add_model_options(parser: argparse.ArgumentParser, *, models: bool = True,
+                      features_help: str | None = None,
                       lattice: bool = True) -> None:
     """Add --model (unless ``models`` is False), --kernel, --features, --mid-scale and
     --maxiter (--mid-scale only when ``lattice``: the commands that may fit a lattice model)."""
@@ -43,7 +50,7 @@ def add_model_options(parser, *, models: bool = True, features_help: str | None 
                         help="L-BFGS iterations (default 300 for afs, 100 for lattice)")
 
 
-def add_memory_option(parser) -> None:
+def add_memory_option(parser: argparse.ArgumentParser) -> None:
     """Add --max-memory (GiB; the model's ``max_bytes``)."""
     parser.add_argument("--max-memory", type=_positive_float, default=None, metavar="GIB",
                         help="memory limit in GiB (default 4): the model estimates its peak "
@@ -97,12 +104,12 @@ def _mid_scale(text: str):
             f"expected auto, none or an integer factor ≥ 2; got {text!r}") from None
 
 
-def mid_scale_option(value):
+def mid_scale_option(value: int | str | None) -> int | str | None:
     """The ``mid_scale`` keyword for a parsed ``--mid-scale`` ("none" → None)."""
     return None if value == "none" else value
 
 
-def add_run_options(parser, *, quiet_help: str = "no progress bars",
+def add_run_options(parser: argparse.ArgumentParser, *, quiet_help: str = "no progress bars",
                     overwrite: bool = True) -> None:
     """Add --overwrite (when the command writes files), --quiet and the hidden --traceback."""
     if overwrite:
@@ -113,7 +120,7 @@ def add_run_options(parser, *, quiet_help: str = "no progress bars",
     parser.add_argument("--traceback", action="store_true", help=argparse.SUPPRESS)
 
 
-def model_keywords(args) -> dict:
+def model_keywords(args: argparse.Namespace) -> dict:
     """``kernel``, ``n_features``, ``mid_scale`` and ``maxiter`` given on the command line,
     as keywords."""
     given = {k: v for k, v in (("kernel", args.kernel), ("n_features", args.features),
@@ -124,7 +131,7 @@ def model_keywords(args) -> dict:
     return given
 
 
-def exclusion_mask(path, target):
+def exclusion_mask(path: str, target: Target) -> np.ndarray:
     """(N_y, N_x) boolean: True where the mask raster is non-zero (NaN counts as zero)."""
     # lazy: keeps geogp --help light
     from geogp.adapters import find_spatial_dims
@@ -150,7 +157,7 @@ def exclusion_mask(path, target):
     return np.nan_to_num(vals, nan=0.0) != 0
 
 
-def spacing(a) -> float:
+def spacing(a: ArrayLike) -> float:
     """The largest step between neighbouring coordinates (1.0 for a single one)."""
     a = np.asarray(a, float)
     return float(np.abs(np.diff(a)).max()) if a.size > 1 else 1.0

@@ -18,8 +18,8 @@ the default there, mi and variance; mi scores every cell to first order through 
 probes). ``--model afs`` (or ``--kernel``/``--features``) fits a dense AFS model (mi, the
 default there, variance and krause; marginal mi is evaluated over all cells by bounds + exact
 re-ranking, :mod:`geogp.placement.screen`). ``--model wavelet`` fits the multiresolution
-wavelet model and places on its sparse posterior (:mod:`geogp.placement.wavelet`: strategies mi, variance and
-krause; mi scores a stratified random subset of ``--max-targets`` cells). ``--criterion
+wavelet model and places on its sparse posterior (:mod:`geogp.placement.wavelet`: strategies mi,
+variance and krause; mi scores a stratified random subset of ``--max-targets`` cells). ``--criterion
 joint`` scores a stratified random subset of ``--max-targets`` cells. Distances
 (``--min-distance``) are in the raster's CRS units (degrees of latitude on lon/lat rasters);
 by default ¼ of the shortest learnt lengthscale (at most half the spacing of the sites spread
@@ -33,6 +33,7 @@ Exit codes as in :mod:`geogp.cli`: 0 ok; 2 bad input or usage (one line, no trac
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 import numpy as np
 
@@ -64,7 +65,7 @@ exit codes: 0 ok, 2 usage or bad input, 1 other errors.
 """
 
 
-def add_place_parser(subparsers) -> argparse.ArgumentParser:
+def add_place_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``place`` sub-command to an argparse ``subparsers`` object; returns its parser."""
     p = subparsers.add_parser(
         "place", help="suggest where to measure next (GeoJSON of sites)",
@@ -136,7 +137,7 @@ def _distance(text: str):
         raise argparse.ArgumentTypeError(f"expected a distance or 'auto'; got {text!r}") from None
 
 
-def run_place(args) -> int:
+def run_place(args: argparse.Namespace) -> int:
     """Run ``geogp place`` with parsed ``args``; returns the exit code (0, 1 or 2)."""
     return run_command(place_sites, args, quiet=bool(getattr(args, "quiet", False)))
 
@@ -171,15 +172,20 @@ def _check_args(args) -> None:
         raise InputError(f"--max-targets must be ≥ 1; got {args.max_targets}.")
 
 
-def place_sites(args, echo) -> int:
+def place_sites(args: argparse.Namespace, echo: Callable[[str], object]) -> int:
     """Run ``geogp place`` with parsed ``args``: fit, place the sites, write them; ``echo``
     prints unless ``--quiet``. Returns 0; errors are raised (:func:`run_place` reports them)."""
     # lazy: keeps geogp --help light
     from geogp.adapters import find_spatial_dims
     from geogp.api import GeoRegressor
     from geogp.io import open_raster
-    from geogp.placement import (Candidates, add_observations, suggest_sites, write_csv,
-                                 write_geojson)
+    from geogp.placement import (
+        Candidates,
+        add_observations,
+        suggest_sites,
+        write_csv,
+        write_geojson,
+    )
 
     _check_args(args)
     da = open_raster(args.input, var=args.var)

@@ -10,8 +10,13 @@ import logging
 import re
 import sys
 import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from geogp.exceptions import InputError, MemoryEstimateError
+
+if TYPE_CHECKING:  # annotations only
+    import argparse
 
 __all__ = ["run_command", "usage_error", "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE"]
 
@@ -77,7 +82,8 @@ def _interrupted() -> int:
     return 130
 
 
-def run_command(handler, args, quiet: bool = False) -> int:
+def run_command(handler: Callable[[argparse.Namespace, Callable[[str], object]], int],
+                args: argparse.Namespace, quiet: bool = False) -> int:
     """Run ``handler(args, echo)`` with the CLI's conventions: warnings as one line, bad input
     as one line and exit 2, other errors as one line and exit 1 (``--traceback`` re-raises)."""
     def echo(text: str) -> None:

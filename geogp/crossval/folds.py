@@ -25,11 +25,16 @@ stratified (at the edge of a gap it is 1; deep inside a large gap it is large).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 from scipy import ndimage
 
 from geogp.exceptions import InputError
 from geogp.memory import check_memory
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
 
 __all__ = ["FOLD_KINDS", "make_folds", "gap_folds", "random_folds", "block_folds",
            "distance_to_observed", "transplant", "fold_bytes"]
@@ -127,14 +132,14 @@ def _best_position(shape_mask, available, rng, n_tries: int):
     ox = rng.integers(0, nx - sx + 1, size=n_tries)
     # covered count at each sampled offset: index the available mask at the shape's cells
     ys, xs = np.nonzero(shape_mask)
-    counts = np.array([available[ys + a, xs + b].sum() for a, b in zip(oy, ox)])
+    counts = np.array([available[ys + a, xs + b].sum() for a, b in zip(oy, ox, strict=True)])
     good = np.flatnonzero(counts >= 0.5 * counts.max())
     pick = int(rng.choice(good))
     return (int(oy[pick]), int(ox[pick])), int(counts[pick])
 
 
-def gap_folds(observed, n_folds: int = 5, *, fraction: float = 0.15, seed: int = 0,
-              missing=None, rotate: bool = True, n_tries: int = 64,
+def gap_folds(observed: ArrayLike, n_folds: int = 5, *, fraction: float = 0.15, seed: int = 0,
+              missing: ArrayLike | None = None, rotate: bool = True, n_tries: int = 64,
               min_cells: int = 1) -> np.ndarray:
     """Folds made of the raster's own gap shapes, moved onto observed areas.
 
@@ -175,7 +180,7 @@ def gap_folds(observed, n_folds: int = 5, *, fraction: float = 0.15, seed: int =
     n_obs = int(obs.sum())
     target = fraction * n_obs
     rng = np.random.default_rng(seed)
-    folds = np.zeros((n_folds,) + obs.shape, dtype=bool)
+    folds = np.zeros((n_folds, *obs.shape), dtype=bool)
     # draw shapes with probability ∝ their size, so that held-out cells come from shapes as
     # the real missing cells do (a random gap cell usually belongs to a large cloud)
     sizes = np.array([s.sum() for s in shapes], dtype=np.float64)
@@ -203,7 +208,7 @@ def gap_folds(observed, n_folds: int = 5, *, fraction: float = 0.15, seed: int =
     return folds
 
 
-def random_folds(observed, n_folds: int = 5, *, fraction: float | None = None,
+def random_folds(observed: ArrayLike, n_folds: int = 5, *, fraction: float | None = None,
                  seed: int = 0) -> np.ndarray:
     """Disjoint random subsets of the observed cells (``fraction`` each, ±1 cell).
 
@@ -223,10 +228,10 @@ def random_folds(observed, n_folds: int = 5, *, fraction: float | None = None,
     folds = np.zeros((n_folds, obs.size), dtype=bool)
     for k in range(n_folds):
         folds[k, order[cuts[k]:cuts[k + 1]]] = True
-    return _check_nonempty(folds.reshape((n_folds,) + obs.shape), "random")
+    return _check_nonempty(folds.reshape((n_folds, *obs.shape)), "random")
 
 
-def block_folds(observed, n_folds: int = 5, *, block: int | tuple | None = None,
+def block_folds(observed: ArrayLike, n_folds: int = 5, *, block: int | tuple | None = None,
                 seed: int = 0) -> np.ndarray:
     """Rectangular blocks of a regular partition, dealt at random to ``n_folds`` folds.
 
@@ -256,8 +261,8 @@ def block_folds(observed, n_folds: int = 5, *, block: int | tuple | None = None,
     return _check_nonempty(np.stack([(fold_of == k) & obs for k in range(n_folds)]), "block")
 
 
-def make_folds(observed, kind: str = "gaps", n_folds: int = 5, *, seed: int = 0,
-               **options) -> np.ndarray:
+def make_folds(observed: ArrayLike, kind: str = "gaps", n_folds: int = 5, *, seed: int = 0,
+               **options: Any) -> np.ndarray:
     """Folds of ``kind`` (``"gaps"``, ``"random"`` or ``"blocks"``); see the module docstring.
 
     ``options`` go to :func:`gap_folds`, :func:`random_folds` or :func:`block_folds`.
@@ -277,7 +282,7 @@ def make_folds(observed, kind: str = "gaps", n_folds: int = 5, *, seed: int = 0,
         raise InputError(f"folds={kind!r}: {err}") from None
 
 
-def distance_to_observed(train) -> np.ndarray:
+def distance_to_observed(train: ArrayLike) -> np.ndarray:
     """Euclidean distance, in cells, from every cell to the nearest training cell (0 on them)."""
     train = np.asarray(train, dtype=bool)
     if not train.any():

@@ -9,23 +9,31 @@ the first fold's held-out cells coloured by their distance to the nearest traini
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from geogp.plotting import pretty_units
 
+if TYPE_CHECKING:  # annotations only
+    from matplotlib.figure import Figure
+
+    from geogp.crossval.run import CVResult
+
 __all__ = ["plot_cv"]
 
 
-def plot_cv(result):
+def plot_cv(result: CVResult) -> Figure:
     """The figure of a :class:`~geogp.crossval.CVResult` (matplotlib)."""
-    import matplotlib.pyplot as plt  # lazy: matplotlib loads only when a figure is drawn
+    # lazy: matplotlib loads only when a figure is drawn
+    import matplotlib.pyplot as plt  # noqa: PLC0415
 
 
     levels, empirical = result.reliability()
     table = result.by_distance().drop(index="all")
     fig, axes = plt.subplots(1, 4, figsize=(17, 4.4), layout="constrained")
     # each stratum's size under its name: always visible, never under a bar or the legend
-    ticks = [f"{name}\nn={n}" for name, n in zip(table.index, table["n"])]
+    ticks = [f"{name}\nn={n}" for name, n in zip(table.index, table["n"], strict=True)]
     ax = axes[0]
     ax.plot([0, 1], [0, 1], color="0.6", lw=1, label="calibrated")
     ax.plot(levels, empirical, "o-", label=result.method)

@@ -22,8 +22,11 @@ Example:
 from __future__ import annotations
 
 import inspect
+import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -38,6 +41,9 @@ from geogp.crossval.folds import distance_to_observed, make_folds
 from geogp.crossval.plot import plot_cv
 from geogp.exceptions import InputError
 from geogp.plotting import save_figure
+
+if TYPE_CHECKING:  # annotations only
+    from matplotlib.figure import Figure
 
 __all__ = ["CVResult", "cross_validate"]
 
@@ -105,7 +111,8 @@ class CVResult:
         return metrics.evaluate_by_distance(c["truth"], c["mean"], c["std"], c["distance"],
                                             self.bins, clusters=self.clusters())
 
-    def reliability(self, levels=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)):
+    def reliability(self, levels: Sequence[float] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9,
+                                                     0.95, 0.99)) -> tuple[np.ndarray, np.ndarray]:
         """(levels, empirical coverage of the central intervals), pooled over folds."""
         c = self.cells
         return np.asarray(levels), metrics.reliability(c["truth"], c["mean"], c["std"], levels)
@@ -131,7 +138,8 @@ class CVResult:
                      "cluster)")
         return "\n".join(lines)
 
-    def plot(self, path=None, *, overwrite: bool = False):
+    def plot(self, path: str | os.PathLike[str] | None = None, *,
+             overwrite: bool = False) -> Figure:
         """Reliability diagram, coverage and error vs sd by distance (saved if ``path``)."""
         fig = plot_cv(self)
         if path is not None:
@@ -205,10 +213,11 @@ def _takes_two(fn) -> bool:
     return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
-def cross_validate(data, folds="gaps", n_folds: int = 5, *, seed: int = 0, model: str = "auto",
-                   method=None, var: str | None = None, fold_options: dict | None = None,
-                   progress: bool = False, label: str | None = None,
-                   **fit_options) -> CVResult:
+def cross_validate(data: xr.DataArray | xr.Dataset, folds: str | np.ndarray = "gaps",
+                   n_folds: int = 5, *, seed: int = 0, model: str = "auto",
+                   method: Callable[..., Any] | None = None, var: str | None = None,
+                   fold_options: dict | None = None, progress: bool = False,
+                   label: str | None = None, **fit_options: Any) -> CVResult:
     """Cross-validate gap filling on a raster.
 
     Args:

@@ -23,12 +23,22 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from geogp.exceptions import InputError, MemoryEstimateError
 
-__all__ = ["AUTO", "MODELS", "FALLBACK", "GRID_MODEL", "GAUSSIAN", "family", "family_of", "is_model",
-           "savable_models", "resolve_model", "make_estimator", "fit_grid", "fit_points",
-           "predict_grid", "predict_points", "sample_grid", "describe"]
+if TYPE_CHECKING:  # annotations only
+    import numpy as np
+    from numpy.typing import ArrayLike
+
+    from geogp.families.generic import Family
+    from geogp.kernels import Kernel
+    from geogp.models.base import Prediction
+
+__all__ = ["AUTO", "MODELS", "FALLBACK", "GRID_MODEL", "GAUSSIAN", "family", "family_of",
+           "is_model", "savable_models", "resolve_model", "make_estimator", "fit_grid",
+           "fit_points", "predict_grid", "predict_points", "sample_grid", "describe"]
 
 AUTO = "auto"
 MODELS = ("afs", "wavelet", "exact", "lattice")  # what GeoRegressor(model=...) accepts
@@ -46,12 +56,12 @@ _REGISTRY = {
 _GENERIC = "geogp.families.generic"
 
 
-def is_model(name) -> bool:
+def is_model(name: str) -> bool:
     """Whether ``name`` is a registered model family (``"svgp"`` included)."""
     return isinstance(name, str) and name in _REGISTRY
 
 
-def family(name: str):
+def family(name: str) -> Family:
     """The :class:`~geogp.models.base.Estimator` of the model called ``name``."""
     if not is_model(name):
         raise InputError(f"model must be one of {list(MODELS)}; got {name!r}.")
@@ -65,7 +75,7 @@ def family(name: str):
         ) from err
 
 
-def family_of(est):
+def family_of(est: Any) -> Family:
     """The family of the model object ``est`` (subclasses included): the first registered
     family whose model class ``est`` is an instance of. Only model modules already imported
     are looked at (``est``'s class is in one of them). Other objects get the generic family
@@ -82,14 +92,16 @@ def savable_models() -> tuple:
     return tuple(name for name in _REGISTRY if family(name).savable)
 
 
-def make_estimator(model: str = FALLBACK, kernel=None, n_features=None,
-                   options: dict | None = None, progress=None):
+def make_estimator(model: str = FALLBACK, kernel: str | Kernel | None = None,
+                   n_features: int | str | None = None,
+                   options: dict | None = None,
+                   progress: Callable[[int, float], object] | None = None) -> Any:
     """An unfitted model of the family ``model`` with the front end's defaults
     (:meth:`~geogp.models.base.Estimator.make`)."""
     return family(model).make(options, kernel=kernel, n_features=n_features, progress=progress)
 
 
-def resolve_model(model: str, *, raster_shape=None, regular: bool = True,
+def resolve_model(model: str, *, raster_shape: tuple[int, int] | None = None, regular: bool = True,
                   afs_only: bool = False, options: dict | None = None) -> tuple[str, str]:
     """The model ``model="auto"`` (the front end's default) stands for, and why.
 
@@ -125,32 +137,35 @@ def resolve_model(model: str, *, raster_shape=None, regular: bool = True,
 
 
 # the contract on a bare model object (tests, benchmarks): its family does the work
-def fit_grid(est, axes: list, values, regular: bool, covariates=None):
+def fit_grid(est: Any, axes: list, values: ArrayLike, regular: bool,
+             covariates: np.ndarray | None = None) -> Any:
     """:meth:`~geogp.models.base.Estimator.fit_grid` of ``est``'s family."""
     return family_of(est).fit_grid(est, axes, values, regular, covariates)
 
 
-def fit_points(est, X, y, target_axes=None, units: str = "coordinate units"):
+def fit_points(est: Any, X: np.ndarray, y: np.ndarray, target_axes: list[np.ndarray] | None = None,
+               units: str = "coordinate units") -> Any:
     """:meth:`~geogp.models.base.Estimator.fit_points` of ``est``'s family."""
     return family_of(est).fit_points(est, X, y, target_axes, units)
 
 
-def predict_grid(est, axes: list, outside: str = "raise", block_cells: int = 2**20,
-                 on_block=None):
+def predict_grid(est: Any, axes: list, outside: str = "raise", block_cells: int = 2**20,
+                 on_block: Callable[[int], object] | None = None) -> Prediction:
     """:meth:`~geogp.models.base.Estimator.predict_grid` of ``est``'s family."""
     return family_of(est).predict_grid(est, axes, outside, block_cells, on_block)
 
 
-def predict_points(est, X, outside: str = "raise"):
+def predict_points(est: Any, X: np.ndarray, outside: str = "raise") -> Prediction:
     """:meth:`~geogp.models.base.Estimator.predict_points` of ``est``'s family."""
     return family_of(est).predict_points(est, X, outside)
 
 
-def sample_grid(est, axes: list, n: int, seed=None, observed: bool = False):
+def sample_grid(est: Any, axes: list, n: int, seed: int | np.random.SeedSequence | None = None,
+                observed: bool = False) -> np.ndarray:
     """:meth:`~geogp.models.base.Estimator.sample_grid` of ``est``'s family."""
     return family_of(est).sample_grid(est, axes, n, seed, observed)
 
 
-def describe(est) -> dict:
+def describe(est: Any) -> dict:
     """:meth:`~geogp.models.base.Estimator.describe` of ``est``'s family."""
     return family_of(est).describe(est)

@@ -8,6 +8,8 @@ evidence is the collapsed variational bound.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, ClassVar
+
 import numpy as np
 
 from geogp.families.generic import Family, kernel_facts, observed_cells
@@ -15,6 +17,9 @@ from geogp.models.afs import AFSRegressor
 from geogp.models.base import Prediction
 from geogp.persist.afs import load_afs, save_afs
 from geogp.persist.semantics import check_window
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
 
 __all__ = ["AFSFamily", "FAMILY", "DEFAULT_KERNEL", "DEFAULT_FEATURES", "DEFAULT_MEAN"]
 
@@ -33,16 +38,18 @@ class AFSFamily(Family):
     default_maxiter = 300
     setup_phase = "statistics + compile"
     default_kernel = DEFAULT_KERNEL
-    defaults = {"n_features": DEFAULT_FEATURES, "mean": DEFAULT_MEAN}
+    defaults: ClassVar[dict] = {"n_features": DEFAULT_FEATURES, "mean": DEFAULT_MEAN}
 
-    def widen(self, est, lo, hi, t_lo, t_hi, scale) -> None:
+    def widen(self, est: Any, lo: np.ndarray, hi: np.ndarray, t_lo: np.ndarray, t_hi: np.ndarray,
+              scale: np.ndarray) -> None:
         """Window width = extent·window_factor + 2·margin·extent, centred on the data's box."""
         extent = np.maximum(hi - lo, 1e-300)
         half = np.maximum((lo + hi) / 2 - t_lo, t_hi - (lo + hi) / 2)
         need = (2 * half * (1 + 1e-9) - extent * est.window_factor) / (2 * extent)
         est.margin = float(max(est.margin, need.max(), 0.0))
 
-    def fit_grid(self, est, axes: list, values, regular: bool, covariates=None):
+    def fit_grid(self, est: Any, axes: list, values: ArrayLike, regular: bool,
+                 covariates: np.ndarray | None = None) -> Any:
         """Regular rasters: the grid path; irregular ones: the observed cells as points."""
         self.refuse_covariates(covariates)
         if regular:
@@ -50,29 +57,31 @@ class AFSFamily(Family):
         v, obs, X = observed_cells(axes, values)
         return self.fit_points(est, X, v[obs], axes)
 
-    def predict_at(self, est, X: np.ndarray, outside: str = "raise") -> Prediction:
+    def predict_at(self, est: Any, X: np.ndarray, outside: str = "raise") -> Prediction:
         return est.predict(X, outside=outside)
 
-    def predict_rows(self, est, rows, cols, outside: str = "raise") -> Prediction:
+    def predict_rows(self, est: Any, rows: np.ndarray, cols: np.ndarray,
+                     outside: str = "raise") -> Prediction:
         return est.predict_grid([rows, cols], outside=outside)
 
-    def sample_grid(self, est, axes: list, n: int, seed=None,
+    def sample_grid(self, est: Any, axes: list, n: int,
+                    seed: int | np.random.SeedSequence | None = None,
                     observed: bool = False) -> np.ndarray:
         return est.sample_grid(axes, n, seed=seed, observed=observed)
 
-    def hyperparameters(self, est) -> dict:
+    def hyperparameters(self, est: Any) -> dict:
         return kernel_facts(est, n_features=True)
 
-    def evidence(self, est) -> float:
+    def evidence(self, est: Any) -> float:
         return est.bound()
 
-    def to_arrays(self, est, prefix: str, arrays: dict) -> dict:
+    def to_arrays(self, est: Any, prefix: str, arrays: dict) -> dict:
         return save_afs(est, prefix, arrays)
 
-    def from_arrays(self, meta: dict, prefix: str, arrays) -> AFSRegressor:
+    def from_arrays(self, meta: dict, prefix: str, arrays: Any) -> AFSRegressor:
         return load_afs(meta, prefix, arrays)
 
-    def check_grid(self, est, axes, where: str) -> None:
+    def check_grid(self, est: Any, axes: list[np.ndarray], where: str) -> None:
         check_window(est, axes[0], axes[1], where)
 
 

@@ -4,6 +4,8 @@ log marginal likelihood. It has no samples and no file format yet."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from geogp.exceptions import InputError
@@ -24,8 +26,9 @@ class ExactFamily(Family):
     model_class = ExactGP
     takes_kernel = True
 
-    def fit_points(self, est, X: np.ndarray, y: np.ndarray, target_axes=None,
-                   units: str = "coordinate units"):
+    def fit_points(self, est: Any, X: np.ndarray, y: np.ndarray,
+                   target_axes: list[np.ndarray] | None = None,
+                   units: str = "coordinate units") -> Any:
         if X.shape[0] > EXACT_MAX_POINTS:
             raise InputError(
                 f"model='exact' costs O(N³) and is limited to {EXACT_MAX_POINTS} points; got "
@@ -33,15 +36,15 @@ class ExactFamily(Family):
             )
         return super().fit_points(est, X, y, target_axes, units)
 
-    def predict_at(self, est, X: np.ndarray, outside: str = "raise") -> Prediction:
+    def predict_at(self, est: Any, X: np.ndarray, outside: str = "raise") -> Prediction:
         parts = [est.predict(X[i:i + _CHUNK]) for i in range(0, X.shape[0], _CHUNK)]
         return Prediction(*(np.concatenate([getattr(p, f) for p in parts])
                             for f in Prediction._fields))
 
-    def hyperparameters(self, est) -> dict:
+    def hyperparameters(self, est: Any) -> dict:
         return kernel_facts(est, n_features=False)
 
-    def evidence(self, est) -> float:
+    def evidence(self, est: Any) -> float:
         return est.log_marginal_likelihood()
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import inspect
 import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -19,6 +21,11 @@ from geogp.exceptions import GeogpError, GeographicCoordinatesWarning, InputErro
 from geogp.extrapolation import record_data_box, warn_if_far
 from geogp.memory import LAZY_BLOCK_CELLS
 from geogp.models.base import Prediction
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
+    from geogp.kernels import Kernel
 
 __all__ = ["Family", "FAMILY", "kernel_facts", "lazy_block_rows", "observed_cells"]
 
@@ -49,7 +56,7 @@ class Family:
     placement_strategy = "mi"  # geogp place's default strategy
     setup_phase = "setup + compile"  # the progress bar of what precedes the optimiser
     default_kernel = "matern12"  # for models that take kernel= (see make)
-    defaults: dict = {}
+    defaults: ClassVar[dict] = {}  # options that make() sets unless given
     unknowns_word = "Fourier features"
 
     # ------------------------------------------------------------------ building
@@ -59,8 +66,9 @@ class Family:
             return set()
         return set(inspect.signature(self.model_class.__init__).parameters) - {"self"}
 
-    def make(self, options: dict | None = None, *, kernel=None, n_features=None,
-             progress=None):
+    def make(self, options: dict | None = None, *, kernel: str | Kernel | None = None,
+             n_features: int | str | None = None,
+             progress: Callable[[int, float], object] | None = None) -> Any:
         """An unfitted model of this family.
 
         Args:
@@ -96,32 +104,34 @@ class Family:
             )
         return self.model_class(**params)
 
-    def memory_estimate(self, est, raster_shape: tuple) -> float:
+    def memory_estimate(self, est: Any, raster_shape: tuple) -> float:
         """Estimated peak bytes of a raster fit; NaN where the model has no estimate."""
         return float("nan")
 
-    def check_memory(self, est, raster_shape: tuple) -> None:
+    def check_memory(self, est: Any, raster_shape: tuple) -> None:
         """Nothing to refuse up front (models check their own memory while fitting)."""
 
-    def announce_cost(self, est, raster_shape: tuple) -> None:
+    def announce_cost(self, est: Any, raster_shape: tuple) -> None:
         """Before a raster fit with progress bars (families with ``estimates_cost``): say
         on stderr what the fit will cost. Nothing to say by default."""
 
     # ------------------------------------------------------------------ fitting
-    def widen(self, est, lo, hi, t_lo, t_hi, scale) -> None:
+    def widen(self, est: Any, lo: np.ndarray, hi: np.ndarray, t_lo: np.ndarray, t_hi: np.ndarray,
+              scale: np.ndarray) -> None:
         """Widen ``est``'s window from the data's box [lo, hi] to the target box [t_lo, t_hi]
         (model units; ``scale``: the data's standard deviation per axis). Default: no window."""
 
-    def cover_target(self, est, X: np.ndarray, target_axes) -> None:
+    def cover_target(self, est: Any, X: np.ndarray, target_axes: list[np.ndarray] | None) -> None:
         """Widen the window of a model fitted on X (N, 2) to the target grid ``target_axes``."""
         if target_axes is None:
             return
-        t_lo = np.array([min(a.min(), b) for a, b in zip(target_axes, X.min(axis=0))])
-        t_hi = np.array([max(a.max(), b) for a, b in zip(target_axes, X.max(axis=0))])
+        t_lo = np.array([min(a.min(), b) for a, b in zip(target_axes, X.min(axis=0), strict=True)])
+        t_hi = np.array([max(a.max(), b) for a, b in zip(target_axes, X.max(axis=0), strict=True)])
         self.widen(est, X.min(axis=0), X.max(axis=0), t_lo, t_hi, X.std(axis=0))
 
-    def fit_points(self, est, X: np.ndarray, y: np.ndarray, target_axes=None,
-                   units: str = "coordinate units"):
+    def fit_points(self, est: Any, X: np.ndarray, y: np.ndarray,
+                   target_axes: list[np.ndarray] | None = None,
+                   units: str = "coordinate units") -> Any:
         """Fit on scattered points X (N, 2) (model coordinates), y (N,); the window covers
         ``target_axes``. The data's box (and ``units``) is kept for :func:`warn_if_far`."""
         self.cover_target(est, X, target_axes)
@@ -131,12 +141,13 @@ class Family:
         record_data_box(est, X[np.isfinite(np.asarray(y, dtype=np.float64))], units)
         return est
 
-    def refuse_covariates(self, covariates) -> None:
+    def refuse_covariates(self, covariates: np.ndarray | None) -> None:
         if covariates is not None and not self.takes_covariates:
             raise InputError(f"covariates are supported by the lattice model only; got "
                              f"model={self.name!r}.")
 
-    def fit_grid(self, est, axes: list, values, regular: bool, covariates=None):
+    def fit_grid(self, est: Any, axes: list, values: ArrayLike, regular: bool,
+                 covariates: np.ndarray | None = None) -> Any:
         """Fit on one raster slice ``values`` (N_y, N_x) (numpy or dask, NaN = missing): by
         default its observed cells as scattered points, with a window over the raster."""
         self.refuse_covariates(covariates)
@@ -144,24 +155,24 @@ class Family:
         return self.fit_points(est, X, v[obs], axes)
 
     # ------------------------------------------------------------------ prediction
-    def predict_at(self, est, X: np.ndarray, outside: str = "raise") -> Prediction:
+    def predict_at(self, est: Any, X: np.ndarray, outside: str = "raise") -> Prediction:
         """Predictive moments at X (N*, 2), without the far-from-data warning."""
         return est.predict(X)
 
-    def predict_rows(self, est, rows: np.ndarray, cols: np.ndarray,
+    def predict_rows(self, est: Any, rows: np.ndarray, cols: np.ndarray,
                      outside: str = "raise") -> Prediction:
         """Predictive moments (len(rows), len(cols)) on one block of grid rows."""
         Y, X = np.meshgrid(rows, cols, indexing="ij")
         p = self.predict_at(est, np.stack([Y.ravel(), X.ravel()], axis=1), outside)
         return Prediction(*(np.reshape(a, Y.shape) for a in p))
 
-    def predict_points(self, est, X: np.ndarray, outside: str = "raise") -> Prediction:
+    def predict_points(self, est: Any, X: np.ndarray, outside: str = "raise") -> Prediction:
         """Predict at points X (N*, 2) in model coordinates (warns far outside the data)."""
         warn_if_far(est, points=X)
         return self.predict_at(est, X, outside)
 
-    def predict_grid(self, est, axes: list, outside: str = "raise", block_cells: int = 2**20,
-                     on_block=None) -> Prediction:
+    def predict_grid(self, est: Any, axes: list, outside: str = "raise", block_cells: int = 2**20,
+                     on_block: Callable[[int], object] | None = None) -> Prediction:
         """Predict on the tensor grid ``axes`` (model coordinates) in blocks of rows.
 
         Returns a :class:`Prediction` of arrays (N_y, N_x). ``on_block(n_rows)`` is called
@@ -178,7 +189,7 @@ class Family:
         return Prediction(*(np.concatenate([getattr(p, f) for p in parts], axis=0)
                             for f in Prediction._fields))
 
-    def predict_grid_lazy(self, est, axes: list, outside: str = "raise",
+    def predict_grid_lazy(self, est: Any, axes: list, outside: str = "raise",
                           block_rows: int | None = None) -> Prediction:
         """:meth:`predict_grid` as dask arrays (N_y, N_x), computed block by block of rows
         (:func:`lazy_block_rows`) when they are read or written: a raster's prediction
@@ -186,8 +197,9 @@ class Family:
         so computing them together (one ``dask.compute``) predicts each block once. Points
         outside the window raise now (the grid's corners are predicted at once), not when
         the arrays are read."""
-        import dask  # lazy: keeps `import geogp` light (dask only for lazy predictions)
-        import dask.array as dsa
+        # lazy: keeps `import geogp` light (dask only for lazy predictions)
+        import dask  # noqa: PLC0415
+        import dask.array as dsa  # noqa: PLC0415
 
         warn_if_far(est, axes=axes)
         ys, xs = (np.asarray(a, dtype=np.float64) for a in axes)
@@ -202,13 +214,14 @@ class Family:
              for a in range(0, ys.size, rows)] or [dsa.zeros((3, 0, xs.size))], axis=1)
         return Prediction(cube[0], cube[1], cube[2])
 
-    def sample_grid(self, est, axes: list, n: int, seed=None,
+    def sample_grid(self, est: Any, axes: list, n: int,
+                    seed: int | np.random.SeedSequence | None = None,
                     observed: bool = False) -> np.ndarray:
         raise InputError(f"posterior samples are available for model='afs', 'lattice' and "
                          f"'wavelet'; this model is {self.name!r}.")
 
     # ------------------------------------------------------------------ reports
-    def describe(self, est) -> dict:
+    def describe(self, est: Any) -> dict:
         """Fitted hyperparameters on the data's scale (see the contract); the generic part:
         the optimisation report, no lengthscale."""
         rep = getattr(est, "report_", None)
@@ -220,28 +233,28 @@ class Family:
         out["unknowns"] = self.unknowns(est, out["n_features"])
         return out
 
-    def hyperparameters(self, est) -> dict:
+    def hyperparameters(self, est: Any) -> dict:
         """The family's own entries of :meth:`describe`."""
         return {}
 
-    def unknowns(self, est, n_features) -> str:
+    def unknowns(self, est: Any, n_features: int | str | None) -> str:
         """What the model's unknowns are, in words ("" without a count)."""
-        if n_features is None or n_features != n_features:  # None or NaN
+        if n_features is None or n_features != n_features:  # noqa: PLR0124 - None or NaN
             return ""
         return f", {number(int(n_features))} {self.unknowns_word}"
 
-    def evidence(self, est) -> float:
+    def evidence(self, est: Any) -> float:
         raise InputError(f"score() is not available for model={self.name!r}; it needs the "
                          "bound (afs) or the exact evidence (exact, wavelet).")
 
     # ------------------------------------------------------------------ persistence
-    def to_arrays(self, est, prefix: str, arrays: dict) -> dict:
+    def to_arrays(self, est: Any, prefix: str, arrays: dict) -> dict:
         raise GeogpError(f"saving model={self.name!r} is not supported.")
 
-    def from_arrays(self, meta: dict, prefix: str, arrays) -> object:
+    def from_arrays(self, meta: dict, prefix: str, arrays: Any) -> object:
         raise GeogpError(f"loading model={self.name!r} is not supported.")
 
-    def check_grid(self, est, axes, where: str) -> None:
+    def check_grid(self, est: Any, axes: list[np.ndarray], where: str) -> None:
         """Nothing to check by default."""
 
 
@@ -255,12 +268,13 @@ def lazy_block_rows(n_columns: int) -> int:
     return rows
 
 
-def _stacked_rows(fam: Family, est, rows, cols, outside: str) -> np.ndarray:
+def _stacked_rows(fam: Family, est: Any, rows: np.ndarray, cols: np.ndarray,
+                  outside: str) -> np.ndarray:
     """One block of a lazy prediction: (mean, var_latent, var_observed) stacked, (3, r, c)."""
     return np.stack(tuple(fam.predict_rows(est, rows, cols, outside)))
 
 
-def observed_cells(axes: list, values) -> tuple:
+def observed_cells(axes: list, values: ArrayLike) -> tuple:
     """A raster slice as float64 values ``v`` (N_y, N_x), its observed cells ``obs`` (bool)
     and their coordinates X (N_obs, 2); infinite values are refused."""
     v = np.asarray(values, dtype=np.float64)
@@ -272,7 +286,7 @@ def observed_cells(axes: list, values) -> tuple:
     return v, obs, np.stack([axes[0][iy], axes[1][ix]], axis=1)
 
 
-def kernel_facts(est, n_features: bool) -> dict:
+def kernel_facts(est: Any, n_features: bool) -> dict:
     """Lengthscales ((P, 2), one row per kernel part), signal and noise sd of a model with a
     stationary kernel (``kernel_``, ``noise_``, ``scaler_``), on the data's scale."""
     sc = est.scaler_

@@ -6,6 +6,8 @@ where it does not fit); samples by its sparse sampler; its evidence is the REML 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -19,6 +21,11 @@ from geogp.models.lattice.workers import dask_client
 from geogp.persist.checks import clean, init_names
 from geogp.persist.lattice import load_lattice, save_lattice
 from geogp.persist.semantics import check_lattice_grid
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
+    from geogp.kernels import Kernel
 
 __all__ = ["LatticeFamily", "FAMILY", "DEFAULT_LARGE_SCALE", "DEFAULT_MID_SCALE"]
 
@@ -35,23 +42,24 @@ class LatticeFamily(Family):
     savable = can_sample = takes_covariates = single_range = estimates_cost = True
     default_maxiter = 100
     placement_strategy = "reduction"  # total variance reduction (geogp.placement.lattice)
-    defaults = {"large_scale": DEFAULT_LARGE_SCALE, "mid_scale": DEFAULT_MID_SCALE}
+    defaults: ClassVar[dict] = {"large_scale": DEFAULT_LARGE_SCALE, "mid_scale": DEFAULT_MID_SCALE}
 
-    def make(self, options: dict | None = None, *, kernel=None, n_features=None,
-             progress=None):
+    def make(self, options: dict | None = None, *, kernel: str | Kernel | None = None,
+             n_features: int | str | None = None,
+             progress: Callable[[int, float], object] | None = None) -> Any:
         est = super().make(options, kernel=kernel, n_features=n_features, progress=progress)
         if progress is not None:  # the training bar also counts the posterior's tiles
             est.tile_progress = progress.tile
         return est
 
-    def memory_estimate(self, est, raster_shape: tuple) -> float:
+    def memory_estimate(self, est: Any, raster_shape: tuple) -> float:
         return est.memory_estimate(raster_shape)
 
-    def check_memory(self, est, raster_shape: tuple) -> None:
+    def check_memory(self, est: Any, raster_shape: tuple) -> None:
         check_settings(est)
         est.check_memory(raster_shape)
 
-    def announce_cost(self, est, raster_shape: tuple) -> None:
+    def announce_cost(self, est: Any, raster_shape: tuple) -> None:
         """Before a lattice fit with progress bars: its tiles, memory and time estimates."""
         try:
             with dask_client(est.scheduler) as client:
@@ -73,33 +81,38 @@ class LatticeFamily(Family):
               f"GiB), roughly {when} at the 2-core reference rate{hint}",
               file=sys.stderr, flush=True)
 
-    def fit_grid(self, est, axes: list, values, regular: bool, covariates=None):
+    def fit_grid(self, est: Any, axes: list, values: ArrayLike, regular: bool,
+                 covariates: np.ndarray | None = None) -> Any:
         """SPDE/GMRF on the raster's own cells (regular rasters only: the model refuses others)."""
         return est.fit_grid(axes, values, covariates)
 
-    def fit_points(self, est, X, y, target_axes=None, units: str = "coordinate units"):
+    def fit_points(self, est: Any, X: np.ndarray, y: np.ndarray,
+                   target_axes: list[np.ndarray] | None = None,
+                   units: str = "coordinate units") -> Any:
         raise InputError("model='lattice' fits rasters only (its field lives on the raster's "
                          "cells); grid the points first or use model='afs'.")
 
-    def predict_rows(self, est, rows, cols, outside: str = "raise") -> Prediction:
+    def predict_rows(self, est: Any, rows: np.ndarray, cols: np.ndarray,
+                     outside: str = "raise") -> Prediction:
         return est.predict_grid([rows, cols], outside=outside)
 
-    def sample_grid(self, est, axes: list, n: int, seed=None,
+    def sample_grid(self, est: Any, axes: list, n: int,
+                    seed: int | np.random.SeedSequence | None = None,
                     observed: bool = False) -> np.ndarray:
         Y, X = np.meshgrid(axes[0], axes[1], indexing="ij")
         pts = np.stack([Y.ravel(), X.ravel()], axis=1)
         return est.sample(pts, n, seed=seed, observed=observed).reshape(n, *Y.shape)
 
-    def hyperparameters(self, est) -> dict:
+    def hyperparameters(self, est: Any) -> dict:
         return est.describe()
 
-    def unknowns(self, est, n_features) -> str:
+    def unknowns(self, est: Any, n_features: int | str | None) -> str:
         cells = int(est.shape_[0]) * int(est.shape_[1])
         large = int(n_features) - cells
         return (f", a lattice of {number(cells)} cells (raster and margin)"
                 + (f" + {large} large-scale Fourier features" if large else ""))
 
-    def evidence(self, est) -> float:
+    def evidence(self, est: Any) -> float:
         """REML log likelihood, the trend integrated; a posterior on tiles has none."""
         value = est.log_likelihood_
         if not np.isfinite(value):
@@ -109,14 +122,14 @@ class LatticeFamily(Family):
                 "have; refit with posterior_tile=None to compare fits.")
         return value
 
-    def to_arrays(self, est, prefix: str, arrays: dict) -> dict:
+    def to_arrays(self, est: Any, prefix: str, arrays: dict) -> dict:
         init = clean({n: getattr(est, n) for n in init_names(LatticeRegressor)})
         return save_lattice(est, prefix, arrays, init)
 
-    def from_arrays(self, meta: dict, prefix: str, arrays) -> LatticeRegressor:
+    def from_arrays(self, meta: dict, prefix: str, arrays: Any) -> LatticeRegressor:
         return load_lattice(meta, prefix, arrays, set(init_names(LatticeRegressor)))
 
-    def check_grid(self, est, axes, where: str) -> None:
+    def check_grid(self, est: Any, axes: list[np.ndarray], where: str) -> None:
         check_lattice_grid(est, axes[0], axes[1], where)
 
 

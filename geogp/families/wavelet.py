@@ -6,6 +6,8 @@ it); its evidence is the exact log marginal likelihood."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from geogp.families.generic import Family, observed_cells
@@ -13,6 +15,9 @@ from geogp.models.base import Prediction
 from geogp.models.wavelet import WaveletRegressor
 from geogp.persist.checks import clean, init_names
 from geogp.persist.wavelet import load_wavelet, save_wavelet
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
 
 __all__ = ["WaveletFamily", "FAMILY"]
 
@@ -25,12 +30,14 @@ class WaveletFamily(Family):
     savable = can_sample = maps_lengthscale = True
     unknowns_word = "wavelet basis functions"
 
-    def widen(self, est, lo, hi, t_lo, t_hi, scale) -> None:
+    def widen(self, est: Any, lo: np.ndarray, hi: np.ndarray, t_lo: np.ndarray, t_hi: np.ndarray,
+              scale: np.ndarray) -> None:
         """Window = data box ± margin in standardised units (``scale`` = x standard deviations)."""
         need = np.maximum(lo - t_lo, t_hi - hi) / scale
         est.margin = float(max(est.margin, need.max() * (1 + 1e-9) + 1e-12, 0.0))
 
-    def fit_grid(self, est, axes: list, values, regular: bool, covariates=None):
+    def fit_grid(self, est: Any, axes: list, values: ArrayLike, regular: bool,
+                 covariates: np.ndarray | None = None) -> Any:
         """Regular rasters with observed cells: per-axis statistics; others as points."""
         self.refuse_covariates(covariates)
         v, obs, X = observed_cells(axes, values)
@@ -39,16 +46,18 @@ class WaveletFamily(Family):
             return est.fit_grid(axes, v)
         return self.fit_points(est, X, v[obs], axes)
 
-    def predict_rows(self, est, rows, cols, outside: str = "raise") -> Prediction:
+    def predict_rows(self, est: Any, rows: np.ndarray, cols: np.ndarray,
+                     outside: str = "raise") -> Prediction:
         if est.posterior_.grid_ready():
             return est.predict_grid(rows, cols)  # separable, per axis (raises outside)
         return super().predict_rows(est, rows, cols, outside)
 
-    def sample_grid(self, est, axes: list, n: int, seed=None,
+    def sample_grid(self, est: Any, axes: list, n: int,
+                    seed: int | np.random.SeedSequence | None = None,
                     observed: bool = False) -> np.ndarray:
         return est.sample_grid(axes, n, seed=seed, observed=observed)
 
-    def hyperparameters(self, est) -> dict:
+    def hyperparameters(self, est: Any) -> dict:
         """k(x, x) varies in space: the signal sd at the window's centre."""
         sc = est.scaler_
         centre = np.array([[0.5 * (b.lo + b.hi) for b in est.basis_.dims]])
@@ -57,14 +66,14 @@ class WaveletFamily(Family):
                 "noise_sd": float(np.sqrt(float(est.params_["noise"])) * sc.y_scale),
                 "n_features": int(est.n_features_)}
 
-    def evidence(self, est) -> float:
+    def evidence(self, est: Any) -> float:
         return est.log_marginal_likelihood()
 
-    def to_arrays(self, est, prefix: str, arrays: dict) -> dict:
+    def to_arrays(self, est: Any, prefix: str, arrays: dict) -> dict:
         init = clean({n: getattr(est, n) for n in init_names(WaveletRegressor)})
         return save_wavelet(est, prefix, arrays, init)
 
-    def from_arrays(self, meta: dict, prefix: str, arrays) -> WaveletRegressor:
+    def from_arrays(self, meta: dict, prefix: str, arrays: Any) -> WaveletRegressor:
         return load_wavelet(meta, prefix, arrays, set(init_names(WaveletRegressor)))
 
 

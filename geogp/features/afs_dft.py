@@ -1,8 +1,8 @@
 """AFS-DFT: prior precisions λ from a DFT of kernel samples, for kernels without a closed-form S.
 
 A product of kernels in the same dimension (e.g. SE × Matérn-5/2) has a spectral density that
-is a convolution with no closed form (docs/afs.md (AFS-DFT), thesis §3.3). AFS-DFT replaces S(z_j) by
-the corrected centred DFT of the kernel sampled on a grid that spans one period 2W_d:
+is a convolution with no closed form (docs/afs.md (AFS-DFT), thesis §3.3). AFS-DFT replaces S(z_j)
+by the corrected centred DFT of the kernel sampled on a grid that spans one period 2W_d:
 
     b_d = 2W_d / M_d,  M_d = 2J_d + 1,  r = m∘b,  m_d ∈ {−J_d..J_d},
     ŝ_j = (∏_d b_d) Σ_m k(m∘b) exp(−i2π Σ_d j_d m_d / M_d),     z_j = j/(2W)   (eq. 3.61),
@@ -26,7 +26,7 @@ full lattice), plus O(P·D) kernel evaluations; memory O(P·D).
 from __future__ import annotations
 
 from functools import partial
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -34,6 +34,11 @@ import numpy as np
 
 from geogp.exceptions import InputError
 from geogp.features.fourier import FourierFeatures
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
+    from geogp.kernels import Kernel
 
 __all__ = [
     "EPS",
@@ -69,13 +74,13 @@ def _half_sizes(ff: FourierFeatures, J) -> tuple:
     if J is None:
         return need
     J = tuple(int(j) for j in np.broadcast_to(np.asarray(J), (ff.n_dims,)))
-    if any(j < n for j, n in zip(J, need)):
+    if any(j < n for j, n in zip(J, need, strict=True)):
         raise InputError(f"J must be ≥ K_d − 1 = {list(need)} per dimension (the features' "
                          f"highest |j|); got {list(J)}.")
     return J
 
 
-def sample_offsets(width, J) -> list:
+def sample_offsets(width: ArrayLike, J: ArrayLike) -> list:
     """Per-dimension sample positions m·b_d, m ∈ {−J_d..J_d}, b_d = 2W_d/(2J_d + 1).
 
     Args:
@@ -86,10 +91,10 @@ def sample_offsets(width, J) -> list:
     """
     width = np.atleast_1d(np.asarray(width, dtype=np.float64))
     J = np.broadcast_to(np.asarray(J, dtype=np.int64), width.shape)
-    return [np.arange(-j, j + 1) * (2 * w / (2 * j + 1)) for w, j in zip(width, J)]
+    return [np.arange(-j, j + 1) * (2 * w / (2 * j + 1)) for w, j in zip(width, J, strict=True)]
 
 
-def dft_spectrum(kernel, width, J):
+def dft_spectrum(kernel: Kernel, width: ArrayLike, J: ArrayLike) -> jax.Array:
     """ŝ_j on the centred lattice j ∈ ∏_d {−J_d..J_d} (docs/afs.md (AFS-DFT), eq. 3.61 corrected).
 
     Args:
@@ -132,7 +137,7 @@ def _floor(s_hat, bins, eps, nonpositive):
     return jnp.where(pos, jnp.log(jnp.where(pos, s_m, 1.0)), -jnp.inf), jnp.sum(~pos)
 
 
-def feature_bins(ff: FourierFeatures, J=None) -> np.ndarray:
+def feature_bins(ff: FourierFeatures, J: ArrayLike | None = None) -> np.ndarray:
     """Flat index into the centred ŝ array of each feature's frequency |j| (shape (M,)).
 
     Args:
@@ -141,7 +146,8 @@ def feature_bins(ff: FourierFeatures, J=None) -> np.ndarray:
     """
     if ff.lattice != "full":
         raise InputError(
-            "AFS-DFT uses the full (2W)⁻¹ lattice only (docs/afs.md, AFS-DFT); build the features with "
+            "AFS-DFT uses the full (2W)⁻¹ lattice only (docs/afs.md, AFS-DFT); build the features "
+            "with "
             "lattice='full' (AFSRegressor(lattice='full'))."
         )
     J = _half_sizes(ff, J)
@@ -150,8 +156,8 @@ def feature_bins(ff: FourierFeatures, J=None) -> np.ndarray:
     return np.ravel_multi_index(tuple((j[:, d] + J[d]) for d in range(ff.n_dims)), shape)
 
 
-def dft_log_lambda(ff: FourierFeatures, kernel, nonpositive: str = "clip", eps: float = EPS,
-                   J=None) -> DFTLambda:
+def dft_log_lambda(ff: FourierFeatures, kernel: Kernel, nonpositive: str = "clip", eps: float = EPS,
+                   J: ArrayLike | None = None) -> DFTLambda:
     """log λ_m = log ŝ(|j_m|) − log ∏_d 2W_d for full-lattice features (docs/afs.md, AFS-DFT).
 
     Args:
@@ -176,7 +182,7 @@ def dft_log_lambda(ff: FourierFeatures, kernel, nonpositive: str = "clip", eps: 
     return DFTLambda(log_s - float(np.sum(np.log(2 * ff.width))), n_bad, s_hat)
 
 
-def log_lambda(ff: FourierFeatures, kernel, nonpositive: str = "clip"):
+def log_lambda(ff: FourierFeatures, kernel: Kernel, nonpositive: str = "clip") -> jax.Array:
     """log λ (M,) for any kernel: closed-form S when the kernel has one, else AFS-DFT.
 
     Kernels with ``log_spectral_density`` use λ = S(|z|)/∏T_d on either lattice
@@ -188,6 +194,7 @@ def log_lambda(ff: FourierFeatures, kernel, nonpositive: str = "clip"):
     if ff.lattice != "full":
         raise InputError(
             f"{type(kernel).__name__} has no closed-form spectral density, so AFS uses the DFT "
-            "of its samples, which needs the full lattice (docs/afs.md, AFS-DFT): pass lattice='full'."
+            "of its samples, which needs the full lattice (docs/afs.md, AFS-DFT): pass "
+            "lattice='full'."
         )
     return dft_log_lambda(ff, kernel, nonpositive).log_lam

@@ -5,10 +5,10 @@ A :class:`FourierFeatures` object is a fixed set of M real features
     φ_m(x) = ∏_d √2 · {cos | sin}(2π z_{m,d} (x_d − c_d))
 
 on a window of width W_d centred at c_d. Frequencies lie on the **odd lattice**
-z = (k + ½)/W_d (default, docs/afs.md (lattices)) or the **full lattice** z = k/(2W_d) (where z = 0 gives
-the constant row 1). Rows are kept inside the ellipsoid Σ_d (z_d/F_d)² ≤ 1, F_d = K_d/W_d,
-built dimension by dimension (Khatri–Rao, docs/afs.md (features and mask)); F_d = K_d/(2W_d) on the full
-lattice, whose highest frequency is (K_d − 1)/(2W_d).
+z = (k + ½)/W_d (default, docs/afs.md (lattices)) or the **full lattice** z = k/(2W_d) (where z = 0
+gives the constant row 1). Rows are kept inside the ellipsoid Σ_d (z_d/F_d)² ≤ 1, F_d = K_d/W_d,
+built dimension by dimension (Khatri–Rao, docs/afs.md (features and mask)); F_d = K_d/(2W_d) on the
+full lattice, whose highest frequency is (K_d − 1)/(2W_d).
 
 The prior precision is diagonal: λ_m = (K_uu⁻¹)_mm = S(|z_m|)/∏_d T_d with T_d = W_d (odd) or
 2W_d (full), where S is the kernel's spectral density. Only λ depends on the hyperparameters,
@@ -21,7 +21,9 @@ uses this to get ΦΦᵀ, Φy and grid predictions from FFTs.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import jax.numpy as jnp
 import numpy as np
@@ -31,6 +33,14 @@ from geogp.features import fourier_statistics as fs
 from geogp.features.data import Grid, Points
 from geogp.features.trig import CONST, COS, SIN
 
+if TYPE_CHECKING:  # annotations only
+    import jax
+    from numpy.typing import ArrayLike
+
+    from geogp.features.fourier_statistics import SufficientStats
+    from geogp.kernels import Kernel
+    from geogp.models.base import Standardizer
+
 __all__ = ["FourierFeatures", "lattice_rows", "window", "DEFAULT_WIDTH_FACTOR"]
 
 # W_d = W_xd / 0.95 (docs/afs.md (window), thesis C.1.6): the narrowest window AFSRegressor
@@ -38,7 +48,8 @@ __all__ = ["FourierFeatures", "lattice_rows", "window", "DEFAULT_WIDTH_FACTOR"]
 DEFAULT_WIDTH_FACTOR = 1 / 0.95
 
 
-def window(lo, hi, window_factor: float, margin: float):
+def window(lo: ArrayLike, hi: ArrayLike, window_factor: float,
+           margin: float) -> tuple[np.ndarray, np.ndarray]:
     """(centre, width) of the AFS window over the data box [lo, hi] (docs/afs.md, window):
     width = extent · window_factor + 2 · margin · extent per dimension.
 
@@ -80,7 +91,8 @@ def lattice_rows(n_freq: int, lattice: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _khatri_rao_rows(n_freq, lattice: str) -> np.ndarray:
-    """Per-dimension row indices (M, D) of the masked Khatri–Rao product (docs/afs.md, features and mask).
+    """Per-dimension row indices (M, D) of the masked Khatri–Rao product (docs/afs.md, features and
+    mask).
 
     Rows are built one dimension at a time; after adding dimension d, rows whose partial sum
     Σ_{d'≤d} (z_{d'}/F_{d'})² already exceeds 1 are dropped. Partial sums are monotone, so this
@@ -126,7 +138,8 @@ class FourierFeatures:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def build(cls, center, width, n_freq, lattice: str = "odd", mask: bool = True,
+    def build(cls, center: ArrayLike, width: ArrayLike, n_freq: int | Sequence[int],
+              lattice: str = "odd", mask: bool = True,
               max_bytes: float = 4 * 2**30) -> FourierFeatures:
         """Features on window (center, width) with K_d = n_freq[d] frequencies per dimension.
 
@@ -166,8 +179,9 @@ class FourierFeatures:
         return cls(center, width, n_freq, lattice, rows, num, kinds)
 
     @classmethod
-    def for_budget(cls, center, width, n_features: int, lattice: str = "odd", mask: bool = True,
-                   **kw) -> FourierFeatures:
+    def for_budget(cls, center: ArrayLike, width: ArrayLike, n_features: int, lattice: str = "odd",
+                   mask: bool = True,
+                   **kw: Any) -> FourierFeatures:
         """Features with about ``n_features`` rows (at most), common bandwidth F_d = F.
 
         Searches the largest common F (cycles per unit) such that K_d = max(1, round(F·W_d))
@@ -218,17 +232,19 @@ class FourierFeatures:
         """log ∏_d T_d, the constant in λ = S(z)/∏T_d (docs/afs.md, lattices)."""
         return float(np.sum(np.log(self.period)))
 
-    def log_lambda(self, kernel):
+    def log_lambda(self, kernel: Kernel) -> jax.Array:
         """log λ_m = log S(|z_m|) − log ∏T_d, shape (M,). Never forms K_uu (docs/bound.md)."""
         return kernel.log_spectral_density(jnp.asarray(self.frequencies)) - self.log_norm
 
     def describe(self) -> str:
-        return (f"{self.n_features} {self.lattice}-lattice Fourier features, K = {list(self.n_freq)}, "
+        return (f"{self.n_features} {self.lattice}-lattice Fourier features, "
+                f"K = {list(self.n_freq)}, "
                 f"window {np.round(self.width, 6).tolist()} centred at "
                 f"{np.round(self.center, 6).tolist()}")
 
     # ------------------------------------------------------------------ evaluation
-    def check_inside(self, X: np.ndarray, outside: str = "raise", scaler=None) -> np.ndarray:
+    def check_inside(self, X: np.ndarray, outside: str = "raise",
+                     scaler: Standardizer | None = None) -> np.ndarray:
         """Boolean (N,) mask of points inside the window; raises if any is outside and
         outside='raise'. With the model's ``scaler`` (x_mean, x_scale) the message gives the
         window and the first point outside in the caller's input units."""
@@ -241,7 +257,7 @@ class FourierFeatures:
             if scaler is not None:
                 m, s = np.asarray(scaler.x_mean), np.asarray(scaler.x_scale)
                 lo, hi, first, units = lo * s + m, hi * s + m, first * s + m, "input units"
-            bounds = ", ".join(f"[{a:.6g}, {b:.6g}]" for a, b in zip(lo, hi))
+            bounds = ", ".join(f"[{a:.6g}, {b:.6g}]" for a, b in zip(lo, hi, strict=True))
             raise OutsideWindowError(
                 f"{n_out} prediction point(s) lie outside the feature window where the Fourier "
                 f"features are valid ({units}, per dimension: {bounds}; first point outside: "
@@ -250,7 +266,7 @@ class FourierFeatures:
             )
         return inside
 
-    def per_dim_blocks(self, X) -> list:
+    def per_dim_blocks(self, X: ArrayLike) -> list:
         """Per-dimension 1-D feature values: list of (N, R_d) arrays (jax or numpy in → same)."""
         xp = jnp if not isinstance(X, np.ndarray) else np
         blocks = []
@@ -271,9 +287,10 @@ class FourierFeatures:
         return out
 
     # ------------------------------------------------------------------ statistics
-    def statistics(self, data, *, method: str = "nufft", powers=None, gram: str = "dense",
+    def statistics(self, data: Points | Grid, *, method: str = "nufft",
+                   powers: np.ndarray | None = None, gram: str = "dense",
                    diagonal: bool = False, chunk_bytes: float | None = None,
-                   dense_block: int | None = None):
+                   dense_block: int | None = None) -> SufficientStats:
         """The sufficient statistics of ``data`` for these features, read once (docs/afs.md).
 
         Args:

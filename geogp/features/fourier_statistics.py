@@ -2,8 +2,8 @@
 
 Callers reach them through the feature set, ``FourierFeatures.statistics(Points(X, y))`` or
 ``FourierFeatures.statistics(Grid(axes, values))`` (:mod:`geogp.features.data`), which picks
-the route below. After :func:`dense_stats`, :func:`grid_stats` or :func:`points_stats`, the data are never
-touched again: the collapsed bound, its gradient and the posterior are functions of
+the route below. After :func:`dense_stats`, :func:`grid_stats` or :func:`points_stats`, the data are
+never touched again: the collapsed bound, its gradient and the posterior are functions of
 (θ, :class:`SufficientStats`) only.
 
 Routes (all give the same numbers; tests check them against each other):
@@ -23,6 +23,8 @@ same for any chunk size, and a dask array is processed block by block (bounded m
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -36,6 +38,8 @@ from geogp.features.gram_operator import GramOperator
 from geogp.trend import basis, basis_grid
 
 if TYPE_CHECKING:  # annotations only: the feature set's statistics() method calls this module
+    from numpy.typing import ArrayLike
+
     from geogp.features.fourier import FourierFeatures
 
 __all__ = ["SufficientStats", "residual_stats", "dense_stats", "points_stats", "grid_stats",
@@ -64,11 +68,11 @@ class SufficientStats:
     HH: jnp.ndarray | None = None
     Hy: jnp.ndarray | None = None
 
-    def tree_flatten(self):
+    def tree_flatten(self) -> tuple[tuple, bool]:
         return (self.G, self.r, self.yy, self.n, self.F, self.HH, self.Hy), self.diagonal
 
     @classmethod
-    def tree_unflatten(cls, diagonal, children):
+    def tree_unflatten(cls, diagonal: bool, children: tuple) -> SufficientStats:
         G, r, yy, n, F, HH, Hy = children
         return cls(G, r, yy, n, diagonal, F, HH, Hy)
 
@@ -101,7 +105,7 @@ class SufficientStats:
         return int(np.shape(self.r)[0])
 
     @property
-    def G_diag(self):
+    def G_diag(self) -> jax.Array:
         if self.matrix_free:
             return self.G.diag
         return self.G if self.diagonal else jnp.diagonal(self.G)
@@ -119,7 +123,7 @@ def _make(G, r, yy, n, diagonal=False, F=None, HH=None, Hy=None) -> SufficientSt
                            jnp.asarray(float(n)), diagonal, arr(F), arr(HH), arr(Hy))
 
 
-def residual_stats(stats, beta):
+def residual_stats(stats: SufficientStats, beta: ArrayLike) -> SufficientStats:
     """Statistics of y − Hβ: r − Fβ and yᵀy − 2βᵀHy + βᵀHHβ (differentiable in β)."""
     r = stats.r - stats.F @ beta
     yy = stats.yy - 2.0 * beta @ stats.Hy + beta @ (stats.HH @ beta)
@@ -133,7 +137,7 @@ class _TrendAccumulator:
         self.powers = powers
         if powers is not None:
             p = len(powers)
-            self.L = np.zeros((p,) + trig.bin_sizes(ff, "linear"), dtype=np.complex128)
+            self.L = np.zeros((p, *trig.bin_sizes(ff, "linear")), dtype=np.complex128)
             self.F = np.zeros((ff.n_features, p))
             self.HH = np.zeros((p, p))
             self.Hy = np.zeros(p)
@@ -154,8 +158,9 @@ def _rows_per_chunk(row_bytes: float, chunk_bytes: float) -> int:
     return max(1, int(chunk_bytes // max(row_bytes, 1.0)))
 
 
-def dense_stats(ff: FourierFeatures, X, y, chunk_bytes: float = DEFAULT_CHUNK_BYTES,
-                chunk_rows: int | None = None, powers=None) -> SufficientStats:
+def dense_stats(ff: FourierFeatures, X: ArrayLike, y: ArrayLike,
+                chunk_bytes: float = DEFAULT_CHUNK_BYTES,
+                chunk_rows: int | None = None, powers: np.ndarray | None = None) -> SufficientStats:
     """G and r by explicit feature matrices, summed over row chunks (the reference route).
 
     Args:
@@ -199,10 +204,12 @@ def _gram(ff: FourierFeatures, C: np.ndarray, gram: str, dense_block: int):
     raise InputError(f"gram must be 'dense' or 'operator'; got {gram!r}.")
 
 
-def points_stats(ff: FourierFeatures, X, y, method: str = "nufft",
-                 chunk_bytes: float = DEFAULT_CHUNK_BYTES, powers=None, gram: str = "dense",
+def points_stats(ff: FourierFeatures, X: ArrayLike, y: ArrayLike, method: str = "nufft",
+                 chunk_bytes: float = DEFAULT_CHUNK_BYTES, powers: np.ndarray | None = None,
+                 gram: str = "dense",
                  dense_block: int = DEFAULT_DENSE_BLOCK) -> SufficientStats:
-    """G and r at scattered points through type-1 NUFFTs of the weights 1 and y (docs/afs.md, statistics).
+    """G and r at scattered points through type-1 NUFFTs of the weights 1 and y (docs/afs.md,
+    statistics).
 
     ``gram='operator'`` keeps G matrix-free (:class:`GramOperator`, O(M log M) per product),
     with a dense block over the ``dense_block`` lowest frequencies (preconditioner).
@@ -225,21 +232,22 @@ def points_stats(ff: FourierFeatures, X, y, method: str = "nufft",
             for j in range(len(powers)):
                 trend.L[j] += trig.points_bins(ff, Xc, H[:, j], "linear", method)
             trend.add_products(H, yc)
-    return _make(_gram(ff, C, gram, dense_block), trig.assemble_linear(ff, L), yy, N, **trend.result(ff))
+    return _make(_gram(ff, C, gram, dense_block), trig.assemble_linear(ff, L), yy, N,
+                 **trend.result(ff))
 
 
-def grid_lemma_holds(n_cells, n_freq) -> bool:
+def grid_lemma_holds(n_cells: Sequence[int], n_freq: Sequence[int]) -> bool:
     """Lemma 3.1 (docs/afs.md, gridded data) for the odd lattice with W_d = N_d η_d exactly.
 
     Then a_d = 1 and M_d = 2K_d distinct complex frequencies, and the complex Gram matrix of a
     complete grid is N·I iff N_d / gcd(1, N_d) = N_d ≥ 2K_d in every dimension. The real
     features are a unitary transform of the complex ones, so G = N·I too (eq. 3.94).
     """
-    return all(int(N) >= 2 * int(K) for N, K in zip(n_cells, n_freq))
+    return all(int(N) >= 2 * int(K) for N, K in zip(n_cells, n_freq, strict=True))
 
 
-def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
-               chunk_bytes: float = DEFAULT_CHUNK_BYTES, powers=None,
+def grid_stats(ff: FourierFeatures, axes: list, values: ArrayLike, diagonal: bool = False,
+               chunk_bytes: float = DEFAULT_CHUNK_BYTES, powers: np.ndarray | None = None,
                gram: str = "dense", dense_block: int = DEFAULT_DENSE_BLOCK) -> SufficientStats:
     """Statistics of a regular grid whose missing cells are NaN (docs/afs.md, gridded data).
 
@@ -257,7 +265,8 @@ def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
     Cost: O(N Σ_d P_d) for the bins, O(M²) to assemble G (skipped when ``diagonal``).
     """
     shape = tuple(int(s) for s in values.shape)
-    if len(shape) != ff.n_dims or any(len(a) != s for a, s in zip(axes, shape)):
+    if len(shape) != ff.n_dims or len(axes) != len(shape) or any(
+            len(a) != s for a, s in zip(axes, shape, strict=True)):
         raise InputError(f"grid values of shape {shape} do not match axes of lengths "
                          f"{[len(a) for a in axes]}.")
     trend = _TrendAccumulator(ff, powers)
@@ -271,8 +280,8 @@ def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
     step = _rows_per_chunk(row_bytes * 4, chunk_bytes)
     chunks = getattr(values, "chunks", None)
     if chunks is not None:  # dask: follow its blocks along the first axis
-        bounds = np.cumsum((0,) + tuple(chunks[0]))
-        slices = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+        bounds = np.cumsum((0, *chunks[0]))
+        slices = [slice(int(a), int(b)) for a, b in itertools.pairwise(bounds)]
     else:
         slices = [slice(s, s + step) for s in range(0, shape[0], step)]
     for sl in slices:
@@ -308,7 +317,8 @@ def grid_stats(ff: FourierFeatures, axes: list, values, diagonal: bool = False,
                              f"for grid {list(shape)}. Use fewer features.")
         return _make(np.full(ff.n_features, float(n)), trig.assemble_linear(ff, L), yy, n,
                      diagonal=True, **trend.result(ff))
-    return _make(_gram(ff, C, gram, dense_block), trig.assemble_linear(ff, L), yy, n, **trend.result(ff))
+    return _make(_gram(ff, C, gram, dense_block), trig.assemble_linear(ff, L), yy, n,
+                 **trend.result(ff))
 
 
 # ---------------------------------------------------------------------- posterior sampling
@@ -317,7 +327,8 @@ def _assemble_batch(ff: FourierFeatures, L: np.ndarray) -> np.ndarray:
     return np.stack([trig.assemble_linear(ff, Ls) for Ls in L], axis=1)
 
 
-def grid_noise_projection(ff: FourierFeatures, axes: list, values, n_samples: int, rng,
+def grid_noise_projection(ff: FourierFeatures, axes: list, values: ArrayLike, n_samples: int,
+                          rng: np.random.Generator,
                           chunk_bytes: float = DEFAULT_CHUNK_BYTES) -> np.ndarray:
     """Φη (M, S) for S independent standard-normal vectors η on the observed cells of a grid.
 
@@ -328,19 +339,20 @@ def grid_noise_projection(ff: FourierFeatures, axes: list, values, n_samples: in
     shape = tuple(int(s) for s in values.shape)
     row_bytes = 16.0 * n_samples * int(np.prod(shape[1:])) * 3
     step = _rows_per_chunk(row_bytes, chunk_bytes)
-    L = np.zeros((n_samples,) + trig.bin_sizes(ff, "linear"), dtype=np.complex128)
+    L = np.zeros((n_samples, *trig.bin_sizes(ff, "linear")), dtype=np.complex128)
     for start in range(0, shape[0], step):
         sl = slice(start, start + step)
         obs = np.isfinite(np.asarray(values[sl], dtype=np.float64))
-        eta = rng.standard_normal(obs.shape + (n_samples,)) * obs[..., None]
+        eta = rng.standard_normal((*obs.shape, n_samples)) * obs[..., None]
         sub_axes = [np.asarray(axes[0])[sl]] + [np.asarray(a) for a in axes[1:]]
         L += trig.grid_bins(ff, sub_axes, eta, "linear")  # batch axis comes out first
     return _assemble_batch(ff, L)
 
 
-def points_noise_projection(ff: FourierFeatures, X, n_samples: int, rng) -> np.ndarray:
+def points_noise_projection(ff: FourierFeatures, X: ArrayLike, n_samples: int,
+                            rng: np.random.Generator) -> np.ndarray:
     """Φη (M, S) for S standard-normal vectors η at scattered points X (N, D): batched NUFFT."""
     X = np.asarray(X, dtype=np.float64)
     eta = rng.standard_normal((n_samples, X.shape[0]))
     L = trig.points_bins(ff, X, eta, "linear")
-    return _assemble_batch(ff, L.reshape((n_samples,) + trig.bin_sizes(ff, "linear")))
+    return _assemble_batch(ff, L.reshape((n_samples, *trig.bin_sizes(ff, "linear"))))

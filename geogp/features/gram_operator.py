@@ -31,10 +31,17 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.fft
 
-from geogp.features.trig import (assemble_gram, assemble_gram_diagonal, bin_sizes, embed_bins,
-                                 kind_factor)
+from geogp.features.trig import (
+    assemble_gram,
+    assemble_gram_diagonal,
+    bin_sizes,
+    embed_bins,
+    kind_factor,
+)
 
 if TYPE_CHECKING:  # annotations only: the feature set's module imports this one (statistics)
+    from numpy.typing import ArrayLike
+
     from geogp.features.fourier import FourierFeatures
 
 __all__ = ["GramOperator", "operator_bytes", "lowest_frequencies", "subset"]
@@ -104,15 +111,16 @@ class GramOperator:
             :mod:`geogp.models.collapsed_iterative`), or None.
     """
 
-    def __init__(self, chat, coef, index, diag, low=None, G_low=None):
+    def __init__(self, chat: jax.Array, coef: jax.Array, index: jax.Array, diag: jax.Array,
+                 low: jax.Array | None = None, G_low: jax.Array | None = None) -> None:
         self.chat, self.coef, self.index, self.diag = chat, coef, index, diag
         self.low, self.G_low = low, G_low
 
-    def tree_flatten(self):
+    def tree_flatten(self) -> tuple[tuple, None]:
         return (self.chat, self.coef, self.index, self.diag, self.low, self.G_low), None
 
     @classmethod
-    def tree_unflatten(cls, aux, children):
+    def tree_unflatten(cls, aux: None, children: tuple) -> GramOperator:
         return cls(*children)
 
     @classmethod
@@ -131,7 +139,7 @@ class GramOperator:
                              f"({bin_sizes(ff, 'quadratic')}).")
         Q = _lattice_size(ff)
         # Cq(J') = C(J' + 2·offset): bin J of C goes to J' = J − 2·offset
-        Cq = embed_bins(C, Q, shift=int(round(-2 * _offset(ff))))
+        Cq = embed_bins(C, Q, shift=round(-2 * _offset(ff)))
         chat = np.fft.fftn(Cq) * float(np.prod(Q))
         coef, index = _sign_terms(ff, Q)
         low = G_low = None
@@ -147,7 +155,7 @@ class GramOperator:
         M = int(self.diag.shape[0])
         return (M, M)
 
-    def matvec(self, v):
+    def matvec(self, v: ArrayLike) -> jax.Array:
         """G v for v of shape (M,) or (M, B). O(B·Π Q_d log Π Q_d).
 
         b = Π Q_d · ifft(Ĉ ⊙ ifft(a)) is the cyclic cross-correlation Σ_κ a(κ) Cq(κ + ι).
@@ -159,7 +167,7 @@ class GramOperator:
         vals = (self.coef[:, :, None] * V[None, :, :]).reshape(-1, B)
         a = jnp.zeros((int(np.prod(Q)), B), dtype=jnp.complex128).at[self.index.ravel()].add(vals)
         axes = tuple(range(len(Q)))
-        a = jnp.fft.ifftn(a.reshape(Q + (B,)), axes=axes)
+        a = jnp.fft.ifftn(a.reshape((*Q, B)), axes=axes)
         b = jnp.fft.ifftn(a * self.chat[..., None], axes=axes).reshape(-1, B)
         out = jnp.sum(self.coef[:, :, None] * b[self.index], axis=0).real
         return out[:, 0] if squeeze else out

@@ -1,6 +1,7 @@
 """Fourier-domain algebra of AFS features: statistics and predictions without an N×M matrix.
 
-Every real AFS feature is a sum of 2^D complex exponentials (docs/afs.md (features and mask), eqs 3.83–3.87):
+Every real AFS feature is a sum of 2^D complex exponentials (docs/afs.md (features and mask), eqs
+3.83–3.87):
 
     φ_m(x) = Σ_{s∈{±1}^D} c_{m,s} exp(2πi Σ_d s_d n_{m,d} u_d),     u_d = (x_d − c_d)/T_d,
 
@@ -91,7 +92,7 @@ def _half_sign_combos(D: int):
 
 def _flat_index(J_list, P) -> np.ndarray:
     flat = np.zeros(np.shape(J_list[0]), dtype=np.int64)
-    for J, p in zip(J_list, P):
+    for J, p in zip(J_list, P, strict=True):
         flat = flat * p + np.mod(J, p)
     return flat
 
@@ -147,7 +148,9 @@ def assemble_gram(ff: FourierFeatures, C: np.ndarray) -> np.ndarray:
 
 
 def assemble_linear(ff: FourierFeatures, L: np.ndarray) -> np.ndarray:
-    """r_m = Σ_n y_n φ_m(x_n) from the linear bins L (shape :func:`bin_sizes` 'linear'). O(M 2^D)."""
+    """r_m = Σ_n y_n φ_m(x_n) from the linear bins L (shape :func:`bin_sizes` 'linear').
+
+    Cost O(M 2^D)."""
     Lf = L.ravel()
     r = np.zeros(ff.n_features)
     for coef, idx in _linear_terms(ff, L.shape):
@@ -156,7 +159,8 @@ def assemble_linear(ff: FourierFeatures, L: np.ndarray) -> np.ndarray:
 
 
 def quadratic_form_coefficients(ff: FourierFeatures, Q: np.ndarray) -> np.ndarray:
-    """Bins A with Σ_{mm'} Q_{mm'} φ_m(x)φ_{m'}(x) = Re Σ_J A(J) e^{2πi J·u(x)}; adjoint of assemble_gram.
+    """Bins A with Σ_{mm'} Q_{mm'} φ_m(x)φ_{m'}(x) = Re Σ_J A(J) e^{2πi J·u(x)}; adjoint of
+    assemble_gram.
 
     Args:
         Q: (M, M) real matrix (symmetric in practice). Cost O(M² 2^{2D−1}).
@@ -207,12 +211,14 @@ def embed_bins(B: np.ndarray, shape: tuple, shift: int = 0) -> np.ndarray:
     """FFT-ordered bins B (integer bin J at index J mod P_d) placed at bins J + shift of a
     cyclic array of ``shape`` (Q_d ≥ P_d), also FFT-ordered."""
     out = np.zeros(shape, dtype=np.complex128)
-    out[np.ix_(*[np.mod(_bin_values(p) + shift, q) for p, q in zip(B.shape, shape)])] = B
+    out[np.ix_(*[np.mod(_bin_values(p) + shift, q)
+                 for p, q in zip(B.shape, shape, strict=True)])] = B
     return out
 
 
 def linear_coefficients(ff: FourierFeatures, w: np.ndarray) -> np.ndarray:
-    """Bins B with Σ_m w_m φ_m(x) = Re[e^{iπ h·u} Σ_j B(j) e^{2πi j·u}]; adjoint of assemble_linear."""
+    """Bins B with Σ_m w_m φ_m(x) = Re[e^{iπ h·u} Σ_j B(j) e^{2πi j·u}]; adjoint of
+    assemble_linear."""
     P = bin_sizes(ff, "linear")
     size = int(np.prod(P))
     B = np.zeros(size, dtype=np.complex128)
@@ -235,18 +241,18 @@ def product_coefficients(ff: FourierFeatures, B1: np.ndarray, B2: np.ndarray) ->
     D = ff.n_dims
     Pl = bin_sizes(ff, "linear")
     Pq = bin_sizes(ff, "quadratic")
-    B1 = np.asarray(B1, dtype=np.complex128).reshape((-1,) + Pl)
-    B2 = np.asarray(B2, dtype=np.complex128).reshape((-1,) + Pl)
+    B1 = np.asarray(B1, dtype=np.complex128).reshape((-1, *Pl))
+    B2 = np.asarray(B2, dtype=np.complex128).reshape((-1, *Pl))
     L = tuple(scipy.fft.next_fast_len(2 * p + 2) for p in Pl)
     axes = tuple(range(1, D + 1))
 
     def embed(B, flip=False):
-        out = np.zeros((B.shape[0],) + L, dtype=np.complex128)
+        out = np.zeros((B.shape[0], *L), dtype=np.complex128)
         idx = []
         for d in range(D):
             j = _bin_values(Pl[d])
             idx.append(np.mod(-j if flip else j, L[d]))
-        out[(slice(None),) + np.ix_(*idx)] = np.conj(B) if flip else B
+        out[(slice(None), *np.ix_(*idx))] = np.conj(B) if flip else B
         return scipy.fft.fftn(out, axes=axes)
 
     F1 = embed(B1)
@@ -308,7 +314,8 @@ def evaluate_grid(ff: FourierFeatures, axes: list, coef: np.ndarray, kind: str) 
 
 
 def _finufft(ff: FourierFeatures, X: np.ndarray):
-    import finufft  # lazy: the compiled NUFFT library loads only when points need it
+    # lazy: the compiled NUFFT library loads only when points need it
+    import finufft  # noqa: PLC0415
 
     u = (X - ff.center) / ff.period  # in [−½, ½] inside the window
     return finufft, [2 * np.pi * u[:, d] for d in range(ff.n_dims)], u

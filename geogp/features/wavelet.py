@@ -6,8 +6,8 @@ Per input dimension the basis is (docs/wavelets.md (basis), thesis eq. 4.22, tru
     w(2^j x − t)            for ι ≤ j ≤ j_max and every such shift t,
 
 with the support of v(2^j x − t) and w(2^j x − t) equal to [2^{-j}t, 2^{-j}(t + 2p − 1)]. The shifts
-of level j are t ∈ {⌊2^j x_lo⌋ − 2p + 2, …, ⌊2^j x_hi⌋}: the range of docs/wavelets.md (basis), plus (when
-2^j x_hi is an integer) the one shift whose support starts at x_hi, which the half-open Haar
+of level j are t ∈ {⌊2^j x_lo⌋ − 2p + 2, …, ⌊2^j x_hi⌋}: the range of docs/wavelets.md (basis), plus
+(when 2^j x_hi is an integer) the one shift whose support starts at x_hi, which the half-open Haar
 functions need to cover x_hi itself. The functions are *unit amplitude*; the model rescales λ
 for the L²-normalised convention. In D dimensions the basis is the tensor product of the
 per-dimension bases (docs/wavelets.md, basis), with flat index m = Σ_d m_d·∏_{d'>d} M_{d'}
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
@@ -37,6 +38,9 @@ from geogp.features.data import Grid, Points
 from geogp.features.wavelet_basis import WaveletTable, wavelet_table
 from geogp.features.wavelet_grid import grid_wavelet_statistics
 from geogp.features.wavelet_statistics import CHUNK_ENTRIES, WaveletStatistics, wavelet_statistics
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
 
 __all__ = [
     "WaveletBasis1D",
@@ -81,7 +85,8 @@ class WaveletBasis1D:
         return self.table.support * len(self.blocks)
 
     @classmethod
-    def build(cls, table: WaveletTable, iota: int, j_max: int, lo: float, hi: float):
+    def build(cls, table: WaveletTable, iota: int, j_max: int, lo: float,
+              hi: float) -> WaveletBasis1D:
         """Lay out the scaling block at ι and the wavelet blocks ι … j_max. Cost O(M_d)."""
         kinds, levels, shifts, blocks, offset = [], [], [], [], 0
         for kind, j in [(0, iota)] + [(1, j) for j in range(iota, j_max + 1)]:
@@ -124,7 +129,8 @@ class WaveletBasis1D:
 
 @dataclass(frozen=True, eq=False)
 class WaveletBasis:
-    """Tensor-product wavelet basis over D ≤ 3 input dimensions (docs/wavelets.md (basis, coefficients)).
+    """Tensor-product wavelet basis over D ≤ 3 input dimensions (docs/wavelets.md (basis,
+    coefficients)).
 
     Attributes:
         dims: one :class:`WaveletBasis1D` per input dimension.
@@ -225,7 +231,7 @@ class WaveletBasis:
         return _columns_to_csc(rows, vals, self.n_features)
 
 
-    def statistics(self, data, *, chunk_size: int | None = None,
+    def statistics(self, data: Points | Grid, *, chunk_size: int | None = None,
                    max_bytes: float = 4 * 2**30) -> WaveletStatistics:
         """The sufficient statistics of ``data`` for this basis, read once (docs/wavelets.md).
 
@@ -251,7 +257,7 @@ class WaveletBasis:
 
 def _columns_to_csc(rows: np.ndarray, vals: np.ndarray, n_rows: int) -> sp.csc_matrix:
     """CSC matrix whose column n holds vals[n] at rows[n] (distinct), dropping exact zeros."""
-    n, k = rows.shape
+    n, _k = rows.shape
     keep = vals != 0.0
     indptr = np.concatenate([[0], np.cumsum(keep.sum(axis=1))])
     mat = sp.csc_matrix((vals[keep], rows[keep], indptr), shape=(n_rows, n))
@@ -259,7 +265,8 @@ def _columns_to_csc(rows: np.ndarray, vals: np.ndarray, n_rows: int) -> sp.csc_m
     return mat
 
 
-def make_basis(family: str, iota: int, j_max: int, window, level: int = 12) -> WaveletBasis:
+def make_basis(family: str, iota: int, j_max: int, window: ArrayLike,
+               level: int = 12) -> WaveletBasis:
     """Build the tensor-product wavelet basis on a window.
 
     Args:

@@ -1,4 +1,5 @@
-"""Scaling and wavelet functions of the Daubechies family, evaluated at points (docs/wavelets.md, basis).
+"""Scaling and wavelet functions of the Daubechies family, evaluated at points (docs/wavelets.md,
+basis).
 
 A multiresolution analysis (thesis Def. 4.2) supplies a scaling function v and a wavelet w. For
 ``dbp`` (p vanishing moments, thesis §4.3.0.9) both are supported on [0, 2p − 1]:

@@ -11,13 +11,15 @@ products φ_a φ_c of the pairs (a, c) of row functions that overlap at some row
 columns). So G costs sparse–dense–sparse products over the pairs of each axis instead of a
 pass over N points with K² = (K_y K_x)² products each, and every sparse matrix is assembled
 once from COO. The pattern P = {(m, m′): some observed cell has φ_m φ_m′ ≠ 0} is the same
-product with indicators. The result equals :func:`geogp.features.wavelet_statistics.wavelet_statistics`
-of the observed cells as scattered points (tested to 1e-10); the number of G entries,
-pairs_y × pairs_x, is checked against a memory limit before anything of that size exists.
+product with indicators. The result equals
+:func:`geogp.features.wavelet_statistics.wavelet_statistics` of the observed cells as scattered
+points (tested to 1e-10); the number of G entries, pairs_y × pairs_x, is checked against a memory
+limit before anything of that size exists.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -27,6 +29,8 @@ from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.features.wavelet_statistics import WaveletStatistics
 
 if TYPE_CHECKING:  # annotations only: the basis module imports this one
+    from numpy.typing import ArrayLike
+
     from geogp.features.wavelet import WaveletBasis
 
 __all__ = ["grid_wavelet_statistics"]
@@ -53,7 +57,7 @@ def _axis_pairs(basis1d, coords: np.ndarray):
     return phi, np.divmod(pair_keys, m), P, ind
 
 
-def grid_wavelet_statistics(basis: WaveletBasis, axes, values,
+def grid_wavelet_statistics(basis: WaveletBasis, axes: Sequence[ArrayLike], values: ArrayLike,
                             max_bytes: float = 4 * 2**30) -> WaveletStatistics:
     """The wavelet statistics of a 2-D raster (module docstring).
 
@@ -81,7 +85,7 @@ def grid_wavelet_statistics(basis: WaveletBasis, axes, values,
     Y, X = np.meshgrid(ay, ax, indexing="ij")
     basis.check_inside(np.stack([Y[obs], X[obs]], axis=1), "the observed cells")
     (phi_y, (ya, yc), Py, Iy), (phi_x, (xb, xd), Px, Ix) = (
-        _axis_pairs(b, a) for b, a in zip(basis.dims, (ay, ax)))
+        _axis_pairs(b, a) for b, a in zip(basis.dims, (ay, ax), strict=True))
     needed = 4 * 16.0 * ya.size * xb.size
     if needed > max_bytes:
         raise MemoryEstimateError(

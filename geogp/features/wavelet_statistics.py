@@ -17,6 +17,8 @@ import scipy.sparse as sp
 from geogp.exceptions import InputError
 
 if TYPE_CHECKING:  # annotations only: the basis module imports this one
+    from numpy.typing import ArrayLike
+
     from geogp.features.wavelet import WaveletBasis
 
 __all__ = ["CHUNK_ENTRIES", "WaveletStatistics", "wavelet_statistics"]
@@ -27,7 +29,8 @@ _DENSE_M = 4096  # up to this many features, G is accumulated in a dense M × M 
 
 @dataclass(frozen=True, eq=False)
 class WaveletStatistics:
-    """Precomputed sparse statistics of the data for the wavelet bound (docs/wavelets.md, sparsity and bound).
+    """Precomputed sparse statistics of the data for the wavelet bound (docs/wavelets.md, sparsity
+    and bound).
 
     Only the M_a *active* features (with data in their support) enter the bound; the others
     decouple and are kept for prediction only.
@@ -63,7 +66,8 @@ class WaveletStatistics:
         return pos
 
 
-def wavelet_statistics(basis: WaveletBasis, X, y, chunk_size: int | None = None
+def wavelet_statistics(basis: WaveletBasis, X: ArrayLike, y: ArrayLike,
+                       chunk_size: int | None = None
                        ) -> WaveletStatistics:
     """Accumulate G = ΦΦᵀ (on its exact pattern), r = Φy, yᵀy and N over chunks of the data.
 
@@ -104,8 +108,8 @@ def wavelet_statistics(basis: WaveletBasis, X, y, chunk_size: int | None = None
     sizes = np.diff(np.concatenate([starts, [n]]))
     # a cell with fewer points than this goes through sparse products (per-cell overhead)
     dense_min = 1 + 2500 // basis.max_local**2
-    sparse_pts = [order[s:s + c] for s, c in zip(starts, sizes) if c < dense_min]
-    for s, c in zip(starts, sizes):
+    sparse_pts = [order[s:s + c] for s, c in zip(starts, sizes, strict=True) if c < dense_min]
+    for s, c in zip(starts, sizes, strict=True):
         if c >= dense_min:
             for b in range(s, s + c, step):
                 acc.add_dense_block(basis, X, y, order[b:min(b + step, s + c)])
@@ -179,7 +183,7 @@ class _Accumulator:
     def _flush(self):
         if not self._triplets:
             return
-        ri, rj, v = (np.concatenate(t) for t in zip(*self._triplets))
+        ri, rj, v = (np.concatenate(t) for t in zip(*self._triplets, strict=True))
         shape = (self.m, self.m)
         lower = sp.coo_matrix((v, (ri, rj)), shape=shape).tocsr()  # sums duplicates
         ones = sp.coo_matrix((np.ones_like(v), (ri, rj)), shape=shape).tocsr()

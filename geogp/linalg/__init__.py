@@ -21,7 +21,8 @@ from geogp.linalg import dense as dense
 from geogp.linalg.pattern import SparsePattern as SparsePattern
 from geogp.linalg.solvers import Solver as Solver
 
-try:  # scikit-sparse is optional: it needs SuiteSparse headers to build (docs/sparse_vjp.md, backends)
+# scikit-sparse is optional: it needs SuiteSparse headers to build (docs/sparse_vjp.md, backends)
+try:
     import sksparse.cholmod  # noqa: F401
 except ImportError:  # pragma: no cover - depends on the installation
     HAVE_CHOLMOD = False

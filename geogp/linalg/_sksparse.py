@@ -122,7 +122,8 @@ class CholmodBackend(ABC):
         """Numeric factorisation of ``B`` given its values on the pattern.
 
         Args:
-            values: float64, shape ``(nnz,)``, storage convention (a) of docs/sparse_vjp.md (adjoint).
+            values: float64, shape ``(nnz,)``, storage convention (a) of docs/sparse_vjp.md
+            (adjoint).
 
         Returns:
             True when ``B`` is positive definite (every pivot finite and > 0), else False.
@@ -139,7 +140,7 @@ class CholmodBackend(ABC):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 diag = np.asarray(self._factorize(lower), dtype=np.float64)
-        except Exception as exc:  # noqa: BLE001 - CHOLMOD errors are mapped to "not PD"
+        except Exception as exc:  # CHOLMOD errors are mapped to "not PD"
             if not _is_not_pd_error(exc):
                 raise
             self._positive, self._diag = False, np.empty(0)

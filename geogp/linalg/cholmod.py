@@ -2,21 +2,21 @@
 
 ``B`` is symmetric positive definite on a fixed :class:`~geogp.linalg.pattern.SparsePattern`
 while its values change with the hyperparameters. The pattern is analysed once (fill-reducing
-ordering + symbolic factor, docs/sparse_vjp.md (analysis once)); every call then does one numeric factorisation on
-the host through ``jax.pure_callback``. The reverse rule (docs/sparse_vjp.md (adjoint), storage convention (a))
-is::
+ordering + symbolic factor, docs/sparse_vjp.md (analysis once)); every call then does one numeric
+factorisation on the host through ``jax.pure_callback``. The reverse rule (docs/sparse_vjp.md
+(adjoint), storage convention (a)) is::
 
     b̄ = B⁻¹ γ̄ ,    B̄ = δ̄ B⁻¹ − b̄ γᵀ      evaluated on the pattern only
 
 per stored entry ``(i, j)``: ``δ̄ Z_ii − Σ_k b̄_ik γ_ik`` on the diagonal and
 ``2 δ̄ Z_ij − Σ_k (b̄_ik γ_jk + b̄_jk γ_ik)`` below it, with ``Z = B⁻¹`` on the pattern from the
-supernodal Takahashi recursion of :mod:`geogp.linalg.selinv` (docs/sparse_vjp.md, selected inversion). No dense inverse
-is formed anywhere; memory is ``O(nnz(L))``.
+supernodal Takahashi recursion of :mod:`geogp.linalg.selinv` (docs/sparse_vjp.md, selected
+inversion). No dense inverse is formed anywhere; memory is ``O(nnz(L))``.
 
 Factorisation cache: the backward pass needs the factor of the same values as the forward
 pass. The factor of the last values seen is kept, keyed by an exact copy of those values, so a
-``value_and_grad`` costs one factorisation; any other values refactorise (docs/sparse_vjp.md, backends). The
-shared factor is mutated by callbacks, so every use holds a per-pattern lock.
+``value_and_grad`` costs one factorisation; any other values refactorise (docs/sparse_vjp.md,
+backends). The shared factor is mutated by callbacks, so every use holds a per-pattern lock.
 
 Threads: CHOLMOD's BLAS runs single-threaded (``threadpoolctl``, as in the selected inversion):
 its supernodes are small to medium blocks, where a second OpenBLAS thread gains nothing when
@@ -56,8 +56,7 @@ from geogp.exceptions import InputError, NotPositiveDefiniteError
 from geogp.linalg._checks import check_inputs
 from geogp.linalg._sksparse import CholmodBackend, make_backend
 from geogp.linalg.pattern import SparsePattern
-from geogp.linalg.selinv import (gather_on_pattern, reset_blas_limiter, single_blas_thread,
-                                 takahashi)
+from geogp.linalg.selinv import gather_on_pattern, reset_blas_limiter, single_blas_thread, takahashi
 
 __all__ = [
     "CholmodFactorization",
@@ -132,7 +131,8 @@ class CholmodFactorization:
         perm = self.backend.perm
         pinv = np.empty_like(perm)
         pinv[perm] = np.arange(perm.shape[0])
-        # Pattern entries in the factor's ordering: (B⁻¹)_{p[a], p[b]} = Z_ab (docs/sparse_vjp.md, selected inversion).
+        # Pattern entries in the factor's ordering: (B⁻¹)_{p[a], p[b]} = Z_ab (docs/sparse_vjp.md,
+        # selected inversion).
         self._prow, self._pcol = pinv[pattern.rows], pinv[pattern.cols]
         self._values: np.ndarray | None = None  # values of the current numeric factor
         self._zpattern: np.ndarray | None = None  # B⁻¹ on the pattern, for those values
@@ -219,7 +219,7 @@ class CholmodFactorization:
                     return nan
                 logdet = self.backend.logdet()
                 solution = self.backend.solve(rhs)
-        except Exception as exc:  # noqa: BLE001 - a callback must not raise (STYLE.md §2.8)
+        except Exception as exc:  # a callback must not raise (STYLE.md §2.8)
             return self._failed(exc, nan)
         return np.asarray(logdet, dtype=np.float64), solution
 
@@ -258,7 +258,7 @@ class CholmodFactorization:
                 else:
                     g_rhs = np.zeros_like(g_solution)
                 zpattern = self._selected_inverse_locked() if g_logdet != 0.0 else None
-        except Exception as exc:  # noqa: BLE001 - a callback must not raise (STYLE.md §2.8)
+        except Exception as exc:  # a callback must not raise (STYLE.md §2.8)
             return self._failed(exc, nan)
         return values_cotangent(self.pattern, g_logdet, zpattern, g_rhs, solution), g_rhs
 
@@ -286,7 +286,8 @@ class CholmodFactorization:
         raise NotPositiveDefiniteError(
             f"Expected a symmetric positive definite matrix, but its Cholesky factorisation "
             f"failed (n={self.pattern.n}, nnz={self.pattern.nnz}).{where} Check the values and "
-            "the storage convention (lower triangle with diagonal, docs/sparse_vjp.md (adjoint)), or add a "
+            "the storage convention (lower triangle with diagonal, docs/sparse_vjp.md (adjoint)), "
+            "or add a "
             "small jitter to the diagonal."
         )
 
@@ -403,7 +404,8 @@ def analyze(
     ordering: str = "amd",
     mode: str = "auto",
 ) -> CholmodFactorization:
-    """Symbolic analysis of ``pattern``, done once and cached on the pattern (docs/sparse_vjp.md, analysis once).
+    """Symbolic analysis of ``pattern``, done once and cached on the pattern (docs/sparse_vjp.md,
+    analysis once).
 
     Args:
         pattern: Sparsity pattern (lower triangle with diagonal).
@@ -443,7 +445,8 @@ def logdet_and_solve(
     Args:
         pattern: Sparsity pattern of ``B`` (static; analysed once, see :func:`analyze`).
         values: Values of ``B`` on the pattern, float64, shape ``(nnz,)``; storage convention
-            (a) of docs/sparse_vjp.md (adjoint): lower triangle with diagonal, ``B = tril + trilᵀ − diag``.
+            (a) of docs/sparse_vjp.md (adjoint): lower triangle with diagonal,
+            ``B = tril + trilᵀ − diag``.
         rhs: ``b``, float64, shape ``(n,)`` or ``(n, k)``.
         ordering: Fill-reducing ordering (see :func:`analyze`).
         mode: CHOLMOD mode (see :func:`analyze`).
@@ -479,7 +482,8 @@ def selected_inverse(
     mode: str = "auto",
     release: bool = False,
 ) -> np.ndarray:
-    """Entries of ``B⁻¹`` on the pattern, by Takahashi's recursion (docs/sparse_vjp.md, selected inversion). Eager.
+    """Entries of ``B⁻¹`` on the pattern, by Takahashi's recursion (docs/sparse_vjp.md, selected
+    inversion). Eager.
 
     Args:
         pattern: Sparsity pattern of ``B``.

@@ -74,7 +74,7 @@ def logdet_and_solve_many(
     op = _cached_op(states, ordering, mode, bool(prefetch_inverse))
     logdets, solutions = op(tuple(jnp.asarray(v) for v, _ in checked),
                             tuple(jnp.asarray(r) for _, r in checked))
-    return list(zip(logdets, solutions))
+    return list(zip(logdets, solutions, strict=True))
 
 
 def _cached_op(states: tuple[CholmodFactorization, ...], ordering: str, mode: str,
@@ -94,14 +94,14 @@ def _build_op(states: tuple[CholmodFactorization, ...], prefetch: bool) -> Any:
 
     def host_forward(*flat: np.ndarray) -> tuple[np.ndarray, ...]:
         out = [state.host_forward(v, r, prefetch)
-               for state, v, r in zip(states, flat[:n], flat[n:])]
+               for state, v, r in zip(states, flat[:n], flat[n:], strict=True)]
         return tuple(o[0] for o in out) + tuple(o[1] for o in out)
 
     def host_backward(*flat: np.ndarray) -> tuple[np.ndarray, ...]:
         values, solutions, g_logdets, g_solutions = (flat[i * n:(i + 1) * n] for i in range(4))
         # last term first: its prefetched inversion is the one most likely still queued, so
         # this thread computes it while the pool's thread finishes the first terms' ones
-        terms = list(zip(states, values, solutions, g_logdets, g_solutions))
+        terms = list(zip(states, values, solutions, g_logdets, g_solutions, strict=True))
         out = [state.host_backward(*args) for state, *args in reversed(terms)][::-1]
         return tuple(o[0] for o in out) + tuple(o[1] for o in out)
 

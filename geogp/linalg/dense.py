@@ -1,4 +1,5 @@
-"""Dense reference for the sparse log-determinant and solve (docs/sparse_vjp.md (contract, backends)).
+"""Dense reference for the sparse log-determinant and solve (docs/sparse_vjp.md (contract,
+backends)).
 
 Same contract as :func:`geogp.linalg.cholmod.logdet_and_solve`, computed by densifying ``B``
 and calling ``jnp.linalg.cholesky``. Pure JAX: derivatives come from autodiff, so it is the
@@ -21,7 +22,8 @@ __all__ = ["logdet_and_solve", "to_dense"]
 
 
 def to_dense(pattern: SparsePattern, values: Any) -> jax.Array:
-    """Dense symmetric ``B = tril + trilᵀ − diag`` from values on the pattern (docs/sparse_vjp.md, convention (a)).
+    """Dense symmetric ``B = tril + trilᵀ − diag`` from values on the pattern (docs/sparse_vjp.md,
+    convention (a)).
 
     Args:
         pattern: Sparsity pattern (lower triangle with diagonal).
@@ -39,7 +41,8 @@ def to_dense(pattern: SparsePattern, values: Any) -> jax.Array:
 
 
 def logdet_and_solve(pattern: SparsePattern, values: Any, rhs: Any) -> tuple[jax.Array, jax.Array]:
-    """``(log|B|, B⁻¹ b)`` by dense Cholesky: the reference implementation (docs/sparse_vjp.md, contract).
+    """``(log|B|, B⁻¹ b)`` by dense Cholesky: the reference implementation (docs/sparse_vjp.md,
+    contract).
 
     Args:
         pattern: Sparsity pattern of ``B`` (lower triangle with diagonal).

@@ -15,7 +15,8 @@ stop gradients and provide their own derivative estimates (see
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -40,7 +41,7 @@ class CGResult(NamedTuple):
     beta: jnp.ndarray
 
 
-def cg(matvec: Callable, B, *, tol: float = 1e-8, maxiter: int = 1000,
+def cg(matvec: Callable, B: jax.Array, *, tol: float = 1e-8, maxiter: int = 1000,
        n_lanczos: int = 0) -> CGResult:
     """Solve A X = B (A symmetric positive definite, given as ``matvec``) column-wise by CG.
 
@@ -92,7 +93,7 @@ def cg(matvec: Callable, B, *, tol: float = 1e-8, maxiter: int = 1000,
     return CGResult(out["x"], out["n_iter"], res, out["alpha"], out["beta"])
 
 
-def lanczos_tridiagonal(alpha, beta, n_iter):
+def lanczos_tridiagonal(alpha: jax.Array, beta: jax.Array, n_iter: jax.Array) -> jax.Array:
     """Lanczos matrices T (B, L, L) from CG coefficients (L, B) and iteration counts (B,).
 
     Rows beyond a column's iteration count are padded with an identity block decoupled from
@@ -112,7 +113,7 @@ def lanczos_tridiagonal(alpha, beta, n_iter):
     return T
 
 
-def lanczos_quadrature(T, fn: Callable):
+def lanczos_quadrature(T: jax.Array, fn: Callable) -> jax.Array:
     """e₁ᵀ f(T) e₁ for each T (B, L, L): Σ_i (first eigenvector component)² f(eigenvalue).
 
     Multiply by ‖z‖² to estimate zᵀ f(A) z for the probe z that generated T. Cost O(B L³).

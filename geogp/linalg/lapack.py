@@ -1,4 +1,5 @@
-"""Dense ``(log|B|, B⁻¹b)`` by LAPACK behind the same custom JAX VJP as CHOLMOD (docs/sparse_vjp.md).
+"""Dense ``(log|B|, B⁻¹b)`` by LAPACK behind the same custom JAX VJP as CHOLMOD
+(docs/sparse_vjp.md).
 
 For patterns that are nearly full (the coarse levels of overlapping wavelets make P 20–100 %
 dense), a sparse factorisation only adds overhead, and JAX's autodiff of a dense Cholesky
@@ -23,12 +24,16 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.linalg import lapack
 
 from geogp.linalg.cholmod import CholmodFactorization, build_op
 from geogp.linalg.pattern import SparsePattern
+
+if TYPE_CHECKING:  # annotations only
+    import jax
 
 __all__ = ["DenseFactorization", "factorization", "logdet_and_solve"]
 
@@ -43,7 +48,7 @@ class LapackFactor:
         perm: the identity (no fill-reducing ordering).
     """
 
-    def __init__(self, pattern: SparsePattern):
+    def __init__(self, pattern: SparsePattern) -> None:
         self.pattern = pattern
         self.perm = np.arange(pattern.n)
         self._rows = np.asarray(pattern.rows, dtype=np.int64)
@@ -121,7 +126,8 @@ def factorization(pattern: SparsePattern) -> DenseFactorization:
     return state
 
 
-def logdet_and_solve(pattern: SparsePattern, values, rhs):
+def logdet_and_solve(pattern: SparsePattern, values: jax.Array,
+                     rhs: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``(log|B|, B⁻¹ b)`` by dense LAPACK Cholesky, differentiable (docs/sparse_vjp.md, contract).
 
     Same contract, storage convention (a) and failure handling as

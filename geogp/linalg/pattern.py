@@ -1,12 +1,13 @@
-"""Fixed sparsity pattern of a symmetric matrix, stored as its lower triangle (docs/sparse_vjp.md, adjoint).
+"""Fixed sparsity pattern of a symmetric matrix, stored as its lower triangle (docs/sparse_vjp.md,
+adjoint).
 
 A :class:`SparsePattern` is made once (at precompute) and reused for every evaluation of the
 objective while the values change with the hyperparameters. It holds only indices; the CHOLMOD
 symbolic analysis attached to it lives in :mod:`geogp.linalg.cholmod` (cached per pattern).
 
-Storage convention (a) of docs/sparse_vjp.md (adjoint): ``values[e]`` is entry ``(rows[e], cols[e])`` with
-``rows[e] ≥ cols[e]``, every diagonal entry is present, entries are in CSC order (by column,
-then row), and the symmetric matrix is ``B = tril + trilᵀ − diag``.
+Storage convention (a) of docs/sparse_vjp.md (adjoint): ``values[e]`` is entry
+``(rows[e], cols[e])`` with ``rows[e] ≥ cols[e]``, every diagonal entry is present, entries are in
+CSC order (by column, then row), and the symmetric matrix is ``B = tril + trilᵀ − diag``.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class SparsePattern:
         ([0, 1, 1], [0, 0, 1])
     """
 
-    __slots__ = ("n", "rows", "cols", "nnz", "indptr", "diag_index", "_keys", "_cache")
+    __slots__ = ("_cache", "_keys", "cols", "diag_index", "indptr", "n", "nnz", "rows")
 
     def __init__(self, rows: np.ndarray, cols: np.ndarray, n: int) -> None:
         """Store a canonical pattern; use :meth:`from_coo` or :meth:`from_scipy` instead."""

@@ -2,8 +2,8 @@
 
 Given ``C = L Lᵀ`` with ``L`` sparse lower triangular (CSC), Takahashi's recursion
 (Takahashi, Fagan & Chin 1973; Erisman & Tinney 1975) returns ``Z = C⁻¹`` on the pattern of
-``L + Lᵀ`` without ever forming the dense inverse (docs/sparse_vjp.md, selected inversion). The kernel here is the
-supernodal (block) form of the recursion, compiled with numba:
+``L + Lᵀ`` without ever forming the dense inverse (docs/sparse_vjp.md, selected inversion). The
+kernel here is the supernodal (block) form of the recursion, compiled with numba:
 
 - columns with identical below-diagonal structure are grouped into supernodes
   ``J = [f, f + s)`` with common off-diagonal row set ``R`` (|R| = r);
@@ -22,10 +22,11 @@ Cost: about ``Σ_J (2 r² s + 3 s³)`` flops, the order of one numeric factorisa
 ``nnz(L)`` for ``Z`` plus one dense ``r × r`` block at a time. No dense ``M × M`` array.
 
 Threads: the blocks are small to medium, where OpenBLAS's thread start-up costs more than it
-saves (benchmarks/README.md, design measurements). While the kernel runs, BLAS is limited to one thread through ``threadpoolctl``
-when it is installed (it comes with scikit-learn); the previous limits are restored after.
-The compiled kernels release the GIL, so selected inversions of different matrices run in
-parallel threads (the lattice model's fitting tiles, :mod:`geogp.linalg.cholmod_many`).
+saves (benchmarks/README.md, design measurements). While the kernel runs, BLAS is limited to one
+thread through ``threadpoolctl`` when it is installed (it comes with scikit-learn); the previous
+limits are restored after. The compiled kernels release the GIL, so selected inversions of different
+matrices run in parallel threads (the lattice model's fitting tiles,
+:mod:`geogp.linalg.cholmod_many`).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ _blas_state: dict[str, Any] = {"controller": None, "depth": 0, "limiter": None}
 def reset_blas_limiter() -> None:
     """In a forked child, which has none of the parent's threads: a new lock, and the BLAS
     limiter's bookkeeping reset."""
-    global _BLAS_LOCK
+    global _BLAS_LOCK  # noqa: PLW0603 - the parent's lock may be held by a thread the child lacks
     _BLAS_LOCK = threading.Lock()
     _blas_state.update(depth=0, limiter=None)
 
@@ -216,10 +217,7 @@ def _takahashi_kernel(indptr, indices, data, starts, z):  # pragma: no cover - c
                         for c in range(q + 1):
                             w[a, c] += lq * linv[q, c]
         # ---- Y = Z_RR W: Z_RR is read from ancestor columns of z ----
-        if use_blas:
-            zrr = np.empty((r, r))
-        else:
-            zrr = np.empty((0, 0))
+        zrr = np.empty((r, r)) if use_blas else np.empty((0, 0))
         y = np.zeros((r, s))
         for a in range(r):
             k = indices[p0 + s + a]
@@ -273,7 +271,8 @@ def _takahashi_kernel(indptr, indices, data, starts, z):  # pragma: no cover - c
 
 
 def takahashi(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray) -> np.ndarray:
-    """Selected inverse ``Z = (L Lᵀ)⁻¹`` on the pattern of ``L`` (docs/sparse_vjp.md, selected inversion).
+    """Selected inverse ``Z = (L Lᵀ)⁻¹`` on the pattern of ``L`` (docs/sparse_vjp.md, selected
+    inversion).
 
     Args:
         indptr: Column pointers of the lower-triangular factor ``L``, shape ``(n + 1,)``.

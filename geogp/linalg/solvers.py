@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from geogp.exceptions import InputError
@@ -62,7 +63,7 @@ class Solver:
         selected inversions of the gradient overlap with the next factorisation)."""
         return self.backend == "cholmod"
 
-    def solve_many(self, items) -> list:
+    def solve_many(self, items: Sequence[tuple]) -> list:
         """[(log|B_t|, B_t⁻¹ rhs_t)] for ``items`` = [(pattern, values, rhs)]: batched through
         :func:`geogp.linalg.cholmod_many.logdet_and_solve_many` when :attr:`batches` and there
         is more than one, else one call each. Same values and gradients either way."""

@@ -5,16 +5,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
 from geogp.exceptions import InputError, NotFittedError
 
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
+    from geogp.kernels import Kernel
+
 __all__ = ["Estimator", "Prediction", "Standardizer", "check_fitted", "check_columns"]
 
 
-def check_fitted(model, attribute: str) -> None:
+def check_fitted(model: object, attribute: str) -> None:
     """Raise :class:`~geogp.exceptions.NotFittedError` unless ``model`` has ``attribute``
     (set by its ``fit``)."""
     if not hasattr(model, attribute):
@@ -73,56 +78,60 @@ class Estimator(Protocol):
     def option_names(self) -> set:
         """Keyword arguments the family's model accepts."""
 
-    def make(self, options: dict | None = None, *, kernel=None, n_features=None,
-             progress=None) -> Any:
+    def make(self, options: dict | None = None, *, kernel: str | Kernel | None = None,
+             n_features: int | str | None = None,
+             progress: Callable[[int, float], object] | None = None) -> Any:
         """An unfitted model with the front end's defaults; unknown options raise."""
 
-    def memory_estimate(self, est, raster_shape: tuple) -> float:
+    def memory_estimate(self, est: Any, raster_shape: tuple) -> float:
         """Estimated peak bytes of fitting a raster of ``raster_shape`` cells (NaN: unknown)."""
 
-    def check_memory(self, est, raster_shape: tuple) -> None:
+    def check_memory(self, est: Any, raster_shape: tuple) -> None:
         """Refuse (``MemoryEstimateError``) before allocating a raster the model's memory
         limit cannot hold, and settings the model refuses (``InputError``)."""
 
-    def announce_cost(self, est, raster_shape: tuple) -> None:
+    def announce_cost(self, est: Any, raster_shape: tuple) -> None:
         """Before a raster fit with progress bars (``estimates_cost``): say on stderr what
         the fit will cost (tiles, memory, time)."""
 
-    def fit_grid(self, est, axes: list, values, regular: bool, covariates=None) -> Any:
+    def fit_grid(self, est: Any, axes: list, values: ArrayLike, regular: bool,
+                 covariates: np.ndarray | None = None) -> Any:
         """Fit on one raster slice ``values`` (N_y, N_x), NaN = missing; ``covariates``
         (k, N_y, N_x) or None. The model's window covers the whole raster. Returns ``est``."""
 
-    def fit_points(self, est, X: np.ndarray, y: np.ndarray, target_axes=None,
+    def fit_points(self, est: Any, X: np.ndarray, y: np.ndarray,
+                   target_axes: list[np.ndarray] | None = None,
                    units: str = "coordinate units") -> Any:
         """Fit on scattered points X (N, 2), y (N,); the window covers ``target_axes``."""
 
-    def predict_grid(self, est, axes: list, outside: str = "raise", block_cells: int = 2**20,
+    def predict_grid(self, est: Any, axes: list, outside: str = "raise", block_cells: int = 2**20,
                      on_block: Callable[[int], Any] | None = None) -> Prediction:
         """Predictive moments (N_y, N_x) on the grid, in blocks of rows."""
 
-    def predict_points(self, est, X: np.ndarray, outside: str = "raise") -> Prediction:
+    def predict_points(self, est: Any, X: np.ndarray, outside: str = "raise") -> Prediction:
         """Predictive moments (N*,) at the points X (N*, 2)."""
 
-    def sample_grid(self, est, axes: list, n: int, seed=None,
+    def sample_grid(self, est: Any, axes: list, n: int,
+                    seed: int | np.random.SeedSequence | None = None,
                     observed: bool = False) -> np.ndarray:
         """``n`` posterior samples (n, N_y, N_x) on the grid, in data units."""
 
-    def describe(self, est) -> dict:
+    def describe(self, est: Any) -> dict:
         """The summary facts: ``lengthscale`` ((P, 2) or None), ``signal_sd``, ``noise_sd``,
         ``n_features``, ``n_iter``, ``converged``, ``objective``, ``unknowns`` (words), and
         family-specific entries (the lattice model's mid- and large-scale parts)."""
 
-    def evidence(self, est) -> float:
+    def evidence(self, est: Any) -> float:
         """Log evidence (bound or likelihood) of the fit, in nats, on standardised values."""
 
-    def to_arrays(self, est, prefix: str, arrays: dict) -> dict:
+    def to_arrays(self, est: Any, prefix: str, arrays: dict) -> dict:
         """Store a fitted model's arrays in ``arrays`` (keys under ``prefix``); returns its
         JSON metadata."""
 
     def from_arrays(self, meta: dict, prefix: str, arrays: Any) -> Any:
         """Rebuild a fitted model from :meth:`to_arrays`'s metadata and (checked) arrays."""
 
-    def check_grid(self, est, axes: Sequence[np.ndarray], where: str) -> None:
+    def check_grid(self, est: Any, axes: Sequence[np.ndarray], where: str) -> None:
         """Refuse a loaded model whose geometry does not match the grid it was fitted on."""
 
 
@@ -178,7 +187,8 @@ class Standardizer:
 
     @classmethod
     def from_data(cls, X: np.ndarray, y: np.ndarray) -> Standardizer:
-        """Statistics of X (N, D) and y (N,); refuses constant targets or a degenerate input axis."""
+        """Statistics of X (N, D) and y (N,); refuses constant targets or a degenerate input
+        axis."""
         with np.errstate(over="ignore", invalid="ignore"):
             x_scale = X.std(axis=0)
             y_scale = float(y.std())

@@ -1,8 +1,8 @@
 """Collapsed (Titsias) bound and optimal posterior from precomputed statistics (docs/bound.md).
 
-Everything here is a pure function of (log λ, σ², k(0), :class:`~geogp.features.fourier_statistics.SufficientStats`):
-the data are not touched. With A = I + σ⁻² Λ^{1/2} G Λ^{1/2} = L_A L_Aᵀ and
-c = σ⁻² L_A⁻¹ (λ^{1/2} ⊙ r), the bound is
+Everything here is a pure function of (log λ, σ², k(0),
+:class:`~geogp.features.fourier_statistics.SufficientStats`): the data are not touched. With
+A = I + σ⁻² Λ^{1/2} G Λ^{1/2} = L_A L_Aᵀ and c = σ⁻² L_A⁻¹ (λ^{1/2} ⊙ r), the bound is
 
     L = −½ [N log 2πσ² + 2 Σ log diag L_A + σ⁻² yᵀy − ‖c‖² + σ⁻² (N k(0) − Σ_m λ_m G_mm)]
 
@@ -13,7 +13,7 @@ when G is diagonal (complete grid, Lemma 3.1, docs/afs.md (gridded data)).
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -23,10 +23,13 @@ import scipy.linalg as sla
 
 from geogp.features.fourier_statistics import SufficientStats
 
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
 __all__ = ["collapsed_bound", "trace_term", "Posterior", "posterior"]
 
 
-def trace_term(log_lam, kvar0, stats: SufficientStats):
+def trace_term(log_lam: jax.Array, kvar0: ArrayLike, stats: SufficientStats) -> jax.Array:
     """t = tr K_ff − Σ_m λ_m G_mm = N k(0) − Σ λ_m G_mm: the "is M large enough?" diagnostic.
 
     For exact inter-domain features t/(2σ²) ≤ E[L − L'] ≤ t/σ² (docs/bound.md, Theorem 2.10).
@@ -34,8 +37,10 @@ def trace_term(log_lam, kvar0, stats: SufficientStats):
     return stats.n * kvar0 - jnp.sum(jnp.exp(log_lam) * stats.G_diag)
 
 
-def collapsed_bound(log_lam, noise, kvar0, stats: SufficientStats):
-    """The collapsed bound L'' (docs/bound.md, whitened form; docs/afs.md (gridded data) when G is diagonal).
+def collapsed_bound(log_lam: jax.Array, noise: ArrayLike, kvar0: ArrayLike,
+                    stats: SufficientStats) -> jax.Array:
+    """The collapsed bound L'' (docs/bound.md, whitened form; docs/afs.md (gridded data) when G is
+    diagonal).
 
     Args:
         log_lam: (M,) log λ_m = log (K_uu⁻¹)_mm.
@@ -128,7 +133,8 @@ class Posterior(NamedTuple):
     kvar0: float
 
 
-def posterior(log_lam, noise, kvar0, stats: SufficientStats) -> Posterior:
+def posterior(log_lam: jax.Array, noise: ArrayLike, kvar0: ArrayLike,
+              stats: SufficientStats) -> Posterior:
     """q(u) at fixed hyperparameters. Cost O(M³) once (A⁻¹ is formed for fast variance maps)."""
     log_lam = np.asarray(log_lam)
     noise = float(noise)

@@ -1,8 +1,9 @@
 """The collapsed bound and posterior for large M, matrix-free (docs/matrix_free.md; issue #9).
 
-Same bound as :mod:`geogp.models.collapsed`, with A = I + σ⁻² Λ^{1/2} G Λ^{1/2}:
+Same bound as :mod:`geogp.models.collapsed`, with A = I + σ⁻² Λ^{1/2} G Λ^{1/2} and
+c̃ = σ⁻² λ^{1/2} ⊙ r:
 
-    L = −½ [N log 2πσ² + log|A| + σ⁻² yᵀy − c̃ᵀA⁻¹c̃ + σ⁻² (N k(0) − Σ_m λ_m G_mm)],  c̃ = σ⁻² λ^{1/2} ⊙ r,
+    L = −½ [N log 2πσ² + log|A| + σ⁻² yᵀy − c̃ᵀA⁻¹c̃ + σ⁻² (N k(0) − Σ_m λ_m G_mm)],
 
 but G is only available as a product (:class:`~geogp.features.gram_operator.GramOperator`,
 O(M log M)). The preconditioner P = L Lᵀ is two-level: the dense block A₀₀ of the M₀
@@ -35,7 +36,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -45,6 +47,16 @@ import numpy as np
 from geogp.features import trig
 from geogp.features.gram_operator import subset
 from geogp.linalg.krylov import cg, lanczos_quadrature, lanczos_tridiagonal
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
+    from geogp.features.fourier import FourierFeatures
+    from geogp.features.fourier_statistics import SufficientStats
+    from geogp.features.gram_operator import GramOperator
+
+    # f(S, rng) -> (M, S): Φη for S standard-normal vectors η on the data
+    NoiseProjection = Callable[[int, np.random.Generator], ArrayLike]
 
 __all__ = ["IterativeOptions", "iterative_parts", "iterative_bound", "rademacher_probes",
            "IterativePosterior", "iterative_posterior", "posterior_solve", "variance_bins",
@@ -128,7 +140,9 @@ def _system(log_lam, noise, op) -> _System:
     return _System(d, diag, L0, noise, op)
 
 
-def iterative_parts(log_lam, noise, op, r, probes, options: IterativeOptions = IterativeOptions()):
+def iterative_parts(log_lam: jax.Array, noise: ArrayLike, op: GramOperator, r: jax.Array,
+                    probes: jax.Array, options: IterativeOptions = IterativeOptions(),
+                    ) -> tuple[jax.Array, jax.Array, dict]:
     """(log|A|, c̃ᵀA⁻¹c̃, info) with estimator values and surrogate gradients (see module doc).
 
     Args:
@@ -166,8 +180,9 @@ def iterative_parts(log_lam, noise, op, r, probes, options: IterativeOptions = I
     return logdet, quad, info
 
 
-def iterative_bound(log_lam, noise, kvar0, stats, probes,
-                    options: IterativeOptions = IterativeOptions()):
+def iterative_bound(log_lam: jax.Array, noise: ArrayLike, kvar0: ArrayLike, stats: SufficientStats,
+                    probes: jax.Array,
+                    options: IterativeOptions = IterativeOptions()) -> jax.Array:
     """The collapsed bound L'' from statistics whose G is a GramOperator (estimate, see above).
 
     Cost per call: O((iterations + 2) · S · M log M); memory O(S · M).
@@ -214,7 +229,8 @@ def _solve(log_lam, noise, op, rhs, options):
 _solve_jit = jax.jit(_solve, static_argnames=("options",))
 
 
-def posterior_solve(log_lam, noise, op, rhs, options: IterativeOptions = IterativeOptions()):
+def posterior_solve(log_lam: jax.Array, noise: ArrayLike, op: GramOperator, rhs: ArrayLike,
+                    options: IterativeOptions = IterativeOptions()) -> np.ndarray:
     """A⁻¹ rhs (M, k) by preconditioned CG, A = I + σ⁻² Λ^{½} G Λ^{½} (numpy in and out)."""
     x, _, _ = _solve_jit(jnp.asarray(log_lam), float(noise), op, jnp.asarray(rhs), options)
     return np.asarray(x)
@@ -233,7 +249,9 @@ def _block_terms(log_lam, noise, op):
     return q, Linv.T @ Linv
 
 
-def iterative_posterior(log_lam, noise, kvar0, stats, noise_projection=None, n_samples: int = 64,
+def iterative_posterior(log_lam: jax.Array, noise: ArrayLike, kvar0: ArrayLike,
+                        stats: SufficientStats,
+                        noise_projection: NoiseProjection | None = None, n_samples: int = 64,
                         seed: int = 0, options: IterativeOptions = IterativeOptions(),
                         batch: int = 16) -> IterativePosterior:
     """The posterior at fixed θ by CG, with ``n_samples`` posterior samples for the variance.
@@ -273,7 +291,7 @@ def iterative_posterior(log_lam, noise, kvar0, stats, noise_projection=None, n_s
             its.extend(np.asarray(n_it).tolist())
     else:
         n_samples = 0
-    if max([int(np.asarray(it_mean)[0])] + its) >= options.maxiter:
+    if max([int(np.asarray(it_mean)[0]), *its]) >= options.maxiter:
         warnings.warn(f"conjugate gradients reached {options.maxiter} iterations without the "
                       f"requested tolerance {options.tol:g}; the posterior is approximate. A "
                       "larger dense_block (preconditioner) or fewer features will help.",
@@ -285,7 +303,7 @@ def iterative_posterior(log_lam, noise, kvar0, stats, noise_projection=None, n_s
                               (int(np.asarray(it_mean)[0]), tuple(its)))
 
 
-def variance_bins(ff, post: IterativePosterior, batch: int = 8) -> np.ndarray:
+def variance_bins(ff: FourierFeatures, post: IterativePosterior, batch: int = 8) -> np.ndarray:
     """Quadratic-form bins A with var_f(x) = k(0) + Re Σ_J A(J) e^{2πiJ·u(x)} for an
     IterativePosterior.
 
@@ -307,7 +325,9 @@ def variance_bins(ff, post: IterativePosterior, batch: int = 8) -> np.ndarray:
     return A
 
 
-def predict_moments(ff, post: IterativePosterior, evaluate, var_bins: np.ndarray):
+def predict_moments(ff: FourierFeatures, post: IterativePosterior,
+                    evaluate: Callable[[np.ndarray, str], np.ndarray],
+                    var_bins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Mean and latent variance through ``evaluate(coef, kind)`` (grid or points transforms).
 
     ``var_bins`` from :func:`variance_bins` (computed once per posterior).

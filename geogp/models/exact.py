@@ -1,7 +1,8 @@
 """Exact Gaussian-process regression: the reference every approximation is tested against.
 
-Model y = f(x) + ε, f ~ GP(0, k), ε ~ N(0, σ²) (docs/model.md, docs/bound.md (baselines)). Functions are pure JAX in the
-kernel and noise; :class:`ExactGP` is the scikit-learn-style estimator around them.
+Model y = f(x) + ε, f ~ GP(0, k), ε ~ N(0, σ²) (docs/model.md, docs/bound.md (baselines)). Functions
+are pure JAX in the kernel and noise; :class:`ExactGP` is the scikit-learn-style estimator around
+them.
 
 Cost: O(N³) time and O(N²) memory per evaluation; practical up to N ≈ 2·10⁴.
 """
@@ -9,18 +10,27 @@ Cost: O(N³) time and O(N²) memory per evaluation; practical up to N ≈ 2·10�
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 
-from geogp._validation import (as_points, as_targets, check_positive, check_same_length,
-                               warn_if_lonlat)
+from geogp._validation import (
+    as_points,
+    as_targets,
+    check_positive,
+    check_same_length,
+    warn_if_lonlat,
+)
 from geogp.exceptions import MemoryEstimateError
-from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.kernels import Kernel, make_kernel
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
+from geogp.optimize import FitReport, minimize_lbfgs
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
 
 __all__ = ["log_marginal_likelihood", "predict", "ExactGP"]
 
@@ -31,7 +41,8 @@ def _chol(kernel: Kernel, noise, X):
     return jnp.linalg.cholesky(K + noise * jnp.eye(n))
 
 
-def log_marginal_likelihood(kernel: Kernel, noise, X, y):
+def log_marginal_likelihood(kernel: Kernel, noise: ArrayLike, X: ArrayLike,
+                            y: ArrayLike) -> jax.Array:
     """log N(y | 0, K + σ²I) (docs/bound.md (baselines), eq. 1.35).
 
     Args:
@@ -74,7 +85,8 @@ def _lml_bwd(res, g):
 _gaussian_lml.defvjp(_lml_fwd, _lml_bwd)
 
 
-def predict(kernel: Kernel, noise, X, y, Xs, full_cov: bool = False):
+def predict(kernel: Kernel, noise: ArrayLike, X: ArrayLike, y: ArrayLike, Xs: ArrayLike,
+            full_cov: bool = False) -> tuple[jax.Array, jax.Array]:
     """Posterior of f at Xs: mean (N*,) and latent variance (N*,) or covariance (N*, N*).
 
     mean = K*ᵀ(K + σ²I)⁻¹y, var = k** − K*ᵀ(K + σ²I)⁻¹K*. Cost O(N³ + N² N*).
@@ -121,8 +133,10 @@ class ExactGP:
         True
     """
 
-    def __init__(self, kernel="se", *, lengthscale=0.2, variance=1.0, noise=1.0,
-                 standardize=True, optimize=True, maxiter=500, max_bytes=4 * 2**30):
+    def __init__(self, kernel: str | Kernel = "se", *, lengthscale: ArrayLike = 0.2,
+                 variance: float = 1.0, noise: float = 1.0,
+                 standardize: bool = True, optimize: bool = True, maxiter: int = 500,
+                 max_bytes: float = 4 * 2**30) -> None:
         self.kernel = kernel
         self.lengthscale = lengthscale
         self.variance = variance
@@ -132,7 +146,7 @@ class ExactGP:
         self.maxiter = maxiter
         self.max_bytes = max_bytes
 
-    def fit(self, X, y) -> ExactGP:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> ExactGP:
         """Learn the hyperparameters on X (N, D), y (N,). Returns self."""
         X_in, X = X, as_points(X)
         warn_if_lonlat(X_in, X, "ExactGP")
@@ -167,9 +181,10 @@ class ExactGP:
 
     def log_marginal_likelihood(self) -> float:
         """LML of the training data at the fitted parameters, on the standardised scale."""
-        return float(log_marginal_likelihood(self.kernel_, self.noise_, self.X_train_, self.y_train_))
+        return float(log_marginal_likelihood(self.kernel_, self.noise_, self.X_train_,
+                                             self.y_train_))
 
-    def predict(self, X) -> Prediction:
+    def predict(self, X: ArrayLike) -> Prediction:
         """Predictive mean and variances at X (N*, D), on the data's original scale."""
         check_fitted(self, "X_train_")
         X = as_points(X, "X (prediction points)")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import jax.numpy as jnp
 import jax.scipy.special as jss
@@ -24,13 +25,17 @@ from numpy.polynomial.hermite_e import hermegauss
 
 from geogp.exceptions import InputError
 
+if TYPE_CHECKING:  # annotations only
+    import jax
+    from numpy.typing import ArrayLike
+
 __all__ = ["Gaussian", "Poisson", "Bernoulli", "StudentT", "make_likelihood", "gauss_hermite",
            "GH_POINTS", "LIKELIHOODS"]
 
 GH_POINTS = 20
 
 
-def gauss_hermite(n: int = GH_POINTS):
+def gauss_hermite(n: int = GH_POINTS) -> tuple[np.ndarray, np.ndarray]:
     """Nodes and weights for E_{z~N(0,1)}[g(z)] ≈ Σ_i w_i g(x_i) (probabilists' Hermite)."""
     x, w = hermegauss(n)
     return x, w / math.sqrt(2 * math.pi)
@@ -58,22 +63,25 @@ class Likelihood:
     name = "base"
     gh_points = GH_POINTS  # Gauss–Hermite nodes of the expectations that are not analytic
 
-    def init_params(self, y) -> dict:
+    def init_params(self, y: ArrayLike) -> dict:
         return {}
 
-    def check(self, y, name: str = "y") -> np.ndarray:
+    def check(self, y: ArrayLike, name: str = "y") -> np.ndarray:
         return _finite(y, name)
 
-    def log_prob(self, y, f, params, offset=0.0):
+    def log_prob(self, y: ArrayLike, f: ArrayLike, params: dict,
+                 offset: ArrayLike = 0.0) -> jax.Array:
         raise NotImplementedError
 
-    def expected_log_lik(self, y, mu, var, params, offset=0.0):
+    def expected_log_lik(self, y: ArrayLike, mu: ArrayLike, var: ArrayLike, params: dict,
+                         offset: ArrayLike = 0.0) -> jax.Array:
         return _quadrature(lambda f: self.log_prob(y[..., None], f, params,
                                                    jnp.asarray(offset)[..., None]
                                                    if jnp.ndim(offset) else offset), mu, var,
                            self.gh_points)
 
-    def predict(self, mu, var, params, offset=0.0):
+    def predict(self, mu: ArrayLike, var: ArrayLike, params: dict,
+                offset: ArrayLike = 0.0) -> tuple[jax.Array, jax.Array]:
         raise NotImplementedError
 
     @property
@@ -89,22 +97,25 @@ class Gaussian(Likelihood):
     name = "gaussian"
     noise: float = 1.0
 
-    def init_params(self, y):
+    def init_params(self, y: ArrayLike) -> dict:
         return {"noise": jnp.asarray(float(self.noise))}
 
-    def log_prob(self, y, f, params, offset=0.0):
+    def log_prob(self, y: ArrayLike, f: ArrayLike, params: dict,
+                 offset: ArrayLike = 0.0) -> jax.Array:
         s2 = params["noise"]
         return -0.5 * (jnp.log(2 * math.pi * s2) + (y - f - offset) ** 2 / s2)
 
-    def expected_log_lik(self, y, mu, var, params, offset=0.0):
+    def expected_log_lik(self, y: ArrayLike, mu: ArrayLike, var: ArrayLike, params: dict,
+                         offset: ArrayLike = 0.0) -> jax.Array:
         s2 = params["noise"]
         return -0.5 * (jnp.log(2 * math.pi * s2) + ((y - mu - offset) ** 2 + var) / s2)
 
-    def predict(self, mu, var, params, offset=0.0):
+    def predict(self, mu: ArrayLike, var: ArrayLike, params: dict,
+                offset: ArrayLike = 0.0) -> tuple[jax.Array, jax.Array]:
         return mu + offset, var + params["noise"]
 
     @property
-    def standardise(self):
+    def standardise(self) -> bool:
         return True
 
 
@@ -115,7 +126,7 @@ class Poisson(Likelihood):
 
     name = "poisson"
 
-    def check(self, y, name="y"):
+    def check(self, y: ArrayLike, name: str = "y") -> np.ndarray:
         y = _finite(y, name)
         if np.any(y < 0):
             raise InputError(f"{name}: the Poisson likelihood needs counts ≥ 0; got "
@@ -128,15 +139,18 @@ class Poisson(Likelihood):
                              "likelihood='gaussian' or 'student_t' for real values.")
         return y
 
-    def log_prob(self, y, f, params, offset=0.0):
+    def log_prob(self, y: ArrayLike, f: ArrayLike, params: dict,
+                 offset: ArrayLike = 0.0) -> jax.Array:
         eta = f + offset
         return y * eta - jnp.exp(eta) - jss.gammaln(y + 1.0)
 
-    def expected_log_lik(self, y, mu, var, params, offset=0.0):
+    def expected_log_lik(self, y: ArrayLike, mu: ArrayLike, var: ArrayLike, params: dict,
+                         offset: ArrayLike = 0.0) -> jax.Array:
         eta = mu + offset
         return y * eta - jnp.exp(eta + 0.5 * var) - jss.gammaln(y + 1.0)
 
-    def predict(self, mu, var, params, offset=0.0):
+    def predict(self, mu: ArrayLike, var: ArrayLike, params: dict,
+                offset: ArrayLike = 0.0) -> tuple[jax.Array, jax.Array]:
         """Mean and variance of the count y*: E[rate] and E[rate] + Var[rate] (log-normal)."""
         eta = mu + offset
         rate = jnp.exp(eta + 0.5 * var)
@@ -156,7 +170,7 @@ class Bernoulli(Likelihood):
         if self.link not in ("probit", "logit"):
             raise InputError(f"Bernoulli link must be 'probit' or 'logit'; got {self.link!r}.")
 
-    def check(self, y, name="y"):
+    def check(self, y: ArrayLike, name: str = "y") -> np.ndarray:
         y = _finite(y, name)
         bad = (y != 0) & (y != 1)
         if np.any(bad):
@@ -169,11 +183,13 @@ class Bernoulli(Likelihood):
         """log p(y = 1 | f = z)."""
         return jss.log_ndtr(z) if self.link == "probit" else -jnp.logaddexp(0.0, -z)
 
-    def log_prob(self, y, f, params, offset=0.0):
+    def log_prob(self, y: ArrayLike, f: ArrayLike, params: dict,
+                 offset: ArrayLike = 0.0) -> jax.Array:
         s = 2.0 * y - 1.0
         return self._log_p1(s * (f + offset))
 
-    def predict(self, mu, var, params, offset=0.0):
+    def predict(self, mu: ArrayLike, var: ArrayLike, params: dict,
+                offset: ArrayLike = 0.0) -> tuple[jax.Array, jax.Array]:
         eta = mu + offset
         if self.link == "probit":
             p = jss.ndtr(eta / jnp.sqrt(1.0 + var))
@@ -199,28 +215,30 @@ class StudentT(Likelihood):
         if not self.dof > (2.0 if self.learn_dof else 0.0):
             raise InputError(f"student_t dof must be > 0 (> 2 when learnt); got {self.dof!r}.")
 
-    def init_params(self, y):
+    def init_params(self, y: ArrayLike) -> dict:
         p = {"scale": jnp.asarray(float(self.scale))}
         if self.learn_dof:
             p["dof_excess"] = jnp.asarray(float(self.dof) - 2.0)
         return p
 
-    def nu(self, params):
+    def nu(self, params: dict) -> jax.Array | float:
         return params["dof_excess"] + 2.0 if self.learn_dof else self.dof
 
-    def log_prob(self, y, f, params, offset=0.0):
+    def log_prob(self, y: ArrayLike, f: ArrayLike, params: dict,
+                 offset: ArrayLike = 0.0) -> jax.Array:
         nu, s = self.nu(params), params["scale"]
         z2 = ((y - f - offset) / s) ** 2
         return (jss.gammaln((nu + 1) / 2) - jss.gammaln(nu / 2) - 0.5 * jnp.log(nu * math.pi)
                 - jnp.log(s) - (nu + 1) / 2 * jnp.log1p(z2 / nu))
 
-    def predict(self, mu, var, params, offset=0.0):
+    def predict(self, mu: ArrayLike, var: ArrayLike, params: dict,
+                offset: ArrayLike = 0.0) -> tuple[jax.Array, jax.Array]:
         nu, s = self.nu(params), params["scale"]
         noise = jnp.where(nu > 2, s**2 * nu / jnp.maximum(nu - 2, 1e-12), jnp.inf)
         return mu + offset, var + noise
 
     @property
-    def standardise(self):
+    def standardise(self) -> bool:
         return True
 
 
@@ -228,7 +246,7 @@ LIKELIHOODS = {"gaussian": Gaussian, "poisson": Poisson, "bernoulli": Bernoulli,
                "student_t": StudentT}
 
 
-def make_likelihood(spec) -> Likelihood:
+def make_likelihood(spec: str | Likelihood) -> Likelihood:
     """A likelihood from a name (``"gaussian"``, ``"poisson"``, ``"bernoulli"``,
     ``"student_t"``) or an instance (returned unchanged)."""
     if isinstance(spec, Likelihood):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -26,12 +26,20 @@ import numpy as np
 import scipy.linalg
 from scipy.cluster.vq import kmeans2
 
-from geogp._validation import (as_points, as_targets, check_positive, check_same_length,
-                               warn_if_lonlat)
+from geogp._validation import (
+    as_points,
+    as_targets,
+    check_positive,
+    check_same_length,
+    warn_if_lonlat,
+)
 from geogp.exceptions import InputError
-from geogp.optimize import FitReport, minimize_lbfgs
 from geogp.kernels import Kernel, make_kernel
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
+from geogp.optimize import FitReport, minimize_lbfgs
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
 
 __all__ = [
     "JITTER",
@@ -62,7 +70,8 @@ def _factors(kernel: Kernel, Z, X, jitter):
     return Lu, V
 
 
-def sgpr_trace_term(kernel: Kernel, Z, X, jitter: float = JITTER):
+def sgpr_trace_term(kernel: Kernel, Z: ArrayLike, X: ArrayLike,
+                    jitter: float = JITTER) -> jax.Array:
     """t = tr(K_ff − Q_ff) = N σ_f² − ‖V‖_F²: the "is M large enough?" diagnostic (docs/bound.md).
 
     Args:
@@ -75,8 +84,10 @@ def sgpr_trace_term(kernel: Kernel, Z, X, jitter: float = JITTER):
     return X.shape[0] * _kvar0(kernel) - jnp.sum(V**2)
 
 
-def sgpr_bound(kernel: Kernel, noise, Z, X, y, jitter: float = JITTER):
-    """The collapsed Titsias bound L' for inducing inputs Z (docs/bound.md (baselines), stable form).
+def sgpr_bound(kernel: Kernel, noise: ArrayLike, Z: ArrayLike, X: ArrayLike, y: ArrayLike,
+               jitter: float = JITTER) -> jax.Array:
+    """The collapsed Titsias bound L' for inducing inputs Z (docs/bound.md (baselines), stable
+    form).
 
     Args:
         kernel: a stationary kernel (k(x, x) = k(0) for all x).
@@ -108,7 +119,8 @@ _trace_jit = jax.jit(sgpr_trace_term, static_argnums=3)
 
 
 class SGPRPosterior(NamedTuple):
-    """Optimal q(u) for fixed Z and θ, ready for prediction (docs/bound.md with ψ* = L_u⁻¹ k(Z, x*)).
+    """Optimal q(u) for fixed Z and θ, ready for prediction (docs/bound.md with
+    ψ* = L_u⁻¹ k(Z, x*)).
 
     Attributes:
         Z: (M, D) inducing inputs; chol_uu: (M, M) L_u; chol_a: (M, M) L_A; c: (M,) c.
@@ -123,7 +135,8 @@ class SGPRPosterior(NamedTuple):
     kvar0: float
 
 
-def sgpr_posterior(kernel: Kernel, noise, Z, X, y, jitter: float = JITTER) -> SGPRPosterior:
+def sgpr_posterior(kernel: Kernel, noise: ArrayLike, Z: ArrayLike, X: ArrayLike, y: ArrayLike,
+                   jitter: float = JITTER) -> SGPRPosterior:
     """Factors of the optimal q(u) at fixed (θ, Z). Cost O(N M² + M³), memory O(N M)."""
     noise = float(noise)
     Lu, V = _factors_jit(kernel, jnp.asarray(Z), jnp.asarray(X), float(jitter))
@@ -133,7 +146,8 @@ def sgpr_posterior(kernel: Kernel, noise, Z, X, y, jitter: float = JITTER) -> SG
     return SGPRPosterior(np.asarray(Z), Lu, LA, c, noise, float(_kvar0(kernel)))
 
 
-def sgpr_predict(kernel: Kernel, post: SGPRPosterior, Xs) -> tuple[np.ndarray, np.ndarray]:
+def sgpr_predict(kernel: Kernel, post: SGPRPosterior,
+                 Xs: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """Predictive mean and latent variance of f at Xs (N*, D).
 
     mean = a*ᵀ c, var_f = k(0) − ‖ψ*‖² + ‖a*‖² with ψ* = L_u⁻¹ k(Z, x*), a* = L_A⁻¹ ψ*
@@ -153,13 +167,14 @@ def sgpr_predict(kernel: Kernel, post: SGPRPosterior, Xs) -> tuple[np.ndarray, n
 
 
 # ---------------------------------------------------------------------- inducing inputs
-def greedy_variance(kernel: Kernel, X, n_inducing: int, tol: float = 1e-12) -> np.ndarray:
+def greedy_variance(kernel: Kernel, X: ArrayLike, n_inducing: int,
+                    tol: float = 1e-12) -> np.ndarray:
     """Greedy variance selection of inducing inputs = the pivots of a pivoted Cholesky of K_ff.
 
     Repeatedly picks n = argmax_n [k(x_n, x_n) − Σ_m V_mn²], the residual variance of f(x_n)
-    given the points already chosen (GVI report, Algorithm 1; Burt et al. 2020b; docs/bound.md (baselines)).
-    Ties go to the lowest index. Stops early, with a warning, when every residual variance is
-    ≤ tol·k(0) (e.g. duplicated inputs): further points would make K_uu singular.
+    given the points already chosen (GVI report, Algorithm 1; Burt et al. 2020b; docs/bound.md
+    (baselines)). Ties go to the lowest index. Stops early, with a warning, when every residual
+    variance is ≤ tol·k(0) (e.g. duplicated inputs): further points would make K_uu singular.
 
     Args:
         kernel: a stationary kernel (diag K_ff = k(0)).
@@ -202,7 +217,7 @@ def greedy_variance(kernel: Kernel, X, n_inducing: int, tol: float = 1e-12) -> n
     return np.asarray(picked, dtype=np.int64)
 
 
-def kmeans_inducing(X, n_inducing: int, seed: int = 0, n_iter: int = 20) -> np.ndarray:
+def kmeans_inducing(X: ArrayLike, n_inducing: int, seed: int = 0, n_iter: int = 20) -> np.ndarray:
     """Inducing inputs at k-means centroids (scipy ``kmeans2``, k-means++ start, seeded).
 
     Args:
@@ -237,7 +252,8 @@ class SGPRRegressor:
             under the learnt θ and refit, at most ``rounds`` fits in all; stops when Z no longer
             changes, and keeps the round with the highest bound (reselecting by variance does
             not always raise it). ``rounds=1`` (default) is a single fit with Z fixed.
-        lengthscale, variance, noise: initial values (docs/model.md defaults ℓ = 0.2, σ_f² = σ² = 1).
+        lengthscale, variance, noise: initial values (docs/model.md defaults ℓ = 0.2,
+            σ_f² = σ² = 1).
         standardize: z-score inputs and targets with training statistics (docs/model.md).
         optimize: learn θ (else keep the initial values). maxiter: L-BFGS iterations per round.
         seed: k-means seed. jitter: K_uu + jitter·σ_f²·I.
@@ -256,9 +272,11 @@ class SGPRRegressor:
         True
     """
 
-    def __init__(self, kernel="se", *, n_inducing=100, init="greedy", rounds=1, lengthscale=0.2,
-                 variance=1.0, noise=1.0, standardize=True, optimize=True, maxiter=300, seed=0,
-                 jitter=JITTER):
+    def __init__(self, kernel: str | Kernel = "se", *, n_inducing: int = 100, init: str = "greedy",
+                 rounds: int = 1, lengthscale: ArrayLike = 0.2,
+                 variance: float = 1.0, noise: float = 1.0, standardize: bool = True,
+                 optimize: bool = True, maxiter: int = 300, seed: int = 0,
+                 jitter: float = JITTER) -> None:
         self.kernel = kernel
         self.n_inducing = n_inducing
         self.init = init
@@ -290,7 +308,7 @@ class SGPRRegressor:
         idx = greedy_variance(kernel, Xs, M)
         return Xs[idx], idx
 
-    def fit(self, X, y) -> SGPRRegressor:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> SGPRRegressor:
         """Learn θ (kernel and noise) on X (N, D), y (N,) with Z fixed per round. Returns self.
 
         Cost: selection O(N M²) per round (greedy) or O(N M D · iterations) (k-means), then
@@ -367,7 +385,7 @@ class SGPRRegressor:
     def noise_variance_(self) -> float:
         return self.noise_ * self.scaler_.y_scale**2
 
-    def predict(self, X) -> Prediction:
+    def predict(self, X: ArrayLike) -> Prediction:
         """Predictive mean and latent/observed variances at X (N*, D) on the original scale.
 
         Cost O(N* M²).

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
@@ -29,9 +31,14 @@ from geogp.exceptions import InputError
 from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures, window
 from geogp.kernels import make_kernel
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
-from geogp.models.likelihoods import gauss_hermite, make_likelihood
+from geogp.models.likelihoods import Likelihood, gauss_hermite, make_likelihood
 from geogp.models.svgp_newton import LOG_CONCAVE, optimal_q
 from geogp.optimize import constrain, minimize_lbfgs, unconstrain
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
+    from geogp.kernels import Kernel
 
 __all__ = ["SVGPRegressor", "SVGPPrediction", "elbo", "kl_whitened", "marginals", "q_chol",
            "gaussian_optimal_q", "log_lambda"]
@@ -40,30 +47,32 @@ FREE = ("q", "mean")  # unconstrained top-level keys; the rest (kernel, lik) are
 
 
 # ---------------------------------------------------------------------- pure functions
-def q_chol(L_raw):
+def q_chol(L_raw: ArrayLike) -> jax.Array:
     """Lower-triangular L of S = LLᵀ from its raw form (strict lower part, log of the diagonal)."""
     return jnp.tril(L_raw, -1) + jnp.diag(jnp.exp(jnp.diagonal(L_raw)))
 
 
-def log_lambda(kernel, freqs, log_norm):
+def log_lambda(kernel: Kernel, freqs: ArrayLike, log_norm: ArrayLike) -> jax.Array:
     """log λ_m = log S(|z_m|) − log ∏T_d (kernels with a spectral density)."""
     return kernel.log_spectral_density(freqs) - log_norm
 
 
-def kl_whitened(m, L):
+def kl_whitened(m: ArrayLike, L: ArrayLike) -> jax.Array:
     """KL(N(m, LLᵀ) ‖ N(0, I)) = ½ (tr S + mᵀm − M − log|S|)."""
     return 0.5 * (jnp.sum(L**2) + m @ m - m.shape[0]
                   - 2.0 * jnp.sum(jnp.log(jnp.abs(jnp.diagonal(L)))))
 
 
-def marginals(Psi, m, L, kvar0, b=0.0):
+def marginals(Psi: ArrayLike, m: ArrayLike, L: ArrayLike, kvar0: ArrayLike,
+              b: ArrayLike = 0.0) -> tuple[jax.Array, jax.Array]:
     """Mean and variance of q(f) at the rows of Ψ = Φᵀ diag λ^{1/2} (B, M)."""
     mu = Psi @ m + b
     var = kvar0 - jnp.sum(Psi**2, axis=1) + jnp.sum((Psi @ L) ** 2, axis=1)
     return mu, var
 
 
-def elbo(params, Phi, y, offset, n_total, freqs, log_norm, lik):
+def elbo(params: dict, Phi: ArrayLike, y: ArrayLike, offset: ArrayLike, n_total: int,
+         freqs: ArrayLike, log_norm: ArrayLike, lik: Likelihood) -> jax.Array:
     """The ELBO with the data term of the batch (Φᵀ (B, M), y, offset) scaled by N/B."""
     kern = params["kernel"]
     Psi = Phi * jnp.exp(0.5 * log_lambda(kern, freqs, log_norm))
@@ -74,7 +83,8 @@ def elbo(params, Phi, y, offset, n_total, freqs, log_norm, lik):
     return n_total / y.shape[0] * jnp.sum(ell) - kl_whitened(params["q"]["m"], L)
 
 
-def gaussian_optimal_q(Psi, y, noise, b=0.0):
+def gaussian_optimal_q(Psi: ArrayLike, y: ArrayLike, noise: float,
+                       b: ArrayLike = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """The optimal q(v) for a Gaussian likelihood (docs/bound.md, eq. 2.30, whitened):
     S = A⁻¹, m = σ⁻² A⁻¹Ψᵀ(y − b), A = I + σ⁻²ΨᵀΨ. Returns (m, L) with S = LLᵀ."""
     Psi = np.asarray(Psi)
@@ -82,12 +92,12 @@ def gaussian_optimal_q(Psi, y, noise, b=0.0):
     C = np.linalg.cholesky(A)
     m = np.linalg.solve(A, Psi.T @ (np.asarray(y) - b)) / noise
     Cinv = np.linalg.solve(C, np.eye(C.shape[0]))  # A⁻¹ = C⁻ᵀC⁻¹ = (C⁻ᵀ)(C⁻ᵀ)ᵀ
-    Q, R = np.linalg.qr(Cinv)  # C⁻ᵀ = Rᵀ Qᵀ: L = Rᵀ with a positive diagonal
+    _Q, R = np.linalg.qr(Cinv)  # C⁻ᵀ = Rᵀ Qᵀ: L = Rᵀ with a positive diagonal
     L = (R * np.sign(np.diag(R))[:, None]).T
     return m, L
 
 
-def L_raw_from(L):
+def L_raw_from(L: ArrayLike) -> np.ndarray:
     """Inverse of :func:`q_chol` (L with a positive diagonal)."""
     L = np.array(L)
     L[np.diag_indices_from(L)] = np.log(np.diag(L))
@@ -162,11 +172,16 @@ class SVGPRegressor:
         optimizer_, batch_size_, fit_time_s_, likelihood_.
     """
 
-    def __init__(self, likelihood="gaussian", kernel="matern32", *, n_features=256,
-                 n_freq=None, lattice="odd", window_factor=DEFAULT_WIDTH_FACTOR, margin=0.0,
-                 bounds=None, lengthscale=0.2, variance=1.0, batch_size=None, maxiter=2000,
-                 learning_rate=0.02, optimizer="auto", learn_hyperparameters=True,
-                 mean="constant", exact_q=True, seed=0, progress=None):
+    def __init__(self, likelihood: str | Likelihood = "gaussian",
+                 kernel: str | Kernel = "matern32", *, n_features: int = 256,
+                 n_freq: int | Sequence[int] | None = None, lattice: str = "odd",
+                 window_factor: float = DEFAULT_WIDTH_FACTOR, margin: float = 0.0,
+                 bounds: tuple[ArrayLike, ArrayLike] | None = None, lengthscale: ArrayLike = 0.2,
+                 variance: float = 1.0, batch_size: int | None = None, maxiter: int = 2000,
+                 learning_rate: float = 0.02, optimizer: str = "auto",
+                 learn_hyperparameters: bool = True,
+                 mean: str | None = "constant", exact_q: bool = True, seed: int = 0,
+                 progress: Callable[[int, float], object] | None = None) -> None:
         self.likelihood = likelihood
         self.kernel = kernel
         self.n_features = n_features
@@ -250,7 +265,7 @@ class SVGPRegressor:
         return params
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, X, y, exposure=None) -> SVGPRegressor:
+    def fit(self, X: ArrayLike, y: ArrayLike, exposure: ArrayLike | None = None) -> SVGPRegressor:
         """Fit on points X (N, D), observations y (N,); ``exposure`` (N,) for Poisson."""
         t0 = time.perf_counter()
         Xs, ys = self._setup(X, y)
@@ -362,7 +377,7 @@ class SVGPRegressor:
         return {**constrain(u, FREE), **held}
 
     # ------------------------------------------------------------------ results
-    def elbo(self, Xs, ys, offset, chunk: int = 65536) -> float:
+    def elbo(self, Xs: ArrayLike, ys: ArrayLike, offset: ArrayLike, chunk: int = 65536) -> float:
         """Full-data ELBO at the fitted parameters, on standardised data (in chunks)."""
         ff, lik, p = self.features_, self.likelihood_, self._params
         N = Xs.shape[0]
@@ -396,7 +411,8 @@ class SVGPRegressor:
                                 0.0)
         return mu, var
 
-    def predict(self, X, exposure=None, outside: str = "raise") -> SVGPPrediction:
+    def predict(self, X: ArrayLike, exposure: ArrayLike | None = None,
+                outside: str = "raise") -> SVGPPrediction:
         """Latent and response moments at X (N*, D): ``mean``/``var_observed`` of a new
         observation (counts or rates for Poisson — rates with exposure 1 —, probabilities for
         Bernoulli), ``var_latent`` and ``mean_latent`` of f. Real-valued likelihoods are in
@@ -411,7 +427,8 @@ class SVGPRegressor:
                                   c + s * mu)
         return SVGPPrediction(np.asarray(m), var, np.asarray(v), mu)
 
-    def interval(self, X, level: float = 0.95, exposure=None):
+    def interval(self, X: ArrayLike, level: float = 0.95,
+                 exposure: ArrayLike | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Central predictive interval (lower, upper): of the rate exp(f + offset) (Poisson),
         of the probability p(y = 1 | f) (Bernoulli), of a new observation (Gaussian, Student-t:
         quantiles of the t–normal mixture by bisection)."""
@@ -447,7 +464,8 @@ class SVGPRegressor:
             out.append(c + s * 0.5 * (a + b))
         return tuple(out)
 
-    def log_predictive_density(self, X, y, exposure=None) -> np.ndarray:
+    def log_predictive_density(self, X: ArrayLike, y: ArrayLike,
+                               exposure: ArrayLike | None = None) -> np.ndarray:
         """log p(y* | data) = log E_q[p(y* | f)] per point, by Gauss–Hermite quadrature
         (data units: real-valued likelihoods include the −log y_scale Jacobian)."""
         mu, var = self._latent(X)

@@ -24,10 +24,19 @@ halved if it does not improve it. Cost per pass O(N M²) in chunks, memory O(chu
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+if TYPE_CHECKING:  # annotations only
+    from collections.abc import Iterable
+
+    from numpy.typing import ArrayLike
+
+    from geogp.models.likelihoods import Likelihood
 
 __all__ = ["optimal_q", "LOG_CONCAVE"]
 
@@ -55,8 +64,12 @@ def _kl(m, L):
     return 0.5 * (np.sum(L**2) + m @ m - m.size - 2.0 * np.sum(np.log(np.diag(L))))
 
 
-def optimal_q(psi_chunks, y, offset, m, L, b, k0, lik, params, *, learn_mean=True,
-              maxiter=50, rtol=1e-12, progress=None):
+def optimal_q(psi_chunks: Callable[[], Iterable[tuple[np.ndarray, slice]]], y: np.ndarray,
+              offset: np.ndarray, m: ArrayLike, L: ArrayLike, b: float, k0: float, lik: Likelihood,
+              params: dict, *, learn_mean: bool = True,
+              maxiter: int = 50, rtol: float = 1e-12,
+              progress: Callable[[int, float], object] | None = None,
+              ) -> tuple[np.ndarray, np.ndarray, float, float, int]:
     """Maximise the ELBO over q(v) = N(m, LLᵀ) (and the constant mean b when ``learn_mean``)
     at fixed θ and likelihood parameters.
 
@@ -104,7 +117,7 @@ def optimal_q(psi_chunks, y, offset, m, L, b, k0, lik, params, *, learn_mean=Tru
             P = (1 - rho) * P_old + rho * P_new
             C = np.linalg.cholesky(P)           # P = CCᵀ, S = C⁻ᵀC⁻¹
             Cinv = np.linalg.solve(C, np.eye(M))
-            Q, R = np.linalg.qr(Cinv)           # C⁻ᵀ = RᵀQᵀ: a lower-triangular factor of S
+            _Q, R = np.linalg.qr(Cinv)           # C⁻ᵀ = RᵀQᵀ: a lower-triangular factor of S
             L_try = (R * np.sign(np.diag(R))[:, None]).T
             m_try = m + rho * step[:M]
             b_try = b + rho * step[M] if learn_mean else b

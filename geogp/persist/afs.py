@@ -11,6 +11,8 @@ reproduced bit for bit.
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -38,7 +40,7 @@ def _kernel_parts(kernel) -> list:
     return [type(p).__name__ for p in parts]
 
 
-def save_afs(est, pre: str, arrays: dict) -> dict:
+def save_afs(est: Any, pre: str, arrays: dict) -> dict:
     """Store the arrays of a fitted AFS model under ``pre`` in ``arrays``; returns its metadata."""
     ff, st, post, sc = est.features_, est.stats_, est.posterior_, est.scaler_
     arrays.update({
@@ -77,7 +79,7 @@ def save_afs(est, pre: str, arrays: dict) -> dict:
                  "kernel": est.kernel if isinstance(est.kernel, str) else None},
         "n_freq": list(ff.n_freq), "lattice": ff.lattice, "diagonal": bool(st.diagonal),
         "matrix_free": bool(st.matrix_free),
-        "cg_iterations": (list(post.cg_iterations[:1]) + [list(post.cg_iterations[1])]
+        "cg_iterations": ([*post.cg_iterations[:1], list(post.cg_iterations[1])]
                           if st.matrix_free else None),
         "kernel_parts": _kernel_parts(est.kernel_), "noise": float(est.noise_),
         "posterior_noise": float(post.noise), "kvar0": float(post.kvar0),

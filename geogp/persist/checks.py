@@ -4,8 +4,8 @@ A model file is untrusted input. Before any array is read, the sizes that the fi
 (the ``.npy`` headers inside the ``.npz`` zip) are checked against a memory limit; then the
 JSON metadata is checked key by key (presence and type); then every array read is checked for
 its dtype, shape, finiteness and, where the model needs it, its sign; and files of format
-version 2 carry a SHA-256 digest of every array and of the metadata, which must match. Any failure raises
-:class:`~geogp.exceptions.ReadError` with one line saying what is wrong, never a ``KeyError``
+version 2 carry a SHA-256 digest of every array and of the metadata, which must match. Any failure
+raises :class:`~geogp.exceptions.ReadError` with one line saying what is wrong, never a ``KeyError``
 from deep inside the loader and never a model that predicts NaN.
 """
 
@@ -16,6 +16,8 @@ import inspect
 import json
 import os
 import zipfile
+from collections.abc import Collection
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +34,7 @@ def _gib(n: float) -> str:
     return f"{n / 2**30:.3g} GiB"
 
 
-def declared_arrays(path) -> dict:
+def declared_arrays(path: str | os.PathLike[str]) -> dict:
     """{name: (shape, dtype)} of every array in an ``.npz``, read from the headers only.
 
     Each member must hold the data its header declares: the declared bytes may not exceed
@@ -103,7 +105,7 @@ def check_declared_memory(declared: dict, max_bytes: float | None = None) -> flo
 _CHUNK = 2**20  # bytes hashed at a time
 
 
-def verify_digests(z, checksums: dict) -> None:
+def verify_digests(z: Any, checksums: dict) -> None:
     """Check every array of the open ``.npz`` ``z`` against its SHA-256 in ``checksums``,
     hashing the stored bytes in chunks of :data:`_CHUNK` (no array is loaded for this).
 
@@ -153,8 +155,8 @@ _TYPES = {"str": str, "int": int, "float": (int, float), "bool": bool, "dict": d
           "list": list}
 
 
-def require(d, key: str, kind: str, where: str = "metadata", *, nullable: bool = False,
-            positive: bool = False):
+def require(d: dict, key: str, kind: str, where: str = "metadata", *, nullable: bool = False,
+            positive: bool = False) -> Any:
     """``d[key]`` checked for presence and type (and sign); a one-line ReadError otherwise."""
     if not isinstance(d, dict):
         raise ReadError(f"model file {where} must be a JSON object; got {type(d).__name__}.")
@@ -196,7 +198,7 @@ class Arrays:
     were verified (:func:`verify_digests`); records which arrays the loader read, so that
     members it never reads can be refused (:meth:`check_all_read`)."""
 
-    def __init__(self, z):
+    def __init__(self, z: Any) -> None:
         self.z, self.read = z, set()
 
     def __contains__(self, key: str) -> bool:
@@ -224,9 +226,8 @@ class Arrays:
             raise ReadError(f"array {key!r} has dtype {a.dtype}; expected kind {kind!r}.")
         if ndim is not None and a.ndim != ndim:
             raise ReadError(f"array {key!r} has {a.ndim} dimension(s); expected {ndim}.")
-        if shape is not None and any(w is not None and w != s
-                                     for w, s in zip(shape, a.shape)) or (
-                shape is not None and len(shape) != a.ndim):
+        if shape is not None and (len(shape) != a.ndim or any(
+                w is not None and w != s for w, s in zip(shape, a.shape, strict=True))):
             raise ReadError(f"array {key!r} has shape {a.shape}; expected {shape} "
                             "(None = any).")
         if finite and a.dtype.kind in "fc" and not np.isfinite(a).all():
@@ -236,7 +237,8 @@ class Arrays:
         return a
 
 
-def scaler_and_report(meta: dict, pre: str, z: Arrays, n_dims: int, where: str):
+def scaler_and_report(meta: dict, pre: str, z: Arrays, n_dims: int,
+                      where: str) -> tuple[Standardizer, FitReport]:
     """The checked Standardizer and FitReport of one slice of a model file."""
     scaler = Standardizer(z.get(f"{pre}scaler/x_mean", shape=(n_dims,)),
                           z.get(f"{pre}scaler/x_scale", shape=(n_dims,), positive=True),
@@ -250,7 +252,7 @@ def scaler_and_report(meta: dict, pre: str, z: Arrays, n_dims: int, where: str):
     return scaler, report
 
 
-def estimator_from_init(cls, meta: dict, where: str, accepted) -> object:
+def estimator_from_init(cls: type, meta: dict, where: str, accepted: Collection[str]) -> object:
     """``cls(**init)`` from a slice's stored options (unknown keys dropped), checked."""
     init = dict(require(meta, "init", "dict", where))
     try:
@@ -261,14 +263,14 @@ def estimator_from_init(cls, meta: dict, where: str, accepted) -> object:
     return est
 
 
-def init_names(cls) -> list:
+def init_names(cls: type) -> list:
     """The constructor options of ``cls`` stored in a model file (not the kernel object or the
     progress callback)."""
     return [n for n in inspect.signature(cls.__init__).parameters
             if n not in ("self", "kernel", "progress")]
 
 
-def jsonable(value):
+def jsonable(value: Any) -> Any:
     """A JSON-safe copy of ``value`` or None when it has no faithful JSON form."""
     if isinstance(value, (str, bool, int, float)) or value is None:
         return value
@@ -278,7 +280,8 @@ def jsonable(value):
         return value.tolist()
     if isinstance(value, (list, tuple)):
         items = [jsonable(v) for v in value]
-        return None if any(i is None and v is not None for i, v in zip(items, value)) else items
+        lost = any(i is None and v is not None for i, v in zip(items, value, strict=True))
+        return None if lost else items
     return None
 
 

@@ -32,7 +32,9 @@ refuse any file that was not signed with that key (:mod:`geogp.persist.sign`).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
@@ -54,6 +56,9 @@ from geogp.persist.checks import (
 from geogp.persist.semantics import check_bookkeeping, load_spec, load_target
 from geogp.persist.sign import check_key, check_signature, sign
 
+if TYPE_CHECKING:  # annotations only
+    from geogp.api import GeoRegressor
+
 __all__ = ["save_model", "load_model", "FORMAT", "FORMAT_VERSION"]
 
 FORMAT = "geogp-model"
@@ -65,7 +70,8 @@ def _storable(a) -> bool:
 
 
 # --------------------------------------------------------------------------- saving
-def save_model(model, path, *, overwrite: bool = False, key: bytes | None = None) -> Path:
+def save_model(model: GeoRegressor, path: str | os.PathLike[str], *, overwrite: bool = False,
+               key: bytes | None = None) -> Path:
     """Write a fitted :class:`~geogp.api.GeoRegressor` to ``path`` (``.npz``), atomically.
 
     The file holds a SHA-256 digest of every array: it is integrity-checked, not signed.
@@ -98,7 +104,8 @@ def save_model(model, path, *, overwrite: bool = False, key: bytes | None = None
     meta = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
         "params": {"model": model.model_, "requested": model.model,
-                   "reason": getattr(model, "model_reason_", None), "kernel": model.kernel if isinstance(model.kernel, str)
+                   "reason": getattr(model, "model_reason_", None),
+                   "kernel": model.kernel if isinstance(model.kernel, str)
                    or model.kernel is None else None, "n_features": model.n_features,
                    "share_hyperparameters": bool(model.share_hyperparameters),
                    "nodata": jsonable(model.nodata), "options": clean(model.options or {})},
@@ -114,9 +121,8 @@ def save_model(model, path, *, overwrite: bool = False, key: bytes | None = None
     sign(meta, key)
     meta["meta_digest"] = meta_digest(meta)
     arrays["__meta__"] = np.array(json.dumps(meta))
-    with atomic_path(path, overwrite) as tmp:
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
+    with atomic_path(path, overwrite) as tmp, open(tmp, "wb") as f:
+        np.savez(f, **arrays)
     return Path(path)
 
 
@@ -139,7 +145,8 @@ def _read_meta(path: Path, max_bytes) -> tuple:
     return z, meta
 
 
-def load_model(path, cls, *, max_bytes: float | None = None, key: bytes | None = None):
+def load_model(path: str | os.PathLike[str], cls: type[GeoRegressor], *,
+               max_bytes: float | None = None, key: bytes | None = None) -> GeoRegressor:
     """Read a model written by :func:`save_model`; returns a fitted ``cls``.
 
     ``cls`` is the class to build, :class:`~geogp.api.GeoRegressor`: its

@@ -10,6 +10,9 @@ Every array is checked on loading (:class:`~geogp.persist.checks.Arrays`).
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from typing import Any
+
 import numpy as np
 
 from geogp.exceptions import ReadError
@@ -22,7 +25,7 @@ _PARAMS = ("log_range", "log_sd", "log_noise", "log_range_large", "log_sd_large"
            "log_range_mid", "log_sd_mid")
 
 
-def save_lattice(est, pre: str, arrays: dict, init: dict) -> dict:
+def save_lattice(est: Any, pre: str, arrays: dict, init: dict) -> dict:
     """Add the estimator's arrays under ``pre`` to ``arrays``; return its metadata."""
     sc, rep = est.scaler_, est.report_
     arrays.update({
@@ -63,7 +66,7 @@ def _floats(meta: dict, key: str, n: int, where: str, positive: bool = False) ->
     return tuple(float(x) for x in v)
 
 
-def load_lattice(meta: dict, pre: str, z: Arrays, accepted_init) -> object:
+def load_lattice(meta: dict, pre: str, z: Arrays, accepted_init: Collection[str]) -> object:
     """Rebuild a fitted LatticeRegressor from the metadata and arrays of one slice."""
     where = f"slice {pre[:-1]}"
     est = estimator_from_init(LatticeRegressor, meta, where, accepted_init)

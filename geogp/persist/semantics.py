@@ -21,6 +21,8 @@ digest recomputed) cannot be detected without a key: see :mod:`geogp.persist.sig
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 import xarray as xr
 
@@ -28,6 +30,9 @@ from geogp.adapters import GridSpec, as_crs, check_axis
 from geogp.exceptions import GeogpError, ReadError
 from geogp.outputs import Target
 from geogp.persist.checks import require
+
+if TYPE_CHECKING:  # annotations only
+    from geogp.persist.checks import Arrays
 
 __all__ = ["load_spec", "load_target", "check_lattice_grid", "check_window",
            "check_bookkeeping"]
@@ -43,7 +48,7 @@ def _number(d: dict, key: str, where: str) -> float:
     return float(v)
 
 
-def load_spec(sp: dict):
+def load_spec(sp: dict) -> GridSpec:
     """The checked :class:`~geogp.adapters.GridSpec` of the metadata's ``spec``."""
     if not isinstance(sp, dict) or not set(sp) <= {"y_dim", "x_dim", "crs_wkt", "geographic",
                                                     "lon_scale", "assumed"}:
@@ -80,7 +85,7 @@ def _axis(values: np.ndarray, name: str) -> np.ndarray:
                         "file was changed.") from None
 
 
-def load_target(meta: dict, arrays, spec):
+def load_target(meta: dict, arrays: Arrays, spec: GridSpec) -> Target | None:
     """The checked prediction target of the metadata (None when the model has none)."""
     t = require(meta, "target", "dict", nullable=True)
     if t is None:
@@ -117,7 +122,7 @@ def _close(a, b) -> bool:
     return bool(np.all(np.abs(a - b) <= _RTOL * scale))
 
 
-def check_lattice_grid(est, ty, tx, where: str) -> None:
+def check_lattice_grid(est: Any, ty: np.ndarray, tx: np.ndarray, where: str) -> None:
     """Refuse a lattice model whose lattice (shape, step, origin) does not match the grid
     (ty, tx) (model coordinates) it was fitted on."""
     m = int(est.margin)
@@ -135,7 +140,7 @@ def check_lattice_grid(est, ty, tx, where: str) -> None:
                             f"the stored grid (expected {value}); the file was changed.")
 
 
-def check_window(est, ty, tx, where: str) -> None:
+def check_window(est: Any, ty: np.ndarray, tx: np.ndarray, where: str) -> None:
     """Refuse a Fourier-feature model whose window does not cover the grid (ty, tx) (model
     coordinates) it was fitted on."""
     ff, sc = est.features_, est.scaler_
@@ -149,7 +154,7 @@ def check_window(est, ty, tx, where: str) -> None:
                         "window, where the model was fitted; the file was changed.")
 
 
-def check_bookkeeping(n_obs, times, n_slices: int) -> None:
+def check_bookkeeping(n_obs: Any, times: Any, n_slices: int) -> None:
     """``n_observed`` (non-negative integers) and ``fit_time_s`` (numbers), one per slice."""
     if len(n_obs) != n_slices or len(times) != n_slices:
         raise ReadError("model file metadata: n_observed / fit_time_s do not match the "

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 
 from geogp.exceptions import InputError, ReadError
 
@@ -21,7 +22,7 @@ __all__ = ["check_key", "read_key_file", "sign", "check_signature"]
 MAC_FIELD = "mac"
 
 
-def check_key(key) -> bytes | None:
+def check_key(key: bytes | bytearray | memoryview | None) -> bytes | None:
     """``key`` as bytes (None stays None); refuses other types and an empty key."""
     if key is None:
         return None
@@ -34,7 +35,7 @@ def check_key(key) -> bytes | None:
     return key
 
 
-def read_key_file(path) -> bytes:
+def read_key_file(path: str | os.PathLike[str]) -> bytes:
     """The bytes of a key file (CLI ``--model-key-file``); one trailing newline is dropped."""
     try:
         with open(path, "rb") as f:

@@ -9,6 +9,9 @@ Every array and key is checked (shape, sortedness, ranges, finiteness, signs) be
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from typing import Any
+
 import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
@@ -26,7 +29,7 @@ _PARAM_SHAPES = {"decay": "d", "component_decay": "dq", "component_weight": "dq"
 _SIGNED = ("component_centre",)
 
 
-def save_wavelet(est, pre: str, arrays: dict, init: dict) -> dict:
+def save_wavelet(est: Any, pre: str, arrays: dict, init: dict) -> dict:
     """Add the estimator's arrays under ``pre`` to ``arrays``; return its metadata."""
     st, sc, rep = est.stats_, est.scaler_, est.report_
     gram = st.gram.tocsc()
@@ -52,7 +55,7 @@ def save_wavelet(est, pre: str, arrays: dict, init: dict) -> dict:
     }
 
 
-def load_wavelet(meta: dict, pre: str, z: Arrays, accepted_init) -> object:
+def load_wavelet(meta: dict, pre: str, z: Arrays, accepted_init: Collection[str]) -> object:
     """Rebuild a fitted WaveletRegressor from the metadata and arrays of one slice."""
     where = f"slice {pre[:-1]}"
     est = estimator_from_init(WaveletRegressor, meta, where, accepted_init)

@@ -11,7 +11,9 @@ existing sensors that sit on a candidate).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -19,6 +21,9 @@ from scipy.spatial import cKDTree
 
 from geogp._validation import as_points
 from geogp.exceptions import InputError
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
 
 MIN_DISTANCE_FRACTION = 0.25  # default minimum distance: this fraction of the shortest ℓ,
 MIN_DISTANCE_PACKING = 0.5  # at most this fraction of an even spread's spacing (packing_distance)
@@ -39,12 +44,12 @@ class Candidates:
     flat: np.ndarray | None = None
 
     @classmethod
-    def points(cls, X) -> Candidates:
+    def points(cls, X: ArrayLike) -> Candidates:
         """Scattered locations X (N, D)."""
         return cls(as_points(X, "candidate locations"))
 
     @classmethod
-    def grid(cls, axes, mask=None) -> Candidates:
+    def grid(cls, axes: Sequence[ArrayLike], mask: ArrayLike | None = None) -> Candidates:
         """Cells of the tensor grid ``axes`` (D vectors), optionally only where ``mask`` is True.
 
         Args:
@@ -68,7 +73,7 @@ class Candidates:
         if flat.size == 0:
             raise InputError("the candidate mask selects no cell; nothing to choose from.")
         idx = np.unravel_index(flat, shape)
-        coords = np.stack([a[i] for a, i in zip(axes, idx)], axis=1)
+        coords = np.stack([a[i] for a, i in zip(axes, idx, strict=True)], axis=1)
         return cls(coords, axes, flat)
 
     def __len__(self) -> int:
@@ -101,7 +106,7 @@ class Candidates:
             return Candidates(self.coords[keep]), True
         shape = tuple(a.size for a in self.axes)
         idx = np.unravel_index(self.flat, shape)
-        step = max(1, int(math.floor((n / max_n) ** (1 / len(shape)))))
+        step = max(1, math.floor((n / max_n) ** (1 / len(shape))))
         while True:
             blocks = tuple(-(-s // step) for s in shape)
             key = np.ravel_multi_index(tuple(i // step for i in idx), blocks)
@@ -114,7 +119,7 @@ class Candidates:
         return Candidates(self.coords[keep]), True
 
 
-def packing_distance(coords, n_sites: int) -> float:
+def packing_distance(coords: np.ndarray, n_sites: int) -> float:
     """Half the spacing of ``n_sites`` spread evenly over the candidates: ½ h (N / n)^{1/D}
     for N candidates in D dimensions with median nearest-neighbour distance h (the cell size
     of grid candidates). The default minimum distance never exceeds it: on a smooth field
@@ -129,7 +134,7 @@ def packing_distance(coords, n_sites: int) -> float:
     return MIN_DISTANCE_PACKING * spacing * (count / n_sites) ** (1.0 / dims)
 
 
-def auto_min_distance(model) -> float:
+def auto_min_distance(model: Any) -> float:
     """Default minimum distance between sites: ¼ of the shortest learnt lengthscale.
 
     The lengthscales of every part of the kernel, per input dimension, in the model's input
@@ -151,7 +156,7 @@ def auto_min_distance(model) -> float:
     return MIN_DISTANCE_FRACTION * float(min(e.min() for e in ells))
 
 
-def as_candidates(obj, name: str) -> Candidates:
+def as_candidates(obj: Candidates | ArrayLike | pd.DataFrame, name: str) -> Candidates:
     if isinstance(obj, Candidates):
         return obj
     if isinstance(obj, pd.DataFrame):
@@ -162,7 +167,7 @@ def as_candidates(obj, name: str) -> Candidates:
         raise InputError(f"{name}: {err}") from None
 
 
-def exclusion_mask(exclude, cands: Candidates) -> np.ndarray:
+def exclusion_mask(exclude: ArrayLike | None, cands: Candidates) -> np.ndarray:
     n = len(cands)
     if exclude is None:
         return np.zeros(n, dtype=bool)
@@ -180,7 +185,7 @@ def exclusion_mask(exclude, cands: Candidates) -> np.ndarray:
     return ex
 
 
-def at_candidates(points, coords) -> list:
+def at_candidates(points: ArrayLike, coords: np.ndarray) -> list:
     """Candidates that coincide with one of ``points`` (to 1e-12 relative)."""
     tol = 1e-12 * (1.0 + np.abs(coords).max())
     hits = set()
@@ -189,5 +194,5 @@ def at_candidates(points, coords) -> list:
     return sorted(hits)
 
 
-def near_mask(coords, point, min_distance) -> np.ndarray:
+def near_mask(coords: np.ndarray, point: np.ndarray, min_distance: float) -> np.ndarray:
     return np.sum((coords - point) ** 2, axis=1) < min_distance**2

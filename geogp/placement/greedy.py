@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Sequence
 
 import numba
 import numpy as np
@@ -73,7 +74,8 @@ class Greedy:
     """State of one greedy run: the maintained matrices and vectors of docs/placement.md."""
 
     def __init__(self, pb: Problem, strategy: str, criterion: str, lazy: bool, lazy_batch: int,
-                 taken=(), screened: bool = False, max_evaluations: int = 1024):
+                 taken: Sequence[int] = (), screened: bool = False,
+                 max_evaluations: int = 1024) -> None:
         self.pb, self.strategy, self.criterion = pb, strategy, criterion
         self.lazy = lazy and strategy == "krause"
         self.lazy_batch = lazy_batch
@@ -114,7 +116,9 @@ class Greedy:
             self.q = pb.ops.quad(self.Einv)  # q_c = ψ_cᵀE⁻¹ψ_c
 
     # ------------------------------------------------------------------ scores
-    def score_all(self, active, u=None, v=None, d=None, p=None, e=None, yu=None) -> np.ndarray:
+    def score_all(self, active: np.ndarray, u: np.ndarray | None = None,
+                  v: np.ndarray | None = None, d: float | None = None, p: np.ndarray | None = None,
+                  e: float | None = None, yu: np.ndarray | None = None) -> np.ndarray:
         """Scores of all active candidates (after the update of the last step, if given)."""
         s2, n = self.pb.noise, self.pb.ops.n
         if self.strategy == "variance":
@@ -134,7 +138,7 @@ class Greedy:
                         self.scores)
         return self.scores
 
-    def refine(self, rank: np.ndarray, costs) -> tuple[int, float] | None:
+    def refine(self, rank: np.ndarray, costs: np.ndarray | None) -> tuple[int, float] | None:
         """(candidate, score) to take instead of the best of ``rank``, where the scores are
         estimates that a subclass can recompute exactly for the best few; None here (the
         scores are exact)."""
@@ -146,7 +150,7 @@ class Greedy:
         rest = np.maximum(s2 - q, s2 * 1e-300)
         return 0.5 * (np.log1p(h / s2) + np.log(rest / s2))
 
-    def fresh_gains(self, idx) -> np.ndarray:
+    def fresh_gains(self, idx: np.ndarray) -> np.ndarray:
         """Krause gains of candidates idx recomputed from the current A⁻¹, E⁻¹. Cost O(|idx| M²)."""
         P = self.pb.ops.rows(idx)
         h = np.sum((P @ self.Ainv) * P, axis=1)
@@ -170,7 +174,7 @@ class Greedy:
                 self._pending = (u, v, d, p, e, self.Yt @ u)
         return info
 
-    def add(self, a: int, active) -> dict:
+    def add(self, a: int, active: np.ndarray) -> dict:
         """Absorb candidate a: rank-one updates of every maintained quantity (docs/placement.md)."""
         pb, s2 = self.pb, self.pb.noise
         psi = pb.ops.rows([a])[0]
@@ -205,7 +209,8 @@ class Greedy:
         return info
 
 
-def run_greedy(g: Greedy, n: int, active, costs, budget, min_distance, coords):
+def run_greedy(g: Greedy, n: int, active: np.ndarray, costs: np.ndarray | None,
+               budget: float | None, min_distance: float, coords: np.ndarray) -> tuple[list, str]:
     """The greedy loop; returns (records, why it stopped: 'n', 'budget' or 'no candidate left')."""
     active = active.copy()
     remaining = budget
@@ -265,7 +270,7 @@ def _lazy_pop(g: Greedy, heap, stamp, step, active, costs, fresh_gain):
     """Lazy greedy (Minoux; Krause et al. 2008): re-evaluate stale tops in batches until the top
     of the heap is fresh. Returns the chosen candidate or None."""
     while heap:
-        neg, c = heap[0]
+        _, c = heap[0]
         if not active[c]:
             heapq.heappop(heap)
             continue
@@ -274,7 +279,7 @@ def _lazy_pop(g: Greedy, heap, stamp, step, active, costs, fresh_gain):
             return c
         batch = []
         while heap and len(batch) < g.lazy_batch:
-            neg, c = heap[0]
+            _, c = heap[0]
             if not active[c]:
                 heapq.heappop(heap)
                 continue
@@ -283,7 +288,7 @@ def _lazy_pop(g: Greedy, heap, stamp, step, active, costs, fresh_gain):
             heapq.heappop(heap)
             batch.append(c)
         gains = g.fresh_gains(batch)
-        for c, gain in zip(batch, gains):
+        for c, gain in zip(batch, gains, strict=True):
             stamp[c] = step
             fresh_gain[c] = gain
             r = gain / costs[c] if costs is not None else gain

@@ -46,6 +46,7 @@ probes' noise does not decide between candidates whose scores lie within it.
 from __future__ import annotations
 
 import copy
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.linalg as sla
@@ -60,8 +61,13 @@ from geogp.placement.candidates import MIN_DISTANCE_FRACTION, packing_distance
 from geogp.placement.greedy import Greedy
 from geogp.placement.operators import Problem
 
-__all__ = ["PROBES", "REFINE_TOP", "LatticeCovariance", "add_lattice_observations", "is_lattice", "check_lattice", "lattice_greedy",
-           "lattice_min_distance", "lattice_memory_estimate"]
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
+    from geogp.placement.candidates import Candidates
+
+__all__ = ["PROBES", "REFINE_TOP", "LatticeCovariance", "add_lattice_observations", "is_lattice",
+           "check_lattice", "lattice_greedy", "lattice_min_distance", "lattice_memory_estimate"]
 
 _LOCATION_BYTES = 400  # per candidate/target: cells, variances, scores, masks
 PROBES = 128  # random-sign probes of the marginal mi over every cell (module docstring)
@@ -78,7 +84,7 @@ class LatticeCovariance:
         sites: the cells absorbed so far, in order.
     """
 
-    def __init__(self, est):
+    def __init__(self, est: Any) -> None:
         sm = (est._sampler if getattr(est, "_absorbed", None) is not None  # added since fit
               else est._require_sampler())  # whole lattice only: refuses on tiles
         self.noise = float(est.noise_var_)
@@ -119,7 +125,7 @@ class LatticeCovariance:
                              f"got {cell!r}.")
         return int(cell)
 
-    def prior_columns(self, cells) -> np.ndarray:
+    def prior_columns(self, cells: ArrayLike) -> np.ndarray:
         """C[:, cells] (n, len(cells)) given the data only: one sparse solve with as many
         right-hand sides Hᵀe_s (the cell and its four mid-scale nodes)."""
         cells = np.array([self._check_cell(c) for c in np.atleast_1d(cells)], dtype=np.int64)
@@ -131,7 +137,7 @@ class LatticeCovariance:
         col = x[:self.n] if self._pi is None else x[:self.n] + self._pi @ x[self.n:]
         return col + self._r @ (self._ainv @ self._r[cells].T)
 
-    def columns(self, cells) -> np.ndarray:
+    def columns(self, cells: ArrayLike) -> np.ndarray:
         """C_k[:, cells] (n, len(cells)) given the data and the sites absorbed so far."""
         cols = self.prior_columns(cells)
         if self._d.size:
@@ -190,12 +196,12 @@ class _CellOps:
         self.n = int(self.cells.size)
 
 
-def is_lattice(model) -> bool:
+def is_lattice(model: Any) -> bool:
     """Whether ``model`` is a lattice regressor (fitted or not)."""
     return isinstance(model, LatticeRegressor)
 
 
-def check_lattice(model, strategy: str) -> None:
+def check_lattice(model: Any, strategy: str) -> None:
     """Refuse an unfitted lattice model, or a strategy it does not support."""
     check_fitted(model, "_mean")
     tiles = getattr(model, "posterior_tiles_", 1)
@@ -209,7 +215,7 @@ def check_lattice(model, strategy: str) -> None:
                          "'variance', 'mi' or 'reduction'.")
 
 
-def lattice_min_distance(model, coords, n_sites: int) -> float:
+def lattice_min_distance(model: Any, coords: np.ndarray, n_sites: int) -> float:
     """Default minimum distance (model units): ¼ of the local field's range, at most half the
     spacing of ``n_sites`` spread evenly over the uncertain candidates among ``coords``:
     those whose latent posterior variance exceeds the noise variance (not pinned by their own
@@ -223,7 +229,7 @@ def lattice_min_distance(model, coords, n_sites: int) -> float:
     return min(MIN_DISTANCE_FRACTION * float(model.range_), packing_distance(pool, n_sites))
 
 
-def cells_of(model, coords, what: str, exact: bool = True) -> np.ndarray:
+def cells_of(model: Any, coords: np.ndarray, what: str, exact: bool = True) -> np.ndarray:
     """Flat lattice cells of ``coords`` (N, 2) in model units (y, x). ``exact``: they must be
     cell centres of the raster (else the nearest cell of the raster)."""
     coords = np.asarray(coords, dtype=np.float64)
@@ -244,7 +250,7 @@ def cells_of(model, coords, what: str, exact: bool = True) -> np.ndarray:
     return iy * nx + ix
 
 
-def lattice_memory_estimate(model, n_candidates: int, n_targets: int, n_sites: int,
+def lattice_memory_estimate(model: Any, n_candidates: int, n_targets: int, n_sites: int,
                             strategy: str, criterion: str) -> float:
     """Bytes the lattice placement needs beyond the fitted model (an upper bound): the factor
     of B refactorised (as at the fit), the kept columns (one per site over every cell) and,
@@ -350,7 +356,8 @@ class _LatticeGreedy(Greedy):
         return info
 
 
-def lattice_greedy(model, cands, targets, existing, strategy: str, criterion: str,
+def lattice_greedy(model: Any, cands: Candidates, targets: Candidates | None,
+                   existing: ArrayLike | None, strategy: str, criterion: str,
                    n_sites: int, max_memory: float, probes: int = 0,
                    seed: int = 0) -> _LatticeGreedy:
     """The greedy state for a lattice model (``targets=None``: the candidates), after
@@ -381,7 +388,7 @@ def lattice_greedy(model, cands, targets, existing, strategy: str, criterion: st
 
 
 # =========================================================================== the active loop
-def add_lattice_observations(model, X, y=None):
+def add_lattice_observations(model: Any, X: ArrayLike, y: ArrayLike | None = None) -> Any:
     """A copy of a fitted lattice model with observations added, without refitting θ.
 
     Each observation at a cell (its centre, model units (y, x)) conditions the posterior

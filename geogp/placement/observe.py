@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import copy
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,10 +20,13 @@ from geogp.placement.lattice import add_lattice_observations, is_lattice
 from geogp.placement.posterior import FeaturePosterior, afs_psi, check_afs
 from geogp.trend import basis
 
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
 __all__ = ["add_observations"]
 
 
-def add_observations(model, X, y=None):
+def add_observations(model: Any, X: ArrayLike, y: ArrayLike | None = None) -> Any:
     """A copy of a fitted AFS model with observations added, without refitting (a lattice
     model: :func:`geogp.placement.lattice.add_lattice_observations`).
 

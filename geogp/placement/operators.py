@@ -13,6 +13,7 @@ for the exact GP (explicit features of its posterior covariance on V_c ∪ T).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.linalg as sla
@@ -23,6 +24,9 @@ from geogp.features.data import Grid, Points
 from geogp.features.fourier import lattice_rows
 from geogp.placement.candidates import Candidates
 from geogp.placement.posterior import FeaturePosterior, afs_psi
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
 
 DENSE_LIMIT = 2**23  # |V_c|·M below this: candidate features kept as one dense matrix (64 MB)
 _BLOCK = 2**24  # elements per block of batched evaluations (128 MB)
@@ -82,8 +86,8 @@ class _FourierOps:
 
     def _weights_tensor(self, W) -> np.ndarray:
         """(B, R_1, ..., R_D) tensor of λ½ ⊙ W placed at each feature's per-dimension rows."""
-        T = np.zeros((W.shape[1],) + self._lam_tensor.shape)
-        T[(slice(None),) + tuple(self.ff.rows.T)] = (self.sl[:, None] * W).T
+        T = np.zeros((W.shape[1], *self._lam_tensor.shape))
+        T[(slice(None), *self.ff.rows.T)] = (self.sl[:, None] * W).T
         return T
 
     def sq_norms(self) -> np.ndarray:
@@ -109,7 +113,8 @@ class _GridOps(_FourierOps):
     def __init__(self, ff, sqrt_lam, saxes, flat):
         shape = tuple(a.size for a in saxes)
         idx = np.unravel_index(flat, shape)
-        super().__init__(ff, sqrt_lam, np.stack([a[i] for a, i in zip(saxes, idx)], axis=1))
+        super().__init__(ff, sqrt_lam,
+                         np.stack([a[i] for a, i in zip(saxes, idx, strict=True)], axis=1))
         self.saxes, self.flat, self.shape = saxes, flat, shape
         self.blocks = []
         for d, a in enumerate(saxes):
@@ -194,7 +199,7 @@ class _GridOps(_FourierOps):
         row = int(np.prod(self.shape[1:]))
         step = max(1, _BLOCK // (4 * max(row, 1)))
         for s in range(0, self.shape[0], step):
-            axes = [self.saxes[0][s:s + step]] + list(self.saxes[1:])
+            axes = [self.saxes[0][s:s + step], *self.saxes[1:]]
             C = C + trig.grid_bins(self.ff, axes, full[s:s + step], "quadratic")
         G = trig.assemble_gram(self.ff, C)
         return self.sl[:, None] * G * self.sl[None, :]
@@ -208,7 +213,8 @@ class _PointOps(_FourierOps):
         self._plan = None
 
     def _nufft(self, w) -> np.ndarray:
-        import finufft  # lazy: the compiled NUFFT library loads only when points need it
+        # lazy: the compiled NUFFT library loads only when points need it
+        import finufft  # noqa: PLC0415
 
         ff = self.ff
         if self._plan is None:
@@ -278,7 +284,7 @@ class Problem:
     y_scale: float
 
 
-def is_dense(ops) -> bool:
+def is_dense(ops: Any) -> bool:
     """Whether the feature operator ``ops`` holds its features as one dense matrix."""
     return isinstance(ops, _DenseOps)
 
@@ -295,13 +301,15 @@ def _afs_ops(model, locs: Candidates, dense_limit: int, what: str):
     if len(locs) * ff.n_features <= dense_limit:
         return _DenseOps(np.asarray(ff(Xs)) * sl)
     if locs.axes is not None:
-        saxes = [(a - m) / s for a, m, s in zip(locs.axes, scaler.x_mean, scaler.x_scale)]
+        saxes = [(a - m) / s
+                 for a, m, s in zip(locs.axes, scaler.x_mean, scaler.x_scale, strict=True)]
         return _GridOps(ff, sl, saxes, locs.flat)
     return _PointOps(ff, sl, Xs)
 
 
-def afs_problem(model, cands: Candidates, targets: Candidates | None, existing,
-                dense_limit) -> Problem:
+def afs_problem(model: Any, cands: Candidates, targets: Candidates | None,
+                existing: ArrayLike | None,
+                dense_limit: int) -> Problem:
     """AFS placement problem; ``targets=None`` means the targets are the candidates."""
     post, scaler = model.posterior_, model.scaler_
     fp = FeaturePosterior.from_model(model)
@@ -327,7 +335,8 @@ def afs_problem(model, cands: Candidates, targets: Candidates | None, existing,
 _EXACT_MAX = 4000
 
 
-def exact_problem(model, cands: Candidates, targets: Candidates | None, existing) -> Problem:
+def exact_problem(model: Any, cands: Candidates, targets: Candidates | None,
+                  existing: ArrayLike | None) -> Problem:
     """Exact GP: features of the posterior covariance on V_c ∪ T (∪ existing), C = ΨΨᵀ.
 
     The posterior given the data is factorised by an eigendecomposition; existing sensors are

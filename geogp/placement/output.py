@@ -8,13 +8,19 @@ moved into place on success) and refuse to replace an existing file unless
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from geogp.exceptions import InputError
 from geogp.io import atomic_path
+
+if TYPE_CHECKING:  # annotations only
+    from matplotlib.axes import Axes
+    from numpy.typing import ArrayLike
 
 
 def _crs_member(crs) -> dict | None:
@@ -45,7 +51,7 @@ def _json_value(v):
     return v
 
 
-def to_geojson(sites: pd.DataFrame, *, x: str = "x", y: str = "y", crs=None) -> dict:
+def to_geojson(sites: pd.DataFrame, *, x: str = "x", y: str = "y", crs: Any = None) -> dict:
     """A GeoJSON FeatureCollection of Point features; the other columns become properties."""
     for col in (x, y):
         if col not in sites.columns:
@@ -65,7 +71,8 @@ def to_geojson(sites: pd.DataFrame, *, x: str = "x", y: str = "y", crs=None) -> 
     return out
 
 
-def write_geojson(sites: pd.DataFrame, path, *, x: str = "x", y: str = "y", crs=None,
+def write_geojson(sites: pd.DataFrame, path: str | os.PathLike[str], *, x: str = "x", y: str = "y",
+                  crs: Any = None,
                   overwrite: bool = False) -> Path:
     """Write ``sites`` as GeoJSON (atomic: temp file + os.replace). Returns the path."""
     text = json.dumps(to_geojson(sites, x=x, y=y, crs=crs), indent=1)
@@ -74,17 +81,21 @@ def write_geojson(sites: pd.DataFrame, path, *, x: str = "x", y: str = "y", crs=
     return Path(path)
 
 
-def write_csv(sites: pd.DataFrame, path, *, overwrite: bool = False) -> Path:
+def write_csv(sites: pd.DataFrame, path: str | os.PathLike[str], *,
+              overwrite: bool = False) -> Path:
     """Write ``sites`` as CSV (atomic: temp file + os.replace). Returns the path."""
     with atomic_path(path, overwrite) as tmp:
         sites.to_csv(tmp, index=False)
     return Path(path)
 
 
-def plot_sites(sites: pd.DataFrame, std=None, x_coords=None, y_coords=None, *, ax=None,
-               x: str = "x", y: str = "y", existing=None, title: str | None = None,
+def plot_sites(sites: pd.DataFrame, std: ArrayLike | None = None,
+               x_coords: ArrayLike | None = None, y_coords: ArrayLike | None = None, *,
+               ax: Axes | None = None,
+               x: str = "x", y: str = "y", existing: ArrayLike | None = None,
+               title: str | None = None,
                annotate: bool = True, label: str = "predictive std", xlabel: str | None = None,
-               ylabel: str | None = None):
+               ylabel: str | None = None) -> Axes:
     """Suggested sites (numbered triangles) over a map of the predictive std.
 
     The order numbers are placed so that they overlap neither each other nor the markers
@@ -102,7 +113,8 @@ def plot_sites(sites: pd.DataFrame, std=None, x_coords=None, y_coords=None, *, a
     Returns:
         The matplotlib Axes.
     """
-    import matplotlib.pyplot as plt  # lazy: matplotlib loads only when a figure is drawn
+    # lazy: matplotlib loads only when a figure is drawn
+    import matplotlib.pyplot as plt  # noqa: PLC0415
 
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 5.5))
@@ -147,7 +159,7 @@ def _place_labels(ax, xy, texts, obstacles, fontsize: float = 8.0):
     """Annotate ``xy`` (N, 2, data units) with ``texts`` so that no two labels overlap and no
     label covers a marker (``obstacles``), greedily in order: for each site, the first offset
     (nearest ring first) whose box is free; failing that, the least-overlapping one."""
-    import matplotlib.patheffects as pe  # lazy: as above
+    import matplotlib.patheffects as pe  # noqa: PLC0415 - lazy: as above
 
     to_pt = 72.0 / ax.figure.dpi
     pts = ax.transData.transform(xy) * to_pt  # display points
@@ -158,7 +170,7 @@ def _place_labels(ax, xy, texts, obstacles, fontsize: float = 8.0):
     boxes = [(ox - _MARKER_HALF, oy - _MARKER_HALF, ox + _MARKER_HALF, oy + _MARKER_HALF)
              for ox, oy in obst]
     taken = []
-    for site, (px, py), text in zip(xy, pts, texts):
+    for site, (px, py), text in zip(xy, pts, texts, strict=True):
         w, h = 0.64 * fontsize * len(text) + 2.0, fontsize + 1.0  # digits ≈ 0.64 em wide
         best, best_cost = None, np.inf
         for r in _RADII:

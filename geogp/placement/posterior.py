@@ -1,4 +1,5 @@
-"""Whitened AFS posterior with rank-one updates instead of refits (docs/bound.md, docs/placement.md).
+"""Whitened AFS posterior with rank-one updates instead of refits (docs/bound.md,
+docs/placement.md).
 
 With ψ = λ^{1/2} ⊙ φ and A = I + σ⁻² Σ_n ψ_nψ_nᵀ, measuring at x_a adds σ⁻²ψ_aψ_aᵀ to A, so
 A⁻¹ is updated by Sherman–Morrison in O(M²) (:func:`rank1`). :class:`FeaturePosterior` holds
@@ -9,14 +10,19 @@ feature evaluations shared with the placement problems.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 import scipy.linalg as sla
 
 from geogp.exceptions import InputError
 from geogp.models.collapsed import Posterior
 
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
 
-def rank1(Mat, x, y, alpha: float) -> None:
+
+def rank1(Mat: np.ndarray, x: np.ndarray, y: np.ndarray, alpha: float) -> None:
     """Mat ← Mat + α x yᵀ in place (BLAS dger on the Fortran view; no M×M temporary)."""
     if Mat.flags.c_contiguous and Mat.dtype == np.float64:
         out = sla.blas.dger(alpha, y, x, a=Mat.T, overwrite_a=1)
@@ -26,7 +32,8 @@ def rank1(Mat, x, y, alpha: float) -> None:
 
 
 class FeaturePosterior:
-    """Whitened AFS posterior, updated by rank-one steps instead of refits (docs/bound.md, docs/placement.md).
+    """Whitened AFS posterior, updated by rank-one steps instead of refits (docs/bound.md,
+    docs/placement.md).
 
     With ψ = λ^{1/2} ⊙ φ, A = I + σ⁻² Σ_n ψ_nψ_nᵀ and t = σ⁻² Σ_n ψ_n y_n:
     mean(x) = ψᵀA⁻¹t and var_f(x) = k(0) − ‖ψ‖² + ψᵀA⁻¹ψ (standardised units; the residual
@@ -37,7 +44,8 @@ class FeaturePosterior:
         kvar0: k(0). A (property): the precision, formed on demand as A₀ + σ⁻² Σ_added ψψᵀ.
     """
 
-    def __init__(self, sqrt_lam, A, Ainv, t, noise: float, kvar0: float):
+    def __init__(self, sqrt_lam: np.ndarray, A: np.ndarray, Ainv: np.ndarray, t: np.ndarray,
+                 noise: float, kvar0: float) -> None:
         self.sqrt_lam = np.asarray(sqrt_lam, dtype=np.float64)
         self._A0 = A  # an array, or a callable giving it (formed only when needed)
         self._added = []
@@ -47,7 +55,7 @@ class FeaturePosterior:
         self.kvar0 = float(kvar0)
 
     @classmethod
-    def from_model(cls, model) -> FeaturePosterior:
+    def from_model(cls, model: Any) -> FeaturePosterior:
         """The posterior of a fitted :class:`~geogp.models.afs.AFSRegressor`. Cost O(M³)."""
         post = model.posterior_
         sl = np.asarray(post.sqrt_lam, dtype=np.float64)
@@ -62,7 +70,7 @@ class FeaturePosterior:
         t = sl * np.asarray(stats.r, dtype=np.float64) / post.noise  # t = σ⁻² Λ½ r
         return cls(sl, A, Ainv, t, post.noise, post.kvar0)
 
-    def add(self, psi, y=None) -> tuple[np.ndarray, float]:
+    def add(self, psi: np.ndarray, y: float | None = None) -> tuple[np.ndarray, float]:
         """Absorb one observation with features ψ (M,) and optional value y. Cost O(M²).
 
         Returns (w, d) with w = A⁻¹ψ and d = σ² + ψᵀw, taken before the update.
@@ -85,11 +93,11 @@ class FeaturePosterior:
             A += P.T @ P / self.noise
         return A
 
-    def mean(self, Psi) -> np.ndarray:
+    def mean(self, Psi: np.ndarray) -> np.ndarray:
         """Posterior mean ψᵀA⁻¹t at rows of Psi (N, M). Cost O(NM + M²)."""
         return np.asarray(Psi) @ (self.Ainv @ self.t)
 
-    def var_latent(self, Psi) -> np.ndarray:
+    def var_latent(self, Psi: np.ndarray) -> np.ndarray:
         """Latent variance k(0) − ‖ψ‖² + ψᵀA⁻¹ψ at rows of Psi (N, M). Cost O(NM²)."""
         Psi = np.asarray(Psi)
         return self.kvar0 - np.sum(Psi**2, axis=1) + np.sum((Psi @ self.Ainv) * Psi, axis=1)
@@ -106,14 +114,14 @@ class FeaturePosterior:
         return Posterior(sl, weights, quad, chol, self.noise, self.kvar0)
 
 
-def inverse_from_cholesky(L) -> np.ndarray:
+def inverse_from_cholesky(L: np.ndarray) -> np.ndarray:
     """A⁻¹ from the lower Cholesky factor L of A. Cost O(M³)."""
     L = np.asarray(L, dtype=np.float64)
     inv = sla.cho_solve((L, True), np.eye(L.shape[0]))
     return 0.5 * (inv + inv.T)
 
 
-def check_afs(model) -> None:
+def check_afs(model: Any) -> None:
     if not hasattr(model, "features_") or not hasattr(model, "posterior_"):
         raise InputError(f"expected a fitted AFSRegressor (or ExactGP); got {type(model).__name__}"
                          " without fitted state. Call fit() or fit_grid() first; the wavelet "
@@ -124,7 +132,7 @@ def check_afs(model) -> None:
                          "solver='dense' and n_features ≤ 4096 for placement.")
 
 
-def afs_psi(model, X, what: str) -> np.ndarray:
+def afs_psi(model: Any, X: ArrayLike, what: str) -> np.ndarray:
     """ψ (N, M) at X in the model's input units; raises for points outside the window."""
     Xs = model.scaler_.x(X)
     try:

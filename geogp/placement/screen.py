@@ -40,11 +40,15 @@ exact evaluation (e: one linear form over the targets). Memory O(M² + |T| + bat
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numba
 import numpy as np
 
 from geogp.placement.posterior import rank1
+
+if TYPE_CHECKING:  # annotations only
+    from geogp.placement.operators import Problem
 
 _Z_MAX = 1.0 - 1e-15
 _SLACK = 0.02  # η: weights are at most 2 % above 1/ρ_i
@@ -89,7 +93,8 @@ class Screen:
     :meth:`update`; ρ_T = C_T,ii + σ².
     """
 
-    def __init__(self, pb, Ainv, hT, cT, max_evals: int):
+    def __init__(self, pb: Problem, Ainv: np.ndarray, hT: np.ndarray, cT: np.ndarray,
+                 max_evals: int) -> None:
         self.pb, self.max_evals = pb, int(max_evals)
         self.hT, self.cT = hT, cT  # arrays owned and updated in place by Greedy
         self.omega = (1.0 + _SLACK) / self.rho
@@ -106,7 +111,7 @@ class Screen:
         return np.maximum(self.cT + self.pb.noise, 1e-300)
 
     # ------------------------------------------------------------------ selection
-    def bounds(self, h) -> np.ndarray:
+    def bounds(self, h: np.ndarray) -> np.ndarray:
         """U(a) ≥ F(a) for every candidate, from the current B, h_c, h_T and ρ_T."""
         s = self.pb.noise + h
         q = np.maximum(self.pb.ops.quad(self.B), 0.0)
@@ -114,7 +119,7 @@ class Screen:
         U = _f_over_z(np.maximum(h, 0.0) / s * m) * q / s
         return U * (1.0 + _ROUND) + _ROUND * float(U.max(initial=0.0))
 
-    def exact(self, idx, Ainv, h) -> np.ndarray:
+    def exact(self, idx: np.ndarray, Ainv: np.ndarray, h: np.ndarray) -> np.ndarray:
         """F(a) over all targets for the candidates ``idx``. Cost |idx| (e + |T|)."""
         idx = np.asarray(idx, dtype=np.int64)
         W = Ainv @ self.pb.ops.rows(idx).T  # (M, B): A⁻¹ψ_a
@@ -123,7 +128,8 @@ class Screen:
         _marginal_sums(Vt, 1.0 / self.rho, 1.0 / (self.pb.noise + h[idx]), out)
         return out
 
-    def select(self, active, costs, Ainv, h):
+    def select(self, active: np.ndarray, costs: np.ndarray | None, Ainv: np.ndarray,
+               h: np.ndarray) -> tuple[int | None, float | None]:
         """(pick, its score) or (None, None) when no candidate is allowed. Ranks score/cost."""
         U = self.bounds(h)
         rank_u = U / costs if costs is not None else U
@@ -136,7 +142,7 @@ class Screen:
             batch = order[done:done + self.batch]
             F = self.exact(batch, Ainv, h)
             rank = F / costs[batch] if costs is not None else F
-            for a, r, f in zip(batch, rank, F):
+            for a, r, f in zip(batch, rank, F, strict=True):
                 if r > best_rank or (r == best_rank and a < best):
                     best, best_score, best_rank = int(a), float(f), float(r)
             done += batch.size
@@ -151,7 +157,7 @@ class Screen:
         return best, best_score
 
     # ------------------------------------------------------------------ updates
-    def update(self, psi, w, d, Ainv_new):
+    def update(self, psi: np.ndarray, w: np.ndarray, d: float, Ainv_new: np.ndarray) -> None:
         """After a pick: B for the new A⁻¹, then raise the weights that 1/ρ has passed.
 
         Call after the owner has updated A⁻¹ (→ ``Ainv_new``), ρ_T and h_T; ``psi``, ``w``

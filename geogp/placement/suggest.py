@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -18,20 +20,23 @@ from geogp.models.exact import ExactGP
 from geogp.placement.candidates import (
     as_candidates,
     at_candidates,
+    auto_min_distance,
     exclusion_mask,
     near_mask,
-    auto_min_distance,
     packing_distance,
 )
 from geogp.placement.greedy import Greedy, run_greedy
+from geogp.placement.lattice import PROBES as LATTICE_PROBES
+from geogp.placement.lattice import check_lattice, is_lattice, lattice_greedy, lattice_min_distance
 from geogp.placement.operators import DENSE_LIMIT, afs_problem, exact_problem, is_dense
 from geogp.placement.posterior import check_afs
 from geogp.placement.screen import batch_bytes
-from geogp.placement.lattice import PROBES as LATTICE_PROBES
-from geogp.placement.lattice import (check_lattice, is_lattice, lattice_greedy,
-                                     lattice_min_distance)
-from geogp.placement.wavelet import (check_wavelet, is_wavelet, wavelet_greedy,
-                                     wavelet_min_distance)
+from geogp.placement.wavelet import check_wavelet, is_wavelet, wavelet_greedy, wavelet_min_distance
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
+    from geogp.placement.candidates import Candidates
 
 STRATEGIES = ("variance", "mi", "krause", "reduction")
 CRITERIA = ("marginal", "joint")
@@ -70,10 +75,9 @@ def _min_distance(value, model, coords, n_sites: int) -> tuple[float, bool]:
             raise InputError(f"min_distance must be a number ≥ 0 or 'auto'; got {value!r}.")
         if is_lattice(model):  # its cap counts the uncertain candidates only
             return lattice_min_distance(model, coords, n_sites), True
-        if is_wavelet(model):  # no kernel_: its effective lengthscale over the candidates
-            out = wavelet_min_distance(model, coords)
-        else:
-            out = auto_min_distance(model)
+        # the wavelet model has no kernel_: its effective lengthscale over the candidates
+        out = (wavelet_min_distance(model, coords) if is_wavelet(model)
+               else auto_min_distance(model))
         return min(out, packing_distance(coords, n_sites)), True
     try:
         out = float(value)
@@ -115,11 +119,15 @@ def _default_names(d: int) -> tuple:
     return ("x", "y", "z")[:d] if d <= 3 else tuple(f"x{i}" for i in range(d))
 
 
-def suggest_sites(model, candidates, n: int, *, strategy: str = "mi", criterion: str = "marginal",
-                  targets=None, existing=None, exclude=None, min_distance="auto",
-                  cost=None, budget: float | None = None, max_targets: int = 1000,
+def suggest_sites(model: Any, candidates: Candidates | ArrayLike | pd.DataFrame, n: int, *,
+                  strategy: str = "mi", criterion: str = "marginal",
+                  targets: Candidates | ArrayLike | pd.DataFrame | None = None,
+                  existing: ArrayLike | None = None, exclude: ArrayLike | None = None,
+                  min_distance: float | str = "auto",
+                  cost: ArrayLike | None = None, budget: float | None = None,
+                  max_targets: int = 1000,
                   max_bytes: float = 2**28, max_evaluations: int = 1024,
-                  lazy: bool | None = None, names=None, seed: int = 0,
+                  lazy: bool | None = None, names: Sequence[str] | None = None, seed: int = 0,
                   dense_limit: int = DENSE_LIMIT, max_memory: float = 4 * 2**30
                   ) -> pd.DataFrame:
     """Suggest the next ``n`` measurement sites by greedy selection (docs/placement.md).

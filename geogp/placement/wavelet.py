@@ -1,9 +1,10 @@
 """Sensor placement with wavelet models: sparse posterior, rank-one updates (docs/placement.md).
 
 A fitted :class:`~geogp.models.wavelet.WaveletRegressor` has sparse features: ψ(x) = Λ^{1/2}φ(x)
-touches K basis functions, and the whitened posterior precision of the weights is
+touches K basis functions, and the whitened posterior precision of the weights is (A_a sparse,
+as in models/wavelet/regressor.py)
 
-    A = blockdiag(A_a, I),    A_a = I + σ⁻² Λ_a^{1/2} G Λ_a^{1/2}   (sparse, models/wavelet/regressor.py),
+    A = blockdiag(A_a, I),    A_a = I + σ⁻² Λ_a^{1/2} G Λ_a^{1/2},
 
 over the M_a active features (data in their support) and the pruned ones (no data: prior).
 The latent posterior covariance is C(x, x') = ψ(x)ᵀA⁻¹ψ(x') (the finite prior is the model,
@@ -33,6 +34,9 @@ state of :mod:`geogp.placement.greedy` for ``"variance"`` and ``"mi"`` (marginal
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
@@ -45,6 +49,9 @@ from geogp.placement.greedy import Greedy
 from geogp.placement.operators import Problem
 from geogp.placement.posterior import rank1
 
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
 _SOLVE_ENTRIES = 2**21  # entries of one dense (F, chunk) block of right-hand sides
 _LOCATION_BYTES = 400  # per candidate/target: coordinates, variances, scores, masks
 _NONZERO_BYTES = 48  # per nonzero of a sparse feature matrix: COO + CSR + evaluation temps
@@ -54,7 +61,7 @@ _NONZERO_BYTES = 48  # per nonzero of a sparse feature matrix: COO + CSR + evalu
 _DENSE_SOLVE_MAX = 4096
 
 
-def is_wavelet(model) -> bool:
+def is_wavelet(model: Any) -> bool:
     """Whether ``model`` is a fitted (or unfitted) wavelet regressor."""
     return isinstance(model, WaveletRegressor) or (
         hasattr(model, "basis_") and hasattr(model, "problem_"))
@@ -65,7 +72,7 @@ def _check_wavelet(model) -> None:
         raise InputError("expected a fitted WaveletRegressor; call fit() or fit_grid() first.")
 
 
-def check_wavelet(model, strategy: str) -> None:
+def check_wavelet(model: Any, strategy: str) -> None:
     """Refuse an unfitted wavelet model, or a strategy it does not support."""
     _check_wavelet(model)
     if strategy not in ("variance", "mi", "krause"):
@@ -95,7 +102,7 @@ class SparseFeaturePosterior:
         W: (F, k) solve vectors w_j of the absorbed sites; d: (k,) their d_j.
     """
 
-    def __init__(self, model, dense_max: int | None = None):
+    def __init__(self, model: Any, dense_max: int | None = None) -> None:
         _check_wavelet(model)
         post = model.posterior_
         problem = post.problem
@@ -128,7 +135,7 @@ class SparseFeaturePosterior:
         self._solve_active = solve
 
     # ------------------------------------------------------------------ features
-    def features(self, Xs, what: str = "locations") -> sp.csr_matrix:
+    def features(self, Xs: ArrayLike, what: str = "locations") -> sp.csr_matrix:
         """Sparse ψ = Λ^{1/2}φ at Xs (N, D) standardised, as CSR (N, F); registers new pruned
         features (the stored solve vectors get zero rows: the prior block is I). Cost O(N·K)."""
         Xs = np.asarray(Xs, dtype=np.float64)
@@ -137,7 +144,7 @@ class SparseFeaturePosterior:
         except InputError as err:
             raise type(err)(f"{what}: {err}") from None
         idx = self.basis.unravel(rows)
-        log_lam = self._log_amp + sum(c[i] for c, i in zip(self._log_coeffs, idx))
+        log_lam = self._log_amp + sum(c[i] for c, i in zip(self._log_coeffs, idx, strict=True))
         psi = np.exp(0.5 * log_lam) * vals
         keep = vals != 0.0
         new = np.unique(rows[keep][self._pos[rows[keep]] < 0])
@@ -158,7 +165,7 @@ class SparseFeaturePosterior:
         return sp.csr_matrix((P.data, P.indices, P.indptr), shape=(P.shape[0], self.n_columns))
 
     # ------------------------------------------------------------------ solves
-    def solve_prior(self, R) -> np.ndarray:
+    def solve_prior(self, R: np.ndarray) -> np.ndarray:
         """A⁻¹R for R (F,) or (F, B) dense, at the model's data only (no absorbed sites)."""
         R = np.asarray(R, dtype=np.float64)
         out = np.array(R, copy=True)
@@ -166,14 +173,14 @@ class SparseFeaturePosterior:
             out[: self.n_active] = self._solve_active(np.ascontiguousarray(R[: self.n_active]))
         return out
 
-    def solve(self, R) -> np.ndarray:
+    def solve(self, R: np.ndarray) -> np.ndarray:
         """A_k⁻¹R = A⁻¹R − W diag(1/d) WᵀR (Woodbury with the k absorbed sites)."""
         out = self.solve_prior(R)
         if self._d.size:
             out -= self._W @ ((self._W.T @ R).T / self._d).T
         return out
 
-    def add(self, psi) -> tuple[np.ndarray, float]:
+    def add(self, psi: sp.spmatrix | np.ndarray) -> tuple[np.ndarray, float]:
         """Absorb one measurement with features ψ (a (1, F) sparse row or (F,) vector).
 
         Returns (w, d), w = A⁻¹ψ and d = σ² + ψᵀw before the update. Cost: one sparse solve.
@@ -263,7 +270,7 @@ class _GridOps:
         self.post, self.model, self.n, self.flat = post, model, len(locs), locs.flat
         self.coords_std = sc.x(locs.coords)
         self.axes_std = [(np.asarray(a, dtype=np.float64) - m) / s
-                         for a, m, s in zip(locs.axes, sc.x_mean, sc.x_scale)]
+                         for a, m, s in zip(locs.axes, sc.x_mean, sc.x_scale, strict=True)]
         (u, _), (v, _) = model.posterior_.axis_values(self.axes_std)
         self.U, self.V = u * np.exp(0.5 * post._log_amp), v
 
@@ -392,7 +399,7 @@ class _WaveletGreedy(Greedy):
 
 
 # =========================================================================== problem
-def wavelet_memory_estimate(n_candidates: int, n_targets: int, model, *, n_sites: int,
+def wavelet_memory_estimate(n_candidates: int, n_targets: int, model: Any, *, n_sites: int,
                             same: bool = True, strategy: str = "mi",
                             criterion: str = "marginal", grid: bool = False) -> float:
     """Bytes the wavelet placement needs beyond the fitted model (an upper bound).
@@ -427,7 +434,7 @@ def wavelet_memory_estimate(n_candidates: int, n_targets: int, model, *, n_sites
     return out
 
 
-def wavelet_min_distance(model, coords) -> float:
+def wavelet_min_distance(model: Any, coords: np.ndarray) -> float:
     """Default minimum distance: ¼ of the shortest effective lengthscale of the model
     (:meth:`~geogp.models.wavelet.WaveletRegressor.effective_lengthscale`) over ``coords``
     (at most 4,096 of them, evenly spaced), in input units."""
@@ -437,9 +444,10 @@ def wavelet_min_distance(model, coords) -> float:
     return MIN_DISTANCE_FRACTION * float(ell.min()) if ell.size else 0.0
 
 
-def wavelet_greedy(model, cands: Candidates, targets: Candidates | None, existing,
+def wavelet_greedy(model: Any, cands: Candidates, targets: Candidates | None,
+                   existing: ArrayLike | None,
                    strategy: str, criterion: str, n_sites: int, max_memory: float,
-                   taken=()) -> _WaveletGreedy:
+                   taken: Sequence[int] = ()) -> _WaveletGreedy:
     """The greedy state for a wavelet model (``targets=None``: the candidates), after
     :func:`check_wavelet` (as :func:`~geogp.placement.suggest.suggest_sites` calls it).
 

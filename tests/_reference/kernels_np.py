@@ -1,4 +1,5 @@
-"""Plain-numpy closed forms of the docs/model.md (kernels) kernels, written independently of geogp.kernels.
+"""Plain-numpy closed forms of the docs/model.md (kernels) kernels, written independently of
+geogp.kernels.
 
 Only the covariance functions are given here. The spectral densities are *not* copied: the
 tests obtain them by transforming these functions numerically (``transforms.py``).

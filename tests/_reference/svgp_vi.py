@@ -13,7 +13,7 @@ import scipy.special as sps
 
 def ref_vi(Psi, y, k0, kind, b0):
     """Gaussian VI of f = Ψv + b, v ~ N(0, I), in numpy: BFGS with hand-written gradients."""
-    N, M = Psi.shape
+    _N, M = Psi.shape
     tril = np.tril_indices(M)
     x60, w60 = np.polynomial.hermite_e.hermegauss(60)
     w60 = w60 / np.sqrt(2 * np.pi)

@@ -6,7 +6,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _reference import dense_gp
 
 import geogp
 from geogp.exceptions import InputError
@@ -18,10 +17,11 @@ from geogp.features.afs_dft import (
     sample_offsets,
 )
 from geogp.features.fourier import FourierFeatures
+from geogp.features.fourier_statistics import dense_stats
 from geogp.kernels import ProductKernel
 from geogp.models.collapsed import collapsed_bound
-from geogp.features.fourier_statistics import dense_stats
 
+from _reference import dense_gp
 
 _gram = jax.jit(lambda k, X: k(X, X))  # jitted: eager JAX compiles every primitive separately
 
@@ -44,7 +44,8 @@ def test_reconstruction_is_exact_at_the_samples(D):
     offs = sample_offsets(W, J)
     R = np.stack([g.ravel() for g in np.meshgrid(*offs, indexing="ij")], axis=1)  # m∘b
     Zj = np.stack([g.ravel() for g in np.meshgrid(
-        *[np.arange(-j, j + 1) / (2 * w) for j, w in zip(J, W)], indexing="ij")], axis=1)
+        *[np.arange(-j, j + 1) / (2 * w) for j, w in zip(J, W, strict=True)], indexing="ij")],
+        axis=1)
     rec = (np.exp(2j * np.pi * R @ Zj.T) @ s.ravel()).real / np.prod(2 * W)
     k_R = np.asarray(jax.jit(k.evaluate)(R))
     np.testing.assert_allclose(rec, k_R, atol=1e-12)
@@ -68,7 +69,7 @@ def test_dft_converges_to_the_spectral_density_for_se():
     W = 10 * ell.max() * np.ones(2)
     J = np.array([40, 25])
     s = np.asarray(dft_spectrum(k, W, J))
-    z = np.stack(np.meshgrid(*[np.arange(-j, j + 1) / (2 * w) for j, w in zip(J, W)],
+    z = np.stack(np.meshgrid(*[np.arange(-j, j + 1) / (2 * w) for j, w in zip(J, W, strict=True)],
                              indexing="ij"), axis=-1)
     S = np.asarray(k.spectral_density(z))
     np.testing.assert_allclose(s, S, rtol=0, atol=1e-10 * S.max())

@@ -1,4 +1,5 @@
-"""AFS features: lattices, mask, implied kernel, Fourier-domain statistics (docs/afs.md, T2, T9, T12)."""
+"""AFS features: lattices, mask, implied kernel, Fourier-domain statistics (docs/afs.md, T2, T9,
+T12)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,21 @@ import geogp
 from geogp.exceptions import InputError, MemoryEstimateError, OutsideWindowError
 from geogp.features import trig
 from geogp.features.fourier import FourierFeatures, _khatri_rao_rows, lattice_rows
-from geogp.features.fourier_statistics import dense_stats, grid_lemma_holds, grid_stats, points_stats
+from geogp.features.fourier_statistics import (
+    dense_stats,
+    grid_lemma_holds,
+    grid_stats,
+    points_stats,
+)
 
 
 def _alias_sum(kernel, r, period, signed, n_alias=2):
-    """Σ_j (±1)^{Σj} k(r − T∘j): the kernel implied by a saturated lattice (docs/afs.md, lattices)."""
+    """Σ_j (±1)^{Σj} k(r − T∘j): the kernel implied by a saturated lattice (docs/afs.md,
+    lattices)."""
     D = r.shape[-1]
     out = np.zeros(r.shape[:-1])
-    for j in itertools.product(range(-n_alias, n_alias + 1), repeat=D):
-        j = np.array(j)
+    for jj in itertools.product(range(-n_alias, n_alias + 1), repeat=D):
+        j = np.array(jj)
         sign = (-1.0) ** j.sum() if signed else 1.0
         out += sign * np.asarray(kernel.evaluate(r - period * j))
     return out
@@ -56,9 +63,10 @@ def test_mask_dimensionwise_equals_cube_then_mask():
 
 
 def test_mask_is_closed_under_sign_flips():
-    """T9: every |z| kept appears with all its cos/sin combinations (2^D rows on the odd lattice)."""
+    """T9: every |z| kept appears with all its cos/sin combinations (2^D rows on the odd
+    lattice)."""
     ff = FourierFeatures.build([0, 0], [3, 2], (8, 5))
-    freqs, counts = np.unique(ff.frequencies, axis=0, return_counts=True)
+    _freqs, counts = np.unique(ff.frequencies, axis=0, return_counts=True)
     assert np.all(counts == 4)
     kinds = {tuple(ff.frequencies[i]): set() for i in range(ff.n_features)}
     for i in range(ff.n_features):
@@ -154,7 +162,7 @@ def test_complete_grid_gram_is_diagonal_when_lemma_holds(rng):
     """T12: W_d = N_d η_d and 2K_d ≤ N_d ⇒ ‖G − N·I‖_max ≤ 1e-9·N; the O(M) route matches."""
     shape = (12, 9)
     eta = np.array([0.1, 0.25])
-    ax = [np.arange(n) * e + 0.3 for n, e in zip(shape, eta)]
+    ax = [np.arange(n) * e + 0.3 for n, e in zip(shape, eta, strict=True)]
     vals = rng.normal(size=shape)
     X, y = _observed_points(ax, vals)
     center = np.array([(a[0] + a[-1]) / 2 for a in ax])
@@ -169,7 +177,7 @@ def test_complete_grid_gram_is_diagonal_when_lemma_holds(rng):
     # violation: K too large for the grid -> refused
     ff_bad = FourierFeatures.build(center, np.array(shape) * eta, (7, 4), mask=False)
     assert not grid_lemma_holds(shape, ff_bad.n_freq)
-    with pytest.raises(InputError, match="Lemma 3.1"):
+    with pytest.raises(InputError, match=r"Lemma 3.1"):
         grid_stats(ff_bad, ax, vals, diagonal=True)
     gap = vals.copy()
     gap[0, 0] = np.nan
@@ -191,7 +199,8 @@ def test_lemma_gcd_condition_matches_brute_force(N):
             E = np.exp(2j * np.pi * np.outer(z, n))
             is_diag = np.allclose(E @ E.conj().T, N * np.eye(M), atol=1e-9)
             assert is_diag == _lemma_gcd(N, a, M), (N, a, M)
-    assert not _lemma_gcd(6, 4, 4)  # docs/afs.md (gridded data) counterexample to the printed condition
+    # docs/afs.md (gridded data): counterexample to the printed condition
+    assert not _lemma_gcd(6, 4, 4)
 
 
 @pytest.mark.parametrize("lattice", ["odd", "full"])

@@ -9,8 +9,13 @@ import pytest
 
 from geogp.features import trig
 from geogp.features.fourier import FourierFeatures
+from geogp.features.fourier_statistics import (
+    SufficientStats,
+    grid_noise_projection,
+    grid_stats,
+    points_noise_projection,
+)
 from geogp.features.gram_operator import GramOperator, lowest_frequencies, subset
-from geogp.features.fourier_statistics import SufficientStats, grid_noise_projection, grid_stats, points_noise_projection
 
 CASES = [("odd", 1, 7), ("odd", 2, (5, 4)), ("odd", 3, 3), ("full", 1, 6), ("full", 2, (4, 5)),
          ("full", 3, 3)]
@@ -40,7 +45,7 @@ def test_matvec_equals_dense_gram(rng, lattice, D, K):
 
 
 def test_dense_block_is_the_low_frequency_submatrix(rng):
-    ff, X, w, C = _points_case(rng, "odd", 2, (6, 6))
+    ff, X, _w, C = _points_case(rng, "odd", 2, (6, 6))
     op = GramOperator.from_bins(ff, C, n_dense=20)
     low = lowest_frequencies(ff, 20)
     freq = np.linalg.norm(ff.frequencies, axis=1)
@@ -54,7 +59,7 @@ def test_dense_block_is_the_low_frequency_submatrix(rng):
 
 def test_operator_passes_through_jit_and_grad(rng):
     """The operator is a pytree; d/dv (uᵀG v) = G u (G symmetric) through the FFTs."""
-    ff, X, w, C = _points_case(rng, "odd", 2, (4, 4))
+    ff, _X, _w, C = _points_case(rng, "odd", 2, (4, 4))
     op = GramOperator.from_bins(ff, C)
     u = jnp.asarray(rng.normal(size=ff.n_features))
     g = jax.jit(jax.grad(lambda v, o: u @ o.matvec(v)))(jnp.zeros(ff.n_features), op)
@@ -73,7 +78,7 @@ def test_grid_stats_operator_matches_dense_route(rng):
     np.testing.assert_allclose(op.G.dense(), np.asarray(dense.G), rtol=1e-10, atol=1e-9)
     np.testing.assert_allclose(np.asarray(op.r), np.asarray(dense.r), rtol=1e-12)
     with pytest.raises(ValueError):
-        op + op  # noqa: B018  (statistics add before the operator is built)
+        op + op  # statistics add before the operator is built
     with pytest.raises(ValueError):
         SufficientStats(op.G, jnp.zeros(3), op.yy, op.n)
 
@@ -96,7 +101,7 @@ def test_noise_projections_are_phi_eta(rng):
     Y, X = np.meshgrid(*axes, indexing="ij")
     Phi = ff(np.stack([Y[obs], X[obs]], axis=1))
     R = grid_noise_projection(ff, axes, v, 3, np.random.default_rng(7))  # one chunk
-    eta = np.random.default_rng(7).standard_normal(v.shape + (3,))[obs]
+    eta = np.random.default_rng(7).standard_normal((*v.shape, 3))[obs]
     np.testing.assert_allclose(R, Phi.T @ eta, atol=1e-11)
     Rc = grid_noise_projection(ff, axes, v, 400, np.random.default_rng(8), chunk_bytes=20000)
     # chunks draw η in another order: check the covariance instead, E[R Rᵀ] = G (400 draws)

@@ -62,7 +62,7 @@ def test_misuse_is_refused_with_a_clear_error(rng):
     grid, pts = _raster(rng)
     ff = FourierFeatures.build([0.0, 0.1], [2.6, 2.4], (4, 4))
     wb = make_basis("haar", 0, 1, np.array([[-1.0, 1.0], [-1.0, 1.0]]))
-    with pytest.raises(InputError, match="Points.y must have shape"):
+    with pytest.raises(InputError, match=r"Points.y must have shape"):
         Points(np.zeros((5, 2)), np.zeros(4))
     with pytest.raises(InputError, match=r"Points.X must have shape \(N, D\)"):
         Points(np.zeros(5), np.zeros(5))

@@ -8,8 +8,8 @@ import pytest
 import geogp  # noqa: F401  (float64)
 from geogp.exceptions import InputError, OutsideWindowError
 from geogp.features.wavelet import make_basis
-from geogp.features.wavelet_statistics import wavelet_statistics
 from geogp.features.wavelet_basis import FAMILIES, canonical_family, wavelet_table
+from geogp.features.wavelet_statistics import wavelet_statistics
 
 DB_FAMILIES = [f"db{p}" for p in range(2, 9)]
 
@@ -74,7 +74,7 @@ def test_haar_closed_form_is_orthonormal():
 def _brute_force_phi(basis, X):
     """Φ (M, N) by evaluating every basis function's formula f(2^j x − t) at every point."""
     cols = []
-    for b, x in zip(basis.dims, X.T):
+    for b, x in zip(basis.dims, X.T, strict=True):
         f = np.where(b.kind[:, None] == 0,
                      b.table.scaling(np.ldexp(x[None, :], b.level[:, None]) - b.shift[:, None]),
                      b.table.wavelet(np.ldexp(x[None, :], b.level[:, None]) - b.shift[:, None]))

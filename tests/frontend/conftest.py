@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import xarray as xr
+
 from _frontend_rasters import FEATURES, make_raster
 
 

@@ -8,7 +8,6 @@ import warnings
 import numpy as np
 import pytest
 import xarray as xr
-from _frontend_rasters import make_raster
 
 import geogp
 from geogp.adapters import (
@@ -26,6 +25,11 @@ from geogp.exceptions import (
 )
 from geogp.nodata import masked_values
 from geogp.points import to_point_data
+
+from _frontend_rasters import make_raster
+
+# small synthetic data: the models' approximation diagnostics warn, beside the point here
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
 
 
 @pytest.mark.parametrize("dims", [("y", "x"), ("lat", "lon"), ("latitude", "longitude"),
@@ -98,7 +102,7 @@ def test_singleton_band_is_squeezed(raster):
 @pytest.mark.parametrize("shape, dims", [((40,), ("x",)), ((2, 3, 30, 40), ("t", "z", "y", "x"))])
 def test_one_and_four_dimensional_arrays_are_refused(shape, dims):
     da = xr.DataArray(np.ones(shape), dims=dims,
-                      coords={d: np.arange(float(n)) for d, n in zip(dims, shape)})
+                      coords={d: np.arange(float(n)) for d, n in zip(dims, shape, strict=True)})
     with pytest.raises(InputError, match="dimension"):
         to_grid_data(da.rio.write_crs(3857))
 

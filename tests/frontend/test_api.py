@@ -5,12 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import xarray as xr
-from _frontend_rasters import FEATURES, make_raster
 
 import geogp
 from geogp._format import lengths
 from geogp.exceptions import InputError, OutsideWindowError
 from geogp.models.afs import AFSRegressor
+
+from _frontend_rasters import FEATURES, make_raster
+
+# small synthetic data: the models' approximation diagnostics warn, beside the point here
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
 
 
 def test_prediction_dataset_keeps_grid_attrs_and_crs(raster, fast):
@@ -168,7 +172,7 @@ def test_fewer_observed_cells_than_parameters(frac):
 def test_unknown_model_and_option_are_clear(raster):
     with pytest.raises(InputError, match="model must be one of"):
         geogp.fit(raster, model="kriging")
-    with pytest.raises(InputError, match="unknown option.*'n_feature'"):
+    with pytest.raises(InputError, match=r"unknown option.*'n_feature'"):
         geogp.fit(raster, n_feature=10)
 
 
@@ -181,7 +185,7 @@ def test_exact_model_on_a_small_raster():
 
 def test_wavelet_model_plugs_in_or_says_it_is_missing(raster):
     try:
-        import geogp.models.wavelet  # noqa: F401
+        import geogp.models.wavelet
     except ImportError:
         with pytest.raises(InputError, match="not available"):
             geogp.fit(raster, model="wavelet")
@@ -196,7 +200,7 @@ def test_wavelet_model_plugs_in_or_says_it_is_missing(raster):
     centre = np.array([[0.5 * (b.lo + b.hi) for b in est.basis_.dims]])
     want = est.scaler_.y_scale * np.sqrt(est.posterior_.prior_variance(centre)[0])
     assert model.hyperparameters()["signal_sd"][0] == pytest.approx(want, rel=1e-12)
-    with pytest.raises(InputError, match="unknown option.*'n_features'"):
+    with pytest.raises(InputError, match=r"unknown option.*'n_features'"):
         geogp.fit(da, model="wavelet", n_features=10)
 
 
@@ -227,8 +231,8 @@ def test_geodataframe_like_points_use_geometry_and_crs(raster, fast):
 
 
 def test_geogp_fit_stays_the_function_after_models_are_imported():
-    import geogp.models.afs  # noqa: F401
-    import geogp.optimize  # noqa: F401  (the L-BFGS module; no longer named like the function)
+    import geogp.models.afs
+    import geogp.optimize  # the L-BFGS module; no longer named like the function
 
     assert callable(geogp.fit) and geogp.fit.__module__ == "geogp.api"
 
@@ -319,9 +323,9 @@ def test_afs_sample_rasters_reproduce_the_prediction():
     """The same for an AFS model: 2,000 sample rasters (one grid transform each) have the
     predicted mean (5 standard errors) and sd within 10 % of √(std_latent² − r), r the prior
     variance the features leave out, k(0) − φᵀΛφ (large with so few features); CRS kept."""
-    from _frontend_rasters import make_raster
-
     from geogp.features.afs_dft import log_lambda as _log_lambda
+
+    from _frontend_rasters import make_raster
 
     da = make_raster(ny=14, nx=16)
     model = geogp.fit(da, model="afs", n_features=FEATURES, maxiter=10)
@@ -353,9 +357,9 @@ def test_covariate_rasters_enter_the_mean(tmp_path):
     """geogp.fit(da, covariates=[...]): the covariate's coefficient is recovered (data units
     per covariate unit) and predictions in a gap use it; a misaligned covariate, an AFS fit
     and a point table are refused clearly; `geogp fit --covariate` writes the same mean."""
-    from _frontend_rasters import make_raster
-
     from geogp.cli import main
+
+    from _frontend_rasters import make_raster
 
     da = make_raster(ny=18, nx=22, frac_missing=0.0)
     rng = np.random.default_rng(3)

@@ -13,6 +13,9 @@ import geogp
 from geogp.exceptions import InputError, OutputExistsError, ReadError
 from geogp.io import atomic_path, open_raster, write_geotiff, write_netcdf
 
+# small synthetic data: the models' approximation diagnostics warn, beside the point here
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
+
 
 @pytest.fixture
 def pred(raster, fast):
@@ -185,14 +188,12 @@ def test_a_failed_write_leaves_no_file(pred, tmp_path, monkeypatch):
 
 
 def test_atomic_path_cleans_up_on_error(tmp_path):
-    with pytest.raises(RuntimeError):
-        with atomic_path(tmp_path / "x.nc") as tmp:
-            tmp.write_text("partial")
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), atomic_path(tmp_path / "x.nc") as tmp:
+        tmp.write_text("partial")
+        raise RuntimeError("boom")
     assert os.listdir(tmp_path) == []
-    with pytest.raises(InputError, match="does not exist"):
-        with atomic_path(tmp_path / "no" / "x.nc"):
-            pass
+    with pytest.raises(InputError, match="does not exist"), atomic_path(tmp_path / "no" / "x.nc"):
+        pass
 
 
 @pytest.mark.parametrize("cog", [False, True])

@@ -39,9 +39,9 @@ def test_issue32_fillvalue_outside_the_dtype_is_refused():
 
 
 def test_issue32_user_nodata_outside_the_dtype_is_refused():
-    with pytest.raises(InputError, match="nodata=1e\\+10 cannot occur .* int16"):
+    with pytest.raises(InputError, match=r"nodata=1e\+10 cannot occur .* int16"):
         masked_values(_int16(), nodata=1e10)
-    with pytest.raises(InputError, match="nodata=0.5 cannot occur"):
+    with pytest.raises(InputError, match=r"nodata=0.5 cannot occur"):
         masked_values(_int16(), nodata=0.5)
 
 

@@ -8,11 +8,15 @@ import os
 import numpy as np
 import pytest
 import rasterio
-from _cli_helpers import error_line
 
 from geogp.cli import main
 from geogp.exceptions import InputError
 from geogp.io import atomic_path, check_writable
+
+from _cli_helpers import error_line
+
+# small synthetic data: the models' approximation diagnostics warn, beside the point here
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
 
 FAST = ["--features", "64", "--maxiter", "3", "--quiet"]
 

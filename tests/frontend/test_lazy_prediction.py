@@ -13,12 +13,15 @@ import rasterio
 import xarray as xr
 
 import geogp
-import geogp.families.generic as generic
 import geogp.memory
 from geogp.exceptions import OutsideWindowError
+from geogp.families import generic
 from geogp.families.lattice import LatticeFamily
 from geogp.io import write_geotiff, write_netcdf
 from geogp.plotting import plot_maps, thinned
+
+# small synthetic data: the models' approximation diagnostics warn, beside the point here
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
 
 VARIABLES = ("mean", "std", "std_latent", "quantiles")
 
@@ -164,7 +167,7 @@ def test_maps_draw_a_thinned_grid_over_the_whole_extent(lattice_model, monkeypat
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    import geogp.plotting as plotting
+    from geogp import plotting
 
     full = lattice_model.predict(lazy=False)
     fig_full = plot_maps(None, full)
@@ -186,9 +189,9 @@ def test_maps_draw_a_thinned_grid_over_the_whole_extent(lattice_model, monkeypat
 def test_cli_writes_a_lazy_prediction_equal_to_the_eager_one(tmp_path, monkeypatch):
     """``geogp fit`` on a raster above LAZY_CELLS (lowered here) writes, through the lazy
     path, the GeoTIFF and NetCDF that the saved model's eager prediction gives, and a map."""
-    from _frontend_rasters import make_raster
-
     from geogp.cli import main
+
+    from _frontend_rasters import make_raster
 
     src = tmp_path / "in.tif"
     make_raster().astype("float32").rio.to_raster(src)

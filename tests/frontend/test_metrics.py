@@ -1,4 +1,5 @@
-"""Metrics of docs/crossvalidation.md (scores), checked against numerical integration and scale identities (T22)."""
+"""Metrics of docs/crossvalidation.md (scores), checked against numerical integration and scale
+identities (T22)."""
 
 from __future__ import annotations
 

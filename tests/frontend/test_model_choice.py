@@ -6,13 +6,21 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from _frontend_rasters import FEATURES, make_raster
 
 import geogp
 from geogp._format import lengths
 from geogp.exceptions import InputError
 from geogp.families import resolve_model
 from geogp.families.lattice import DEFAULT_LARGE_SCALE, DEFAULT_MID_SCALE
+
+from _frontend_rasters import FEATURES, make_raster
+
+pytestmark = [
+    # small synthetic data: the models' approximation diagnostics warn, beside the point here
+    pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning"),
+    # rasters without a CRS on purpose (planar is assumed, with a warning)
+    pytest.mark.filterwarnings("ignore::geogp.exceptions.MissingCRSWarning"),
+]
 
 
 def test_default_on_a_regular_raster_is_the_lattice_model_with_large_scales():
@@ -111,7 +119,7 @@ def test_memory_threshold_matches_the_lattice_estimate():
     sizes = [(100, 100), (400, 400), (600, 700), (1200, 1200), (3000, 3300)]
     chosen = {}
     for shape in sizes:
-        chosen[shape], why = resolve_model("auto", raster_shape=shape)
+        chosen[shape], _why = resolve_model("auto", raster_shape=shape)
         try:
             est.check_memory(shape)
             fits = True

@@ -7,10 +7,14 @@ import json
 import numpy as np
 import pytest
 import xarray as xr
-from _frontend_rasters import FEATURES
 
 import geogp
 from geogp.exceptions import GeogpError, OutputExistsError, ReadError
+
+from _frontend_rasters import FEATURES
+
+# small synthetic data: the models' approximation diagnostics warn, beside the point here
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
 
 
 def _assert_same(a: xr.Dataset, b: xr.Dataset):

@@ -6,11 +6,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import xarray as xr  # noqa: E402
+import numpy as np
+import pytest
+import xarray as xr
 
-from geogp.plotting import plot_maps  # noqa: E402
+from geogp.plotting import plot_maps
 
 
 def _pred(y, x, crs):
@@ -60,7 +60,7 @@ def test_x_first_rasters_are_drawn_with_rows_along_y():
     da, pred = _pred(y, x, 32633)
     ref = plot_maps(da, pred)
     got = plot_maps(da.transpose("x", "y"), pred.transpose("x", "y"))
-    for a, b in zip(ref.axes[:2], got.axes[:2]):
+    for a, b in zip(ref.axes[:2], got.axes[:2], strict=True):
         np.testing.assert_array_equal(a.images[0].get_array(), b.images[0].get_array())
         assert b.images[0].get_array().shape == (6, 9)
 
@@ -117,7 +117,7 @@ def test_std_colour_bar_starts_at_zero():
 def test_point_data_are_drawn_as_points_with_the_mean_on_one_scale():
     """Points: the observations panel is a scatter of every finite point, coloured by value
     on the mean's scale; the limits come from the points and the mean only."""
-    obs, pred = _utm_raster(20, 30)
+    _obs, pred = _utm_raster(20, 30)
     rng = np.random.default_rng(0)
     pts = np.column_stack([rng.uniform(5.0e5, 5.029e5, 40), rng.uniform(4.0e6, 4.002e6, 40),
                            rng.normal(10.0, 1.0, 40)])
@@ -212,7 +212,7 @@ def test_place_map_has_the_rasters_aspect_units_and_a_std_bar_from_zero():
     from geogp.placement import plot_sites
     from geogp.plotting import set_map_axes
 
-    obs, pred = _utm_raster(30, 50)
+    _obs, pred = _utm_raster(30, 50)
     x, y = pred.x.values, pred.y.values
     sites = pd.DataFrame({"order": [1, 2, 3], "x": x[[3, 20, 40]], "y": y[[2, 15, 28]]})
     fig, ax = plt.subplots()

@@ -11,20 +11,22 @@ CHOLMOD does. Its "amd" ordering is reverse Cuthill–McKee, a genuine non-ident
 from __future__ import annotations
 
 import types
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _reference.assertions import assert_allclose
-from _reference.sparse_spd import grid_laplacian, random_spd, randomised_values
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from geogp.exceptions import NotPositiveDefiniteError
 from geogp.linalg import SparsePattern, dense
 from geogp.linalg._sksparse import CholmodBackendError, make_backend
 from geogp.linalg.cholmod import CholmodFactorization
+
+from _reference.assertions import assert_allclose
+from _reference.sparse_spd import grid_laplacian, random_spd, randomised_values
 
 dense_jit = jax.jit(dense.logdet_and_solve, static_argnums=0)
 
@@ -57,7 +59,7 @@ def _full_lower_csc(m: np.ndarray) -> sp.csc_array:
 class FakeCholeskyFactor:
     """Mimics ``sksparse.cholmod.CholeskyFactor`` of scikit-sparse 0.5.x (dense inside)."""
 
-    created: list[dict] = []
+    created: ClassVar[list[dict]] = []
     bad_perm = False
 
     def __init__(self, A, *, lower=True, order="default", sym_kind=None, supernodal_mode=None):
@@ -163,7 +165,7 @@ def test_v05_adapter_value_and_gradient_match_dense(mode, factor_class, rng):
     got = f(state.logdet_and_solve)(values, rhs)
     want = f(lambda v, b: dense.logdet_and_solve(pattern, v, b))(values, rhs)
     assert_allclose(got[0], want[0], rtol=1e-12)
-    for g, w in zip(got[1], want[1]):
+    for g, w in zip(got[1], want[1], strict=True):
         assert_allclose(g, w, rtol=1e-9, atol=1e-12)
     if factor_class is FakeCholeskyFactorWithSystem:
         assert {"system": "A"} in state.backend._factor.solve_calls

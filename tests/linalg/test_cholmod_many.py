@@ -10,13 +10,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
 from _reference.assertions import assert_allclose
 from _reference.sparse_spd import problem_case, randomised_values
 
 pytest.importorskip("sksparse.cholmod")
 
-from geogp.exceptions import InputError  # noqa: E402
-from geogp.linalg import SparsePattern, cholmod, cholmod_many, dense  # noqa: E402
+from geogp.exceptions import InputError
+from geogp.linalg import SparsePattern, cholmod, cholmod_many, dense
 
 NAMES = ("grid", "random200", "banded")
 
@@ -33,9 +34,9 @@ def _terms(rng):
 def _sum_objective(solve_terms, terms):
     """Σ_t (0.7 log|B_t| + w_tᵀx_t + 0.1 |x_t|²): both cotangents nonzero in every term."""
     def f(values, rhs):
-        out = solve_terms([(p, v, r) for (p, *_), v, r in zip(terms, values, rhs)])
+        out = solve_terms([(p, v, r) for (p, *_), v, r in zip(terms, values, rhs, strict=True)])
         return sum(0.7 * ld + jnp.sum(w * x) + 0.1 * jnp.sum(x**2)
-                   for (ld, x), (*_, w) in zip(out, terms))
+                   for (ld, x), (*_, w) in zip(out, terms, strict=True))
     return f
 
 
@@ -54,11 +55,11 @@ def test_values_and_gradients_match_the_dense_reference(prefetch, rng):
     want, (w_values, w_rhs) = jax.value_and_grad(_sum_objective(_dense_terms, terms),
                                                  argnums=(0, 1))(values, rhs)
     assert_allclose(value, want, rtol=1e-11)
-    for got, ref in zip(g_values + g_rhs, w_values + w_rhs):
+    for got, ref in zip(g_values + g_rhs, w_values + w_rhs, strict=True):
         assert_allclose(got, ref, rtol=1e-8, atol=1e-10)
     # every output, not only the sum: each term's logdet and solution
     for (ld, x), (p, v, r, _) in zip(cholmod_many.logdet_and_solve_many(
-            [(p, v, r) for p, v, r, _ in terms]), terms):
+            [(p, v, r) for p, v, r, _ in terms]), terms, strict=True):
         want_ld, want_x = dense.logdet_and_solve(p, v, r)
         assert_allclose(ld, want_ld, rtol=1e-12)
         assert_allclose(x, want_x, rtol=1e-10, atol=1e-12)
@@ -77,20 +78,20 @@ def test_same_gradient_as_term_by_term_and_repeatable(rng):
     a = vg_many(values, rhs)
     b = jax.jit(jax.value_and_grad(single, argnums=(0, 1)))(values, rhs)
     c = vg_many(values, rhs)
-    for x, y, z in zip(jax.tree.leaves(a), jax.tree.leaves(b), jax.tree.leaves(c)):
+    for x, y, z in zip(jax.tree.leaves(a), jax.tree.leaves(b), jax.tree.leaves(c), strict=True):
         assert_allclose(x, y, rtol=1e-13, atol=1e-15)
         np.testing.assert_array_equal(np.asarray(x), np.asarray(z))
 
 
 def test_a_term_that_is_not_positive_definite_gives_nan_for_that_term_only(rng):
     terms = _terms(rng)[:2]
-    pattern, values, rhs, _ = terms[0]
+    pattern, values, _rhs, _ = terms[0]
     bad = values.at[pattern.diag_index].set(-1.0)  # every pivot negative
     values2 = (bad, terms[1][1])
 
     def f(vals):
         out = cholmod_many.logdet_and_solve_many(
-            [(p, v, r) for (p, _, r, _), v in zip(terms, vals)])
+            [(p, v, r) for (p, _, r, _), v in zip(terms, vals, strict=True)])
         return out[0][0] + jnp.sum(out[0][1]), out[1][0] + jnp.sum(out[1][1])
 
     (first, second) = jax.jit(f)(values2)
@@ -142,7 +143,7 @@ def background_pool(monkeypatch):
 def test_prefetched_inverse_is_the_selected_inverse(rng, background_pool):
     """The background inversion is B⁻¹ on the pattern (dense inverse), for new values too,
     and a refactorisation before it is used drops it for the new values' own."""
-    pattern, values, rhs = problem_case("grid", rng)
+    pattern, values, _rhs = problem_case("grid", rng)
     a = randomised_values(pattern.to_scipy(np.asarray(values)), rng)
     pattern2 = SparsePattern.from_scipy(a)
     state = cholmod.analyze(pattern2)
@@ -153,7 +154,7 @@ def test_prefetched_inverse_is_the_selected_inverse(rng, background_pool):
             assert state._zfuture is not None  # started in the background
             if v is not v0:
                 assert state._ensure_factor(np.asarray(v) * 1.01, prefetch=True)  # replaced
-                v = v * 1.01
+                v = v * 1.01  # noqa: PLW2901 - the values now factorised, checked below
             z = state._selected_inverse_locked()
         inv = np.linalg.inv(pattern2.to_scipy(np.asarray(v)).toarray())
         assert_allclose(z, inv[pattern2.rows, pattern2.cols], rtol=1e-10, atol=1e-13)
@@ -190,7 +191,7 @@ def test_a_queued_inversion_is_taken_back_by_the_waiting_thread(rng, background_
     want, (w_values, w_rhs) = jax.value_and_grad(_sum_objective(_dense_terms, terms),
                                                  argnums=(0, 1))(values, rhs)
     assert_allclose(value, want, rtol=1e-11)
-    for got, ref in zip(g_values + g_rhs, w_values + w_rhs):
+    for got, ref in zip(g_values + g_rhs, w_values + w_rhs, strict=True):
         assert_allclose(got, ref, rtol=1e-8, atol=1e-10)
 
 
@@ -217,12 +218,13 @@ def _run_in_child(fn) -> int:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
+@pytest.mark.filterwarnings(r"ignore:os.fork\(\) was called:RuntimeWarning")  # JAX's, on purpose
 def test_a_forked_child_inverts_without_the_parents_threads(rng, background_pool,
                                                             monkeypatch):
     """The child has none of the parent's threads. A new inversion there needs a new pool,
     and one the parent had started (still running at the fork) is done again in the child:
     waiting for it would never end."""
-    pattern, values, rhs = problem_case("grid", rng)
+    pattern, values, _rhs = problem_case("grid", rng)
     state = cholmod.analyze(pattern)
 
     def want(scale):

@@ -1,4 +1,5 @@
-"""Value and gradient for M = 200,000 without a dense M × M array (docs/sparse_vjp.md, selected inversion).
+"""Value and gradient for M = 200,000 without a dense M × M array (docs/sparse_vjp.md, selected
+inversion).
 
 One dense 200,000² float64 matrix is 320 GB; the assertion is a 2 GB ceiling on the peak. The
 peak RSS is measured in a fresh child process running the same computation, so that it does
@@ -20,11 +21,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
 from _reference.sparse_spd import grid_laplacian, grid_laplacian_eigenvalues
 
 pytest.importorskip("sksparse.cholmod")
 
-from geogp.linalg import SparsePattern, cholmod  # noqa: E402
+from geogp.linalg import SparsePattern, cholmod
 
 NX, NY, SHIFT = 500, 400, 0.5  # M = 200,000
 LIMIT = 2 * 2**30

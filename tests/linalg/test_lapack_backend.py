@@ -12,15 +12,21 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _reference.assertions import assert_allclose
-from _reference.sparse_spd import (grid_laplacian, logdet_solve_objective, matrix_case,
-                                   problem_case, randomised_values)
 from jax.test_util import check_grads
+
+from _reference.assertions import assert_allclose
+from _reference.sparse_spd import (
+    grid_laplacian,
+    logdet_solve_objective,
+    matrix_case,
+    problem_case,
+    randomised_values,
+)
 
 pytest.importorskip("sksparse.cholmod")  # the host logic is shared with the CHOLMOD backend
 
-from geogp.exceptions import NotPositiveDefiniteError  # noqa: E402
-from geogp.linalg import SparsePattern, dense, lapack  # noqa: E402
+from geogp.exceptions import NotPositiveDefiniteError
+from geogp.linalg import SparsePattern, dense, lapack
 
 dense_jit = jax.jit(dense.logdet_and_solve, static_argnums=0)
 CASES = ["random10", "random200", "grid", "banded", "full60"]
@@ -43,7 +49,7 @@ def test_value_and_gradient_match_the_dense_reference(name, rng):
     w = jnp.asarray(rng.standard_normal(rhs.shape))
     got = jax.jit(jax.grad(_objective(lapack, pattern, w), argnums=(0, 1)))(values, rhs)
     ref = jax.jit(jax.grad(_objective(dense, pattern, w), argnums=(0, 1)))(values, rhs)
-    for g, r in zip(got, ref):
+    for g, r in zip(got, ref, strict=True):
         assert_allclose(g, r, rtol=1e-8, atol=1e-10)
 
 
@@ -53,7 +59,7 @@ def test_several_right_hand_sides_and_finite_differences(rng):
     f = _objective(lapack, pattern, w)
     got = jax.grad(f, argnums=(0, 1))(values, rhs)
     ref = jax.grad(_objective(dense, pattern, w), argnums=(0, 1))(values, rhs)
-    for g, r in zip(got, ref):
+    for g, r in zip(got, ref, strict=True):
         assert_allclose(g, r, rtol=1e-8, atol=1e-10)
     check_grads(f, (values, rhs), order=1, modes=["rev"], atol=1e-5, rtol=1e-5)
 

@@ -1,4 +1,5 @@
-"""Dense reference backend (docs/sparse_vjp.md (backends); T13, T17): always runs, with or without CHOLMOD.
+"""Dense reference backend (docs/sparse_vjp.md (backends); T13, T17): always runs, with or without
+CHOLMOD.
 
 Compared with numpy's ``slogdet`` / ``solve`` (independent algorithms: LU) and with central
 finite differences; checked to give NaN on a matrix that is not positive definite.
@@ -10,13 +11,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _reference.assertions import assert_allclose
-from _reference.sparse_spd import grid_laplacian, random_spd, randomised_values
 from jax.test_util import check_grads
 
 from geogp.exceptions import InputError
 from geogp.linalg import HAVE_CHOLMOD, SparsePattern, dense
 from geogp.linalg import logdet_and_solve as default_logdet_and_solve
+
+from _reference.assertions import assert_allclose
+from _reference.sparse_spd import grid_laplacian, random_spd, randomised_values
 
 solve_jit = jax.jit(dense.logdet_and_solve, static_argnums=0)
 

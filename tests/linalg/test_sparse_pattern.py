@@ -1,4 +1,5 @@
-"""SparsePattern: canonical lower-triangle storage, conversions, use under jit (docs/sparse_vjp.md, adjoint)."""
+"""SparsePattern: canonical lower-triangle storage, conversions, use under jit (docs/sparse_vjp.md,
+adjoint)."""
 
 from __future__ import annotations
 
@@ -10,17 +11,18 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _reference.sparse_spd import random_spd
 
 from geogp.exceptions import InputError
 from geogp.linalg import SparsePattern
+
+from _reference.sparse_spd import random_spd
 
 
 def test_from_coo_canonicalises_triangle_duplicates_and_diagonal():
     p = SparsePattern.from_coo(np.array([0, 2, 1, 2]), np.array([2, 0, 3, 0]), 4)
     assert p.n == 4
     # (2,0) given in both triangles and twice → once; (1,3) → (3,1); diagonal added
-    assert list(zip(p.rows.tolist(), p.cols.tolist())) == [
+    assert list(zip(p.rows.tolist(), p.cols.tolist(), strict=True)) == [
         (0, 0),
         (2, 0),
         (1, 1),
@@ -41,10 +43,10 @@ def test_from_scipy_takes_lower_triangle_and_keeps_explicit_zeros(rng):
     a = sp.csc_matrix(a)
     dense = a.toarray()
     coo = a.tocoo()
-    lower = {(i, j) for i, j in zip(coo.row, coo.col) if i >= j}
+    lower = {(i, j) for i, j in zip(coo.row, coo.col, strict=True) if i >= j}
     expected = lower | {(i, i) for i in range(30)}
     p = SparsePattern.from_scipy(a)
-    assert set(zip(p.rows.tolist(), p.cols.tolist())) == expected
+    assert set(zip(p.rows.tolist(), p.cols.tolist(), strict=True)) == expected
     keys = p.cols * p.n + p.rows
     assert np.all(np.diff(keys) > 0)  # CSC order
     values = p.values_from_scipy(a)
@@ -90,7 +92,7 @@ def test_pickle_keeps_indices_and_drops_the_cache(rng):
 def test_hashable_by_identity_and_static_under_jit(rng):
     a = random_spd(10, 0.3, rng)
     p1, p2 = SparsePattern.from_scipy(a), SparsePattern.from_scipy(a)
-    assert p1 != p2 and hash(p1) != hash(p2) and p1 == p1
+    assert p1 != p2 and hash(p1) != hash(p2) and p1 == p1  # noqa: PLR0124 - reflexive
 
     @jax.jit
     def closed_over(v):

@@ -1,4 +1,5 @@
-"""AFS collapsed bound, posterior and estimator against exact references (docs/bound.md, docs/afs.md, T3–T8, T10)."""
+"""AFS collapsed bound, posterior and estimator against exact references (docs/bound.md,
+docs/afs.md, T3–T8, T10)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,13 @@ import pytest
 import geogp
 from geogp.exceptions import InputError, OutsideWindowError
 from geogp.features.fourier import FourierFeatures
+from geogp.features.fourier_statistics import dense_stats, grid_stats
 from geogp.models import exact
 from geogp.models.afs import AFSRegressor
 from geogp.models.collapsed import _dense_parts, _dense_parts_reference, collapsed_bound, posterior
-from geogp.features.fourier_statistics import dense_stats, grid_stats
+
+# small synthetic data: the models' approximation diagnostics warn, beside the point here
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
 
 
 def _sample(rng, N=150, D=1, ell=0.3, noise=0.1, kern=geogp.SquaredExponential):
@@ -36,8 +40,8 @@ def _implied_kernel_matrix(k, X1, X2, W, n_alias=2):
     D = X1.shape[1]
     r = X1[:, None, :] - X2[None, :, :]
     out = np.zeros(r.shape[:2])
-    for j in itertools.product(range(-n_alias, n_alias + 1), repeat=D):
-        j = np.array(j)
+    for jj in itertools.product(range(-n_alias, n_alias + 1), repeat=D):
+        j = np.array(jj)
         out += (-1.0) ** j.sum() * np.asarray(k.evaluate(r - W * j))
     return out
 
@@ -70,7 +74,8 @@ def test_real_and_complex_features_give_the_same_bound(rng):
     Z = (absz[:, None, :] * signs[None, :, :]).reshape(-1, 2)
     lam = np.exp(np.asarray(k.log_spectral_density(jnp.abs(jnp.asarray(Z))))) / np.prod(ff.width)
     E = np.exp(2j * np.pi * (X @ Z.T))  # (N, M)
-    A = np.eye(Z.shape[0]) + np.sqrt(lam)[:, None] * (E.conj().T @ E) * np.sqrt(lam)[None, :] / noise
+    A = (np.eye(Z.shape[0])
+         + np.sqrt(lam)[:, None] * (E.conj().T @ E) * np.sqrt(lam)[None, :] / noise)
     v = np.sqrt(lam) * (E.conj().T @ y)
     c2 = np.real(v.conj() @ np.linalg.solve(A, v)) / noise**2
     logdet = np.linalg.slogdet(A)[1]
@@ -134,7 +139,7 @@ def test_saturated_posterior_equals_exact_gp_under_implied_kernel(rng):
 
 def test_analytic_vjp_equals_autodiff_and_finite_differences(rng):
     """T10: the dense bound's analytic gradient = autodiff reference; the full objective = FD."""
-    X, y, k, noise = _sample(rng, N=70, D=2, ell=0.4)
+    X, y, k, _noise = _sample(rng, N=70, D=2, ell=0.4)
     ff = FourierFeatures.build([0, 0], [2.2, 2.2], (4, 4))
     st = dense_stats(ff, X, y)
 
@@ -171,7 +176,8 @@ def test_diagonal_route_equals_dense_route_on_complete_grid(rng):
     diag = grid_stats(ff, ax, vals, diagonal=True)
     dense = grid_stats(ff, ax, vals)
     args = (ff.log_lambda(k), 0.3, 0.8)
-    np.testing.assert_allclose(collapsed_bound(*args, diag), collapsed_bound(*args, dense), rtol=1e-10)
+    np.testing.assert_allclose(collapsed_bound(*args, diag), collapsed_bound(*args, dense),
+                               rtol=1e-10)
     pd, pn = posterior(*args, diag), posterior(*args, dense)
     np.testing.assert_allclose(pd.weights, pn.weights, atol=1e-10)
     assert pd.quad.shape == (ff.n_features,)  # the O(M) route keeps Q as its diagonal
@@ -188,7 +194,8 @@ def _noisy_field(rng, shape=(24, 30), missing=0.3):
 
 
 def test_estimator_grid_prediction_equals_point_prediction(rng):
-    """Grid prediction (separable transforms) = pointwise prediction (NUFFT and explicit features)."""
+    """Grid prediction (separable transforms) = pointwise prediction (NUFFT and explicit
+    features)."""
     ax, vals = _noisy_field(rng)
     m = AFSRegressor("matern32", n_features=200, maxiter=30).fit_grid(ax, vals)
     grid = m.predict_grid(ax)
@@ -218,7 +225,8 @@ def test_grid_fit_equals_scattered_fit_on_the_observed_cells(rng):
 
 
 def test_fit_recovers_exact_gp_hyperparameters_with_wide_window(rng):
-    """With W = 2W_x and many features the AFS fit matches the exact GP's (ℓ, σ_f², σ²) within 1%."""
+    """With W = 2W_x and many features the AFS fit matches the exact GP's (ℓ, σ_f², σ²) within
+    1%."""
     X, y, _, _ = _sample(rng, N=120, D=1, ell=0.25, noise=0.05)
     ref = exact.ExactGP("se").fit(X, y)
     m = AFSRegressor("se", n_freq=40, window_factor=2.0).fit(X, y)

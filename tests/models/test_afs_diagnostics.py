@@ -12,8 +12,14 @@ import geogp
 from geogp.exceptions import ApproximationWarning
 from geogp.features.fourier import FourierFeatures
 from geogp.models.afs import AFSRegressor
-from geogp.models.afs.diagnostics import (ALIAS_WARN, TRUNCATION_WARN, alias_error,
-                                          decay_distance, diagnostics, warn_if_poor)
+from geogp.models.afs.diagnostics import (
+    ALIAS_WARN,
+    TRUNCATION_WARN,
+    alias_error,
+    decay_distance,
+    diagnostics,
+    warn_if_poor,
+)
 
 
 def _data(seed, N=150, D=1, ell=0.3, noise=0.1, kern=geogp.SquaredExponential):

@@ -11,14 +11,26 @@ import geogp
 from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.features import trig
 from geogp.features.fourier import FourierFeatures
+from geogp.features.fourier_statistics import SufficientStats, dense_stats
 from geogp.features.gram_operator import GramOperator
 from geogp.kernels import ProductKernel
-from geogp.models.afs import policy as afs_policy
 from geogp.models.afs import AFSRegressor
+from geogp.models.afs import policy as afs_policy
 from geogp.models.collapsed import collapsed_bound, posterior
-from geogp.models.collapsed_iterative import (IterativeOptions, iterative_bound, iterative_parts,
-                                              iterative_posterior, rademacher_probes)
-from geogp.features.fourier_statistics import SufficientStats, dense_stats
+from geogp.models.collapsed_iterative import (
+    IterativeOptions,
+    iterative_bound,
+    iterative_parts,
+    iterative_posterior,
+    rademacher_probes,
+)
+
+pytestmark = [
+    # small synthetic data: the models' approximation diagnostics warn, beside the point here
+    pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning"),
+    # small planar coordinates in a projected CRS look like degrees: a warning beside the point
+    pytest.mark.filterwarnings("ignore::geogp.exceptions.GeographicCoordinatesWarning"),
+]
 
 
 def _problem(rng, n_dense=0, N=400):
@@ -38,7 +50,7 @@ def _problem(rng, n_dense=0, N=400):
 def test_exact_probes_reproduce_dense_bound_and_gradients(rng, n_dense):
     """Probes √M·e_j make Hutchinson exact; full Lanczos makes the quadrature exact: then the
     estimator equals the dense bound and its gradients in log λ, σ² and r to 1e-8."""
-    ff, X, y, st, sti, k = _problem(rng, n_dense)
+    ff, _X, _y, st, sti, k = _problem(rng, n_dense)
     M = ff.n_features
     probes = jnp.sqrt(M) * jnp.eye(M)
     opts = IterativeOptions(tol=1e-13, maxiter=1000, n_lanczos=M + 2)
@@ -55,7 +67,7 @@ def test_exact_probes_reproduce_dense_bound_and_gradients(rng, n_dense):
     np.testing.assert_allclose(float(iterative(*args)), float(dense(*args)), rtol=1e-10)
     gd = jax.grad(dense, (0, 1, 2))(*args)
     gi = jax.grad(iterative, (0, 1, 2))(*args)
-    for a, b in zip(gi, gd):
+    for a, b in zip(gi, gd, strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-7,
                                    atol=1e-8 * np.abs(np.asarray(b)).max())
 
@@ -63,7 +75,7 @@ def test_exact_probes_reproduce_dense_bound_and_gradients(rng, n_dense):
 def test_random_probes_are_accurate(rng):
     """32 Rademacher probes: log|A| within 4 of its own reported standard errors (and 1 %),
     the gradient within 2 % of its norm."""
-    ff, X, y, st, sti, k = _problem(rng, 12)
+    ff, _X, _y, st, sti, k = _problem(rng, 12)
     ll = ff.log_lambda(k)
     probes = rademacher_probes(ff.n_features, 32, seed=3)
     f_d = jax.value_and_grad(lambda a, s: collapsed_bound(a, s, 1.2, st), (0, 1))
@@ -84,7 +96,7 @@ def test_random_probes_are_accurate(rng):
 def test_posterior_weights_and_variance_decomposition(rng, n_dense):
     """Mean weights equal the dense posterior; k(0) + Σqφ² + φ₀ᵀQ₀φ₀ + φᵀD(A⁻¹ − P⁻¹)Dφ equals
     the dense variance exactly (the sampled term's expectation, computed densely here)."""
-    ff, X, y, st, sti, k = _problem(rng, n_dense)
+    ff, _X, _y, st, sti, k = _problem(rng, n_dense)
     ll = np.asarray(ff.log_lambda(k))
     noise = 0.05
     dense = posterior(ll, noise, 1.2, st)
@@ -170,7 +182,7 @@ def test_solver_choice_memory_and_errors(rng, monkeypatch):
         AFSRegressor(solver="cholesky").fit_grid(axes, v)
     for bad in (dict(n_probes=0), dict(n_samples=-1), dict(cg_tol=0.0), dict(cg_tol=float("nan")),
                 dict(dense_block="big"), dict(warm_start=1.5)):
-        with pytest.raises(InputError, match=list(bad)[0]):
+        with pytest.raises(InputError, match=next(iter(bad))):
             AFSRegressor(n_features=80, solver="iterative", **bad).fit_grid(axes, v)
     with pytest.raises(InputError, match="spectral density"):
         AFSRegressor(kernel=ProductKernel([geogp.Matern12(lengthscale=0.3),
@@ -200,7 +212,7 @@ def test_iterative_model_saves_and_loads_bit_for_bit_and_refuses_placement(rng, 
 
 
 def test_posterior_warns_when_cg_hits_its_cap(rng):
-    ff, X, y, st, sti, k = _problem(rng, 0)
+    ff, _X, _y, _st, sti, k = _problem(rng, 0)
     with pytest.warns(UserWarning, match="conjugate gradients reached 2 iterations"):
         iterative_posterior(np.asarray(ff.log_lambda(k)), 1e-4, 1.2, sti, None,
                             options=IterativeOptions(tol=1e-14, maxiter=2))

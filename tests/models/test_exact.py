@@ -1,4 +1,5 @@
-"""Tests of geogp.models.exact: the exact GP every approximation is tested against (docs/bound.md, baselines).
+"""Tests of geogp.models.exact: the exact GP every approximation is tested against (docs/bound.md,
+baselines).
 
 References: scikit-learn's GaussianProcessRegressor (value and analytic gradient of the log
 marginal likelihood, predictive moments) and the plain-numpy dense GP in tests/_reference.
@@ -12,12 +13,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
+from geogp import kernels as gk
+from geogp.models import exact
+from geogp.models.exact import ExactGP, log_marginal_likelihood, predict
+
 from _reference import dense_gp, kernels_np
 from _reference.assertions import assert_allclose
-
-import geogp.models.exact as exact
-from geogp import kernels as gk
-from geogp.models.exact import ExactGP, log_marginal_likelihood, predict
 
 sk_gp = pytest.importorskip("sklearn.gaussian_process")
 sk_k = pytest.importorskip("sklearn.gaussian_process.kernels")
@@ -226,7 +228,8 @@ def test_fit_reaches_sklearn_optimum(rng):
 
 
 def test_fit_recovers_hyperparameters_of_a_known_gp():
-    """N = 2000 points in 2-D drawn from a known SE GP: ℓ, σ_f², σ² within 20% (docs/bound.md, baselines).
+    """N = 2000 points in 2-D drawn from a known SE GP: ℓ, σ_f², σ² within 20% (docs/bound.md,
+    baselines).
 
     The default path: standardised data, default start ℓ̃ = 0.2, σ̃_f² = 1; the fitted
     values are mapped back through ``scaler_``. 2000 points on [0, 30]² with ℓ = 1 cover

@@ -14,12 +14,19 @@ import numpy as np
 import pytest
 import scipy.special
 
-from geogp.exceptions import (ApproximationWarning, InputError, MemoryEstimateError,
-                              OutsideWindowError)
+from geogp.exceptions import (
+    ApproximationWarning,
+    InputError,
+    MemoryEstimateError,
+    OutsideWindowError,
+)
 from geogp.linalg import HAVE_CHOLMOD
 from geogp.models import lattice as lm
 from geogp.models.lattice import posterior as lattice_posterior
 from geogp.models.lattice.tiles import fitting_tiles
+
+# small planar coordinates in a projected CRS look like degrees: a warning beside the point
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.GeographicCoordinatesWarning")
 
 BACKENDS = ["dense"] + (["cholmod"] if HAVE_CHOLMOD else [])
 
@@ -321,7 +328,7 @@ def test_front_end_fit_predict_and_cross_validate(rng):
 
     import geogp
 
-    obs, v = _data(rng, (12, 14), 0.3)
+    _obs, v = _data(rng, (12, 14), 0.3)
     da = xr.DataArray(v, dims=("y", "x"),
                       coords={"y": 500.0 - 10.0 * np.arange(12), "x": 10.0 * np.arange(14)})
     model = geogp.fit(da, model="lattice", crs="EPSG:3857", margin=3, maxiter=20)
@@ -359,7 +366,10 @@ def test_spectral_density_is_normalised(kernel):
     import scipy.integrate
 
     ell = 3.0
-    f = lambda r: 2 * np.pi * r * matern_spectral_weights(r**2, ell, 1.0, 1.0, kernel) / 2
+
+    def f(r):
+        return 2 * np.pi * r * matern_spectral_weights(r**2, ell, 1.0, 1.0, kernel) / 2
+
     total = scipy.integrate.quad(f, 0, np.inf, limit=200)[0]
     assert total == pytest.approx(1.0, rel=1e-6)
     got = lm.spectral_weights({"log_range_large": np.log(ell), "log_sd_large": 0.0},
@@ -576,8 +586,8 @@ def test_two_range_gradient_matches_finite_differences(rng):
     theta = dict(_params(2.0, 0.9, 0.2), log_ratio=np.float64(0.3))
     grad = jax.grad(lm.log_marginal_likelihood)(theta, prob)
     eps = 1e-5
-    for k in theta:
-        up, dn = dict(theta, **{k: theta[k] + eps}), dict(theta, **{k: theta[k] - eps})
+    for k, v in theta.items():
+        up, dn = dict(theta, **{k: v + eps}), dict(theta, **{k: v - eps})
         fd = (float(lm.log_marginal_likelihood(up, prob))
               - float(lm.log_marginal_likelihood(dn, prob))) / (2 * eps)
         assert float(grad[k]) == pytest.approx(fd, rel=1e-5, abs=1e-7), k
@@ -622,7 +632,7 @@ def test_a_fit_running_to_the_intrinsic_limit_stops_where_the_likelihood_is_exac
 
 def test_second_range_fit_and_refusals():
     rng = np.random.default_rng(5)
-    obs, v = _data(rng, shape=(12, 13))
+    _obs, v = _data(rng, shape=(12, 13))
     est = lm.LatticeRegressor(2, margin=2, fit_cells=None, second_range=True, maxiter=30)
     est.fit_grid([np.arange(12.0), np.arange(13.0)], v)
     assert "log_ratio" in est.params_ and np.isfinite(est.log_likelihood_)
@@ -660,7 +670,7 @@ def test_samples_match_the_predictive_moments():
     """10⁴ samples at points between cell centres: mean within 5 standard errors, variance
     within 5 % (5 × √(2/10⁴) ≈ 7 %, stated), both for the latent field and with noise."""
     rng = np.random.default_rng(11)
-    obs, v = _data(rng, shape=(10, 12))
+    _obs, v = _data(rng, shape=(10, 12))
     est = lm.LatticeRegressor(2, margin=2, range=2.0, sd=1.0, noise=0.3, optimize=False,
                               fit_cells=None, large_scale=6).fit_grid(
         [np.arange(10.0), np.arange(12.0)], v)
@@ -701,7 +711,7 @@ def test_coordinate_covariates_equal_the_linear_trend(rng):
     np.testing.assert_allclose(pb.mean, pa.mean, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(pb.var_latent, pa.var_latent, rtol=1e-8)
     # coefficients in data units per covariate unit: the x slope of the linear trend
-    beta_x = a.beta_[[i for i, pw in enumerate(a.powers_) if tuple(pw) == (0, 1)][0]]
+    beta_x = a.beta_[next(i for i, pw in enumerate(a.powers_) if tuple(pw) == (0, 1))]
     assert b.covariate_coef_[1] == pytest.approx(
         a.scaler_.y_scale * beta_x / a.scaler_.x_scale[1], rel=1e-8)
 
@@ -771,7 +781,8 @@ def test_stage_two_failure_keeps_the_initial_large_scales_with_a_warning(rng, mo
         return ll * np.nan, w, a, d
 
     monkeypatch.setattr(lattice_posterior, "dense_likelihood", nan_posterior)
-    with pytest.raises(GeogpError, match="numerically singular"):
+    with (pytest.raises(GeogpError, match="numerically singular"),
+          pytest.warns(ApproximationWarning, match="large scales could not be evaluated")):
         lm.LatticeRegressor(margin=2, large_scale=8, maxiter=5).fit_grid([ay, ax], v)
 
 
@@ -827,9 +838,9 @@ def test_mid_scale_gradient_matches_finite_differences(rng):
     theta = {**_params(2.0, 0.9, 0.2), "log_range_mid": np.log(7.0), "log_sd_mid": np.log(0.6)}
     grad = jax.grad(lm.log_marginal_likelihood)(theta, prob)
     eps = 1e-5
-    for k in theta:
-        up = float(lm.log_marginal_likelihood(dict(theta, **{k: theta[k] + eps}), prob))
-        dn = float(lm.log_marginal_likelihood(dict(theta, **{k: theta[k] - eps}), prob))
+    for k, v in theta.items():
+        up = float(lm.log_marginal_likelihood(dict(theta, **{k: v + eps}), prob))
+        dn = float(lm.log_marginal_likelihood(dict(theta, **{k: v - eps}), prob))
         assert float(grad[k]) == pytest.approx((up - dn) / (2 * eps), rel=1e-5, abs=1e-7), k
 
 

@@ -24,7 +24,7 @@ def test_cores_partition_the_lattice_and_windows_hold_the_halo(shape, margin, co
     count = np.zeros(lattice, dtype=int)
     for t in tiles:
         count[t.core] += 1
-        for w, c, o, n in zip(t.window, t.core, t.offset, shape):
+        for w, c, o, n in zip(t.window, t.core, t.offset, shape, strict=True):
             assert o == w.start and o % align == 0  # the tile lattice starts at its window
             assert 0 <= w.start < w.stop <= n
             # the window (plus the margin) covers the core and `halo` cells beyond it, or
@@ -44,7 +44,7 @@ def test_one_tile_when_the_core_holds_the_lattice():
 
 
 def test_in_core_selects_the_core_cells():
-    (a, b) = posterior_tiles((20, 10), 2, 12, 4)[:2]
+    (a, _b) = posterior_tiles((20, 10), 2, 12, 4)[:2]
     shape = (a.window[0].stop - a.window[0].start + 4, a.window[1].stop - a.window[1].start + 4)
     cells = np.arange(shape[0] * shape[1])
     got = in_core(cells, shape, a)
@@ -345,6 +345,6 @@ def test_core_state_in_place_equals_the_copy(rng):
     s2 = s.copy()
     in_place = core_state(shape, core, s2, columns, field_cov, overwrite_s=True)
     assert np.shares_memory(in_place.g, s2) and not np.shares_memory(copy_state.g, s)
-    for a, b in zip(copy_state, in_place):
+    for a, b in zip(copy_state, in_place, strict=True):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(copy_state.g.reshape(-1, 5), cols - s[:, 1:])

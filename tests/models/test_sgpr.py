@@ -9,7 +9,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.linalg
-from _reference import dense_gp
 
 import geogp
 from geogp.exceptions import InputError
@@ -22,6 +21,7 @@ from geogp.models.sgpr import (
     sgpr_predict,
 )
 
+from _reference import dense_gp
 
 _gram = jax.jit(lambda k, A, B: k(A, B))  # jitted: eager JAX compiles every primitive separately
 
@@ -90,7 +90,7 @@ def test_greedy_variance_is_pivoted_cholesky(rng):
     np.testing.assert_array_equal(idx, ref)
     assert idx[0] == 0  # all diagonals tie at σ_f²: the lowest index wins
     # LAPACK's pivoted Cholesky (dpstrf) agrees too
-    _, piv, rank, info = scipy.linalg.lapack.dpstrf(K, lower=1, tol=-1.0)
+    _, piv, _rank, _info = scipy.linalg.lapack.dpstrf(K, lower=1, tol=-1.0)
     np.testing.assert_array_equal(idx, piv[:25] - 1)
 
 

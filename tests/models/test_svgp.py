@@ -8,20 +8,25 @@ adaptive quadrature (scipy.integrate.quad) and Monte Carlo.
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.special as sps
 
-import geogp  # noqa: F401  (float64)
-import jax
-import jax.numpy as jnp
+import geogp  # float64
 from geogp.exceptions import InputError, NotFittedError
+from geogp.features.fourier_statistics import dense_stats
 from geogp.kernels import Matern32
 from geogp.models.collapsed import collapsed_bound, posterior
 from geogp.models.likelihoods import Bernoulli, Gaussian, Poisson, StudentT
-from geogp.models.svgp import SVGPRegressor, elbo, gaussian_optimal_q, L_raw_from
-from geogp.features.fourier_statistics import dense_stats
-from _reference.svgp_vi import laplace_weights as _laplace, ref_vi as _ref_vi
+from geogp.models.svgp import L_raw_from, SVGPRegressor, elbo, gaussian_optimal_q
+
+from _reference.svgp_vi import laplace_weights as _laplace
+from _reference.svgp_vi import ref_vi as _ref_vi
+
+# small planar coordinates in a projected CRS look like degrees: a warning beside the point
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.GeographicCoordinatesWarning")
 
 
 def _data(n=150, seed=0):

@@ -11,6 +11,13 @@ from rasterio.transform import from_origin
 import geogp
 from geogp.exceptions import InputError, ReadError
 
+pytestmark = [
+    # small synthetic data: the models' approximation diagnostics warn, beside the point here
+    pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning"),
+    # small planar coordinates in a projected CRS look like degrees: a warning beside the point
+    pytest.mark.filterwarnings("ignore::geogp.exceptions.GeographicCoordinatesWarning"),
+]
+
 
 def _da(values):
     ny, nx = values.shape

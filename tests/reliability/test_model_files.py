@@ -14,6 +14,13 @@ import geogp
 from geogp.exceptions import InputError, ReadError
 from geogp.persist.checks import digest, meta_digest
 
+pytestmark = [
+    # small synthetic data: the models' approximation diagnostics warn, beside the point here
+    pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning"),
+    # small planar coordinates in a projected CRS look like degrees: a warning beside the point
+    pytest.mark.filterwarnings("ignore::geogp.exceptions.GeographicCoordinatesWarning"),
+]
+
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
@@ -130,13 +137,13 @@ def test_huge_declared_array_is_refused_before_reading(tmp_path, monkeypatch):
         buf = io.BytesIO()
         np.save(buf, np.array(json.dumps({"format": "geogp-model"})))
         zf.writestr("__meta__.npy", buf.getvalue())
-    with pytest.raises(ReadError, match="74.5 GiB"):
+    with pytest.raises(ReadError, match=r"74.5 GiB"):
         geogp.load_model(path, max_bytes=16 * 2**30)
     # the default limit (80 % of this machine's memory), whatever the machine
     from geogp.persist import checks as persist_checks
 
     monkeypatch.setattr(persist_checks, "_memory_limit", lambda: 8.0 * 2**30)
-    with pytest.raises(ReadError, match="74.5 GiB"):
+    with pytest.raises(ReadError, match=r"74.5 GiB"):
         geogp.load_model(path)
 
 

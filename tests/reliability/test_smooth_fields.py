@@ -9,8 +9,8 @@ noise sd 0.1) goes through ``geogp.fit`` with its defaults and is scored on the 
 against an exact GP (Matérn-5/2, hyperparameters by maximum likelihood on the observed cells
 within 12 cells of the gap) and against the hidden noisy values.
 
-Bounds (measured on this family: lattice/exact latent RMSE 0.44–2.18 (1.0–2.8 at 120×120), coverage of the hidden
-noisy values 0.93–0.99; the exact GP's own coverage 0.93–0.97):
+Bounds (measured on this family: lattice/exact latent RMSE 0.44–2.18 (1.0–2.8 at 120×120), coverage
+of the hidden noisy values 0.93–0.99; the exact GP's own coverage 0.93–0.97):
 - the latent RMSE at most 2.5 × the exact GP's and at most 0.2 × that of predicting zero (the
   reported case: 2.1 ×);
 - the 95 % interval of a new observation covers 0.90–0.99 of the hidden noisy values;

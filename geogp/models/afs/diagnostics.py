@@ -56,12 +56,20 @@ sums, and fixed θ, start on the window their initial θ needs.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import jax.numpy as jnp
 import numpy as np
 
 from geogp.exceptions import ApproximationWarning
 from geogp.features.afs_dft import log_lambda
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
+    from geogp.features.fourier import FourierFeatures
+    from geogp.kernels import Kernel
 
 __all__ = ["ALIAS_TOL", "ALIAS_WARN", "TRUNCATION_WARN", "LENGTHSCALE_WARN", "PART_WARN",
            "MAX_AUTO_FACTOR", "REFIT_FACTOR", "REFIT_GROWTH", "decay_distance", "alias_width",
@@ -83,13 +91,13 @@ _PERIOD = {"odd": 1.0, "full": 2.0}  # lattice period T_d / W_d: where the neare
 
 def _axis_profile(kernel, distances: np.ndarray, d: int, n_dims: int) -> np.ndarray:
     """|k(r e_d)| / k(0) at the distances r (any shape) along axis d."""
-    r = np.zeros(distances.shape + (n_dims,))
+    r = np.zeros((*distances.shape, n_dims))
     r[..., d] = distances
     k0 = float(kernel.variance_at_zero)
     return np.abs(np.asarray(kernel.evaluate(jnp.asarray(r)))) / k0
 
 
-def decay_distance(kernel, tol: float, r_max) -> np.ndarray:
+def decay_distance(kernel: Kernel, tol: float, r_max: ArrayLike) -> np.ndarray:
     """(D,) smallest r_d ∈ [0, r_max_d] with |k(r e_d)| ≤ tol·k(0); r_max_d when none is.
 
     Evaluated on 2,049 distances per axis and rounded up to the next one (resolution
@@ -107,8 +115,9 @@ def decay_distance(kernel, tol: float, r_max) -> np.ndarray:
     return out
 
 
-def alias_width(base, extent, kernel, tol: float | None, growth: float = 1.0,
-                lattice: str = "odd", max_factor: float = MAX_AUTO_FACTOR):
+def alias_width(base: np.ndarray, extent: np.ndarray, kernel: Kernel, tol: float | None,
+                growth: float = 1.0,
+                lattice: str = "odd", max_factor: float = MAX_AUTO_FACTOR) -> np.ndarray:
     """The window rule: the smallest W_d ≥ base_d whose nearest alias, at T_d = W_d (odd
     lattice) or 2W_d (full lattice), is at least W_xd + growth·r_d away, r_d from
     :func:`decay_distance` at ``tol``; T_d − W_xd is capped at (max_factor − 1)·W_xd.
@@ -126,7 +135,8 @@ def alias_width(base, extent, kernel, tol: float | None, growth: float = 1.0,
     return np.maximum(base, period / _PERIOD[lattice])
 
 
-def alias_error(kernel, width, extent, lattice: str = "odd", growth: float = 1.0) -> float:
+def alias_error(kernel: Kernel, width: np.ndarray, extent: np.ndarray, lattice: str = "odd",
+                growth: float = 1.0) -> float:
     """max_d |k((T_d − W_xd) e_d)| / k(0) with T_d the lattice period (W_d odd, 2W_d full):
     the leading alias error on the covariance of the data's farthest pair. ``growth`` g
     evaluates it for all lengthscales ×g (the kernel k(r/g))."""
@@ -136,13 +146,14 @@ def alias_error(kernel, width, extent, lattice: str = "odd", growth: float = 1.0
                      for d in range(gap.size)))
 
 
-def truncation(ff, kernel) -> float:
+def truncation(ff: FourierFeatures, kernel: Kernel) -> float:
     """1 − Σ_m λ_m / k(0): the share of the prior variance the features miss."""
     return 1.0 - float(jnp.sum(jnp.exp(log_lambda(ff, kernel)))) / float(kernel.variance_at_zero)
 
 
-def balanced_width(base, extent, kernel, tol: float | None, features_at, growth: float = 1.0,
-                   lattice: str = "odd"):
+def balanced_width(base: np.ndarray, extent: np.ndarray, kernel: Kernel, tol: float | None,
+                   features_at: Callable[[np.ndarray], FourierFeatures], growth: float = 1.0,
+                   lattice: str = "odd") -> np.ndarray:
     """The window of the estimator: the narrowest W on the segment from ``base`` to
     :func:`alias_width` whose alias error is at most max(tol, truncation(W)).
 
@@ -175,7 +186,7 @@ def _parts(kernel) -> tuple:
     return tuple(getattr(kernel, "parts", (kernel,)))
 
 
-def diagnostics(ff, kernel, noise: float, extent) -> dict:
+def diagnostics(ff: FourierFeatures, kernel: Kernel, noise: float, extent: np.ndarray) -> dict:
     """The diagnostics of a feature set at hyperparameters (kernel, noise), data extent W_x.
 
     Cost O(M) (λ) plus a few kernel evaluations; no data access. See the module docstring for
@@ -216,7 +227,7 @@ def diagnostics(ff, kernel, noise: float, extent) -> dict:
     }
 
 
-def refit_reason(k: int, most: int, width, new, extent) -> str:
+def refit_reason(k: int, most: int, width: np.ndarray, new: np.ndarray, extent: np.ndarray) -> str:
     """Why AFS refits (the ``k``-th window refit of at most ``most``), in words: the window
     ``width`` aliases the learnt kernel; the statistics are recomputed on ``new``."""
     return (f"AFS refit {k} (of at most {most}): the learnt lengthscales alias on a window "

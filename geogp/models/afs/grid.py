@@ -7,21 +7,29 @@ docs/model.md follow without materialising the (N, D) coordinates of the observe
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from geogp.exceptions import AllMissingError, InputError, IrregularGridError
 from geogp.models.base import Standardizer
 
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
 __all__ = ["grid_axes_info", "grid_moments", "grid_standardizer"]
 
 
-def grid_axes_info(axes) -> tuple[np.ndarray, np.ndarray]:
+def grid_axes_info(axes: Sequence[ArrayLike]) -> tuple[np.ndarray, np.ndarray]:
     """(first coordinate, spacing) per axis; raises unless each axis is regular and monotone."""
     x0, eta = [], []
-    for d, a in enumerate(axes):
-        a = np.asarray(a, dtype=np.float64)
+    for d, axis in enumerate(axes):
+        a = np.asarray(axis, dtype=np.float64)
         if a.ndim != 1 or a.size < 2:
-            raise InputError(f"grid axis {d} must be a vector with ≥ 2 coordinates; got shape {a.shape}.")
+            raise InputError(
+                f"grid axis {d} must be a vector with ≥ 2 coordinates; got shape {a.shape}.")
         step = np.diff(a)
         if not np.all(np.isfinite(a)):
             raise IrregularGridError(f"grid axis {d} has NaN/inf coordinates.")
@@ -40,15 +48,16 @@ def grid_axes_info(axes) -> tuple[np.ndarray, np.ndarray]:
     return np.array(x0), np.array(eta)
 
 
-def grid_moments(axes, values):
+def grid_moments(axes: Sequence[ArrayLike],
+                 values: ArrayLike) -> tuple[int, float, float, list[np.ndarray]]:
     """Count, Σy, Σy² of observed cells and per-axis observed-cell counts, chunked."""
     shape = values.shape
     ax_w = [np.zeros(s) for s in shape]
     n, s1, s2 = 0, 0.0, 0.0
     chunks = getattr(values, "chunks", None)
     if chunks is not None:
-        b = np.cumsum((0,) + tuple(chunks[0]))
-        slices = [slice(int(p), int(q)) for p, q in zip(b[:-1], b[1:])]
+        b = np.cumsum((0, *chunks[0]))
+        slices = [slice(int(p), int(q)) for p, q in itertools.pairwise(b)]
     else:
         step = max(1, int(2**24 // max(1, int(np.prod(shape[1:])))))
         slices = [slice(i, i + step) for i in range(0, shape[0], step)]
@@ -61,7 +70,8 @@ def grid_moments(axes, values):
         yb = np.where(obs, block, 0.0)
         n += int(obs.sum())
         s1 += float(yb.sum())
-        s2 += float((yb * yb).sum())
+        with np.errstate(over="ignore"):  # inf: too large for float64, refused by the caller
+            s2 += float((yb * yb).sum())
         for d in range(len(shape)):
             other = tuple(i for i in range(len(shape)) if i != d)
             cnt = obs.sum(axis=other)
@@ -72,12 +82,13 @@ def grid_moments(axes, values):
     return n, s1, s2, ax_w
 
 
-def grid_standardizer(axes, values) -> tuple[Standardizer, int, np.ndarray]:
+def grid_standardizer(axes: Sequence[ArrayLike],
+                      values: ArrayLike) -> tuple[Standardizer, int, np.ndarray]:
     """(Standardizer of the observed cells, their number, per-axis spacing η) of a raster.
 
     Raises on irregular axes, shape mismatch, no observed cell or constant observed values.
     """
-    x0, eta = grid_axes_info(axes)
+    _x0, eta = grid_axes_info(axes)
     shape = tuple(int(s) for s in values.shape)
     if len(axes) != len(shape):
         raise InputError(f"values have {len(shape)} dims but {len(axes)} axes were given.")
@@ -91,8 +102,8 @@ def grid_standardizer(axes, values) -> tuple[Standardizer, int, np.ndarray]:
             y_std = np.inf
     if not y_std > 0:
         raise InputError("the observed cells all have the same value; there is nothing to model.")
-    x_mean = np.array([np.sum(w * a) / n_obs for a, w in zip(axes, ax_w)])
+    x_mean = np.array([np.sum(w * a) / n_obs for a, w in zip(axes, ax_w, strict=True)])
     x_std = np.array([np.sqrt(np.sum(w * (a - m) ** 2) / n_obs)
-                      for a, w, m in zip(axes, ax_w, x_mean)])
+                      for a, w, m in zip(axes, ax_w, x_mean, strict=True)])
     x_std = np.where(x_std > 0, x_std, eta)
     return Standardizer(x_mean, x_std, float(y_mean), float(y_std)), n_obs, eta

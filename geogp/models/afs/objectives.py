@@ -2,8 +2,8 @@
 
 - :func:`negative_bound_per_point`: −L''/N of the dense (or diagonal) collapsed bound
   (:mod:`geogp.models.collapsed`);
-- :func:`iterative_loss`: the same on the matrix-free path (:mod:`geogp.models.collapsed_iterative`),
-  one function object per :class:`IterativeOptions`;
+- :func:`iterative_loss`: the same on the matrix-free path
+  (:mod:`geogp.models.collapsed_iterative`), one function object per :class:`IterativeOptions`;
 - :func:`warm_start`: θ from the dense bound of the preconditioner's low-frequency block,
   a cheap starting point for the expensive large-M optimisation;
 - :func:`loss_and_args`: which of these (or the AFS-DFT bound of a kernel without S) fits the
@@ -15,14 +15,23 @@ Parameters are dicts ``{"kernel", "noise"[, "mean"]}`` (see :mod:`geogp.optimize
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 import jax.numpy as jnp
 import numpy as np
 
 from geogp.features.afs_dft import log_lambda
+from geogp.features.fourier_statistics import SufficientStats, residual_stats
 from geogp.models.collapsed import collapsed_bound
 from geogp.models.collapsed_iterative import IterativeOptions, iterative_bound
 from geogp.optimize import FitReport, minimize_lbfgs
-from geogp.features.fourier_statistics import SufficientStats, residual_stats
+
+if TYPE_CHECKING:  # annotations only
+    import jax
+
+    from geogp.features.fourier import FourierFeatures
+    from geogp.kernels import Kernel
 
 __all__ = ["negative_bound_per_point", "iterative_loss", "warm_start", "loss_and_args",
            "merge_reports"]
@@ -36,7 +45,8 @@ def _bound_inputs(params, stats, freqs, log_norm):
     return log_lam, params["noise"], params["kernel"].variance_at_zero, stats
 
 
-def negative_bound_per_point(params, stats, freqs, log_norm):
+def negative_bound_per_point(params: dict, stats: SufficientStats, freqs: jax.Array,
+                             log_norm: jax.Array) -> jax.Array:
     """−L''/N as a function of the parameters (module level, so its compilation is cached)."""
     log_lam, noise, kvar0, stats = _bound_inputs(params, stats, freqs, log_norm)
     return -collapsed_bound(log_lam, noise, kvar0, stats) / stats.n
@@ -45,7 +55,7 @@ def negative_bound_per_point(params, stats, freqs, log_norm):
 _ITERATIVE_LOSSES: dict = {}
 
 
-def iterative_loss(options: IterativeOptions):
+def iterative_loss(options: IterativeOptions) -> Callable[..., jax.Array]:
     """−L''/N on the matrix-free path, one function object per options (compilation cached)."""
     if options not in _ITERATIVE_LOSSES:
         def loss(params, stats, freqs, log_norm, probes):
@@ -56,7 +66,7 @@ def iterative_loss(options: IterativeOptions):
     return _ITERATIVE_LOSSES[options]
 
 
-def warm_start(params: dict, stats: SufficientStats, ff, n_low: int,
+def warm_start(params: dict, stats: SufficientStats, ff: FourierFeatures, n_low: int,
                maxiter: int) -> tuple[dict, FitReport | None]:
     """θ from the dense bound over the ``n_low`` lowest frequencies (no data access).
 
@@ -79,7 +89,9 @@ def warm_start(params: dict, stats: SufficientStats, ff, n_low: int,
                           maxiter=maxiter)
 
 
-def loss_and_args(ff, stats: SufficientStats, kernel, options: IterativeOptions, probes=None):
+def loss_and_args(ff: FourierFeatures, stats: SufficientStats, kernel: Kernel,
+                  options: IterativeOptions,
+                  probes: jax.Array | None = None) -> tuple[Callable[..., jax.Array], tuple]:
     """(loss, args) for :func:`~geogp.optimize.minimize_lbfgs` on these features and
     statistics: matrix-free (``probes`` needed), dense with a closed-form S (module-level
     losses: compiled once per parameter layout), or AFS-DFT λ for kernels without S

@@ -7,12 +7,17 @@ estimates that refuse, with the figure, what would not fit in ``max_bytes``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.features.fourier_statistics import DEFAULT_DENSE_BLOCK
 from geogp.features.gram_operator import operator_bytes
 from geogp.kernels import make_kernel
+
+if TYPE_CHECKING:  # annotations only
+    from geogp.features.fourier import FourierFeatures
 
 __all__ = ["ITERATIVE_ABOVE", "SOLVERS", "dense_block_size", "check_iterative_options",
            "check_budget", "choose_solver"]
@@ -25,7 +30,7 @@ def _integer(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
-def dense_block_size(dense_block, n_features: int) -> int:
+def dense_block_size(dense_block: int | str, n_features: int) -> int:
     """The matrix-free solver's dense low-frequency block: ``"auto"`` → M/10 clipped to
     [DEFAULT_DENSE_BLOCK, 2·DEFAULT_DENSE_BLOCK], else the integer given."""
     if dense_block == "auto":
@@ -33,7 +38,8 @@ def dense_block_size(dense_block, n_features: int) -> int:
     return int(dense_block)
 
 
-def check_iterative_options(n_probes, n_samples, cg_tol, dense_block, warm_start) -> None:
+def check_iterative_options(n_probes: int, n_samples: int, cg_tol: float, dense_block: int | str,
+                            warm_start: int) -> None:
     """Refuse settings of the matrix-free solver that would give NaN or garbage (all problems
     in one :class:`~geogp.exceptions.InputError`)."""
     problems = []
@@ -68,7 +74,7 @@ def check_budget(n_features: int, n_dims: int, max_bytes: float) -> None:
 _FEATURES_CLI = "Lower --features, or raise --max-memory GIB if the machine has the memory."
 
 
-def choose_solver(ff, estimator) -> str:
+def choose_solver(ff: FourierFeatures, estimator: Any) -> str:
     """``"dense"`` or ``"iterative"`` for the features ``ff`` under the settings of
     ``estimator`` (an :class:`~geogp.models.afs.AFSRegressor`); refuses, with the estimate,
     what would not fit in its ``max_bytes``."""

@@ -8,6 +8,8 @@ polynomials evaluated by NUFFT at points or by separable transforms on grids
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from geogp.features import trig
@@ -15,6 +17,9 @@ from geogp.features.fourier import FourierFeatures
 from geogp.models.afs.trend import trend_variance_grid, trend_variance_points
 from geogp.models.collapsed_iterative import IterativePosterior, predict_moments, variance_bins
 from geogp.trend import basis, basis_grid
+
+if TYPE_CHECKING:  # annotations only
+    from geogp.models.afs.regressor import AFSRegressor
 
 __all__ = ["at_points", "on_grid", "quadratic_form_bins"]
 
@@ -37,7 +42,7 @@ def _variance_bins(model):
     return cache[1]
 
 
-def at_points(model, Xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def at_points(model: AFSRegressor, Xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(mean, latent variance) at standardised points Xs (N*, D) inside the window; the
     variance includes the trend's (:mod:`geogp.models.afs.trend`)."""
     ff, post = model.features_, model.posterior_
@@ -62,12 +67,13 @@ def at_points(model, Xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, np.maximum(var, 0.0)
 
 
-def on_grid(model, saxes: list, outside: str = "raise") -> tuple[np.ndarray, np.ndarray]:
+def on_grid(model: AFSRegressor, saxes: list,
+            outside: str = "raise") -> tuple[np.ndarray, np.ndarray]:
     """(mean, latent variance, the trend's included) on the tensor grid of standardised axes,
     NaN outside the window (or raise there with ``outside='raise'``)."""
     ff, post = model.features_, model.posterior_
     half = ff.width / 2 * (1 + 1e-12)
-    inside_axes = [np.abs(a - c) <= h for a, c, h in zip(saxes, ff.center, half)]
+    inside_axes = [np.abs(a - c) <= h for a, c, h in zip(saxes, ff.center, half, strict=True)]
     if outside == "raise" and not all(m.all() for m in inside_axes):
         ff.check_inside(np.array([[a.min() for a in saxes], [a.max() for a in saxes]]), "raise",
                         model.scaler_)

@@ -9,34 +9,62 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import jax.numpy as jnp
 import numpy as np
 
 from geogp._progress import advance, announce_fit, start_phase
-from geogp._validation import (as_points, as_targets, check_positive, check_same_length,
-                               warn_if_lonlat)
+from geogp._validation import (
+    as_points,
+    as_targets,
+    check_positive,
+    check_same_length,
+    warn_if_lonlat,
+)
 from geogp.exceptions import InputError
 from geogp.features.afs_dft import log_lambda as _log_lambda
+from geogp.features.data import Grid, Points
 from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures, window
+from geogp.features.fourier_statistics import (
+    DEFAULT_CHUNK_BYTES,
+    grid_noise_projection,
+    points_noise_projection,
+    residual_stats,
+)
 from geogp.kernels import make_kernel
 from geogp.models.afs import predict as afs_predict
 from geogp.models.afs import sampling as afs_sampling
-from geogp.models.afs.diagnostics import (ALIAS_TOL, REFIT_FACTOR, REFIT_GROWTH, alias_error,
-                                          balanced_width, diagnostics, refit_reason,
-                                          truncation, warn_if_poor)
+from geogp.models.afs.diagnostics import (
+    ALIAS_TOL,
+    REFIT_FACTOR,
+    REFIT_GROWTH,
+    alias_error,
+    balanced_width,
+    diagnostics,
+    refit_reason,
+    truncation,
+    warn_if_poor,
+)
 from geogp.models.afs.grid import grid_standardizer
-from geogp.models.afs.policy import check_budget, choose_solver, dense_block_size
 from geogp.models.afs.objectives import loss_and_args, merge_reports, warm_start
+from geogp.models.afs.policy import check_budget, choose_solver, dense_block_size
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
 from geogp.models.collapsed import collapsed_bound, posterior, trace_term
-from geogp.models.collapsed_iterative import (IterativeOptions, iterative_bound,
-                                              iterative_posterior, rademacher_probes)
+from geogp.models.collapsed_iterative import (
+    IterativeOptions,
+    iterative_bound,
+    iterative_posterior,
+    rademacher_probes,
+)
 from geogp.optimize import FitReport, minimize_lbfgs
-from geogp.features.data import Grid, Points
-from geogp.features.fourier_statistics import (DEFAULT_CHUNK_BYTES, grid_noise_projection,
-                                               points_noise_projection, residual_stats)
 from geogp.trend import monomial_powers, ols
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
+    from geogp.kernels import Kernel
 
 __all__ = ["AFSRegressor", "auto_features"]
 
@@ -138,13 +166,18 @@ class AFSRegressor:
         fix) at the end of the fit.
     """
 
-    def __init__(self, kernel="matern32", *, n_features=1000, n_freq=None, lattice="odd",
-                 window_factor=DEFAULT_WIDTH_FACTOR, margin=0.0, alias_tol=ALIAS_TOL,
-                 lengthscale=0.2, variance=1.0, noise=1.0, mean=None, grid_mode="exact",
-                 stats_method="auto", optimize=True, maxiter=300,
-                 chunk_bytes=DEFAULT_CHUNK_BYTES, max_bytes=4 * 2**30, solver="auto", n_probes=8,
-                 n_samples=64, cg_tol=1e-4, dense_block="auto", warm_start=1024,
-                 seed=0, progress=None):
+    def __init__(self, kernel: str | Kernel = "matern32", *, n_features: int | str = 1000,
+                 n_freq: int | Sequence[int] | None = None, lattice: str = "odd",
+                 window_factor: float = DEFAULT_WIDTH_FACTOR, margin: float = 0.0,
+                 alias_tol: float | None = ALIAS_TOL,
+                 lengthscale: ArrayLike = 0.2, variance: float = 1.0, noise: float = 1.0,
+                 mean: str | None = None, grid_mode: str = "exact",
+                 stats_method: str = "auto", optimize: bool = True, maxiter: int = 300,
+                 chunk_bytes: float = DEFAULT_CHUNK_BYTES, max_bytes: float = 4 * 2**30,
+                 solver: str = "auto", n_probes: int = 8,
+                 n_samples: int = 64, cg_tol: float = 1e-4, dense_block: int | str = "auto",
+                 warm_start: int = 1024,
+                 seed: int = 0, progress: Callable[[int, float], object] | None = None) -> None:
         self.kernel = kernel
         self.n_features = n_features
         self.n_freq = n_freq
@@ -189,7 +222,7 @@ class AFSRegressor:
         return window(lo, hi, self.window_factor, self.margin)
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, X, y) -> AFSRegressor:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> AFSRegressor:
         """Fit on scattered points X (N, D), y (N,). Returns self."""
         X_in, X = X, as_points(X)
         warn_if_lonlat(X_in, X, "AFSRegressor")
@@ -218,7 +251,7 @@ class AFSRegressor:
         return self._learn(Xs.min(axis=0), Xs.max(axis=0), make_stats,
                            lambda S, rng: points_noise_projection(self.features_, Xs, S, rng))
 
-    def fit_grid(self, axes, values) -> AFSRegressor:
+    def fit_grid(self, axes: Sequence[ArrayLike], values: ArrayLike) -> AFSRegressor:
         """Fit on a regular grid: ``values`` (N_1, ..., N_D) with NaN = missing, axis coordinates.
 
         Complete grids use G = N·I when Lemma 3.1 holds and ``grid_mode='diagonal'``; others use
@@ -232,7 +265,7 @@ class AFSRegressor:
         self._n_obs = n_obs
         x_mean, x_std, y_mean, y_std = (self.scaler_.x_mean, self.scaler_.x_scale,
                                         self.scaler_.y_mean, self.scaler_.y_scale)
-        saxes = [(a - m) / s for a, m, s in zip(axes, x_mean, x_std)]
+        saxes = [(a - m) / s for a, m, s in zip(axes, x_mean, x_std, strict=True)]
         seta = eta / x_std
         lo = np.array([a.min() for a in saxes])
         hi = np.array([a.max() for a in saxes])
@@ -243,7 +276,8 @@ class AFSRegressor:
         if complete and self.grid_mode == "diagonal" and self.lattice == "odd":
             # Lemma 3.1 mode: W_d = N_d η_d exactly, centred on the grid cells
             width = np.array(shape) * seta
-            if all(2 * k <= n for k, n in zip(self._features((lo + hi) / 2, width).n_freq, shape)):
+            n_freq = self._features((lo + hi) / 2, width).n_freq
+            if all(2 * k <= n for k, n in zip(n_freq, shape, strict=True)):
                 diagonal = width
         if self.grid_mode == "diagonal" and diagonal is None:
             warnings.warn("grid_mode='diagonal' needs a complete raster, the odd lattice and "
@@ -442,7 +476,7 @@ class AFSRegressor:
         return float(trace_term(ll, self.kernel_.variance_at_zero, self.stats_))
 
     @property
-    def lengthscale_(self):
+    def lengthscale_(self) -> list[np.ndarray]:
         """Lengthscales in the user's units (ℓ_d · x_scale_d), one array per kernel part."""
         parts = getattr(self.kernel_, "parts", (self.kernel_,))
         return [np.broadcast_to(np.asarray(p.lengthscale), self.scaler_.x_scale.shape)
@@ -452,7 +486,7 @@ class AFSRegressor:
     def noise_variance_(self) -> float:
         return self.noise_ * self.scaler_.y_scale**2
 
-    def predict(self, X, outside: str = "raise") -> Prediction:
+    def predict(self, X: ArrayLike, outside: str = "raise") -> Prediction:
         """Predictive mean and variances at X (N*, D) on the original scale.
 
         Points outside the feature window raise (``outside='raise'``) or get NaN
@@ -469,7 +503,8 @@ class AFSRegressor:
             mean[inside], var[inside] = afs_predict.at_points(self, Xs[inside])
         return self.scaler_.unscale(mean, var, self.noise_)
 
-    def sample(self, X, n: int, seed=None, observed: bool = False) -> np.ndarray:
+    def sample(self, X: ArrayLike, n: int, seed: int | np.random.SeedSequence | None = None,
+               observed: bool = False) -> np.ndarray:
         """``n`` posterior samples at X (N*, D), data units, (n, N*): draws of q(u) pushed
         through the features (:mod:`geogp.models.afs.sampling`). ``observed`` adds the noise
         of a new observation. Points outside the window raise."""
@@ -480,7 +515,9 @@ class AFSRegressor:
         self.features_.check_inside(Xs, "raise", self.scaler_)
         return afs_sampling.sample_points(self, Xs, n, np.random.default_rng(seed), observed)
 
-    def sample_grid(self, axes, n: int, seed=None, observed: bool = False) -> np.ndarray:
+    def sample_grid(self, axes: Sequence[ArrayLike], n: int,
+                    seed: int | np.random.SeedSequence | None = None,
+                    observed: bool = False) -> np.ndarray:
         """``n`` posterior samples on the tensor grid ``axes`` (D vectors), data units,
         (n, N_1, …, N_D); one separable grid transform per sample."""
         check_fitted(self, "posterior_")
@@ -488,12 +525,12 @@ class AFSRegressor:
             raise InputError(f"expected {self.scaler_.x_mean.size} coordinate vector(s); got "
                              f"{len(axes)}.")
         saxes = [(np.asarray(a, dtype=np.float64).ravel() - m) / s
-                 for a, m, s in zip(axes, self.scaler_.x_mean, self.scaler_.x_scale)]
+                 for a, m, s in zip(axes, self.scaler_.x_mean, self.scaler_.x_scale, strict=True)]
         self.features_.check_inside(np.array([[a.min() for a in saxes],
                                               [a.max() for a in saxes]]), "raise", self.scaler_)
         return afs_sampling.sample_grid(self, saxes, n, np.random.default_rng(seed), observed)
 
-    def predict_grid(self, axes, outside: str = "raise") -> Prediction:
+    def predict_grid(self, axes: Sequence[ArrayLike], outside: str = "raise") -> Prediction:
         """Predictions on the tensor grid ``axes`` (D vectors); arrays of shape (N_1, ..., N_D).
 
         Cost O(M² + N·P) through separable transforms: no (N* × M) matrix is formed.
@@ -503,6 +540,7 @@ class AFSRegressor:
             raise InputError(f"expected {self.scaler_.x_mean.size} coordinate vector(s), one per "
                              f"input dimension; got {len(axes)}.")
         axes = [np.asarray(a, dtype=np.float64) for a in axes]
-        saxes = [(a - m) / s for a, m, s in zip(axes, self.scaler_.x_mean, self.scaler_.x_scale)]
+        saxes = [(a - m) / s
+                 for a, m, s in zip(axes, self.scaler_.x_mean, self.scaler_.x_scale, strict=True)]
         mean, var = afs_predict.on_grid(self, saxes, outside)
         return self.scaler_.unscale(mean, var, self.noise_)

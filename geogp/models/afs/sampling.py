@@ -19,6 +19,7 @@ fit warned about it).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.linalg as sla
@@ -29,6 +30,10 @@ from geogp.models.afs.trend import trend_draws
 from geogp.models.collapsed_iterative import IterativePosterior
 from geogp.trend import basis, basis_grid
 
+if TYPE_CHECKING:  # annotations only
+    from geogp.models.afs.regressor import AFSRegressor
+    from geogp.models.collapsed import Posterior
+
 __all__ = ["draw_weights", "sample_points", "sample_grid"]
 
 
@@ -38,7 +43,8 @@ def _check_n(n) -> int:
     return int(n)
 
 
-def draw_weights(post, n: int, rng: np.random.Generator) -> np.ndarray:
+def draw_weights(post: Posterior | IterativePosterior, n: int,
+                 rng: np.random.Generator) -> np.ndarray:
     """(M, n) posterior draws of u (standardised units). Cost O(M² n) (O(M n) diagonal)."""
     n = _check_n(n)
     if isinstance(post, IterativePosterior):
@@ -62,7 +68,8 @@ def _finish(model, f: np.ndarray, observed: bool, rng) -> np.ndarray:
     return model.scaler_.y_mean + model.scaler_.y_scale * f
 
 
-def sample_points(model, Xs: np.ndarray, n: int, rng, observed: bool = False) -> np.ndarray:
+def sample_points(model: AFSRegressor, Xs: np.ndarray, n: int, rng: np.random.Generator,
+                  observed: bool = False) -> np.ndarray:
     """(n, N*) samples at standardised points Xs inside the window, data units."""
     ff = model.features_
     U, B = trend_draws(model, draw_weights(model.posterior_, n, rng), rng)
@@ -76,7 +83,8 @@ def sample_points(model, Xs: np.ndarray, n: int, rng, observed: bool = False) ->
     return _finish(model, f, observed, rng)
 
 
-def sample_grid(model, saxes: list, n: int, rng, observed: bool = False) -> np.ndarray:
+def sample_grid(model: AFSRegressor, saxes: list, n: int, rng: np.random.Generator,
+                observed: bool = False) -> np.ndarray:
     """(n, N_1, …, N_D) samples on the tensor grid of standardised axes (inside the window),
     data units. Cost: one separable grid transform per sample."""
     ff = model.features_

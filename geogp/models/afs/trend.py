@@ -18,6 +18,8 @@ computed once per posterior from the saved statistics (so it holds for loaded mo
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import scipy.linalg as sla
 
@@ -27,10 +29,13 @@ from geogp.features.afs_dft import log_lambda
 from geogp.models.collapsed_iterative import IterativeOptions, IterativePosterior, posterior_solve
 from geogp.trend import basis, basis_grid
 
+if TYPE_CHECKING:  # annotations only
+    from geogp.models.afs.regressor import AFSRegressor
+
 __all__ = ["trend_parts", "trend_variance_points", "trend_variance_grid", "trend_draws"]
 
 
-def trend_parts(model):
+def trend_parts(model: AFSRegressor) -> tuple[np.ndarray, np.ndarray] | None:
     """(W_H (M, p), Ψ⁻¹ (p, p)) of a fitted AFS model with a mean function, else None.
     Cached on the model per posterior."""
     if getattr(model, "beta_", None) is None or getattr(model.stats_, "F", None) is None:
@@ -41,17 +46,19 @@ def trend_parts(model):
     post, st = model.posterior_, model.stats_
     F, HH = np.asarray(st.F, dtype=np.float64), np.asarray(st.HH, dtype=np.float64)
     noise = float(post.noise)
-    if isinstance(post, IterativePosterior):
-        ll = np.asarray(log_lambda(model.features_, model.kernel_))
-        d = np.exp(0.5 * ll)
-        options = IterativeOptions(tol=float(model.cg_tol) / 100)
-        W = d[:, None] * posterior_solve(ll, noise, st.G, d[:, None] * F / noise, options)
-    elif post.chol.ndim == 1:  # diagonal A: chol holds √diag(A)
-        W = (post.sqrt_lam**2 / (post.chol**2 * noise))[:, None] * F
-    else:
-        sl = post.sqrt_lam[:, None]
-        W = sl * sla.cho_solve((post.chol, True), sl * F) / noise
-    psi = (HH - F.T @ W) / noise
+    # values of a damaged model file overflow here: Ψ is checked, and refused, just below
+    with np.errstate(over="ignore", invalid="ignore"):
+        if isinstance(post, IterativePosterior):
+            ll = np.asarray(log_lambda(model.features_, model.kernel_))
+            d = np.exp(0.5 * ll)
+            options = IterativeOptions(tol=float(model.cg_tol) / 100)
+            W = d[:, None] * posterior_solve(ll, noise, st.G, d[:, None] * F / noise, options)
+        elif post.chol.ndim == 1:  # diagonal A: chol holds √diag(A)
+            W = (post.sqrt_lam**2 / (post.chol**2 * noise))[:, None] * F
+        else:
+            sl = post.sqrt_lam[:, None]
+            W = sl * sla.cho_solve((post.chol, True), sl * F) / noise
+        psi = (HH - F.T @ W) / noise
     parts = (W, _spd_inverse(0.5 * (psi + psi.T)))
     model._trend_cache = (model.posterior_, parts)
     return parts
@@ -73,7 +80,8 @@ def _quadratic(u: np.ndarray, cov: np.ndarray) -> np.ndarray:
     return np.maximum(np.einsum("...j,jk,...k->...", u, cov, u), 0.0)
 
 
-def trend_variance_points(model, Xs: np.ndarray, Phi: np.ndarray | None = None) -> np.ndarray:
+def trend_variance_points(model: AFSRegressor, Xs: np.ndarray,
+                          Phi: np.ndarray | None = None) -> np.ndarray:
     """uᵀΨ⁻¹u at standardised points Xs (N*, D) (zeros without a mean function). ``Phi``: the
     features at Xs when the caller has them."""
     parts = trend_parts(model)
@@ -97,7 +105,7 @@ def _u_grid(model, saxes: list, W: np.ndarray) -> np.ndarray:
         for j in range(W.shape[1])], axis=-1)
 
 
-def trend_variance_grid(model, saxes: list) -> np.ndarray | float:
+def trend_variance_grid(model: AFSRegressor, saxes: list) -> np.ndarray | float:
     """uᵀΨ⁻¹u on the tensor grid of standardised axes (0.0 without a mean function)."""
     parts = trend_parts(model)
     if parts is None:
@@ -106,7 +114,8 @@ def trend_variance_grid(model, saxes: list) -> np.ndarray | float:
     return _quadratic(_u_grid(model, saxes, W), cov)
 
 
-def trend_draws(model, U: np.ndarray, rng: np.random.Generator):
+def trend_draws(model: AFSRegressor, U: np.ndarray,
+                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
     """Posterior draws of (u, β) from draws ``U`` (M, n) of u at β = β̂: (U − W_H δ, β̂ + δ)
     with δ (p, n) ~ N(0, Ψ⁻¹); (U, β̂ as a column) without trend uncertainty to add."""
     parts = trend_parts(model)

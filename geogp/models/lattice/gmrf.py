@@ -1,4 +1,5 @@
-"""Operators, data and exact likelihood of the lattice SPDE/GMRF model (:mod:`geogp.models.lattice`).
+"""Operators, data and exact likelihood of the lattice SPDE/GMRF model
+(:mod:`geogp.models.lattice`).
 
 The precision Q(θ) = c (κ²I + L)^α on a fixed pattern, log|Q| in closed form from the Neumann
 Laplacian's eigenvalues, and the REML log marginal likelihood by one sparse Cholesky of
@@ -25,6 +26,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
@@ -36,6 +38,9 @@ from geogp.exceptions import InputError
 from geogp.linalg import SparsePattern
 from geogp.linalg.solvers import Solver
 from geogp.models.lattice.mid import band, mid_cross, mid_lattice
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
 
 __all__ = ["ALPHAS", "BACKENDS", "PARAMS", "PARAMS_LARGE", "PARAMS_MID", "PARAM_RATIO",
            "PARAM_SCALE", "RANGE_MAX_EXTENTS", "log_range_cap",
@@ -60,10 +65,10 @@ KERNELS_LARGE = ("matern12", "matern32", "matern52", "se")
 RANGE_MAX_EXTENTS = 10.0
 
 
-def log_range_cap(shape, h) -> float:
+def log_range_cap(shape: tuple[int, int], h: ArrayLike) -> float:
     """log of :data:`RANGE_MAX_EXTENTS` times the extent (longest side, lattice units) of a
     lattice of ``shape`` cells sized ``h``: the upper bound of every fitted log range."""
-    return math.log(RANGE_MAX_EXTENTS * max(n * hh for n, hh in zip(shape, h)))
+    return math.log(RANGE_MAX_EXTENTS * max(n * hh for n, hh in zip(shape, h, strict=True)))
 
 
 # --------------------------------------------------------------------------- operators
@@ -116,7 +121,7 @@ def _coefficients(params, alpha: int, area: float):
     return kappa2, c, noise
 
 
-def spectral_weights(params, freq2, dw: float, kernel: str):
+def spectral_weights(params: dict, freq2: jax.Array | None, dw: float, kernel: str) -> jax.Array:
     """Prior variances λ_m of the large-scale Fourier coefficients (one per cos/sin column).
 
     λ_m = 2 s_L² p(ω_m) Δω, with p the 2-D spectral density of the isotropic kernel (lengthscale
@@ -135,10 +140,11 @@ def spectral_weights(params, freq2, dw: float, kernel: str):
     return 2.0 * var * dens * dw
 
 
-def low_frequencies(shape, h, count: int, window: float) -> tuple[np.ndarray, float]:
+def low_frequencies(shape: tuple[int, int], h: ArrayLike, count: int,
+                    window: float) -> tuple[np.ndarray, float]:
     """The ``count`` lowest nonzero angular frequencies ω = 2π(j/L_y, k/L_x) of the half-plane
     (k > 0, or k = 0 and j > 0), L = window × lattice extent; returns ((count, 2), Δω)."""
-    lw = [window * n * hh for n, hh in zip(shape, h)]
+    lw = [window * n * hh for n, hh in zip(shape, h, strict=True)]
     dw = 4 * math.pi**2 / (lw[0] * lw[1])
     if count <= 0:
         return np.zeros((0, 2)), dw
@@ -164,7 +170,8 @@ class LatticeProblem:
 
     Attributes:
         pattern: ``SparsePattern`` of B (lower triangle, CSC order). solve: its
-            :class:`~geogp.linalg.solvers.Solver`. alpha: 1 or 2. area: h_y h_x. n_obs: N. n_trend: p.
+            :class:`~geogp.linalg.solvers.Solver`. alpha: 1 or 2. area: h_y h_x. n_obs: N.
+            n_trend: p.
         e_i, e_l, e_l2: (nnz,) I, L and L² on the pattern. e_obs: (nnz,) PᵀP on the pattern.
         eig: (n,) Laplacian eigenvalues λ_kl (for log|Q|). ptw: (n, 1 + p) Pᵀ[y, X].
         wtw: (1 + p, 1 + p) [y, X]ᵀ[y, X]. n_feat: the first n_feat columns of X are
@@ -200,14 +207,14 @@ class LatticeProblem:
     eig_mid: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
     area_mid: float = 0.0
 
-    def tree_flatten(self):
+    def tree_flatten(self) -> tuple[tuple, tuple]:
         leaves = (self.e_i, self.e_l, self.e_l2, self.e_obs, self.eig, self.ptw, self.wtw,
                   self.freq2, self.e_i_mid, self.e_l_mid, self.e_l2_mid, self.eig_mid)
         return leaves, (self.pattern, self.solve, self.alpha, self.area, self.n_obs,
                         self.n_trend, self.n_feat, self.dw, self.kernel, self.area_mid)
 
     @classmethod
-    def tree_unflatten(cls, aux, leaves):
+    def tree_unflatten(cls, aux: tuple, leaves: tuple) -> LatticeProblem:
         return cls(*aux[:6], *leaves[:8], *aux[6:9], *leaves[8:], aux[9])
 
     @property
@@ -227,9 +234,11 @@ def _load_solver(backend: str, ordering: str) -> Solver:
     return Solver("cholmod", ordering)
 
 
-def make_problem(shape, h, alpha: int, cells: np.ndarray, y: np.ndarray, X: np.ndarray,
-                 backend: str = "auto", ordering: str = "nesdis", features=None, freq2=None,
-                 dw: float = 0.0, kernel: str = "matern32", mid_scale=None,
+def make_problem(shape: tuple[int, int], h: ArrayLike, alpha: int, cells: np.ndarray,
+                 y: np.ndarray, X: np.ndarray,
+                 backend: str = "auto", ordering: str = "nesdis",
+                 features: np.ndarray | None = None, freq2: jax.Array | None = None,
+                 dw: float = 0.0, kernel: str = "matern32", mid_scale: int | None = None,
                  neighbours: bool = True, share: bool = False) -> LatticeProblem:
     """Fix the lattice, its pattern and the data for :func:`log_marginal_likelihood`.
 
@@ -245,8 +254,8 @@ def make_problem(shape, h, alpha: int, cells: np.ndarray, y: np.ndarray, X: np.n
         mid_scale: None, or the coarsening factor r ≥ 2 of a second, mid-scale α = 2 field on
             a lattice r times coarser (:func:`mid_lattice`), added to the fine one.
         neighbours: with the mid-scale level, keep the pattern entries that the posterior's
-            neighbour covariances need (:func:`~geogp.models.lattice.mid.mid_cross`); False keeps only those of B
-            (a sparser factor, enough for the likelihood: the fitting tiles).
+            neighbour covariances need (:func:`~geogp.models.lattice.mid.mid_cross`); False keeps
+            only those of B (a sparser factor, enough for the likelihood: the fitting tiles).
         share: reuse the previous call's pattern (and with it its CHOLMOD analysis and
             factor) when the lattice is the same; for problems solved one after another
             (the posterior's tiles), never for problems used together (the fitting tiles).
@@ -282,7 +291,7 @@ def make_problem(shape, h, alpha: int, cells: np.ndarray, y: np.ndarray, X: np.n
         ptw[n:] = pi.T @ ptw[:n]
     return LatticeProblem(
         pattern, _load_solver(backend, ordering), int(alpha), float(h[0] * h[1]),
-        int(len(cells)), int(X.shape[1]), parts["e_i"], parts["e_l"], parts["e_l2"], e_obs,
+        len(cells), int(X.shape[1]), parts["e_i"], parts["e_l"], parts["e_l2"], e_obs,
         parts["eig"], ptw, W.T @ W, freq2, int(W.shape[1] - 1 - X.shape[1]), float(dw),
         kernel, **parts["mid"])
 
@@ -357,7 +366,7 @@ def _product_coefficients(params, area: float):
     return k1, k2, c
 
 
-def precision(params, problem: LatticeProblem):
+def precision(params: dict, problem: LatticeProblem) -> tuple[jax.Array, ...]:
     """(Q on the pattern, log|Q|, κ², σ²) at θ (standardised units).
 
     With ``log_ratio`` in ``params`` (α = 2 only) Q = c (κ₁² + L)(κ₂² + L) with two ranges
@@ -401,7 +410,7 @@ def _add_mid(params, problem: LatticeProblem, q, logdet_q):
     return q, logdet_q
 
 
-def sparse_statistics(params, problem: LatticeProblem):
+def sparse_statistics(params: dict, problem: LatticeProblem) -> tuple[jax.Array, ...]:
     """The sparse half of the likelihood at the local θ (range, sd, noise).
 
     Returns (log|Σ_g|, M, S, B values) with Σ_g = PQ⁻¹Pᵀ + σ²I, M = [y, F]ᵀ Σ_g⁻¹ [y, F] and
@@ -412,19 +421,22 @@ def sparse_statistics(params, problem: LatticeProblem):
     return (*statistics_from_solve(problem, logdet_b, s, rhs, logdet_q, noise), s, b_vals)
 
 
-def sparse_system(params, problem: LatticeProblem):
+def sparse_system(params: dict, problem: LatticeProblem) -> tuple[jax.Array, ...]:
     """(B values, right-hand sides Pᵀ[y, F]/σ², log|Q|, σ²) at θ: what B's solve needs."""
     q, logdet_q, _, noise = precision(params, problem)
     return q + problem.e_obs / noise, problem.ptw / noise, logdet_q, noise
 
 
-def statistics_from_solve(problem: LatticeProblem, logdet_b, s, rhs, logdet_q, noise):
+def statistics_from_solve(problem: LatticeProblem, logdet_b: jax.Array, s: jax.Array,
+                          rhs: jax.Array, logdet_q: jax.Array,
+                          noise: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(log|Σ_g|, M) from B's (log|B|, S = B⁻¹ rhs) (:func:`sparse_statistics`)."""
     m = problem.wtw / noise - rhs.T @ s
     return logdet_b - logdet_q + problem.n_obs * jnp.log(noise), m
 
 
-def dense_likelihood(params, m, logdet_sigma, n_obs, freq2, dw, kernel: str):
+def dense_likelihood(params: dict, m: jax.Array, logdet_sigma: jax.Array, n_obs: int,
+                     freq2: jax.Array | None, dw: float, kernel: str) -> tuple[jax.Array, ...]:
     """The small dense half: β (flat prior) and the large-scale u integrated out of M.
 
     ``m`` is the (1 + k + p)² matrix of :func:`sparse_statistics` with k = len(freq2) large-scale
@@ -466,13 +478,13 @@ def _evaluate(params, problem: LatticeProblem):
     return ll, s, w, a, b_vals, d
 
 
-def log_marginal_likelihood(params, problem: LatticeProblem):
+def log_marginal_likelihood(params: dict, problem: LatticeProblem) -> jax.Array:
     """Exact REML log marginal likelihood log p(y | θ) with β integrated (flat prior).
 
     Differentiable in ``params`` (dict of ``log_range``, ``log_sd``, ``log_noise``, in the
     lattice's units and standardised y; plus ``log_range_large``, ``log_sd_large`` when the
-    problem has large-scale features: then Σ = PQ⁻¹Pᵀ + ΦΛΦᵀ + σ²I, u integrated exactly). Cost: one sparse Cholesky of B; the gradient adds a
-    solve and a selected inversion.
+    problem has large-scale features: then Σ = PQ⁻¹Pᵀ + ΦΛΦᵀ + σ²I, u integrated exactly). Cost: one
+    sparse Cholesky of B; the gradient adds a solve and a selected inversion.
     """
     return _evaluate(params, problem)[0]
 

@@ -24,12 +24,16 @@ from __future__ import annotations
 import math
 import shutil
 import tempfile
+from typing import TYPE_CHECKING
 
 from geogp.exceptions import InputError
 from geogp.models.lattice.tiled import PosteriorTile, posterior_tiles
 
-__all__ = ["lattice_bytes", "factor_bytes", "lattice_seconds", "plan_tiles", "tile_cells", "state_bytes",
-           "check_state_disk",
+if TYPE_CHECKING:  # annotations only
+    from distributed import Client
+
+__all__ = ["lattice_bytes", "factor_bytes", "lattice_seconds", "plan_tiles", "tile_cells",
+           "state_bytes", "check_state_disk",
            "WHOLE_LATTICE_MAX_CELLS", "POSTERIOR_CORE", "POSTERIOR_HALO"]
 
 # posterior_tile="auto": lattices up to this many cells get the exact whole-lattice posterior
@@ -112,8 +116,10 @@ def tile_cells(tile: PosteriorTile, margin: int) -> int:
             * (tile.window[1].stop - tile.window[1].start + 2 * margin))
 
 
-def plan_tiles(raster_shape, margin: int, alpha: int, mid_factor, columns: int,
-               max_bytes: float, core="auto", halo="auto") -> list[PosteriorTile]:
+def plan_tiles(raster_shape: tuple[int, int], margin: int, alpha: int, mid_factor: int | None,
+               columns: int,
+               max_bytes: float, core: int | str | None = "auto",
+               halo: int | str = "auto") -> list[PosteriorTile]:
     """The posterior's tiles (:func:`~geogp.models.lattice.tiled.posterior_tiles`).
 
     ``core="auto"``: the whole lattice when it has at most :data:`WHOLE_LATTICE_MAX_CELLS`
@@ -150,7 +156,8 @@ def state_bytes(tiles: list[PosteriorTile], columns: int) -> float:
     return total
 
 
-def check_state_disk(tiles: list[PosteriorTile], columns: int, client=None) -> None:
+def check_state_disk(tiles: list[PosteriorTile], columns: int,
+                     client: Client | None = None) -> None:
     """Refuse, before pass 1, when the temporary directory cannot hold the tiles' states (this
     process keeps them on disk between the passes; on a dask cluster the workers keep them)."""
     if client is not None:

@@ -39,7 +39,8 @@ def mid_lattice(shape: tuple[int, int], factor: int) -> tuple[tuple[int, int], s
     return coarse, pi
 
 
-def mid_stencil(shape: tuple[int, int], factor: int):
+def mid_stencil(shape: tuple[int, int],
+                factor: int) -> tuple[tuple[int, int], np.ndarray, np.ndarray]:
     """((c_y, c_x), nodes (n, 4), weights (n, 4)): the 4 coarse nodes around each fine cell
     (row-major) and their bilinear weights (rows of Π in :func:`mid_lattice`)."""
     r, m = int(factor), MID_MARGIN

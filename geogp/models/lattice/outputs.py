@@ -10,6 +10,8 @@ for samples, the factorisation state ``_sampler`` of the fit.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse.linalg as spla
@@ -17,6 +19,9 @@ import scipy.sparse.linalg as spla
 from geogp import linalg
 from geogp.exceptions import GeogpError, InputError, OutsideWindowError
 from geogp.models.base import Prediction, check_columns, check_fitted
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
 
 __all__ = ["LatticeOutputsMixin"]
 
@@ -79,7 +84,9 @@ class LatticeOutputsMixin:
                 sm["root"] = (lower.T.tocsr(), perm)
         return sm["root"]
 
-    def sample_cells(self, n: int, seed=None) -> np.ndarray:
+    def sample_cells(self, n: int,
+                     seed: int | np.random.SeedSequence | np.random.Generator | None = None,
+                     ) -> np.ndarray:
         """``n`` posterior samples of the latent field at every lattice cell, (n, n_y, n_x),
         standardised units (``seed``: an int, a SeedSequence or a Generator). Exact under the
         model. Cost: one sparse factorisation on the first call, then a triangular solve per
@@ -97,16 +104,18 @@ class LatticeOutputsMixin:
                                           rng.standard_normal((size, m))).T)
         return np.concatenate(out).reshape(n, *self.shape_)
 
-    def sample(self, X, n: int, seed=None, observed: bool = False) -> np.ndarray:
+    def sample(self, X: ArrayLike, n: int,
+               seed: int | np.random.SeedSequence | np.random.Generator | None = None,
+               observed: bool = False) -> np.ndarray:
         """``n`` posterior samples at points X (N*, 2) (model units, (y, x)), data units:
         bilinear between cell centres like :meth:`predict`, so each sample is a draw of the
         same interpolated field. ``observed`` adds the noise of a new observation. (n, N*).
         Needs the fit's factorisation: a model loaded from a file refuses (refit it)."""
         check_fitted(self, "_mean")
-        c, w, inside = self._bilinear(np.asarray(X, dtype=np.float64), "raise")
+        c, w, _inside = self._bilinear(np.asarray(X, dtype=np.float64), "raise")
         rng = np.random.default_rng(seed)
         cells = self.sample_cells(n, rng).reshape(n, -1)
-        f = sum(wk[None, :] * cells[:, ck] for wk, ck in zip(w, c))
+        f = sum(wk[None, :] * cells[:, ck] for wk, ck in zip(w, c, strict=True))
         if observed:
             f = f + math.sqrt(self.noise_var_) * rng.standard_normal(f.shape)
         return self.scaler_.y_mean + self.scaler_.y_scale * f
@@ -135,7 +144,7 @@ class LatticeOutputsMixin:
         w = ((1 - ty) * (1 - tx), (1 - ty) * tx, ty * (1 - tx), ty * tx)
         return c, w, inside
 
-    def predict(self, X, outside: str = "raise") -> Prediction:
+    def predict(self, X: ArrayLike, outside: str = "raise") -> Prediction:
         """Predictive moments at points X (N*, 2) (model units, (y, x)), bilinear between the
         lattice's cell centres (exact at the centres). Points outside the lattice (raster plus
         margin) raise :class:`OutsideWindowError`, or give NaN with ``outside="nan"``.
@@ -147,8 +156,8 @@ class LatticeOutputsMixin:
             raise InputError(f"outside must be 'raise' or 'nan'; got {outside!r}.")
         X = np.asarray(X, dtype=np.float64)
         c, w, inside = self._bilinear(X, outside)
-        mean = sum(wk * self._mean[ck] for wk, ck in zip(w, c))
-        var = sum(wk**2 * self._var[ck] for wk, ck in zip(w, c))
+        mean = sum(wk * self._mean[ck] for wk, ck in zip(w, c, strict=True))
+        var = sum(wk**2 * self._var[ck] for wk, ck in zip(w, c, strict=True))
         cov = self._cov
         var = var + 2.0 * (w[0] * w[1] * cov[0, c[0]] + w[2] * w[3] * cov[0, c[2]]
                            + w[0] * w[2] * cov[1, c[0]] + w[1] * w[3] * cov[1, c[1]]
@@ -158,7 +167,7 @@ class LatticeOutputsMixin:
             pred = Prediction(*(np.where(inside, a, np.nan) for a in pred))
         return pred
 
-    def predict_grid(self, axes, outside: str = "raise") -> Prediction:
+    def predict_grid(self, axes: Sequence[ArrayLike], outside: str = "raise") -> Prediction:
         """Predictions on the tensor grid ``axes`` = (y, x) (model units), arrays (n_y, n_x)."""
         Y, Xg = np.meshgrid(np.asarray(axes[0], dtype=np.float64),
                             np.asarray(axes[1], dtype=np.float64), indexing="ij")
@@ -184,7 +193,8 @@ class LatticeOutputsMixin:
         return math.sqrt(self.noise_var_) * self.scaler_.y_scale
 
     def describe(self) -> dict:
-        """Fitted hyperparameters on the data's scale (for :meth:`geogp.families.lattice.LatticeFamily.describe`)."""
+        """Fitted hyperparameters on the data's scale (for
+        :meth:`geogp.families.lattice.LatticeFamily.describe`)."""
         out = {"lengthscale": np.array([[self.range_, self.range_]]), "signal_sd": self.sd_,
                "noise_sd": self.noise_sd_}
         if "log_range_mid" in self.params_:

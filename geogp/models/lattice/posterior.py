@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 import math
 import warnings
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -44,6 +44,11 @@ from geogp.models.lattice.tiled import (
 )
 from geogp.models.lattice.workers import dask_client, release_memory, sparse_pass
 from geogp.optimize import FitReport, minimize_lbfgs
+
+if TYPE_CHECKING:  # annotations only
+    from distributed import Client
+
+    from geogp.models.lattice.regressor import LatticeRegressor
 
 __all__ = ["LargeScaleFit", "LatticePosterior", "LatticePosteriorMixin", "fit_large_scales",
            "lattice_posterior", "WHOLE_STEPS"]
@@ -96,8 +101,9 @@ class LargeScaleFit(NamedTuple):
     dense: tuple
 
 
-def lattice_posterior(model, params: dict, obs: np.ndarray, ys: np.ndarray, tiles: list,
-                      client=None) -> LatticePosterior:
+def lattice_posterior(model: LatticeRegressor, params: dict, obs: np.ndarray, ys: np.ndarray,
+                      tiles: list,
+                      client: Client | None = None) -> LatticePosterior:
     """The posterior of the fitted lattice ``model`` at the stage-1 θ ``params``: mean,
     variances and neighbour covariances on the whole lattice, after stage 2 has fitted the
     large scales and c. Tile by tile (:mod:`geogp.models.lattice.tiled`; on ``client``'s
@@ -142,7 +148,7 @@ def lattice_posterior(model, params: dict, obs: np.ndarray, ys: np.ndarray, tile
             parts = kept.map(core_moments, args, getattr(model, "tile_progress", None))
         ny, nx = model.shape_
         mean, var, cov = np.zeros((ny, nx)), np.zeros((ny, nx)), np.zeros((4, ny, nx))
-        for tile, (m_t, v_t, c_t) in zip(tiles, parts):
+        for tile, (m_t, v_t, c_t) in zip(tiles, parts, strict=True):
             mean[tile.core], var[tile.core] = m_t, v_t
             cov[(slice(None), *tile.core)] = c_t
     samples = None
@@ -161,8 +167,9 @@ def lattice_posterior(model, params: dict, obs: np.ndarray, ys: np.ndarray, tile
         n_tiles=len(tiles))
 
 
-def fit_large_scales(model, params: dict, m_mat, logdet_sigma, n_obs: int,
-                     freq2) -> LargeScaleFit:
+def fit_large_scales(model: LatticeRegressor, params: dict, m_mat: np.ndarray, logdet_sigma: float,
+                     n_obs: int,
+                     freq2: np.ndarray) -> LargeScaleFit:
     """Stage 2 at the local shape (range, noise/sd) of stage 1 (``params``): the large-scale
     θ and one overall scale c of the local field and noise, on the small dense part only (no
     sparse work; ``model.optimize`` False: θ kept, c = 1). Falls back to the stage-1 θ with a
@@ -278,14 +285,16 @@ def _tile_problem(est, raster: np.ndarray, tile: PosteriorTile):
     return problem, (r + m) * shape[1] + (c + m), shape
 
 
-def tile_statistics(est, raster: np.ndarray, tile: PosteriorTile, params, keep=False):
+def tile_statistics(est: LatticeRegressor, raster: np.ndarray, tile: PosteriorTile, params: dict,
+                    keep: bool = False) -> tuple[np.ndarray, Any]:
     """Pass 1 of a tile, its sparse work at the stage-1 θ: (its core's part of M
     (:func:`~geogp.models.lattice.tiled.core_gram`), its core's state
     (:func:`~geogp.models.lattice.tiled.core_state`, F − S_F in float32)). With ``keep`` (one
     tile, the whole lattice): (M, log|Σ_g|, the state in float64, what samples need)."""
     mid = est._mid_factor()
     problem, cells, shape = _tile_problem(est, raster, tile)
-    core = tuple(slice(c.start - o, c.stop - o) for c, o in zip(tile.core, tile.offset))
+    core = tuple(slice(c.start - o, c.stop - o)
+                 for c, o in zip(tile.core, tile.offset, strict=True))
     _, ex, ext = extended_core(shape, core)
     s, m_mat, logdet_sigma, b_vals = solve_tile(params, problem, shape, mid,
                                                 rows=None if keep else ext, whole=keep)

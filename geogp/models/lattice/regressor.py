@@ -19,6 +19,8 @@ or on overlapping tiles above :data:`WHOLE_LATTICE_MAX_CELLS` (:mod:`geogp.model
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import jax.numpy as jnp
 import numpy as np
@@ -43,8 +45,11 @@ from geogp.models.lattice.settings import check_settings, mid_factor, n_large
 from geogp.models.lattice.tiles import composite_loss, fit_local, fitting_tiles
 from geogp.models.lattice.workers import release_memory
 from geogp.optimize import FitReport
-from geogp.trend import (basis, check_trend_identifiable, monomial_powers,
-                         standardised_covariates)
+from geogp.trend import basis, check_trend_identifiable, monomial_powers, standardised_covariates
+
+if TYPE_CHECKING:  # annotations only
+    from distributed import Client
+    from numpy.typing import ArrayLike
 
 __all__ = ["LatticeRegressor"]
 
@@ -76,8 +81,8 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         large_scale: None (default), a number of large-scale Fourier features (cos/sin pairs of
             the lowest frequencies of a window ``large_scale_window`` times the lattice) or
             ``"auto"`` (:data:`LARGE_SCALE_AUTO` beside the mid-scale level,
-            :data:`LARGE_SCALE_ALONE` without it): the multi-resolution model y = Φᵀu + Xβ + g + ε with
-            u ~ N(0, Λ(ℓ_L, s_L)), Λ from the spectral density of ``large_scale_kernel``
+            :data:`LARGE_SCALE_ALONE` without it): the multi-resolution model y = Φᵀu + Xβ + g + ε
+            with u ~ N(0, Λ(ℓ_L, s_L)), Λ from the spectral density of ``large_scale_kernel``
             (``"matern12"``, ``"matern32"``, ``"matern52"``, ``"se"``); u is integrated exactly in
             the same Woodbury step as β (see :mod:`geogp.models.lattice.gmrf`). θ is fitted in
             two stages: the local (range, sd, noise) on the tiles, each with its own trend
@@ -122,12 +127,18 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         of the posterior (1: the whole lattice); with more, log_likelihood_ is NaN.
     """
 
-    def __init__(self, alpha=2, *, margin=16, mean="linear", range=None, sd=None, noise=None,
-                 optimize=True, maxiter=100, fit_cells=60_000, tile=128, backend="auto",
-                 ordering="nesdis", max_bytes=4 * 2**30, progress=None, large_scale=None,
-                 large_scale_kernel="matern32", large_scale_window=1.5, second_range=False,
-                 mid_scale=None, posterior_tile="auto", posterior_halo="auto",
-                 scheduler="auto"):
+    def __init__(self, alpha: int = 2, *, margin: int = 16, mean: str = "linear",
+                 range: float | None = None, sd: float | None = None, noise: float | None = None,
+                 optimize: bool = True, maxiter: int = 100, fit_cells: int | None = 60_000,
+                 tile: int = 128, backend: str = "auto",
+                 ordering: str = "nesdis", max_bytes: float = 4 * 2**30,
+                 progress: Callable[[int, float], object] | None = None,
+                 large_scale: int | str | None = None,
+                 large_scale_kernel: str = "matern32", large_scale_window: float = 1.5,
+                 second_range: bool = False,
+                 mid_scale: int | str | None = None, posterior_tile: int | str | None = "auto",
+                 posterior_halo: int | str = "auto",
+                 scheduler: str | Client | None = "auto") -> None:
         self.alpha = alpha
         self.margin = margin
         self.mean = mean
@@ -173,13 +184,14 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
                              "spacing varies. Regrid it first or use model='afs'.")
         return a
 
-    def memory_estimate(self, raster_shape, n_covariates: int = 0) -> float:
+    def memory_estimate(self, raster_shape: tuple[int, int], n_covariates: int = 0) -> float:
         """Estimated peak bytes of fitting a raster of ``raster_shape`` cells and computing its
         posterior (:func:`~geogp.models.lattice.memory.lattice_bytes`): one posterior tile's
         sparse work plus the raster's per-cell arrays."""
         return self.cost_estimate(raster_shape, n_covariates=n_covariates)["bytes"]
 
-    def cost_estimate(self, raster_shape, workers: int = 1, n_covariates: int = 0) -> dict:
+    def cost_estimate(self, raster_shape: tuple[int, int], workers: int = 1,
+                      n_covariates: int = 0) -> dict:
         """What a fit of ``raster_shape`` will take, before it starts: ``tiles`` (the
         posterior's), ``bytes`` (:meth:`memory_estimate`) and ``seconds`` (rough: the rate of
         the 2-core reference machine, :func:`~geogp.models.lattice.memory.lattice_seconds`)."""
@@ -192,7 +204,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         return {"tiles": len(cells), "bytes": needed,
                 "seconds": lattice_seconds(sum(cells), workers)}
 
-    def check_memory(self, raster_shape, n_covariates: int = 0) -> None:
+    def check_memory(self, raster_shape: tuple[int, int], n_covariates: int = 0) -> None:
         """Refuse, before allocating, a raster whose estimate exceeds ``max_bytes``."""
         needed = self.memory_estimate(raster_shape, n_covariates)
         if needed > self.max_bytes:
@@ -206,7 +218,8 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
                 "the raster, or use --model afs.")
 
     # ------------------------------------------------------------------ fitting
-    def fit_grid(self, axes, values, covariates=None) -> LatticeRegressor:
+    def fit_grid(self, axes: Sequence[ArrayLike], values: ArrayLike,
+                 covariates: ArrayLike | None = None) -> LatticeRegressor:
         """Fit on a regular raster: ``axes`` = (y coordinates, x coordinates) in model units,
         ``values`` (n_y, n_x) with NaN = missing. Returns self.
 
@@ -404,7 +417,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             out["log_range_mid"] = jnp.asarray(math.log(10.0 * rng))
             out["log_sd_mid"] = jnp.asarray(math.log(sd / math.sqrt(2.0)))
         if self._n_large():
-            ext = 0.25 * max(n * h for n, h in zip(self.shape_, self.h_))
+            ext = 0.25 * max(n * h for n, h in zip(self.shape_, self.h_, strict=True))
             out["log_range_large"] = jnp.asarray(math.log(ext))
             out["log_sd_large"] = jnp.asarray(math.log(sd))
         return out

@@ -4,11 +4,17 @@ large-scale features)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from geogp.exceptions import InputError
 from geogp.models.lattice.gmrf import ALPHAS, BACKENDS, KERNELS_LARGE
 from geogp.trend import monomial_powers
+
+if TYPE_CHECKING:  # annotations only
+    from geogp.models.lattice.regressor import LatticeRegressor
 
 __all__ = ["MID_SCALE_AUTO", "MID_SCALE_MIN_CELLS", "LARGE_SCALE_AUTO", "LARGE_SCALE_ALONE",
            "check_settings", "mid_factor", "n_large"]
@@ -28,7 +34,7 @@ LARGE_SCALE_AUTO = 64
 LARGE_SCALE_ALONE = 200
 
 
-def mid_factor(mid_scale, sides) -> int | None:
+def mid_factor(mid_scale: int | str | None, sides: Sequence[int]) -> int | None:
     """The mid-scale level's coarsening factor on a raster with ``sides`` (cells; None: no
     level). ``"auto"``: :data:`MID_SCALE_AUTO` when both sides have at least
     :data:`MID_SCALE_MIN_CELLS` cells, else none."""
@@ -37,7 +43,8 @@ def mid_factor(mid_scale, sides) -> int | None:
     return MID_SCALE_AUTO if min(sides) >= MID_SCALE_MIN_CELLS else None
 
 
-def n_large(large_scale, mid_scale, sides) -> int:
+def n_large(large_scale: int | str | None, mid_scale: int | str | None,
+            sides: Sequence[int]) -> int:
     """The large-scale feature columns on a raster with ``sides``. ``"auto"``:
     :data:`LARGE_SCALE_AUTO` where the mid-scale level is requested there (a level that the
     fit drops keeps them), :data:`LARGE_SCALE_ALONE` where it is not."""
@@ -48,7 +55,7 @@ def n_large(large_scale, mid_scale, sides) -> int:
     return LARGE_SCALE_ALONE if mid_factor(mid_scale, sides) is None else LARGE_SCALE_AUTO
 
 
-def check_settings(est) -> None:
+def check_settings(est: LatticeRegressor) -> None:
     """Raise :class:`~geogp.exceptions.InputError` naming every invalid setting of ``est``."""
     problems = []
     if est.alpha not in ALPHAS:

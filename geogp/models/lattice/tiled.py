@@ -20,7 +20,8 @@ with dense work only.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -28,8 +29,12 @@ from geogp import linalg
 from geogp.models.lattice.gmrf import LatticeProblem, precision
 from geogp.models.lattice.mid import mid_lattice, mid_stencil
 
+if TYPE_CHECKING:  # annotations only
+    from geogp.linalg.pattern import SparsePattern
+
 __all__ = ["PosteriorTile", "CoreState", "posterior_tiles", "in_core", "solve_tile", "core_gram",
-           "core_state", "extended_core", "SOLVE_BLOCK", "core_moments", "field_covariance", "selected_inverse"]
+           "core_state", "extended_core", "SOLVE_BLOCK", "core_moments", "field_covariance",
+           "selected_inverse"]
 
 
 class PosteriorTile(NamedTuple):
@@ -48,7 +53,7 @@ class PosteriorTile(NamedTuple):
     offset: tuple
 
 
-def posterior_tiles(raster_shape, margin: int, core: int | None, halo: int,
+def posterior_tiles(raster_shape: tuple[int, int], margin: int, core: int | None, halo: int,
                     align: int = 1) -> list[PosteriorTile]:
     """Tiles whose cores partition the lattice (the raster plus ``margin`` cells a side).
 
@@ -76,12 +81,12 @@ def posterior_tiles(raster_shape, margin: int, core: int | None, halo: int,
             out.append((slice(lo, hi), slice(a, b), lo))
         return out
 
-    rows, cols = (axis(nr, nl) for nr, nl in zip(raster_shape, lattice))
+    rows, cols = (axis(nr, nl) for nr, nl in zip(raster_shape, lattice, strict=True))
     return [PosteriorTile((wr, wc), (cr, cc), (oy, ox))
             for wr, cr, oy in rows for wc, cc, ox in cols]
 
 
-def in_core(cells: np.ndarray, shape, tile: PosteriorTile) -> np.ndarray:
+def in_core(cells: np.ndarray, shape: tuple[int, int], tile: PosteriorTile) -> np.ndarray:
     """Which of the tile lattice's flat ``cells`` (tile lattice of ``shape``) lie in its core."""
     r, c = np.divmod(cells, shape[1])
     (cr, cc), (oy, ox) = tile.core, tile.offset
@@ -93,7 +98,7 @@ def in_core(cells: np.ndarray, shape, tile: PosteriorTile) -> np.ndarray:
 SOLVE_BLOCK = 64
 
 
-def extended_core(shape, core) -> tuple[int, int, np.ndarray]:
+def extended_core(shape: tuple[int, int], core: tuple[slice, slice]) -> tuple[int, int, np.ndarray]:
     """(e_y, e_x, cells): the ``core`` of a tile lattice of ``shape`` plus the next row and
     column (clipped to the lattice), and its flat cells in row-major order."""
     (rows, cols), (ny, nx) = core, shape
@@ -102,7 +107,9 @@ def extended_core(shape, core) -> tuple[int, int, np.ndarray]:
     return ey, ex, (gy * nx + gx).ravel()
 
 
-def solve_tile(params, problem: LatticeProblem, shape, mid_factor, rows=None, whole=False):
+def solve_tile(params: dict, problem: LatticeProblem, shape: tuple[int, int],
+               mid_factor: int | None, rows: np.ndarray | None = None,
+               whole: bool = False) -> tuple[np.ndarray, np.ndarray | None, float, np.ndarray]:
     """The tile's sparse work at the local θ: (S at ``rows``, M, log|Σ_g|, B values).
 
     S = B⁻¹Pᵀ[y, F]/σ² seen at the cells, (len(rows), 1 + k + p): with the mid-scale level
@@ -171,7 +178,8 @@ def selected_inverse(problem: LatticeProblem, b_vals: np.ndarray, ordering: str,
                                            release=release)
 
 
-def field_covariance(pattern, z: np.ndarray, shape, mid_factor):
+def field_covariance(pattern: SparsePattern, z: np.ndarray, shape: tuple[int, int],
+                     mid_factor: int | None) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """``cov(a, b)``: posterior covariances of the GMRF part of f at cells a, b (flat arrays,
     neighbours or equal) from the selected inverse ``z`` of B on ``pattern``: (B⁻¹)_ab, plus
     with the mid-scale level the terms of Π (the pattern holds every entry these need, see
@@ -221,7 +229,9 @@ class CoreState(NamedTuple):
     field: np.ndarray
 
 
-def core_state(shape, core, s: np.ndarray, columns, field_cov, dtype=np.float64,
+def core_state(shape: tuple[int, int], core: tuple[slice, slice], s: np.ndarray,
+               columns: np.ndarray, field_cov: Callable[[np.ndarray, np.ndarray], np.ndarray],
+               dtype: np.dtype | type = np.float64,
                band_bytes: float = 64 * 2**20, overwrite_s: bool = False) -> CoreState:
     """The :class:`CoreState` of a tile lattice's ``core`` ((rows, cols) slices of the tile
     lattice of ``shape``) from S at its extended core (``s``, (e_y·e_x, 1 + k + p) in the
@@ -263,7 +273,8 @@ def core_state(shape, core, s: np.ndarray, columns, field_cov, dtype=np.float64,
 
 
 def core_moments(state: CoreState, scale: float, d: np.ndarray, w: np.ndarray,
-                 vbeta: np.ndarray, band_bytes: float = 64 * 2**20):
+                 vbeta: np.ndarray,
+                 band_bytes: float = 64 * 2**20) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Posterior moments of a core's cells (standardised units) from its :class:`CoreState`
     and stage 2's result: dense work only.
 

@@ -10,6 +10,9 @@ the same either way; only the order of the host work differs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -22,6 +25,9 @@ from geogp.models.lattice.gmrf import (
     statistics_from_solve,
 )
 from geogp.optimize import FitReport, minimize_lbfgs
+
+if TYPE_CHECKING:  # annotations only
+    import jax
 
 __all__ = ["composite_loss", "composite_loss_ratio_excess", "fit_local", "fitting_tiles",
            "RATIO_EXCESS", "RATIO_MIN"]
@@ -50,26 +56,27 @@ def fitting_tiles(shape: tuple[int, int], tile: int,
 def _solve_all(problems, systems) -> list:
     """[(log|B_t|, B_t⁻¹ rhs_t)] for every tile: in one batch when they share a solver that
     batches (CHOLMOD), else tile by tile."""
-    items = [(p.pattern, b, rhs) for p, (b, rhs, _, _) in zip(problems, systems)]
+    items = [(p.pattern, b, rhs) for p, (b, rhs, _, _) in zip(problems, systems, strict=True)]
     solver = problems[0].solve
     if all(p.solve == solver for p in problems):
         return solver.solve_many(items)
-    return [p.solve(*item) for p, item in zip(problems, items)]
+    return [p.solve(*item) for p, item in zip(problems, items, strict=True)]
 
 
-def composite_loss(params, problems: tuple[LatticeProblem, ...]):
+def composite_loss(params: dict, problems: tuple[LatticeProblem, ...]) -> jax.Array:
     """−Σ_t log p_t / Σ_t N_t over the tiles (module level: the optimiser caches it)."""
     systems = [sparse_system(params, p) for p in problems]
     total = 0.0
-    for p, (_, rhs, logdet_q, noise), (logdet_b, s) in zip(problems, systems,
-                                                             _solve_all(problems, systems)):
+    solutions = _solve_all(problems, systems)
+    for p, (_, rhs, logdet_q, noise), (logdet_b, s) in zip(problems, systems, solutions,
+                                                             strict=True):
         logdet_sigma, m = statistics_from_solve(p, logdet_b, s, rhs, logdet_q, noise)
         total = total + dense_likelihood(params, m, logdet_sigma, p.n_obs, p.freq2, p.dw,
                                          p.kernel)[0]
     return -total / sum(p.n_obs for p in problems)
 
 
-def composite_loss_ratio_excess(params, problems: tuple[LatticeProblem, ...]):
+def composite_loss_ratio_excess(params: dict, problems: tuple[LatticeProblem, ...]) -> jax.Array:
     """:func:`composite_loss` with the two-range parameter given as e^t (``ratio_excess``)."""
     p = {k: v for k, v in params.items() if k != RATIO_EXCESS}
     p[PARAM_RATIO] = jnp.log(params[RATIO_EXCESS])
@@ -77,7 +84,7 @@ def composite_loss_ratio_excess(params, problems: tuple[LatticeProblem, ...]):
 
 
 def fit_local(local: dict, problems: list, bounds: dict, *, maxiter: int,
-              progress=None) -> tuple[dict, FitReport]:
+              progress: Callable[[int, float], object] | None = None) -> tuple[dict, FitReport]:
     """L-BFGS on :func:`composite_loss` from ``local`` (log parameters, all free) within
     ``bounds`` (:func:`~geogp.optimize.minimize_lbfgs`); returns (θ, report).
 

@@ -22,11 +22,18 @@ import ctypes
 import gc
 import os
 import tempfile
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from geogp.exceptions import GeogpError, InputError
 from geogp.models.lattice.tiled import CoreState
+
+if TYPE_CHECKING:  # annotations only
+    from distributed import Client
+
+    from geogp.models.lattice.regressor import LatticeRegressor
 
 __all__ = ["sparse_pass", "KeptStates", "tile_context", "dask_client", "release_memory"]
 
@@ -36,17 +43,18 @@ _LOCAL_ONLY = ("progress", "tile_progress", "scheduler", "_sampler", "_mean", "_
 
 
 @contextlib.contextmanager
-def dask_client(scheduler):
+def dask_client(scheduler: str | Client | None) -> Iterator[Client | None]:
     """The ``distributed.Client`` the tiles should use, or None for this process; a client
     this opens (``scheduler`` an address) is closed on leaving."""
     if scheduler is None:
         yield None
         return
     try:
-        import distributed  # lazy: dask.distributed loads only with a scheduler
-    except ImportError:  # pragma: no cover - a dependency; only a broken install lacks it
+        import distributed  # noqa: PLC0415 - lazy: dask.distributed loads only with a scheduler
+    except ImportError as err:  # pragma: no cover - a dependency; only a broken install lacks it
         if scheduler != "auto":
-            raise InputError("scheduler= needs dask.distributed (pip install distributed).")
+            raise InputError(
+                "scheduler= needs dask.distributed (pip install distributed).") from err
         yield None
         return
     if scheduler == "auto":
@@ -65,7 +73,7 @@ def dask_client(scheduler):
                          f"scheduler address; got {scheduler!r}.")
 
 
-def tile_context(est):
+def tile_context(est: LatticeRegressor) -> LatticeRegressor:
     """A light copy of the fitted estimator that a worker can unpickle: its settings and
     fitted attributes, without per-cell arrays, callbacks or the samples' factor."""
     ctx = copy.copy(est)
@@ -75,7 +83,8 @@ def tile_context(est):
     return ctx
 
 
-def sparse_pass(est, fn, raster: np.ndarray, tiles: list, args: tuple, client=None):
+def sparse_pass(est: LatticeRegressor, fn: Callable[..., Any], raster: np.ndarray, tiles: list,
+                args: tuple, client: Client | None = None) -> tuple[list, KeptStates]:
     """Pass 1: ``fn(est, raster, tile, *args)`` → (small, state) for each tile, here
     (``client`` None) or on the dask client's workers. Returns the smalls in tile order and
     the states, kept where they were made until pass 2 (:class:`KeptStates`: on disk here, in
@@ -99,7 +108,7 @@ def sparse_pass(est, fn, raster: np.ndarray, tiles: list, args: tuple, client=No
             kept.close()
             raise
         return small, kept
-    from distributed import as_completed  # lazy: as above
+    from distributed import as_completed  # noqa: PLC0415 - lazy: as above
 
     ctx = client.scatter(tile_context(est), broadcast=True)
     futures = [client.submit(fn, ctx, raster[tile.window], _rebased(tile), *args, pure=False)
@@ -119,13 +128,13 @@ class KeptStates:
     process; removed by :meth:`close`), or the pass-1 results on the dask workers (dask
     spills them to its workers' disks under memory pressure)."""
 
-    def __init__(self, client, count: int):
+    def __init__(self, client: Client | None, count: int) -> None:
         self.client, self.futures, self._dir = client, None, None
         self.count = count
         if client is None and count:
             self._dir = tempfile.TemporaryDirectory(prefix="geogp-tiles-")
 
-    def put(self, i: int, state) -> None:
+    def put(self, i: int, state: Any) -> None:
         path = os.path.join(self._dir.name, f"{i}.npz")
         try:
             np.savez(path, *state)
@@ -135,7 +144,8 @@ class KeptStates:
                 f"{self._dir.name} ({exc}); free disk space there or point TMPDIR at a "
                 "larger disk.") from exc
 
-    def map(self, fn, args: tuple, report=None) -> list:
+    def map(self, fn: Callable[..., Any], args: tuple,
+            report: Callable[[str, int, int], object] | None = None) -> list:
         """Pass 2: ``[fn(state, *args) for each tile's state]`` in tile order."""
         out = [None] * self.count
         if self.client is None:
@@ -146,7 +156,7 @@ class KeptStates:
                 if report is not None:
                     report("moments", i + 1, self.count)
             return out
-        from distributed import as_completed  # lazy: as above
+        from distributed import as_completed  # noqa: PLC0415 - lazy: as above
 
         futures = [self.client.submit(_apply_to_state, f, fn, *args, pure=False)
                    for f in self.futures]
@@ -197,7 +207,5 @@ def release_memory() -> None:
     of that heap: without trimming, the resident memory of a 700² raster's 25 tiles grew by
     about 60 MB a tile, and a 1200² raster peaked at 8.8 GB against a tile's 3.4 GB."""
     gc.collect()  # tile arrays held by reference cycles (closures, JAX tracebacks)
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: nothing to do
-        pass

@@ -1,15 +1,17 @@
 """The wavelet model's sparse problem, collapsed bound and posterior: pure functions of θ.
 
-Split from :mod:`geogp.models.wavelet.regressor` (the estimator :class:`WaveletRegressor`, a thin shell
-over these). See that module's docstring for the bound, and docs/wavelets.md,
+Split from :mod:`geogp.models.wavelet.regressor` (the estimator :class:`WaveletRegressor`, a thin
+shell over these). See that module's docstring for the bound, and docs/wavelets.md,
 docs/sparse_vjp.md for the maths and the solvers.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +26,11 @@ from geogp.linalg import SparsePattern
 from geogp.linalg.solvers import Solver
 from geogp.models.wavelet.prior import LOCATIONS, NORMALISATIONS, log_coefficients, log_precisions
 
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
+    from geogp.features.wavelet import WaveletBasis
+
 __all__ = ["BACKENDS", "WaveletProblem", "WaveletPosterior", "make_problem", "collapsed_bound",
            "posterior", "loss_per_point"]
 
@@ -35,7 +42,8 @@ GRID_DENSE_MAX = 6000
 
 
 def _load_solver(backend: str) -> Solver:
-    """The :class:`~geogp.linalg.solvers.Solver` of the chosen backend (docs/sparse_vjp.md, contract)."""
+    """The :class:`~geogp.linalg.solvers.Solver` of the chosen backend (docs/sparse_vjp.md,
+    contract)."""
     if backend not in BACKENDS:
         raise InputError(f"backend must be one of {BACKENDS}; got {backend!r}.")
     if backend == "dense" or (backend == "auto" and not linalg.HAVE_CHOLMOD):
@@ -82,15 +90,15 @@ class WaveletProblem:
     location: str = "left"
 
     @property
-    def basis(self):
+    def basis(self) -> WaveletBasis:
         return self.stats.basis
 
-    def tree_flatten(self):
+    def tree_flatten(self) -> tuple[tuple, tuple]:
         leaves = (self.rows, self.cols, self.g_vals, self.r, self.index)
         return leaves, (self.stats, self.pattern, self.solve, self.normalisation, self.location)
 
     @classmethod
-    def tree_unflatten(cls, aux, leaves):
+    def tree_unflatten(cls, aux: tuple, leaves: tuple) -> WaveletProblem:
         stats, pattern, solve, normalisation, location = aux
         return cls(stats, pattern, solve, *leaves, normalisation, location)
 
@@ -145,7 +153,7 @@ def _whitened_system(params: dict, problem: WaveletProblem):
     sqrt_lam = jnp.exp(0.5 * log_lam)  # Λ^{1/2}, never formed from 1/λ (docs/bound.md)
     inv_noise = 1.0 / params["noise"]
     rows, cols = problem.rows, problem.cols
-    # A_vals = 1[row = col] + σ⁻² √λ_row G_vals √λ_col                   (docs/wavelets.md, sparsity and bound)
+    # A_vals = 1[row = col] + σ⁻² √λ_row G_vals √λ_col    (docs/wavelets.md, sparsity and bound)
     a_vals = (rows == cols) + inv_noise * sqrt_lam[rows] * problem.g_vals * sqrt_lam[cols]
     b = inv_noise * sqrt_lam * problem.r  # b = σ⁻² Λ^{1/2} r
     return a_vals, b
@@ -162,7 +170,7 @@ def _bound_and_solution(params: dict, problem: WaveletProblem):
     return bound, gamma, a_vals
 
 
-def collapsed_bound(params: dict, problem: WaveletProblem):
+def collapsed_bound(params: dict, problem: WaveletProblem) -> jax.Array:
     """The collapsed (Titsias) bound L′ with sparse A (docs/bound.md, docs/wavelets.md).
 
     For the truncated prior it equals the exact log marginal likelihood
@@ -212,15 +220,15 @@ class WaveletPosterior:
         rows, vals = basis.local_features(X)
         idx = basis.unravel(rows)
         log_lam = np.log(float(self.params["amplitude"])) + sum(
-            c[i] for c, i in zip(self.log_coeffs, idx))
+            c[i] for c, i in zip(self.log_coeffs, idx, strict=True))
         return rows, np.exp(0.5 * log_lam) * vals
 
-    def prior_variance(self, X) -> np.ndarray:
+    def prior_variance(self, X: ArrayLike) -> np.ndarray:
         """k(x, x) = Σ_m λ_m φ_m(x)² of the finite prior at X (N, D). Cost O(N·K)."""
         _, psi = self._local(np.asarray(X, dtype=np.float64))
         return np.sum(psi**2, axis=1)
 
-    def predict(self, X, chunk_size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def predict(self, X: ArrayLike, chunk_size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and latent variance of f at X (standardised units).
 
         mean = ψ*ᵀγ (= σ⁻² φ*ᵀB⁻¹r) and var = Σ_{pruned} λ_m φ_m(x*)² + ψ_aᵀA⁻¹ψ_a
@@ -294,7 +302,7 @@ class WaveletPosterior:
         features (A⁻¹ is held densely over all of them)."""
         return self.problem.basis.n_dims == 2 and self.problem.basis.n_features <= GRID_DENSE_MAX
 
-    def axis_values(self, axes, quadratic: bool = False) -> list:
+    def axis_values(self, axes: Sequence[ArrayLike], quadratic: bool = False) -> list:
         """The prior's per-axis factors at the coordinates ``axes`` (standardised units).
 
         Returns, per axis d, ``(U_d, Q_d)``: U_d (n_d × M_d) CSR of u_a(x) = √β_a φ_a(x) (the
@@ -303,7 +311,7 @@ class WaveletPosterior:
         Cost O(n_d K_d) (O(n_d K_d²) with ``quadratic``).
         """
         out = []
-        for b, coeff, x in zip(self.problem.basis.dims, self.log_coeffs, axes):
+        for b, coeff, x in zip(self.problem.basis.dims, self.log_coeffs, axes, strict=True):
             rows, vals = b.local_features(x)
             n, k = rows.shape
             u = np.exp(0.5 * coeff[rows]) * vals
@@ -317,7 +325,7 @@ class WaveletPosterior:
             out.append((lin, quad))
         return out
 
-    def predict_grid(self, axes) -> tuple[np.ndarray, np.ndarray]:
+    def predict_grid(self, axes: Sequence[ArrayLike]) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and latent variance of f on the grid ``axes`` (standardised units).
 
         The tensor basis and the separable prior variances λ_(a,b) = s² β_a β_b make every
@@ -362,7 +370,7 @@ class WaveletPosterior:
         """Lower Cholesky factor L of A (dense, M_a × M_a): L⁻ᵀz ~ N(0, A⁻¹) for z ~ N(0, I)."""
         return np.tril(self._dense_cholesky())
 
-    def sample_weights(self, n: int, rng) -> np.ndarray:
+    def sample_weights(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """(M, n) draws of the whitened weights of all M basis functions: the active ones from
         q(u) = N(γ, A⁻¹), the pruned ones (no data in their support) from the prior N(0, I).
         f = Σ_m ψ_m w_m is then a draw of the posterior field."""
@@ -374,7 +382,7 @@ class WaveletPosterior:
                 self._sample_factor, z, lower=True, trans="T", check_finite=False)
         return out
 
-    def sample_points(self, X, w: np.ndarray) -> np.ndarray:
+    def sample_points(self, X: ArrayLike, w: np.ndarray) -> np.ndarray:
         """f = Ψ(X) w at X (N, D) for weights w (M, n): (n, N), standardised units."""
         X = np.asarray(X, dtype=np.float64)
         rows, psi = self._local(X)
@@ -383,7 +391,7 @@ class WaveletPosterior:
                             shape=(n_pts, self.problem.basis.n_features))
         return np.asarray(Psi @ w).T
 
-    def sample_grid(self, axes, w: np.ndarray) -> np.ndarray:
+    def sample_grid(self, axes: Sequence[ArrayLike], w: np.ndarray) -> np.ndarray:
         """f on the 2-D grid ``axes`` for weights w (M, n): (n, n_y, n_x), per axis (s U W Vᵀ,
         as :meth:`predict_grid`'s mean), standardised units."""
         basis = self.problem.basis
@@ -409,7 +417,7 @@ def posterior(params: dict, problem: WaveletProblem) -> WaveletPosterior:
 _log_coefficients_jit = jax.jit(log_coefficients, static_argnums=(1, 2, 3))
 
 
-def loss_per_point(params: dict, problem: WaveletProblem):
+def loss_per_point(params: dict, problem: WaveletProblem) -> jax.Array:
     """−L′/N, the objective minimised by :class:`WaveletRegressor` (module level: the
     optimiser caches its compilation per loss function)."""
     return -collapsed_bound(params, problem) / problem.stats.n

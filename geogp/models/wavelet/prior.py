@@ -19,11 +19,12 @@ product of D such factors, each with its own parameters, times an overall amplit
 λ_m = σ_f² ∏_d β^{(d)}_{m_d}: the coefficients of the orthogonal basis functions (the RKHS inner
 products ⟨f, φ_m⟩ have K_uu = diag(1/λ) for any scaling of φ_m, docs/wavelets.md).
 
-**Normalisation** (docs/wavelets.md, normalisation). ``"amplitude"`` (default) uses the unit-amplitude
-functions v(2^j x − t), w(2^j x − t), for which Haar gives k(x, x) = 1 − ½·2^{−(1+a_0)(j_max−ι+1)}:
-a_0 controls the scale, not the variance, as §4.3.0.12 intends. ``"l2"`` uses the L²-normalised
-functions 2^{j/2}v(2^j x − t) of eqs. 4.19/4.21; since the basis is the same up to scaling, it is
-implemented as λ_m → λ_m·2^{j_m} on the unit-amplitude features.
+**Normalisation** (docs/wavelets.md, normalisation). ``"amplitude"`` (default) uses the
+unit-amplitude functions v(2^j x − t), w(2^j x − t), for which Haar gives
+k(x, x) = 1 − ½·2^{−(1+a_0)(j_max−ι+1)}: a_0 controls the scale, not the variance, as §4.3.0.12
+intends. ``"l2"`` uses the L²-normalised functions 2^{j/2}v(2^j x − t) of eqs. 4.19/4.21; since
+the basis is the same up to scaling, it is implemented as λ_m → λ_m·2^{j_m} on the
+unit-amplitude features.
 
 Everything is computed in log space: C(a)·2^{−(1+a)(j−ι+2)} underflows for large a and j.
 """
@@ -31,12 +32,19 @@ Everything is computed in log space: C(a)·2^{−(1+a)(j−ι+2)} underflows for
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from geogp.exceptions import InputError
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
+    from geogp.features.wavelet import WaveletBasis1D
 
 __all__ = [
     "NORMALISATIONS",
@@ -56,9 +64,11 @@ PARAMETER_NAMES = ("decay", "component_decay", "component_weight", "component_ce
 _LOG2 = math.log(2.0)
 
 
-def init_params(n_dims: int, n_components: int, *, decay=0.5, component_decay=0.5,
-                component_weight=1.0, component_centre=None, component_width=1.0,
-                noise=0.5, amplitude=1.0) -> dict:
+def init_params(n_dims: int, n_components: int, *, decay: ArrayLike = 0.5,
+                component_decay: ArrayLike = 0.5,
+                component_weight: ArrayLike = 1.0, component_centre: ArrayLike | None = None,
+                component_width: ArrayLike = 1.0,
+                noise: float = 0.5, amplitude: float = 1.0) -> dict:
     """Initial (constrained) parameters; defaults are the thesis's (App. C.2.2).
 
     Args:
@@ -83,8 +93,9 @@ def init_params(n_dims: int, n_components: int, *, decay=0.5, component_decay=0.
     def arr(value, shape, name, positive=True, allow_zero=False):
         try:
             a = np.broadcast_to(np.asarray(value, dtype=np.float64), shape).copy()
-        except ValueError:
-            raise InputError(f"{name} must broadcast to shape {shape}; got {np.shape(value)}.")
+        except ValueError as err:
+            raise InputError(
+                f"{name} must broadcast to shape {shape}; got {np.shape(value)}.") from err
         bad = ~np.isfinite(a) | ((a < 0) if allow_zero else (a <= 0) if positive else False)
         if np.any(bad):
             need = "≥ 0" if allow_zero else "> 0" if positive else "finite"
@@ -108,8 +119,10 @@ def _log_c(a):
     return jnp.log(jnp.expm1(e)) + e
 
 
-def log_coefficients_1d(decay, component_decay, component_weight, component_centre,
-                        component_width, kind, level, shift, iota: int):
+def log_coefficients_1d(decay: ArrayLike, component_decay: ArrayLike, component_weight: ArrayLike,
+                        component_centre: ArrayLike,
+                        component_width: ArrayLike, kind: ArrayLike, level: ArrayLike,
+                        shift: ArrayLike, iota: int) -> jax.Array:
     """log α_t (scaling functions) and log β_{j,t} (wavelets) of one dimension.
 
     Args:
@@ -120,7 +133,8 @@ def log_coefficients_1d(decay, component_decay, component_weight, component_cent
         iota: canonical scale ι.
 
     Returns:
-        (M_d,) log coefficients; thesis eqs. 4.24–4.27 as corrected in docs/wavelets.md (coefficients).
+        (M_d,) log coefficients; thesis eqs. 4.24–4.27 as corrected in docs/wavelets.md
+        (coefficients).
 
     Cost: O(M_d·Q).
     """
@@ -143,7 +157,7 @@ def log_coefficients_1d(decay, component_decay, component_weight, component_cent
     return jnp.where(jnp.asarray(kind) == 0, -_LOG2, log_beta)  # α_t = ½ (4.24)
 
 
-def log_coefficients(params: dict, dims, normalisation: str = "amplitude",
+def log_coefficients(params: dict, dims: Sequence[WaveletBasis1D], normalisation: str = "amplitude",
                      location: str = "left") -> tuple:
     """Per-dimension log coefficients log β^{(d)} of every 1-D basis function.
 
@@ -173,8 +187,9 @@ def log_coefficients(params: dict, dims, normalisation: str = "amplitude",
     return tuple(out)
 
 
-def log_precisions(params: dict, dims, index, normalisation: str = "amplitude",
-                   location: str = "left"):
+def log_precisions(params: dict, dims: Sequence[WaveletBasis1D], index: ArrayLike,
+                   normalisation: str = "amplitude",
+                   location: str = "left") -> jax.Array:
     """log λ_m = log σ_f² + Σ_d log β^{(d)}_{m_d} for the features listed in ``index``.
 
     Args:
@@ -195,8 +210,9 @@ def log_precisions(params: dict, dims, index, normalisation: str = "amplitude",
     return out
 
 
-def effective_lengthscale(params: dict, iota: int, X):
-    """Heuristic local lengthscale per dimension (thesis eqs. 4.33–4.36, docs/wavelets.md (effective lengthscale)).
+def effective_lengthscale(params: dict, iota: int, X: ArrayLike) -> jax.Array:
+    """Heuristic local lengthscale per dimension (thesis eqs. 4.33–4.36, docs/wavelets.md (effective
+    lengthscale)).
 
     j′ = ι + ½ log₂e / (1 + a_0), j′_q = ι + ½ log₂e / (1 + a_q) and
     ℓ_eff(x) = [2^{−j′} + Σ_q b_q g_q(x) 2^{−j′_q}] / [1 + Σ_q b_q g_q(x)].

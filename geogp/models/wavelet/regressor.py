@@ -1,12 +1,14 @@
-"""Multiresolution (wavelet) variational GP with sparse precomputation (docs/bound.md, docs/wavelets.md, docs/sparse_vjp.md).
+"""Multiresolution (wavelet) variational GP with sparse precomputation (docs/bound.md,
+docs/wavelets.md, docs/sparse_vjp.md).
 
 The prior is the finite wavelet expansion f(x) = Σ_m u_m φ_m(x), u_m ~ N(0, λ_m(θ)) ("option A"
-of docs/wavelets.md (sparsity and bound): the model kernel is the truncated sum, K_ff = ΦᵀΛΦ). Only λ depends on θ, so the
-data enter once, through the sparse statistics G = ΦΦᵀ, r = Φy, yᵀy and N
-(:func:`geogp.features.wavelet_statistics.wavelet_statistics`). The collapsed bound in whitened form is
+of docs/wavelets.md (sparsity and bound): the model kernel is the truncated sum, K_ff = ΦᵀΛΦ). Only
+λ depends on θ, so the data enter once, through the sparse statistics G = ΦΦᵀ, r = Φy, yᵀy and N
+(:func:`geogp.features.wavelet_statistics.wavelet_statistics`). The collapsed bound in whitened
+form is
 
     A = I + σ⁻² Λ^{1/2} G Λ^{1/2}  (lower triangle on the fixed pattern P),   b = σ⁻² Λ^{1/2} r
-    (δ, γ) = (log|A|, A⁻¹b)                       sparse Cholesky behind a custom VJP (docs/sparse_vjp.md)
+    (δ, γ) = (log|A|, A⁻¹b)    sparse Cholesky behind a custom VJP (docs/sparse_vjp.md)
     L′ = −½ [N log 2πσ² + δ + σ⁻² yᵀy − bᵀγ]
 
 and, because the trace term vanishes for the truncated prior, L′ equals the exact log marginal
@@ -27,6 +29,8 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -36,14 +40,17 @@ from geogp.features.data import Grid, Points
 from geogp.features.wavelet import make_basis
 from geogp.features.wavelet_basis import canonical_family
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
+from geogp.models.wavelet.bound import BACKENDS, loss_per_point, make_problem, posterior
 from geogp.models.wavelet.prior import (
     LOCATIONS,
     NORMALISATIONS,
     effective_lengthscale,
     init_params,
 )
-from geogp.models.wavelet.bound import BACKENDS, loss_per_point, make_problem, posterior
 from geogp.optimize import FitReport, minimize_lbfgs
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
 
 __all__ = ["WaveletRegressor", "AUTO_MAX_FEATURES"]
 
@@ -119,12 +126,18 @@ class WaveletRegressor:
         (2,)
     """
 
-    def __init__(self, family="db4", *, iota="auto", j_max="auto", n_components=1,
-                 normalisation="amplitude", location="left", decay=0.5, component_decay=0.5, component_weight=1.0,
-                 component_centre=None, component_width=1.0, noise=0.5, amplitude=1.0,
-                 learn_weights=False, learn_amplitude=False, margin=0.1, level=12,
-                 standardize=True, optimize=True, maxiter=500, backend="auto", chunk_size=None,
-                 max_bytes=4 * 2**30):
+    def __init__(self, family: str = "db4", *, iota: int | str = "auto", j_max: int | str = "auto",
+                 n_components: int = 1,
+                 normalisation: str = "amplitude", location: str = "left", decay: float = 0.5,
+                 component_decay: ArrayLike = 0.5,
+                 component_weight: ArrayLike = 1.0,
+                 component_centre: ArrayLike | None = None, component_width: ArrayLike = 1.0,
+                 noise: float = 0.5, amplitude: float = 1.0,
+                 learn_weights: bool = False, learn_amplitude: bool = False, margin: float = 0.1,
+                 level: int = 12,
+                 standardize: bool = True, optimize: bool = True, maxiter: int = 500,
+                 backend: str = "auto", chunk_size: int | None = None,
+                 max_bytes: float = 4 * 2**30) -> None:
         self.family = family
         self.iota = iota
         self.j_max = j_max
@@ -194,7 +207,7 @@ class WaveletRegressor:
                 needed, self.max_bytes, "Lower j_max (the finest level), use fewer points, or "
                 "raise max_bytes if the machine has the memory.")
 
-    def fit(self, X, y) -> WaveletRegressor:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> WaveletRegressor:
         """Precompute the statistics of X (N, D ≤ 2), y (N,) and learn θ. Returns self.
 
         Cost: O(N·K²) once for the statistics (K = nonzeros per column of Φ), then one sparse
@@ -287,7 +300,7 @@ class WaveletRegressor:
                 "j_max explicitly to go finer (family='haar' keeps the pattern sparse).",
                 ApproximationWarning, stacklevel=4)
 
-    def fit_grid(self, axes, values) -> WaveletRegressor:
+    def fit_grid(self, axes: Sequence[ArrayLike], values: ArrayLike) -> WaveletRegressor:
         """Fit a 2-D raster: ``axes`` = (y, x) coordinates, ``values`` (n_y, n_x), NaN missing.
 
         Same model, window and result as :meth:`fit` on the observed cells, but the statistics
@@ -310,7 +323,7 @@ class WaveletRegressor:
         self._standardise_and_lay_out(np.stack([Y[obs], X[obs]], axis=1), as_targets(v[obs]),
                                       spacing=pixel, needed_bytes=self._grid_needed_bytes)
         saxes = [(a - m) / sc for a, m, sc in zip((ay, ax), self.scaler_.x_mean,
-                                                   self.scaler_.x_scale)]
+                                                   self.scaler_.x_scale, strict=True)]
         t0 = time.perf_counter()
         self.stats_ = self.basis_.statistics(
             Grid(tuple(saxes), np.where(obs, self.scaler_.y(v), np.nan)), max_bytes=self.max_bytes)
@@ -352,7 +365,7 @@ class WaveletRegressor:
         check_columns(X, self.basis_.n_dims, what)
         return self.scaler_.x(X)
 
-    def predict(self, X) -> Prediction:
+    def predict(self, X: ArrayLike) -> Prediction:
         """Predictive mean and latent/observed variances at X (N*, D), original scale.
 
         Cost: see :meth:`WaveletPosterior.predict`.
@@ -361,7 +374,7 @@ class WaveletRegressor:
         mean, var = self.posterior_.predict(Xs, self.chunk_size)
         return self.scaler_.unscale(mean, var, float(self.params_["noise"]))
 
-    def predict_grid(self, *axes) -> Prediction:
+    def predict_grid(self, *axes: ArrayLike) -> Prediction:
         """Predictions on the grid spanned by one coordinate vector per dimension.
 
         Args:
@@ -399,7 +412,8 @@ class WaveletRegressor:
             f = f + math.sqrt(float(self.params_["noise"])) * rng.standard_normal(f.shape)
         return self.scaler_.y_mean + self.scaler_.y_scale * f
 
-    def sample(self, X, n: int, seed=None, observed: bool = False) -> np.ndarray:
+    def sample(self, X: ArrayLike, n: int, seed: int | np.random.SeedSequence | None = None,
+               observed: bool = False) -> np.ndarray:
         """``n`` posterior samples of f at X (N*, D), data units, (n, N*): whitened weights
         drawn from q(u) (active features) and the prior (pruned ones), pushed through the
         sparse features. ``observed`` adds the noise of a new observation. Exact under the
@@ -408,7 +422,9 @@ class WaveletRegressor:
         rng, w = self._sample_weights(n, seed)
         return self._finish_samples(self.posterior_.sample_points(Xs, w), rng, observed)
 
-    def sample_grid(self, axes, n: int, seed=None, observed: bool = False) -> np.ndarray:
+    def sample_grid(self, axes: Sequence[ArrayLike], n: int,
+                    seed: int | np.random.SeedSequence | None = None,
+                    observed: bool = False) -> np.ndarray:
         """``n`` posterior samples on the grid spanned by ``axes`` (D vectors, data units),
         (n, N_1, …, N_D); a 2-D basis goes per axis (no feature matrix is formed). The same
         draws as :meth:`sample` on the mesh for the same ``seed``."""
@@ -438,17 +454,18 @@ class WaveletRegressor:
         sc = self.scaler_
         return axes, [(a - sc.x_mean[d]) / sc.x_scale[d] for d, a in enumerate(axes)]
 
-    def prior_variance(self, X) -> np.ndarray:
+    def prior_variance(self, X: ArrayLike) -> np.ndarray:
         """Prior variance k(x, x) of f at X (N*, D), original scale (s_y² · Σ_m λ_m φ_m(x)²)."""
         return self.scaler_.y_scale**2 * self.posterior_.prior_variance(self._points(X))
 
-    def signal_to_noise(self, X) -> np.ndarray:
+    def signal_to_noise(self, X: ArrayLike) -> np.ndarray:
         """Learnt SNR √(k(x, x)/σ²) at X (N*, D) (thesis eq. 4.37)."""
         return np.sqrt(self.posterior_.prior_variance(self._points(X))
                        / float(self.params_["noise"]))
 
-    def effective_lengthscale(self, X) -> np.ndarray:
-        """Heuristic local lengthscale (N*, D) in original units (docs/wavelets.md, effective lengthscale)."""
+    def effective_lengthscale(self, X: ArrayLike) -> np.ndarray:
+        """Heuristic local lengthscale (N*, D) in original units (docs/wavelets.md, effective
+        lengthscale)."""
         X = as_points(X, "X", max_dims=2)
         ell = effective_lengthscale(self.params_, self.basis_.dims[0].iota, self.scaler_.x(X))
         return np.asarray(ell) * self.scaler_.x_scale

@@ -156,7 +156,7 @@ class ExactGP:
         if needed > self.max_bytes:
             raise MemoryEstimateError(
                 f"the exact GP on {X.shape[0]} points (N × N kernel, factor and gradients)",
-                needed, self.max_bytes, "Use AFSRegressor (any N) or SGPRRegressor, or raise "
+                needed, self.max_bytes, "Use AFSRegressor (any N), or raise "
                 "max_bytes if the machine has the memory.")
         check_positive(self.noise, "noise")
         self.scaler_ = (Standardizer.from_data(X, y) if self.standardize

@@ -12,7 +12,9 @@ import scipy.linalg
 
 import geogp
 from geogp.exceptions import InputError
-from geogp.models.sgpr import (
+
+from _reference import dense_gp
+from _reference.sgpr import (
     SGPRRegressor,
     greedy_variance,
     kmeans_inducing,
@@ -20,8 +22,6 @@ from geogp.models.sgpr import (
     sgpr_posterior,
     sgpr_predict,
 )
-
-from _reference import dense_gp
 
 _gram = jax.jit(lambda k, A, B: k(A, B))  # jitted: eager JAX compiles every primitive separately
 

@@ -26,7 +26,7 @@ from rasterio.windows import Window
 from geogp.adapters import check_axis, find_spatial_dims, select_variable
 from geogp.exceptions import InputError, IrregularGridError, ReadError
 from geogp.io_atomic import atomic_path, check_writable, hidden_sibling
-from geogp.memory import LAZY_WINDOW_CELLS
+from geogp.memory import LAZY_WINDOW_CELLS, rows_per_block
 
 _Raster = TypeVar("_Raster", xr.DataArray, xr.Dataset)
 
@@ -188,9 +188,7 @@ def _digest(h, block: np.ndarray) -> None:
 def _row_windows(ny: int, nx: int) -> list[tuple[int, int]]:
     """Row ranges of the windows: :data:`WRITE_ROWS` rows, halved (a power of two) until a
     window has at most :data:`~geogp.memory.LAZY_WINDOW_CELLS` cells, or one row."""
-    rows = WRITE_ROWS
-    while rows > 1 and rows * nx > LAZY_WINDOW_CELLS:
-        rows //= 2
+    rows = rows_per_block(nx, WRITE_ROWS, LAZY_WINDOW_CELLS)
     return [(a, min(a + rows, ny)) for a in range(0, ny, rows)]
 
 
@@ -242,23 +240,29 @@ def _write_windows(dst, bands: list, dt: np.dtype, nodata) -> list[bytes]:
     return digests
 
 
+def _in_this_process() -> contextlib.AbstractContextManager:
+    """Dask computations in this process, one task at a time (the synchronous scheduler): a
+    lazy prediction's tasks hold the model, which a distributed client would have to receive,
+    and one block at a time bounds the memory."""
+    return dask.config.set(scheduler="synchronous")
+
+
 def _window_values(arrays: list) -> list:
     """The values of one window of several bands. Dask-backed bands (a lazy prediction) are
     computed together, so that the blocks they share (mean and std come from one prediction
-    task) are computed once; in this process (the synchronous scheduler), not on a
-    distributed client that would have to receive the model."""
+    task) are computed once, in this process (:func:`_in_this_process`)."""
     if not any(is_lazy(a) for a in arrays):
         return [a.values for a in arrays]
-    return list(dask.compute(*(a.data for a in arrays), scheduler="synchronous"))
+    with _in_this_process():
+        return list(dask.compute(*(a.data for a in arrays)))
 
 
 def load_here(obj: _Raster) -> _Raster:
     """``obj`` (DataArray or Dataset) with its dask-backed variables computed together in
-    this process (the synchronous scheduler: a distributed client would have to receive the
-    model); ``obj`` itself when nothing is lazy."""
+    this process (:func:`_in_this_process`); ``obj`` itself when nothing is lazy."""
     if not is_lazy(obj):
         return obj
-    with dask.config.set(scheduler="synchronous"):
+    with _in_this_process():
         return obj.compute()
 
 
@@ -473,10 +477,7 @@ def write_netcdf(pred: xr.Dataset, path: str | os.PathLike[str], *,
             encoding[v]["chunksizes"] = tuple(int(c[0]) for c in ds[v].chunks)
         if grid_mapping:
             encoding[v]["grid_mapping"] = grid_mapping
-    with atomic_path(path, overwrite) as tmp:
-        if is_lazy(ds):  # a lazy prediction: chunk by chunk, in this process (_window_values)
-            with dask.config.set(scheduler="synchronous"):
-                ds.to_netcdf(tmp, engine="h5netcdf", encoding=encoding)
-        else:
-            ds.to_netcdf(tmp, engine="h5netcdf", encoding=encoding)
+    # a lazy prediction is written chunk by chunk, in this process
+    with atomic_path(path, overwrite) as tmp, _in_this_process():
+        ds.to_netcdf(tmp, engine="h5netcdf", encoding=encoding)
     return Path(path)

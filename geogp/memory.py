@@ -17,7 +17,7 @@ import os
 from geogp.exceptions import InputError, MemoryEstimateError
 
 __all__ = ["memory_limit", "check_memory", "predict_bytes", "sample_bytes", "check_prediction",
-           "check_samples", "predicts_lazily", "LAZY_CELLS", "LAZY_BLOCK_CELLS"]
+           "check_samples", "predicts_lazily", "rows_per_block", "LAZY_CELLS", "LAZY_BLOCK_CELLS"]
 
 _FALLBACK = 16 * 2**30  # when the platform does not say how much memory it has
 
@@ -82,6 +82,15 @@ LAZY_BLOCK_CELLS = 2**18  # cells of one block (geogp.families.generic.lazy_bloc
 LAZY_WINDOW_CELLS = 2**22  # cells of the windows a lazy prediction is written by, at most
 
 
+def rows_per_block(n_columns: int, max_rows: int, max_cells: float) -> int:
+    """Rows of a block (of a lazy prediction, or of a written window) ``n_columns`` wide:
+    ``max_rows`` halved until the block has at most ``max_cells`` cells, or one row."""
+    rows = max_rows
+    while rows > 1 and rows * max(int(n_columns), 1) > max_cells:
+        rows //= 2
+    return rows
+
+
 def predicts_lazily(ny: int, nx: int, n_slices: int = 1) -> bool:
     """Whether a prediction on ``ny`` × ``nx`` cells × ``n_slices`` is lazy by default."""
     return float(ny) * nx * n_slices > LAZY_CELLS
@@ -98,11 +107,14 @@ def sample_bytes(n_samples: int, n_cells: float, n_slices: int = 1) -> float:
 
 
 def check_prediction(ny: int, nx: int, n_slices: int = 1, n_quantiles: int = 0,
-                     limit: float | None = None, lazy: bool = False,
+                     limit: float | None = None, lazy: bool | None = None,
                      template: bool = False) -> float:
     """Refuse a prediction on a ``ny`` × ``nx`` grid that would not fit (:func:`check_memory`).
     A ``lazy`` one holds one window of every slice at a time (the GeoTIFF writer's
-    :data:`LAZY_WINDOW_CELLS`); ``template``: the grid is also built, a double a cell."""
+    :data:`LAZY_WINDOW_CELLS`); None: lazy as ``predict`` is by default
+    (:func:`predicts_lazily`). ``template``: the grid is also built, a double a cell."""
+    if lazy is None:
+        lazy = predicts_lazily(ny, nx, n_slices)
     cells = float(ny) * nx
     needed = predict_bytes(min(cells, LAZY_WINDOW_CELLS) if lazy else cells, n_slices,
                            n_quantiles) + (8.0 * cells if template else 0.0)

@@ -148,8 +148,8 @@ def plot_maps(observed: xr.DataArray | None, prediction: xr.Dataset,
         return (a.isel({d: 0 for d in extra}) if extra else a).transpose(y_dim, x_dim)
 
     y_dim, x_dim = find_spatial_dims(prediction)
-    extent = _extent(two_d(prediction["mean"]), y_dim, x_dim)  # of the whole grid
     full_mean = two_d(prediction["mean"])
+    extent = _extent(full_mean, y_dim, x_dim)  # of the whole grid
     prediction = load_here(thinned(prediction, y_dim, x_dim))  # what a panel can show
     mean, std = two_d(prediction["mean"]), two_d(prediction["std"])
     panels = []  # (kind, title, image, colour map)

@@ -15,7 +15,7 @@ from matplotlib.backend_bases import FigureCanvasBase
 from geogp.adapters import as_crs, find_spatial_dims
 from geogp.io import GEOTIFF_SUFFIXES, NETCDF_SUFFIXES
 from geogp.io_atomic import check_writable
-from geogp.memory import check_prediction, check_samples, predicts_lazily
+from geogp.memory import check_prediction, check_samples
 from geogp.outputs import check_quantiles
 from geogp.persist.sign import read_key_file
 
@@ -107,7 +107,6 @@ def check_output_memory(args: argparse.Namespace, da: xr.DataArray) -> None:
     arrays would not fit in memory (:mod:`geogp.memory`: the estimate is in the message)."""
     y, x = find_spatial_dims(da)
     slices = int(np.prod([da.sizes[d] for d in da.dims if d not in (y, x)], dtype=np.int64))
-    check_prediction(da.sizes[y], da.sizes[x], slices, len(args.quantiles or ()),
-                     lazy=predicts_lazily(da.sizes[y], da.sizes[x], slices))
+    check_prediction(da.sizes[y], da.sizes[x], slices, len(args.quantiles or ()))
     if args.samples:
         check_samples(args.samples, da.sizes[y], da.sizes[x], slices)

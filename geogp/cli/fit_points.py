@@ -14,7 +14,7 @@ import xarray as xr
 from geogp.adapters import as_crs
 from geogp.exceptions import InputError
 from geogp.io import open_raster
-from geogp.memory import check_prediction, predicts_lazily
+from geogp.memory import check_prediction
 from geogp.points import non_numeric_positions
 
 if TYPE_CHECKING:  # annotations only
@@ -132,8 +132,7 @@ def points_grid(args: argparse.Namespace, table: pd.DataFrame) -> xr.DataArray:
             f"span {span_x:.6g} × {span_y:.6g} (x × y, CRS units); a grid needs at least 2 "
             f"cells along each axis. {advice}")
     # before the grid: the grid itself (a double a cell) and the prediction on it
-    check_prediction(ny, nx, 1, len(getattr(args, "quantiles", None) or ()),
-                     lazy=predicts_lazily(ny, nx), template=True)
+    check_prediction(ny, nx, 1, len(getattr(args, "quantiles", None) or ()), template=True)
     x = 0.5 * (xs[ok].min() + xs[ok].max()) + r * (np.arange(nx) - 0.5 * (nx - 1))
     y = 0.5 * (ys[ok].min() + ys[ok].max()) - r * (np.arange(ny) - 0.5 * (ny - 1))
     grid = xr.DataArray(np.full((ny, nx), np.nan), dims=("y", "x"), coords={"y": y, "x": x},

@@ -19,7 +19,7 @@ import numpy as np
 from geogp._format import number
 from geogp.exceptions import GeogpError, GeographicCoordinatesWarning, InputError
 from geogp.extrapolation import record_data_box, warn_if_far
-from geogp.memory import LAZY_BLOCK_CELLS
+from geogp.memory import LAZY_BLOCK_CELLS, rows_per_block
 from geogp.models.base import Prediction
 
 if TYPE_CHECKING:  # annotations only
@@ -262,10 +262,7 @@ def lazy_block_rows(n_columns: int) -> int:
     """Rows per block of a lazy prediction with ``n_columns`` columns: the largest power of
     two with at most :data:`LAZY_BLOCK_CELLS` cells and :data:`LAZY_BLOCK_ROWS` rows (at
     least one row)."""
-    rows = LAZY_BLOCK_ROWS
-    while rows > 1 and rows * max(int(n_columns), 1) > LAZY_BLOCK_CELLS:
-        rows //= 2
-    return rows
+    return rows_per_block(n_columns, LAZY_BLOCK_ROWS, LAZY_BLOCK_CELLS)
 
 
 def _stacked_rows(fam: Family, est: Any, rows: np.ndarray, cols: np.ndarray,

@@ -36,7 +36,7 @@ from geogp.api_draws import DrawsMixin
 from geogp.api_report import ReportMixin
 from geogp.exceptions import InputError
 from geogp.families import AUTO, GAUSSIAN, GRID_MODEL, MODELS, family, resolve_model
-from geogp.memory import check_prediction, predicts_lazily
+from geogp.memory import LAZY_CELLS, check_prediction, predicts_lazily
 from geogp.models.base import check_fitted
 from geogp.outputs import Target, check_quantiles, grid_target, prediction_dataset, target_from
 from geogp.persist import load_model, save_model
@@ -320,6 +320,9 @@ class GeoRegressor(ReportMixin, DrawsMixin):
         self._check_fitted()
         if outside not in ("raise", "nan"):
             raise InputError(f"outside must be 'raise' or 'nan'; got {outside!r}.")
+        if lazy is not None and not isinstance(lazy, (bool, np.bool_)):
+            raise InputError(f"lazy must be True, False or None (lazy above "
+                             f"{LAZY_CELLS:,} cells); got {lazy!r}.")
         if quantiles is not None:  # before the prediction, not after it
             quantiles = check_quantiles(quantiles)
         if points:

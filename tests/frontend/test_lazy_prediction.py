@@ -14,7 +14,7 @@ import xarray as xr
 
 import geogp
 import geogp.memory
-from geogp.exceptions import OutsideWindowError
+from geogp.exceptions import InputError, OutsideWindowError
 from geogp.families import generic
 from geogp.families.lattice import LatticeFamily
 from geogp.io import write_geotiff, write_netcdf
@@ -68,6 +68,12 @@ def test_lazy_prediction_equals_the_eager_one(which, request, monkeypatch):
     lazy = model.predict(quantiles=[0.05, 0.95], lazy=True)
     assert len(lazy["mean"].chunks[0]) == -(-eager.sizes["y"] // 4)
     _assert_same(lazy, eager)
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, 0.5])
+def test_lazy_must_be_a_bool_or_none(lattice_model, bad):
+    with pytest.raises(InputError, match="lazy must be True, False or None"):
+        lattice_model.predict(lazy=bad)
 
 
 def test_predictions_are_lazy_by_default_above_LAZY_CELLS(lattice_model, monkeypatch):

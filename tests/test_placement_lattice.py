@@ -344,7 +344,7 @@ def test_probed_marginal_mi_estimates_the_first_order_criterion_over_every_cell(
     error (relative sd √(2/m)), before and after sites are absorbed; suggest_sites takes this
     route when the targets pass max_targets (no thinning)."""
     from geogp.placement import suggest_sites
-    from geogp.placement.lattice import lattice_greedy
+    from geogp.placement.lattice_setup import lattice_greedy
 
     est, v = fitted
     cands, cells = _every_cell(est, v)
@@ -401,17 +401,16 @@ def test_cli_place_default_strategy_is_reduction_on_the_lattice(tmp_path, capsys
 
 
 @pytest.mark.parametrize("gib", [2.0, 3.0])
-def test_cli_place_auto_takes_afs_where_the_whole_raster_posterior_passes_the_limit(gib):
-    """On a 300 × 500 raster the tiled lattice fit fits 2 GiB, but placement needs the
-    posterior on the whole raster (about 2.05 GiB): under --max-memory 2 `auto` places with AFS
-    and says why; under 3 it keeps the lattice model. The choice follows the lattice
-    estimator's own estimate at that limit."""
+def test_cli_place_auto_keeps_the_lattice_model_and_says_when_it_places_on_tiles(gib):
+    """On a 300 × 500 raster `auto` takes the lattice model, as `geogp fit` does, under either
+    limit. Under --max-memory 2 its posterior needs tiles (about 2.05 GiB on the whole
+    raster), and the note says that placement goes tile by tile; under 3 it is one factor and
+    there is no note. The count of tiles is the lattice estimator's own at that limit."""
     import argparse
 
     import xarray as xr
 
     from geogp.cli.place import _placement_model
-    from geogp.exceptions import MemoryEstimateError
     from geogp.families import make_estimator, resolve_model
 
     v = np.zeros((300, 500))
@@ -421,40 +420,13 @@ def test_cli_place_auto_takes_afs_where_the_whole_raster_posterior_passes_the_li
     args = argparse.Namespace(model="auto", kernel=None, features=None, max_memory=gib)
     model, note = _placement_model(args, da, None)
     limit = {"max_bytes": gib * 2**30}
-    assert resolve_model("auto", raster_shape=v.shape, options=limit)[0] == "lattice"
-    whole = make_estimator("lattice", options={**limit, "posterior_tile": None})
-    try:
-        whole.check_memory(v.shape)
-        fits = True
-    except MemoryEstimateError:
-        fits = False
-    assert fits == (gib == 3.0)
-    if fits:
-        assert (model, note) == ("lattice", "")
+    assert resolve_model("auto", raster_shape=v.shape, options=limit)[0] == model == "lattice"
+    tiles = len(make_estimator("lattice", options=limit)._posterior_tiles(v.shape))
+    assert (tiles > 1) == (gib == 2.0)
+    if tiles == 1:
+        assert note == ""
     else:
-        assert model == "afs"
-        assert "whole-raster posterior" in note and "300 × 500" in note
-
-
-def test_cli_place_lattice_refusal_gives_placement_advice(tmp_path, capsys):
-    """`--model lattice` on a raster whose whole-raster posterior passes --max-memory is
-    refused before the fit with the estimate and advice that fits `geogp place` (no
-    `geogp fit --posterior-tile`, which placement cannot use)."""
-
-    import rioxarray  # noqa: F401
-
-    from geogp.cli.place import run_place
-
-    parser = _place_cli(tmp_path)
-    argv = ["place", str(tmp_path / "in.tif"), "--out", str(tmp_path / "s.geojson"),
-            "--model", "lattice", "--max-memory", "0.5"]
-    assert run_place(parser.parse_args(argv)) != 0
-    text = capsys.readouterr().err
-    needed = float(text.split("would need about ")[1].split(" GiB")[0])
-    assert needed > 0.5 and "above the limit of 0.50 GiB" in text
-    assert "whole-raster posterior" in text and "raise --max-memory" in text
-    assert "--posterior-tile" not in text and "--model afs" in text
-    assert not (tmp_path / "s.geojson").exists()
+        assert "tile by tile" in note and f"{tiles} tiles" in note and "300 × 500" in note
 
 
 @pytest.mark.parametrize("strategy", ["reduction", "mi"])
@@ -462,7 +434,8 @@ def test_probed_picks_are_refined_by_exact_scores(fitted, strategy):
     """With few probes (noisy scores), each pick is the best of the REFINE_TOP best-probed
     candidates by the exact criterion from the dense covariance (conditioned on the sites so
     far), and is never worse by that criterion than the probes' own favourite."""
-    from geogp.placement.lattice import REFINE_TOP, lattice_greedy
+    from geogp.placement.lattice import REFINE_TOP
+    from geogp.placement.lattice_setup import lattice_greedy
 
     est, v = fitted
     cands, cells = _every_cell(est, v)

@@ -15,9 +15,10 @@ the exclusion raster is non-zero there, and every cell is a target. By default (
 auto``) the model is the one ``geogp fit`` would choose: the lattice model on regular rasters,
 placed on its whole-lattice posterior (:mod:`geogp.placement.lattice`: strategies reduction,
 the default there, mi and variance; mi scores every cell to first order through random
-probes). ``--model afs`` (or ``--kernel``/``--features``) fits a dense AFS model (mi, the
-default there, variance and krause; marginal mi is evaluated over all cells by bounds + exact
-re-ranking, :mod:`geogp.placement.screen`). ``--model wavelet`` fits the multiresolution
+probes), or tile by tile where its posterior needs tiles (:mod:`geogp.placement.lattice_tiled`).
+``--model afs`` (or ``--kernel``/``--features``) fits a dense AFS model (mi, the default
+there, variance and krause; marginal mi is evaluated over all cells by bounds + exact re-ranking,
+:mod:`geogp.placement.screen`). ``--model wavelet`` fits the multiresolution
 wavelet model and places on its sparse posterior (:mod:`geogp.placement.wavelet`: strategies mi,
 variance and krause; mi scores a stratified random subset of ``--max-targets`` cells). ``--criterion
 joint`` scores a stratified random subset of ``--max-targets`` cells. Distances
@@ -39,8 +40,8 @@ import numpy as np
 
 from geogp.cli.options import add_model_options, add_run_options, exclusion_mask, spacing
 from geogp.cli.runner import run_command
-from geogp.exceptions import InputError, MemoryEstimateError
-from geogp.families import AUTO, FALLBACK, family, resolve_model
+from geogp.exceptions import InputError
+from geogp.families import AUTO, FALLBACK, family, make_estimator, resolve_model
 from geogp.io_atomic import atomic_path, check_writable
 
 PLACEMENT_FEATURES = 2000  # the dense posterior that placement updates rank by rank
@@ -111,8 +112,8 @@ def add_place_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p.add_argument("--max-memory", type=float, default=4.0, metavar="GIB",
                    help="refuse, with the estimate, a lattice fit or a placement that would "
                         "need more than this many GiB (default 4; placement about 400 bytes per "
-                        "cell). Under --model auto, a raster whose whole-raster lattice "
-                        "posterior passes it is placed with AFS")
+                        "cell). A lattice posterior that passes it on the whole raster is "
+                        "computed, and placed, tile by tile")
     p.add_argument("--measured", metavar="POINTS.csv",
                    help="measurements made since the raster (the active loop: place, measure, "
                         "place again): a CSV with columns x, y (the raster's CRS) and value. "
@@ -202,19 +203,9 @@ def place_sites(args: argparse.Namespace, echo: Callable[[str], object]) -> int:
         geo = GeoRegressor(model, kernel=args.kernel,
                            n_features=args.features or PLACEMENT_FEATURES,
                            progress=not args.quiet, options=options).fit(da)
-    elif "posterior_tile" in fam.option_names():  # placement needs the whole factor, no tiles
-        try:
-            geo = GeoRegressor(model, progress=not args.quiet,
-                               options={**_lattice_limit(args, options),
-                                        "posterior_tile": None}).fit(da)
-        except MemoryEstimateError as exc:
-            advice = ("Placement with the lattice model needs its posterior on the whole "
-                      "raster in one factor (tiles are not supported yet): raise --max-memory "
-                      "GIB if the machine has the memory, crop or coarsen the raster, or use "
-                      "--model afs (what --model auto does for rasters this large).")
-            raise MemoryEstimateError("the lattice model's whole-raster posterior",
-                                      exc.needed_bytes, exc.limit_bytes, advice,
-                                      cli_hint=advice) from None
+    elif "posterior_tile" in fam.option_names():  # as geogp fit: tiles where the limit says
+        geo = GeoRegressor(model, progress=not args.quiet,
+                           options=_lattice_limit(args, options)).fit(da)
     else:
         geo = GeoRegressor(model, progress=not args.quiet, options=options).fit(da)
     if len(geo.estimators_) != 1:
@@ -303,31 +294,29 @@ def _read_measured(path, da):
 
 def _placement_model(args, da, options) -> tuple[str, str]:
     """The model to fit and a note for the user (or ""): ``--model``, with ``auto`` resolved
-    as ``geogp fit`` resolves it (AFS when --kernel or --features is given), except that a
-    model with a tiled posterior (the lattice model) is taken only where its posterior fits
-    the memory limit on the whole raster (placement conditions one factor on each new site;
-    it has no tiled posterior yet)."""
+    as ``geogp fit`` resolves it (AFS when --kernel or --features is given). The lattice model
+    places on its whole-raster posterior, or tile by tile where the raster needs tiles
+    (geogp.placement.lattice_tiled); the note says which."""
     model = getattr(args, "model", AUTO)
-    if model != AUTO:
-        return model, ""
-    if args.kernel is not None or args.features is not None:
+    if model == AUTO and (args.kernel is not None or args.features is not None):
         return FALLBACK, ""
     # lazy: keeps geogp --help light
     from geogp.adapters import to_grid_data
 
     g = to_grid_data(da)
     shape = g.values[0].shape
-    model = resolve_model(AUTO, raster_shape=shape, regular=g.regular, options=options)[0]
-    if "posterior_tile" in family(model).option_names():
-        whole = resolve_model(AUTO, raster_shape=shape, regular=g.regular,
-                              options={**_lattice_limit(args, options), "posterior_tile": None})
-        if whole[0] != model:
-            return whole[0], (
-                f"model: AFS with {PLACEMENT_FEATURES} features, not the lattice model: on "
-                f"{shape[0]} × {shape[1]} cells its whole-raster posterior, which placement "
-                "needs, passes the memory limit (tiled lattice placement is not supported yet; "
-                "crop the raster to place with the lattice model).")
-    return model, ""
+    opts = _lattice_limit(args, options)
+    if model == AUTO:
+        model = resolve_model(AUTO, raster_shape=shape, regular=g.regular, options=opts)[0]
+    if "posterior_tile" not in family(model).option_names() or len(shape) != 2:
+        return model, ""
+    est = make_estimator(model, options=opts)
+    tiles = len(est._posterior_tiles(shape))
+    if tiles == 1:
+        return model, ""
+    return model, (f"placement tile by tile: on {shape[0]} × {shape[1]} cells the lattice "
+                   f"posterior takes {tiles} tiles within --max-memory; each site is scored by "
+                   "its tile over the cells within the tile's halo.")
 
 
 def _lattice_limit(args, options) -> dict:

@@ -53,10 +53,11 @@ import scipy.linalg as sla
 
 from geogp import linalg
 from geogp._validation import as_points
-from geogp.exceptions import InputError, MemoryEstimateError
+from geogp.exceptions import InputError
 from geogp.models.base import check_fitted
 from geogp.models.lattice import LatticeRegressor
 from geogp.models.lattice.memory import factor_bytes
+from geogp.models.lattice.posterior import tile_sampler
 from geogp.placement.candidates import MIN_DISTANCE_FRACTION, packing_distance
 from geogp.placement.greedy import Greedy
 from geogp.placement.operators import Problem
@@ -64,10 +65,11 @@ from geogp.placement.operators import Problem
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
 
-    from geogp.placement.candidates import Candidates
+    from geogp.models.lattice.tiled import PosteriorTile
 
-__all__ = ["PROBES", "REFINE_TOP", "LatticeCovariance", "add_lattice_observations", "is_lattice",
-           "check_lattice", "lattice_greedy", "lattice_min_distance", "lattice_memory_estimate"]
+__all__ = ["PROBES", "REFINE_TOP", "LatticeCovariance", "LatticeGreedy", "CellOps",
+           "add_lattice_observations", "condition_moments", "observation_cells", "is_lattice",
+           "check_lattice", "cells_of", "lattice_min_distance", "lattice_memory_estimate"]
 
 _LOCATION_BYTES = 400  # per candidate/target: cells, variances, scores, masks
 PROBES = 128  # random-sign probes of the marginal mi over every cell (module docstring)
@@ -77,22 +79,39 @@ REFINE_TOP = 16  # best-probed candidates whose score is computed exactly before
 class LatticeCovariance:
     """The lattice posterior's covariance columns at cells, conditioned on sites added one by
     one (module docstring). Standardised units; cells are flat indices of the model's lattice
-    (``est.shape_``, margin included).
+    (``est.shape_``, margin included), or with ``tile`` of that posterior tile's lattice (its
+    window plus the margin, :func:`~geogp.models.lattice.posterior.tile_sampler`: the whole
+    lattice's covariance to the tiles' error inside its core), whose variances before any site
+    are the model's own.
 
     Attributes:
         noise: σ² of a new measurement (standardised). n: cells of the lattice.
+        shape: its (rows, cols). offset: the whole lattice's (row, col) of its cell 0.
         sites: the cells absorbed so far, in order.
     """
 
-    def __init__(self, est: Any) -> None:
-        sm = (est._sampler if getattr(est, "_absorbed", None) is not None  # added since fit
-              else est._require_sampler())  # whole lattice only: refuses on tiles
+    def __init__(self, est: Any, tile: PosteriorTile | None = None) -> None:
+        if tile is None:  # the whole lattice: the fit's own factorisation state
+            sm = (est._sampler if getattr(est, "_absorbed", None) is not None  # added since
+                  else est._require_sampler())  # the fit; whole lattice only: refuses on tiles
+            self.shape = tuple(int(v) for v in est.shape_)
+            self.offset = (0, 0)
+            self._var0 = np.asarray(est._var, dtype=np.float64)
+        else:  # one posterior tile's lattice (its window plus the margin), at the fitted θ
+            sm = tile_sampler(est, tile, share=False)  # tiles held together: own factors
+            m = int(est.margin)
+            self.shape = tuple(int(sl.stop - sl.start) + 2 * m for sl in tile.window)
+            self.offset = tuple(int(v) for v in tile.offset)
+            rows, cols = np.divmod(np.arange(self.shape[0] * self.shape[1]), self.shape[1])
+            absorbed = getattr(est, "_absorbed", None)  # the variances before added sites
+            var = est._var if absorbed is None else absorbed["var0"]
+            self._var0 = np.asarray(var, dtype=np.float64)[
+                (rows + self.offset[0]) * int(est.shape_[1]) + cols + self.offset[1]]
         self.noise = float(est.noise_var_)
-        self.n = int(est.shape_[0] * est.shape_[1])
+        self.n = int(self.shape[0] * self.shape[1])
         # the dense part of the covariance, r A⁻¹ rᵀ = g (D A⁻¹ D) gᵀ
         self._pi, self._r = sm.get("pi"), np.asarray(sm["g"])
         self._ainv = np.asarray(sm["w_cov"])
-        self._var0 = np.asarray(est._var, dtype=np.float64)
         pattern, b_vals = sm["pattern"], np.asarray(sm["b_vals"])  # B/c
         if sm["dense"]:
             dense = np.linalg.inv(pattern.to_scipy(b_vals).toarray())
@@ -113,7 +132,7 @@ class LatticeCovariance:
         self._d = np.zeros(0)
         self.sites: list[int] = []
         absorbed = getattr(est, "_absorbed", None)  # observations added since the fit
-        if absorbed is not None:
+        if absorbed is not None and tile is None:
             self._var0 = absorbed["var0"]
             self._v, self._d = absorbed["v"].copy(), absorbed["d"].copy()
             self.sites = list(absorbed["sites"])
@@ -188,7 +207,7 @@ class LatticeCovariance:
 
 
 # =========================================================================== the greedy state
-class _CellOps:
+class CellOps:
     """Candidate or target locations as lattice cells (what the greedy loop counts)."""
 
     def __init__(self, cells: np.ndarray):
@@ -201,18 +220,24 @@ def is_lattice(model: Any) -> bool:
     return isinstance(model, LatticeRegressor)
 
 
-def check_lattice(model: Any, strategy: str) -> None:
-    """Refuse an unfitted lattice model, or a strategy it does not support."""
+def check_lattice(model: Any, strategy: str, criterion: str = "marginal") -> None:
+    """Refuse an unfitted lattice model, or a strategy it does not support (on a posterior
+    computed on tiles: the joint mi, which needs the targets' whole covariance)."""
     check_fitted(model, "_mean")
-    tiles = getattr(model, "posterior_tiles_", 1)
-    if tiles > 1:
-        raise InputError(
-            f"placement on the lattice model needs its whole-lattice posterior (one factor to "
-            f"condition on new sites); this model's posterior was computed on {tiles} tiles. "
-            "Refit with posterior_tile=None (memory permitting) or crop the raster.")
     if strategy not in ("variance", "mi", "reduction"):
         raise InputError(f"strategy {strategy!r} is not available for the lattice model; use "
                          "'variance', 'mi' or 'reduction'.")
+    tiles = getattr(model, "posterior_tiles_", 1)
+    if tiles > 1 and strategy == "mi" and criterion == "joint":
+        raise InputError(
+            f"the joint mi needs the targets' whole covariance; this lattice model's posterior "
+            f"was computed on {tiles} tiles, which place tile by tile. Use criterion="
+            "'marginal' or strategy='reduction'.")
+    if tiles > 1 and getattr(model, "_observed", None) is None:
+        raise InputError(
+            f"placement on this lattice model's {tiles} posterior tiles refactorises each tile "
+            "from the fit's observed cells; a model loaded from a file does not keep them. "
+            "Refit the model in this session.")
 
 
 def lattice_min_distance(model: Any, coords: np.ndarray, n_sites: int) -> float:
@@ -267,7 +292,7 @@ def lattice_memory_estimate(model: Any, n_candidates: int, n_targets: int, n_sit
     return out
 
 
-class _LatticeGreedy(Greedy):
+class LatticeGreedy(Greedy):
     """The greedy state of :class:`~geogp.placement.greedy.Greedy` on the lattice
     posterior: h_c = C_cc and the target variances from :class:`LatticeCovariance`, the
     candidate–target covariances ("mi") from one column per target."""
@@ -356,38 +381,38 @@ class _LatticeGreedy(Greedy):
         return info
 
 
-def lattice_greedy(model: Any, cands: Candidates, targets: Candidates | None,
-                   existing: ArrayLike | None, strategy: str, criterion: str,
-                   n_sites: int, max_memory: float, probes: int = 0,
-                   seed: int = 0) -> _LatticeGreedy:
-    """The greedy state for a lattice model (``targets=None``: the candidates), after
-    :func:`check_lattice`. Candidates and targets are cell centres of the raster; existing
-    sensors are absorbed at their nearest cells first. Refuses
-    (:class:`~geogp.exceptions.MemoryEstimateError`) before allocating above ``max_memory``."""
-    n_t = len(cands) if targets is None else len(targets)
-    n_e = 0 if existing is None else len(existing)
-    needed = lattice_memory_estimate(model, len(cands), probes or n_t, n_sites + n_e,
-                                     strategy, criterion)
-    if needed > max_memory:
-        raise MemoryEstimateError(
-            f"lattice placement over {len(cands)} candidates and {n_t} targets on "
-            f"{model.shape_[0]} × {model.shape_[1]} cells", needed, max_memory,
-            "Use fewer candidates or targets, or raise max_memory.",
-            cli_hint="Exclude candidates (--exclude MASK.tif), or raise --max-memory GIB if "
-            "the machine has the memory.")
-    ops = _CellOps(cells_of(model, cands.coords, "candidates"))
-    tops = ops if targets is None else _CellOps(cells_of(model, targets.coords, "targets"))
-    lc = LatticeCovariance(model)
-    if n_e:
-        for cell in cells_of(model, existing, "existing sensors", exact=False):
-            lc.add(int(cell))
-    zc = np.zeros(ops.n)
-    pb = Problem(None, None, lc.noise, ops, tops, zc, zc if tops is ops else np.zeros(tops.n),
-                 None, float(model.scaler_.y_scale))
-    return _LatticeGreedy(pb, lc, strategy, criterion, probes, seed)
-
-
 # =========================================================================== the active loop
+def condition_moments(mean: np.ndarray, cov: np.ndarray, v: np.ndarray, d: float, cell: int,
+                      y: float | None) -> None:
+    """Condition, in place, a lattice's posterior mean (n,) and neighbour covariances
+    (4, n_y, n_x) on a measurement y (None: imputed, the mean stays) at ``cell``, given its
+    covariance column v (n,) and d = v_cell + σ² (module docstring)."""
+    if y is not None:
+        mean += v * ((y - mean[cell]) / d)
+    g = v.reshape(cov.shape[1:]) / np.sqrt(d)
+    cov[0, :, :-1] -= g[:, :-1] * g[:, 1:]
+    cov[1, :-1, :] -= g[:-1] * g[1:]
+    cov[2, :-1, :-1] -= g[:-1, :-1] * g[1:, 1:]
+    cov[3, :-1, :-1] -= g[1:, :-1] * g[:-1, 1:]
+
+
+def observation_cells(model: Any, X: ArrayLike, y: ArrayLike | None) -> tuple[np.ndarray,
+                                                                             np.ndarray | None]:
+    """The checked new observations of a fitted lattice model: (their flat lattice cells,
+    their standardised values or None)."""
+    check_lattice(model, "variance")
+    X = as_points(X, "X (new observations)")
+    cells = cells_of(model, X, "new observations")
+    ys = None
+    if y is not None:
+        y = np.asarray(y, dtype=np.float64).ravel()
+        if y.shape != (cells.size,) or not np.all(np.isfinite(y)):
+            raise InputError(f"y must hold one finite value per new observation ({cells.size}); "
+                             f"got shape {y.shape}.")
+        ys = model.scaler_.y(y)
+    return cells, ys
+
+
 def add_lattice_observations(model: Any, X: ArrayLike, y: ArrayLike | None = None) -> Any:
     """A copy of a fitted lattice model with observations added, without refitting θ.
 
@@ -404,30 +429,15 @@ def add_lattice_observations(model: Any, X: ArrayLike, y: ArrayLike | None = Non
     Returns:
         A shallow copy with updated moments. Cost: one sparse solve per observation.
     """
-    check_lattice(model, "variance")
-    X = as_points(X, "X (new observations)")
-    cells = cells_of(model, X, "new observations")
-    ys = None
-    if y is not None:
-        y = np.asarray(y, dtype=np.float64).ravel()
-        if y.shape != (cells.size,) or not np.all(np.isfinite(y)):
-            raise InputError(f"y must hold one finite value per new observation ({cells.size}); "
-                             f"got shape {y.shape}.")
-        ys = model.scaler_.y(y)
+    cells, ys = observation_cells(model, X, y)
     lc = LatticeCovariance(model)
     ny, nx = model.shape_
     mean = np.array(model._mean, dtype=np.float64)
     cov = np.array(model._cov, dtype=np.float64).reshape(4, ny, nx)
     for j, cell in enumerate(cells):
         step = lc.add(int(cell))
-        v, d = step["v"], step["d"]
-        if ys is not None:
-            mean += v * ((ys[j] - mean[cell]) / d)
-        g = v.reshape(ny, nx) / np.sqrt(d)
-        cov[0, :, :-1] -= g[:, :-1] * g[:, 1:]
-        cov[1, :-1, :] -= g[:-1] * g[1:]
-        cov[2, :-1, :-1] -= g[:-1, :-1] * g[1:, 1:]
-        cov[3, :-1, :-1] -= g[1:, :-1] * g[:-1, 1:]
+        condition_moments(mean, cov, step["v"], step["d"], int(cell),
+                          None if ys is None else ys[j])
     out = copy.copy(model)
     out._mean, out._var, out._cov = mean, lc.variance(), cov.reshape(4, ny * nx)
     out._absorbed = {"var0": lc._var0, "v": lc._v, "d": lc._d, "sites": list(lc.sites)}

@@ -2,7 +2,8 @@
 
 :func:`add_observations` updates an AFS model's whitened posterior by rank-one steps
 (:class:`~geogp.placement.posterior.FeaturePosterior`) and hands a lattice model to
-:func:`geogp.placement.lattice.add_lattice_observations`.
+:func:`geogp.placement.lattice.add_lattice_observations` (on tiles
+:func:`geogp.placement.lattice_tiled.add_tiled_observations`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from geogp.exceptions import InputError
 from geogp.features.data import Points
 from geogp.features.fourier_statistics import SufficientStats
 from geogp.placement.lattice import add_lattice_observations, is_lattice
+from geogp.placement.lattice_tiled import add_tiled_observations
 from geogp.placement.posterior import FeaturePosterior, afs_psi, check_afs
 from geogp.trend import basis
 
@@ -42,7 +44,9 @@ def add_observations(model: Any, X: ArrayLike, y: ArrayLike | None = None) -> An
     Returns:
         A shallow copy with updated ``posterior_`` and ``stats_``. Cost O(M³ + N M²).
     """
-    if is_lattice(model):  # its GMRF posterior, exact updates
+    if is_lattice(model):  # its GMRF posterior: exact updates, or tile by tile
+        if getattr(model, "posterior_tiles_", 1) > 1:
+            return add_tiled_observations(model, X, y)
         return add_lattice_observations(model, X, y)
     check_afs(model)
     X = as_points(X, "X (new observations)")

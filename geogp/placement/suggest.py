@@ -27,7 +27,8 @@ from geogp.placement.candidates import (
 )
 from geogp.placement.greedy import Greedy, run_greedy
 from geogp.placement.lattice import PROBES as LATTICE_PROBES
-from geogp.placement.lattice import check_lattice, is_lattice, lattice_greedy, lattice_min_distance
+from geogp.placement.lattice import check_lattice, is_lattice, lattice_min_distance
+from geogp.placement.lattice_setup import lattice_greedy
 from geogp.placement.operators import DENSE_LIMIT, afs_problem, exact_problem, is_dense
 from geogp.placement.posterior import check_afs
 from geogp.placement.screen import batch_bytes
@@ -230,7 +231,7 @@ def suggest_sites(model: Any, candidates: Candidates | ArrayLike | pd.DataFrame,
         check_wavelet(model, strategy)
         n_dims = model.basis_.n_dims
     elif lattice:  # its GMRF posterior, one solve per site (geogp.placement.lattice)
-        check_lattice(model, strategy)
+        check_lattice(model, strategy, criterion)
         n_dims = 2
     elif not exact:
         check_afs(model)

@@ -51,7 +51,8 @@ if TYPE_CHECKING:  # annotations only
     from geogp.models.lattice.regressor import LatticeRegressor
 
 __all__ = ["LargeScaleFit", "LatticePosterior", "LatticePosteriorMixin", "fit_large_scales",
-           "lattice_posterior", "WHOLE_STEPS"]
+           "lattice_posterior", "tile_problem", "tile_sampler", "tile_statistics",
+           "WHOLE_STEPS"]
 
 # the steps of the posterior on the whole lattice, as its progress bar names them
 WHOLE_STEPS = ("factorisation + solves", "selected inversion", "neighbour covariances",
@@ -75,6 +76,9 @@ class LatticePosterior(NamedTuple):
             :func:`~geogp.models.lattice.tiled.core_moments`).
         sampler: what posterior samples need (one tile only; None on tiles).
         n_tiles: the posterior's tiles.
+        w_cov: D A⁻¹ D (k + p, k + p), the posterior covariance of the large-scale and trend
+            weights in the columns' own scale (the dense part of Cov f is g w_cov gᵀ,
+            g = F − S_F; :func:`tile_sampler`).
     """
 
     params: dict
@@ -89,6 +93,7 @@ class LatticePosterior(NamedTuple):
     cov: np.ndarray
     sampler: dict | None
     n_tiles: int
+    w_cov: np.ndarray
 
 
 class LargeScaleFit(NamedTuple):
@@ -151,20 +156,20 @@ def lattice_posterior(model: LatticeRegressor, params: dict, obs: np.ndarray, ys
         for tile, (m_t, v_t, c_t) in zip(tiles, parts, strict=True):
             mean[tile.core], var[tile.core] = m_t, v_t
             cov[(slice(None), *tile.core)] = c_t
-    samples = None
+    samples, w_cov = None, d[:, None] * vbeta * d[None, :]
     if single:  # what posterior samples need (kept in memory only; files keep moments):
         # the dense part of Cov f is r A⁻¹ rᵀ with r = (F − S_F) D, kept as g = F − S_F
         # (the state's own array, no copy) and D A⁻¹ D
         cy, cx = model.shape_  # one tile: its core is the whole lattice
         samples = {**sampler, "g": state.g[:cy, :cx].reshape(cy * cx, -1),
                    "b_vals": sampler["b_vals"] / fit.local_scale,  # B/c
-                   "w_cov": d[:, None] * vbeta * d[None, :]}
+                   "w_cov": w_cov}
     return LatticePosterior(
         params=fit.params, local_scale=fit.local_scale, report_large=fit.report,
         log_likelihood=float(ll) if single else float("nan"), n_obs=n_obs, beta=w[k:],
         large_coef=w[:k] * d[:k],  # posterior mean of u
         mean=mean.ravel(), var=var.ravel(), cov=cov.reshape(4, ny * nx), sampler=samples,
-        n_tiles=len(tiles))
+        n_tiles=len(tiles), w_cov=w_cov)
 
 
 def fit_large_scales(model: LatticeRegressor, params: dict, m_mat: np.ndarray, logdet_sigma: float,
@@ -243,7 +248,8 @@ class LatticePosteriorMixin:
         """Compute the posterior at ``params_`` (the stage-1 θ) and keep it: the fitted
         attributes ``params_`` (stage 2's θ), ``local_scale_``, ``report_large_``,
         ``log_likelihood_``, ``n_obs_``, ``beta_``, ``large_coef_``, ``posterior_tiles_``
-        and the per-cell moments."""
+        and the per-cell moments; on tiles also the observed cells and D A⁻¹ D, which a
+        tile's posterior covariance needs (:func:`tile_sampler`, placement)."""
         tiles = self._posterior_tiles(obs.shape)
         self._stage1_params = dict(self.params_)
         with dask_client(None if len(tiles) == 1 else self.scheduler) as client:
@@ -255,6 +261,10 @@ class LatticePosteriorMixin:
         self.n_obs_, self.beta_, self.large_coef_ = post.n_obs, post.beta, post.large_coef
         self._mean, self._var, self._cov = post.mean, post.var, post.cov
         self._sampler = post.sampler
+        # a tile's posterior covariance (placement on tiles, tile_sampler): which cells are
+        # observed (1 byte a cell) and the dense part's weights; the whole lattice has _sampler
+        self._observed = None if post.sampler is not None else np.array(obs, dtype=bool)
+        self._w_cov = post.w_cov
 
     def _columns(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """[Φ, X] at whole-lattice cells (row, col): large-scale features, then the trend."""
@@ -273,12 +283,15 @@ class LatticePosteriorMixin:
 # Module-level functions of (estimator, standardised raster, tile, ...): what a dask worker
 # runs. ``est`` is the fitted estimator or its light copy (lattice_workers.tile_context); only
 # the tile's window of ``raster`` is read.
-def _tile_problem(est, raster: np.ndarray, tile: PosteriorTile):
-    """(problem, observed cells (flat, tile lattice), tile lattice shape) of a tile."""
+def tile_problem(est: LatticeRegressor, raster: np.ndarray, tile: PosteriorTile,
+                 share: bool = True) -> tuple[Any, np.ndarray, tuple[int, int]]:
+    """(problem, observed cells (flat, tile lattice), tile lattice shape) of a tile.
+    ``share``: reuse the previous tile's lattice (and factor) where the shape is the same
+    (tiles solved one after another; False for tiles held together)."""
     window = raster[tile.window]
     obs = np.isfinite(window)
     problem = est._problem(obs, window[obs], None, at=tile.offset,  # offset: window's start
-                           share=True)
+                           share=share)
     m = int(est.margin)
     shape = (window.shape[0] + 2 * m, window.shape[1] + 2 * m)
     r, c = np.nonzero(obs)
@@ -292,7 +305,7 @@ def tile_statistics(est: LatticeRegressor, raster: np.ndarray, tile: PosteriorTi
     (:func:`~geogp.models.lattice.tiled.core_state`, F − S_F in float32)). With ``keep`` (one
     tile, the whole lattice): (M, log|Σ_g|, the state in float64, what samples need)."""
     mid = est._mid_factor()
-    problem, cells, shape = _tile_problem(est, raster, tile)
+    problem, cells, shape = tile_problem(est, raster, tile)
     core = tuple(slice(c.start - o, c.stop - o)
                  for c, o in zip(tile.core, tile.offset, strict=True))
     _, ex, ext = extended_core(shape, core)
@@ -323,3 +336,38 @@ def tile_statistics(est: LatticeRegressor, raster: np.ndarray, tile: PosteriorTi
     del problem, b_vals
     release_memory()  # on a dask worker too
     return m_mat, state
+
+
+def tile_sampler(est: LatticeRegressor, tile: PosteriorTile, share: bool = True) -> dict:
+    """The posterior covariance of one posterior tile's lattice at the fitted θ, in the form of
+    the whole lattice's sampler (``est._sampler``): Cov f = H (B/c)⁻¹ Hᵀ + g (D A⁻¹ D) gᵀ over
+    the tile problem's cells (its window plus the margin; row-major, whole-lattice cell
+    (r, c) at tile cell (r − offset_y, c − offset_x)).
+
+    Keys: ``pattern``, ``b_vals`` (B/c at the fitted θ, whose local variances carry c),
+    ``dense`` (the reference backend), ``pi`` (the mid-scale map, or None), ``g`` = F − S_F
+    (n_tile, k + p) from k + p solves with the tile's factor, and ``w_cov`` = D A⁻¹ D (the
+    whole raster's: the large-scale and trend weights stay global). Inside the tile's core this
+    matches the whole lattice's covariance to the tiles' error (:mod:`~geogp.models.lattice.tiled`);
+    for a tile whose core is the whole lattice it is the whole lattice's sampler.
+
+    Needs the observed cells kept by the fit on tiles (``est._observed``). ``share``: as
+    :func:`tile_problem` (False: the tile has its own pattern and factor, for samplers held
+    together). Cost: one factorisation of the tile's B and k + p solves.
+    """
+    obs = getattr(est, "_observed", None)
+    if obs is None:
+        raise GeogpError("a tile's posterior covariance needs the observed cells, kept by a fit "
+                         "on tiles in this session; refit the model.")
+    raster = np.where(obs, 0.0, np.nan)  # only which cells are observed matters here
+    problem, _, shape = tile_problem(est, raster, tile, share)
+    s, *_, b_vals = solve_tile(est.params_, problem, shape, est._mid_factor())
+    oy, ox = tile.offset
+    rows, cols = np.divmod(np.arange(shape[0] * shape[1]), shape[1])
+    g = est._columns(rows + oy, cols + ox)
+    g -= s[:, 1:]
+    del s
+    return {"pattern": problem.pattern, "b_vals": np.asarray(b_vals),
+            "dense": problem.solve.backend == "dense",
+            "pi": mid_lattice(shape, est._mid_factor())[1] if problem.has_mid else None,
+            "g": g, "w_cov": est._w_cov}

@@ -1,0 +1,375 @@
+"""Sensor placement on a lattice model whose posterior was computed on tiles (issue #29).
+
+A raster too large for one factor of the whole lattice (:mod:`geogp.models.lattice.tiled`)
+places its sites tile by tile. Each posterior tile's lattice (its window: core, halo and
+margin) has its own posterior covariance at the fitted θ,
+:class:`~geogp.placement.lattice.LatticeCovariance` with ``tile``: the whole lattice's inside
+the core, to the tiles' error, with the large-scale and trend part included. A candidate is
+scored by the tile whose core holds it, over the targets in that tile's window: a new site
+changes the covariance only within a few posterior correlation lengths, which the halo
+spans, so the criteria of :mod:`geogp.placement.lattice` (variance, first-order marginal mi,
+total variance reduction, with random-sign probes and the exact refinement of the best
+probed candidates) are the whole lattice's up to that truncation.
+
+The greedy loop is lazy over tiles (Minoux's lazy greedy, with tiles as the unit): a first
+pass scores every tile's candidates; a pick conditions its own tile at once, and marks stale
+every other tile whose window holds the site. A stale tile's scores are those before the
+site, upper bounds of its candidates' (a measurement only lowers variances; for the
+reductions, the expected gain of a site shrinks as its neighbours are measured). Before a
+pick, the best candidate's tile, if stale, is rebuilt (factorised, the sites in its window
+absorbed, probed again), until the best candidate sits in an up-to-date tile. Only one
+tile's factor and probes are held at a time.
+
+Cost: the first pass costs one factorisation and 1 + k + p + m solves per tile (m probes);
+each pick one solve with :data:`~geogp.placement.lattice.REFINE_TOP` columns, plus a rebuild
+of the stale tiles that hold the best candidates (typically the site's neighbours).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from geogp._progress import advance, start_phase
+from geogp.exceptions import InputError
+from geogp.models.lattice.gmrf import clear_shared_lattice
+from geogp.models.lattice.memory import factor_bytes
+from geogp.placement.greedy import Greedy
+from geogp.placement.lattice import (
+    REFINE_TOP,
+    LatticeCovariance,
+    condition_moments,
+    observation_cells,
+)
+from geogp.placement.operators import Problem
+
+if TYPE_CHECKING:  # annotations only
+    from geogp.models.lattice.tiled import PosteriorTile
+
+__all__ = ["TiledLatticeGreedy", "tiled_memory_estimate", "add_tiled_observations",
+           "model_tiles", "TILED_LOCATION_BYTES"]
+
+# per candidate or target: coordinates, cell, tile, scores, variances, masks, the loop's copies
+TILED_LOCATION_BYTES = 160
+
+
+class _TileCells(NamedTuple):
+    """One tile's share of the candidates and targets."""
+
+    cand: np.ndarray  # candidates (indices) in the tile's core
+    cand_cells: np.ndarray  # their cells of the tile lattice
+    targ: np.ndarray  # targets (indices) in the tile's window
+    targ_cells: np.ndarray  # their cells of the tile lattice
+    own: np.ndarray  # which of ``targ`` lie in the core (the tile reports their variance)
+
+
+class _TileState:
+    """A built tile: its covariance with the sites in its window absorbed, and its probes."""
+
+    def __init__(self, index: int, lc: LatticeCovariance, cells: _TileCells):
+        self.index, self.lc, self.cells = index, lc, cells
+        self.z: np.ndarray | None = None  # probes over the window's targets (T_t, m), weighted
+        self.p: np.ndarray | None = None  # C_k z at the core's candidates (N_t, m)
+        self.rho0: np.ndarray | None = None  # ρ = C_ii + σ² at the targets before the picks
+
+
+def tiled_memory_estimate(model: Any, tiles: list, n_candidates: int, n_targets: int,
+                          n_sites: int, probes: int, hold: int = 1) -> float:
+    """Bytes of the tiled placement beyond the fitted model (an upper bound): per candidate and
+    target :data:`TILED_LOCATION_BYTES`, two lattice-sized index rasters, and ``hold`` tiles
+    held at a time, each with its factor, F − S_F, the kept site columns and the probes."""
+    m, k = int(model.margin), int(model._w_cov.shape[0])
+    biggest = max((w[0].stop - w[0].start + 2 * m) * (w[1].stop - w[1].start + 2 * m)
+                  for w, _, _ in tiles)
+    size = biggest * (2 if model._mid_factor() is not None else 1)
+    tile = (factor_bytes(size, int(model.alpha), size > biggest)
+            + 8.0 * biggest * (k + n_sites + 8) + 8.0 * size * 64 * 3
+            + 17.0 * biggest * probes)
+    lattice = model.shape_[0] * model.shape_[1]
+    return TILED_LOCATION_BYTES * (n_candidates + n_targets) + 16.0 * lattice + hold * tile
+
+
+class TiledLatticeGreedy(Greedy):
+    """The greedy state of :class:`~geogp.placement.greedy.Greedy` on a tiled lattice
+    posterior (module docstring). ``ops``/``tops``: the candidates' and targets' cells of the
+    whole lattice (``.cells``); ``sites``: whole-lattice cells already measured (existing
+    sensors), absorbed by every tile whose window holds them."""
+
+    def __init__(self, model: Any, tiles: list[PosteriorTile], pb: Problem, strategy: str,
+                 probes: int, seed: int, sites: list[int], progress: Any = None,
+                 hold: int = 1):
+        self.model, self.tiles, self.pb, self.strategy = model, tiles, pb, strategy
+        self.criterion, self.lazy, self.lazy_batch, self.screen = "marginal", False, 16, None
+        self.probes = int(probes) if strategy in ("mi", "reduction") else 0
+        self.seed, self.sites = int(seed), [int(s) for s in sites]
+        self._n_initial = len(self.sites)  # measured before the picks
+        self._nx = int(model.shape_[1])
+        self._windows = [self._window(t) for t in tiles]
+        self._cand_at = self._index_raster(pb.ops.cells)
+        self._targ_at = self._cand_at if pb.tops is pb.ops else self._index_raster(pb.tops.cells)
+        self._owner = self._core_owner(pb.ops.cells)
+        self.scores = np.full(pb.ops.n, -np.inf)
+        self.h = np.zeros(pb.ops.n)  # latent variance at the candidates (their tile's)
+        self.cT = np.zeros(pb.tops.n)  # ... at the targets
+        self.hT = self.cT
+        self.fresh = np.zeros(len(tiles), dtype=bool)  # the tile holds every site in its window
+        self.rebuilds = 0
+        self.hold = max(int(hold), 1)  # tiles held at once, the most recently used
+        self._states: OrderedDict[int, _TileState] = OrderedDict()
+        self._refined = None  # (candidate, C_k e_cell over the tile) of refine's pick
+        start_phase(progress, f"placement: scoring {len(tiles)} tiles",
+                    [f"tile {i + 1} of {len(tiles)}" for i in range(len(tiles))])
+        for i in range(len(tiles)):
+            self._build(i)
+            advance(progress)
+        self.rebuilds = 0
+
+    # ------------------------------------------------------------------ tiles
+    def _window(self, tile: PosteriorTile) -> tuple[int, int, int, int]:
+        """(row0, row1, col0, col1) of the tile lattice in whole-lattice cells."""
+        m = int(self.model.margin)
+        (wr, wc), (oy, ox) = tile.window, tile.offset
+        return oy, oy + wr.stop - wr.start + 2 * m, ox, ox + wc.stop - wc.start + 2 * m
+
+    def _index_raster(self, cells: np.ndarray) -> np.ndarray:
+        """The whole lattice with each location's index at its cell (−1 elsewhere)."""
+        ny = int(self.model.shape_[0])
+        out = np.full((ny, self._nx), -1, dtype=np.int64)
+        out.ravel()[cells] = np.arange(cells.size)
+        if np.unique(cells).size != cells.size:
+            raise InputError("two candidates (or targets) fall on one lattice cell; the tiled "
+                             "lattice placement needs distinct cells.")
+        return out
+
+    def _core_owner(self, cells: np.ndarray) -> np.ndarray:
+        """The tile whose core holds each cell (the cores form a grid)."""
+        r, c = np.divmod(cells, self._nx)
+        row_starts = sorted({t.core[0].start for t in self.tiles})
+        col_starts = sorted({t.core[1].start for t in self.tiles})
+        grid = np.full((len(row_starts), len(col_starts)), -1, dtype=np.int64)
+        for i, t in enumerate(self.tiles):
+            grid[row_starts.index(t.core[0].start), col_starts.index(t.core[1].start)] = i
+        return grid[np.searchsorted(row_starts, r, side="right") - 1,
+                    np.searchsorted(col_starts, c, side="right") - 1]
+
+    def _cells(self, i: int) -> _TileCells:
+        r0, r1, c0, c1 = self._windows[i]
+        (cr, cc), width = self.tiles[i].core, c1 - c0
+
+        def local(at, rows, cols):
+            block = at[rows, cols]
+            rr, qq = np.nonzero(block >= 0)
+            return block[rr, qq], (rr + rows.start - r0) * width + qq + cols.start - c0
+
+        cand, cand_cells = local(self._cand_at, cr, cc)
+        targ, targ_cells = local(self._targ_at, slice(r0, r1), slice(c0, c1))
+        lr, lc = np.divmod(targ_cells, width)
+        own = ((lr + r0 >= cr.start) & (lr + r0 < cr.stop)
+               & (lc + c0 >= cc.start) & (lc + c0 < cc.stop))
+        return _TileCells(cand, cand_cells, targ, targ_cells, own)
+
+    def _local(self, i: int, cell: int) -> int | None:
+        """The tile lattice's cell of whole-lattice ``cell``, or None outside tile i's window."""
+        r, c = divmod(int(cell), self._nx)
+        r0, r1, c0, c1 = self._windows[i]
+        if r0 <= r < r1 and c0 <= c < c1:
+            return (r - r0) * (c1 - c0) + c - c0
+        return None
+
+    def _build(self, i: int) -> _TileState:
+        """Tile i's covariance with the sites in its window absorbed, its probes and the
+        scores of its core's candidates; it becomes the held tile."""
+        self._states.pop(i, None)
+        while len(self._states) >= self.hold:  # free the least recently used first
+            self._states.popitem(last=False)
+        clear_shared_lattice()
+        lc = LatticeCovariance(self.model, self.tiles[i])
+        st = _TileState(i, lc, self._cells(i))
+        for k, s in enumerate(self.sites):
+            if k == self._n_initial:  # mi's weights: before the picks, as on the whole lattice
+                st.rho0 = np.maximum(lc.variance()[st.cells.targ_cells], 0.0) + self.pb.noise
+            loc = self._local(i, s)
+            if loc is not None:
+                lc.add(loc)
+        if st.rho0 is None:
+            st.rho0 = np.maximum(lc.variance()[st.cells.targ_cells], 0.0) + self.pb.noise
+        # a site near the window's edge (in the halo) has a column there that the missing data
+        # beyond inflate, which can take more than the whole lattice's variance at cells next
+        # to it; those are other tiles' cells, whose own tiles report them: clipped at 0 here
+        var, cells = np.maximum(lc.variance(), 0.0), st.cells
+        self.h[cells.cand] = var[cells.cand_cells]
+        self.cT[cells.targ[cells.own]] = var[cells.targ_cells[cells.own]]
+        if self.probes and cells.cand.size:
+            rng = np.random.default_rng([self.seed, i])
+            z = rng.choice([-1.0, 1.0], (cells.targ.size, self.probes))
+            if self.strategy == "mi":  # W = diag(1/ρ) at the tile's targets
+                z /= np.sqrt(st.rho0)[:, None]
+            st.z, st.p = z, np.empty((cells.cand.size, self.probes))
+            for a in range(0, self.probes, 64):
+                b = min(a + 64, self.probes)
+                full = np.zeros((lc.n, b - a))
+                full[cells.targ_cells] = z[:, a:b]
+                st.p[:, a:b] = lc.apply(full)[cells.cand_cells]
+                del full
+        self._rescore(st)
+        self.fresh[i] = True
+        self._states[i] = st
+        self.rebuilds += 1
+        return st
+
+    def _rescore(self, st: _TileState) -> None:
+        cells, s2 = st.cells, self.pb.noise
+        d = self.h[cells.cand] + s2
+        if self.strategy == "variance":
+            self.scores[cells.cand] = d
+        else:
+            sq = np.mean(st.p**2, axis=1) if st.p is not None else np.zeros(cells.cand.size)
+            self.scores[cells.cand] = (0.5 if self.strategy == "mi" else 1.0) * sq / d
+
+    def _held(self, i: int) -> _TileState:
+        """Tile i up to date: held (and then the most recently used), or built."""
+        st = self._states.get(i)
+        if st is None or not self.fresh[i]:
+            return self._build(i)
+        self._states.move_to_end(i)
+        return st
+
+    def _absorb(self, st: _TileState, loc: int, v: np.ndarray | None = None) -> dict:
+        """Condition a held tile on a site (its tile cell ``loc``; ``v``: its column, if known)
+        and rescore its candidates; returns the column and d."""
+        cells = st.cells
+        step = st.lc.add(loc, v)
+        v, d = step["v"], step["d"]
+        vc = v[cells.cand_cells]
+        self.h[cells.cand] -= vc**2 / d
+        if st.p is not None:  # C_k = C_{k−1} − v vᵀ/d, applied to the probes
+            st.p -= np.outer(vc, (v[cells.targ_cells] @ st.z) / d)
+        self._rescore(st)
+        return step
+
+    # ------------------------------------------------------------------ Greedy's protocol
+    def score_all(self, active: np.ndarray, *pending: Any) -> np.ndarray:
+        return self.scores
+
+    def refine(self, rank: np.ndarray, costs: np.ndarray | None) -> tuple[int, float]:
+        """The pick: rebuild the best candidate's tile while it is stale (its scores are upper
+        bounds); then, with probes, the best of the :data:`REFINE_TOP` best-probed candidates
+        by their exact score over their tiles' targets (their tiles brought up to date)."""
+        rank = rank.copy()
+        while True:
+            best = int(np.argmax(rank))
+            i = int(self._owner[best])
+            if self.fresh[i]:
+                break
+            self._rerank(rank, self._held(i).cells.cand, costs)
+        if not self.probes:
+            self._held(i)
+            return best, float(self.scores[best])
+        order = np.argsort(-rank, kind="stable")[:REFINE_TOP]
+        order = order[np.isfinite(rank[order])]
+        winner = (-np.inf, -1, 0.0, None)  # (ranked, candidate, exact score, its column)
+        for t in np.unique(self._owner[order]):
+            st = self._held(int(t))
+            group = order[self._owner[order] == t]
+            local = np.array([self._local(int(t), c) for c in self.pb.ops.cells[group]])
+            full = st.lc.columns(local)  # (n_tile, K)
+            cols = full[st.cells.targ_cells]
+            d = self.h[group] + self.pb.noise
+            if self.strategy == "reduction":
+                exact = np.sum(cols**2, axis=0) / d
+            else:  # the probes' weights, 1/ρ at the tile's targets before the picks
+                exact = 0.5 * np.sum(cols**2 / st.rho0[:, None], axis=0) / d
+            ranked = exact / costs[group] if costs is not None else exact
+            j = int(np.argmax(ranked))
+            if ranked[j] > winner[0]:
+                winner = (ranked[j], int(group[j]), float(exact[j]), full[:, j].copy())
+        _, a, score, column = winner
+        self._refined = (a, column)
+        return a, score
+
+    def _rerank(self, rank: np.ndarray, cand: np.ndarray, costs: np.ndarray | None) -> None:
+        """``rank`` of a rebuilt tile's candidates from their new scores (inactive stay −inf)."""
+        live = np.isfinite(rank[cand])
+        new = self.scores[cand] / (costs[cand] if costs is not None else 1.0)
+        rank[cand] = np.where(live, new, -np.inf)
+
+    def add(self, a: int, active: np.ndarray) -> dict:
+        """Absorb candidate a in its tile and in the other held tiles whose window holds the
+        site; the tiles not held whose window holds it go stale."""
+        pb, i = self.pb, int(self._owner[a])
+        st, cell = self._held(i), int(pb.ops.cells[a])
+        known, self._refined = self._refined, None
+        step = self._absorb(st, self._local(i, cell),
+                            known[1] if known is not None and known[0] == a else None)
+        v, d, cells = step["v"], step["d"], st.cells
+        u = np.zeros(pb.tops.n)
+        u[cells.targ] = v[cells.targ_cells]
+        info = {"var_latent": d - pb.noise, "cT_before": self.cT.copy(), "u": u, "d": d}
+        self.cT -= u**2 / d
+        self.sites.append(cell)
+        for j in range(len(self.tiles)):
+            loc = self._local(j, cell) if j != i else None
+            if loc is None:
+                continue
+            if j in self._states and self.fresh[j]:  # one solve keeps it up to date
+                self._absorb(self._states[j], loc)
+            else:
+                self.fresh[j] = False
+        return info
+
+
+def model_tiles(model: Any) -> list[PosteriorTile]:
+    """The posterior tiles of a fitted lattice model (its raster: the lattice less the margin)."""
+    m = int(model.margin)
+    return model._posterior_tiles((model.shape_[0] - 2 * m, model.shape_[1] - 2 * m))
+
+
+def add_tiled_observations(model: Any, X: Any, y: Any = None) -> Any:
+    """:func:`~geogp.placement.lattice.add_lattice_observations` for a posterior computed on
+    tiles: each tile whose window holds a new observation is conditioned on the observations
+    in its window (those added before first, covariance only: the moments hold them), and
+    its core's mean, variance and neighbour covariances are replaced; a tile whose window
+    holds none keeps its moments (the new sites lie beyond its halo). Cost: per such tile one
+    factorisation, k + p solves and one solve per site in its window."""
+    cells, ys = observation_cells(model, X, y)
+    absorbed = getattr(model, "_absorbed", None)
+    before = [] if absorbed is None else list(absorbed["sites"])
+    ny, nx = model.shape_
+    mean, var = np.array(model._mean, dtype=np.float64), np.array(model._var, dtype=np.float64)
+    cov = np.array(model._cov, dtype=np.float64).reshape(4, ny, nx)
+    m = int(model.margin)
+    for tile in model_tiles(model):
+        (r0, c0), (cr, cc) = tile.offset, tile.core
+        h, w = (int(sl.stop - sl.start) + 2 * m for sl in tile.window)
+
+        def local(cell, r0=r0, c0=c0, h=h, w=w):  # the tile lattice's cell, or None
+            r, c = divmod(int(cell), nx)
+            return (r - r0) * w + c - c0 if r0 <= r < r0 + h and c0 <= c < c0 + w else None
+
+        new = [(j, local(cell)) for j, cell in enumerate(cells) if local(cell) is not None]
+        if not new:
+            continue
+        lc = LatticeCovariance(model, tile)
+        for s in before:  # covariance only: the moments hold them already
+            if local(s) is not None:
+                lc.add(local(s))
+        window = (slice(r0, r0 + h), slice(c0, c0 + w))
+        t_mean = mean.reshape(ny, nx)[window].copy().ravel()
+        t_cov = cov[(slice(None), *window)].copy()
+        for j, loc in new:
+            step = lc.add(loc)
+            condition_moments(t_mean, t_cov, step["v"], step["d"], loc,
+                              None if ys is None else ys[j])
+        core = (slice(cr.start - r0, cr.stop - r0), slice(cc.start - c0, cc.stop - c0))
+        mean.reshape(ny, nx)[cr, cc] = t_mean.reshape(h, w)[core]
+        var.reshape(ny, nx)[cr, cc] = np.maximum(lc.variance().reshape(h, w)[core], 0.0)
+        cov[:, cr, cc] = t_cov[(slice(None), *core)]
+    clear_shared_lattice()
+    out = copy.copy(model)
+    out._mean, out._var, out._cov = mean, var, cov.reshape(4, ny * nx)
+    out._absorbed = {"var0": model._var if absorbed is None else absorbed["var0"],
+                     "sites": before + [int(c) for c in cells]}
+    return out

@@ -23,6 +23,7 @@ __all__ = [
     "NodataWarning",
     "ApproximationWarning",
     "ExtrapolationWarning",
+    "AntimeridianWarning",
 ]
 
 
@@ -112,3 +113,9 @@ class GeographicCoordinatesWarning(UserWarning):
 class ExtrapolationWarning(UserWarning):
     """Prediction locations lie far outside the data (farther than the data's own extent):
     there the mean is the extrapolated trend, and its uncertainty dominates ``std``."""
+
+
+class AntimeridianWarning(UserWarning):
+    """Geographic points cross the antimeridian (179.5 ... -179.5) and ``geogp fit --resolution``
+    shifted their longitudes to 0..360, so that the grid spans their real extent rather than
+    360°; the warning gives both spans and the grid's longitude range."""

@@ -24,6 +24,7 @@ __all__ = [
     "ApproximationWarning",
     "ExtrapolationWarning",
     "AntimeridianWarning",
+    "ConvergenceWarning",
 ]
 
 
@@ -119,3 +120,9 @@ class AntimeridianWarning(UserWarning):
     """Geographic points cross the antimeridian (179.5 ... -179.5) and ``geogp fit --resolution``
     shifted their longitudes to 0..360, so that the grid spans their real extent rather than
     360°; the warning gives both spans and the grid's longitude range."""
+
+
+class ConvergenceWarning(UserWarning):
+    """An iterative solver stopped at its iteration limit without the requested tolerance (the
+    conjugate gradients of the matrix-free posterior): the result is approximate; the warning
+    names the limit, the tolerance and the setting that helps."""

@@ -25,6 +25,7 @@ __all__ = [
     "ExtrapolationWarning",
     "AntimeridianWarning",
     "ConvergenceWarning",
+    "PlacementWarning",
 ]
 
 
@@ -126,3 +127,9 @@ class ConvergenceWarning(UserWarning):
     """An iterative solver stopped at its iteration limit without the requested tolerance (the
     conjugate gradients of the matrix-free posterior): the result is approximate; the warning
     names the limit, the tolerance and the setting that helps."""
+
+
+class PlacementWarning(UserWarning):
+    """Fewer sites than requested could be placed (site placement): the budget was exhausted, or
+    no candidate was left (all placed or within ``min_distance`` of a placed site); the warning
+    says how many sites were placed and why it stopped."""

@@ -22,6 +22,7 @@ __all__ = [
     "MissingCRSWarning",
     "NodataWarning",
     "ApproximationWarning",
+    "GeographicCoordinatesWarning",
     "ExtrapolationWarning",
     "AntimeridianWarning",
     "ConvergenceWarning",

@@ -22,7 +22,11 @@ __all__ = [
     "MissingCRSWarning",
     "NodataWarning",
     "ApproximationWarning",
+    "GeographicCoordinatesWarning",
     "ExtrapolationWarning",
+    "AntimeridianWarning",
+    "ConvergenceWarning",
+    "PlacementWarning",
 ]
 
 
@@ -112,3 +116,21 @@ class GeographicCoordinatesWarning(UserWarning):
 class ExtrapolationWarning(UserWarning):
     """Prediction locations lie far outside the data (farther than the data's own extent):
     there the mean is the extrapolated trend, and its uncertainty dominates ``std``."""
+
+
+class AntimeridianWarning(UserWarning):
+    """Geographic points cross the antimeridian (179.5 ... -179.5) and ``geogp fit --resolution``
+    shifted their longitudes to 0..360, so that the grid spans their real extent rather than
+    360°; the warning gives both spans and the grid's longitude range."""
+
+
+class ConvergenceWarning(UserWarning):
+    """An iterative solver stopped at its iteration limit without the requested tolerance (the
+    conjugate gradients of the matrix-free posterior): the result is approximate; the warning
+    names the limit, the tolerance and the setting that helps."""
+
+
+class PlacementWarning(UserWarning):
+    """Fewer sites than requested could be placed (site placement): the budget was exhausted, or
+    no candidate was left (all placed or within ``min_distance`` of a placed site); the warning
+    says how many sites were placed and why it stopped."""

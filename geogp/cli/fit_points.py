@@ -12,7 +12,7 @@ import pandas as pd
 import xarray as xr
 
 from geogp.adapters import as_crs
-from geogp.exceptions import InputError
+from geogp.exceptions import AntimeridianWarning, InputError
 from geogp.io import open_raster
 from geogp.memory import check_prediction
 from geogp.points import non_numeric_positions
@@ -152,5 +152,6 @@ def _unwrap_antimeridian(args, table, xs, ok):
     table[args.x] = xs
     warnings.warn(f"the points cross the antimeridian: their longitudes span {wrapped:.6g}° "
                   f"that way, not {span:.6g}°; they were shifted to 0..360 and the grid runs "
-                  f"from {xs[ok].min():.6g} to {xs[ok].max():.6g}°E.", UserWarning, stacklevel=2)
+                  f"from {xs[ok].min():.6g} to {xs[ok].max():.6g}°E.", AntimeridianWarning,
+                  stacklevel=2)
     return xs

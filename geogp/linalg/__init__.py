@@ -9,6 +9,8 @@ Three backends share one contract, ``logdet_and_solve(pattern, values, rhs)``:
 - :mod:`geogp.linalg.lapack`: dense LAPACK on the host behind the same VJP, for patterns
   that are nearly full (the wavelet model's coarse levels).
 
+The custom VJP of the two host backends is :mod:`geogp.linalg.host_vjp`.
+
 The models hold a :class:`~geogp.linalg.solvers.Solver` (``Solver("cholmod")``, ...) that names
 its backend and says whether it can factorise several systems in one host call.
 ``geogp.linalg.logdet_and_solve`` is the CHOLMOD one when available, else the dense one.

@@ -11,7 +11,9 @@ factorisation on the host through ``jax.pure_callback``. The reverse rule (docs/
 per stored entry ``(i, j)``: ``δ̄ Z_ii − Σ_k b̄_ik γ_ik`` on the diagonal and
 ``2 δ̄ Z_ij − Σ_k (b̄_ik γ_jk + b̄_jk γ_ik)`` below it, with ``Z = B⁻¹`` on the pattern from the
 supernodal Takahashi recursion of :mod:`geogp.linalg.selinv` (docs/sparse_vjp.md, selected
-inversion). No dense inverse is formed anywhere; memory is ``O(nnz(L))``.
+inversion). No dense inverse is formed anywhere; memory is ``O(nnz(L))``. The JAX operation and
+this per-entry rule are :mod:`geogp.linalg.host_vjp`'s (shared with :mod:`geogp.linalg.lapack`);
+this module holds the host side, :class:`CholmodFactorization`.
 
 Factorisation cache: the backward pass needs the factor of the same values as the forward
 pass. The factor of the last values seen is kept, keyed by an exact copy of those values, so a
@@ -55,6 +57,7 @@ import numpy as np
 from geogp.exceptions import InputError, NotPositiveDefiniteError
 from geogp.linalg._checks import check_inputs
 from geogp.linalg._sksparse import CholmodBackend, make_backend
+from geogp.linalg.host_vjp import build_op, values_cotangent
 from geogp.linalg.pattern import SparsePattern
 from geogp.linalg.selinv import gather_on_pattern, reset_blas_limiter, single_blas_thread, takahashi
 
@@ -318,75 +321,6 @@ class CholmodFactorization:
                 f"or inf (last callback error: {self.last_error})."
             )
         return logdet, solution
-
-
-def values_cotangent(
-    pattern: SparsePattern,
-    g_logdet: float,
-    zpattern: np.ndarray | None,
-    g_rhs: np.ndarray,
-    solution: np.ndarray,
-) -> np.ndarray:
-    """Per-entry cotangent of ``values`` (docs/sparse_vjp.md (adjoint), convention (a)).
-
-    ``(i, j)``, ``i > j``: ``2 δ̄ Z_ij − Σ_k (b̄_ik γ_jk + b̄_jk γ_ik)``; diagonal: half of it.
-
-    Args:
-        pattern: The pattern.
-        g_logdet: ``δ̄``.
-        zpattern: ``B⁻¹`` on the pattern, shape ``(nnz,)``; None when ``δ̄ = 0``.
-        g_rhs: ``b̄``, shape ``(n,)`` or ``(n, k)``.
-        solution: ``γ``, same shape.
-
-    Returns:
-        float64, shape ``(nnz,)``.
-
-    Cost: ``O(nnz · k)``.
-    """
-    r, c = pattern.rows, pattern.cols
-    b2 = g_rhs.reshape(pattern.n, -1)
-    s2 = solution.reshape(pattern.n, -1)
-    out = -(np.einsum("ek,ek->e", b2[r], s2[c]) + np.einsum("ek,ek->e", b2[c], s2[r]))
-    if zpattern is not None:
-        out += 2.0 * g_logdet * zpattern
-    out[pattern.diag_index] *= 0.5
-    return out
-
-
-def build_op(state: CholmodFactorization) -> Any:
-    f64 = jnp.float64
-
-    def forward(values: jax.Array, rhs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        shapes = (jax.ShapeDtypeStruct((), f64), jax.ShapeDtypeStruct(rhs.shape, f64))
-        return jax.pure_callback(state.host_forward, shapes, values, rhs, vmap_method="sequential")
-
-    @jax.custom_vjp
-    def op(values: jax.Array, rhs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        return forward(values, rhs)
-
-    def op_fwd(values: jax.Array, rhs: jax.Array) -> Any:
-        logdet, solution = forward(values, rhs)
-        return (logdet, solution), (values, solution)
-
-    def op_bwd(residuals: Any, cotangents: Any) -> tuple[jax.Array, jax.Array]:
-        values, solution = residuals
-        g_logdet, g_solution = cotangents
-        shapes = (
-            jax.ShapeDtypeStruct(values.shape, f64),
-            jax.ShapeDtypeStruct(solution.shape, f64),
-        )
-        return jax.pure_callback(
-            state.host_backward,
-            shapes,
-            values,
-            solution,
-            jnp.asarray(g_logdet, f64),
-            jnp.asarray(g_solution, f64),
-            vmap_method="sequential",
-        )
-
-    op.defvjp(op_fwd, op_bwd)
-    return op
 
 
 def _concrete(values: Any, name: str) -> np.ndarray:

@@ -12,7 +12,7 @@ LAPACK on the host:
   ``dpotrs`` for B⁻¹b;
 - backward: b̄ = B⁻¹γ̄ by ``dpotrs`` and, when δ̄ ≠ 0, Z = B⁻¹ by ``dpotri`` (about one more
   factorisation), read on the pattern; the per-entry cotangent is
-  :func:`geogp.linalg.cholmod.values_cotangent`.
+  :func:`geogp.linalg.host_vjp.values_cotangent`.
 
 A ``value_and_grad`` thus costs about n³ flops (``dpotrf`` n³/3 + ``dpotri`` 2n³/3), and memory
 two n × n arrays. The factor of the last values is cached (keyed by an exact copy), as in the
@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy.linalg import lapack
 
-from geogp.linalg.cholmod import CholmodFactorization, build_op
+from geogp.linalg.cholmod import CholmodFactorization
+from geogp.linalg.host_vjp import build_op
 from geogp.linalg.pattern import SparsePattern
 
 if TYPE_CHECKING:  # annotations only

@@ -44,6 +44,7 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 
+from geogp.exceptions import ConvergenceWarning
 from geogp.features import trig
 from geogp.features.gram_operator import subset
 from geogp.linalg.krylov import cg, lanczos_quadrature, lanczos_tridiagonal
@@ -295,7 +296,7 @@ def iterative_posterior(log_lam: jax.Array, noise: ArrayLike, kvar0: ArrayLike,
         warnings.warn(f"conjugate gradients reached {options.maxiter} iterations without the "
                       f"requested tolerance {options.tol:g}; the posterior is approximate. A "
                       "larger dense_block (preconditioner) or fewer features will help.",
-                      stacklevel=3)
+                      ConvergenceWarning, stacklevel=3)
     low = None if op.low is None else np.asarray(op.low)
     return IterativePosterior(weights, np.asarray(q) - lam, low,
                               None if quad_low is None else np.asarray(quad_low),

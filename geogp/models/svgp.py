@@ -8,13 +8,13 @@ Whitened: v = Λ^{-1/2}u ~ N(0, I), q(v) = N(m, S), S = LLᵀ, so with ψ(x) = �
 
 (the true k(0) in the variance, as in the AFS collapsed bound, so that with a Gaussian likelihood
 the optimum over q is exactly the collapsed bound of :mod:`geogp.models.collapsed`). Minibatches
-scale the data term by N/B (unbiased). Everything below the estimator is a pure function of
-pytrees; :class:`SVGPRegressor` is a thin shell (optax Adam on minibatches, or full-batch L-BFGS).
+scale the data term by N/B (unbiased). The objective is pure functions of pytrees
+(:mod:`geogp.models.svgp_elbo`); :class:`SVGPRegressor` is a thin shell around it (optax Adam on
+minibatches, or full-batch L-BFGS).
 """
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -32,6 +32,14 @@ from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures, window
 from geogp.kernels import make_kernel
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
 from geogp.models.likelihoods import Likelihood, gauss_hermite, make_likelihood
+from geogp.models.svgp_elbo import (
+    L_raw_from,
+    elbo,
+    kl_whitened,
+    log_lambda,
+    negative_elbo_loss,
+    q_chol,
+)
 from geogp.models.svgp_newton import LOG_CONCAVE, optimal_q
 from geogp.optimize import constrain, minimize_lbfgs, unconstrain
 
@@ -40,76 +48,9 @@ if TYPE_CHECKING:  # annotations only
 
     from geogp.kernels import Kernel
 
-__all__ = ["SVGPRegressor", "SVGPPrediction", "elbo", "kl_whitened", "marginals", "q_chol",
-           "gaussian_optimal_q", "log_lambda"]
+__all__ = ["SVGPRegressor", "SVGPPrediction"]
 
 FREE = ("q", "mean")  # unconstrained top-level keys; the rest (kernel, lik) are positive
-
-
-# ---------------------------------------------------------------------- pure functions
-def q_chol(L_raw: ArrayLike) -> jax.Array:
-    """Lower-triangular L of S = LLᵀ from its raw form (strict lower part, log of the diagonal)."""
-    return jnp.tril(L_raw, -1) + jnp.diag(jnp.exp(jnp.diagonal(L_raw)))
-
-
-def log_lambda(kernel: Kernel, freqs: ArrayLike, log_norm: ArrayLike) -> jax.Array:
-    """log λ_m = log S(|z_m|) − log ∏T_d (kernels with a spectral density)."""
-    return kernel.log_spectral_density(freqs) - log_norm
-
-
-def kl_whitened(m: ArrayLike, L: ArrayLike) -> jax.Array:
-    """KL(N(m, LLᵀ) ‖ N(0, I)) = ½ (tr S + mᵀm − M − log|S|)."""
-    return 0.5 * (jnp.sum(L**2) + m @ m - m.shape[0]
-                  - 2.0 * jnp.sum(jnp.log(jnp.abs(jnp.diagonal(L)))))
-
-
-def marginals(Psi: ArrayLike, m: ArrayLike, L: ArrayLike, kvar0: ArrayLike,
-              b: ArrayLike = 0.0) -> tuple[jax.Array, jax.Array]:
-    """Mean and variance of q(f) at the rows of Ψ = Φᵀ diag λ^{1/2} (B, M)."""
-    mu = Psi @ m + b
-    var = kvar0 - jnp.sum(Psi**2, axis=1) + jnp.sum((Psi @ L) ** 2, axis=1)
-    return mu, var
-
-
-def elbo(params: dict, Phi: ArrayLike, y: ArrayLike, offset: ArrayLike, n_total: int,
-         freqs: ArrayLike, log_norm: ArrayLike, lik: Likelihood) -> jax.Array:
-    """The ELBO with the data term of the batch (Φᵀ (B, M), y, offset) scaled by N/B."""
-    kern = params["kernel"]
-    Psi = Phi * jnp.exp(0.5 * log_lambda(kern, freqs, log_norm))
-    L = q_chol(params["q"]["L"])
-    mu, var = marginals(Psi, params["q"]["m"], L, kern.variance_at_zero,
-                        params.get("mean", 0.0))
-    ell = lik.expected_log_lik(y, mu, var, params.get("lik", {}), offset)
-    return n_total / y.shape[0] * jnp.sum(ell) - kl_whitened(params["q"]["m"], L)
-
-
-def gaussian_optimal_q(Psi: ArrayLike, y: ArrayLike, noise: float,
-                       b: ArrayLike = 0.0) -> tuple[np.ndarray, np.ndarray]:
-    """The optimal q(v) for a Gaussian likelihood (docs/bound.md, eq. 2.30, whitened):
-    S = A⁻¹, m = σ⁻² A⁻¹Ψᵀ(y − b), A = I + σ⁻²ΨᵀΨ. Returns (m, L) with S = LLᵀ."""
-    Psi = np.asarray(Psi)
-    A = np.eye(Psi.shape[1]) + Psi.T @ Psi / noise
-    C = np.linalg.cholesky(A)
-    m = np.linalg.solve(A, Psi.T @ (np.asarray(y) - b)) / noise
-    Cinv = np.linalg.solve(C, np.eye(C.shape[0]))  # A⁻¹ = C⁻ᵀC⁻¹ = (C⁻ᵀ)(C⁻ᵀ)ᵀ
-    _Q, R = np.linalg.qr(Cinv)  # C⁻ᵀ = Rᵀ Qᵀ: L = Rᵀ with a positive diagonal
-    L = (R * np.sign(np.diag(R))[:, None]).T
-    return m, L
-
-
-def L_raw_from(L: ArrayLike) -> np.ndarray:
-    """Inverse of :func:`q_chol` (L with a positive diagonal)."""
-    L = np.array(L)
-    L[np.diag_indices_from(L)] = np.log(np.diag(L))
-    return np.tril(L)
-
-
-@functools.lru_cache(maxsize=32)
-def _loss(lik):
-    """−ELBO/N on precomputed features (a module-level function per likelihood: jit cache)."""
-    def loss(params, Phi, y, offset, n_total, freqs, log_norm):
-        return -elbo(params, Phi, y, offset, n_total, freqs, log_norm, lik) / n_total
-    return loss
 
 
 class SVGPPrediction(Prediction):
@@ -289,7 +230,7 @@ class SVGPRegressor:
             _phase(self.progress, f"training (L-BFGS on all {N} points, at most "
                    f"{int(self.maxiter)} iterations)", None, "iter")
             args = (jnp.asarray(ff(Xs)), jnp.asarray(ys), jnp.asarray(offset), float(N), *consts)
-            params, rep = minimize_lbfgs(_loss(self.likelihood_), params, args=args,
+            params, rep = minimize_lbfgs(negative_elbo_loss(self.likelihood_), params, args=args,
                                          unconstrained=FREE, fixed=fixed, maxiter=self.maxiter,
                                          gtol=1e-9, ftol=1e-14, progress=self.progress)
             self.history_ = [h * N for h in rep.history]

@@ -5,13 +5,15 @@ with a regular transform, antimeridian points make no 360°-wide grid, a too coa
 from __future__ import annotations
 
 import os
+import warnings
+from argparse import Namespace
 
 import numpy as np
 import pytest
 import xarray as xr
 
 from geogp.cli import main
-from geogp.exceptions import InputError, IrregularGridError
+from geogp.exceptions import AntimeridianWarning, InputError, IrregularGridError
 from geogp.io import open_raster, write_geotiff, write_netcdf
 
 from _cli_helpers import error_line
@@ -81,6 +83,22 @@ def test_issue32_antimeridian_points_make_no_360_degree_grid(tmp_path, capsys):
     assert band.x.min() > 178.9 and band.x.max() < 181.1
     lat = table.lat.to_numpy()
     assert band.shape[1:] == (int(np.ptp(lat) / 0.1) + 1, int(np.ptp(lon) / 0.1) + 1)
+
+
+def test_issue32_antimeridian_shift_warns_with_its_own_category():
+    """The shift to 0..360 (the --resolution grid of a point table) warns with
+    AntimeridianWarning exactly, not a bare UserWarning, so it can be filtered by category."""
+    from geogp.cli.fit_points import points_grid
+
+    table, _lon = _dateline_table()
+    args = Namespace(crs="EPSG:4326", like=None, resolution=0.1, x="lon", y="lat",
+                     value="value", quantiles=None)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        grid = points_grid(args, table)
+    assert [w.category for w in rec] == [AntimeridianWarning]
+    assert "cross the antimeridian" in str(rec[0].message)
+    assert grid.x.min() > 178.9 and grid.x.max() < 181.1
 
 
 def test_issue32_antimeridian_points_follow_the_grid_or_are_refused():

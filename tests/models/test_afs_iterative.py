@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import geogp
-from geogp.exceptions import InputError, MemoryEstimateError
+from geogp.exceptions import ConvergenceWarning, InputError, MemoryEstimateError
 from geogp.features import trig
 from geogp.features.fourier import FourierFeatures
 from geogp.features.fourier_statistics import SufficientStats, dense_stats
@@ -213,6 +215,22 @@ def test_iterative_model_saves_and_loads_bit_for_bit_and_refuses_placement(rng, 
 
 def test_posterior_warns_when_cg_hits_its_cap(rng):
     ff, _X, _y, _st, sti, k = _problem(rng, 0)
-    with pytest.warns(UserWarning, match="conjugate gradients reached 2 iterations"):
+    with pytest.warns(ConvergenceWarning, match="conjugate gradients reached 2 iterations"):
         iterative_posterior(np.asarray(ff.log_lambda(k)), 1e-4, 1.2, sti, None,
                             options=IterativeOptions(tol=1e-14, maxiter=2))
+
+
+def test_cg_cap_warning_has_its_own_category(rng):
+    """The CG-cap warning is a ConvergenceWarning exactly (not a bare UserWarning), so users can
+    silence it by category while other UserWarnings stay errors."""
+    ff, _X, _y, _st, sti, k = _problem(rng, 0)
+    args = (np.asarray(ff.log_lambda(k)), 1e-4, 1.2, sti, None)
+    options = IterativeOptions(tol=1e-14, maxiter=2)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        iterative_posterior(*args, options=options)
+    assert [w.category for w in rec] == [ConvergenceWarning]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        iterative_posterior(*args, options=options)

@@ -1,4 +1,5 @@
-"""SVGP on AFS features with non-Gaussian likelihoods (geogp/models/svgp.py, docs/svgp.md).
+"""SVGP on AFS features with non-Gaussian likelihoods (geogp/models/svgp.py, svgp_elbo.py,
+docs/svgp.md).
 
 References are independent of the code under test: the collapsed bound and posterior of
 geogp.models.collapsed (Gaussian), a numpy/scipy Gaussian VI of the same weight-space model with
@@ -20,7 +21,8 @@ from geogp.features.fourier_statistics import dense_stats
 from geogp.kernels import Matern32
 from geogp.models.collapsed import collapsed_bound, posterior
 from geogp.models.likelihoods import Bernoulli, Gaussian, Poisson, StudentT
-from geogp.models.svgp import L_raw_from, SVGPRegressor, elbo, gaussian_optimal_q
+from geogp.models.svgp import SVGPRegressor
+from geogp.models.svgp_elbo import L_raw_from, elbo, gaussian_optimal_q
 
 from _reference.svgp_vi import laplace_weights as _laplace
 from _reference.svgp_vi import ref_vi as _ref_vi

@@ -3,87 +3,50 @@
 Data flow (docs/bound.md, docs/afs.md): inputs → standardise → window and :class:`FourierFeatures` →
 :class:`SufficientStats` (once) → ``collapsed_bound(θ, stats)`` → L-BFGS → :class:`Posterior`
 → predictions at points (NUFFT) or on grids (separable transforms), never an (N* × M) matrix.
+
+This module holds the estimator: its settings, the data preparation (``fit``, ``fit_grid``) and
+the results; the fit procedure after the data are standardised (adaptive window, pilot fit of a
+kernel sum, refits) is its base class :class:`~geogp.models.afs.fitting.AdaptiveWindowFit`.
 """
 
 from __future__ import annotations
 
-import time
 import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-import jax.numpy as jnp
 import numpy as np
 
-from geogp._progress import advance, announce_fit, start_phase
-from geogp._validation import (
-    as_points,
-    as_targets,
-    check_positive,
-    check_same_length,
-    warn_if_lonlat,
-)
+from geogp._validation import as_points, as_targets, check_same_length, warn_if_lonlat
 from geogp.exceptions import InputError
 from geogp.features.afs_dft import log_lambda as _log_lambda
 from geogp.features.data import Grid, Points
-from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures, window
+from geogp.features.fourier import DEFAULT_WIDTH_FACTOR
 from geogp.features.fourier_statistics import (
     DEFAULT_CHUNK_BYTES,
     grid_noise_projection,
     points_noise_projection,
-    residual_stats,
 )
-from geogp.kernels import make_kernel
 from geogp.models.afs import predict as afs_predict
 from geogp.models.afs import sampling as afs_sampling
-from geogp.models.afs.diagnostics import (
-    ALIAS_TOL,
-    REFIT_FACTOR,
-    REFIT_GROWTH,
-    alias_error,
-    balanced_width,
-    diagnostics,
-    refit_reason,
-    truncation,
-    warn_if_poor,
-)
+from geogp.models.afs.diagnostics import ALIAS_TOL
+from geogp.models.afs.fitting import AdaptiveWindowFit
 from geogp.models.afs.grid import grid_standardizer
-from geogp.models.afs.objectives import loss_and_args, merge_reports, warm_start
-from geogp.models.afs.policy import check_budget, choose_solver, dense_block_size
+from geogp.models.afs.policy import dense_block_size
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
-from geogp.models.collapsed import collapsed_bound, posterior, trace_term
-from geogp.models.collapsed_iterative import (
-    IterativeOptions,
-    iterative_bound,
-    iterative_posterior,
-    rademacher_probes,
-)
-from geogp.optimize import FitReport, minimize_lbfgs
-from geogp.trend import monomial_powers, ols
+from geogp.models.collapsed import collapsed_bound, trace_term
+from geogp.models.collapsed_iterative import iterative_bound
+from geogp.trend import monomial_powers
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
 
     from geogp.kernels import Kernel
 
-__all__ = ["AFSRegressor", "auto_features"]
-
-MAX_REFITS = 3  # at most this many refits on a wider window (alias_tol)
-SUM_SPREAD = 9.0  # a sum's parts start at the pilot lengthscale ×/÷ 3 (two parts)
+__all__ = ["AFSRegressor"]
 
 
-def auto_features(n_obs: int) -> int:
-    """The ``n_features="auto"`` rule: M = N_obs // 8, clipped to [2,000, 10,000].
-
-    More features resolve shorter scales; on the satellite cross-validation
-    (``benchmarks/heaton_cv.py``) M = 10,000 (matrix-free) beat M = 2,000 on random and block
-    folds at under a minute (figures in benchmarks/README.md). Small data keep M = 2,000 and
-    the exact dense solver.
-    """
-    return int(np.clip(int(n_obs) // 8, 2000, 10000))
-
-
-class AFSRegressor:
+class AFSRegressor(AdaptiveWindowFit):
     """Precomputable approximate-Fourier-series variational GP (docs/bound.md, docs/afs.md).
 
     Args:
@@ -204,23 +167,6 @@ class AFSRegressor:
         self.seed = seed
         self.progress = progress
 
-    # ------------------------------------------------------------------ set-up
-    def _features(self, center, width, choose: bool = True) -> FourierFeatures:
-        if self.n_freq is not None:
-            ff = FourierFeatures.build(center, width, self.n_freq, self.lattice,
-                                       max_bytes=np.inf)
-        else:
-            M = auto_features(self._n_obs) if self.n_features == "auto" else int(self.n_features)
-            check_budget(M, len(np.atleast_1d(width)), self.max_bytes)
-            ff = FourierFeatures.for_budget(center, width, M, self.lattice,
-                                            max_bytes=np.inf)
-        if choose:
-            self.solver_ = choose_solver(ff, self)
-        return ff
-
-    def _window(self, lo, hi):
-        return window(lo, hi, self.window_factor, self.margin)
-
     # ------------------------------------------------------------------ fitting
     def fit(self, X: ArrayLike, y: ArrayLike) -> AFSRegressor:
         """Fit on scattered points X (N, D), y (N,). Returns self."""
@@ -307,157 +253,6 @@ class AFSRegressor:
                 f"only {n} observation(s) for {n_params} hyperparameters; a GP fit needs more "
                 "observed points than parameters."
             )
-
-    def _init_params(self, d):
-        check_positive(self.noise, "noise")
-        kern = make_kernel(self.kernel, d, self.lengthscale, self.variance)
-        return {"kernel": kern, "noise": jnp.asarray(float(self.noise))}
-
-    def _iterative_options(self) -> IterativeOptions:
-        return IterativeOptions(tol=float(self.cg_tol))
-
-    def _probes(self):
-        return rademacher_probes(self.features_.n_features, int(self.n_probes), int(self.seed))
-
-    def _optimise(self, params, first: bool):
-        """θ by L-BFGS on the bound of the current statistics; returns (params, FitReport)."""
-        stats = self.stats_
-        n = float(stats.n)
-        probes = self._probes() if stats.matrix_free else None
-        loss, args = loss_and_args(self.features_, stats, params["kernel"],
-                                   self._iterative_options(), probes)
-        if not self.optimize:
-            return params, FitReport(float(loss(params, *args)) * n, 0, 1, True,
-                                     "not optimised", 0.0)
-        if first and stats.matrix_free and int(self.warm_start) > 0:
-            params, self.warm_report_ = warm_start(params, stats, self.features_,
-                                                   int(self.warm_start), self.maxiter)
-        params, report = minimize_lbfgs(loss, params, args=args, unconstrained=("mean",),
-                                        maxiter=self.maxiter, progress=self.progress)
-        report.objective *= n
-        report.history = [h * n for h in report.history]
-        return params, report
-
-    def _build(self, center, width, make_stats) -> None:
-        """Features on the window (center, width) and their statistics (one data pass)."""
-        self.features_ = self._features(center, width)
-        t0 = time.perf_counter()
-        self.stats_ = make_stats(self.features_)
-        self.stats_time_s_ += time.perf_counter() - t0
-
-    def _pilot(self, params):
-        """Data-driven start of a kernel sum named by a string: the sum's first part fitted
-        alone on the current statistics, then every part at its lengthscale spread by
-        ``SUM_SPREAD`` (ℓ/3 and 3ℓ for two parts) with its variance split evenly. Returns
-        (params, report or None); None when the kernel is not such a sum or θ is not learnt.
-        """
-        if not (self.optimize and isinstance(self.kernel, str) and "+" in self.kernel):
-            return params, None
-        d = self.features_.n_dims
-        first = self.kernel.split("+")[0]
-        single = dict(params, kernel=make_kernel(first, d, self.lengthscale, self.variance))
-        low = None
-        if self.stats_.matrix_free and int(self.warm_start) > 0:  # dense low block: cheap
-            single, low = warm_start(single, self.stats_, self.features_,
-                                     int(self.warm_start), self.maxiter)
-        report = None  # a bound over the lowest frequencies only: not part of the history
-        if low is None:
-            announce_fit(self.progress, f"pilot fit of {first} alone")
-            single, report = self._optimise(single, first=False)
-            announce_fit(self.progress, f"fitting {self.kernel}",
-                         f"the pilot fit of {first} alone gave the sum's start; fitting the sum")
-        k = single["kernel"]
-        kern = make_kernel(self.kernel, d, np.asarray(k.lengthscale), float(k.variance),
-                           spread=SUM_SPREAD, centred=True)
-        return dict(single, kernel=kern), report
-
-    def _learn(self, lo, hi, make_stats, noise_projection=None,
-               fixed_width=None) -> AFSRegressor:
-        """Window, features, statistics (``make_stats(ff)``), θ by L-BFGS, then the posterior.
-
-        The window (:func:`~geogp.models.afs.diagnostics.balanced_width`) starts at
-        ``window_factor``/``margin`` for a single kernel, and at what the initial θ needs when
-        θ is not learnt or the kernel is a sum (whose long part could otherwise vanish, aliased,
-        before the window adapts; a sum named by a string first gets a data-driven start,
-        :meth:`_pilot`). While the learnt θ's alias error exceeds ``REFIT_FACTOR``·max(
-        ``alias_tol``, truncation), the statistics are recomputed on the window it needs and
-        θ refitted from where it stopped (at most ``MAX_REFITS`` times). ``fixed_width`` (the
-        Lemma 3.1 grid window) turns this off. ``noise_projection(S, rng)`` gives Φη for the
-        iterative posterior's samples (the only data access after the statistics).
-        """
-        tol = self._alias_tol()
-        center, base = self._window(lo, hi)
-        extent = hi - lo
-        adapt = fixed_width is None and tol is not None
-        width = base if fixed_width is None else np.asarray(fixed_width)
-        self.stats_time_s_ = 0.0
-        self._build(center, width, make_stats)
-        params = self._init_params(lo.size)
-        if self.powers_ is not None:
-            params["mean"] = jnp.asarray(ols(self.stats_))
-        params, pilot_report = self._pilot(params)
-
-        def window(kernel, growth=1.0):  # the window this kernel needs, from the current one
-            return balanced_width(width, extent, kernel, tol,
-                                  lambda w: self._features(center, w, choose=False), growth,
-                                  self.lattice)
-
-        if adapt and (not self.optimize or hasattr(params["kernel"], "parts")):
-            start = window(params["kernel"])
-            if np.any(start > width * (1 + 1e-9)):
-                width = start
-                self._build(center, width, make_stats)
-        widths, reports = [], [] if pilot_report is None else [pilot_report]
-        while True:
-            params, report = self._optimise(params, first=not widths)
-            widths.append(width)
-            reports.append(report)
-            if not (adapt and self.optimize) or len(widths) > MAX_REFITS:
-                break
-            kern = params["kernel"]
-            floor = max(tol, truncation(self.features_, kern))
-            if alias_error(kern, width, extent, self.lattice) <= REFIT_FACTOR * floor:
-                break
-            new = window(kern, REFIT_GROWTH)
-            if np.all(new <= width * (1 + 1e-9)):
-                break  # capped, or truncation-limited: the diagnostics say which
-            announce_fit(self.progress, f"refit {len(widths)} on a wider window",
-                         refit_reason(len(widths), MAX_REFITS, width, new, extent),
-                         "statistics + compile")
-            width = new
-            self._build(center, width, make_stats)
-        self.kernel_, self.noise_ = params["kernel"], float(params["noise"])
-        self.beta_ = np.asarray(params["mean"]) if "mean" in params else None
-        self.report_ = merge_reports(reports, len(widths) - 1)
-        self.window_widths_ = [np.asarray(w) for w in widths]
-        self.diagnostics_ = diagnostics(self.features_, self.kernel_, self.noise_, extent)
-        self.diagnostics_["window_refits"] = len(widths) - 1
-        warn_if_poor(self.diagnostics_, stacklevel=3)
-        ff = self.features_
-        start_phase(self.progress, "posterior", [f"{ff.n_features} features"])
-        if self.stats_.matrix_free:
-            self.posterior_ = iterative_posterior(
-                _log_lambda(ff, self.kernel_), self.noise_, self.kernel_.variance_at_zero,
-                self._residual_stats(), noise_projection, int(self.n_samples), int(self.seed),
-                IterativeOptions(tol=float(self.cg_tol) / 100))
-        else:
-            self.posterior_ = posterior(_log_lambda(ff, self.kernel_), self.noise_,
-                                        self.kernel_.variance_at_zero, self._residual_stats())
-        advance(self.progress)
-        return self
-
-    def _alias_tol(self):
-        tol = self.alias_tol
-        if tol is None:
-            return None
-        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < 1:
-            raise InputError(f"alias_tol must be None or a number in (0, 1); got {tol!r}.")
-        return float(tol)
-
-    def _residual_stats(self):
-        if self.beta_ is None:
-            return self.stats_
-        return residual_stats(self.stats_, jnp.asarray(self.beta_))
 
     # ------------------------------------------------------------------ results
     def bound(self) -> float:

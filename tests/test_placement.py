@@ -348,7 +348,7 @@ def test_fast_operators_give_the_same_picks(afs, strategy):
 
 
 # --------------------------------------------------------------------------- constraints
-@pytest.mark.filterwarnings("ignore:only .* sites could be placed")
+@pytest.mark.filterwarnings("ignore::geogp.exceptions.PlacementWarning")
 @pytest.mark.parametrize("strategy", ["variance", "mi", "krause"])
 def test_exclusion_and_min_distance(afs, strategy):
     cands = _cands()
@@ -369,8 +369,15 @@ def test_exclusion_and_min_distance(afs, strategy):
 
 
 def test_min_distance_can_stop_early(afs):
-    with pytest.warns(UserWarning, match="only"):
+    import warnings
+
+    from geogp.exceptions import PlacementWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         df = suggest_sites(afs, _cands(), 10, strategy="variance", min_distance=0.6)
+    assert [type(w.message) for w in caught] == [PlacementWarning]
+    assert f"only {len(df)} of 10 sites" in str(caught[0].message)
     assert 0 < len(df) < 10
     assert df.attrs["stopped"] == "no candidate left"
 

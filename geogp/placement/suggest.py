@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from geogp._validation import as_points
-from geogp.exceptions import InputError, MemoryEstimateError
+from geogp.exceptions import InputError, MemoryEstimateError, PlacementWarning
 from geogp.models.exact import ExactGP
 from geogp.placement.candidates import (
     as_candidates,
@@ -346,5 +346,6 @@ def suggest_sites(model: Any, candidates: Candidates | ArrayLike | pd.DataFrame,
                      "model": ("wavelet" if wavelet else "lattice" if lattice
                                else "exact" if exact else "afs")})
     if stopped != "n":
-        warnings.warn(f"only {len(picks)} of {n} sites could be placed ({stopped}).", stacklevel=2)
+        warnings.warn(f"only {len(picks)} of {n} sites could be placed ({stopped}).",
+                      PlacementWarning, stacklevel=2)
     return df

@@ -127,6 +127,7 @@ class LatticeCovariance:
                     raise InputError("the lattice posterior's precision is not positive "
                                      "definite; refit the model.")
                 return out
+        self._factor = None if sm["dense"] or tile is None else factor  # a tile's own factor
         self._solve, self._size = solve, pattern.n
         self._v = np.zeros((0, self.n))
         self._d = np.zeros(0)
@@ -136,6 +137,12 @@ class LatticeCovariance:
             self._var0 = absorbed["var0"]
             self._v, self._d = absorbed["v"].copy(), absorbed["d"].copy()
             self.sites = list(absorbed["sites"])
+
+    def release(self) -> None:
+        """Free a tile's sparse factor now (the whole lattice's belongs to the model; a later
+        solve factorises again)."""
+        if self._factor is not None:
+            self._factor.release()
 
     def _check_cell(self, cell) -> int:
         if isinstance(cell, bool) or not isinstance(cell, (int, np.integer)) or not (

@@ -36,7 +36,8 @@ import numpy as np
 from geogp._progress import advance, start_phase
 from geogp.exceptions import InputError
 from geogp.models.lattice.gmrf import clear_shared_lattice
-from geogp.models.lattice.memory import factor_bytes
+from geogp.models.lattice.memory import BYTES_PER_FACTOR_ENTRY, factor_bytes
+from geogp.models.lattice.workers import release_memory
 from geogp.placement.greedy import Greedy
 from geogp.placement.lattice import (
     REFINE_TOP,
@@ -71,25 +72,36 @@ class _TileState:
 
     def __init__(self, index: int, lc: LatticeCovariance, cells: _TileCells):
         self.index, self.lc, self.cells = index, lc, cells
-        self.z: np.ndarray | None = None  # probes over the window's targets (T_t, m), weighted
+        self.z: np.ndarray | None = None  # the probes' signs at the window's targets (T_t, m)
+        self.w: np.ndarray | None = None  # their weights W^½ at those targets (T_t,)
         self.p: np.ndarray | None = None  # C_k z at the core's candidates (N_t, m)
         self.rho0: np.ndarray | None = None  # ρ = C_ii + σ² at the targets before the picks
+
+
+def _times_signs(x: np.ndarray, signs: np.ndarray, rows: int = 1 << 16) -> np.ndarray:
+    """x @ signs for int8 ``signs`` (T, m), in blocks of rows (no float copy of the whole)."""
+    out = np.zeros(signs.shape[1])
+    for a in range(0, signs.shape[0], rows):
+        out += x[a:a + rows] @ signs[a:a + rows].astype(np.float64)
+    return out
 
 
 def tiled_memory_estimate(model: Any, tiles: list, n_candidates: int, n_targets: int,
                           n_sites: int, probes: int, hold: int = 1) -> float:
     """Bytes of the tiled placement beyond the fitted model (an upper bound): per candidate and
-    target :data:`TILED_LOCATION_BYTES`, two lattice-sized index rasters, and ``hold`` tiles
-    held at a time, each with its factor, F − S_F, the kept site columns and the probes."""
+    target :data:`TILED_LOCATION_BYTES`, two lattice-sized index rasters, the peak of building
+    a tile (its factorisation, F − S_F, the solves' blocks, the probes and the kept site
+    columns) and ``hold`` − 1 more tiles held (one copy of the factor and those arrays)."""
     m, k = int(model.margin), int(model._w_cov.shape[0])
     biggest = max((w[0].stop - w[0].start + 2 * m) * (w[1].stop - w[1].start + 2 * m)
                   for w, _, _ in tiles)
-    size = biggest * (2 if model._mid_factor() is not None else 1)
-    tile = (factor_bytes(size, int(model.alpha), size > biggest)
-            + 8.0 * biggest * (k + n_sites + 8) + 8.0 * size * 64 * 3
-            + 17.0 * biggest * probes)
+    factor = factor_bytes(biggest, int(model.alpha), model._mid_factor() is not None)
+    arrays = 8.0 * biggest * (k + n_sites + 8) + 9.0 * biggest * probes  # P float64, z int8
+    build = factor + arrays + 8.0 * biggest * 64 * 3
+    held = factor * 12.0 / BYTES_PER_FACTOR_ENTRY + arrays  # one copy of the factor
     lattice = model.shape_[0] * model.shape_[1]
-    return TILED_LOCATION_BYTES * (n_candidates + n_targets) + 16.0 * lattice + hold * tile
+    return (TILED_LOCATION_BYTES * (n_candidates + n_targets) + 16.0 * lattice + build
+            + (max(int(hold), 1) - 1) * held)
 
 
 class TiledLatticeGreedy(Greedy):
@@ -182,9 +194,13 @@ class TiledLatticeGreedy(Greedy):
     def _build(self, i: int) -> _TileState:
         """Tile i's covariance with the sites in its window absorbed, its probes and the
         scores of its core's candidates; it becomes the held tile."""
-        self._states.pop(i, None)
+        old = self._states.pop(i, None)
         while len(self._states) >= self.hold:  # free the least recently used first
-            self._states.popitem(last=False)
+            old = self._states.popitem(last=False)[1]
+        if old is not None:
+            old.lc.release()
+            del old
+            release_memory()  # glibc keeps freed heap: without, the resident memory grew
         clear_shared_lattice()
         lc = LatticeCovariance(self.model, self.tiles[i])
         st = _TileState(i, lc, self._cells(i))
@@ -204,14 +220,16 @@ class TiledLatticeGreedy(Greedy):
         self.cT[cells.targ[cells.own]] = var[cells.targ_cells[cells.own]]
         if self.probes and cells.cand.size:
             rng = np.random.default_rng([self.seed, i])
-            z = rng.choice([-1.0, 1.0], (cells.targ.size, self.probes))
-            if self.strategy == "mi":  # W = diag(1/ρ) at the tile's targets
-                z /= np.sqrt(st.rho0)[:, None]
-            st.z, st.p = z, np.empty((cells.cand.size, self.probes))
+            # the probes W^½ z: random signs (kept as int8) times W^½ at the tile's targets,
+            # W = diag(1/ρ) for "mi", I for "reduction"
+            st.z = rng.choice(np.array([-1, 1], dtype=np.int8), (cells.targ.size, self.probes))
+            st.w = (1.0 / np.sqrt(st.rho0) if self.strategy == "mi"
+                    else np.ones(cells.targ.size))
+            st.p = np.empty((cells.cand.size, self.probes))
             for a in range(0, self.probes, 64):
                 b = min(a + 64, self.probes)
                 full = np.zeros((lc.n, b - a))
-                full[cells.targ_cells] = z[:, a:b]
+                full[cells.targ_cells] = st.z[:, a:b] * st.w[:, None]
                 st.p[:, a:b] = lc.apply(full)[cells.cand_cells]
                 del full
         self._rescore(st)
@@ -246,7 +264,7 @@ class TiledLatticeGreedy(Greedy):
         vc = v[cells.cand_cells]
         self.h[cells.cand] -= vc**2 / d
         if st.p is not None:  # C_k = C_{k−1} − v vᵀ/d, applied to the probes
-            st.p -= np.outer(vc, (v[cells.targ_cells] @ st.z) / d)
+            st.p -= np.outer(vc, _times_signs(v[cells.targ_cells] * st.w, st.z) / d)
         self._rescore(st)
         return step
 
@@ -271,24 +289,30 @@ class TiledLatticeGreedy(Greedy):
         order = np.argsort(-rank, kind="stable")[:REFINE_TOP]
         order = order[np.isfinite(rank[order])]
         winner = (-np.inf, -1, 0.0, None)  # (ranked, candidate, exact score, its column)
-        for t in np.unique(self._owner[order]):
-            st = self._held(int(t))
-            group = order[self._owner[order] == t]
-            local = np.array([self._local(int(t), c) for c in self.pb.ops.cells[group]])
-            full = st.lc.columns(local)  # (n_tile, K)
-            cols = full[st.cells.targ_cells]
-            d = self.h[group] + self.pb.noise
-            if self.strategy == "reduction":
-                exact = np.sum(cols**2, axis=0) / d
-            else:  # the probes' weights, 1/ρ at the tile's targets before the picks
-                exact = 0.5 * np.sum(cols**2 / st.rho0[:, None], axis=0) / d
-            ranked = exact / costs[group] if costs is not None else exact
-            j = int(np.argmax(ranked))
-            if ranked[j] > winner[0]:
-                winner = (ranked[j], int(group[j]), float(exact[j]), full[:, j].copy())
+        # each tile of the best few, the best candidate's last (it is then held for add)
+        for t in list(dict.fromkeys(self._owner[order].tolist()))[::-1]:
+            best_here = self._exact_best(int(t), order[self._owner[order] == t], costs)
+            if best_here[0] > winner[0]:
+                winner = best_here
         _, a, score, column = winner
         self._refined = (a, column)
         return a, score
+
+    def _exact_best(self, t: int, group: np.ndarray, costs: np.ndarray | None) -> tuple:
+        """(ranked, candidate, exact score, its column over the tile) of the best of
+        ``group``, candidates of tile t, by their exact criterion over the tile's targets."""
+        st = self._held(t)
+        local = np.array([self._local(t, c) for c in self.pb.ops.cells[group]])
+        full = st.lc.columns(local)  # (n_tile, K)
+        cols = full[st.cells.targ_cells]
+        d = self.h[group] + self.pb.noise
+        if self.strategy == "reduction":
+            exact = np.sum(cols**2, axis=0) / d
+        else:  # the probes' weights, 1/ρ at the tile's targets before the picks
+            exact = 0.5 * np.sum(cols**2 / st.rho0[:, None], axis=0) / d
+        ranked = exact / costs[group] if costs is not None else exact
+        j = int(np.argmax(ranked))
+        return float(ranked[j]), int(group[j]), float(exact[j]), full[:, j].copy()
 
     def _rerank(self, rank: np.ndarray, cand: np.ndarray, costs: np.ndarray | None) -> None:
         """``rank`` of a rebuilt tile's candidates from their new scores (inactive stay −inf)."""

@@ -217,7 +217,7 @@ class LatticeCovariance:
 class CellOps:
     """Candidate or target locations as lattice cells (what the greedy loop counts)."""
 
-    def __init__(self, cells: np.ndarray):
+    def __init__(self, cells: np.ndarray) -> None:
         self.cells = np.asarray(cells, dtype=np.int64)
         self.n = int(self.cells.size)
 
@@ -305,7 +305,7 @@ class LatticeGreedy(Greedy):
     candidate–target covariances ("mi") from one column per target."""
 
     def __init__(self, pb: Problem, lc: LatticeCovariance, strategy: str,
-                 criterion: str, probes: int = 0, seed: int = 0):
+                 criterion: str, probes: int = 0, seed: int = 0) -> None:
         self.pb, self.lc, self.strategy, self.criterion = pb, lc, strategy, criterion
         self.lazy, self.lazy_batch, self.screen = False, 16, None
         var = lc.variance()
@@ -341,7 +341,7 @@ class LatticeGreedy(Greedy):
                 self.Yt = np.ascontiguousarray(
                     sla.cho_solve(sla.cho_factor(r, lower=True), self.Xt.T).T)
 
-    def score_all(self, active, *pending) -> np.ndarray:
+    def score_all(self, active: np.ndarray, *pending: Any) -> np.ndarray:
         if self.strategy == "variance":
             return self.h + self.pb.noise
         d = self.h + self.pb.noise
@@ -352,7 +352,7 @@ class LatticeGreedy(Greedy):
             return 0.5 * np.mean(self.P**2, axis=1) / d
         return super().score_all(active, *pending)
 
-    def refine(self, rank: np.ndarray, costs) -> tuple[int, float] | None:
+    def refine(self, rank: np.ndarray, costs: np.ndarray | None) -> tuple[int, float] | None:
         """With probed scores: the best of the :data:`REFINE_TOP` highest-ranked candidates
         by their exact score (one solve with that many columns of C_k), so that the probes'
         noise (relative sd up to √(2/m)) does not decide between close candidates. Returns
@@ -373,7 +373,7 @@ class LatticeGreedy(Greedy):
         self._refined = (int(self.pb.ops.cells[order[best]]), full[:, best].copy())
         return int(order[best]), float(exact[best])
 
-    def add(self, a: int, active) -> dict:
+    def add(self, a: int, active: np.ndarray) -> dict:
         pb = self.pb
         cell, known = int(pb.ops.cells[a]), self._refined
         self._refined = None  # its column is C_k's: valid for this pick only

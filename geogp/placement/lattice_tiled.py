@@ -112,7 +112,7 @@ class TiledLatticeGreedy(Greedy):
 
     def __init__(self, model: Any, tiles: list[PosteriorTile], pb: Problem, strategy: str,
                  probes: int, seed: int, sites: list[int], progress: Any = None,
-                 hold: int = 1):
+                 hold: int = 1) -> None:
         self.model, self.tiles, self.pb, self.strategy = model, tiles, pb, strategy
         self.criterion, self.lazy, self.lazy_batch, self.screen = "marginal", False, 16, None
         self.probes = int(probes) if strategy in ("mi", "reduction") else 0

@@ -187,3 +187,26 @@ def test_tiled_observations_match_the_whole_lattice_update(models):
     m, nx = int(est.margin), est.shape_[1]
     at = (22 + m) * nx + 30 + m
     assert got._var[at] < est.noise_var_
+
+
+def test_tiled_placement_refuses_before_allocating_with_its_estimate(models):
+    """Above max_memory the tiled placement is refused with the estimate, before any tile is
+    factorised (traced peak far below one tile's covariance columns)."""
+    import tracemalloc
+
+    from geogp.exceptions import MemoryEstimateError
+
+    _, tiled, axes, _, _ = models
+    cands = Candidates.grid(list(axes))
+    tracemalloc.start()
+    try:
+        with pytest.raises(MemoryEstimateError, match="would need about") as err:
+            suggest_sites(tiled, cands, 3, strategy="reduction", max_memory=2**20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert err.value.needed_bytes > 2**20
+    tile_cells = max(lc_cells for lc_cells in (
+        (w[0].stop - w[0].start + 8) * (w[1].stop - w[1].start + 8)
+        for w, _, _ in model_tiles(tiled)))
+    assert peak < 8 * tile_cells * 16  # less than 16 columns of one tile

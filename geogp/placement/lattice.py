@@ -98,7 +98,9 @@ class LatticeCovariance:
             self.offset = (0, 0)
             self._var0 = np.asarray(est._var, dtype=np.float64)
         else:  # one posterior tile's lattice (its window plus the margin), at the fitted θ
-            sm = tile_sampler(est, tile, share=False)  # tiles held together: own factors
+            # tiles of one window shape share the lattice and its CHOLMOD analysis; the
+            # numeric factor follows the values solved with (held tiles refactorise in turn)
+            sm = tile_sampler(est, tile)
             m = int(est.margin)
             self.shape = tuple(int(sl.stop - sl.start) + 2 * m for sl in tile.window)
             self.offset = tuple(int(v) for v in tile.offset)

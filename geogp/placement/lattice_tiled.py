@@ -201,7 +201,6 @@ class TiledLatticeGreedy(Greedy):
             old.lc.release()
             del old
             release_memory()  # glibc keeps freed heap: without, the resident memory grew
-        clear_shared_lattice()
         lc = LatticeCovariance(self.model, self.tiles[i])
         st = _TileState(i, lc, self._cells(i))
         for k, s in enumerate(self.sites):
@@ -267,6 +266,14 @@ class TiledLatticeGreedy(Greedy):
             st.p -= np.outer(vc, _times_signs(v[cells.targ_cells] * st.w, st.z) / d)
         self._rescore(st)
         return step
+
+    def close(self) -> None:
+        """Free the held tiles and the shared lattice (their factors) once the picks are made."""
+        for st in self._states.values():
+            st.lc.release()
+        self._states.clear()
+        clear_shared_lattice()
+        release_memory()
 
     # ------------------------------------------------------------------ Greedy's protocol
     def score_all(self, active: np.ndarray, *pending: Any) -> np.ndarray:

@@ -316,7 +316,11 @@ def suggest_sites(model: Any, candidates: Candidates | ArrayLike | pd.DataFrame,
         if lazy is None:
             lazy = is_dense(pb.ops)
         g = Greedy(pb, strategy, criterion, bool(lazy), 16, taken, screened, max_evaluations)
-    picks, stopped = run_greedy(g, n, active, costs, budget, min_distance, cands.coords)
+    try:
+        picks, stopped = run_greedy(g, n, active, costs, budget, min_distance, cands.coords)
+    finally:
+        if hasattr(g, "close"):  # the tiled lattice placement's factors
+            g.close()
 
     ys = pb.y_scale
     names = tuple(names) if names is not None else _default_names(n_dims)

@@ -327,6 +327,22 @@ def test_cli_place_continues_from_measurements(tmp_path, capsys):
     iy, ix = np.unravel_index(want["index"].to_numpy(), (my.size, mx.size))
     xy = np.array([f["geometry"]["coordinates"] for f in doc["features"]])
     np.testing.assert_array_equal(xy, np.stack([x[ix], y[iy]], 1))
+    # the same points as a GeoPackage in lon/lat (reprojected to the raster's CRS), and as a
+    # CSV with other column names: the same sites
+    import geopandas as gpd
+
+    table = pd.read_csv(tmp_path / "m.csv")
+    gpd.GeoDataFrame({"temp": table["value"]}, geometry=gpd.points_from_xy(
+        table["x"], table["y"]), crs="EPSG:32633").to_crs("EPSG:4326").to_file(
+        tmp_path / "m.gpkg")
+    code, io, again = run("--measured", str(tmp_path / "m.gpkg"), "--value", "temp")
+    assert code == 0 and "posterior updated with 2 measurement(s)" in io.out
+    assert again["features"] == doc["features"]
+    table.rename(columns={"x": "east", "y": "north"}).to_csv(tmp_path / "m2.csv", index=False)
+    code, io, again = run("--measured", str(tmp_path / "m2.csv"), "--x", "east", "--y", "north")
+    assert code == 0 and again["features"] == doc["features"]
+    code, io, _ = run("--measured", str(tmp_path / "m2.csv"))
+    assert code == 2 and "--x, --y, --value" in io.err
     code, io, _ = run("--measured", str(tmp_path / "m.csv"), "--refit")
     assert code == 0 and "posterior updated" not in io.out
     pd.DataFrame({"x": [x[0] - 500.0], "y": [y[0]], "value": [1.0]}).to_csv(

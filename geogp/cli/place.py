@@ -6,7 +6,7 @@
     geogp place INPUT.(tif|nc) --n 20 --out sites.geojson [--model auto|lattice|afs|wavelet
         --strategy auto|reduction|mi|variance|krause --criterion marginal|joint
         --features 500 --min-distance D --exclude MASK.tif --csv sites.csv --map sites.png
-        --measured POINTS.csv [--refit] --var NAME --overwrite --quiet]
+        --measured POINTS.(csv|gpkg) [--refit] --var NAME --overwrite --quiet]
 
 INPUT is read and fitted exactly as by ``geogp fit`` (:func:`geogp.io.open_raster`,
 :class:`geogp.api.GeoRegressor`: NaN/nodata = missing, CRS kept, longitude scaled by
@@ -114,12 +114,19 @@ def add_place_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                         "need more than this many GiB (default 4; placement about 400 bytes per "
                         "cell). A lattice posterior that passes it on the whole raster is "
                         "computed, and placed, tile by tile")
-    p.add_argument("--measured", metavar="POINTS.csv",
+    p.add_argument("--measured", metavar="POINTS.csv|.gpkg",
                    help="measurements made since the raster (the active loop: place, measure, "
-                        "place again): a CSV with columns x, y (the raster's CRS) and value. "
-                        "Each is taken at its nearest cell; the posterior is updated with them "
-                        "without refitting the hyperparameters (add --refit to refit with "
-                        "them as data)")
+                        "place again): a CSV with columns x, y (the raster's CRS) and value, "
+                        "or a GeoPackage/GeoJSON/shapefile of points with a value column "
+                        "(reprojected to the raster's CRS; needs geopandas). Each is taken at "
+                        "its nearest cell; the posterior is updated with them without "
+                        "refitting the hyperparameters (add --refit to refit with them as data)")
+    p.add_argument("--x", default="x", metavar="COL",
+                   help="x column of the --measured CSV (default x)")
+    p.add_argument("--y", default="y", metavar="COL",
+                   help="y column of the --measured CSV (default y)")
+    p.add_argument("--value", default="value", metavar="COL",
+                   help="value column of the --measured points (default value)")
     p.add_argument("--refit", action="store_true",
                    help="with --measured: write the measurements into the raster and refit")
     p.add_argument("--csv", metavar="SITES.csv", help="also write the table as CSV")
@@ -191,7 +198,7 @@ def place_sites(args: argparse.Namespace, echo: Callable[[str], object]) -> int:
     _check_args(args)
     da = open_raster(args.input, var=args.var)
     options = {"maxiter": args.maxiter} if args.maxiter is not None else None
-    measured = _read_measured(args.measured, da) if args.measured else None
+    measured = _read_measured(args, da) if args.measured else None
     if measured is not None and args.refit:  # the measurements become data
         da = da.transpose(*find_spatial_dims(da)).copy()
         da.values[measured[0], measured[1]] = measured[2]
@@ -258,28 +265,27 @@ def place_sites(args: argparse.Namespace, echo: Callable[[str], object]) -> int:
     return 0
 
 
-def _read_measured(path, da):
-    """(rows, cols, values) of the measurements in ``path`` (CSV: x, y, value in the raster's
-    CRS) at their nearest cells of ``da``; refuses points outside the raster."""
+def _read_measured(args, da):
+    """(rows, cols, values) of the measurements in ``args.measured`` (a CSV with columns
+    ``args.x``, ``args.y``, ``args.value`` in the raster's CRS, or a vector file of points,
+    reprojected to it) at their nearest cells of ``da``; refuses points outside the raster."""
     # lazy: keeps geogp --help light
-    import pandas as pd
+    import rioxarray  # noqa: F401  (the .rio accessor)
 
     from geogp.adapters import find_spatial_dims
+    from geogp.cli.fit_points import read_table
 
-    try:
-        table = pd.read_csv(path)
-    except (OSError, ValueError) as err:
-        raise InputError(f"cannot read the measurements {path!r}: {err}") from None
-    missing = [c for c in ("x", "y", "value") if c not in table.columns]
-    if missing or len(table) == 0:
-        raise InputError(f"the measurements {path!r} need rows with columns x, y and value "
-                         f"(the raster's CRS); it has {list(table.columns)[:12]}.")
-    pts = table[["x", "y", "value"]].apply(pd.to_numeric, errors="coerce").to_numpy()
-    if not np.all(np.isfinite(pts)):
-        raise InputError(f"the measurements {path!r} hold missing or non-numeric x, y or "
-                         "value entries.")
+    path = args.measured
     if da.ndim != 2:
         raise InputError("--measured needs a 2-D raster (select one slice first).")
+    crs = da.rio.crs
+    table = read_table(argparse.Namespace(input=path, x=args.x, y=args.y, value=args.value,
+                                          crs=None if crs is None else crs.to_wkt()))
+    if len(table) == 0:
+        raise InputError(f"the measurements {path!r} hold no rows.")
+    pts = table[[args.x, args.y, args.value]].to_numpy(dtype=np.float64)
+    if not np.all(np.isfinite(pts)):
+        raise InputError(f"the measurements {path!r} hold missing x, y or value entries.")
     y_dim, x_dim = find_spatial_dims(da)
     out = []
     for axis, col in ((da[y_dim].values, 1), (da[x_dim].values, 0)):

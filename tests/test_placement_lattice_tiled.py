@@ -206,7 +206,7 @@ def test_tiled_placement_refuses_before_allocating_with_its_estimate(models):
     finally:
         tracemalloc.stop()
     assert err.value.needed_bytes > 2**20
-    tile_cells = max(lc_cells for lc_cells in (
-        (w[0].stop - w[0].start + 8) * (w[1].stop - w[1].start + 8)
-        for w, _, _ in model_tiles(tiled)))
-    assert peak < 8 * tile_cells * 16  # less than 16 columns of one tile
+    from geogp.models.lattice.memory import tile_cells
+
+    biggest = max(tile_cells(t, tiled.margin) for t in model_tiles(tiled))
+    assert peak < 8 * biggest * 16  # less than 16 columns of one tile

@@ -144,6 +144,10 @@ class Greedy:
         scores are exact)."""
         return None
 
+    def close(self) -> None:
+        """Free what the state holds beyond its arrays once the picks are made (nothing
+        here; the tiled lattice placement's factors)."""
+
     def _krause_gain(self, h, q) -> np.ndarray:
         """δ = ½ log(σ²_{a|A}/σ²_{a|Ā}) with σ²_{a|A} = σ² + h, σ²_{a|Ā} = σ⁴/(σ² − q)."""
         s2 = self.pb.noise

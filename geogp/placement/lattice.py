@@ -58,6 +58,7 @@ from geogp.models.base import check_fitted
 from geogp.models.lattice import LatticeRegressor
 from geogp.models.lattice.memory import factor_bytes
 from geogp.models.lattice.posterior import tile_sampler
+from geogp.models.lattice.tiled import tile_lattice
 from geogp.placement.candidates import MIN_DISTANCE_FRACTION, packing_distance
 from geogp.placement.greedy import Greedy
 from geogp.placement.operators import Problem
@@ -101,9 +102,8 @@ class LatticeCovariance:
             # tiles of one window shape share the lattice and its CHOLMOD analysis; the
             # numeric factor follows the values solved with (held tiles refactorise in turn)
             sm = tile_sampler(est, tile)
-            m = int(est.margin)
-            self.shape = tuple(int(sl.stop - sl.start) + 2 * m for sl in tile.window)
-            self.offset = tuple(int(v) for v in tile.offset)
+            r0, r1, c0, c1 = tile_lattice(tile, est.margin)
+            self.shape, self.offset = (r1 - r0, c1 - c0), (r0, c0)
             rows, cols = np.divmod(np.arange(self.shape[0] * self.shape[1]), self.shape[1])
             absorbed = getattr(est, "_absorbed", None)  # the variances before added sites
             var = est._var if absorbed is None else absorbed["var0"]

@@ -36,7 +36,8 @@ import numpy as np
 from geogp._progress import advance, start_phase
 from geogp.exceptions import InputError
 from geogp.models.lattice.gmrf import clear_shared_lattice
-from geogp.models.lattice.memory import BYTES_PER_FACTOR_ENTRY, factor_bytes
+from geogp.models.lattice.memory import BYTES_PER_FACTOR_ENTRY, factor_bytes, tile_cells
+from geogp.models.lattice.tiled import tile_lattice
 from geogp.models.lattice.workers import release_memory
 from geogp.placement.greedy import Greedy
 from geogp.placement.lattice import (
@@ -78,6 +79,14 @@ class _TileState:
         self.rho0: np.ndarray | None = None  # ρ = C_ii + σ² at the targets before the picks
 
 
+def _local_cell(lattice: tuple[int, int, int, int], nx: int, cell: int) -> int | None:
+    """The cell of a tile's lattice (:func:`~geogp.models.lattice.tiled.tile_lattice`) at
+    whole-lattice ``cell`` (a whole lattice ``nx`` cells wide), or None outside it."""
+    r, c = divmod(int(cell), nx)
+    r0, r1, c0, c1 = lattice
+    return (r - r0) * (c1 - c0) + c - c0 if r0 <= r < r1 and c0 <= c < c1 else None
+
+
 def _times_signs(x: np.ndarray, signs: np.ndarray, rows: int = 1 << 16) -> np.ndarray:
     """x @ signs for int8 ``signs`` (T, m), in blocks of rows (no float copy of the whole)."""
     out = np.zeros(signs.shape[1])
@@ -92,9 +101,8 @@ def tiled_memory_estimate(model: Any, tiles: list, n_candidates: int, n_targets:
     target :data:`TILED_LOCATION_BYTES`, two lattice-sized index rasters, the peak of building
     a tile (its factorisation, F − S_F, the solves' blocks, the probes and the kept site
     columns) and ``hold`` − 1 more tiles held (one copy of the factor and those arrays)."""
-    m, k = int(model.margin), int(model._w_cov.shape[0])
-    biggest = max((w[0].stop - w[0].start + 2 * m) * (w[1].stop - w[1].start + 2 * m)
-                  for w, _, _ in tiles)
+    k = int(model._w_cov.shape[0])
+    biggest = max(tile_cells(t, int(model.margin)) for t in tiles)
     factor = factor_bytes(biggest, int(model.alpha), model._mid_factor() is not None)
     arrays = 8.0 * biggest * (k + n_sites + 8) + 9.0 * biggest * probes  # P float64, z int8
     build = factor + arrays + 8.0 * biggest * 64 * 3
@@ -119,7 +127,7 @@ class TiledLatticeGreedy(Greedy):
         self.seed, self.sites = int(seed), [int(s) for s in sites]
         self._n_initial = len(self.sites)  # measured before the picks
         self._nx = int(model.shape_[1])
-        self._windows = [self._window(t) for t in tiles]
+        self._windows = [tile_lattice(t, model.margin) for t in tiles]
         self._cand_at = self._index_raster(pb.ops.cells)
         self._targ_at = self._cand_at if pb.tops is pb.ops else self._index_raster(pb.tops.cells)
         self._owner = self._core_owner(pb.ops.cells)
@@ -140,12 +148,6 @@ class TiledLatticeGreedy(Greedy):
         self.rebuilds = 0
 
     # ------------------------------------------------------------------ tiles
-    def _window(self, tile: PosteriorTile) -> tuple[int, int, int, int]:
-        """(row0, row1, col0, col1) of the tile lattice in whole-lattice cells."""
-        m = int(self.model.margin)
-        (wr, wc), (oy, ox) = tile.window, tile.offset
-        return oy, oy + wr.stop - wr.start + 2 * m, ox, ox + wc.stop - wc.start + 2 * m
-
     def _index_raster(self, cells: np.ndarray) -> np.ndarray:
         """The whole lattice with each location's index at its cell (−1 elsewhere)."""
         ny = int(self.model.shape_[0])
@@ -185,11 +187,7 @@ class TiledLatticeGreedy(Greedy):
 
     def _local(self, i: int, cell: int) -> int | None:
         """The tile lattice's cell of whole-lattice ``cell``, or None outside tile i's window."""
-        r, c = divmod(int(cell), self._nx)
-        r0, r1, c0, c1 = self._windows[i]
-        if r0 <= r < r1 and c0 <= c < c1:
-            return (r - r0) * (c1 - c0) + c - c0
-        return None
+        return _local_cell(self._windows[i], self._nx, cell)
 
     def _build(self, i: int) -> _TileState:
         """Tile i's covariance with the sites in its window absorbed, its probes and the
@@ -371,23 +369,20 @@ def add_tiled_observations(model: Any, X: Any, y: Any = None) -> Any:
     ny, nx = model.shape_
     mean, var = np.array(model._mean, dtype=np.float64), np.array(model._var, dtype=np.float64)
     cov = np.array(model._cov, dtype=np.float64).reshape(4, ny, nx)
-    m = int(model.margin)
     for tile in model_tiles(model):
-        (r0, c0), (cr, cc) = tile.offset, tile.core
-        h, w = (int(sl.stop - sl.start) + 2 * m for sl in tile.window)
-
-        def local(cell, r0=r0, c0=c0, h=h, w=w):  # the tile lattice's cell, or None
-            r, c = divmod(int(cell), nx)
-            return (r - r0) * w + c - c0 if r0 <= r < r0 + h and c0 <= c < c0 + w else None
-
-        new = [(j, local(cell)) for j, cell in enumerate(cells) if local(cell) is not None]
+        lattice, (cr, cc) = tile_lattice(tile, model.margin), tile.core
+        r0, r1, c0, c1 = lattice
+        h, w = r1 - r0, c1 - c0
+        local = [_local_cell(lattice, nx, cell) for cell in cells]
+        new = [(j, loc) for j, loc in enumerate(local) if loc is not None]
         if not new:
             continue
         lc = LatticeCovariance(model, tile)
         for s in before:  # covariance only: the moments hold them already
-            if local(s) is not None:
-                lc.add(local(s))
-        window = (slice(r0, r0 + h), slice(c0, c0 + w))
+            loc = _local_cell(lattice, nx, s)
+            if loc is not None:
+                lc.add(loc)
+        window = (slice(r0, r1), slice(c0, c1))
         t_mean = mean.reshape(ny, nx)[window].copy().ravel()
         t_cov = cov[(slice(None), *window)].copy()
         for j, loc in new:

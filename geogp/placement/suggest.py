@@ -319,8 +319,7 @@ def suggest_sites(model: Any, candidates: Candidates | ArrayLike | pd.DataFrame,
     try:
         picks, stopped = run_greedy(g, n, active, costs, budget, min_distance, cands.coords)
     finally:
-        if hasattr(g, "close"):  # the tiled lattice placement's factors
-            g.close()
+        g.close()
 
     ys = pb.y_scale
     names = tuple(names) if names is not None else _default_names(n_dims)

@@ -32,9 +32,9 @@ from geogp.models.lattice.mid import mid_lattice, mid_stencil
 if TYPE_CHECKING:  # annotations only
     from geogp.linalg.pattern import SparsePattern
 
-__all__ = ["PosteriorTile", "CoreState", "posterior_tiles", "in_core", "solve_tile", "core_gram",
-           "core_state", "extended_core", "SOLVE_BLOCK", "core_moments", "field_covariance",
-           "selected_inverse"]
+__all__ = ["PosteriorTile", "CoreState", "posterior_tiles", "tile_lattice", "in_core",
+           "solve_tile", "core_gram", "core_state", "extended_core", "SOLVE_BLOCK",
+           "core_moments", "field_covariance", "selected_inverse"]
 
 
 class PosteriorTile(NamedTuple):
@@ -84,6 +84,13 @@ def posterior_tiles(raster_shape: tuple[int, int], margin: int, core: int | None
     rows, cols = (axis(nr, nl) for nr, nl in zip(raster_shape, lattice, strict=True))
     return [PosteriorTile((wr, wc), (cr, cc), (oy, ox))
             for wr, cr, oy in rows for wc, cc, ox in cols]
+
+
+def tile_lattice(tile: PosteriorTile, margin: int) -> tuple[int, int, int, int]:
+    """(row0, row1, col0, col1): the tile problem's lattice (its window plus ``margin`` cells a
+    side) in whole-lattice cells, rows [row0, row1) and columns [col0, col1)."""
+    (wr, wc), (oy, ox), m = tile.window, tile.offset, int(margin)
+    return oy, oy + wr.stop - wr.start + 2 * m, ox, ox + wc.stop - wc.start + 2 * m
 
 
 def in_core(cells: np.ndarray, shape: tuple[int, int], tile: PosteriorTile) -> np.ndarray:

@@ -314,7 +314,7 @@ def _placement_model(args, da, options) -> tuple[str, str]:
     opts = _lattice_limit(args, options)
     if model == AUTO:
         model = resolve_model(AUTO, raster_shape=shape, regular=g.regular, options=opts)[0]
-    if "posterior_tile" not in family(model).option_names() or len(shape) != 2:
+    if "posterior_tile" not in family(model).option_names():
         return model, ""
     est = make_estimator(model, options=opts)
     tiles = len(est._posterior_tiles(shape))

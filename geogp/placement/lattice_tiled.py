@@ -201,18 +201,19 @@ class TiledLatticeGreedy(Greedy):
             release_memory()  # glibc keeps freed heap: without, the resident memory grew
         lc = LatticeCovariance(self.model, self.tiles[i])
         st = _TileState(i, lc, self._cells(i))
+        mi = self.strategy == "mi"
         for k, s in enumerate(self.sites):
-            if k == self._n_initial:  # mi's weights: before the picks, as on the whole lattice
+            if mi and k == self._n_initial:  # its weights: before the picks, as on the whole
                 st.rho0 = np.maximum(lc.variance()[st.cells.targ_cells], 0.0) + self.pb.noise
             loc = self._local(i, s)
             if loc is not None:
                 lc.add(loc)
-        if st.rho0 is None:
-            st.rho0 = np.maximum(lc.variance()[st.cells.targ_cells], 0.0) + self.pb.noise
         # a site near the window's edge (in the halo) has a column there that the missing data
         # beyond inflate, which can take more than the whole lattice's variance at cells next
         # to it; those are other tiles' cells, whose own tiles report them: clipped at 0 here
         var, cells = np.maximum(lc.variance(), 0.0), st.cells
+        if mi and st.rho0 is None:  # no picks yet
+            st.rho0 = var[cells.targ_cells] + self.pb.noise
         self.h[cells.cand] = var[cells.cand_cells]
         self.cT[cells.targ[cells.own]] = var[cells.targ_cells[cells.own]]
         if self.probes and cells.cand.size:

@@ -33,6 +33,7 @@ import xarray as xr
 from geogp._progress import FitProgress, SVGPProgress, bar
 from geogp.adapters import GridData, GridSpec, to_grid_data
 from geogp.api_draws import DrawsMixin
+from geogp.api_placement import PlacementMixin
 from geogp.api_report import ReportMixin
 from geogp.exceptions import InputError
 from geogp.families import AUTO, GAUSSIAN, GRID_MODEL, MODELS, family, resolve_model
@@ -52,7 +53,7 @@ if TYPE_CHECKING:  # annotations only
 __all__ = ["GeoRegressor", "fit"]
 
 
-class GeoRegressor(ReportMixin, DrawsMixin):
+class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
     """Gaussian-process gap filling for rasters, with scikit-learn manners.
 
     Args:

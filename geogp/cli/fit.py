@@ -187,18 +187,20 @@ def _run_fit(args, echo) -> int:
 
     outputs = check_fit_arguments(args, usage_error)  # fail before the expensive part
     given = model_keywords(args)  # kernel and n_features go to GeoRegressor itself
-    if "mid_scale" in given and args.likelihood != "gaussian":
-        raise usage_error("--mid-scale belongs to the lattice model (Gaussian likelihood).")
+    for key, flag in (("mid_scale", "--mid-scale"), ("alpha", "--alpha")):
+        if key in given and args.likelihood != "gaussian":
+            raise usage_error(f"{flag} belongs to the lattice model (Gaussian likelihood).")
     if args.max_memory is not None:
         if args.likelihood != "gaussian":
             raise usage_error("--max-memory applies to the Gaussian models.")
         given["max_bytes"] = args.max_memory * 2**30
     if args.posterior_tile is not None:
         if args.likelihood != "gaussian" or (
-                args.model != AUTO and "posterior_tile" not in family(args.model).option_names()):
+                args.model != AUTO and not family(args.model).posterior_on_tiles):
             raise usage_error("--posterior-tile belongs to the lattice model.")
         given["posterior_tile"] = args.posterior_tile
-    options = {k: given[k] for k in ("maxiter", "mid_scale", "max_bytes", "posterior_tile")
+    options = {k: given[k] for k in ("maxiter", "mid_scale", "alpha", "max_bytes",
+                                     "posterior_tile")
                if k in given} or None
     gaussian = args.likelihood == "gaussian"  # else an SVGP: --model and sharing not used
     model = GeoRegressor(args.model if gaussian else AUTO, likelihood=args.likelihood,

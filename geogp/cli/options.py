@@ -27,8 +27,9 @@ _MODEL_HELP = ("model: auto (default: lattice for regular rasters up to ~2·10^5
 def add_model_options(parser: argparse.ArgumentParser, *, models: bool = True,
                       features_help: str | None = None,
                       lattice: bool = True) -> None:
-    """Add --model (unless ``models`` is False), --kernel, --features, --mid-scale and
-    --maxiter (--mid-scale only when ``lattice``: the commands that may fit a lattice model)."""
+    """Add --model (unless ``models`` is False), --kernel, --features, --mid-scale, --alpha and
+    --maxiter (--mid-scale and --alpha only when ``lattice``: the commands that may fit a
+    lattice model)."""
     if models:
         parser.add_argument("--model", default="auto", choices=MODEL_CHOICES, help=_MODEL_HELP)
     parser.add_argument("--kernel", default=None, metavar="NAME",
@@ -46,6 +47,11 @@ def add_model_options(parser: argparse.ArgumentParser, *, models: bool = True,
                                  "lattice.md). auto (default): R = 12 when both sides of the "
                                  "raster have at least 128 cells; none: no mid-scale field "
                                  "(about 1.5x faster)")
+        parser.add_argument("--alpha", choices=("auto", "1", "2", "3"), default=None,
+                            help="lattice model: the SPDE operator's order. 2: Matérn nu = 1; "
+                                 "3: nu = 2, for smooth fields; 1: rough. auto (default): 2, "
+                                 "or 3 where the nu = 1 range runs beyond the fitting tiles and "
+                                 "nu = 2 is more likely (docs/lattice.md)")
     parser.add_argument("--maxiter", type=positive_int, default=None, metavar="N",
                         help="L-BFGS iterations (default 300 for afs, 100 for lattice)")
 
@@ -121,13 +127,16 @@ def add_run_options(parser: argparse.ArgumentParser, *, quiet_help: str = "no pr
 
 
 def model_keywords(args: argparse.Namespace) -> dict:
-    """``kernel``, ``n_features``, ``mid_scale`` and ``maxiter`` given on the command line,
-    as keywords."""
+    """``kernel``, ``n_features``, ``mid_scale``, ``alpha`` and ``maxiter`` given on the
+    command line, as keywords."""
     given = {k: v for k, v in (("kernel", args.kernel), ("n_features", args.features),
                                ("mid_scale", getattr(args, "mid_scale", None)),
+                               ("alpha", getattr(args, "alpha", None)),
                                ("maxiter", args.maxiter)) if v is not None}
     if "mid_scale" in given:
         given["mid_scale"] = mid_scale_option(given["mid_scale"])
+    if given.get("alpha", "auto") != "auto":
+        given["alpha"] = int(given["alpha"])
     return given
 
 

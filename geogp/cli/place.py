@@ -151,9 +151,6 @@ def run_place(args: argparse.Namespace) -> int:
 
 
 def _check_args(args) -> None:
-    # lazy: keeps geogp --help light
-    from geogp.models.afs.policy import ITERATIVE_ABOVE
-
     outputs = [p for p in (args.out, args.csv, args.map) if p]
     if len(set(outputs)) != len(outputs):
         raise InputError("the output paths must differ from each other.")
@@ -163,14 +160,15 @@ def _check_args(args) -> None:
         raise InputError(f"--n must be ≥ 1; got {args.n}.")
     if not (np.isfinite(args.max_memory) and args.max_memory > 0):
         raise InputError(f"--max-memory must be a positive number of GiB; got {args.max_memory}.")
-    if args.features is not None and not 4 <= args.features <= ITERATIVE_ABOVE:
-        raise InputError(f"--features must be between 4 and {ITERATIVE_ABOVE} (placement uses "
-                         f"the dense posterior); got {args.features}.")
+    most = family(FALLBACK).max_placement_features
+    if args.features is not None and not 4 <= args.features <= most:
+        raise InputError(f"--features must be between 4 and {most} (placement uses the dense "
+                         f"posterior); got {args.features}.")
     md = args.min_distance
     if md != "auto" and (not np.isfinite(md) or md < 0):
         raise InputError(f"--min-distance must be ≥ 0 or 'auto'; got {md}.")
     model = getattr(args, "model", AUTO)
-    if model != AUTO and not family(model).takes_kernel and (args.features is not None
+    if model != AUTO and not family(model).takes_features and (args.features is not None
                                                              or args.kernel is not None):
         raise InputError(f"--features and --kernel are AFS options; --model {model} takes "
                          "neither.")
@@ -206,11 +204,11 @@ def place_sites(args: argparse.Namespace, echo: Callable[[str], object]) -> int:
     if note:
         echo(note)
     fam = family(model)
-    if fam.takes_kernel:
+    if fam.takes_features:
         geo = GeoRegressor(model, kernel=args.kernel,
                            n_features=args.features or PLACEMENT_FEATURES,
                            progress=not args.quiet, options=options).fit(da)
-    elif "posterior_tile" in fam.option_names():  # as geogp fit: tiles where the limit says
+    elif fam.posterior_on_tiles:  # as geogp fit: tiles where the limit says
         geo = GeoRegressor(model, progress=not args.quiet,
                            options=_lattice_limit(args, options)).fit(da)
     else:
@@ -314,10 +312,10 @@ def _placement_model(args, da, options) -> tuple[str, str]:
     opts = _lattice_limit(args, options)
     if model == AUTO:
         model = resolve_model(AUTO, raster_shape=shape, regular=g.regular, options=opts)[0]
-    if "posterior_tile" not in family(model).option_names():
+    fam = family(model)
+    if not fam.posterior_on_tiles:
         return model, ""
-    est = make_estimator(model, options=opts)
-    tiles = len(est._posterior_tiles(shape))
+    tiles = fam.posterior_tiles(make_estimator(model, options=opts), shape)
     if tiles == 1:
         return model, ""
     return model, (f"placement tile by tile: on {shape[0]} × {shape[1]} cells the lattice "

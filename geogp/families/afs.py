@@ -14,9 +14,12 @@ import numpy as np
 
 from geogp.families.generic import Family, kernel_facts, observed_cells
 from geogp.models.afs import AFSRegressor
+from geogp.models.afs.policy import ITERATIVE_ABOVE
 from geogp.models.base import Prediction
 from geogp.persist.afs import load_afs, save_afs
 from geogp.persist.semantics import check_window
+from geogp.placement.feature_models import AFSPlacement
+from geogp.placement.observe import condition_afs
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
@@ -35,6 +38,8 @@ class AFSFamily(Family):
     name = "afs"
     model_class = AFSRegressor
     savable = can_sample = takes_kernel = shares_hyperparameters = True
+    can_place = can_condition = takes_features = True
+    max_placement_features = ITERATIVE_ABOVE  # above, the matrix-free posterior
     default_maxiter = 300
     setup_phase = "statistics + compile"
     default_kernel = DEFAULT_KERNEL
@@ -83,6 +88,12 @@ class AFSFamily(Family):
 
     def check_grid(self, est: Any, axes: list[np.ndarray], where: str) -> None:
         check_window(est, axes[0], axes[1], where)
+
+    def placement(self, est: Any) -> AFSPlacement:
+        return AFSPlacement(est)
+
+    def condition(self, est: Any, X: ArrayLike, y: ArrayLike | None = None) -> Any:
+        return condition_afs(est, X, y)
 
 
 FAMILY = AFSFamily()

@@ -12,6 +12,7 @@ from geogp.exceptions import InputError
 from geogp.families.generic import Family, kernel_facts
 from geogp.models.base import Prediction
 from geogp.models.exact import ExactGP
+from geogp.placement.feature_models import ExactPlacement
 
 __all__ = ["ExactFamily", "FAMILY", "EXACT_MAX_POINTS"]
 
@@ -24,7 +25,7 @@ class ExactFamily(Family):
 
     name = "exact"
     model_class = ExactGP
-    takes_kernel = True
+    takes_kernel = can_place = True
 
     def fit_points(self, est: Any, X: np.ndarray, y: np.ndarray,
                    target_axes: list[np.ndarray] | None = None,
@@ -46,6 +47,9 @@ class ExactFamily(Family):
 
     def evidence(self, est: Any) -> float:
         return est.log_marginal_likelihood()
+
+    def placement(self, est: Any) -> ExactPlacement:
+        return ExactPlacement(est)
 
 
 FAMILY = ExactFamily()

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
 
     from geogp.kernels import Kernel
+    from geogp.placement.contract import Placement
 
 __all__ = ["Family", "FAMILY", "kernel_facts", "lazy_block_rows", "observed_cells"]
 
@@ -53,6 +54,12 @@ class Family:
     single_range = False
     estimates_cost = False
     default_maxiter: int | None = None
+    can_place = False  # placement(): sensor placement on the fitted posterior
+    can_condition = False  # condition(): observations added without refitting
+    posterior_on_tiles = False  # the posterior may be computed on tiles (posterior_tile=)
+    takes_features = False  # n_features= (the AFS options --features and --kernel)
+    # placement's feature limit (its dense posterior); None: no features
+    max_placement_features: int | None = None
     placement_strategy = "mi"  # geogp place's default strategy
     setup_phase = "setup + compile"  # the progress bar of what precedes the optimiser
     default_kernel = "matern12"  # for models that take kernel= (see make)
@@ -246,6 +253,28 @@ class Family:
     def evidence(self, est: Any) -> float:
         raise InputError(f"score() is not available for model={self.name!r}; it needs the "
                          "bound (afs) or the exact evidence (exact, wavelet).")
+
+    # ------------------------------------------------------------------ placement
+    def placement(self, est: Any) -> Placement:
+        """The fitted model's placement posterior (:mod:`geogp.placement.contract`)."""
+        raise InputError(f"sensor placement is not available for {self._what(est)}; use the "
+                         "afs, exact, lattice or wavelet model.")
+
+    def condition(self, est: Any, X: ArrayLike, y: ArrayLike | None = None) -> Any:
+        """A copy of the fitted model conditioned on observations (X, y) in model units,
+        hyperparameters kept (``y=None``: the predictive means, so only the covariance
+        changes); the model itself is unchanged."""
+        raise InputError(f"adding observations without refitting is not available for "
+                         f"{self._what(est)}; refit it with the new data, or use the afs or "
+                         "lattice model.")
+
+    def posterior_tiles(self, est: Any, raster_shape: tuple) -> int:
+        """Tiles of the posterior of ``est`` on a raster of ``raster_shape`` (1: whole)."""
+        return 1
+
+    def _what(self, est: Any) -> str:
+        return (f"model={self.name!r}" if self.model_class is not None
+                else f"a {type(est).__name__}")
 
     # ------------------------------------------------------------------ persistence
     def to_arrays(self, est: Any, prefix: str, arrays: dict) -> dict:

@@ -21,17 +21,20 @@ from geogp.models.lattice.workers import dask_client
 from geogp.persist.checks import clean, init_names
 from geogp.persist.lattice import load_lattice, save_lattice
 from geogp.persist.semantics import check_lattice_grid
+from geogp.placement.lattice_setup import LatticePlacement, condition_lattice
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
 
     from geogp.kernels import Kernel
 
-__all__ = ["LatticeFamily", "FAMILY", "DEFAULT_LARGE_SCALE", "DEFAULT_MID_SCALE"]
+__all__ = ["LatticeFamily", "FAMILY", "DEFAULT_ALPHA", "DEFAULT_LARGE_SCALE", "DEFAULT_MID_SCALE"]
 
 DEFAULT_LARGE_SCALE = "auto"  # from the front end: 64 large-scale features
 # and the mid-scale level on rasters with ≥ 128 cells a side (LatticeRegressor(mid_scale="auto"))
 DEFAULT_MID_SCALE = "auto"
+# ν = 1, or ν = 2 where the ν = 1 fit runs to its intrinsic limit (LatticeRegressor(alpha="auto"))
+DEFAULT_ALPHA = "auto"
 
 
 class LatticeFamily(Family):
@@ -40,9 +43,11 @@ class LatticeFamily(Family):
     name = "lattice"
     model_class = LatticeRegressor
     savable = can_sample = takes_covariates = single_range = estimates_cost = True
+    can_place = can_condition = posterior_on_tiles = True
     default_maxiter = 100
     placement_strategy = "reduction"  # total variance reduction (geogp.placement.lattice)
-    defaults: ClassVar[dict] = {"large_scale": DEFAULT_LARGE_SCALE, "mid_scale": DEFAULT_MID_SCALE}
+    defaults: ClassVar[dict] = {"large_scale": DEFAULT_LARGE_SCALE, "mid_scale": DEFAULT_MID_SCALE,
+                                "alpha": DEFAULT_ALPHA}
 
     def make(self, options: dict | None = None, *, kernel: str | Kernel | None = None,
              n_features: int | str | None = None,
@@ -109,7 +114,8 @@ class LatticeFamily(Family):
     def unknowns(self, est: Any, n_features: int | str | None) -> str:
         cells = int(est.shape_[0]) * int(est.shape_[1])
         large = int(n_features) - cells
-        return (f", a lattice of {number(cells)} cells (raster and margin)"
+        smooth = {1: "ν = 0", 2: "Matérn ν = 1", 3: "Matérn ν = 2"}[int(est.alpha_)]
+        return (f", a lattice of {number(cells)} cells (raster and margin, {smooth})"
                 + (f" + {large} large-scale Fourier features" if large else ""))
 
     def evidence(self, est: Any) -> float:
@@ -131,6 +137,15 @@ class LatticeFamily(Family):
 
     def check_grid(self, est: Any, axes: list[np.ndarray], where: str) -> None:
         check_lattice_grid(est, axes[0], axes[1], where)
+
+    def posterior_tiles(self, est: Any, raster_shape: tuple) -> int:
+        return int(est.cost_estimate(raster_shape)["tiles"])
+
+    def placement(self, est: Any) -> LatticePlacement:
+        return LatticePlacement(est)
+
+    def condition(self, est: Any, X: ArrayLike, y: ArrayLike | None = None) -> Any:
+        return condition_lattice(est, X, y)
 
 
 FAMILY = LatticeFamily()

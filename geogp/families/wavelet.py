@@ -15,6 +15,7 @@ from geogp.models.base import Prediction
 from geogp.models.wavelet import WaveletRegressor
 from geogp.persist.checks import clean, init_names
 from geogp.persist.wavelet import load_wavelet, save_wavelet
+from geogp.placement.wavelet import WaveletPlacement
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
@@ -28,6 +29,7 @@ class WaveletFamily(Family):
     name = "wavelet"
     model_class = WaveletRegressor
     savable = can_sample = maps_lengthscale = True
+    can_place = True
     unknowns_word = "wavelet basis functions"
 
     def widen(self, est: Any, lo: np.ndarray, hi: np.ndarray, t_lo: np.ndarray, t_hi: np.ndarray,
@@ -75,6 +77,9 @@ class WaveletFamily(Family):
 
     def from_arrays(self, meta: dict, prefix: str, arrays: Any) -> WaveletRegressor:
         return load_wavelet(meta, prefix, arrays, set(init_names(WaveletRegressor)))
+
+    def placement(self, est: Any) -> WaveletPlacement:
+        return WaveletPlacement(est)
 
 
 FAMILY = WaveletFamily()

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from geogp.exceptions import ReadError
-from geogp.models.lattice import LatticeRegressor
+from geogp.models.lattice import ALPHAS, LatticeRegressor
 from geogp.persist.checks import Arrays, estimator_from_init, require, scaler_and_report
 
 __all__ = ["save_lattice", "load_lattice"]
@@ -43,7 +43,8 @@ def save_lattice(est: Any, pre: str, arrays: dict, init: dict) -> dict:
         "params": {k: float(v) for k, v in est.params_.items()},
         "shape": [int(v) for v in est.shape_], "h": [float(v) for v in est.h_],
         "origin": [float(v) for v in est.origin_], "step": [float(v) for v in est.step_],
-        "unit": float(est.unit_), "n_obs": int(est.n_obs_), "fit_tiles": int(est.fit_tiles_),
+        "unit": float(est.unit_), "alpha": int(est.alpha_), "n_obs": int(est.n_obs_),
+        "fit_tiles": int(est.fit_tiles_),
         # NaN (a posterior on tiles has no whole-raster likelihood) is stored as null
         "log_likelihood": (float(est.log_likelihood_) if np.isfinite(est.log_likelihood_)
                            else None),
@@ -86,6 +87,11 @@ def load_lattice(meta: dict, pre: str, z: Arrays, accepted_init: Collection[str]
             isinstance(v, (int, float)) and np.isfinite(v) for v in params.values()):
         raise ReadError(f"model file {where}: malformed lattice parameters {params!r:.80}.")
     est.params_ = {k: float(v) for k, v in params.items()}
+    # the operator's α: files written before alpha="auto" existed store only the option
+    est.alpha_ = meta.get("alpha", est.alpha)
+    if est.alpha_ not in ALPHAS:
+        raise ReadError(f"model file {where}: the lattice's alpha must be one of {ALPHAS}; "
+                        f"got {est.alpha_!r:.40}.")
     # mid_scale="auto" may have dropped the level during the fit: the parameters say so
     est.mid_dropped_ = est._mid_factor() is not None and "log_range_mid" not in est.params_
     est.mid_dropped_ranges_ = None  # files written before they were kept have no key

@@ -55,7 +55,6 @@ from geogp import linalg
 from geogp._validation import as_points
 from geogp.exceptions import InputError
 from geogp.models.base import check_fitted
-from geogp.models.lattice import LatticeRegressor
 from geogp.models.lattice.memory import factor_bytes
 from geogp.models.lattice.posterior import tile_sampler
 from geogp.models.lattice.tiled import tile_lattice
@@ -69,7 +68,7 @@ if TYPE_CHECKING:  # annotations only
     from geogp.models.lattice.tiled import PosteriorTile
 
 __all__ = ["PROBES", "REFINE_TOP", "LatticeCovariance", "LatticeGreedy", "CellOps",
-           "add_lattice_observations", "condition_moments", "observation_cells", "is_lattice",
+           "add_lattice_observations", "condition_moments", "observation_cells",
            "check_lattice", "cells_of", "lattice_min_distance", "lattice_memory_estimate"]
 
 _LOCATION_BYTES = 400  # per candidate/target: cells, variances, scores, masks
@@ -224,11 +223,6 @@ class CellOps:
         self.n = int(self.cells.size)
 
 
-def is_lattice(model: Any) -> bool:
-    """Whether ``model`` is a lattice regressor (fitted or not)."""
-    return isinstance(model, LatticeRegressor)
-
-
 def check_lattice(model: Any, strategy: str, criterion: str = "marginal") -> None:
     """Refuse an unfitted lattice model, or a strategy it does not support (on a posterior
     computed on tiles: the joint mi, which needs the targets' whole covariance)."""
@@ -292,7 +286,7 @@ def lattice_memory_estimate(model: Any, n_candidates: int, n_targets: int, n_sit
     joint mi), or the candidates × probes products (``n_targets`` = the probes)."""
     n = model.shape_[0] * model.shape_[1]
     size = model._sampler["pattern"].n if getattr(model, "_sampler", None) else n
-    out = factor_bytes(size, int(model.alpha), size > n) + 8.0 * n * (n_sites + 6)
+    out = factor_bytes(size, model.alpha_, size > n) + 8.0 * n * (n_sites + 6)
     out += _LOCATION_BYTES * (n_candidates + n_targets)
     if strategy in ("mi", "reduction"):
         joint = strategy == "mi" and criterion == "joint"

@@ -10,16 +10,25 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from geogp.exceptions import MemoryEstimateError
+from geogp.placement.contract import Placement, PlacementRequest
 from geogp.placement.greedy import Greedy
 from geogp.placement.lattice import (
     PROBES,
     CellOps,
     LatticeCovariance,
     LatticeGreedy,
+    add_lattice_observations,
     cells_of,
+    check_lattice,
     lattice_memory_estimate,
+    lattice_min_distance,
 )
-from geogp.placement.lattice_tiled import TiledLatticeGreedy, model_tiles, tiled_memory_estimate
+from geogp.placement.lattice_tiled import (
+    TiledLatticeGreedy,
+    add_tiled_observations,
+    model_tiles,
+    tiled_memory_estimate,
+)
 from geogp.placement.operators import Problem
 
 if TYPE_CHECKING:  # annotations only
@@ -27,7 +36,7 @@ if TYPE_CHECKING:  # annotations only
 
     from geogp.placement.candidates import Candidates
 
-__all__ = ["lattice_greedy", "HOLD_TILES"]
+__all__ = ["lattice_greedy", "condition_lattice", "LatticePlacement", "HOLD_TILES"]
 
 # tiles a tiled placement holds at once: the best candidates of a pick and the site's
 # neighbours (a site conditions the held tiles whose window holds it by one solve each)
@@ -79,3 +88,36 @@ def lattice_greedy(model: Any, cands: Candidates, targets: Candidates | None,
     for cell in sites:
         lc.add(cell)
     return LatticeGreedy(pb, lc, strategy, criterion, probes, seed)
+
+
+class LatticePlacement(Placement):
+    """The lattice model's GMRF posterior: one solve per site, on the whole lattice or tile by
+    tile; a large target set is kept through random probes of the criterion."""
+
+    strategies = ("variance", "mi", "reduction")
+    label = "lattice"
+
+    @property
+    def n_dims(self) -> int:
+        return 2
+
+    def check(self, strategy: str, criterion: str) -> None:
+        check_lattice(self.model, strategy, criterion)
+
+    def min_distance(self, coords: np.ndarray, n_sites: int) -> float:
+        return lattice_min_distance(self.model, coords, n_sites)  # counts uncertain cells only
+
+    def greedy(self, request: PlacementRequest) -> Greedy:
+        return lattice_greedy(self.model, request.candidates, request.targets, request.existing,
+                              request.strategy, request.criterion, request.n_sites,
+                              request.max_memory, probes=PROBES if request.screened else 0,
+                              seed=request.seed)
+
+
+def condition_lattice(model: Any, X: ArrayLike, y: ArrayLike | None = None) -> Any:
+    """A copy of a fitted lattice model conditioned on observations at cell centres, θ kept:
+    on the whole lattice (:func:`~geogp.placement.lattice.add_lattice_observations`) or tile
+    by tile (:func:`~geogp.placement.lattice_tiled.add_tiled_observations`)."""
+    if getattr(model, "posterior_tiles_", 1) > 1:  # unfitted: the whole-lattice check says so
+        return add_tiled_observations(model, X, y)
+    return add_lattice_observations(model, X, y)

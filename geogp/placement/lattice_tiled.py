@@ -103,7 +103,7 @@ def tiled_memory_estimate(model: Any, tiles: list, n_candidates: int, n_targets:
     columns) and ``hold`` − 1 more tiles held (one copy of the factor and those arrays)."""
     k = int(model._w_cov.shape[0])
     biggest = max(tile_cells(t, int(model.margin)) for t in tiles)
-    factor = factor_bytes(biggest, int(model.alpha), model._mid_factor() is not None)
+    factor = factor_bytes(biggest, model.alpha_, model._mid_factor() is not None)
     arrays = 8.0 * biggest * (k + n_sites + 8) + 9.0 * biggest * probes  # P float64, z int8
     build = factor + arrays + 8.0 * biggest * 64 * 3
     held = factor * 12.0 / BYTES_PER_FACTOR_ENTRY + arrays  # one copy of the factor

@@ -15,22 +15,34 @@ import numpy as np
 
 from geogp._validation import as_points
 from geogp.exceptions import InputError
+from geogp.families import family_of
 from geogp.features.data import Points
 from geogp.features.fourier_statistics import SufficientStats
-from geogp.placement.lattice import add_lattice_observations, is_lattice
-from geogp.placement.lattice_tiled import add_tiled_observations
 from geogp.placement.posterior import FeaturePosterior, afs_psi, check_afs
 from geogp.trend import basis
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
 
-__all__ = ["add_observations"]
+__all__ = ["add_observations", "condition_afs"]
 
 
 def add_observations(model: Any, X: ArrayLike, y: ArrayLike | None = None) -> Any:
-    """A copy of a fitted AFS model with observations added, without refitting (a lattice
-    model: :func:`geogp.placement.lattice.add_lattice_observations`).
+    """A copy of a fitted model with observations added, without refitting: its family's
+    :meth:`~geogp.families.generic.Family.condition` (AFS: :func:`condition_afs`; lattice:
+    :func:`geogp.placement.lattice.add_lattice_observations`, or tile by tile). The model
+    itself is unchanged.
+
+    Args:
+        model: a fitted model whose family can condition (``can_condition``).
+        X: (N, D) locations in the model's input units. y: (N,) values or None (the
+            predictive means: only the covariance changes).
+    """
+    return family_of(model).condition(model, X, y)
+
+
+def condition_afs(model: Any, X: ArrayLike, y: ArrayLike | None = None) -> Any:
+    """A copy of a fitted AFS model with observations added, without refitting.
 
     Hyperparameters, features, standardisation and mean function are kept; the posterior is
     updated by one rank-one step per point (docs/placement.md) and the statistics by the points'
@@ -44,10 +56,6 @@ def add_observations(model: Any, X: ArrayLike, y: ArrayLike | None = None) -> An
     Returns:
         A shallow copy with updated ``posterior_`` and ``stats_``. Cost O(M³ + N M²).
     """
-    if is_lattice(model):  # its GMRF posterior: exact updates, or tile by tile
-        if getattr(model, "posterior_tiles_", 1) > 1:
-            return add_tiled_observations(model, X, y)
-        return add_lattice_observations(model, X, y)
     check_afs(model)
     X = as_points(X, "X (new observations)")
     Psi = afs_psi(model, X, "new observations")

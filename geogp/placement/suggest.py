@@ -15,24 +15,17 @@ import numpy as np
 import pandas as pd
 
 from geogp._validation import as_points
-from geogp.exceptions import InputError, MemoryEstimateError, PlacementWarning
-from geogp.models.exact import ExactGP
+from geogp.exceptions import InputError, PlacementWarning
+from geogp.families import family_of
 from geogp.placement.candidates import (
     as_candidates,
     at_candidates,
-    auto_min_distance,
     exclusion_mask,
     near_mask,
-    packing_distance,
 )
-from geogp.placement.greedy import Greedy, run_greedy
-from geogp.placement.lattice import PROBES as LATTICE_PROBES
-from geogp.placement.lattice import check_lattice, is_lattice, lattice_min_distance
-from geogp.placement.lattice_setup import lattice_greedy
-from geogp.placement.operators import DENSE_LIMIT, afs_problem, exact_problem, is_dense
-from geogp.placement.posterior import check_afs
-from geogp.placement.screen import batch_bytes
-from geogp.placement.wavelet import check_wavelet, is_wavelet, wavelet_greedy, wavelet_min_distance
+from geogp.placement.contract import Placement, PlacementRequest
+from geogp.placement.greedy import run_greedy
+from geogp.placement.operators import DENSE_LIMIT
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
@@ -68,18 +61,13 @@ def _check_count(value, name: str) -> int:
     return int(value)
 
 
-def _min_distance(value, model, coords, n_sites: int) -> tuple[float, bool]:
-    """(minimum distance, whether it is the default: ¼ of the shortest lengthscale, at most
-    half the spacing of ``n_sites`` spread evenly over the candidates ``coords``)."""
+def _min_distance(value, placement: Placement, coords, n_sites: int) -> tuple[float, bool]:
+    """(minimum distance, whether it is the default: the model's own
+    (:meth:`~geogp.placement.contract.Placement.min_distance`))."""
     if isinstance(value, str):
         if value != "auto":
             raise InputError(f"min_distance must be a number ≥ 0 or 'auto'; got {value!r}.")
-        if is_lattice(model):  # its cap counts the uncertain candidates only
-            return lattice_min_distance(model, coords, n_sites), True
-        # the wavelet model has no kernel_: its effective lengthscale over the candidates
-        out = (wavelet_min_distance(model, coords) if is_wavelet(model)
-               else auto_min_distance(model))
-        return min(out, packing_distance(coords, n_sites)), True
+        return placement.min_distance(coords, n_sites), True
     try:
         out = float(value)
     except (TypeError, ValueError):
@@ -87,33 +75,6 @@ def _min_distance(value, model, coords, n_sites: int) -> tuple[float, bool]:
     if not np.isfinite(out) or out < 0:
         raise InputError(f"min_distance must be finite and ≥ 0; got {value!r}.")
     return out, False
-
-
-# per candidate or target location: coordinates, quadratic forms, scores, masks, the grid
-# transforms' temporaries (an upper bound of the measured peak: tests/reliability)
-_LOCATION_BYTES = 400
-
-
-def memory_estimate(n_candidates: int, n_targets: int, n_features: int, *, same: bool = True,
-                    dense: bool = False, strategy: str = "mi", criterion: str = "marginal",
-                    matrix_targets: int = 0, screened: bool = False) -> float:
-    """Bytes :func:`suggest_sites` needs beyond its inputs (an upper bound, checked by tests).
-
-    ``same``: the targets are the candidates; ``dense``: the candidate (and target) features
-    are stored as matrices; ``matrix_targets``: targets in the explicit |T| × |V_c| matrix of
-    the ``"mi"`` criterion (0 on the bounds route, ``screened``, whose batch is capped).
-    """
-    locations = n_candidates + (0 if same else n_targets)
-    out = float(_LOCATION_BYTES) * locations + 8.0 * 8 * n_features**2  # A⁻¹, B, E⁻¹, work
-    if dense:  # the feature matrix and the temporaries of its evaluation
-        out += 4 * 8.0 * n_features * locations
-    if strategy == "mi" and screened:  # a batch of exact evaluations and its f(z) values
-        out += 2.0 * batch_bytes(n_targets)
-    elif strategy == "mi":
-        joint = criterion == "joint"
-        out += 8.0 * n_candidates * matrix_targets * (2 if joint else 1)
-        out += (8.0 * 3 * matrix_targets**2 + 8.0 * n_features * matrix_targets) if joint else 0
-    return out
 
 
 def _default_names(d: int) -> tuple:
@@ -185,7 +146,7 @@ def suggest_sites(model: Any, candidates: Candidates | ArrayLike | pd.DataFrame,
         seed: random thinning of the targets (joint criterion, exact GP).
         dense_limit: |V_c|·M below which candidate (and target) features are stored densely.
         max_memory: refuse (:class:`~geogp.exceptions.MemoryEstimateError`, with the
-            estimate of :func:`memory_estimate`) before allocating more than this many bytes.
+            model's own estimate) before allocating more than this many bytes.
 
     Returns:
         DataFrame, one row per site in selection order: ``order`` (1..k), ``index`` (row of
@@ -221,23 +182,15 @@ def suggest_sites(model: Any, candidates: Candidates | ArrayLike | pd.DataFrame,
     max_targets = _check_count(max_targets, "max_targets")
     max_evaluations = _check_count(max_evaluations, "max_evaluations")
     cands = as_candidates(candidates, "candidates")
-    wavelet = is_wavelet(model)
-    lattice = not wavelet and is_lattice(model)
-    exact = isinstance(model, ExactGP)
-    if strategy == "reduction" and not lattice:
-        raise InputError("strategy 'reduction' (total variance reduction) is available for the "
-                         "lattice model; use 'variance', 'mi' or 'krause' with this model.")
-    if wavelet:  # sparse posterior, rank-one updates by solves (geogp.placement.wavelet)
-        check_wavelet(model, strategy)
-        n_dims = model.basis_.n_dims
-    elif lattice:  # its GMRF posterior, one solve per site (geogp.placement.lattice)
-        check_lattice(model, strategy, criterion)
-        n_dims = 2
-    elif not exact:
-        check_afs(model)
-        n_dims = model.features_.n_dims
-    else:
-        n_dims = int(np.shape(model.X_train_)[1])
+    if not family_of(model).can_place:
+        raise InputError(f"sensor placement needs a fitted afs, exact, lattice or wavelet "
+                         f"model; got a {type(model).__name__}.")
+    placement = family_of(model).placement(model)
+    if strategy not in placement.strategies:
+        raise InputError(f"strategy {strategy!r} is not available for the {placement.label} "
+                         f"model; use {', '.join(repr(s) for s in placement.strategies)}.")
+    placement.check(strategy, criterion)
+    n_dims = placement.n_dims
     if cands.n_dims != n_dims:
         raise InputError(f"candidates have {cands.n_dims} coordinate columns but the model was "
                          f"fitted on {n_dims}; use the model's input columns, in the same order.")
@@ -247,7 +200,7 @@ def suggest_sites(model: Any, candidates: Candidates | ArrayLike | pd.DataFrame,
         if existing.shape[1] != n_dims:
             raise InputError(f"existing sensors have {existing.shape[1]} columns; expected "
                              f"{n_dims}.")
-    min_distance, auto = _min_distance(min_distance, model, cands.coords, n)
+    min_distance, auto = _min_distance(min_distance, placement, cands.coords, n)
     costs = None if cost is None else _check_vector(cost, N, "cost", positive=True)
     if budget is not None:
         budget = float(budget)
@@ -275,47 +228,23 @@ def suggest_sites(model: Any, candidates: Candidates | ArrayLike | pd.DataFrame,
     if strategy in ("mi", "reduction"):
         per = 8 * N * (2 if criterion == "joint" and strategy == "mi" else 1)
         limit = min(max_targets, max(1, int(max_bytes // per)))
-        if n_t > limit and (criterion == "marginal" or strategy == "reduction") and not wavelet:
+        if n_t > limit and (criterion == "marginal" or strategy == "reduction") and (
+                placement.screens_targets):
             # all targets: bounds + exact values (AFS, geogp.placement.screen), or random
             # probes of the first-order criterion (lattice, geogp.placement.lattice)
             screened = True
         elif n_t > limit:
             tgt, thinned = (cands if tgt is None else tgt).thin(limit, seed)
-    if exact and tgt is not None and not thinned and len(tgt) > max_targets:
+    if (placement.thins_explicit_targets and tgt is not None and not thinned
+            and len(tgt) > max_targets):
         tgt, thinned = tgt.thin(max_targets, seed)
 
-    n_t = N if tgt is None else len(tgt)
     # existing sensors on candidates: part of the chosen set A (Krause's V∖A leaves them out)
     taken = at_candidates(existing, cands.coords) if existing is not None else []
-    if wavelet:  # its own memory estimate and refusal, before allocating
-        g = wavelet_greedy(model, cands, tgt, existing, strategy, criterion, n, max_memory,
-                           taken)
-        pb = g.pb
-    elif lattice:  # likewise
-        g = lattice_greedy(model, cands, tgt, existing, strategy, criterion, n, max_memory,
-                           probes=LATTICE_PROBES if screened else 0, seed=seed)
-        pb = g.pb
-    elif exact:
-        n_feat = N + (0 if tgt is None else n_t) + (0 if existing is None else len(existing))
-    else:
-        n_feat = int(model.features_.n_features)
-    needed = 0.0 if wavelet or lattice else memory_estimate(
-        N, n_t, n_feat, same=tgt is None, dense=exact or N * n_feat <= dense_limit,
-        strategy=strategy, criterion=criterion, screened=screened,
-        matrix_targets=0 if screened else n_t)
-    if needed > max_memory:
-        raise MemoryEstimateError(
-            f"placement over {N} candidates and {n_t} targets ({n_feat} features)", needed,
-            max_memory, "Use fewer candidates (a coarser grid, a mask or exclude=), fewer "
-            "targets, or raise max_memory.",
-            cli_hint="Exclude candidates (--exclude MASK.tif), lower --max-targets or "
-            "--features, or raise --max-memory GIB.")
-    if not (wavelet or lattice):
-        pb = (exact_problem(model, cands, tgt, existing) if exact
-              else afs_problem(model, cands, tgt, existing, dense_limit))
-        if lazy is None:
-            lazy = is_dense(pb.ops)
-        g = Greedy(pb, strategy, criterion, bool(lazy), 16, taken, screened, max_evaluations)
+    g = placement.greedy(PlacementRequest(
+        cands, tgt, existing, tuple(int(t) for t in taken), strategy, criterion, n, screened,
+        max_memory, lazy, dense_limit, max_evaluations, seed))
+    pb = g.pb
     try:
         picks, stopped = run_greedy(g, n, active, costs, budget, min_distance, cands.coords)
     finally:
@@ -346,8 +275,7 @@ def suggest_sites(model: Any, candidates: Candidates | ArrayLike | pd.DataFrame,
                      "criterion_gap": screen.get("criterion_gap", 0.0),
                      "exact_evaluations": screen.get("exact_evaluations"),
                      "stopped": stopped, "coord_names": list(names),
-                     "model": ("wavelet" if wavelet else "lattice" if lattice
-                               else "exact" if exact else "afs")})
+                     "model": placement.label})
     if stopped != "n":
         warnings.warn(f"only {len(picks)} of {n} sites could be placed ({stopped}).",
                       PlacementWarning, stacklevel=2)

@@ -43,8 +43,8 @@ import scipy.sparse as sp
 
 from geogp import linalg
 from geogp.exceptions import InputError, MemoryEstimateError, NotPositiveDefiniteError
-from geogp.models.wavelet import WaveletRegressor
-from geogp.placement.candidates import MIN_DISTANCE_FRACTION, Candidates
+from geogp.placement.candidates import MIN_DISTANCE_FRACTION, Candidates, packing_distance
+from geogp.placement.contract import Placement, PlacementRequest
 from geogp.placement.greedy import Greedy
 from geogp.placement.operators import Problem
 from geogp.placement.posterior import rank1
@@ -59,12 +59,6 @@ _NONZERO_BYTES = 48  # per nonzero of a sparse feature matrix: COO + CSR + evalu
 # many right-hand sides run at BLAS-3 speed; CHOLMOD's sparse solves are several times slower
 # when the factor is nearly dense, as on small 2-D bases); above it, the model's sparse factor
 _DENSE_SOLVE_MAX = 4096
-
-
-def is_wavelet(model: Any) -> bool:
-    """Whether ``model`` is a fitted (or unfitted) wavelet regressor."""
-    return isinstance(model, WaveletRegressor) or (
-        hasattr(model, "basis_") and hasattr(model, "problem_"))
 
 
 def _check_wavelet(model) -> None:
@@ -483,3 +477,27 @@ def wavelet_greedy(model: Any, cands: Candidates, targets: Candidates | None,
     pb = Problem(None, None, post.noise, ops, tops, zc, zc if tops is ops else np.zeros(tops.n),
                  None, float(sc.y_scale))
     return _WaveletGreedy(pb, post, strategy, criterion, taken)
+
+
+class WaveletPlacement(Placement):
+    """The wavelet model's sparse posterior, rank-one updates by solves; a large target set
+    is thinned (its marginal criterion has no bounds route here)."""
+
+    strategies = ("variance", "mi", "krause")
+    screens_targets = False
+    label = "wavelet"
+
+    @property
+    def n_dims(self) -> int:
+        return int(self.model.basis_.n_dims)
+
+    def check(self, strategy: str, criterion: str) -> None:
+        check_wavelet(self.model, strategy)
+
+    def min_distance(self, coords: np.ndarray, n_sites: int) -> float:
+        return min(wavelet_min_distance(self.model, coords), packing_distance(coords, n_sites))
+
+    def greedy(self, request: PlacementRequest) -> Greedy:
+        return wavelet_greedy(self.model, request.candidates, request.targets, request.existing,
+                              request.strategy, request.criterion, request.n_sites,
+                              request.max_memory, request.taken)

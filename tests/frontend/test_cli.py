@@ -322,6 +322,27 @@ def test_fit_with_the_mid_scale_level(tif, tmp_path, capsys):
     assert "expected auto, none or an integer" in capsys.readouterr().err
 
 
+def test_fit_with_the_alpha_option(tif, tmp_path, capsys):
+    """--alpha reaches the lattice model (the saved model used α = 3, and predicts like the
+    same model fitted through the API); it is refused with a non-Gaussian likelihood and for
+    an order the model does not have."""
+    import geogp
+
+    model_path = tmp_path / "model.npz"
+    assert main(["fit", str(tif), "--out", str(tmp_path / "p.tif"), "--alpha", "3",
+                 "--maxiter", "3", "--save-model", str(model_path), "--quiet"]) == 0
+    est = geogp.load_model(model_path).estimators_[0]
+    assert est.alpha == 3 and est.alpha_ == 3
+    ref = geogp.fit(geogp.open_raster(tif), alpha=3, maxiter=3).predict()
+    with rasterio.open(tmp_path / "p.tif") as src:
+        np.testing.assert_allclose(src.read(1), ref["mean"].values, rtol=1e-5, atol=1e-5)
+    assert main(["fit", str(tif), "--out", str(tmp_path / "q.tif"), "--alpha", "3",
+                 "--likelihood", "poisson"]) == 2
+    assert "--alpha belongs to the lattice model" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["fit", str(tif), "--out", str(tmp_path / "r.tif"), "--alpha", "4"])
+
+
 def test_max_memory_limits_the_model_before_it_allocates(tif, tmp_path, capsys):
     """--max-memory reaches the model's estimate: with --model lattice a limit below the
     estimate is refused, with the estimate, before any output exists; a bad value is a

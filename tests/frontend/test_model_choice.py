@@ -57,7 +57,8 @@ def test_default_adds_the_mid_scale_level_on_large_rasters_only(tmp_path):
         np.testing.assert_allclose(a[v].values, explicit[v].values, rtol=1e-9)
     d = est.describe()
     assert f"mid scales: range {lengths([d['mid_scale_range']], 'm')}" in auto.summary()
-    assert " cells (raster and margin) + 64 large-scale Fourier features" in auto.summary()
+    assert " cells (raster and margin, Matérn ν = 1) + 64 large-scale Fourier features" in (
+        auto.summary())
     assert "mid scales" not in off.summary()
     # the level changes the prediction (its variance adds to the local field's)
     assert np.nanmax(np.abs(a["std"].values - off.predict()["std"].values)) > 1e-3

@@ -59,6 +59,11 @@ def dense_precision(shape, h, alpha, rho, sd):
         c = area / (4 * math.pi * k2 * sd**2)
         k = k2 * np.eye(n) + lap
         return c * k @ k
+    if alpha == 3:  # Matérn ν = 2: κ = 4/ρ, variance 1/(8π κ⁴) per unit c
+        k2 = 16 / rho**2
+        c = area / (8 * math.pi * k2**2 * sd**2)
+        k = k2 * np.eye(n) + lap
+        return c * k @ k @ k
     k2 = 4 / rho**2
     c = area * math.log1p(32 / (area * k2)) / (4 * math.pi * sd**2)
     return c * (k2 * np.eye(n) + lap)
@@ -135,7 +140,7 @@ def _params(rho, sd, noise_sd):
 
 # --------------------------------------------------------------------------- likelihood
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("alpha,p", [(2, 3), (2, 1), (2, 0), (1, 3)])
+@pytest.mark.parametrize("alpha,p", [(2, 3), (2, 1), (2, 0), (1, 3), (3, 3)])
 def test_lml_equals_dense_gaussian(rng, backend, alpha, p):
     h = (1.0, 0.7)
     prob, cells, y, X, shape = _problem_and_reference(rng, alpha, p, backend, h)
@@ -165,7 +170,7 @@ def _assert_gradient_matches_central_differences(theta, prob, eps=1e-5):
 
 
 @pytest.mark.skipif(not HAVE_CHOLMOD, reason="needs CHOLMOD")
-@pytest.mark.parametrize("alpha", [1, 2])
+@pytest.mark.parametrize("alpha", [1, 2, 3])
 def test_gradient_matches_finite_differences(rng, alpha):
     prob, *_ = _problem_and_reference(rng, alpha, 3, "cholmod")
     theta = _params(2.0, 0.9, 0.2)
@@ -174,7 +179,7 @@ def test_gradient_matches_finite_differences(rng, alpha):
 
 # --------------------------------------------------------------------------- posterior
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("alpha", [1, 2])
+@pytest.mark.parametrize("alpha", [1, 2, 3])
 def test_posterior_equals_universal_kriging(rng, backend, alpha):
     obs, v = _data(rng)
     ay = 40.0 - 0.5 * np.arange(obs.shape[0])  # descending y, like most rasters
@@ -254,12 +259,12 @@ def test_composite_loss_batches_cholmod_tiles_and_equals_dense_tiles(rng, monkey
 
 
 # --------------------------------------------------------------------------- prior
-def _prior_covariance_from_centre(n1: int, theta: dict) -> np.ndarray:
-    """Prior covariance of the centre cell of an n1 × n1 (α = 2 pattern, unit cells) lattice
-    with the cells to its right, by one sparse solve with Q(θ)."""
+def _prior_covariance_from_centre(n1: int, theta: dict, alpha: int = 2) -> np.ndarray:
+    """Prior covariance of the centre cell of an n1 × n1 (unit cells) lattice with the cells
+    to its right, by one sparse solve with Q(θ)."""
     import scipy.sparse.linalg as spla
 
-    prob = lm.make_problem((n1, n1), (1.0, 1.0), 2, np.array([0]), np.zeros(1),
+    prob = lm.make_problem((n1, n1), (1.0, 1.0), alpha, np.array([0]), np.zeros(1),
                            np.zeros((1, 0)), backend="dense")
     q, *_ = lm.precision(theta, prob)
     Q = prob.pattern.to_scipy(np.asarray(q)).tocsc()
@@ -281,6 +286,57 @@ def test_prior_covariance_approaches_matern():
     np.testing.assert_allclose(col[1:26] / col[0], matern, atol=0.02)
 
 
+def test_alpha3_prior_covariance_approaches_matern_nu2():
+    """Away from the boundary the α = 3 lattice covariance is the Matérn ν = 2 one
+    s² (κr)² K₂(κr) / 2 with κ = 4/ρ. Same tolerance as α = 2 (variance within 3 %,
+    correlation within 0.02 for r = 1..25 cells), at ρ = 12 cells on a 81×81 lattice."""
+    n1, rho, sd = 81, 12.0, 1.5
+    col = _prior_covariance_from_centre(n1, _params(rho, sd, 1.0), alpha=3)
+    assert col[0] == pytest.approx(sd**2, rel=0.03)
+    kappa = 4.0 / rho
+    r = np.arange(1, 26)
+    matern = 0.5 * (kappa * r) ** 2 * scipy.special.kn(2, kappa * r)
+    np.testing.assert_allclose(col[1:26] / col[0], matern, atol=0.02)
+
+
+def _smooth_or_rough(rng, smooth: bool):
+    """A 36×40 raster, 20 % missing: a smooth sin/cos field (noise sd 0.05), or a rough one
+    (white noise smoothed over 2 cells, noise sd 0.1)."""
+    yy, xx = np.meshgrid(np.arange(36.0), np.arange(40.0), indexing="ij")
+    if smooth:
+        v = np.sin(xx / 5.0) + np.cos(yy / 4.0) + 0.05 * rng.standard_normal(xx.shape)
+    else:
+        from scipy.ndimage import uniform_filter
+        v = uniform_filter(rng.standard_normal(xx.shape), 3) * 3 + 0.1 * rng.standard_normal(
+            xx.shape)
+    return [np.arange(36.0), np.arange(40.0)], np.where(rng.random(v.shape) < 0.2, np.nan, v)
+
+
+@pytest.mark.skipif(not HAVE_CHOLMOD, reason="needs CHOLMOD")
+def test_alpha_auto_keeps_nu1_on_rough_fields_and_takes_the_likelier_nu2_on_smooth_ones(rng):
+    """alpha="auto" (#41 item 1): on a rough field whose ν = 1 range stays inside the fitting
+    lattice it is α = 2 exactly; on a smooth field whose ν = 1 range runs beyond the lattice it
+    fits α = 3 too and keeps the one with the higher likelihood, which there is α = 3."""
+    kw = dict(margin=4, fit_cells=None, mid_scale=None, large_scale=None)
+    axes, v = _smooth_or_rough(rng, smooth=False)
+    auto = lm.LatticeRegressor("auto", **kw).fit_grid(axes, v)
+    two = lm.LatticeRegressor(2, **kw).fit_grid(axes, v)
+    assert auto.alpha_ == 2 and not auto._smoother_wins(two.params_, [(slice(0, 36),) * 2])
+    for k in two.params_:
+        assert float(auto.params_[k]) == float(two.params_[k]), k
+    np.testing.assert_array_equal(auto.predict_grid(axes).mean, two.predict_grid(axes).mean)
+
+    axes, v = _smooth_or_rough(rng, smooth=True)
+    auto = lm.LatticeRegressor("auto", **kw).fit_grid(axes, v)
+    two = lm.LatticeRegressor(2, **kw).fit_grid(axes, v)
+    three = lm.LatticeRegressor(3, **kw).fit_grid(axes, v)
+    assert np.exp(float(two.params_["log_range"])) > 44  # beyond the 44-cell lattice
+    assert three.log_likelihood_ > two.log_likelihood_
+    # auto keeps α = 3, which it reached (from ν = 1's optimum) at a higher likelihood
+    assert auto.alpha_ == 3 and auto.report_.objective < two.report_.objective
+    assert auto.log_likelihood_ > two.log_likelihood_
+
+
 def test_alpha1_marginal_sd_approximately_right():
     """α = 1: the Green's-function asymptote gives the lattice variance within 5 %."""
     import scipy.sparse.linalg as spla
@@ -300,8 +356,9 @@ def test_alpha1_marginal_sd_approximately_right():
 def test_bad_input_refused(rng):
     obs, v = _data(rng)
     axes = [np.arange(8.0), np.arange(9.0)]
-    for kw in ({"alpha": 3}, {"margin": -1}, {"margin": 1.5}, {"range": -1.0},
-               {"maxiter": 0}, {"fit_cells": 0}, {"mean": "cubic"}, {"backend": "gpu"}):
+    for kw in ({"alpha": 4}, {"alpha": "smooth"}, {"margin": -1}, {"margin": 1.5},
+               {"range": -1.0}, {"maxiter": 0}, {"fit_cells": 0}, {"mean": "cubic"},
+               {"backend": "gpu"}):
         with pytest.raises(InputError):
             lm.LatticeRegressor(**kw).fit_grid(axes, v)
     est = lm.LatticeRegressor(optimize=False, margin=1)

@@ -276,7 +276,7 @@ def test_placement_memory_stays_within_its_estimate(placement_model, side, optio
     import tracemalloc
 
     from geogp.placement import Candidates, suggest_sites
-    from geogp.placement.suggest import memory_estimate
+    from geogp.placement.feature_models import memory_estimate
 
     ax = np.linspace(0.02, 0.98, side)
     cands = Candidates.grid([ax, ax])

@@ -220,6 +220,7 @@ def test_lattice_model_round_trip_is_bit_for_bit(saved_lattice):
     assert loaded.predict()["mean"].attrs == model.predict()["mean"].attrs
     est, back = model.estimators_[0], loaded.estimators_[0]
     assert back.params_ == {k: float(v) for k, v in est.params_.items()}
+    assert back.alpha_ == est.alpha_ and back.alpha == est.alpha == "auto"
     np.testing.assert_array_equal(back.beta_, est.beta_)
 
 
@@ -231,6 +232,7 @@ def test_lattice_model_round_trip_is_bit_for_bit(saved_lattice):
     (lambda a, m: m["slices"][0].__setitem__("shape", [10, "x"]), "'shape' must be 2 finite"),
     (lambda a, m: m["slices"][0]["params"].pop("log_noise"), "malformed lattice parameters"),
     (lambda a, m: m["slices"][0]["init"].__setitem__("alpha", 7), "invalid estimator options"),
+    (lambda a, m: m["slices"][0].__setitem__("alpha", "auto"), "alpha must be one of"),
     (lambda a, m: a.pop("s0/lattice/var"), "lacks the array 's0/lattice/var'"),
 ])
 def test_tampered_lattice_files_are_refused(saved_lattice, tmp_path, edit, match):

@@ -52,7 +52,7 @@ __all__ = ["ALPHAS", "BACKENDS", "PARAMS", "PARAMS_LARGE", "PARAMS_MID", "PARAM_
            "statistics_from_solve", "dense_likelihood", "clear_shared_lattice",
            "LARGE_SCALE_LOSSES"]
 
-ALPHAS = (1, 2)
+ALPHAS = (1, 2, 3)
 BACKENDS = ("auto", "cholmod", "dense")
 PARAMS = ("log_range", "log_sd", "log_noise")
 PARAMS_LARGE = ("log_range_large", "log_sd_large")
@@ -95,8 +95,9 @@ def laplacian(shape: tuple[int, int], h: tuple[float, float]) -> sp.csc_matrix:
 
 
 def _structure(shape: tuple[int, int], alpha: int) -> sp.csc_matrix:
-    """Sparsity of Q: the 13-point stencil (α = 2) or the 9-point one (α = 1; the diagonal
-    neighbours are explicit zeros, kept for the covariances of bilinear prediction)."""
+    """Sparsity of Q: the 9-point stencil (α = 1; the diagonal neighbours are explicit zeros,
+    kept for the covariances of bilinear prediction), the 13-point one (α = 2) or the
+    25-point one (α = 3)."""
     ny, nx = shape
     ty = abs(_second_difference(ny)) + sp.eye(ny) if ny > 1 else sp.eye(1)
     tx = abs(_second_difference(nx)) + sp.eye(nx) if nx > 1 else sp.eye(1)
@@ -104,17 +105,24 @@ def _structure(shape: tuple[int, int], alpha: int) -> sp.csc_matrix:
     if alpha == 1:
         return nine
     five = abs(laplacian(shape, (1.0, 1.0))) + sp.eye(ny * nx)
-    return sp.csc_matrix(five @ five + nine)
+    power = five
+    for _ in range(alpha - 1):
+        power = power @ five
+    return sp.csc_matrix(power + nine)
 
 
 def _coefficients(params, alpha: int, area: float):
-    """(κ², c, σ²) from the log parameters (ρ and s in the lattice's length unit)."""
+    """(κ², c, σ²) from the log parameters (ρ and s in the lattice's length unit).
+
+    For α ≥ 2 (Matérn ν = α − 1 in 2-D) κ = √(8ν)/ρ and c = A / (4πν κ^{2ν} s²), so that s² is
+    the continuum marginal variance Γ(ν) / (Γ(α) 4π κ^{2ν}) of (κ² − Δ)^{α/2} g = W / √A."""
     rho = jnp.exp(params["log_range"])
     var = jnp.exp(2.0 * params["log_sd"])
     noise = jnp.exp(2.0 * params["log_noise"])
-    if alpha == 2:
-        kappa2 = 8.0 / rho**2
-        c = area / (4.0 * math.pi * kappa2 * var)
+    if alpha >= 2:
+        nu = alpha - 1
+        kappa2 = 8.0 * nu / rho**2
+        c = area / (4.0 * math.pi * nu * kappa2**nu * var)
     else:
         kappa2 = 4.0 / rho**2
         c = area * jnp.log1p(32.0 / (area * kappa2)) / (4.0 * math.pi * var)
@@ -170,9 +178,10 @@ class LatticeProblem:
 
     Attributes:
         pattern: ``SparsePattern`` of B (lower triangle, CSC order). solve: its
-            :class:`~geogp.linalg.solvers.Solver`. alpha: 1 or 2. area: h_y h_x. n_obs: N.
+            :class:`~geogp.linalg.solvers.Solver`. alpha: 1, 2 or 3. area: h_y h_x. n_obs: N.
             n_trend: p.
-        e_i, e_l, e_l2: (nnz,) I, L and L² on the pattern. e_obs: (nnz,) PᵀP on the pattern.
+        e_i, e_l, e_l2: (nnz,) I, L and L² on the pattern (e_l3: L³, α = 3 only).
+        e_obs: (nnz,) PᵀP on the pattern.
         eig: (n,) Laplacian eigenvalues λ_kl (for log|Q|). ptw: (n, 1 + p) Pᵀ[y, X].
         wtw: (1 + p, 1 + p) [y, X]ᵀ[y, X]. n_feat: the first n_feat columns of X are
         large-scale Fourier features (Gaussian prior, :func:`spectral_weights`; the rest have
@@ -206,16 +215,18 @@ class LatticeProblem:
     e_l2_mid: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
     eig_mid: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
     area_mid: float = 0.0
+    e_l3: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
 
     def tree_flatten(self) -> tuple[tuple, tuple]:
         leaves = (self.e_i, self.e_l, self.e_l2, self.e_obs, self.eig, self.ptw, self.wtw,
-                  self.freq2, self.e_i_mid, self.e_l_mid, self.e_l2_mid, self.eig_mid)
+                  self.freq2, self.e_i_mid, self.e_l_mid, self.e_l2_mid, self.eig_mid,
+                  self.e_l3)
         return leaves, (self.pattern, self.solve, self.alpha, self.area, self.n_obs,
                         self.n_trend, self.n_feat, self.dw, self.kernel, self.area_mid)
 
     @classmethod
     def tree_unflatten(cls, aux: tuple, leaves: tuple) -> LatticeProblem:
-        return cls(*aux[:6], *leaves[:8], *aux[6:9], *leaves[8:], aux[9])
+        return cls(*aux[:6], *leaves[:8], *aux[6:9], *leaves[8:12], aux[9], leaves[12])
 
     @property
     def has_mid(self) -> bool:
@@ -244,7 +255,7 @@ def make_problem(shape: tuple[int, int], h: ArrayLike, alpha: int, cells: np.nda
 
     Args:
         shape: (n_y, n_x) lattice (margin included). h: (h_y, h_x) cell sizes.
-        alpha: 1 or 2. cells: (N,) distinct flat (row-major) indices of the observed cells.
+        alpha: 1, 2 or 3. cells: (N,) distinct flat (row-major) indices of the observed cells.
         y: (N,) observations. X: (N, p) trend features (p may be 0).
         backend: ``"cholmod"``, ``"dense"`` (reference, small lattices) or ``"auto"``.
         ordering: CHOLMOD fill-reducing ordering (nested dissection suits lattices).
@@ -293,7 +304,7 @@ def make_problem(shape: tuple[int, int], h: ArrayLike, alpha: int, cells: np.nda
         pattern, _load_solver(backend, ordering), int(alpha), float(h[0] * h[1]),
         len(cells), int(X.shape[1]), parts["e_i"], parts["e_l"], parts["e_l2"], e_obs,
         parts["eig"], ptw, W.T @ W, freq2, int(W.shape[1] - 1 - X.shape[1]), float(dw),
-        kernel, **parts["mid"])
+        kernel, **parts["mid"], e_l3=parts["e_l3"])
 
 
 # make_problem(share=True): the last lattice's data-free parts (pattern, operators), so that
@@ -330,8 +341,10 @@ def _lattice_parts(shape, h, alpha: int, mid_scale, neighbours: bool) -> dict:
         return sp.block_diag((sp.csc_matrix((n, n)), a), format="csc")
 
     pattern = SparsePattern.from_scipy(structure)
-    e_l2 = (pattern.values_from_scipy(fine(sp.csc_matrix(lap @ lap))) if alpha == 2
-            else np.zeros(pattern.nnz))
+    lap2 = sp.csc_matrix(lap @ lap)
+    e_l2 = (pattern.values_from_scipy(fine(lap2)) if alpha >= 2 else np.zeros(pattern.nnz))
+    e_l3 = (pattern.values_from_scipy(fine(sp.csc_matrix(lap2 @ lap))) if alpha == 3
+            else np.zeros(0))
     eig = np.add.outer(_neumann_eigenvalues(shape[0]) / h[0] ** 2,
                        _neumann_eigenvalues(shape[1]) / h[1] ** 2).ravel()
     mid_parts = {}
@@ -346,7 +359,7 @@ def _lattice_parts(shape, h, alpha: int, mid_scale, neighbours: bool) -> dict:
             eig_mid=np.add.outer(_neumann_eigenvalues(coarse[0]) / hm[0] ** 2,
                                  _neumann_eigenvalues(coarse[1]) / hm[1] ** 2).ravel(),
             area_mid=float(hm[0] * hm[1]))
-    return dict(pattern=pattern, pi=pi, eig=eig, e_l2=e_l2, mid=mid_parts,
+    return dict(pattern=pattern, pi=pi, eig=eig, e_l2=e_l2, e_l3=e_l3, mid=mid_parts,
                 e_i=pattern.values_from_scipy(fine(sp.eye(n, format="csc"))),
                 e_l=pattern.values_from_scipy(fine(lap)))
 
@@ -383,7 +396,10 @@ def precision(params: dict, problem: LatticeProblem) -> tuple[jax.Array, ...]:
         q, logdet_q = _add_mid(params, problem, q, logdet_q)
         return q, logdet_q, k1, noise
     kappa2, c, noise = _coefficients(params, problem.alpha, problem.area)
-    if problem.alpha == 2:
+    if problem.alpha == 3:
+        q = c * (kappa2**3 * problem.e_i + 3.0 * kappa2**2 * problem.e_l
+                 + 3.0 * kappa2 * problem.e_l2 + problem.e_l3)
+    elif problem.alpha == 2:
         q = c * (kappa2**2 * problem.e_i + 2.0 * kappa2 * problem.e_l + problem.e_l2)
     else:
         q = c * (kappa2 * problem.e_i + problem.e_l)

@@ -45,8 +45,8 @@ POSTERIOR_CORE = 512
 POSTERIOR_HALO = 96
 
 # nnz(L) / (n log₂ n) of nested dissection on these lattices (measured at n = 1.7·10⁵:
-# 5-point 7.0·10⁶, 13-point 1.85·10⁷ entries), rounded up
-FILL = {1: 2.6, 2: 6.5}
+# 5-point 7.0·10⁶, 13-point 1.85·10⁷, 25-point 3.5·10⁷ entries), rounded up
+FILL = {1: 2.6, 2: 6.5, 3: 11.8}
 # with the mid-scale level's coupling (measured nnz(L) / (n log₂ n): 8.1 at 1.25·10⁵ unknowns,
 # 9.0 at 5.3·10⁵), as a multiple of FILL[2] = 6.5, rounded up
 MID_FILL = 1.55

@@ -19,6 +19,7 @@ or on overlapping tiles above :data:`WHOLE_LATTICE_MAX_CELLS` (:mod:`geogp.model
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -26,12 +27,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from geogp._progress import announce_fit
-from geogp.exceptions import InputError, MemoryEstimateError
+from geogp.exceptions import GeogpError, InputError, MemoryEstimateError
 from geogp.models.base import Standardizer, check_fitted
 from geogp.models.lattice.gmrf import (
     PARAM_RATIO,
     PARAMS,
     PARAMS_MID,
+    RANGE_MAX_EXTENTS,
     LatticeProblem,
     fourier_features,
     log_range_cap,
@@ -60,8 +62,11 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
     """SPDE / GMRF Gaussian process on a regular raster (see the module docstring).
 
     Args:
-        alpha: 2 (Matérn ν = 1, default: calibrated intervals) or 1 (rougher; more accurate
-            means on satellite gaps, but under-dispersed intervals; see the module docstring).
+        alpha: 2 (Matérn ν = 1, default: calibrated intervals), 1 (rougher; more accurate
+            means on satellite gaps, but under-dispersed intervals), 3 (Matérn ν = 2, for
+            smooth fields) or ``"auto"`` (the front end's default): α = 2, unless its range
+            runs beyond the fitting tiles (:meth:`_smoother_wins`), where α = 3 is fitted on
+            the same tiles too and the higher likelihood decides. ``alpha_`` is the one used.
         margin: cells added on every side of the raster (the SPDE boundary effect decays over
             about one range).
         mean: trend ``"constant"``, ``"linear"`` (default) or ``"quadratic"`` in the
@@ -115,6 +120,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
 
     Attributes:
         params_: fitted log parameters (lattice units, standardised y). report_: FitReport.
+        alpha_: the operator's α (``alpha``, or the one ``"auto"`` chose).
         scaler_: Standardizer. range_, sd_, noise_sd_: fitted range (model units), marginal sd
         and noise sd (data units). beta_: trend coefficients (standardised). shape_: lattice
         shape. n_obs_: observed cells. log_likelihood_: REML log likelihood of the whole raster
@@ -198,7 +204,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         m = int(self.margin)
         cells = [tile_cells(t, m) for t in self._posterior_tiles(raster_shape)]
         lattice = (raster_shape[0] + 2 * m) * (raster_shape[1] + 2 * m)
-        needed = lattice_bytes(lattice, max(cells), int(self.alpha),
+        needed = lattice_bytes(lattice, max(cells), self._alpha(),
                                self._mid_factor(raster_shape) is not None,
                                self._n_columns(n_covariates, raster_shape))
         return {"tiles": len(cells), "bytes": needed,
@@ -242,6 +248,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         if np.isinf(v).any():
             raise InputError("the raster contains infinite values; replace them by NaN.")
         obs = np.isfinite(v)
+        self.alpha_ = 2 if self.alpha == "auto" else int(self.alpha)
         powers = monomial_powers(self.mean, 2)
         m = int(self.margin)
         self._covariates, self.covariate_mean_, self.covariate_scale_ = (
@@ -273,8 +280,75 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             tiles = [(slice(0, obs.shape[0]), slice(0, obs.shape[1]))]
         # stage 1 on the tiles
         self.mid_dropped_, self.mid_dropped_ranges_ = False, None
+        self.fit_tiles_ = len(tiles)
+        params, local, report = self._fit_local_field(obs, ys, trend, tiles)
+        self.params_, self.report_ = {**params, **local}, report
+        if (self.alpha == "auto" and self._smoother_wins(local, tiles)
+                and self._fit_smoother(obs, ys, trend, tiles)):
+            return self
+        release_memory()  # glibc keeps the freed heap of the tiles' factors
+        # stage 2 (large scales, inside the posterior's factorisation) and the posterior
+        self._posterior(obs, ys)
+        return self
+
+    def _fit_smoother(self, obs, ys, trend, tiles) -> bool:
+        """``alpha="auto"``: fit α = 3 on the tiles too; where it is the likelier, keep it and
+        compute its posterior. Returns whether it was kept; otherwise the α = 2 fit stands,
+        with everything the α = 3 attempt warned about discarded. A ν = 1 field imitating a
+        smooth one runs to the intrinsic limit, whose intervals are far too narrow deep in
+        large gaps (docs/lattice.md)."""
+        announce_fit(self.progress, "fit with a smoother field (alpha=3)", (
+            f"the local field's range ({float(np.exp(self.params_['log_range'])):.4g} cells) "
+            "runs beyond the fitting tiles: the field is smoother than Matérn ν = 1; fitting "
+            "ν = 2 (alpha=3) too and keeping the more likely"), "setup + compile")
+        rough = (self.params_, self.report_, self.mid_dropped_, self.mid_dropped_ranges_)
+        self.alpha_ = 3
+        kept = False
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            # from ν = 1's optimum (ranges mean the same distance for every ν), then, where that
+            # ends below ν = 1 or fails (the likelihood is a flat ridge), from the usual start
+            for start in ([rough[0], None] if self.optimize else [None]):
+                try:
+                    params, local, report = self._fit_local_field(obs, ys, trend, tiles,
+                                                                  start=start)
+                except GeogpError:  # not finite anywhere from this start
+                    self.mid_dropped_, self.mid_dropped_ranges_ = rough[2:]
+                    continue
+                kept = report.objective < rough[1].objective
+                if kept:
+                    break
+                self.mid_dropped_, self.mid_dropped_ranges_ = rough[2:]
+            if kept:
+                self.params_, self.report_ = {**params, **local}, report
+                release_memory()
+                try:
+                    self._posterior(obs, ys)
+                except GeogpError:  # nearly noise-free data: ν = 2 singular where ν = 1 is not
+                    kept = False
+        if not kept:
+            self.alpha_ = 2
+            self.params_, self.report_, self.mid_dropped_, self.mid_dropped_ranges_ = rough
+            return False
+        for w in caught:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return True
+
+    def _smoother_wins(self, local: dict, tiles: list) -> bool:
+        """Whether ``"auto"`` should try α = 3: the ν = 1 field's range exceeds the largest
+        fitting lattice's extent, where only the field's smoothness is being fitted."""
+        top = self._range_bounds(tiles)["log_range"][1]
+        return float(local["log_range"]) >= top - math.log(RANGE_MAX_EXTENTS)
+
+    def _fit_local_field(self, obs, ys, trend, tiles,
+                         start: dict | None = None) -> tuple[dict, dict, FitReport]:
+        """Stage 1 at ``alpha_``: (initial parameters, fitted local θ, report); with
+        ``mid_scale="auto"``, drops the mid-scale level where the fit makes the local field
+        the longer-ranged one. ``start``: local parameters to start from (those it has)."""
+        params = self._initial(ys, trend)
+        if start is not None:
+            params.update({k: v for k, v in start.items() if k in params})
         problems = [self._problem(obs, ys, sl, large=False) for sl in tiles]
-        self.fit_tiles_ = len(problems)
         local, report = self._stage1(params, problems, tiles)
         if (self.mid_scale == "auto" and self._mid_factor() is not None
                 and local["log_range"] >= local["log_range_mid"]):
@@ -284,7 +358,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             # again from the usual start (from where it ended, the noise, which such data do
             # not identify, stayed where the level had pushed it).
             self.mid_dropped_ = True
-            self.mid_dropped_ranges_ = tuple(float(np.exp(local[k]) * unit)
+            self.mid_dropped_ranges_ = tuple(float(np.exp(local[k]) * self.unit_)
                                              for k in ("log_range", "log_range_mid"))
             announce_fit(self.progress, "refit without the mid-scale field", (
                 "mid-scale field dropped: the first fit gave the local field a longer range "
@@ -294,19 +368,23 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             params = self._initial(ys, trend)
             problems = [self._problem(obs, ys, sl, large=False) for sl in tiles]
             local, report = self._stage1(params, problems, tiles)
-        self.params_, self.report_ = {**params, **local}, report
-        del problems
-        release_memory()  # glibc keeps the freed heap (0.37 GiB on the satellite raster)
-        # stage 2 (large scales, inside the posterior's factorisation) and the posterior
-        self._posterior(obs, ys)
-        return self
+        return params, local, report
+
+    def _alpha(self) -> int:
+        """The operator's α: the fitted ``alpha_``; before a fit ``alpha``, with 2 for
+        ``"auto"`` (α = 3 is chosen only after stage 1, and its posterior tiles are planned
+        then)."""
+        fitted = getattr(self, "alpha_", None)
+        if fitted is not None:
+            return int(fitted)
+        return 2 if self.alpha == "auto" else int(self.alpha)
 
     def _posterior_tiles(self, raster_shape) -> list:
         """The posterior's tiles on a raster of ``raster_shape``
         (:func:`~geogp.models.lattice.memory.plan_tiles`: ``posterior_tile="auto"`` takes the
         whole lattice when it has at most :data:`WHOLE_LATTICE_MAX_CELLS` cells within
         ``max_bytes``, else the largest core up to :data:`POSTERIOR_CORE` that fits)."""
-        return plan_tiles(raster_shape, int(self.margin), int(self.alpha),
+        return plan_tiles(raster_shape, int(self.margin), self._alpha(),
                           self._mid_factor(raster_shape), self._n_columns(0, raster_shape),
                           self.max_bytes,
                           self.posterior_tile, self.posterior_halo)
@@ -444,7 +522,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         freq = self.freq_ if large else self.freq_[:0]
         f2 = np.tile(np.sum(freq**2, axis=1), 2)
         feats = self._features(rows, cols, freq)
-        return make_problem(shape, self.h_, int(self.alpha), cells, ys[order], X,
+        return make_problem(shape, self.h_, self._alpha(), cells, ys[order], X,
                             self.backend, self.ordering, feats, f2,
                             getattr(self, "_dw", 0.0), self.large_scale_kernel,
                             self._mid_factor(), neighbours=large, share=share)

@@ -58,8 +58,8 @@ def n_large(large_scale: int | str | None, mid_scale: int | str | None,
 def check_settings(est: LatticeRegressor) -> None:
     """Raise :class:`~geogp.exceptions.InputError` naming every invalid setting of ``est``."""
     problems = []
-    if est.alpha not in ALPHAS:
-        problems.append(f"alpha must be 1 or 2 (got {est.alpha!r})")
+    if est.alpha not in ALPHAS and est.alpha != "auto":
+        problems.append(f"alpha must be one of {ALPHAS} or 'auto' (got {est.alpha!r})")
     if est.second_range not in (True, False):
         problems.append(f"second_range must be True or False (got {est.second_range!r})")
     elif est.second_range and est.alpha != 2:

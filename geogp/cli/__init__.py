@@ -29,7 +29,7 @@ __all__ = ["main", "build_parser", "run_command", "usage_error"]
 
 _EPILOG = """\
 examples:
-  geogp demo                                  fill holes in a real elevation model (≈ 1.5 min)
+  geogp demo                                  fill holes in a real elevation model (≈ 2 min)
   geogp fit dem.tif --out filled.tif          mean (band 1) and std (band 2) GeoTIFF
   geogp fit sst.nc --var sst --out sst_gp.tif --netcdf sst_gp.nc --map sst_gp.png
   geogp fit dem.tif --out filled.tif --model afs --kernel matern52 --features 2000

@@ -25,7 +25,7 @@ def add_demo_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
     demo.add_argument("--out-dir", default="geogp-demo", metavar="DIR",
                       help="output folder (default: ./geogp-demo)")
     demo.add_argument("--model", default="auto", choices=("auto", "lattice", "afs"),
-                      help="model: auto (default: the lattice model here, ≈ 1.5 min on 2 "
+                      help="model: auto (default: the lattice model here, ≈ 2 min on 2 "
                            "cores) or afs")
     demo.add_argument("--features", type=int, default=None, metavar="M",
                       help="fit AFS with M Fourier features instead (800: ≈ 10 s)")

@@ -14,7 +14,7 @@ import pandas as pd
 
 from geogp.exceptions import InputError
 from geogp.families import family
-from geogp.placement.candidates import Candidates
+from geogp.placement.candidates import Candidates, nearest_cells
 from geogp.placement.observe import add_observations
 from geogp.placement.suggest import suggest_sites
 
@@ -113,14 +113,8 @@ class PlacementMixin:
             raise InputError(f"points' {x!r}, {y!r} and {value!r} must be numbers.") from None
         if len(pts) == 0 or not np.all(np.isfinite(pts)):
             raise InputError("points must hold at least one row of finite x, y and value.")
-        cells = []
-        for coords, axis, name in ((pts[:, 1], target.y, "y"), (pts[:, 0], target.x, "x")):
-            step = abs(float(axis[1] - axis[0])) if axis.size > 1 else 1.0
-            idx = np.abs(coords[:, None] - axis[None, :]).argmin(axis=1)
-            if np.any(np.abs(coords - axis[idx]) > 0.5 * step * (1 + 1e-9)):
-                raise InputError(f"a point lies outside the raster ({name} beyond its cells).")
-            cells.append(idx)
-        X = np.stack([axes[0][cells[0]], axes[1][cells[1]]], axis=1)
+        rows, cols = nearest_cells(pts[:, 0], pts[:, 1], target.y, target.x, "a point")
+        X = np.stack([axes[0][rows], axes[1][cols]], axis=1)
         out = copy.copy(self)
         out.estimators_ = [add_observations(est, X, pts[:, 2])]
         return out

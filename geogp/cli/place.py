@@ -272,6 +272,7 @@ def _read_measured(args, da):
 
     from geogp.adapters import find_spatial_dims
     from geogp.cli.fit_points import read_table
+    from geogp.placement.candidates import nearest_cells
 
     path = args.measured
     if da.ndim != 2:
@@ -285,15 +286,9 @@ def _read_measured(args, da):
     if not np.all(np.isfinite(pts)):
         raise InputError(f"the measurements {path!r} hold missing x, y or value entries.")
     y_dim, x_dim = find_spatial_dims(da)
-    out = []
-    for axis, col in ((da[y_dim].values, 1), (da[x_dim].values, 0)):
-        step = abs(float(axis[1] - axis[0])) if axis.size > 1 else 1.0
-        idx = np.abs(pts[:, col, None] - axis[None, :]).argmin(axis=1)
-        if np.any(np.abs(pts[:, col] - axis[idx]) > 0.5 * step * (1 + 1e-9)):
-            raise InputError(f"a measurement in {path!r} lies outside the raster "
-                             f"({'y' if col else 'x'} beyond its cells).")
-        out.append(idx)
-    return out[0], out[1], pts[:, 2]
+    rows, cols = nearest_cells(pts[:, 0], pts[:, 1], da[y_dim].values, da[x_dim].values,
+                               f"a measurement in {path!r}")
+    return rows, cols, pts[:, 2]
 
 
 def _placement_model(args, da, options) -> tuple[str, str]:

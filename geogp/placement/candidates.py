@@ -196,3 +196,18 @@ def at_candidates(points: ArrayLike, coords: np.ndarray) -> list:
 
 def near_mask(coords: np.ndarray, point: np.ndarray, min_distance: float) -> np.ndarray:
     return np.sum((coords - point) ** 2, axis=1) < min_distance**2
+
+
+def nearest_cells(x: np.ndarray, y: np.ndarray, axis_y: np.ndarray, axis_x: np.ndarray,
+                  what: str) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, columns) of the raster cells nearest to the points (x, y), for a raster with
+    cell-centre axes ``axis_y`` and ``axis_x``; refuses a point beyond the cells ("{what}
+    lies outside the raster ...")."""
+    out = []
+    for coords, axis, name in ((y, axis_y, "y"), (x, axis_x, "x")):
+        step = abs(float(axis[1] - axis[0])) if axis.size > 1 else 1.0
+        idx = np.abs(coords[:, None] - axis[None, :]).argmin(axis=1)
+        if np.any(np.abs(coords - axis[idx]) > 0.5 * step * (1 + 1e-9)):
+            raise InputError(f"{what} lies outside the raster ({name} beyond its cells).")
+        out.append(idx)
+    return out[0], out[1]

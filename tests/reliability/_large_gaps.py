@@ -8,6 +8,7 @@ one square block gap, fitted by ``geogp.fit`` with its defaults and scored in th
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -36,6 +37,12 @@ def periodic_case(period: int, gap_side: int, seed: int, kind: str):
     values = np.where(scattered | gap, np.nan, z)
     da = xr.DataArray(values, dims=("y", "x"), coords={"y": axis, "x": axis}).rio.write_crs(32633)
     return da, z, f, gap
+
+
+@functools.cache  # each variant is fitted once per test process
+def default_scores(period: int, gap_side: int, seed: int, kind: str) -> dict:
+    """:func:`gap_scores` of ``geogp.fit``'s defaults."""
+    return gap_scores(period, gap_side, seed, kind)
 
 
 def gap_scores(period: int, gap_side: int, seed: int, kind: str, **options) -> dict:

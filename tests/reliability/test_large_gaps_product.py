@@ -14,20 +14,13 @@ from __future__ import annotations
 
 import pytest
 
-from reliability._large_gaps import gap_scores
+from reliability._large_gaps import default_scores
 
-_SCORES: dict = {}
-
-
-def scores() -> dict:
-    """The default model's scores in this variant's gap (fitted once per module)."""
-    if not _SCORES:
-        _SCORES.update(gap_scores(30, 60, 0, "product"))
-    return _SCORES
+VARIANT = (30, 60, 0, "product")
 
 
 def test_item1_intervals_cover_the_hidden_values_deep_in_a_gap_larger_than_a_period():
-    s = scores()
+    s = default_scores(*VARIANT)
     assert s["model"] == "lattice"
     assert 0.85 <= s["coverage"] <= 0.99, s
 
@@ -35,5 +28,5 @@ def test_item1_intervals_cover_the_hidden_values_deep_in_a_gap_larger_than_a_per
 @pytest.mark.xfail(strict=True, reason="#41 item 1: the smooth stationary fit overshoots in "
                    "gaps larger than a period (see benchmarks/README.md)")
 def test_item1_rmse_in_a_gap_larger_than_a_period_is_no_worse_than_the_mean():
-    s = scores()
+    s = default_scores(*VARIANT)
     assert s["rmse"] <= s["rmse_mean"], s

@@ -2,18 +2,22 @@
 :meth:`~PlacementMixin.suggest_sites` (where to measure next, on the raster's cells) and
 :meth:`~PlacementMixin.add_observations` (a new model conditioned on what was measured, the
 hyperparameters kept). Both go through the model family's placement contract
-(:mod:`geogp.placement.contract`)."""
+(:mod:`geogp.placement.contract`). :func:`place` is the whole of ``geogp place`` as one call:
+choose and fit the placement model, take in what was measured, suggest the sites."""
 
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 
+from geogp.adapters import find_spatial_dims, to_grid_data
 from geogp.exceptions import InputError
-from geogp.families import family
+from geogp.families import AUTO, FALLBACK, family, make_estimator, resolve_model
 from geogp.placement.candidates import Candidates, nearest_cells
 from geogp.placement.observe import add_observations
 from geogp.placement.suggest import suggest_sites
@@ -21,7 +25,11 @@ from geogp.placement.suggest import suggest_sites
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
 
-__all__ = ["PlacementMixin"]
+    from geogp.outputs import Target
+
+__all__ = ["PlacementMixin", "Placed", "place", "placement_model", "mask_on_target"]
+
+PLACEMENT_FEATURES = 2000  # the dense AFS posterior that placement updates rank by rank
 
 _SCORES = ["score", "std_before", "std_reduction", "mean_std_after"]
 
@@ -56,17 +64,22 @@ class PlacementMixin:
             strategy: ``"auto"`` (the family's default: total variance reduction on the
                 lattice model, the log-determinant ``"mi"`` elsewhere), ``"variance"``,
                 ``"mi"``, ``"reduction"`` (lattice) or ``"krause"`` (afs, wavelet).
-            exclude: boolean (y, x) mask of the raster, True = not allowed.
+            exclude: boolean (y, x) mask of the raster, True = not allowed; or a DataArray on
+                the raster's grid, non-zero = not allowed (NaN counts as zero).
             min_distance: between sites, in model units (the CRS's; ``"auto"``: the model's).
             max_targets, max_memory: as :func:`geogp.placement.suggest_sites`; further
             ``options`` go there too.
 
         Returns:
-            DataFrame in selection order: ``order``, ``x``, ``y`` (cell centres in the
-            raster's CRS), ``score``, ``std_before``, ``std_reduction``, ``mean_std_after``
+            DataFrame in selection order: ``order``, ``index`` (the cell's flat index in
+            (y, x) row-major order), ``x``, ``y`` (cell centres in the raster's CRS),
+            ``score``, ``std_before``, ``std_reduction``, ``mean_std_after``
             (data units); ``attrs`` as :func:`geogp.placement.suggest_sites`, with ``crs``.
         """
         est, target, axes = self._one_raster("suggest_sites")
+        if isinstance(exclude, xr.DataArray):
+            named = "" if exclude.name is None else f" {str(exclude.name)!r}"
+            exclude = mask_on_target(exclude, target, f"the exclusion mask{named}")
         if strategy == "auto":
             strategy = family(self.model_).placement_strategy
         if exclude is not None:
@@ -78,8 +91,9 @@ class PlacementMixin:
                               min_distance=min_distance, max_targets=max_targets,
                               max_memory=max_memory, names=("y_model", "x_model"), **options)
         iy, ix = np.unravel_index(sites["index"].to_numpy(), (len(target.y), len(target.x)))
-        out = pd.DataFrame({"order": sites["order"].to_numpy(), "x": target.x[ix],
-                            "y": target.y[iy], **{c: sites[c].to_numpy() for c in _SCORES}})
+        out = pd.DataFrame({"order": sites["order"].to_numpy(), "index": sites["index"].to_numpy(),
+                            "x": target.x[ix], "y": target.y[iy],
+                            **{c: sites[c].to_numpy() for c in _SCORES}})
         out.attrs = {**sites.attrs, "coord_names": ["x", "y"], "crs": self.spec_.crs_wkt}
         return out
 
@@ -103,18 +117,167 @@ class PlacementMixin:
         if not isinstance(points, pd.DataFrame):
             raise InputError(f"points must be a DataFrame with columns {x!r}, {y!r} and "
                              f"{value!r}; got {type(points).__name__}.")
-        missing = [c for c in (x, y, value) if c not in points.columns]
-        if missing:
-            raise InputError(f"points lack the column(s) {missing}; they have "
-                             f"{list(points.columns)}.")
-        try:
-            pts = points[[x, y, value]].to_numpy(dtype=np.float64)
-        except (TypeError, ValueError):
-            raise InputError(f"points' {x!r}, {y!r} and {value!r} must be numbers.") from None
-        if len(pts) == 0 or not np.all(np.isfinite(pts)):
-            raise InputError("points must hold at least one row of finite x, y and value.")
+        pts = _table_points(points, x, y, value, "points")
         rows, cols = nearest_cells(pts[:, 0], pts[:, 1], target.y, target.x, "a point")
         X = np.stack([axes[0][rows], axes[1][cols]], axis=1)
         out = copy.copy(self)
         out.estimators_ = [add_observations(est, X, pts[:, 2])]
         return out
+
+
+def mask_on_target(mask: xr.DataArray, target: Target, what: str) -> np.ndarray:
+    """(N_y, N_x) boolean: True where ``mask`` (a 2-D raster on ``target``'s grid) is non-zero;
+    NaN counts as zero. Refuses a mask on another grid."""
+    y_dim, x_dim = find_spatial_dims(mask)
+    if set(mask.dims) - {y_dim, x_dim}:
+        raise InputError(f"{what} must be a single 2-D band; it has dimensions "
+                         f"{list(mask.dims)}.")
+    mask = mask.transpose(y_dim, x_dim)
+    y, x = np.asarray(mask[y_dim].values, float), np.asarray(mask[x_dim].values, float)
+    same = (y.shape == target.y.shape and x.shape == target.x.shape
+            and np.allclose(y, target.y, rtol=0, atol=1e-6 * _step(target.y))
+            and np.allclose(x, target.x, rtol=0, atol=1e-6 * _step(target.x)))
+    if not same:
+        raise InputError(
+            f"{what} is not on the input's grid (shape {(y.size, x.size)} vs "
+            f"{(target.y.size, target.x.size)}, or other coordinates); resample it first, "
+            "e.g. mask.rio.reproject_match(raster).")
+    return np.nan_to_num(np.asarray(mask.values, dtype=np.float64), nan=0.0) != 0
+
+
+def _step(a) -> float:
+    """The largest step between neighbouring coordinates (1.0 for a single one)."""
+    a = np.asarray(a, float)
+    return float(np.abs(np.diff(a)).max()) if a.size > 1 else 1.0
+
+
+@dataclass(frozen=True)
+class Placed:
+    """What :func:`place` returns: the fitted (and, with ``measured``, conditioned) model,
+    the suggested sites (:meth:`PlacementMixin.suggest_sites`' table) and notes for the
+    user (what was chosen and why)."""
+
+    model: Any
+    sites: pd.DataFrame
+    notes: tuple[str, ...]
+
+
+def placement_model(shape: tuple[int, int], regular: bool, model: str = AUTO, *,
+                    afs_options: bool = False, max_memory: float = 4 * 2**30,
+                    options: dict | None = None) -> tuple[str, dict, str]:
+    """(model name, its options, a note or "") for placing on a raster of ``shape`` cells:
+    ``model``, with ``"auto"`` resolved as :func:`geogp.fit` resolves it (AFS when
+    ``afs_options``: a kernel or a feature count was given). A family whose posterior goes
+    on tiles gets ``max_memory`` as its limit, and the note says when it needs more than one."""
+    if model == AUTO and afs_options:
+        return FALLBACK, dict(options or {}), ""
+    opts = {**(options or {}), "max_bytes": float(max_memory)}
+    if model == AUTO:
+        model = resolve_model(AUTO, raster_shape=shape, regular=regular, options=opts)[0]
+    fam = family(model)
+    if not fam.posterior_on_tiles:
+        return model, dict(options or {}), ""
+    tiles = fam.posterior_tiles(make_estimator(model, options=opts), shape)
+    if tiles == 1:
+        return model, opts, ""
+    return model, opts, (f"placement tile by tile: on {shape[0]} × {shape[1]} cells the "
+                         f"lattice posterior takes {tiles} tiles within the memory limit; each "
+                         "site is scored by its tile over the cells within the tile's halo.")
+
+
+def place(data: xr.DataArray, n: int, *, model: str = AUTO, kernel: Any = None,
+          n_features: int | None = None, measured: pd.DataFrame | None = None,
+          refit: bool = False, x: str = "x", y: str = "y", value: str = "value",
+          strategy: str = "auto", exclude: ArrayLike | xr.DataArray | None = None,
+          min_distance: float | str = "auto", max_memory: float = 4 * 2**30,
+          progress: bool = False, options: dict | None = None, **placement: Any) -> Placed:
+    """Fit a model to a raster and suggest where to measure next: ``geogp place`` as a call.
+
+    Args:
+        data: a 2-D raster (NaN/nodata = missing), as for :func:`geogp.fit`.
+        n: number of sites.
+        model: ``"auto"`` (the model :func:`geogp.fit` chooses; AFS with ``kernel`` or
+            ``n_features``) or a model name whose family places (``can_place``).
+        kernel, n_features: of an AFS model (default 2,000 features: the dense posterior that
+            placement updates rank by rank).
+        measured: measurements made since the raster, a table with columns ``x``, ``y`` (the
+            raster's CRS) and ``value``; each is taken at its nearest cell. The posterior is
+            conditioned on them with the hyperparameters kept, or, with ``refit``, they are
+            written into the raster before the fit.
+        strategy, exclude, min_distance, max_memory: as
+            :meth:`PlacementMixin.suggest_sites` (``max_memory`` in bytes also bounds a
+            lattice fit, which goes on tiles beyond it); further ``placement`` options
+            (``criterion``, ``max_targets``...) go there too.
+        progress, options: as :class:`geogp.GeoRegressor`.
+
+    Returns:
+        :class:`Placed`: the model, the sites and notes.
+    """
+    from geogp.api import GeoRegressor  # noqa: PLC0415 (geogp.api imports this module)
+
+    if refit and measured is None:
+        raise InputError("refit=True refits with the measured points; pass measured too.")
+    if not (np.isfinite(max_memory) and max_memory > 0):
+        raise InputError(f"max_memory must be a positive number of bytes; got {max_memory}.")
+    afs_options = kernel is not None or n_features is not None
+    if model != AUTO:
+        if not family(model).can_place:
+            raise InputError(f"model={model!r} does not support placement.")
+        if afs_options and not family(model).takes_features:
+            raise InputError(f"kernel and n_features are AFS options; model={model!r} takes "
+                             "neither.")
+    most = family(FALLBACK).max_placement_features
+    if n_features is not None and not 4 <= n_features <= most:
+        raise InputError(f"n_features must be between 4 and {most} (placement uses the dense "
+                         f"posterior); got {n_features}.")
+    if not isinstance(data, xr.DataArray):
+        raise InputError(f"place needs a raster DataArray; got {type(data).__name__}.")
+    if data.ndim != 2:
+        raise InputError(f"place works on one 2-D raster; this one has dimensions "
+                         f"{list(data.dims)}. Select one slice first (e.g. da.isel(...)).")
+    points = None if measured is None else _measured_cells(measured, data, x, y, value)
+    if points is not None and refit:  # the measurements become data
+        data = data.transpose(*find_spatial_dims(data)).copy()
+        data.values[points[0], points[1]] = points[2]
+    g = to_grid_data(data)
+    name, opts, note = placement_model(g.values[0].shape, g.regular, model,
+                                       afs_options=afs_options, max_memory=max_memory,
+                                       options=options)
+    notes = [note] if note else []
+    features = (n_features or PLACEMENT_FEATURES) if family(name).takes_features else None
+    geo = GeoRegressor(name, kernel=kernel, n_features=features, progress=progress,
+                       options=opts or None).fit(data)
+    if points is not None and not refit:  # condition on them, θ kept
+        geo = geo.add_observations(measured, x=x, y=y, value=value)
+        notes.append(f"posterior updated with {len(points[2])} measurement(s) "
+                     "(hyperparameters kept).")
+    sites = geo.suggest_sites(n, strategy=strategy, exclude=exclude, min_distance=min_distance,
+                              max_memory=max_memory, **placement)
+    return Placed(geo, sites, tuple(notes))
+
+
+def _measured_cells(measured, data, x, y, value):
+    """(rows, cols, values) of the measurements at their nearest cells of ``data``."""
+    if not isinstance(measured, pd.DataFrame):
+        raise InputError(f"measured must be a DataFrame with columns {x!r}, {y!r} and "
+                         f"{value!r}; got {type(measured).__name__}.")
+    pts = _table_points(measured, x, y, value, "measured")
+    y_dim, x_dim = find_spatial_dims(data)
+    rows, cols = nearest_cells(pts[:, 0], pts[:, 1], data[y_dim].values, data[x_dim].values,
+                               "a measured point")
+    return rows, cols, pts[:, 2]
+
+
+def _table_points(table: pd.DataFrame, x: str, y: str, value: str, what: str) -> np.ndarray:
+    """(n, 3) finite x, y, value of a table of measurements; refuses anything else."""
+    missing = [c for c in (x, y, value) if c not in table.columns]
+    if missing:
+        raise InputError(f"{what} lack the column(s) {missing}; they have "
+                         f"{list(table.columns)}.")
+    try:
+        pts = table[[x, y, value]].to_numpy(dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(f"{what}' {x!r}, {y!r} and {value!r} must be numbers.") from None
+    if len(pts) == 0 or not np.all(np.isfinite(pts)):
+        raise InputError(f"{what} must hold at least one row of finite {x}, {y} and {value}.")
+    return pts

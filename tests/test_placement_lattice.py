@@ -11,6 +11,7 @@ import pytest
 
 from geogp.exceptions import InputError
 from geogp.models import lattice as lm
+from geogp.models.lattice.state import Tiled
 from geogp.placement.lattice import LatticeCovariance
 
 # rasters without a CRS on purpose (planar is assumed, with a warning)
@@ -71,17 +72,17 @@ def fitted(request):
 
 def _dense_covariance(est):
     """C = H (B/c)⁻¹ Hᵀ + R A⁻¹ Rᵀ from the model's posterior state, densely."""
-    sm = est._sampler
-    binv = np.linalg.inv(sm["pattern"].to_scipy(sm["b_vals"]).toarray())
+    sm = est.posterior_.sampler()
+    binv = np.linalg.inv(sm.pattern.to_scipy(sm.b_vals).toarray())
     n = est.shape_[0] * est.shape_[1]
-    h = np.eye(n) if sm["pi"] is None else np.hstack([np.eye(n), sm["pi"].toarray()])
-    return h @ binv @ h.T + sm["g"] @ sm["w_cov"] @ sm["g"].T  # g (D A⁻¹ D) gᵀ = r A⁻¹ rᵀ
+    h = np.eye(n) if sm.pi is None else np.hstack([np.eye(n), sm.pi.toarray()])
+    return h @ binv @ h.T + sm.g @ sm.w_cov @ sm.g.T  # g (D A⁻¹ D) gᵀ = r A⁻¹ rᵀ
 
 
 def test_columns_are_the_dense_posterior_covariance(fitted):
     est, _ = fitted
     cov = _dense_covariance(est)
-    np.testing.assert_allclose(np.diag(cov), est._var, rtol=1e-9)  # the model's own variances
+    np.testing.assert_allclose(np.diag(cov), est.posterior_.var, rtol=1e-9)  # the model's own
     lc = LatticeCovariance(est)
     for cell in (0, 37, lc.n // 2, lc.n - 1):
         np.testing.assert_allclose(lc.prior_column(cell), cov[:, cell], rtol=1e-9,
@@ -102,7 +103,7 @@ def test_sequential_sites_equal_joint_dense_conditioning(fitted):
     np.testing.assert_allclose(lc.variance(), np.diag(want), rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(lc.column(5), want[:, 5], rtol=1e-8, atol=1e-11)
     assert lc.sites == sites
-    assert np.all(lc.variance() <= est._var + 1e-12)  # a measurement never adds variance
+    assert np.all(lc.variance() <= est.posterior_.var + 1e-12)  # a measurement never adds variance
 
 
 def test_a_site_equals_the_posterior_recomputed_with_it_observed(fitted):
@@ -123,8 +124,8 @@ def test_a_site_equals_the_posterior_recomputed_with_it_observed(fitted):
     lc = LatticeCovariance(est)
     cell = (site[0] + m) * est.shape_[1] + site[1] + m
     lc.add(cell)
-    np.testing.assert_allclose(lc.variance(), again._var, rtol=1e-7)
-    assert lc.variance()[cell] < 0.5 * est._var[cell]
+    np.testing.assert_allclose(lc.variance(), again.posterior_.var, rtol=1e-7)
+    assert lc.variance()[cell] < 0.5 * est.posterior_.var[cell]
 
 
 def test_cells_are_checked_and_tiled_models_refused(fitted):
@@ -134,9 +135,15 @@ def test_cells_are_checked_and_tiled_models_refused(fitted):
         with pytest.raises(InputError, match="flat index"):
             lc.add(bad)
     tiled = copy.copy(est)
-    tiled._sampler, tiled.posterior_tiles_ = None, 4
+    post = est.posterior_
+    tiled.posterior_ = Tiled(mean=post.mean, var=post.var, cov=post.cov, n_tiles=4,
+                             observed=np.ones(1, bool), w_cov=post.sampler().w_cov)
     with pytest.raises(InputError, match="whole lattice"):
-        LatticeCovariance(tiled)
+        tiled.sample_cells(1)
+    loaded = copy.copy(est)
+    loaded.posterior_ = post.moments()  # what a model file keeps
+    with pytest.raises(InputError, match="loaded from a file"):
+        LatticeCovariance(loaded)
 
 
 def _dense_greedy(cov, noise, cand, targets, n, strategy, taken=()):
@@ -257,7 +264,7 @@ def test_added_observations_equal_the_posterior_recomputed_with_them(fitted):
     sites = [(10, 12), (8, 15)]  # inside the block gap
     values = np.array([1.7, -0.4])
     X = np.array([[r * 10.0, c * 10.0] for r, c in sites])
-    before = est._mean.copy()
+    before = est.posterior_.mean.copy()
     upd = add_observations(est, X, values)
     obs2 = obs.copy()
     vals = v.copy()
@@ -266,11 +273,12 @@ def test_added_observations_equal_the_posterior_recomputed_with_them(fitted):
     again = copy.copy(est)
     again.optimize = False
     again._posterior(obs2, est.scaler_.y(vals[obs2]))
-    scale = float(np.max(est._var))
-    np.testing.assert_allclose(upd._mean, again._mean, atol=1e-7 * scale)
-    np.testing.assert_allclose(upd._var, again._var, rtol=1e-7)
-    np.testing.assert_allclose(upd._cov, again._cov, atol=1e-8 * scale)
-    assert np.array_equal(est._mean, before) and not np.allclose(upd._mean, before)
+    scale = float(np.max(est.posterior_.var))
+    np.testing.assert_allclose(upd.posterior_.mean, again.posterior_.mean, atol=1e-7 * scale)
+    np.testing.assert_allclose(upd.posterior_.var, again.posterior_.var, rtol=1e-7)
+    np.testing.assert_allclose(upd.posterior_.cov, again.posterior_.cov, atol=1e-8 * scale)
+    assert np.array_equal(est.posterior_.mean, before)
+    assert not np.allclose(upd.posterior_.mean, before)
     # the original model is unchanged, and placement continues from the update
     ay, ax = np.arange(v.shape[0]) * 10.0, np.arange(v.shape[1]) * 10.0
     cands = Candidates.grid([ay, ax])
@@ -417,27 +425,20 @@ def test_cli_place_default_strategy_is_reduction_on_the_lattice(tmp_path, capsys
 
 
 @pytest.mark.parametrize("gib", [2.0, 3.0])
-def test_cli_place_auto_keeps_the_lattice_model_and_says_when_it_places_on_tiles(gib):
+def test_place_auto_keeps_the_lattice_model_and_says_when_it_places_on_tiles(gib):
     """On a 300 × 500 raster `auto` takes the lattice model, as `geogp fit` does, under either
     limit. Under --max-memory 2 its posterior needs tiles (about 2.05 GiB on the whole
     raster), and the note says that placement goes tile by tile; under 3 it is one factor and
     there is no note. The count of tiles is the lattice estimator's own at that limit."""
-    import argparse
-
-    import xarray as xr
-
-    from geogp.cli.place import _placement_model
+    from geogp.api_placement import placement_model
     from geogp.families import make_estimator, resolve_model
 
     v = np.zeros((300, 500))
-    v[100:150, 200:260] = np.nan
-    da = xr.DataArray(v, dims=("y", "x"),
-                      coords={"y": 1e4 - 100.0 * np.arange(300), "x": 100.0 * np.arange(500)})
-    args = argparse.Namespace(model="auto", kernel=None, features=None, max_memory=gib)
-    model, note = _placement_model(args, da, None)
+    model, opts, note = placement_model(v.shape, True, "auto", max_memory=gib * 2**30)
     limit = {"max_bytes": gib * 2**30}
+    assert opts == limit
     assert resolve_model("auto", raster_shape=v.shape, options=limit)[0] == model == "lattice"
-    tiles = len(make_estimator("lattice", options=limit)._posterior_tiles(v.shape))
+    tiles = len(make_estimator("lattice", options=limit).plan_posterior_tiles(v.shape))
     assert (tiles > 1) == (gib == 2.0)
     if tiles == 1:
         assert note == ""

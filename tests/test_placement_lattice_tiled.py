@@ -12,6 +12,7 @@ import pytest
 from geogp.exceptions import InputError
 from geogp.models import lattice as lm
 from geogp.models.lattice.posterior import tile_sampler
+from geogp.models.lattice.state import Tiled
 from geogp.placement import Candidates, suggest_sites
 from geogp.placement.greedy import run_greedy
 from geogp.placement.lattice import LatticeCovariance, add_lattice_observations
@@ -72,13 +73,15 @@ def test_the_sampler_of_a_one_tile_layout_is_the_whole_lattice_sampler(models):
     B/c, F − S_F and D A⁻¹ D."""
     est, _, _, obs, _ = models
     one = copy.copy(est)
-    one._observed, one._w_cov = obs, est._sampler["w_cov"]
-    (tile,) = one._posterior_tiles(obs.shape)
-    got, want = tile_sampler(one, tile), est._sampler
-    np.testing.assert_allclose(got["b_vals"], want["b_vals"], rtol=1e-10)
-    np.testing.assert_allclose(got["g"], want["g"], rtol=1e-8, atol=1e-10)
-    np.testing.assert_array_equal(got["w_cov"], want["w_cov"])
-    assert (got["pi"] - want["pi"]).count_nonzero() == 0
+    want, post = est.posterior_.sampler(), est.posterior_
+    one.posterior_ = Tiled(mean=post.mean, var=post.var, cov=post.cov, observed=obs,
+                           w_cov=want.w_cov)
+    (tile,) = one.plan_posterior_tiles(obs.shape)
+    got = tile_sampler(one, tile)
+    np.testing.assert_allclose(got.b_vals, want.b_vals, rtol=1e-10)
+    np.testing.assert_allclose(got.g, want.g, rtol=1e-8, atol=1e-10)
+    np.testing.assert_array_equal(got.w_cov, want.w_cov)
+    assert (got.pi - want.pi).count_nonzero() == 0
 
 
 def test_tile_columns_converge_to_the_whole_lattice_with_the_halo(models):
@@ -153,7 +156,7 @@ def test_tiled_placement_refuses_the_joint_mi_and_a_model_without_its_observed_c
     with pytest.raises(InputError, match="joint mi"):
         suggest_sites(tiled, cands, 2, strategy="mi", criterion="joint")
     loaded = copy.copy(tiled)
-    loaded._observed = None  # what a model read from a file lacks
+    loaded.posterior_ = tiled.posterior_.moments()  # what a model file keeps
     with pytest.raises(InputError, match="loaded from a file"):
         suggest_sites(loaded, cands, 2)
 
@@ -167,18 +170,20 @@ def test_tiled_observations_match_the_whole_lattice_update(models):
     X = np.array([[axes[0][22], axes[1][30]], [axes[0][8], axes[1][40]]])
     y = np.array([1.5, -0.7])
     want = add_lattice_observations(est, X, y)
+    var_before = tiled.posterior_.var.copy()
     got = add_tiled_observations(tiled, X, y)
-    scale = est._var.max()
-    assert np.max(np.abs(got._var - want._var)) < 0.02 * scale
-    assert np.max(np.abs(got._mean - want._mean)) < 0.02 * np.ptp(est._mean)
-    assert np.max(np.abs(got._cov - want._cov)) < 0.02 * scale
-    moved = np.abs(want._var - est._var) > 1e-3 * scale
+    scale = est.posterior_.var.max()
+    assert np.max(np.abs(got.posterior_.var - want.posterior_.var)) < 0.02 * scale
+    assert (np.max(np.abs(got.posterior_.mean - want.posterior_.mean))
+            < 0.02 * np.ptp(est.posterior_.mean))
+    assert np.max(np.abs(got.posterior_.cov - want.posterior_.cov)) < 0.02 * scale
+    moved = np.abs(want.posterior_.var - est.posterior_.var) > 1e-3 * scale
     assert moved.sum() > 50  # the measurements matter
-    np.testing.assert_array_equal(tiled._var, tiled._var.copy())  # the input is unchanged
+    np.testing.assert_array_equal(tiled.posterior_.var, var_before)  # the input is unchanged
     far = model_tiles(tiled)[-1]  # the bottom-right tile: both sites beyond its window
     (cr, cc), ny_nx = far.core, est.shape_
-    np.testing.assert_array_equal(got._var.reshape(ny_nx)[cr, cc],
-                                  tiled._var.reshape(ny_nx)[cr, cc])
+    np.testing.assert_array_equal(got.posterior_.var.reshape(ny_nx)[cr, cc],
+                                  tiled.posterior_.var.reshape(ny_nx)[cr, cc])
     # continuing: the greedy starts from the measured sites (their variance is the noise's)
     cands = Candidates.grid(list(axes))
     sites = suggest_sites(got, cands, 1, strategy="variance")
@@ -186,7 +191,7 @@ def test_tiled_observations_match_the_whole_lattice_update(models):
     assert sites["std_before"].iloc[0] <= first["std_before"].iloc[0] + 1e-12
     m, nx = int(est.margin), est.shape_[1]
     at = (22 + m) * nx + 30 + m
-    assert got._var[at] < est.noise_var_
+    assert got.posterior_.var[at] < est.noise_var_
 
 
 def test_tiled_placement_refuses_before_allocating_with_its_estimate(models):

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from geogp.exceptions import InputError
+from geogp.families import AUTO, MODELS
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # annotations only
 __all__ = ["add_model_options", "add_memory_option", "add_run_options", "model_keywords",
            "positive_int", "nonnegative_int", "MODEL_CHOICES", "exclusion_mask", "spacing"]
 
-MODEL_CHOICES = ("auto", "lattice", "afs", "wavelet", "exact")
+MODEL_CHOICES = (AUTO, *MODELS)  # the registry's names
 
 _MODEL_HELP = ("model: auto (default: lattice for regular rasters up to ~2·10^5 cells, else afs), "
                "lattice (SPDE/GMRF on the cells + large-scale Fourier features), afs "
@@ -143,27 +143,10 @@ def model_keywords(args: argparse.Namespace) -> dict:
 def exclusion_mask(path: str, target: Target) -> np.ndarray:
     """(N_y, N_x) boolean: True where the mask raster is non-zero (NaN counts as zero)."""
     # lazy: keeps geogp --help light
-    from geogp.adapters import find_spatial_dims
+    from geogp.api_placement import mask_on_target
     from geogp.io import open_raster
 
-    da = open_raster(path)
-    y_dim, x_dim = find_spatial_dims(da)
-    extra = [d for d in da.dims if d not in (y_dim, x_dim)]
-    if extra:
-        raise InputError(f"the exclusion mask {str(path)!r} must be a single 2-D band; it has "
-                         f"dimensions {list(da.dims)}.")
-    da = da.transpose(y_dim, x_dim)
-    y, x = np.asarray(da[y_dim].values, float), np.asarray(da[x_dim].values, float)
-    same = (y.shape == target.y.shape and x.shape == target.x.shape
-            and np.allclose(y, target.y, rtol=0, atol=1e-6 * spacing(target.y))
-            and np.allclose(x, target.x, rtol=0, atol=1e-6 * spacing(target.x)))
-    if not same:
-        raise InputError(
-            f"the exclusion mask {str(path)!r} is not on the input's grid (shape "
-            f"{(y.size, x.size)} vs {(target.y.size, target.x.size)}, or other coordinates); "
-            "resample it first, e.g. mask.rio.reproject_match(raster).")
-    vals = np.asarray(da.values, dtype=np.float64)
-    return np.nan_to_num(vals, nan=0.0) != 0
+    return mask_on_target(open_raster(path), target, f"the exclusion mask {str(path)!r}")
 
 
 def spacing(a: ArrayLike) -> float:

@@ -38,13 +38,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from geogp.cli.options import add_model_options, add_run_options, exclusion_mask, spacing
+from geogp.cli.options import MODEL_CHOICES, add_model_options, add_run_options, spacing
 from geogp.cli.runner import run_command
 from geogp.exceptions import InputError
-from geogp.families import AUTO, FALLBACK, family, make_estimator, resolve_model
+from geogp.families import AUTO, FALLBACK, family
 from geogp.io_atomic import atomic_path, check_writable
-
-PLACEMENT_FEATURES = 2000  # the dense posterior that placement updates rank by rank
 
 __all__ = ["add_place_parser", "run_place", "place_sites"]
 
@@ -86,14 +84,15 @@ def add_place_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     p.add_argument("--criterion", default="marginal", choices=("marginal", "joint"),
                    help="for mi: marginal (default) or joint log-determinant")
     p.add_argument("--var", metavar="NAME", help="variable of a NetCDF file")
-    p.add_argument("--model", default="auto", choices=("auto", "lattice", "afs", "wavelet"),
+    p.add_argument("--model", default="auto", choices=MODEL_CHOICES,
                    help="auto (default): the model geogp fit chooses, the lattice model on "
                         "regular rasters (its whole-lattice posterior; strategies reduction, "
                         "mi and variance; mi scores every cell to first order, through 128 "
                         "random probes); afs (dense posterior with --features, rank-one "
                         "updates; mi, variance and krause; implied by --kernel or --features); "
                         "wavelet "
-                        "(multiresolution model; sparse posterior; mi, variance and krause)")
+                        "(multiresolution model; sparse posterior; mi, variance and krause); "
+                        "exact (dense exact GP, for small rasters)")
     add_model_options(p, models=False, lattice=False, features_help=(
         "number of Fourier features of an AFS placement model (implies --model afs under "
         "auto; default 2000, with the dense solver, at most 4096)"))
@@ -151,6 +150,8 @@ def run_place(args: argparse.Namespace) -> int:
 
 
 def _check_args(args) -> None:
+    """What only the command checks (its output paths, --n, --max-targets) before the
+    raster is read; :func:`geogp.api_placement.place` checks the rest."""
     outputs = [p for p in (args.out, args.csv, args.map) if p]
     if len(set(outputs)) != len(outputs):
         raise InputError("the output paths must differ from each other.")
@@ -179,73 +180,41 @@ def _check_args(args) -> None:
 
 
 def place_sites(args: argparse.Namespace, echo: Callable[[str], object]) -> int:
-    """Run ``geogp place`` with parsed ``args``: fit, place the sites, write them; ``echo``
-    prints unless ``--quiet``. Returns 0; errors are raised (:func:`run_place` reports them)."""
+    """Run ``geogp place`` with parsed ``args``: read the inputs, place the sites
+    (:func:`geogp.api_placement.place`), write them; ``echo`` prints unless ``--quiet``.
+    Returns 0; errors are raised (:func:`run_place` reports them)."""
     # lazy: keeps geogp --help light
-    from geogp.adapters import find_spatial_dims
-    from geogp.api import GeoRegressor
+    from geogp.api_placement import place
     from geogp.io import open_raster
-    from geogp.placement import (
-        Candidates,
-        add_observations,
-        suggest_sites,
-        write_csv,
-        write_geojson,
-    )
+    from geogp.placement import write_csv, write_geojson
 
     _check_args(args)
     da = open_raster(args.input, var=args.var)
-    options = {"maxiter": args.maxiter} if args.maxiter is not None else None
+    if da.ndim != 2:
+        raise InputError(f"geogp place works on one 2-D raster; {args.input!r} has dimensions "
+                         f"{list(da.dims)}. Select one (e.g. with --var, or cut the file).")
     measured = _read_measured(args, da) if args.measured else None
-    if measured is not None and args.refit:  # the measurements become data
-        da = da.transpose(*find_spatial_dims(da)).copy()
-        da.values[measured[0], measured[1]] = measured[2]
-    model, note = _placement_model(args, da, options)
-    if note:
-        echo(note)
-    fam = family(model)
-    if fam.takes_features:
-        geo = GeoRegressor(model, kernel=args.kernel,
-                           n_features=args.features or PLACEMENT_FEATURES,
-                           progress=not args.quiet, options=options).fit(da)
-    elif fam.posterior_on_tiles:  # as geogp fit: tiles where the limit says
-        geo = GeoRegressor(model, progress=not args.quiet,
-                           options=_lattice_limit(args, options)).fit(da)
-    else:
-        geo = GeoRegressor(model, progress=not args.quiet, options=options).fit(da)
-    if len(geo.estimators_) != 1:
-        raise InputError(f"geogp place works on one 2-D raster; {args.input!r} has "
-                         f"{len(geo.estimators_)} slices along {geo.extra_dim_!r}. Select one "
-                         "(e.g. with --var, or cut the file).")
-    est, spec, target = geo.estimators_[0], geo.spec_, geo.target_
-    my, mx = spec.to_model(target.y, target.x)  # model coordinates (y, x·lon_scale)
-    if measured is not None and not args.refit:  # condition on them, θ kept
-        iy, ix, values = measured
-        est = add_observations(est, np.stack([my[iy], mx[ix]], axis=1), values)
-        geo.estimators_[0] = est
-        echo(f"posterior updated with {len(values)} measurement(s) from {args.measured} "
-             "(hyperparameters kept; --refit refits with them).")
-    cands = Candidates.grid([my, mx])
-    exclude = exclusion_mask(args.exclude, target) if args.exclude else None
-    if args.strategy == "auto":
-        args.strategy = fam.placement_strategy
-    sites = suggest_sites(est, cands, args.n, strategy=args.strategy, criterion=args.criterion,
-                          exclude=exclude, min_distance=args.min_distance,
-                          max_targets=args.max_targets, names=("y_model", "x_model"),
-                          max_memory=args.max_memory * 2**30)
-    iy, ix = np.unravel_index(sites["index"].to_numpy(), (target.y.size, target.x.size))
-    out = sites.drop(columns=["y_model", "x_model"])
-    out.insert(2, "x", target.x[ix])
-    out.insert(3, "y", target.y[iy])
-    out.attrs = dict(sites.attrs)
-    write_geojson(out, args.out, crs=spec.crs, overwrite=args.overwrite)
+    exclude = _exclusion(args.exclude) if args.exclude else None
+    options = {"maxiter": args.maxiter} if args.maxiter is not None else None
+    done = place(da, args.n, model=getattr(args, "model", AUTO), kernel=args.kernel,
+                 n_features=args.features, measured=measured, refit=args.refit, x=args.x,
+                 y=args.y, value=args.value,
+                 strategy=args.strategy, criterion=args.criterion, exclude=exclude,
+                 min_distance=args.min_distance, max_targets=args.max_targets,
+                 max_memory=args.max_memory * 2**30, progress=not args.quiet, options=options)
+    for note in done.notes:
+        echo(note.replace("(hyperparameters kept).", f"from {args.measured} (hyperparameters "
+                          "kept; --refit refits with them)."))
+    geo, out = done.model, done.sites
+    strategy = out.attrs["strategy"]
+    write_geojson(out, args.out, crs=geo.spec_.crs, overwrite=args.overwrite)
     if args.csv:
         write_csv(out, args.csv, overwrite=args.overwrite)
     if args.map:
-        _save_map(args, geo, out, target)
-    a = sites.attrs
-    echo(f"{len(out)} site(s) by {args.strategy}"
-         + (f" ({args.criterion})" if args.strategy == "mi" else "")
+        _save_map(geo, out, strategy, args.map, args.overwrite)
+    a = out.attrs
+    echo(f"{len(out)} site(s) by {strategy}"
+         + (f" ({args.criterion})" if strategy == "mi" else "")
          + f" among {a['n_candidates']} cells; uncertainty scored on {a['n_targets']} target "
          f"cell(s){' (stratified random subset)' if a['targets_thinned'] else ''}.")
     if a.get("exact_evaluations"):
@@ -254,7 +223,7 @@ def place_sites(args: argparse.Namespace, echo: Callable[[str], object]) -> int:
         echo(f"each pick is the best over all cells: {min(ev)}–{max(ev)} exact evaluations per "
              "site" + (" (every pick certified by the bounds)." if gap == 0 else
                        f"; the bounds leave a relative gap of at most {gap:.2%}."))
-    echo(_distance_note(a, est, my, mx))
+    echo(_distance_note(a, *geo.spec_.to_model(geo.target_.y, geo.target_.x)))
     if len(out):
         before = out["mean_std_after"].iloc[0] + out["std_reduction"].iloc[0]
         echo(f"mean latent std over the targets: {before:.4g} → "
@@ -263,68 +232,33 @@ def place_sites(args: argparse.Namespace, echo: Callable[[str], object]) -> int:
     return 0
 
 
+def _exclusion(path: str):
+    """The --exclude raster, named by its path (for the message if it is off the grid)."""
+    from geogp.io import open_raster
+
+    mask = open_raster(path)
+    mask.name = path
+    return mask
+
+
 def _read_measured(args, da):
-    """(rows, cols, values) of the measurements in ``args.measured`` (a CSV with columns
-    ``args.x``, ``args.y``, ``args.value`` in the raster's CRS, or a vector file of points,
-    reprojected to it) at their nearest cells of ``da``; refuses points outside the raster."""
+    """The measurements in ``args.measured`` as a table with columns ``args.x``, ``args.y``,
+    ``args.value`` in the raster's CRS: a CSV, or a vector file of points reprojected to it."""
     # lazy: keeps geogp --help light
     import rioxarray  # noqa: F401  (the .rio accessor)
 
-    from geogp.adapters import find_spatial_dims
     from geogp.cli.fit_points import read_table
-    from geogp.placement.candidates import nearest_cells
 
     path = args.measured
-    if da.ndim != 2:
-        raise InputError("--measured needs a 2-D raster (select one slice first).")
     crs = da.rio.crs
     table = read_table(argparse.Namespace(input=path, x=args.x, y=args.y, value=args.value,
                                           crs=None if crs is None else crs.to_wkt()))
     if len(table) == 0:
         raise InputError(f"the measurements {path!r} hold no rows.")
-    pts = table[[args.x, args.y, args.value]].to_numpy(dtype=np.float64)
-    if not np.all(np.isfinite(pts)):
-        raise InputError(f"the measurements {path!r} hold missing x, y or value entries.")
-    y_dim, x_dim = find_spatial_dims(da)
-    rows, cols = nearest_cells(pts[:, 0], pts[:, 1], da[y_dim].values, da[x_dim].values,
-                               f"a measurement in {path!r}")
-    return rows, cols, pts[:, 2]
+    return table
 
 
-def _placement_model(args, da, options) -> tuple[str, str]:
-    """The model to fit and a note for the user (or ""): ``--model``, with ``auto`` resolved
-    as ``geogp fit`` resolves it (AFS when --kernel or --features is given). The lattice model
-    places on its whole-raster posterior, or tile by tile where the raster needs tiles
-    (geogp.placement.lattice_tiled); the note says which."""
-    model = getattr(args, "model", AUTO)
-    if model == AUTO and (args.kernel is not None or args.features is not None):
-        return FALLBACK, ""
-    # lazy: keeps geogp --help light
-    from geogp.adapters import to_grid_data
-
-    g = to_grid_data(da)
-    shape = g.values[0].shape
-    opts = _lattice_limit(args, options)
-    if model == AUTO:
-        model = resolve_model(AUTO, raster_shape=shape, regular=g.regular, options=opts)[0]
-    fam = family(model)
-    if not fam.posterior_on_tiles:
-        return model, ""
-    tiles = fam.posterior_tiles(make_estimator(model, options=opts), shape)
-    if tiles == 1:
-        return model, ""
-    return model, (f"placement tile by tile: on {shape[0]} × {shape[1]} cells the lattice "
-                   f"posterior takes {tiles} tiles within --max-memory; each site is scored by "
-                   "its tile over the cells within the tile's halo.")
-
-
-def _lattice_limit(args, options) -> dict:
-    """The lattice fit's options with ``--max-memory`` as its memory limit (the same limit
-    as the placement's)."""
-    return {**(options or {}), "max_bytes": float(args.max_memory) * 2**30}
-
-
-def _distance_note(attrs, est, my, mx) -> str:
+def _distance_note(attrs, my, mx) -> str:
     """One line: the minimum distance used, in CRS units and cells, and where it comes from."""
     md = float(attrs["min_distance"])
     if md == 0:
@@ -339,7 +273,7 @@ def _distance_note(attrs, est, my, mx) -> str:
     return text + "."
 
 
-def _save_map(args, geo, sites, target) -> None:
+def _save_map(geo, sites, strategy: str, path: str, overwrite: bool) -> None:
     """The sites over the latent std, with the raster's true aspect and the CRS's units."""
     # lazy: keeps geogp --help light
     import matplotlib
@@ -350,16 +284,17 @@ def _save_map(args, geo, sites, target) -> None:
     from geogp.placement import plot_sites
     from geogp.plotting import set_map_axes
 
+    target = geo.target_
     pred = geo.predict()
     std = np.asarray(pred["std_latent"].transpose(..., target.y_dim, target.x_dim).values)
     fig, ax = plt.subplots()
     ratio = set_map_axes(ax, pred, target.y_dim, target.x_dim)  # before the labels are placed
     fig.set_size_inches(7.5, 1.5 + 5.6 * ratio)  # the map as wide as the axes allow
     plot_sites(sites, std, target.x, target.y, ax=ax, label="latent predictive std",
-               title=f"next {len(sites)} site(s): {args.strategy}",
+               title=f"next {len(sites)} site(s): {strategy}",
                xlabel=ax.get_xlabel(), ylabel=ax.get_ylabel())
     try:
-        with atomic_path(args.map, args.overwrite) as tmp:
+        with atomic_path(path, overwrite) as tmp:
             fig.savefig(tmp, dpi=120, bbox_inches="tight", format="png")
     finally:
         plt.close(fig)

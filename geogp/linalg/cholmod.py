@@ -294,6 +294,13 @@ class CholmodFactorization:
             "small jitter to the diagonal."
         )
 
+    def factor_and_perm(self, values: Any) -> tuple[Any, np.ndarray]:
+        """(L, perm) with B[perm][:, perm] = L Lᵀ at ``values`` (L sparse, a copy)."""
+        values = _concrete(values, "values")
+        with self.lock, self._blas_threads():
+            self._ensure_factor(values)
+            return self.backend.factor_and_perm()
+
     def selected_inverse(self, values: Any, release: bool = False) -> np.ndarray:
         """``B⁻¹`` on the pattern entries, shape ``(nnz,)``; see :func:`selected_inverse`."""
         self.check_positive_definite(values)

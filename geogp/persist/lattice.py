@@ -17,6 +17,7 @@ import numpy as np
 
 from geogp.exceptions import ReadError
 from geogp.models.lattice import ALPHAS, LatticeRegressor
+from geogp.models.lattice.state import Moments
 from geogp.persist.checks import Arrays, estimator_from_init, require, scaler_and_report
 
 __all__ = ["save_lattice", "load_lattice"]
@@ -29,8 +30,8 @@ def save_lattice(est: Any, pre: str, arrays: dict, init: dict) -> dict:
     """Add the estimator's arrays under ``pre`` to ``arrays``; return its metadata."""
     sc, rep = est.scaler_, est.report_
     arrays.update({
-        f"{pre}lattice/mean": est._mean, f"{pre}lattice/var": est._var,
-        f"{pre}lattice/cov": est._cov, f"{pre}lattice/freq": est.freq_,
+        f"{pre}lattice/mean": est.posterior_.mean, f"{pre}lattice/var": est.posterior_.var,
+        f"{pre}lattice/cov": est.posterior_.cov, f"{pre}lattice/freq": est.freq_,
         f"{pre}lattice/beta": np.asarray(est.beta_, dtype=np.float64),
         f"{pre}lattice/large_coef": np.asarray(est.large_coef_, dtype=np.float64),
         f"{pre}scaler/x_mean": sc.x_mean, f"{pre}scaler/x_scale": sc.x_scale,
@@ -93,13 +94,13 @@ def load_lattice(meta: dict, pre: str, z: Arrays, accepted_init: Collection[str]
         raise ReadError(f"model file {where}: the lattice's alpha must be one of {ALPHAS}; "
                         f"got {est.alpha_!r:.40}.")
     # mid_scale="auto" may have dropped the level during the fit: the parameters say so
-    est.mid_dropped_ = est._mid_factor() is not None and "log_range_mid" not in est.params_
+    est.mid_dropped_ = est.mid_factor() is not None and "log_range_mid" not in est.params_
     est.mid_dropped_ranges_ = None  # files written before they were kept have no key
     if est.mid_dropped_ and meta.get("mid_dropped_ranges") is not None:
         est.mid_dropped_ranges_ = _floats(meta, "mid_dropped_ranges", 2, where, positive=True)
-    est._mean = z.get(f"{pre}lattice/mean", shape=(n,))
-    est._var = z.get(f"{pre}lattice/var", shape=(n,), positive=True)
-    est._cov = z.get(f"{pre}lattice/cov", shape=(4, n))
+    moments = {"mean": z.get(f"{pre}lattice/mean", shape=(n,)),
+               "var": z.get(f"{pre}lattice/var", shape=(n,), positive=True),
+               "cov": z.get(f"{pre}lattice/cov", shape=(4, n))}
     est.freq_ = z.get(f"{pre}lattice/freq", ndim=2)
     est.beta_ = z.get(f"{pre}lattice/beta", ndim=1)
     est.large_coef_ = z.get(f"{pre}lattice/large_coef", ndim=1)
@@ -113,5 +114,6 @@ def load_lattice(meta: dict, pre: str, z: Arrays, accepted_init: Collection[str]
         est.log_likelihood_ = float("nan")
     else:
         est.log_likelihood_ = require(meta, "log_likelihood", "float", where)
+    est.posterior_ = Moments(**moments, n_tiles=est.posterior_tiles_)  # predicts only
     est.scaler_, est.report_ = scaler_and_report(meta, pre, z, 2, where)
     return est

@@ -57,6 +57,7 @@ from geogp.exceptions import InputError
 from geogp.models.base import check_fitted
 from geogp.models.lattice.memory import factor_bytes
 from geogp.models.lattice.posterior import tile_sampler
+from geogp.models.lattice.state import Added
 from geogp.models.lattice.tiled import tile_lattice
 from geogp.placement.candidates import MIN_DISTANCE_FRACTION, packing_distance
 from geogp.placement.greedy import Greedy
@@ -91,12 +92,12 @@ class LatticeCovariance:
     """
 
     def __init__(self, est: Any, tile: PosteriorTile | None = None) -> None:
-        if tile is None:  # the whole lattice: the fit's own factorisation state
-            sm = (est._sampler if getattr(est, "_absorbed", None) is not None  # added since
-                  else est._require_sampler())  # the fit; whole lattice only: refuses on tiles
+        post = est.posterior_
+        added = post.added  # observations added since the fit (none: the fit's own state)
+        if tile is None:  # the whole lattice: the fit's factor (refused on tiles or loaded)
+            sm = post.factor()
             self.shape = tuple(int(v) for v in est.shape_)
             self.offset = (0, 0)
-            self._var0 = np.asarray(est._var, dtype=np.float64)
         else:  # one posterior tile's lattice (its window plus the margin), at the fitted θ
             # tiles of one window shape share the lattice and its CHOLMOD analysis; the
             # numeric factor follows the values solved with (held tiles refactorise in turn)
@@ -104,17 +105,15 @@ class LatticeCovariance:
             r0, r1, c0, c1 = tile_lattice(tile, est.margin)
             self.shape, self.offset = (r1 - r0, c1 - c0), (r0, c0)
             rows, cols = np.divmod(np.arange(self.shape[0] * self.shape[1]), self.shape[1])
-            absorbed = getattr(est, "_absorbed", None)  # the variances before added sites
-            var = est._var if absorbed is None else absorbed["var0"]
-            self._var0 = np.asarray(var, dtype=np.float64)[
+            self._var0 = np.asarray(added.var0, dtype=np.float64)[
                 (rows + self.offset[0]) * int(est.shape_[1]) + cols + self.offset[1]]
         self.noise = float(est.noise_var_)
         self.n = int(self.shape[0] * self.shape[1])
         # the dense part of the covariance, r A⁻¹ rᵀ = g (D A⁻¹ D) gᵀ
-        self._pi, self._r = sm.get("pi"), np.asarray(sm["g"])
-        self._ainv = np.asarray(sm["w_cov"])
-        pattern, b_vals = sm["pattern"], np.asarray(sm["b_vals"])  # B/c
-        if sm["dense"]:
+        self._pi, self._r = sm.pi, np.asarray(sm.g)
+        self._ainv = np.asarray(sm.w_cov)
+        pattern, b_vals = sm.pattern, np.asarray(sm.b_vals)  # B/c
+        if sm.dense:
             dense = np.linalg.inv(pattern.to_scipy(b_vals).toarray())
 
             def solve(rhs):
@@ -128,16 +127,16 @@ class LatticeCovariance:
                     raise InputError("the lattice posterior's precision is not positive "
                                      "definite; refit the model.")
                 return out
-        self._factor = None if sm["dense"] or tile is None else factor  # a tile's own factor
+        self._factor = None if sm.dense or tile is None else factor  # a tile's own factor
         self._solve, self._size = solve, pattern.n
         self._v = np.zeros((0, self.n))
         self._d = np.zeros(0)
         self.sites: list[int] = []
-        absorbed = getattr(est, "_absorbed", None)  # observations added since the fit
-        if absorbed is not None and tile is None:
-            self._var0 = absorbed["var0"]
-            self._v, self._d = absorbed["v"].copy(), absorbed["d"].copy()
-            self.sites = list(absorbed["sites"])
+        if tile is None:  # start from the observations added since the fit
+            self._var0 = np.asarray(added.var0, dtype=np.float64)
+            if added.sites:
+                self._v, self._d = added.v.copy(), added.d.copy()
+                self.sites = list(added.sites)
 
     def release(self) -> None:
         """Free a tile's sparse factor now (the whole lattice's belongs to the model; a later
@@ -201,6 +200,10 @@ class LatticeCovariance:
             return self._var0.copy()
         return self._var0 - np.einsum("kn,kn,k->n", self._v, self._v, 1.0 / self._d)
 
+    def absorbed(self) -> Added:
+        """The sites absorbed so far, as the posterior's record of added observations."""
+        return Added(var0=self._var0, sites=tuple(self.sites), v=self._v, d=self._d)
+
     def add(self, cell: int, column: np.ndarray | None = None) -> dict:
         """Absorb a measurement at ``cell``; returns its column v (before the update) and
         d = v_cell + σ². ``column``: C_k e_cell over every cell when the caller has just
@@ -226,7 +229,7 @@ class CellOps:
 def check_lattice(model: Any, strategy: str, criterion: str = "marginal") -> None:
     """Refuse an unfitted lattice model, or a strategy it does not support (on a posterior
     computed on tiles: the joint mi, which needs the targets' whole covariance)."""
-    check_fitted(model, "_mean")
+    check_fitted(model, "posterior_")
     if strategy not in ("variance", "mi", "reduction"):
         raise InputError(f"strategy {strategy!r} is not available for the lattice model; use "
                          "'variance', 'mi' or 'reduction'.")
@@ -236,11 +239,8 @@ def check_lattice(model: Any, strategy: str, criterion: str = "marginal") -> Non
             f"the joint mi needs the targets' whole covariance; this lattice model's posterior "
             f"was computed on {tiles} tiles, which place tile by tile. Use criterion="
             "'marginal' or strategy='reduction'.")
-    if tiles > 1 and getattr(model, "_observed", None) is None:
-        raise InputError(
-            f"placement on this lattice model's {tiles} posterior tiles refactorises each tile "
-            "from the fit's observed cells; a model loaded from a file does not keep them. "
-            "Refit the model in this session.")
+    if tiles > 1:  # each tile is refactorised from the fit's observed cells
+        model.posterior_.tile_inputs()  # refuses a loaded model, which has none
 
 
 def lattice_min_distance(model: Any, coords: np.ndarray, n_sites: int) -> float:
@@ -251,7 +251,7 @@ def lattice_min_distance(model: Any, coords: np.ndarray, n_sites: int) -> float:
     cells) ¼ of the range alone let one site into a 15 × 20-cell gap and sent the rest to
     the raster's corners."""
     coords = np.asarray(coords, dtype=np.float64)
-    uncertain = model._var[cells_of(model, coords, "candidates", exact=False)] > float(
+    uncertain = model.posterior_.var[cells_of(model, coords, "candidates", exact=False)] > float(
         model.noise_var_)
     pool = coords[uncertain] if uncertain.sum() >= max(int(n_sites), 2) else coords
     return min(MIN_DISTANCE_FRACTION * float(model.range_), packing_distance(pool, n_sites))
@@ -285,7 +285,7 @@ def lattice_memory_estimate(model: Any, n_candidates: int, n_targets: int, n_sit
     for ``"mi"`` and ``"reduction"``, the candidates × targets covariance (twice for the
     joint mi), or the candidates × probes products (``n_targets`` = the probes)."""
     n = model.shape_[0] * model.shape_[1]
-    size = model._sampler["pattern"].n if getattr(model, "_sampler", None) else n
+    size = model.posterior_.factor_size()
     out = factor_bytes(size, model.alpha_, size > n) + 8.0 * n * (n_sites + 6)
     out += _LOCATION_BYTES * (n_candidates + n_targets)
     if strategy in ("mi", "reduction"):
@@ -435,13 +435,13 @@ def add_lattice_observations(model: Any, X: ArrayLike, y: ArrayLike | None = Non
     cells, ys = observation_cells(model, X, y)
     lc = LatticeCovariance(model)
     ny, nx = model.shape_
-    mean = np.array(model._mean, dtype=np.float64)
-    cov = np.array(model._cov, dtype=np.float64).reshape(4, ny, nx)
+    mean = np.array(model.posterior_.mean, dtype=np.float64)
+    cov = np.array(model.posterior_.cov, dtype=np.float64).reshape(4, ny, nx)
     for j, cell in enumerate(cells):
         step = lc.add(int(cell))
         condition_moments(mean, cov, step["v"], step["d"], int(cell),
                           None if ys is None else ys[j])
     out = copy.copy(model)
-    out._mean, out._var, out._cov = mean, lc.variance(), cov.reshape(4, ny * nx)
-    out._absorbed = {"var0": lc._var0, "v": lc._v, "d": lc._d, "sites": list(lc.sites)}
+    out.posterior_ = model.posterior_.conditioned(mean, lc.variance(), cov.reshape(4, ny * nx),
+                                                  lc.absorbed())
     return out

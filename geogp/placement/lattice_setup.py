@@ -80,8 +80,7 @@ def lattice_greedy(model: Any, cands: Candidates, targets: Candidates | None,
     sites = ([] if not n_e else
              [int(c) for c in cells_of(model, existing, "existing sensors", exact=False)])
     if tiles is not None:  # probes over a tile's window's targets, however many they are
-        absorbed = getattr(model, "_absorbed", None)  # observations added since the fit
-        before = [] if absorbed is None else [int(c) for c in absorbed["sites"]]
+        before = [int(c) for c in model.posterior_.added.sites]  # added since the fit
         return TiledLatticeGreedy(model, tiles, pb, strategy, PROBES, seed, before + sites,
                                   getattr(model, "progress", None), hold)
     lc = LatticeCovariance(model)

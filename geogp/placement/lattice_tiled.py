@@ -37,6 +37,7 @@ from geogp._progress import advance, start_phase
 from geogp.exceptions import InputError
 from geogp.models.lattice.gmrf import clear_shared_lattice
 from geogp.models.lattice.memory import BYTES_PER_FACTOR_ENTRY, factor_bytes, tile_cells
+from geogp.models.lattice.state import Added
 from geogp.models.lattice.tiled import tile_lattice
 from geogp.models.lattice.workers import release_memory
 from geogp.placement.greedy import Greedy
@@ -101,9 +102,9 @@ def tiled_memory_estimate(model: Any, tiles: list, n_candidates: int, n_targets:
     target :data:`TILED_LOCATION_BYTES`, two lattice-sized index rasters, the peak of building
     a tile (its factorisation, F − S_F, the solves' blocks, the probes and the kept site
     columns) and ``hold`` − 1 more tiles held (one copy of the factor and those arrays)."""
-    k = int(model._w_cov.shape[0])
+    k = int(model.posterior_.tile_inputs()[1].shape[0])
     biggest = max(tile_cells(t, int(model.margin)) for t in tiles)
-    factor = factor_bytes(biggest, model.alpha_, model._mid_factor() is not None)
+    factor = factor_bytes(biggest, model.alpha_, model.mid_factor() is not None)
     arrays = 8.0 * biggest * (k + n_sites + 8) + 9.0 * biggest * probes  # P float64, z int8
     build = factor + arrays + 8.0 * biggest * 64 * 3
     held = factor * 12.0 / BYTES_PER_FACTOR_ENTRY + arrays  # one copy of the factor
@@ -354,7 +355,7 @@ class TiledLatticeGreedy(Greedy):
 def model_tiles(model: Any) -> list[PosteriorTile]:
     """The posterior tiles of a fitted lattice model (its raster: the lattice less the margin)."""
     m = int(model.margin)
-    return model._posterior_tiles((model.shape_[0] - 2 * m, model.shape_[1] - 2 * m))
+    return model.plan_posterior_tiles((model.shape_[0] - 2 * m, model.shape_[1] - 2 * m))
 
 
 def add_tiled_observations(model: Any, X: Any, y: Any = None) -> Any:
@@ -365,11 +366,12 @@ def add_tiled_observations(model: Any, X: Any, y: Any = None) -> Any:
     holds none keeps its moments (the new sites lie beyond its halo). Cost: per such tile one
     factorisation, k + p solves and one solve per site in its window."""
     cells, ys = observation_cells(model, X, y)
-    absorbed = getattr(model, "_absorbed", None)
-    before = [] if absorbed is None else list(absorbed["sites"])
+    post = model.posterior_
+    added = post.added  # observations added before these
+    before = list(added.sites)
     ny, nx = model.shape_
-    mean, var = np.array(model._mean, dtype=np.float64), np.array(model._var, dtype=np.float64)
-    cov = np.array(model._cov, dtype=np.float64).reshape(4, ny, nx)
+    mean, var = np.array(post.mean, dtype=np.float64), np.array(post.var, dtype=np.float64)
+    cov = np.array(post.cov, dtype=np.float64).reshape(4, ny, nx)
     for tile in model_tiles(model):
         lattice, (cr, cc) = tile_lattice(tile, model.margin), tile.core
         r0, r1, c0, c1 = lattice
@@ -396,7 +398,6 @@ def add_tiled_observations(model: Any, X: Any, y: Any = None) -> Any:
         cov[:, cr, cc] = t_cov[(slice(None), *core)]
     clear_shared_lattice()
     out = copy.copy(model)
-    out._mean, out._var, out._cov = mean, var, cov.reshape(4, ny * nx)
-    out._absorbed = {"var0": model._var if absorbed is None else absorbed["var0"],
-                     "sites": before + [int(c) for c in cells]}
+    out.posterior_ = post.conditioned(mean, var, cov.reshape(4, ny * nx), Added(
+        var0=added.var0, sites=(*before, *(int(c) for c in cells))))
     return out

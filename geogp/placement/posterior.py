@@ -65,8 +65,7 @@ class FeaturePosterior:
         else:
             A = lambda: chol @ chol.T  # noqa: E731  (O(M³): only for A itself, rarely needed)
             Ainv = inverse_from_cholesky(chol)
-        resid = getattr(model, "_residual_stats", None)
-        stats = resid() if callable(resid) else model.stats_
+        stats = model.detrended_stats()
         t = sl * np.asarray(stats.r, dtype=np.float64) / post.noise  # t = σ⁻² Λ½ r
         return cls(sl, A, Ainv, t, post.noise, post.kvar0)
 

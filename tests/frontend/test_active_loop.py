@@ -44,8 +44,9 @@ def test_suggest_sites_gives_the_estimator_s_picks_in_the_raster_crs(fitted):
     np.testing.assert_array_equal(sites["x"], da.x.values[ix])
     np.testing.assert_array_equal(sites["y"], da.y.values[iy])
     np.testing.assert_array_equal(sites["score"], ref["score"])
-    assert list(sites.columns) == ["order", "x", "y", "score", "std_before", "std_reduction",
-                                   "mean_std_after"]
+    np.testing.assert_array_equal(sites["index"], ref["index"])
+    assert list(sites.columns) == ["order", "index", "x", "y", "score", "std_before",
+                                   "std_reduction", "mean_std_after"]
     assert sites.attrs["strategy"] == strategy and "32632" in sites.attrs["crs"]
 
 
@@ -79,3 +80,47 @@ def test_add_observations_refuses_bad_points(fitted):
                                              "value": [np.nan]}))
     with pytest.raises(InputError, match="DataFrame"):
         model.add_observations(np.zeros((2, 3)))
+
+
+def test_place_is_fit_then_add_observations_then_suggest_sites(fitted):
+    """geogp place's library call: with measured points and the hyperparameters kept, the
+    same sites and scores as the three steps by hand, on the same data and options."""
+    from geogp.api_placement import place
+
+    da, model = fitted
+    measured = pd.DataFrame({"x": da.x.values[[3, 20]], "y": da.y.values[[10, 2]],
+                             "value": [2.0, -1.0]})
+    opts = {"n_features": 200} if model.model_ == "afs" else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        done = place(da, 3, model=model.model_, measured=measured, options={"maxiter": 5},
+                     **opts)
+        by_hand = geogp.fit(da, model=model.model_, maxiter=5, **opts)
+    ref = by_hand.add_observations(measured).suggest_sites(3)
+    pd.testing.assert_frame_equal(done.sites, ref)
+    assert any("2 measurement(s)" in note for note in done.notes)
+
+
+def test_place_with_refit_fits_on_the_raster_with_the_measurements_written_in(fitted):
+    from geogp.api_placement import place
+
+    da, _ = fitted
+    measured = pd.DataFrame({"x": [da.x.values[12]], "y": [da.y.values[10]], "value": [7.0]})
+    done = place(da, 2, model="lattice", measured=measured, refit=True, options={"maxiter": 2})
+    assert np.isnan(da.values[10, 12])  # the caller's raster is untouched
+    assert done.model.n_observed_[0] == int(np.isfinite(da.values).sum()) + 1
+    assert not done.notes  # nothing was conditioned after the fit
+
+
+def test_place_refuses_what_it_cannot_do(fitted):
+    from geogp.api_placement import place
+
+    da, _ = fitted
+    with pytest.raises(InputError, match="pass measured too"):
+        place(da, 2, refit=True)
+    with pytest.raises(InputError, match="takes neither"):
+        place(da, 2, model="lattice", n_features=100)
+    with pytest.raises(InputError, match="dimensions"):
+        place(da.expand_dims(time=2), 2)
+    with pytest.raises(InputError, match="not on the input's grid"):
+        place(da, 2, model="lattice", exclude=da.isel(x=slice(1, None)), options={"maxiter": 1})

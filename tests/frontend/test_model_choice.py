@@ -48,10 +48,10 @@ def test_default_adds_the_mid_scale_level_on_large_rasters_only(tmp_path):
     auto = geogp.fit(big, optimize=False)
     est = auto.estimators_[0]
     assert est.mid_scale == DEFAULT_MID_SCALE == "auto"
-    assert est._mid_factor() == MID_SCALE_AUTO and "log_range_mid" in est.params_
+    assert est.mid_factor() == MID_SCALE_AUTO and "log_range_mid" in est.params_
     explicit = geogp.fit(big, optimize=False, mid_scale=MID_SCALE_AUTO).predict()
     off = geogp.fit(big, optimize=False, mid_scale=None)
-    assert off.estimators_[0]._mid_factor() is None
+    assert off.estimators_[0].mid_factor() is None
     a = auto.predict()
     for v in ("mean", "std"):
         np.testing.assert_allclose(a[v].values, explicit[v].values, rtol=1e-9)
@@ -64,12 +64,12 @@ def test_default_adds_the_mid_scale_level_on_large_rasters_only(tmp_path):
     assert np.nanmax(np.abs(a["std"].values - off.predict()["std"].values)) > 1e-3
     auto.save(tmp_path / "m.npz")
     back = geogp.load_model(tmp_path / "m.npz")
-    assert back.estimators_[0]._mid_factor() == MID_SCALE_AUTO
+    assert back.estimators_[0].mid_factor() == MID_SCALE_AUTO
     b = back.predict()
     for v in ("mean", "std"):
         np.testing.assert_array_equal(a[v].values, b[v].values)
     small = geogp.fit(make_raster(ny=n - 1, nx=n + 4), optimize=False).estimators_[0]
-    assert small.mid_scale == "auto" and small._mid_factor() is None
+    assert small.mid_scale == "auto" and small.mid_factor() is None
 
 
 def test_auto_reports_a_bad_lattice_only_option_instead_of_falling_back():

@@ -29,7 +29,7 @@ def _analytic(model, Xs):
     with Cov(f, f) adding UΨ⁻¹Uᵀ, U = H* − Φ*Σ_uF/σ²."""
     from geogp.trend import basis
 
-    stats = model._residual_stats()
+    stats = model.detrended_stats()
     lam = np.exp(np.asarray(_log_lambda(model.features_, model.kernel_)))
     G, r, s2 = np.asarray(stats.G), np.asarray(stats.r), model.noise_
     F, HH = np.asarray(model.stats_.F), np.asarray(model.stats_.HH)

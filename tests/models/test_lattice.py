@@ -712,15 +712,16 @@ def test_sampler_covariance_is_the_posterior_covariance(rng, backend):
     est = lm.LatticeRegressor(2, margin=2, range=1.3, sd=0.8, noise=0.2, optimize=False,
                               fit_cells=None, backend=backend, large_scale=10)
     est.fit_grid([np.arange(obs.shape[0]) * 1.0, np.arange(obs.shape[1]) * 0.7], v)
-    n = est._mean.size
-    k = est._sampler["w_cov"].shape[0]
-    R = est._sample_cells(np.eye(k), np.zeros((n, k))) - est._mean[:, None]
-    G = est._sample_cells(np.zeros((k, n)), np.eye(n)) - est._mean[:, None]
+    n = est.posterior_.mean.size
+    k = est.posterior_.sampler().w_cov.shape[0]
+    R = est._sample_cells(np.eye(k), np.zeros((n, k))) - est.posterior_.mean[:, None]
+    G = est._sample_cells(np.zeros((k, n)), np.eye(n)) - est.posterior_.mean[:, None]
     cov = R @ R.T + G @ G.T
-    np.testing.assert_allclose(np.diag(cov), est._var, rtol=1e-9)
+    np.testing.assert_allclose(np.diag(cov), est.posterior_.var, rtol=1e-9)
     nx = est.shape_[1]
     right = np.arange(n)[(np.arange(n) % nx) < nx - 1]
-    np.testing.assert_allclose(cov[right, right + 1], est._cov[0, right], rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(cov[right, right + 1], est.posterior_.cov[0, right], rtol=1e-8,
+                               atol=1e-12)
 
 
 def test_samples_match_the_predictive_moments():
@@ -917,13 +918,14 @@ def test_mid_scale_posterior_equals_universal_kriging(rng, backend):
     K = mid_covariance(shape, est.h_, 2, 1.3 / 0.5, 0.8 / sc.y_scale, 3, 10 * 1.3 / 0.5,
                        0.8 / math.sqrt(2) / sc.y_scale)
     mean, cov, _ = kriging_on_lattice(est, obs, v, ay, ax, K, m)
-    np.testing.assert_allclose(est._mean, mean, rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(est._var, np.diag(cov), rtol=1e-8)
+    np.testing.assert_allclose(est.posterior_.mean, mean, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(est.posterior_.var, np.diag(cov), rtol=1e-8)
     nx = shape[1]
     for k, (da, db) in enumerate([(0, 1), (0, nx), (0, nx + 1), (1, nx)]):
         a = np.arange(shape[0] * nx)
         a = a[(a + max(da, db) < a.size) & ((a % nx) + 1 < nx)]
-        np.testing.assert_allclose(est._cov[k, a], cov[a + da, a + db], rtol=1e-7, atol=1e-12)
+        np.testing.assert_allclose(est.posterior_.cov[k, a], cov[a + da, a + db], rtol=1e-7,
+                                   atol=1e-12)
     i, j, ty, tx = 3, 4, 0.3, 0.6
     pt = np.array([[ay[i] - 0.5 * ty, ax[j] + 0.35 * tx]])
     cs = [(i + m) * nx + j + m + d for d in (0, 1, nx, nx + 1)]
@@ -982,12 +984,13 @@ def test_mid_scale_auto_is_the_fixed_factor_on_large_rasters_and_none_on_small(r
         axes = [np.arange(shape[0], dtype=float), np.arange(shape[1], dtype=float)]
         auto = lm.LatticeRegressor(2, mid_scale="auto", **kw).fit_grid(axes, v)
         ref = lm.LatticeRegressor(2, mid_scale=same_as, **kw).fit_grid(axes, v)
-        assert auto._mid_factor() == same_as and auto.mid_scale == "auto"
+        assert auto.mid_factor() == same_as and auto.mid_scale == "auto"
         assert ("log_range_mid" in auto.params_) == (same_as is not None)
         assert auto.params_.keys() == ref.params_.keys()
         # two fits of the same model: equal up to the rounding of their sparse solves
-        np.testing.assert_allclose(auto._mean, ref._mean, rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(auto._var, ref._var, rtol=1e-10)
+        np.testing.assert_allclose(auto.posterior_.mean, ref.posterior_.mean, rtol=1e-10,
+                                   atol=1e-12)
+        np.testing.assert_allclose(auto.posterior_.var, ref.posterior_.var, rtol=1e-10)
     with pytest.raises(InputError, match="'auto'"):
         lm.LatticeRegressor(2, mid_scale="coarse").fit_grid(axes, v)
 
@@ -1017,15 +1020,15 @@ def test_mid_scale_auto_drops_the_level_when_the_local_field_takes_the_longer_ra
     monkeypatch.setattr(lm.LatticeRegressor, "_stage1", switched)
     auto = lm.LatticeRegressor(2, mid_scale="auto", **kw).fit_grid(axes, v)
     assert len(calls) == 2 and "log_range_mid" in calls[0] and "log_range_mid" not in calls[1]
-    assert auto.mid_dropped_ and auto._mid_factor() is None
+    assert auto.mid_dropped_ and auto.mid_factor() is None
     assert not set(lm.PARAMS_MID) & set(auto.params_)
     off = lm.LatticeRegressor(2, mid_scale=None, **kw).fit_grid(axes, v)
     assert not off.mid_dropped_ and auto.params_.keys() == off.params_.keys()
     for k, val in off.params_.items():
         assert float(auto.params_[k]) == pytest.approx(float(val), rel=1e-8, abs=1e-10), k
-    np.testing.assert_allclose(auto._mean, off._mean, rtol=1e-8, atol=1e-10)
-    np.testing.assert_allclose(auto._var, off._var, rtol=1e-8)
+    np.testing.assert_allclose(auto.posterior_.mean, off.posterior_.mean, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(auto.posterior_.var, off.posterior_.var, rtol=1e-8)
     # an explicit factor is the user's choice: kept, however stage 1 ends
     calls.clear()
     kept = lm.LatticeRegressor(2, mid_scale=12, **kw).fit_grid(axes, v)
-    assert len(calls) == 1 and not kept.mid_dropped_ and kept._mid_factor() == 12
+    assert len(calls) == 1 and not kept.mid_dropped_ and kept.mid_factor() == 12

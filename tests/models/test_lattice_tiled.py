@@ -99,9 +99,9 @@ def test_one_tile_is_the_whole_lattice_posterior(whole):
     est, obs, ys = whole
     one = _tiled_at(est, obs, ys, 10_000, 0)
     assert one.posterior_tiles_ == 1
-    np.testing.assert_array_equal(one._mean, est._mean)
-    np.testing.assert_array_equal(one._var, est._var)
-    np.testing.assert_array_equal(one._cov, est._cov)
+    np.testing.assert_array_equal(one.posterior_.mean, est.posterior_.mean)
+    np.testing.assert_array_equal(one.posterior_.var, est.posterior_.var)
+    np.testing.assert_array_equal(one.posterior_.cov, est.posterior_.cov)
     assert one.log_likelihood_ == est.log_likelihood_
 
 
@@ -117,7 +117,7 @@ def test_the_posterior_is_a_value_computed_without_changing_the_model(whole):
     model = copy.copy(est)
     before = dict(vars(model))
     post = lattice_posterior(model, dict(est._stage1_params), obs, ys,
-                             model._posterior_tiles(obs.shape))
+                             model.plan_posterior_tiles(obs.shape))
     assert vars(model).keys() == before.keys()
     assert all(vars(model)[k] is before[k] for k in before)
     assert post.n_tiles == est.posterior_tiles_ == 1
@@ -125,22 +125,24 @@ def test_the_posterior_is_a_value_computed_without_changing_the_model(whole):
     assert all(float(post.params[k]) == float(est.params_[k]) for k in est.params_)
     assert post.local_scale == est.local_scale_ != 1.0
     assert post.log_likelihood == est.log_likelihood_ and post.n_obs == int(obs.sum())
-    for got, want in ((post.mean, est._mean), (post.var, est._var), (post.cov, est._cov),
+    whole = est.posterior_
+    for got, want in ((post.mean, whole.mean), (post.var, whole.var), (post.cov, whole.cov),
                       (post.beta, est.beta_), (post.large_coef, est.large_coef_)):
         np.testing.assert_array_equal(got, want)
 
 
 def test_tiles_converge_to_the_whole_lattice_posterior_as_the_halo_grows(whole):
     est, obs, ys = whole
-    sd = np.sqrt(est._var)
+    sd = np.sqrt(est.posterior_.var)
     errors = []
     for halo in (4, 12, 36):
         t = _tiled_at(est, obs, ys, 20, halo)
         assert t.posterior_tiles_ == 20 and np.isnan(t.log_likelihood_)
         assert est.posterior_tiles_ == 1 and np.isfinite(est.log_likelihood_)
-        errors.append((np.max(np.abs(t._mean - est._mean) / sd),
-                       np.max(np.abs(np.sqrt(t._var) / sd - 1.0)),
-                       np.max(np.abs(t._cov - est._cov)) / np.max(est._var),
+        errors.append((np.max(np.abs(t.posterior_.mean - est.posterior_.mean) / sd),
+                       np.max(np.abs(np.sqrt(t.posterior_.var) / sd - 1.0)),
+                       np.max(np.abs(t.posterior_.cov - est.posterior_.cov))
+                       / np.max(est.posterior_.var),
                        max(abs(float(t.params_[k] - est.params_[k])) for k in est.params_)))
     errors = np.array(errors)
     assert (np.diff(errors, axis=0) < 0).all(), errors  # every error shrinks with the halo
@@ -229,9 +231,9 @@ def test_a_local_cluster_computes_the_same_posterior_bit_for_bit(whole):
         there = _tiled_at(est, obs, ys, 24, 12, scheduler=client)
         assert len(client.scheduler_info()["workers"]) == 2
     assert here.posterior_tiles_ == there.posterior_tiles_ == 12
-    np.testing.assert_array_equal(there._mean, here._mean)
-    np.testing.assert_array_equal(there._var, here._var)
-    np.testing.assert_array_equal(there._cov, here._cov)
+    np.testing.assert_array_equal(there.posterior_.mean, here.posterior_.mean)
+    np.testing.assert_array_equal(there.posterior_.var, here.posterior_.var)
+    np.testing.assert_array_equal(there.posterior_.cov, here.posterior_.cov)
     assert there.params_ == here.params_
 
 
@@ -240,13 +242,13 @@ def test_cost_estimate_counts_the_tiles_and_grows_with_the_tile_cells():
     estimate, and the time grows with the cells of the tiles (halved by two workers)."""
     est = lm.LatticeRegressor(large_scale="auto", mid_scale="auto")
     small, big = est.cost_estimate((300, 500)), est.cost_estimate((1200, 1200))
-    assert small["tiles"] == len(est._posterior_tiles((300, 500))) == 1
-    assert big["tiles"] == len(est._posterior_tiles((1200, 1200))) > 1
+    assert small["tiles"] == len(est.plan_posterior_tiles((300, 500))) == 1
+    assert big["tiles"] == len(est.plan_posterior_tiles((1200, 1200))) > 1
     assert big["bytes"] == est.memory_estimate((1200, 1200)) <= est.max_bytes
     from geogp.models.lattice.memory import STAGES_SECONDS, tile_cells
 
     def cells(shape):
-        return sum(tile_cells(t, int(est.margin)) for t in est._posterior_tiles(shape))
+        return sum(tile_cells(t, int(est.margin)) for t in est.plan_posterior_tiles(shape))
 
     assert (big["seconds"] - STAGES_SECONDS) / (small["seconds"] - STAGES_SECONDS) == (
         pytest.approx(cells((1200, 1200)) / cells((300, 500))))
@@ -261,7 +263,7 @@ def test_the_auto_plan_never_shrinks_below_its_smallest_core():
     from geogp.models.lattice.memory import tile_cells
 
     est = lm.LatticeRegressor(max_bytes=2**20)
-    tiles = est._posterior_tiles((300, 400))
+    tiles = est.plan_posterior_tiles((300, 400))
     sides = {c.stop - c.start for t in tiles for c in t.core}
     assert sides == {16, 332 - 20 * 16}  # 16-cell cores, and the remainder at the edge
     assert len(tiles) == -(-332 // 16) * -(-432 // 16)
@@ -291,7 +293,7 @@ def test_tile_states_wait_on_disk_as_estimated_and_are_removed(whole, tmp_path, 
 
     monkeypatch.setattr(lattice_workers.KeptStates, "map", spy)
     t = _tiled_at(est, obs, ys, 20, 12)
-    tiles = t._posterior_tiles(obs.shape)
+    tiles = t.plan_posterior_tiles(obs.shape)
     want = state_bytes(tiles, t._n_columns())
     assert seen["count"] == len(tiles) == 20
     assert 0.97 * want <= seen["size"] <= want + 20 * 2048

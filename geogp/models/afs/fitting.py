@@ -14,7 +14,7 @@ fitted attributes (``features_``, ``stats_``, ``kernel_``, ``posterior_``, ...).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import jax.numpy as jnp
 import numpy as np
@@ -207,11 +207,11 @@ class AdaptiveWindowFit:
         if self.stats_.matrix_free:
             self.posterior_ = iterative_posterior(
                 log_lambda(ff, self.kernel_), self.noise_, self.kernel_.variance_at_zero,
-                self._residual_stats(), noise_projection, int(self.n_samples), int(self.seed),
+                self.detrended_stats(), noise_projection, int(self.n_samples), int(self.seed),
                 IterativeOptions(tol=float(self.cg_tol) / 100))
         else:
             self.posterior_ = posterior(log_lambda(ff, self.kernel_), self.noise_,
-                                        self.kernel_.variance_at_zero, self._residual_stats())
+                                        self.kernel_.variance_at_zero, self.detrended_stats())
         advance(self.progress)
         return self
 
@@ -223,7 +223,9 @@ class AdaptiveWindowFit:
             raise InputError(f"alias_tol must be None or a number in (0, 1); got {tol!r}.")
         return float(tol)
 
-    def _residual_stats(self):
+    def detrended_stats(self) -> Any:
+        """The sufficient statistics of the data less the fitted trend (the data's own
+        without one)."""
         if self.beta_ is None:
             return self.stats_
         return residual_stats(self.stats_, jnp.asarray(self.beta_))

@@ -260,10 +260,10 @@ class AFSRegressor(AdaptiveWindowFit):
         ll = _log_lambda(self.features_, self.kernel_)
         if self.stats_.matrix_free:  # a stochastic estimate (fixed probes), see solver docs
             return float(iterative_bound(ll, self.noise_, self.kernel_.variance_at_zero,
-                                         self._residual_stats(), self._probes(),
+                                         self.detrended_stats(), self._probes(),
                                          self._iterative_options()))
         return float(collapsed_bound(ll, self.noise_, self.kernel_.variance_at_zero,
-                                     self._residual_stats()))
+                                     self.detrended_stats()))
 
     def trace_diagnostic(self) -> float:
         """t = N k(0) − Σ λ_m G_mm at the fitted parameters (0 would mean M saturates)."""

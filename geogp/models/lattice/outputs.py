@@ -1,10 +1,10 @@
 """Posterior samples, predictions and the fitted hyperparameters of a lattice model
 (docs/lattice.md, posterior).
 
-A mixin of :class:`geogp.models.lattice.LatticeRegressor`: it reads the per-cell posterior
-moments the fit keeps (``_mean``, ``_var``, the neighbour covariances ``_cov``), the lattice
-geometry (``shape_``, ``origin_``, ``step_``, ``margin``), ``scaler_``, ``noise_var_`` and,
-for samples, the factorisation state ``_sampler`` of the fit.
+A mixin of :class:`geogp.models.lattice.LatticeRegressor`: it reads the posterior the fit
+keeps (``posterior_``, :mod:`geogp.models.lattice.state`: per-cell moments and, for samples,
+the factored covariance), the lattice geometry (``shape_``, ``origin_``, ``step_``,
+``margin``), ``scaler_`` and ``noise_var_``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse.linalg as spla
 
-from geogp import linalg
-from geogp.exceptions import GeogpError, InputError, OutsideWindowError
+from geogp.exceptions import InputError, OutsideWindowError
 from geogp.models.base import Prediction, check_columns, check_fitted
 
 if TYPE_CHECKING:  # annotations only
@@ -37,52 +36,20 @@ class LatticeOutputsMixin:
             f = E f + g C ε_w + Πᵀ L⁻ᵀ ε_g,   C Cᵀ = D A⁻¹ D,  Π B Πᵀ = L Lᵀ (CHOLMOD),
 
         so that Cov f = B⁻¹ + r A⁻¹ rᵀ (r = g D), the posterior of the module docstring. ``eps_w``
-        (k + p, n_s), ``eps_g`` (n, n_s); returns (n, n_s).
+        (k + p, n_s), ``eps_g`` (n, n_s); returns (n, n_s). The posterior's state refuses where
+        it has no factor (tiles, loaded, observations added).
         """
-        sm = self._require_sampler()
-        upper, perm = self._sampler_root(sm)
+        sm = self.posterior_.sampler()
+        upper, perm = sm.root(self.ordering)
         if perm is None:  # dense reference backend
             g = np.linalg.solve(upper, eps_g)
         else:
             g = np.empty_like(eps_g)
             g[perm] = spla.spsolve_triangular(upper, eps_g, lower=False)
-        pi = sm.get("pi")
-        if pi is not None:  # joint unknowns (g_fine, g_mid): the field is g_fine + Π g_mid
-            n = pi.shape[0]
-            g = g[:n] + pi @ g[n:]
-        return self._mean[:, None] + sm["g"] @ (_weights_root(sm) @ eps_w) + g
-
-    def _require_sampler(self) -> dict:
-        if getattr(self, "_absorbed", None) is not None:
-            raise InputError("posterior samples of a lattice model with observations added "
-                             "since its fit (add_observations) need a refit with them.")
-        sm = getattr(self, "_sampler", None)
-        tiles = getattr(self, "posterior_tiles_", 1)
-        if sm is None and tiles > 1:
-            raise InputError(
-                f"posterior samples need the whole lattice's factor; this model's posterior was "
-                f"computed on {tiles} tiles (posterior_tile={self.posterior_tile!r}). Refit with "
-                "posterior_tile=None, memory permitting, or crop the raster.")
-        if sm is None:
-            raise InputError("posterior samples need a lattice model fitted in this session; a "
-                             "model loaded from a file cannot draw them (the file keeps the "
-                             "per-cell moments, not the sparse factorisation samples need). "
-                             "predict() works on it; refit the model to sample.")
-        return sm
-
-    def _sampler_root(self, sm: dict):
-        """(Lᵀ, Π) with Π B Πᵀ = L Lᵀ, computed on the first draw and kept (Π None: dense)."""
-        if "root" not in sm:
-            if sm["dense"]:
-                B = sm["pattern"].to_scipy(sm["b_vals"]).toarray()
-                sm["root"] = (np.linalg.cholesky(B).T, None)
-            else:
-                fac = linalg.cholmod.analyze(sm["pattern"], ordering=self.ordering)
-                with fac.lock:
-                    fac._ensure_factor(sm["b_vals"])
-                    lower, perm = fac.backend.factor_and_perm()
-                sm["root"] = (lower.T.tocsr(), perm)
-        return sm["root"]
+        if sm.pi is not None:  # joint unknowns (g_fine, g_mid): the field is g_fine + Π g_mid
+            n = sm.pi.shape[0]
+            g = g[:n] + sm.pi @ g[n:]
+        return self.posterior_.mean[:, None] + sm.g @ (sm.weights_root() @ eps_w) + g
 
     def sample_cells(self, n: int,
                      seed: int | np.random.SeedSequence | np.random.Generator | None = None,
@@ -93,13 +60,13 @@ class LatticeOutputsMixin:
         64 samples."""
         if not (isinstance(n, (int, np.integer)) and n >= 1):
             raise InputError(f"n (number of samples) must be an integer ≥ 1; got {n!r}.")
-        check_fitted(self, "_mean")
+        check_fitted(self, "posterior_")
         rng = np.random.default_rng(seed)
-        k = self._require_sampler()["w_cov"].shape[0]
+        sm = self.posterior_.sampler()
+        k, size = sm.w_cov.shape[0], sm.size  # size: lattice cells (and mid-scale nodes)
         out = []
         for start in range(0, n, 64):
             m = min(64, n - start)
-            size = self._sampler["pattern"].n  # lattice cells (and mid-scale nodes)
             out.append(self._sample_cells(rng.standard_normal((k, m)),
                                           rng.standard_normal((size, m))).T)
         return np.concatenate(out).reshape(n, *self.shape_)
@@ -111,7 +78,7 @@ class LatticeOutputsMixin:
         bilinear between cell centres like :meth:`predict`, so each sample is a draw of the
         same interpolated field. ``observed`` adds the noise of a new observation. (n, N*).
         Needs the fit's factorisation: a model loaded from a file refuses (refit it)."""
-        check_fitted(self, "_mean")
+        check_fitted(self, "posterior_")
         c, w, _inside = self._bilinear(np.asarray(X, dtype=np.float64), "raise")
         rng = np.random.default_rng(seed)
         cells = self.sample_cells(n, rng).reshape(n, -1)
@@ -151,14 +118,15 @@ class LatticeOutputsMixin:
 
         Cost: O(N* p²).
         """
-        check_fitted(self, "_mean")
+        check_fitted(self, "posterior_")
         if outside not in ("raise", "nan"):
             raise InputError(f"outside must be 'raise' or 'nan'; got {outside!r}.")
         X = np.asarray(X, dtype=np.float64)
         c, w, inside = self._bilinear(X, outside)
-        mean = sum(wk * self._mean[ck] for wk, ck in zip(w, c, strict=True))
-        var = sum(wk**2 * self._var[ck] for wk, ck in zip(w, c, strict=True))
-        cov = self._cov
+        post = self.posterior_
+        mean = sum(wk * post.mean[ck] for wk, ck in zip(w, c, strict=True))
+        var = sum(wk**2 * post.var[ck] for wk, ck in zip(w, c, strict=True))
+        cov = post.cov
         var = var + 2.0 * (w[0] * w[1] * cov[0, c[0]] + w[2] * w[3] * cov[0, c[2]]
                            + w[0] * w[2] * cov[1, c[0]] + w[1] * w[3] * cov[1, c[1]]
                            + w[0] * w[3] * cov[2, c[0]] + w[1] * w[2] * cov[3, c[0]])
@@ -211,23 +179,3 @@ class LatticeOutputsMixin:
                                      * self.scaler_.y_scale)
         return {**out, "n_features": self.shape_[0] * self.shape_[1] + self._n_large()}
 
-
-def _weights_root(sm: dict) -> np.ndarray:
-    """C with C Cᵀ = D A⁻¹ D (the dense part's covariance), computed on the first draw and
-    kept: a symmetric eigendecomposition, so that a numerically semi-definite A⁻¹ (flat
-    directions of the trend, say) still gives a root, with eigenvalues below rounding set
-    to 0."""
-    if "w_root" not in sm:
-        cov = np.asarray(sm["w_cov"], dtype=np.float64)
-        if cov.size == 0:
-            sm["w_root"] = cov
-        else:
-            lam, vec = np.linalg.eigh(0.5 * (cov + cov.T))
-            if not np.all(np.isfinite(lam)) or lam.min() < -1e-8 * max(lam.max(), 1e-300):
-                raise GeogpError(
-                    "posterior samples: the covariance of the lattice model's trend and "
-                    "large-scale coefficients is not positive semi-definite (smallest "
-                    f"eigenvalue {lam.min():.3g}); the fit is numerically singular. Refit "
-                    "with a simpler mean (mean='constant') or large_scale=None.")
-            sm["w_root"] = vec * np.sqrt(np.clip(lam, 0.0, None))
-    return sm["w_root"]

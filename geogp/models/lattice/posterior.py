@@ -6,7 +6,8 @@ and the overall scale c on the small dense part (:func:`fit_large_scales`, stage
 docs/lattice.md), and returns a :class:`LatticePosterior`: per cell the posterior mean,
 variance and the neighbour covariances that bilinear prediction needs, from the selected
 inverse of B. It reads the fitted model and changes nothing; the estimator's
-``_posterior`` (:class:`LatticePosteriorMixin`) keeps the value as its fitted attributes.
+``_posterior`` (:class:`LatticePosteriorMixin`) keeps the scalars as fitted attributes and
+the per-cell state as ``posterior_`` (:mod:`geogp.models.lattice.state`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from geogp.models.lattice.gmrf import (
 )
 from geogp.models.lattice.memory import check_state_disk
 from geogp.models.lattice.mid import mid_lattice
+from geogp.models.lattice.state import Sampler, Tiled, Whole
 from geogp.models.lattice.tiled import (
     PosteriorTile,
     core_gram,
@@ -74,7 +76,7 @@ class LatticePosterior(NamedTuple):
         mean, var: posterior mean and variance of f per lattice cell (n,), standardised.
         cov: covariances with the neighbours (4, n) (see
             :func:`~geogp.models.lattice.tiled.core_moments`).
-        sampler: what posterior samples need (one tile only; None on tiles).
+        sampler: the whole lattice's factored covariance (one tile only; None on tiles).
         n_tiles: the posterior's tiles.
         w_cov: D A⁻¹ D (k + p, k + p), the posterior covariance of the large-scale and trend
             weights in the columns' own scale (the dense part of Cov f is g w_cov gᵀ,
@@ -91,7 +93,7 @@ class LatticePosterior(NamedTuple):
     mean: np.ndarray
     var: np.ndarray
     cov: np.ndarray
-    sampler: dict | None
+    sampler: Sampler | None
     n_tiles: int
     w_cov: np.ndarray
 
@@ -157,13 +159,13 @@ def lattice_posterior(model: LatticeRegressor, params: dict, obs: np.ndarray, ys
             mean[tile.core], var[tile.core] = m_t, v_t
             cov[(slice(None), *tile.core)] = c_t
     samples, w_cov = None, d[:, None] * vbeta * d[None, :]
-    if single:  # what posterior samples need (kept in memory only; files keep moments):
+    if single:  # the covariance in factored form (kept in memory only; files keep moments):
         # the dense part of Cov f is r A⁻¹ rᵀ with r = (F − S_F) D, kept as g = F − S_F
         # (the state's own array, no copy) and D A⁻¹ D
         cy, cx = model.shape_  # one tile: its core is the whole lattice
-        samples = {**sampler, "g": state.g[:cy, :cx].reshape(cy * cx, -1),
-                   "b_vals": sampler["b_vals"] / fit.local_scale,  # B/c
-                   "w_cov": w_cov}
+        pattern, b_vals, dense, pi = sampler
+        samples = Sampler(pattern, b_vals / fit.local_scale, dense, pi,  # B/c
+                          state.g[:cy, :cx].reshape(cy * cx, -1), w_cov)
     return LatticePosterior(
         params=fit.params, local_scale=fit.local_scale, report_large=fit.report,
         log_likelihood=float(ll) if single else float("nan"), n_obs=n_obs, beta=w[k:],
@@ -241,16 +243,18 @@ def fit_large_scales(model: LatticeRegressor, params: dict, m_mat: np.ndarray, l
 
 class LatticePosteriorMixin:
     """The estimator's shell around :func:`lattice_posterior` (reads ``params_``,
-    ``shape_``, ``_mid_factor()``, ``optimize``, ``maxiter``, ``ordering`` and the
+    ``shape_``, ``mid_factor()``, ``optimize``, ``maxiter``, ``ordering`` and the
     estimator's ``_problem``, ``_local_keys``, ``_features``, ``_trend``)."""
 
     def _posterior(self, obs: np.ndarray, ys: np.ndarray) -> None:
         """Compute the posterior at ``params_`` (the stage-1 θ) and keep it: the fitted
         attributes ``params_`` (stage 2's θ), ``local_scale_``, ``report_large_``,
         ``log_likelihood_``, ``n_obs_``, ``beta_``, ``large_coef_``, ``posterior_tiles_``
-        and the per-cell moments; on tiles also the observed cells and D A⁻¹ D, which a
-        tile's posterior covariance needs (:func:`tile_sampler`, placement)."""
-        tiles = self._posterior_tiles(obs.shape)
+        and ``posterior_``: :class:`~geogp.models.lattice.state.Whole` (with its factored
+        covariance) or, on tiles, :class:`~geogp.models.lattice.state.Tiled` (with the
+        observed cells and D A⁻¹ D, from which a tile's covariance is rebuilt:
+        :func:`tile_sampler`, placement)."""
+        tiles = self.plan_posterior_tiles(obs.shape)
         self._stage1_params = dict(self.params_)
         with dask_client(None if len(tiles) == 1 else self.scheduler) as client:
             post = lattice_posterior(self, self._stage1_params, obs, ys, tiles, client)
@@ -259,12 +263,13 @@ class LatticePosteriorMixin:
         self.params_, self.local_scale_ = post.params, post.local_scale
         self.report_large_, self.log_likelihood_ = post.report_large, post.log_likelihood
         self.n_obs_, self.beta_, self.large_coef_ = post.n_obs, post.beta, post.large_coef
-        self._mean, self._var, self._cov = post.mean, post.var, post.cov
-        self._sampler = post.sampler
-        # a tile's posterior covariance (placement on tiles, tile_sampler): which cells are
-        # observed (1 byte a cell) and the dense part's weights; the whole lattice has _sampler
-        self._observed = None if post.sampler is not None else np.array(obs, dtype=bool)
-        self._w_cov = post.w_cov
+        if post.sampler is not None:
+            self.posterior_ = Whole(mean=post.mean, var=post.var, cov=post.cov,
+                                    sampler_=post.sampler)
+        else:
+            self.posterior_ = Tiled(mean=post.mean, var=post.var, cov=post.cov,
+                                    n_tiles=post.n_tiles, observed=np.array(obs, dtype=bool),
+                                    w_cov=post.w_cov)
 
     def _columns(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """[Φ, X] at whole-lattice cells (row, col): large-scale features, then the trend."""
@@ -304,7 +309,7 @@ def tile_statistics(est: LatticeRegressor, raster: np.ndarray, tile: PosteriorTi
     (:func:`~geogp.models.lattice.tiled.core_gram`), its core's state
     (:func:`~geogp.models.lattice.tiled.core_state`, F − S_F in float32)). With ``keep`` (one
     tile, the whole lattice): (M, log|Σ_g|, the state in float64, what samples need)."""
-    mid = est._mid_factor()
+    mid = est.mid_factor()
     problem, cells, shape = tile_problem(est, raster, tile)
     core = tuple(slice(c.start - o, c.stop - o)
                  for c, o in zip(tile.core, tile.offset, strict=True))
@@ -328,46 +333,42 @@ def tile_statistics(est: LatticeRegressor, raster: np.ndarray, tile: PosteriorTi
                        dtype=np.float64 if keep else np.float32, overwrite_s=keep)
     del z, s
     step()
-    if keep:
-        return m_mat, logdet_sigma, state, {
-            "pattern": problem.pattern, "b_vals": np.asarray(b_vals),
-            "dense": problem.solve.backend == "dense",
-            "pi": mid_lattice(shape, mid)[1] if problem.has_mid else None}
+    if keep:  # (pattern, B, dense backend, mid-scale map) for the Sampler
+        return m_mat, logdet_sigma, state, (
+            problem.pattern, np.asarray(b_vals), problem.solve.backend == "dense",
+            mid_lattice(shape, mid)[1] if problem.has_mid else None)
     del problem, b_vals
     release_memory()  # on a dask worker too
     return m_mat, state
 
 
-def tile_sampler(est: LatticeRegressor, tile: PosteriorTile, share: bool = True) -> dict:
+def tile_sampler(est: LatticeRegressor, tile: PosteriorTile, share: bool = True) -> Sampler:
     """The posterior covariance of one posterior tile's lattice at the fitted θ, in the form of
-    the whole lattice's sampler (``est._sampler``): Cov f = H (B/c)⁻¹ Hᵀ + g (D A⁻¹ D) gᵀ over
+    the whole lattice's (:class:`~geogp.models.lattice.state.Sampler`):
+    Cov f = H (B/c)⁻¹ Hᵀ + g (D A⁻¹ D) gᵀ over
     the tile problem's cells (its window plus the margin; row-major, whole-lattice cell
     (r, c) at tile cell (r − offset_y, c − offset_x)).
 
-    Keys: ``pattern``, ``b_vals`` (B/c at the fitted θ, whose local variances carry c),
-    ``dense`` (the reference backend), ``pi`` (the mid-scale map, or None), ``g`` = F − S_F
+    Its ``b_vals`` are B/c at the fitted θ (whose local variances carry c), ``g`` = F − S_F
     (n_tile, k + p) from k + p solves with the tile's factor, and ``w_cov`` = D A⁻¹ D (the
     whole raster's: the large-scale and trend weights stay global). Inside the tile's core this
     matches the whole lattice's covariance to the tiles' error (:mod:`~geogp.models.lattice.tiled`);
     for a tile whose core is the whole lattice it is the whole lattice's sampler.
 
-    Needs the observed cells kept by the fit on tiles (``est._observed``). ``share``: as
+    Needs the observed cells kept by the fit on tiles (``est.posterior_.tile_inputs()``;
+    a loaded model refuses). ``share``: as
     :func:`tile_problem` (False: the tile has its own pattern and factor, for samplers held
     together). Cost: one factorisation of the tile's B and k + p solves.
     """
-    obs = getattr(est, "_observed", None)
-    if obs is None:
-        raise GeogpError("a tile's posterior covariance needs the observed cells, kept by a fit "
-                         "on tiles in this session; refit the model.")
+    obs, w_cov = est.posterior_.tile_inputs()
     raster = np.where(obs, 0.0, np.nan)  # only which cells are observed matters here
     problem, _, shape = tile_problem(est, raster, tile, share)
-    s, *_, b_vals = solve_tile(est.params_, problem, shape, est._mid_factor())
+    s, *_, b_vals = solve_tile(est.params_, problem, shape, est.mid_factor())
     oy, ox = tile.offset
     rows, cols = np.divmod(np.arange(shape[0] * shape[1]), shape[1])
     g = est._columns(rows + oy, cols + ox)
     g -= s[:, 1:]
     del s
-    return {"pattern": problem.pattern, "b_vals": np.asarray(b_vals),
-            "dense": problem.solve.backend == "dense",
-            "pi": mid_lattice(shape, est._mid_factor())[1] if problem.has_mid else None,
-            "g": g, "w_cov": est._w_cov}
+    return Sampler(problem.pattern, np.asarray(b_vals), problem.solve.backend == "dense",
+                   mid_lattice(shape, est.mid_factor())[1] if problem.has_mid else None,
+                   g, w_cov)

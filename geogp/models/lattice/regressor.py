@@ -202,10 +202,10 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         posterior's), ``bytes`` (:meth:`memory_estimate`) and ``seconds`` (rough: the rate of
         the 2-core reference machine, :func:`~geogp.models.lattice.memory.lattice_seconds`)."""
         m = int(self.margin)
-        cells = [tile_cells(t, m) for t in self._posterior_tiles(raster_shape)]
+        cells = [tile_cells(t, m) for t in self.plan_posterior_tiles(raster_shape)]
         lattice = (raster_shape[0] + 2 * m) * (raster_shape[1] + 2 * m)
         needed = lattice_bytes(lattice, max(cells), self._alpha(),
-                               self._mid_factor(raster_shape) is not None,
+                               self.mid_factor(raster_shape) is not None,
                                self._n_columns(n_covariates, raster_shape))
         return {"tiles": len(cells), "bytes": needed,
                 "seconds": lattice_seconds(sum(cells), workers)}
@@ -350,7 +350,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             params.update({k: v for k, v in start.items() if k in params})
         problems = [self._problem(obs, ys, sl, large=False) for sl in tiles]
         local, report = self._stage1(params, problems, tiles)
-        if (self.mid_scale == "auto" and self._mid_factor() is not None
+        if (self.mid_scale == "auto" and self.mid_factor() is not None
                 and local["log_range"] >= local["log_range_mid"]):
             # the likelihood made the "local" field the longer-ranged one (nearly noise-free,
             # smooth data such as a DEM): the level is not identified there and only pushes the
@@ -379,13 +379,13 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             return int(fitted)
         return 2 if self.alpha == "auto" else int(self.alpha)
 
-    def _posterior_tiles(self, raster_shape) -> list:
+    def plan_posterior_tiles(self, raster_shape: tuple[int, int]) -> list:
         """The posterior's tiles on a raster of ``raster_shape``
         (:func:`~geogp.models.lattice.memory.plan_tiles`: ``posterior_tile="auto"`` takes the
         whole lattice when it has at most :data:`WHOLE_LATTICE_MAX_CELLS` cells within
         ``max_bytes``, else the largest core up to :data:`POSTERIOR_CORE` that fits)."""
         return plan_tiles(raster_shape, int(self.margin), self._alpha(),
-                          self._mid_factor(raster_shape), self._n_columns(0, raster_shape),
+                          self.mid_factor(raster_shape), self._n_columns(0, raster_shape),
                           self.max_bytes,
                           self.posterior_tile, self.posterior_halo)
 
@@ -449,13 +449,13 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
     def _local_keys(self) -> tuple:
         """The local field's parameters (stage 1)."""
         return (PARAMS + ((PARAM_RATIO,) if self.second_range else ())
-                + (PARAMS_MID if self._mid_factor() is not None else ()))
+                + (PARAMS_MID if self.mid_factor() is not None else ()))
 
     def _sides(self, raster_shape=None):
         return (raster_shape if raster_shape is not None
                 else [n - 2 * int(self.margin) for n in self.shape_])
 
-    def _mid_factor(self, raster_shape=None) -> int | None:
+    def mid_factor(self, raster_shape: tuple[int, int] | None = None) -> int | None:
         """The mid-scale level's coarsening factor on a raster of ``raster_shape`` (default:
         the fitted one; None: no level, also once the fit has dropped it, ``mid_dropped_``)."""
         if getattr(self, "mid_dropped_", False):
@@ -486,7 +486,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
                "log_noise": jnp.asarray(math.log(noise))}
         if self.second_range:
             out[PARAM_RATIO] = jnp.asarray(0.0)  # κ₂ = 2κ₁
-        if self._mid_factor() is not None:
+        if self.mid_factor() is not None:
             # start the two fields at separated scales (ranges ×10 apart) sharing the variance:
             # on the satellite raster this reaches the same optimum in 18 L-BFGS evaluations
             # instead of 42 from (4 × range, sd / 2)
@@ -525,4 +525,4 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         return make_problem(shape, self.h_, self._alpha(), cells, ys[order], X,
                             self.backend, self.ordering, feats, f2,
                             getattr(self, "_dw", 0.0), self.large_scale_kernel,
-                            self._mid_factor(), neighbours=large, share=share)
+                            self.mid_factor(), neighbours=large, share=share)

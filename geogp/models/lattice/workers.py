@@ -38,8 +38,8 @@ if TYPE_CHECKING:  # annotations only
 __all__ = ["sparse_pass", "KeptStates", "tile_context", "dask_client", "release_memory"]
 
 # per-cell or unpicklable state a worker does not need
-_LOCAL_ONLY = ("progress", "tile_progress", "scheduler", "_sampler", "_mean", "_var", "_cov",
-               "_observed", "report_", "report_large_")
+_LOCAL_ONLY = ("progress", "tile_progress", "scheduler", "posterior_", "report_",
+               "report_large_")
 
 
 @contextlib.contextmanager

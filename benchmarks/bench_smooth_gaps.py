@@ -27,7 +27,7 @@ import numpy as np
 from scipy.ndimage import distance_transform_edt
 
 import geogp
-from geogp.models.exact import ExactGP
+from geogp.models.exact.regressor import ExactGP
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from reliability._large_gaps import periodic_case

@@ -59,7 +59,7 @@ def holdout(n_cells: int, seed: int = 1) -> np.ndarray:
 def run(n: int, steps: int, batch: int, n_features: int) -> dict:
     from scipy.special import gammaln
 
-    from geogp.models.svgp import SVGPRegressor
+    from geogp.models.svgp.regressor import SVGPRegressor
 
     X, f, y = simulate(n)
     test = holdout(y.size)

@@ -45,7 +45,7 @@ import time
 import numpy as np
 
 import geogp  # noqa: F401  (float64)
-from geogp.models.exact import ExactGP
+from geogp.models.exact.regressor import ExactGP
 from geogp.models.wavelet import WaveletRegressor
 
 THESIS = {  # Table 4.1, patch (synthetic): RMSE, NLPD, SNR

@@ -33,7 +33,7 @@ import numpy as np
 
 import geogp  # noqa: F401  (float64)
 from geogp.models.afs import AFSRegressor
-from geogp.models.exact import ExactGP
+from geogp.models.exact.regressor import ExactGP
 from geogp.models.lattice import LatticeRegressor
 from geogp.models.wavelet import WaveletRegressor
 

@@ -105,7 +105,7 @@ def knn_kriging_cells(da, held, k=50, n_sub=2000, seed=0):
     """(mean, std) grids of :func:`run_knn_kriging`, filled at the held-out cells only."""
     from scipy.spatial import cKDTree
 
-    from geogp.models.exact import ExactGP
+    from geogp.models.exact.regressor import ExactGP
 
     P = _planar(da)
     v = da.values.ravel()

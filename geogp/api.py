@@ -6,7 +6,7 @@ two spatial dimensions (NaN or nodata = missing) or a table of points, translate
 ``xarray.Dataset`` rasters with ``mean``, ``std`` (of a new observation, noise included),
 ``std_latent`` and optional ``quantiles``, carrying the input's coordinates, attributes and CRS.
 ``likelihood="poisson"``, ``"bernoulli"`` or ``"student_t"`` fits an SVGP instead
-(:mod:`geogp.families.svgp`, docs/svgp.md).
+(:mod:`geogp.models.svgp.family`, docs/svgp.md).
 
 Example:
     >>> import numpy as np, xarray as xr, geogp

@@ -82,9 +82,9 @@ def _model_classes() -> dict[str, str]:
 
 
 def _own_files(model: str) -> tuple[str, ...]:
-    """Where a model's own code lives: its package, its family adapter and its file codec."""
-    return (f"geogp/models/{model}", f"geogp/models/{model}.py", f"geogp/families/{model}.py",
-            f"geogp/persist/{model}.py")
+    """Where a model's own code lives: its package (the model, its family adapter and its
+    file codec)."""
+    return (f"geogp/models/{model}",)
 
 
 def test_no_private_name_is_used_outside_its_package():

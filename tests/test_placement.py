@@ -14,9 +14,9 @@ import geogp
 from geogp import placement
 from geogp.exceptions import InputError, OutputExistsError
 from geogp.features.fourier_statistics import SufficientStats, dense_stats
-from geogp.models import exact
 from geogp.models.afs import AFSRegressor
 from geogp.models.collapsed import posterior
+from geogp.models.exact import regressor as exact
 from geogp.placement import Candidates, FeaturePosterior, add_observations, suggest_sites
 
 # small synthetic data: the models' approximation diagnostics warn, beside the point here

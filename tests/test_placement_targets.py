@@ -117,7 +117,7 @@ def test_bounds_route_other_operators(short, kind):
     (explicit features): the bounds route returns the explicit matrix's picks and scores."""
     model, grid = short
     if kind == "exact GP":
-        from geogp.models.exact import ExactGP
+        from geogp.models.exact.regressor import ExactGP
 
         rng = np.random.default_rng(3)
         X = rng.uniform(0, 0.4, (60, 2))

@@ -15,7 +15,7 @@ from geogp import exceptions
 from geogp._validation import as_points, as_targets, check_positive, check_same_length
 from geogp.exceptions import InputError
 from geogp.models.base import Prediction, Standardizer
-from geogp.models.exact import ExactGP
+from geogp.models.exact.regressor import ExactGP
 
 from _reference.assertions import assert_allclose
 

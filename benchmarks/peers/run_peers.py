@@ -317,7 +317,7 @@ def peer_pykrige(s: Split, args):
 
 def _tile_loss(p, X, y):
     """Negative exact log marginal likelihood per point (module level: one compilation)."""
-    from geogp.models.exact import log_marginal_likelihood
+    from geogp.models.exact.regressor import log_marginal_likelihood
 
     return -log_marginal_likelihood(p["kernel"], p["noise"], X, y) / y.shape[0]
 

@@ -62,7 +62,7 @@ def score(mu, var, y, f_true):
 
 
 def fit_geogp(Xtr, ytr, Xte, yte, a):
-    from geogp.models.svgp import SVGPRegressor
+    from geogp.models.svgp.regressor import SVGPRegressor
 
     t0 = time.perf_counter()
     model = SVGPRegressor("poisson", "matern32", n_features=a.features, batch_size=a.batch,

@@ -1,8 +1,8 @@
 """The registry of model families: the one place where a model's name is looked up.
 
 The front end, persistence, cross-validation, placement and the command line know a model
-only by its family, an :class:`~geogp.models.base.Estimator` (one object per family, in
-:mod:`geogp.families.afs`, ``lattice``, ``wavelet``, ``exact``, ``svgp``): they ask it to
+only by its family, an :class:`~geogp.families.generic.Family` (one object per family, in
+:mod:`geogp.models.afs.family`, ``lattice``, ``wavelet``, ``exact``, ``svgp``): they ask it to
 build, fit, predict, sample, describe, score, save and load. This module maps names to
 families (:func:`family`), models to their family (:func:`family_of`) and resolves
 ``model="auto"`` (:func:`resolve_model`). A family's module, and its model's, are imported
@@ -47,11 +47,11 @@ GRID_MODEL = "lattice"  # "auto" for a regular raster within the lattice model's
 GAUSSIAN = "gaussian"  # GeoRegressor(likelihood=...): any other likelihood fits an "svgp"
 # name → (module of the family, module and class of its model)
 _REGISTRY = {
-    "afs": ("geogp.families.afs", "geogp.models.afs", "AFSRegressor"),
-    "lattice": ("geogp.families.lattice", "geogp.models.lattice", "LatticeRegressor"),
-    "wavelet": ("geogp.families.wavelet", "geogp.models.wavelet", "WaveletRegressor"),
-    "exact": ("geogp.families.exact", "geogp.models.exact", "ExactGP"),
-    "svgp": ("geogp.families.svgp", "geogp.models.svgp", "SVGPRegressor"),
+    "afs": ("geogp.models.afs.family", "geogp.models.afs", "AFSRegressor"),
+    "lattice": ("geogp.models.lattice.family", "geogp.models.lattice", "LatticeRegressor"),
+    "wavelet": ("geogp.models.wavelet.family", "geogp.models.wavelet", "WaveletRegressor"),
+    "exact": ("geogp.models.exact.family", "geogp.models.exact.regressor", "ExactGP"),
+    "svgp": ("geogp.models.svgp.family", "geogp.models.svgp.regressor", "SVGPRegressor"),
 }
 _GENERIC = "geogp.families.generic"
 
@@ -62,7 +62,7 @@ def is_model(name: str) -> bool:
 
 
 def family(name: str) -> Family:
-    """The :class:`~geogp.models.base.Estimator` of the model called ``name``."""
+    """The :class:`~geogp.families.generic.Family` of the model called ``name``."""
     if not is_model(name):
         raise InputError(f"model must be one of {list(MODELS)}; got {name!r}.")
     module, model_module, cls = _REGISTRY[name]
@@ -97,7 +97,7 @@ def make_estimator(model: str = FALLBACK, kernel: str | Kernel | None = None,
                    options: dict | None = None,
                    progress: Callable[[int, float], object] | None = None) -> Any:
     """An unfitted model of the family ``model`` with the front end's defaults
-    (:meth:`~geogp.models.base.Estimator.make`)."""
+    (:meth:`~geogp.families.generic.Family.make`)."""
     return family(model).make(options, kernel=kernel, n_features=n_features, progress=progress)
 
 
@@ -139,33 +139,33 @@ def resolve_model(model: str, *, raster_shape: tuple[int, int] | None = None, re
 # the contract on a bare model object (tests, benchmarks): its family does the work
 def fit_grid(est: Any, axes: list, values: ArrayLike, regular: bool,
              covariates: np.ndarray | None = None) -> Any:
-    """:meth:`~geogp.models.base.Estimator.fit_grid` of ``est``'s family."""
+    """:meth:`~geogp.families.generic.Family.fit_grid` of ``est``'s family."""
     return family_of(est).fit_grid(est, axes, values, regular, covariates)
 
 
 def fit_points(est: Any, X: np.ndarray, y: np.ndarray, target_axes: list[np.ndarray] | None = None,
                units: str = "coordinate units") -> Any:
-    """:meth:`~geogp.models.base.Estimator.fit_points` of ``est``'s family."""
+    """:meth:`~geogp.families.generic.Family.fit_points` of ``est``'s family."""
     return family_of(est).fit_points(est, X, y, target_axes, units)
 
 
 def predict_grid(est: Any, axes: list, outside: str = "raise", block_cells: int = 2**20,
                  on_block: Callable[[int], object] | None = None) -> Prediction:
-    """:meth:`~geogp.models.base.Estimator.predict_grid` of ``est``'s family."""
+    """:meth:`~geogp.families.generic.Family.predict_grid` of ``est``'s family."""
     return family_of(est).predict_grid(est, axes, outside, block_cells, on_block)
 
 
 def predict_points(est: Any, X: np.ndarray, outside: str = "raise") -> Prediction:
-    """:meth:`~geogp.models.base.Estimator.predict_points` of ``est``'s family."""
+    """:meth:`~geogp.families.generic.Family.predict_points` of ``est``'s family."""
     return family_of(est).predict_points(est, X, outside)
 
 
 def sample_grid(est: Any, axes: list, n: int, seed: int | np.random.SeedSequence | None = None,
                 observed: bool = False) -> np.ndarray:
-    """:meth:`~geogp.models.base.Estimator.sample_grid` of ``est``'s family."""
+    """:meth:`~geogp.families.generic.Family.sample_grid` of ``est``'s family."""
     return family_of(est).sample_grid(est, axes, n, seed, observed)
 
 
 def describe(est: Any) -> dict:
-    """:meth:`~geogp.models.base.Estimator.describe` of ``est``'s family."""
+    """:meth:`~geogp.families.generic.Family.describe` of ``est``'s family."""
     return family_of(est).describe(est)

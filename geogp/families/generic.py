@@ -1,6 +1,7 @@
 """The behaviour every model family shares unless it says otherwise: :class:`Family`.
 
-A family (:class:`~geogp.models.base.Estimator`) adapts one numerical model to the front end.
+A family (:class:`Family`, the contract between the front end and a model) adapts one
+numerical model to the front end.
 By default a model is fitted on scattered points (``est.fit(X, y)``; a raster's observed cells
 become points), predicted at points (``est.predict(X)``; a grid row block by row block), and
 has no samples, evidence or file format. The families of :mod:`geogp.families` override what
@@ -12,7 +13,7 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
@@ -35,12 +36,39 @@ __all__ = ["Family", "FAMILY", "kernel_facts", "lazy_block_rows", "observed_cell
 # (geogp.io.WRITE_ROWS, 1024 rows)
 LAZY_BLOCK_ROWS = 1024
 
+M = TypeVar("M")  # the family's model type
 
-class Family:
-    """Defaults of the :class:`~geogp.models.base.Estimator` contract (see there).
 
-    Subclasses set ``name`` and ``model_class`` and the capability flags, ``defaults`` (the
-    front end's option defaults) and override the methods their model does differently.
+class Family(Generic[M]):
+    """What the geodata front end needs from a model: one object per model (its package's
+    ``family.py``, looked up by name in the registry, :mod:`geogp.families`) that builds,
+    fits, predicts, samples, places, conditions, describes, scores, saves and loads that
+    model, of type ``M``.
+
+    The numerical models (``AFSRegressor``, ``LatticeRegressor``, ...) speak numpy in model
+    coordinates; a family adapts one of them to the front end, so that the front end,
+    persistence, cross-validation and placement never switch on the model's kind. Every
+    method takes the model object ``est`` it works on (``make``/``from_arrays`` return one).
+    Grids are tensor grids given by ``axes`` (y coordinates, x coordinates), model units.
+    This class holds the defaults; a subclass sets ``name``, ``model_class``, its
+    capability flags and ``defaults`` (the front end's option defaults), and overrides what
+    its model does differently.
+
+    Capability flags:
+        savable: :meth:`to_arrays` can store a fitted model. can_sample: :meth:`sample_grid`
+        draws posterior samples. takes_covariates: :meth:`fit_grid` accepts covariate
+        rasters. takes_kernel: the model takes ``kernel=``. takes_features: it takes
+        ``n_features=``. shares_hyperparameters: slices can share the first slice's
+        hyperparameters. maps_lengthscale: the lengthscale varies in space. single_range:
+        the lengthscale is one isotropic range (reported as ρ). estimates_cost: the model
+        estimates a fit's tiles, memory and time up front. can_place / can_condition:
+        :meth:`placement` / :meth:`condition` work. posterior_on_tiles: the posterior may
+        be computed on tiles (:meth:`posterior_tiles`).
+
+    Other attributes:
+        default_maxiter: optimiser iterations of a progress bar (None: no training bar).
+        placement_strategy: the default strategy of ``geogp place`` for this model.
+        setup_phase: the name of the progress bar's phase before the optimiser.
     """
 
     name = "other"
@@ -87,7 +115,7 @@ class Family:
         The front end's AFS defaults (Matérn-1/2, linear trend, M from the data size) were
         chosen by cross-validation on a real satellite raster (``benchmarks/heaton_cv.py``,
         issue #9); the lattice model's (64 large-scale features, the mid-scale level on
-        rasters with ≥ 128 cells a side) are in :mod:`geogp.families.lattice`.
+        rasters with ≥ 128 cells a side) are in :mod:`geogp.models.lattice.family`.
         """
         if self.model_class is None:
             raise InputError(f"model={self.name!r} cannot be built by the front end.")
@@ -111,24 +139,24 @@ class Family:
             )
         return self.model_class(**params)
 
-    def memory_estimate(self, est: Any, raster_shape: tuple) -> float:
+    def memory_estimate(self, est: M, raster_shape: tuple) -> float:
         """Estimated peak bytes of a raster fit; NaN where the model has no estimate."""
         return float("nan")
 
-    def check_memory(self, est: Any, raster_shape: tuple) -> None:
+    def check_memory(self, est: M, raster_shape: tuple) -> None:
         """Nothing to refuse up front (models check their own memory while fitting)."""
 
-    def announce_cost(self, est: Any, raster_shape: tuple) -> None:
+    def announce_cost(self, est: M, raster_shape: tuple) -> None:
         """Before a raster fit with progress bars (families with ``estimates_cost``): say
         on stderr what the fit will cost. Nothing to say by default."""
 
     # ------------------------------------------------------------------ fitting
-    def widen(self, est: Any, lo: np.ndarray, hi: np.ndarray, t_lo: np.ndarray, t_hi: np.ndarray,
+    def widen(self, est: M, lo: np.ndarray, hi: np.ndarray, t_lo: np.ndarray, t_hi: np.ndarray,
               scale: np.ndarray) -> None:
         """Widen ``est``'s window from the data's box [lo, hi] to the target box [t_lo, t_hi]
         (model units; ``scale``: the data's standard deviation per axis). Default: no window."""
 
-    def cover_target(self, est: Any, X: np.ndarray, target_axes: list[np.ndarray] | None) -> None:
+    def cover_target(self, est: M, X: np.ndarray, target_axes: list[np.ndarray] | None) -> None:
         """Widen the window of a model fitted on X (N, 2) to the target grid ``target_axes``."""
         if target_axes is None:
             return
@@ -136,7 +164,7 @@ class Family:
         t_hi = np.array([max(a.max(), b) for a, b in zip(target_axes, X.max(axis=0), strict=True)])
         self.widen(est, X.min(axis=0), X.max(axis=0), t_lo, t_hi, X.std(axis=0))
 
-    def fit_points(self, est: Any, X: np.ndarray, y: np.ndarray,
+    def fit_points(self, est: M, X: np.ndarray, y: np.ndarray,
                    target_axes: list[np.ndarray] | None = None,
                    units: str = "coordinate units") -> Any:
         """Fit on scattered points X (N, 2) (model coordinates), y (N,); the window covers
@@ -153,7 +181,7 @@ class Family:
             raise InputError(f"covariates are supported by the lattice model only; got "
                              f"model={self.name!r}.")
 
-    def fit_grid(self, est: Any, axes: list, values: ArrayLike, regular: bool,
+    def fit_grid(self, est: M, axes: list, values: ArrayLike, regular: bool,
                  covariates: np.ndarray | None = None) -> Any:
         """Fit on one raster slice ``values`` (N_y, N_x) (numpy or dask, NaN = missing): by
         default its observed cells as scattered points, with a window over the raster."""
@@ -162,23 +190,23 @@ class Family:
         return self.fit_points(est, X, v[obs], axes)
 
     # ------------------------------------------------------------------ prediction
-    def predict_at(self, est: Any, X: np.ndarray, outside: str = "raise") -> Prediction:
+    def predict_at(self, est: M, X: np.ndarray, outside: str = "raise") -> Prediction:
         """Predictive moments at X (N*, 2), without the far-from-data warning."""
         return est.predict(X)
 
-    def predict_rows(self, est: Any, rows: np.ndarray, cols: np.ndarray,
+    def predict_rows(self, est: M, rows: np.ndarray, cols: np.ndarray,
                      outside: str = "raise") -> Prediction:
         """Predictive moments (len(rows), len(cols)) on one block of grid rows."""
         Y, X = np.meshgrid(rows, cols, indexing="ij")
         p = self.predict_at(est, np.stack([Y.ravel(), X.ravel()], axis=1), outside)
         return Prediction(*(np.reshape(a, Y.shape) for a in p))
 
-    def predict_points(self, est: Any, X: np.ndarray, outside: str = "raise") -> Prediction:
+    def predict_points(self, est: M, X: np.ndarray, outside: str = "raise") -> Prediction:
         """Predict at points X (N*, 2) in model coordinates (warns far outside the data)."""
         warn_if_far(est, points=X)
         return self.predict_at(est, X, outside)
 
-    def predict_grid(self, est: Any, axes: list, outside: str = "raise", block_cells: int = 2**20,
+    def predict_grid(self, est: M, axes: list, outside: str = "raise", block_cells: int = 2**20,
                      on_block: Callable[[int], object] | None = None) -> Prediction:
         """Predict on the tensor grid ``axes`` (model coordinates) in blocks of rows.
 
@@ -196,7 +224,7 @@ class Family:
         return Prediction(*(np.concatenate([getattr(p, f) for p in parts], axis=0)
                             for f in Prediction._fields))
 
-    def predict_grid_lazy(self, est: Any, axes: list, outside: str = "raise",
+    def predict_grid_lazy(self, est: M, axes: list, outside: str = "raise",
                           block_rows: int | None = None) -> Prediction:
         """:meth:`predict_grid` as dask arrays (N_y, N_x), computed block by block of rows
         (:func:`lazy_block_rows`) when they are read or written: a raster's prediction
@@ -221,14 +249,14 @@ class Family:
              for a in range(0, ys.size, rows)] or [dsa.zeros((3, 0, xs.size))], axis=1)
         return Prediction(cube[0], cube[1], cube[2])
 
-    def sample_grid(self, est: Any, axes: list, n: int,
+    def sample_grid(self, est: M, axes: list, n: int,
                     seed: int | np.random.SeedSequence | None = None,
                     observed: bool = False) -> np.ndarray:
         raise InputError(f"posterior samples are available for model='afs', 'lattice' and "
                          f"'wavelet'; this model is {self.name!r}.")
 
     # ------------------------------------------------------------------ reports
-    def describe(self, est: Any) -> dict:
+    def describe(self, est: M) -> dict:
         """Fitted hyperparameters on the data's scale (see the contract); the generic part:
         the optimisation report, no lengthscale."""
         rep = getattr(est, "report_", None)
@@ -240,27 +268,27 @@ class Family:
         out["unknowns"] = self.unknowns(est, out["n_features"])
         return out
 
-    def hyperparameters(self, est: Any) -> dict:
+    def hyperparameters(self, est: M) -> dict:
         """The family's own entries of :meth:`describe`."""
         return {}
 
-    def unknowns(self, est: Any, n_features: int | str | None) -> str:
+    def unknowns(self, est: M, n_features: int | str | None) -> str:
         """What the model's unknowns are, in words ("" without a count)."""
         if n_features is None or n_features != n_features:  # noqa: PLR0124 - None or NaN
             return ""
         return f", {number(int(n_features))} {self.unknowns_word}"
 
-    def evidence(self, est: Any) -> float:
+    def evidence(self, est: M) -> float:
         raise InputError(f"score() is not available for model={self.name!r}; it needs the "
                          "bound (afs) or the exact evidence (exact, wavelet).")
 
     # ------------------------------------------------------------------ placement
-    def placement(self, est: Any) -> Placement:
+    def placement(self, est: M) -> Placement:
         """The fitted model's placement posterior (:mod:`geogp.placement.contract`)."""
         raise InputError(f"sensor placement is not available for {self._what(est)}; use the "
                          "afs, exact, lattice or wavelet model.")
 
-    def condition(self, est: Any, X: ArrayLike, y: ArrayLike | None = None) -> Any:
+    def condition(self, est: M, X: ArrayLike, y: ArrayLike | None = None) -> Any:
         """A copy of the fitted model conditioned on observations (X, y) in model units,
         hyperparameters kept (``y=None``: the predictive means, so only the covariance
         changes); the model itself is unchanged."""
@@ -268,22 +296,22 @@ class Family:
                          f"{self._what(est)}; refit it with the new data, or use the afs or "
                          "lattice model.")
 
-    def posterior_tiles(self, est: Any, raster_shape: tuple) -> int:
+    def posterior_tiles(self, est: M, raster_shape: tuple) -> int:
         """Tiles of the posterior of ``est`` on a raster of ``raster_shape`` (1: whole)."""
         return 1
 
-    def _what(self, est: Any) -> str:
+    def _what(self, est: M) -> str:
         return (f"model={self.name!r}" if self.model_class is not None
                 else f"a {type(est).__name__}")
 
     # ------------------------------------------------------------------ persistence
-    def to_arrays(self, est: Any, prefix: str, arrays: dict) -> dict:
+    def to_arrays(self, est: M, prefix: str, arrays: dict) -> dict:
         raise GeogpError(f"saving model={self.name!r} is not supported.")
 
     def from_arrays(self, meta: dict, prefix: str, arrays: Any) -> object:
         raise GeogpError(f"loading model={self.name!r} is not supported.")
 
-    def check_grid(self, est: Any, axes: list[np.ndarray], where: str) -> None:
+    def check_grid(self, est: M, axes: list[np.ndarray], where: str) -> None:
         """Nothing to check by default."""
 
 
@@ -294,7 +322,7 @@ def lazy_block_rows(n_columns: int) -> int:
     return rows_per_block(n_columns, LAZY_BLOCK_ROWS, LAZY_BLOCK_CELLS)
 
 
-def _stacked_rows(fam: Family, est: Any, rows: np.ndarray, cols: np.ndarray,
+def _stacked_rows(fam: Family, est: M, rows: np.ndarray, cols: np.ndarray,
                   outside: str) -> np.ndarray:
     """One block of a lazy prediction: (mean, var_latent, var_observed) stacked, (3, r, c)."""
     return np.stack(tuple(fam.predict_rows(est, rows, cols, outside)))
@@ -312,7 +340,7 @@ def observed_cells(axes: list, values: ArrayLike) -> tuple:
     return v, obs, np.stack([axes[0][iy], axes[1][ix]], axis=1)
 
 
-def kernel_facts(est: Any, n_features: bool) -> dict:
+def kernel_facts(est: M, n_features: bool) -> dict:
     """Lengthscales ((P, 2), one row per kernel part), signal and noise sd of a model with a
     stationary kernel (``kernel_``, ``noise_``, ``scaler_``), on the data's scale."""
     sc = est.scaler_

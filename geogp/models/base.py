@@ -1,22 +1,20 @@
-"""Shared pieces of the estimators: the front end's contract, predictions and
-standardisation (docs/model.md, docs/architecture.md)."""
+"""Shared pieces of the estimators: predictions and standardisation (docs/model.md); the
+front end's contract with a model is :class:`geogp.families.generic.Family`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from geogp.exceptions import InputError, NotFittedError
 
 if TYPE_CHECKING:  # annotations only
-    from numpy.typing import ArrayLike
 
-    from geogp.kernels import Kernel
+    pass
 
-__all__ = ["Estimator", "Prediction", "Standardizer", "check_fitted", "check_columns"]
+__all__ = ["Prediction", "Standardizer", "check_fitted", "check_columns"]
 
 
 def check_fitted(model: object, attribute: str) -> None:
@@ -32,107 +30,6 @@ def check_columns(X: np.ndarray, n_dims: int, what: str = "X (prediction points)
     if X.shape[1] != n_dims:
         raise InputError(f"{what} has {X.shape[1]} column(s) but the model was fitted on "
                          f"{n_dims}-dimensional inputs; pass one column per input dimension.")
-
-
-@runtime_checkable
-class Estimator(Protocol):
-    """What the geodata front end needs from a model family: one object per family
-    (:mod:`geogp.families`, looked up by name in its registry) that builds, fits, predicts,
-    samples, describes, scores, saves and loads that family's numerical models.
-
-    The numerical models (``AFSRegressor``, ``LatticeRegressor``, ...) speak numpy in model
-    coordinates; a family adapts one of them to the front end, so that the front end,
-    persistence, cross-validation and placement never switch on the model's kind. Every
-    method takes the model object ``est`` it works on (``make``/``from_arrays`` return one).
-    Grids are tensor grids given by ``axes`` (y coordinates, x coordinates), model units.
-
-    Attributes:
-        name: the model's name (``GeoRegressor(model=...)``, ``model_``, model files).
-        savable: whether :meth:`to_arrays` can store a fitted model.
-        can_sample: whether :meth:`sample_grid` draws posterior samples.
-        takes_covariates: whether :meth:`fit_grid` accepts covariate rasters.
-        takes_kernel: whether the model takes ``kernel=`` and ``n_features=``
-            (the Fourier-feature options).
-        shares_hyperparameters: whether slices can share the first slice's hyperparameters.
-        maps_lengthscale: whether the model's lengthscale varies in space (a map of it).
-        single_range: whether the lengthscale is one isotropic range (reported as ρ).
-        estimates_cost: whether the model estimates a fit's tiles, memory and time up front.
-        default_maxiter: optimiser iterations of a progress bar (None: no training bar).
-        placement_strategy: the default strategy of ``geogp place`` for this model.
-        setup_phase: the name of the progress bar's phase before the optimiser.
-    """
-
-    name: str
-    savable: bool
-    can_sample: bool
-    takes_covariates: bool
-    takes_kernel: bool
-    shares_hyperparameters: bool
-    maps_lengthscale: bool
-    single_range: bool
-    estimates_cost: bool
-    default_maxiter: int | None
-    placement_strategy: str
-    setup_phase: str
-
-    def option_names(self) -> set:
-        """Keyword arguments the family's model accepts."""
-
-    def make(self, options: dict | None = None, *, kernel: str | Kernel | None = None,
-             n_features: int | str | None = None,
-             progress: Callable[[int, float], object] | None = None) -> Any:
-        """An unfitted model with the front end's defaults; unknown options raise."""
-
-    def memory_estimate(self, est: Any, raster_shape: tuple) -> float:
-        """Estimated peak bytes of fitting a raster of ``raster_shape`` cells (NaN: unknown)."""
-
-    def check_memory(self, est: Any, raster_shape: tuple) -> None:
-        """Refuse (``MemoryEstimateError``) before allocating a raster the model's memory
-        limit cannot hold, and settings the model refuses (``InputError``)."""
-
-    def announce_cost(self, est: Any, raster_shape: tuple) -> None:
-        """Before a raster fit with progress bars (``estimates_cost``): say on stderr what
-        the fit will cost (tiles, memory, time)."""
-
-    def fit_grid(self, est: Any, axes: list, values: ArrayLike, regular: bool,
-                 covariates: np.ndarray | None = None) -> Any:
-        """Fit on one raster slice ``values`` (N_y, N_x), NaN = missing; ``covariates``
-        (k, N_y, N_x) or None. The model's window covers the whole raster. Returns ``est``."""
-
-    def fit_points(self, est: Any, X: np.ndarray, y: np.ndarray,
-                   target_axes: list[np.ndarray] | None = None,
-                   units: str = "coordinate units") -> Any:
-        """Fit on scattered points X (N, 2), y (N,); the window covers ``target_axes``."""
-
-    def predict_grid(self, est: Any, axes: list, outside: str = "raise", block_cells: int = 2**20,
-                     on_block: Callable[[int], Any] | None = None) -> Prediction:
-        """Predictive moments (N_y, N_x) on the grid, in blocks of rows."""
-
-    def predict_points(self, est: Any, X: np.ndarray, outside: str = "raise") -> Prediction:
-        """Predictive moments (N*,) at the points X (N*, 2)."""
-
-    def sample_grid(self, est: Any, axes: list, n: int,
-                    seed: int | np.random.SeedSequence | None = None,
-                    observed: bool = False) -> np.ndarray:
-        """``n`` posterior samples (n, N_y, N_x) on the grid, in data units."""
-
-    def describe(self, est: Any) -> dict:
-        """The summary facts: ``lengthscale`` ((P, 2) or None), ``signal_sd``, ``noise_sd``,
-        ``n_features``, ``n_iter``, ``converged``, ``objective``, ``unknowns`` (words), and
-        family-specific entries (the lattice model's mid- and large-scale parts)."""
-
-    def evidence(self, est: Any) -> float:
-        """Log evidence (bound or likelihood) of the fit, in nats, on standardised values."""
-
-    def to_arrays(self, est: Any, prefix: str, arrays: dict) -> dict:
-        """Store a fitted model's arrays in ``arrays`` (keys under ``prefix``); returns its
-        JSON metadata."""
-
-    def from_arrays(self, meta: dict, prefix: str, arrays: Any) -> Any:
-        """Rebuild a fitted model from :meth:`to_arrays`'s metadata and (checked) arrays."""
-
-    def check_grid(self, est: Any, axes: Sequence[np.ndarray], where: str) -> None:
-        """Refuse a loaded model whose geometry does not match the grid it was fitted on."""
 
 
 class Prediction(NamedTuple):

@@ -2,8 +2,9 @@
 
 :mod:`geogp.persist.file` writes and reads the container (:func:`save_model`,
 :func:`load_model`; :meth:`GeoRegressor.save <geogp.api.GeoRegressor.save>` and
-:func:`geogp.load_model` call them); :mod:`~geogp.persist.afs`, :mod:`~geogp.persist.lattice`
-and :mod:`~geogp.persist.wavelet` turn one fitted model into arrays and back;
+:func:`geogp.load_model` call them); each model's ``codec`` module
+(:mod:`~geogp.models.afs.codec`, :mod:`~geogp.models.lattice.codec`,
+:mod:`~geogp.models.wavelet.codec`) turns one fitted model into arrays and back;
 :mod:`~geogp.persist.checks` and :mod:`~geogp.persist.semantics` check untrusted files, and
 :mod:`~geogp.persist.sign` signs them with a key.
 """

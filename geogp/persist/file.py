@@ -3,17 +3,17 @@
 The file holds plain arrays and one JSON document (``__meta__``):
 
 - per slice: the model's arrays and metadata, written and read by its family
-  (:meth:`~geogp.models.base.Estimator.to_arrays` / ``from_arrays``, :mod:`geogp.families`).
+  (:meth:`~geogp.families.generic.Family.to_arrays` / ``from_arrays``, :mod:`geogp.families`).
   AFS models store their Fourier features, sufficient statistics, kernel, noise, posterior,
-  standardiser and optimisation report (:mod:`geogp.persist.afs`);
+  standardiser and optimisation report (:mod:`geogp.models.afs.codec`);
 - the grid: dimension names, CRS (WKT), longitude scaling, target coordinates, the extra
   dimension's coordinates, attributes and name.
 
 Loading rebuilds the estimators from these arrays, so predictions are reproduced bit for bit.
 Only numeric, datetime and string arrays are stored; ``np.load(allow_pickle=False)`` reads them.
-Lattice models store their per-cell posterior moments (:mod:`geogp.persist.lattice`); wavelet
+Lattice models store their per-cell posterior moments (:mod:`geogp.models.lattice.codec`); wavelet
 models their basis, θ and sparse statistics, the posterior being recomputed on loading
-(:mod:`geogp.persist.wavelet`); exact and SGPR models cannot be saved yet.
+(:mod:`geogp.models.wavelet.codec`); exact and SGPR models cannot be saved yet.
 
 Files are untrusted on loading (:mod:`geogp.persist.checks`): the declared array sizes are
 checked before anything is read (against the memory limit, and against the bytes the file

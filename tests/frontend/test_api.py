@@ -44,7 +44,7 @@ def test_std_is_latent_plus_noise_and_quantiles_are_gaussian(raster, fast):
 def test_same_predictions_as_the_core_model(raster, fast):
     """The front end only translates: AFSRegressor.fit_grid on the arrays gives the same."""
     pred = geogp.fit(raster, **fast).predict()
-    from geogp.families.afs import DEFAULT_KERNEL, DEFAULT_MEAN
+    from geogp.models.afs.family import DEFAULT_KERNEL, DEFAULT_MEAN
 
     opts = {"kernel": DEFAULT_KERNEL, "mean": DEFAULT_MEAN, **fast}  # the front end's defaults
     core = AFSRegressor(**opts).fit_grid([raster.y.values, raster.x.values], raster.values)
@@ -242,7 +242,7 @@ def test_score_is_the_bound_in_data_units_and_ranks_models(raster, fast):
     rescaling the data shifts the evidence by exactly −N log(scale)."""
     import numpy as np
 
-    from geogp.models.exact import ExactGP
+    from geogp.models.exact.regressor import ExactGP
 
     small = raster.isel(y=slice(0, 10), x=slice(0, 12))
     afs = geogp.fit(small, **fast)

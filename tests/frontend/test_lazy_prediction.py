@@ -16,8 +16,8 @@ import geogp
 import geogp.memory
 from geogp.exceptions import InputError, OutsideWindowError
 from geogp.families import generic
-from geogp.families.lattice import LatticeFamily
 from geogp.io import write_geotiff, write_netcdf
+from geogp.models.lattice.family import LatticeFamily
 from geogp.plotting import plot_maps, thinned
 
 # small synthetic data: the models' approximation diagnostics warn, beside the point here

@@ -11,7 +11,7 @@ import geogp
 from geogp._format import lengths
 from geogp.exceptions import InputError
 from geogp.families import resolve_model
-from geogp.families.lattice import DEFAULT_LARGE_SCALE, DEFAULT_MID_SCALE
+from geogp.models.lattice.family import DEFAULT_LARGE_SCALE, DEFAULT_MID_SCALE
 
 from _frontend_rasters import FEATURES, make_raster
 

@@ -14,9 +14,9 @@ import geogp
 from geogp.exceptions import InputError, OutsideWindowError
 from geogp.features.fourier import FourierFeatures
 from geogp.features.fourier_statistics import dense_stats, grid_stats
-from geogp.models import exact
 from geogp.models.afs import AFSRegressor
 from geogp.models.collapsed import _dense_parts, _dense_parts_reference, collapsed_bound, posterior
+from geogp.models.exact import regressor as exact
 
 # small synthetic data: the models' approximation diagnostics warn, beside the point here
 pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")

@@ -19,10 +19,10 @@ from geogp.exceptions import ApproximationWarning, InputError
 from geogp.features.fourier import FourierFeatures
 from geogp.features.fourier_statistics import dense_stats
 from geogp.kernels import make_kernel
-from geogp.models import exact
 from geogp.models.afs import AFSRegressor
 from geogp.models.afs.diagnostics import ALIAS_TOL, MAX_AUTO_FACTOR, REFIT_FACTOR
 from geogp.models.collapsed import collapsed_bound
+from geogp.models.exact import regressor as exact
 
 _bound = jax.jit(collapsed_bound)
 

@@ -1,5 +1,5 @@
-"""Tests of geogp.models.exact: the exact GP every approximation is tested against (docs/bound.md,
-baselines).
+"""Tests of geogp.models.exact: the exact GP every approximation is tested against
+(docs/bound.md, baselines).
 
 References: scikit-learn's GaussianProcessRegressor (value and analytic gradient of the log
 marginal likelihood, predictive moments) and the plain-numpy dense GP in tests/_reference.
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from geogp import kernels as gk
-from geogp.models import exact
-from geogp.models.exact import ExactGP, log_marginal_likelihood, predict
+from geogp.models.exact import regressor as exact
+from geogp.models.exact.regressor import ExactGP, log_marginal_likelihood, predict
 
 from _reference import dense_gp, kernels_np
 from _reference.assertions import assert_allclose

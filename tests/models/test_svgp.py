@@ -1,4 +1,4 @@
-"""SVGP on AFS features with non-Gaussian likelihoods (geogp/models/svgp.py, svgp_elbo.py,
+"""SVGP on AFS features with non-Gaussian likelihoods (geogp/models/svgp/regressor.py, svgp/elbo.py,
 docs/svgp.md).
 
 References are independent of the code under test: the collapsed bound and posterior of
@@ -20,9 +20,9 @@ from geogp.exceptions import InputError, NotFittedError
 from geogp.features.fourier_statistics import dense_stats
 from geogp.kernels import Matern32
 from geogp.models.collapsed import collapsed_bound, posterior
-from geogp.models.likelihoods import Bernoulli, Gaussian, Poisson, StudentT
-from geogp.models.svgp import SVGPRegressor
-from geogp.models.svgp_elbo import L_raw_from, elbo, gaussian_optimal_q
+from geogp.models.svgp.elbo import L_raw_from, elbo, gaussian_optimal_q
+from geogp.models.svgp.likelihoods import Bernoulli, Gaussian, Poisson, StudentT
+from geogp.models.svgp.regressor import SVGPRegressor
 
 from _reference.svgp_vi import laplace_weights as _laplace
 from _reference.svgp_vi import ref_vi as _ref_vi

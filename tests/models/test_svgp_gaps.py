@@ -15,7 +15,7 @@ import xarray as xr
 
 import geogp
 from geogp.kernels import Matern32
-from geogp.models.svgp import SVGPRegressor
+from geogp.models.svgp.regressor import SVGPRegressor
 
 from _reference import kernels_np
 from _reference.svgp_vi import laplace_exact_gp, ref_vi

@@ -80,7 +80,7 @@ def test_misused_calls_say_what_to_do(tmp_path):
 
 def _estimators():
     from geogp.models.afs import AFSRegressor
-    from geogp.models.exact import ExactGP
+    from geogp.models.exact.regressor import ExactGP
     from geogp.models.wavelet import WaveletRegressor
 
     from _reference.sgpr import SGPRRegressor
@@ -154,7 +154,7 @@ def test_values_that_overflow_float64_are_refused(model):
 
 def test_large_but_representable_values_scale_exactly():
     """Standardisation makes the fit equivariant: values × 1e100 give predictions × 1e100."""
-    from geogp.models.exact import ExactGP
+    from geogp.models.exact.regressor import ExactGP
 
     rng = np.random.default_rng(1)
     X = rng.uniform(size=(30, 2))
@@ -221,7 +221,7 @@ def test_each_route_refuses_before_allocating(route):
 
     from geogp.exceptions import MemoryEstimateError
     from geogp.models.afs import AFSRegressor
-    from geogp.models.exact import ExactGP
+    from geogp.models.exact.regressor import ExactGP
     from geogp.models.lattice import LatticeRegressor
     from geogp.models.wavelet import WaveletRegressor
 

@@ -27,7 +27,7 @@ import xarray as xr
 from scipy.ndimage import distance_transform_edt
 
 import geogp
-from geogp.models.exact import ExactGP
+from geogp.models.exact.regressor import ExactGP
 
 N = 64
 CELL = 100.0

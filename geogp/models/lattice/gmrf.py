@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
 
 __all__ = ["ALPHAS", "BACKENDS", "PARAMS", "PARAMS_LARGE", "PARAMS_MID", "PARAM_RATIO",
+           "laplacian_eigenvalues",
            "PARAM_SCALE", "RANGE_MAX_EXTENTS", "log_range_cap",
            "KERNELS_LARGE",
            "LatticeProblem",
@@ -92,6 +93,12 @@ def laplacian(shape: tuple[int, int], h: tuple[float, float]) -> sp.csc_matrix:
     ny, nx = shape
     return sp.csc_matrix(sp.kron(_second_difference(ny) / h[0] ** 2, sp.eye(nx))
                          + sp.kron(sp.eye(ny), _second_difference(nx) / h[1] ** 2))
+
+
+def laplacian_eigenvalues(shape: tuple[int, int], h: tuple[float, float]) -> np.ndarray:
+    """(n,) eigenvalues of :func:`laplacian` (row-major), for log|Q| in closed form."""
+    return np.add.outer(_neumann_eigenvalues(shape[0]) / h[0] ** 2,
+                        _neumann_eigenvalues(shape[1]) / h[1] ** 2).ravel()
 
 
 def _structure(shape: tuple[int, int], alpha: int) -> sp.csc_matrix:
@@ -345,8 +352,7 @@ def _lattice_parts(shape, h, alpha: int, mid_scale, neighbours: bool) -> dict:
     e_l2 = (pattern.values_from_scipy(fine(lap2)) if alpha >= 2 else np.zeros(pattern.nnz))
     e_l3 = (pattern.values_from_scipy(fine(sp.csc_matrix(lap2 @ lap))) if alpha == 3
             else np.zeros(0))
-    eig = np.add.outer(_neumann_eigenvalues(shape[0]) / h[0] ** 2,
-                       _neumann_eigenvalues(shape[1]) / h[1] ** 2).ravel()
+    eig = laplacian_eigenvalues(shape, h)
     mid_parts = {}
     if pi is not None:
         r = int(mid_scale)
@@ -356,8 +362,7 @@ def _lattice_parts(shape, h, alpha: int, mid_scale, neighbours: bool) -> dict:
             e_i_mid=pattern.values_from_scipy(mid(sp.eye(nc, format="csc"))),
             e_l_mid=pattern.values_from_scipy(mid(lap_m)),
             e_l2_mid=pattern.values_from_scipy(mid(sp.csc_matrix(lap_m @ lap_m))),
-            eig_mid=np.add.outer(_neumann_eigenvalues(coarse[0]) / hm[0] ** 2,
-                                 _neumann_eigenvalues(coarse[1]) / hm[1] ** 2).ravel(),
+            eig_mid=laplacian_eigenvalues(coarse, hm),
             area_mid=float(hm[0] * hm[1]))
     return dict(pattern=pattern, pi=pi, eig=eig, e_l2=e_l2, e_l3=e_l3, mid=mid_parts,
                 e_i=pattern.values_from_scipy(fine(sp.eye(n, format="csc"))),

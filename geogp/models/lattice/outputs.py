@@ -162,7 +162,7 @@ class LatticeOutputsMixin:
 
     def describe(self) -> dict:
         """Fitted hyperparameters on the data's scale (for
-        :meth:`geogp.families.lattice.LatticeFamily.describe`)."""
+        :meth:`geogp.models.lattice.family.LatticeFamily.describe`)."""
         out = {"lengthscale": np.array([[self.range_, self.range_]]), "signal_sd": self.sd_,
                "noise_sd": self.noise_sd_}
         if "log_range_mid" in self.params_:

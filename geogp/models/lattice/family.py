@@ -16,10 +16,10 @@ from geogp.exceptions import GeogpError, InputError
 from geogp.families.generic import Family
 from geogp.models.base import Prediction
 from geogp.models.lattice import LatticeRegressor
+from geogp.models.lattice.codec import load_lattice, save_lattice
 from geogp.models.lattice.settings import check_settings
 from geogp.models.lattice.workers import dask_client
 from geogp.persist.checks import clean, init_names
-from geogp.persist.lattice import load_lattice, save_lattice
 from geogp.persist.semantics import check_lattice_grid
 from geogp.placement.lattice_setup import LatticePlacement, condition_lattice
 
@@ -37,8 +37,8 @@ DEFAULT_MID_SCALE = "auto"
 DEFAULT_ALPHA = "auto"
 
 
-class LatticeFamily(Family):
-    """:class:`~geogp.models.base.Estimator` of :class:`~geogp.models.lattice.LatticeRegressor`."""
+class LatticeFamily(Family[LatticeRegressor]):
+    """The family of :class:`~geogp.models.lattice.LatticeRegressor`."""
 
     name = "lattice"
     model_class = LatticeRegressor
@@ -57,14 +57,14 @@ class LatticeFamily(Family):
             est.tile_progress = progress.tile
         return est
 
-    def memory_estimate(self, est: Any, raster_shape: tuple) -> float:
+    def memory_estimate(self, est: LatticeRegressor, raster_shape: tuple) -> float:
         return est.memory_estimate(raster_shape)
 
-    def check_memory(self, est: Any, raster_shape: tuple) -> None:
+    def check_memory(self, est: LatticeRegressor, raster_shape: tuple) -> None:
         check_settings(est)
         est.check_memory(raster_shape)
 
-    def announce_cost(self, est: Any, raster_shape: tuple) -> None:
+    def announce_cost(self, est: LatticeRegressor, raster_shape: tuple) -> None:
         """Before a lattice fit with progress bars: its tiles, memory and time estimates."""
         try:
             with dask_client(est.scheduler) as client:
@@ -86,39 +86,39 @@ class LatticeFamily(Family):
               f"GiB), roughly {when} at the 2-core reference rate{hint}",
               file=sys.stderr, flush=True)
 
-    def fit_grid(self, est: Any, axes: list, values: ArrayLike, regular: bool,
+    def fit_grid(self, est: LatticeRegressor, axes: list, values: ArrayLike, regular: bool,
                  covariates: np.ndarray | None = None) -> Any:
         """SPDE/GMRF on the raster's own cells (regular rasters only: the model refuses others)."""
         return est.fit_grid(axes, values, covariates)
 
-    def fit_points(self, est: Any, X: np.ndarray, y: np.ndarray,
+    def fit_points(self, est: LatticeRegressor, X: np.ndarray, y: np.ndarray,
                    target_axes: list[np.ndarray] | None = None,
                    units: str = "coordinate units") -> Any:
         raise InputError("model='lattice' fits rasters only (its field lives on the raster's "
                          "cells); grid the points first or use model='afs'.")
 
-    def predict_rows(self, est: Any, rows: np.ndarray, cols: np.ndarray,
+    def predict_rows(self, est: LatticeRegressor, rows: np.ndarray, cols: np.ndarray,
                      outside: str = "raise") -> Prediction:
         return est.predict_grid([rows, cols], outside=outside)
 
-    def sample_grid(self, est: Any, axes: list, n: int,
+    def sample_grid(self, est: LatticeRegressor, axes: list, n: int,
                     seed: int | np.random.SeedSequence | None = None,
                     observed: bool = False) -> np.ndarray:
         Y, X = np.meshgrid(axes[0], axes[1], indexing="ij")
         pts = np.stack([Y.ravel(), X.ravel()], axis=1)
         return est.sample(pts, n, seed=seed, observed=observed).reshape(n, *Y.shape)
 
-    def hyperparameters(self, est: Any) -> dict:
+    def hyperparameters(self, est: LatticeRegressor) -> dict:
         return est.describe()
 
-    def unknowns(self, est: Any, n_features: int | str | None) -> str:
+    def unknowns(self, est: LatticeRegressor, n_features: int | str | None) -> str:
         cells = int(est.shape_[0]) * int(est.shape_[1])
         large = int(n_features) - cells
         smooth = {1: "ν = 0", 2: "Matérn ν = 1", 3: "Matérn ν = 2"}[int(est.alpha_)]
         return (f", a lattice of {number(cells)} cells (raster and margin, {smooth})"
                 + (f" + {large} large-scale Fourier features" if large else ""))
 
-    def evidence(self, est: Any) -> float:
+    def evidence(self, est: LatticeRegressor) -> float:
         """REML log likelihood, the trend integrated; a posterior on tiles has none."""
         value = est.log_likelihood_
         if not np.isfinite(value):
@@ -128,23 +128,23 @@ class LatticeFamily(Family):
                 "have; refit with posterior_tile=None to compare fits.")
         return value
 
-    def to_arrays(self, est: Any, prefix: str, arrays: dict) -> dict:
+    def to_arrays(self, est: LatticeRegressor, prefix: str, arrays: dict) -> dict:
         init = clean({n: getattr(est, n) for n in init_names(LatticeRegressor)})
         return save_lattice(est, prefix, arrays, init)
 
     def from_arrays(self, meta: dict, prefix: str, arrays: Any) -> LatticeRegressor:
         return load_lattice(meta, prefix, arrays, set(init_names(LatticeRegressor)))
 
-    def check_grid(self, est: Any, axes: list[np.ndarray], where: str) -> None:
+    def check_grid(self, est: LatticeRegressor, axes: list[np.ndarray], where: str) -> None:
         check_lattice_grid(est, axes[0], axes[1], where)
 
-    def posterior_tiles(self, est: Any, raster_shape: tuple) -> int:
+    def posterior_tiles(self, est: LatticeRegressor, raster_shape: tuple) -> int:
         return int(est.cost_estimate(raster_shape)["tiles"])
 
-    def placement(self, est: Any) -> LatticePlacement:
+    def placement(self, est: LatticeRegressor) -> LatticePlacement:
         return LatticePlacement(est)
 
-    def condition(self, est: Any, X: ArrayLike, y: ArrayLike | None = None) -> Any:
+    def condition(self, est: LatticeRegressor, X: ArrayLike, y: ArrayLike | None = None) -> Any:
         return condition_lattice(est, X, y)
 
 

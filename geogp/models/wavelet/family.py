@@ -13,8 +13,8 @@ import numpy as np
 from geogp.families.generic import Family, observed_cells
 from geogp.models.base import Prediction
 from geogp.models.wavelet import WaveletRegressor
+from geogp.models.wavelet.codec import load_wavelet, save_wavelet
 from geogp.persist.checks import clean, init_names
-from geogp.persist.wavelet import load_wavelet, save_wavelet
 from geogp.placement.wavelet import WaveletPlacement
 
 if TYPE_CHECKING:  # annotations only
@@ -23,8 +23,8 @@ if TYPE_CHECKING:  # annotations only
 __all__ = ["WaveletFamily", "FAMILY"]
 
 
-class WaveletFamily(Family):
-    """:class:`~geogp.models.base.Estimator` of :class:`~geogp.models.wavelet.WaveletRegressor`."""
+class WaveletFamily(Family[WaveletRegressor]):
+    """The family of :class:`~geogp.models.wavelet.WaveletRegressor`."""
 
     name = "wavelet"
     model_class = WaveletRegressor
@@ -32,13 +32,14 @@ class WaveletFamily(Family):
     can_place = True
     unknowns_word = "wavelet basis functions"
 
-    def widen(self, est: Any, lo: np.ndarray, hi: np.ndarray, t_lo: np.ndarray, t_hi: np.ndarray,
+    def widen(self, est: WaveletRegressor, lo: np.ndarray, hi: np.ndarray, t_lo: np.ndarray,
+              t_hi: np.ndarray,
               scale: np.ndarray) -> None:
         """Window = data box ± margin in standardised units (``scale`` = x standard deviations)."""
         need = np.maximum(lo - t_lo, t_hi - hi) / scale
         est.margin = float(max(est.margin, need.max() * (1 + 1e-9) + 1e-12, 0.0))
 
-    def fit_grid(self, est: Any, axes: list, values: ArrayLike, regular: bool,
+    def fit_grid(self, est: WaveletRegressor, axes: list, values: ArrayLike, regular: bool,
                  covariates: np.ndarray | None = None) -> Any:
         """Regular rasters with observed cells: per-axis statistics; others as points."""
         self.refuse_covariates(covariates)
@@ -48,18 +49,18 @@ class WaveletFamily(Family):
             return est.fit_grid(axes, v)
         return self.fit_points(est, X, v[obs], axes)
 
-    def predict_rows(self, est: Any, rows: np.ndarray, cols: np.ndarray,
+    def predict_rows(self, est: WaveletRegressor, rows: np.ndarray, cols: np.ndarray,
                      outside: str = "raise") -> Prediction:
         if est.posterior_.grid_ready():
             return est.predict_grid(rows, cols)  # separable, per axis (raises outside)
         return super().predict_rows(est, rows, cols, outside)
 
-    def sample_grid(self, est: Any, axes: list, n: int,
+    def sample_grid(self, est: WaveletRegressor, axes: list, n: int,
                     seed: int | np.random.SeedSequence | None = None,
                     observed: bool = False) -> np.ndarray:
         return est.sample_grid(axes, n, seed=seed, observed=observed)
 
-    def hyperparameters(self, est: Any) -> dict:
+    def hyperparameters(self, est: WaveletRegressor) -> dict:
         """k(x, x) varies in space: the signal sd at the window's centre."""
         sc = est.scaler_
         centre = np.array([[0.5 * (b.lo + b.hi) for b in est.basis_.dims]])
@@ -68,17 +69,17 @@ class WaveletFamily(Family):
                 "noise_sd": float(np.sqrt(float(est.params_["noise"])) * sc.y_scale),
                 "n_features": int(est.n_features_)}
 
-    def evidence(self, est: Any) -> float:
+    def evidence(self, est: WaveletRegressor) -> float:
         return est.log_marginal_likelihood()
 
-    def to_arrays(self, est: Any, prefix: str, arrays: dict) -> dict:
+    def to_arrays(self, est: WaveletRegressor, prefix: str, arrays: dict) -> dict:
         init = clean({n: getattr(est, n) for n in init_names(WaveletRegressor)})
         return save_wavelet(est, prefix, arrays, init)
 
     def from_arrays(self, meta: dict, prefix: str, arrays: Any) -> WaveletRegressor:
         return load_wavelet(meta, prefix, arrays, set(init_names(WaveletRegressor)))
 
-    def placement(self, est: Any) -> WaveletPlacement:
+    def placement(self, est: WaveletRegressor) -> WaveletPlacement:
         return WaveletPlacement(est)
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from geogp.families.generic import Family
-from geogp.models.svgp import SVGPRegressor
+from geogp.models.svgp.regressor import SVGPRegressor
 
 if TYPE_CHECKING:  # annotations only
     from geogp.kernels import Kernel
@@ -16,8 +16,8 @@ if TYPE_CHECKING:  # annotations only
 __all__ = ["SVGPFamily", "FAMILY"]
 
 
-class SVGPFamily(Family):
-    """:class:`~geogp.models.base.Estimator` of :class:`~geogp.models.svgp.SVGPRegressor`."""
+class SVGPFamily(Family[SVGPRegressor]):
+    """The family of :class:`~geogp.models.svgp.SVGPRegressor`."""
 
     name = "svgp"
     model_class = SVGPRegressor
@@ -31,7 +31,7 @@ class SVGPFamily(Family):
         own = {k: v for k, v in (("kernel", kernel), ("n_features", n_features)) if v}
         return SVGPRegressor(**own, **{"progress": progress, **(options or {})})
 
-    def hyperparameters(self, est: Any) -> dict:
+    def hyperparameters(self, est: SVGPRegressor) -> dict:
         return {}
 
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
 
     from geogp.kernels import Kernel
-    from geogp.models.likelihoods import Likelihood
+    from geogp.models.svgp.likelihoods import Likelihood
 
 __all__ = ["q_chol", "L_raw_from", "log_lambda", "kl_whitened", "marginals", "elbo",
            "gaussian_optimal_q", "negative_elbo_loss"]

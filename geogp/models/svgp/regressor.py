@@ -9,7 +9,7 @@ Whitened: v = Λ^{-1/2}u ~ N(0, I), q(v) = N(m, S), S = LLᵀ, so with ψ(x) = �
 (the true k(0) in the variance, as in the AFS collapsed bound, so that with a Gaussian likelihood
 the optimum over q is exactly the collapsed bound of :mod:`geogp.models.collapsed`). Minibatches
 scale the data term by N/B (unbiased). The objective is pure functions of pytrees
-(:mod:`geogp.models.svgp_elbo`); :class:`SVGPRegressor` is a thin shell around it (optax Adam on
+(:mod:`geogp.models.svgp.elbo`); :class:`SVGPRegressor` is a thin shell around it (optax Adam on
 minibatches, or full-batch L-BFGS).
 """
 
@@ -31,8 +31,7 @@ from geogp.exceptions import InputError
 from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures, window
 from geogp.kernels import make_kernel
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
-from geogp.models.likelihoods import Likelihood, gauss_hermite, make_likelihood
-from geogp.models.svgp_elbo import (
+from geogp.models.svgp.elbo import (
     L_raw_from,
     elbo,
     kl_whitened,
@@ -40,7 +39,8 @@ from geogp.models.svgp_elbo import (
     negative_elbo_loss,
     q_chol,
 )
-from geogp.models.svgp_newton import LOG_CONCAVE, optimal_q
+from geogp.models.svgp.likelihoods import Likelihood, gauss_hermite, make_likelihood
+from geogp.models.svgp.newton import LOG_CONCAVE, optimal_q
 from geogp.optimize import constrain, minimize_lbfgs, unconstrain
 
 if TYPE_CHECKING:  # annotations only
@@ -82,7 +82,7 @@ class SVGPRegressor:
 
     Args:
         likelihood: ``"gaussian"``, ``"poisson"`` (log link), ``"bernoulli"`` (probit) or
-            ``"student_t"``, or a :mod:`geogp.models.likelihoods` instance (e.g.
+            ``"student_t"``, or a :mod:`geogp.models.svgp.likelihoods` instance (e.g.
             ``Bernoulli(link="logit")``, ``StudentT(dof=3, learn_dof=True)``).
         kernel: name or Kernel with a spectral density (standardised inputs, docs/model.md).
         n_features: target M (realised: ``features_.n_features``); n_freq: explicit K_d.
@@ -97,7 +97,7 @@ class SVGPRegressor:
         learn_hyperparameters: learn θ and the likelihood's parameters (else only q and b).
         mean: ``"constant"`` (learnt b) or None (b = 0).
         exact_q: after the optimiser, move q(v) (and b) to their optimum at the fitted θ by
-            Newton passes over all the data (:mod:`geogp.models.svgp_newton`; Gaussian,
+            Newton passes over all the data (:mod:`geogp.models.svgp.newton`; Gaussian,
             Poisson and Bernoulli, whose ELBO is concave in q). Without it, q is where Adam
             left it: far from the optimum in the directions that the data hardly constrain,
             such as the inside of a large gap.
@@ -255,7 +255,7 @@ class SVGPRegressor:
 
     def _optimal_q(self, params, Xs, ys, offset, chunk: int = 8192):
         """q (and b) at their optimum for the fitted θ: Newton passes over all the data
-        (:func:`geogp.models.svgp_newton.optimal_q`)."""
+        (:func:`geogp.models.svgp.newton.optimal_q`)."""
         ff, kern = self.features_, params["kernel"]
         sl = np.exp(0.5 * np.asarray(log_lambda(kern, ff.frequencies, ff.log_norm)))
         N = Xs.shape[0]

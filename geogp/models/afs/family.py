@@ -14,9 +14,9 @@ import numpy as np
 
 from geogp.families.generic import Family, kernel_facts, observed_cells
 from geogp.models.afs import AFSRegressor
+from geogp.models.afs.codec import load_afs, save_afs
 from geogp.models.afs.policy import ITERATIVE_ABOVE
 from geogp.models.base import Prediction
-from geogp.persist.afs import load_afs, save_afs
 from geogp.persist.semantics import check_window
 from geogp.placement.feature_models import AFSPlacement
 from geogp.placement.observe import condition_afs
@@ -32,8 +32,8 @@ __all__ = ["AFSFamily", "FAMILY", "DEFAULT_KERNEL", "DEFAULT_FEATURES", "DEFAULT
 DEFAULT_KERNEL, DEFAULT_FEATURES, DEFAULT_MEAN = "matern12", "auto", "linear"
 
 
-class AFSFamily(Family):
-    """:class:`~geogp.models.base.Estimator` of :class:`~geogp.models.afs.AFSRegressor`."""
+class AFSFamily(Family[AFSRegressor]):
+    """The family of :class:`~geogp.models.afs.AFSRegressor`."""
 
     name = "afs"
     model_class = AFSRegressor
@@ -45,7 +45,8 @@ class AFSFamily(Family):
     default_kernel = DEFAULT_KERNEL
     defaults: ClassVar[dict] = {"n_features": DEFAULT_FEATURES, "mean": DEFAULT_MEAN}
 
-    def widen(self, est: Any, lo: np.ndarray, hi: np.ndarray, t_lo: np.ndarray, t_hi: np.ndarray,
+    def widen(self, est: AFSRegressor, lo: np.ndarray, hi: np.ndarray, t_lo: np.ndarray,
+              t_hi: np.ndarray,
               scale: np.ndarray) -> None:
         """Window width = extent·window_factor + 2·margin·extent, centred on the data's box."""
         extent = np.maximum(hi - lo, 1e-300)
@@ -53,7 +54,7 @@ class AFSFamily(Family):
         need = (2 * half * (1 + 1e-9) - extent * est.window_factor) / (2 * extent)
         est.margin = float(max(est.margin, need.max(), 0.0))
 
-    def fit_grid(self, est: Any, axes: list, values: ArrayLike, regular: bool,
+    def fit_grid(self, est: AFSRegressor, axes: list, values: ArrayLike, regular: bool,
                  covariates: np.ndarray | None = None) -> Any:
         """Regular rasters: the grid path; irregular ones: the observed cells as points."""
         self.refuse_covariates(covariates)
@@ -62,37 +63,37 @@ class AFSFamily(Family):
         v, obs, X = observed_cells(axes, values)
         return self.fit_points(est, X, v[obs], axes)
 
-    def predict_at(self, est: Any, X: np.ndarray, outside: str = "raise") -> Prediction:
+    def predict_at(self, est: AFSRegressor, X: np.ndarray, outside: str = "raise") -> Prediction:
         return est.predict(X, outside=outside)
 
-    def predict_rows(self, est: Any, rows: np.ndarray, cols: np.ndarray,
+    def predict_rows(self, est: AFSRegressor, rows: np.ndarray, cols: np.ndarray,
                      outside: str = "raise") -> Prediction:
         return est.predict_grid([rows, cols], outside=outside)
 
-    def sample_grid(self, est: Any, axes: list, n: int,
+    def sample_grid(self, est: AFSRegressor, axes: list, n: int,
                     seed: int | np.random.SeedSequence | None = None,
                     observed: bool = False) -> np.ndarray:
         return est.sample_grid(axes, n, seed=seed, observed=observed)
 
-    def hyperparameters(self, est: Any) -> dict:
+    def hyperparameters(self, est: AFSRegressor) -> dict:
         return kernel_facts(est, n_features=True)
 
-    def evidence(self, est: Any) -> float:
+    def evidence(self, est: AFSRegressor) -> float:
         return est.bound()
 
-    def to_arrays(self, est: Any, prefix: str, arrays: dict) -> dict:
+    def to_arrays(self, est: AFSRegressor, prefix: str, arrays: dict) -> dict:
         return save_afs(est, prefix, arrays)
 
     def from_arrays(self, meta: dict, prefix: str, arrays: Any) -> AFSRegressor:
         return load_afs(meta, prefix, arrays)
 
-    def check_grid(self, est: Any, axes: list[np.ndarray], where: str) -> None:
+    def check_grid(self, est: AFSRegressor, axes: list[np.ndarray], where: str) -> None:
         check_window(est, axes[0], axes[1], where)
 
-    def placement(self, est: Any) -> AFSPlacement:
+    def placement(self, est: AFSRegressor) -> AFSPlacement:
         return AFSPlacement(est)
 
-    def condition(self, est: Any, X: ArrayLike, y: ArrayLike | None = None) -> Any:
+    def condition(self, est: AFSRegressor, X: ArrayLike, y: ArrayLike | None = None) -> Any:
         return condition_afs(est, X, y)
 
 

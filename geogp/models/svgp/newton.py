@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # annotations only
 
     from numpy.typing import ArrayLike
 
-    from geogp.models.likelihoods import Likelihood
+    from geogp.models.svgp.likelihoods import Likelihood
 
 __all__ = ["optimal_q", "LOG_CONCAVE"]
 

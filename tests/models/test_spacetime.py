@@ -1,0 +1,134 @@
+"""The space-time lattice model's algebra (geogp.models.spacetime, #43), against dense algebra
+on small stacks: the precision against the covariance it claims, REML against the dense
+likelihood, its gradient against finite differences, the posterior mean against kriging."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg as sla
+
+from geogp.linalg.solvers import Solver
+from geogp.models.lattice.gmrf import laplacian
+from geogp.models.spacetime.gmrf import (
+    ar1_precision,
+    log_marginal_likelihood,
+    make_problem,
+    posterior_mean,
+    precision,
+)
+
+SHAPE, H = (4, 5), (1.0, 1.5)
+TIMES = np.array([0.0, 1.0, 3.0, 3.5, 6.0])  # irregular steps: a missing date, a half step
+PARAMS = {"log_range": np.log(3.0), "log_sd": np.log(0.8), "log_tau": np.log(2.5),
+          "log_range_mean": np.log(5.0), "log_sd_mean": np.log(1.3), "log_noise": np.log(0.3)}
+
+
+def _matern_cov(log_range, log_sd):
+    """The α = 2 lattice field's covariance, densely: (c (κ² I + L)²)⁻¹."""
+    n = SHAPE[0] * SHAPE[1]
+    kappa2 = 8.0 / np.exp(2 * log_range)
+    c = H[0] * H[1] / (4 * np.pi * kappa2 * np.exp(2 * log_sd))
+    op = kappa2 * np.eye(n) + laplacian(SHAPE, H).toarray()
+    return np.linalg.inv(c * op @ op)
+
+
+def _dense_prior(params=PARAMS):
+    """Cov (m, a_0, …, a_{T−1}) = diag(C_m, R_T ⊗ C_a), R_T = exp(−|t_i − t_j|/τ)."""
+    c_m = _matern_cov(params["log_range_mean"], params["log_sd_mean"])
+    c_a = _matern_cov(params["log_range"], params["log_sd"])
+    r_t = np.exp(-np.abs(TIMES[:, None] - TIMES[None, :]) / np.exp(params["log_tau"]))
+    return sla.block_diag(c_m, np.kron(r_t, c_a))
+
+
+def _stack(seed=0, frac=0.6, trend=True):
+    """Observations at a random ``frac`` of (date, cell) pairs, with a constant and a slope."""
+    rng = np.random.default_rng(seed)
+    n, t = SHAPE[0] * SHAPE[1], TIMES.size
+    keep = np.flatnonzero(rng.uniform(size=n * t) < frac)
+    steps, cells = np.divmod(keep, n)
+    X = (np.column_stack([np.ones(keep.size), cells % SHAPE[1]]) if trend
+         else np.ones((keep.size, 1)))
+    y = 0.5 + rng.standard_normal(keep.size)
+    return cells, steps, y, X
+
+
+def _problem(backend="cholmod", **kw):
+    cells, steps, y, X = _stack(**kw)
+    return make_problem(SHAPE, H, TIMES, cells, steps, y, X, Solver(backend)), (cells, steps, y, X)
+
+
+def _observation_matrix(cells, steps):
+    n = SHAPE[0] * SHAPE[1]
+    a = np.zeros((cells.size, n * (TIMES.size + 1)))
+    a[np.arange(cells.size), cells] = 1.0
+    a[np.arange(cells.size), n * (1 + steps) + cells] = 1.0
+    return a
+
+
+def test_the_precision_is_the_inverse_of_the_covariance_it_claims():
+    problem, _ = _problem()
+    q, logdet = precision(PARAMS, problem)
+    dense = problem.pattern.to_scipy(np.asarray(q)).toarray()
+    cov = _dense_prior()
+    np.testing.assert_allclose(dense @ cov, np.eye(cov.shape[0]), atol=1e-8)
+    assert float(logdet) == pytest.approx(np.linalg.slogdet(dense)[1], rel=1e-10)
+
+
+def test_the_ar1_precision_inverts_the_exponential_correlation_of_irregular_dates():
+    tau = 1.7
+    diag, off, logdet = ar1_precision(np.diff(TIMES), tau)
+    q = np.diag(np.asarray(diag)) + np.diag(np.asarray(off), 1) + np.diag(np.asarray(off), -1)
+    r = np.exp(-np.abs(TIMES[:, None] - TIMES[None, :]) / tau)
+    np.testing.assert_allclose(q @ r, np.eye(TIMES.size), atol=1e-12)
+    assert float(logdet) == pytest.approx(-np.linalg.slogdet(r)[1], rel=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["cholmod", "dense"])
+def test_reml_equals_the_dense_restricted_likelihood(backend):
+    problem, (cells, steps, y, X) = _problem(backend)
+    a = _observation_matrix(cells, steps)
+    sigma = a @ _dense_prior() @ a.T + np.exp(2 * PARAMS["log_noise"]) * np.eye(y.size)
+    si = np.linalg.inv(sigma)
+    xsx = X.T @ si @ X
+    proj = si - si @ X @ np.linalg.solve(xsx, X.T @ si)
+    want = -0.5 * (np.linalg.slogdet(sigma)[1] + np.linalg.slogdet(xsx)[1] + y @ proj @ y
+                   + (y.size - X.shape[1]) * np.log(2 * np.pi))
+    assert float(log_marginal_likelihood(PARAMS, problem)) == pytest.approx(want, rel=1e-9)
+
+
+def test_the_gradient_through_cholmod_matches_finite_differences():
+    import jax
+
+    problem, _ = _problem()
+    grad = jax.grad(log_marginal_likelihood)(PARAMS, problem)
+    for key, value in PARAMS.items():
+        eps = 1e-5
+        up, down = dict(PARAMS), dict(PARAMS)
+        up[key], down[key] = value + eps, value - eps
+        fd = (float(log_marginal_likelihood(up, problem))
+              - float(log_marginal_likelihood(down, problem))) / (2 * eps)
+        assert float(grad[key]) == pytest.approx(fd, rel=1e-5, abs=1e-7), key
+
+
+def test_the_posterior_mean_is_universal_kriging_with_the_dense_covariance():
+    problem, (cells, steps, y, X) = _problem()
+    a = _observation_matrix(cells, steps)
+    prior = _dense_prior()
+    sigma = a @ prior @ a.T + np.exp(2 * PARAMS["log_noise"]) * np.eye(y.size)
+    si = np.linalg.inv(sigma)
+    beta = np.linalg.solve(X.T @ si @ X, X.T @ si @ y)
+    x = prior @ a.T @ si @ (y - X @ beta)
+    n = SHAPE[0] * SHAPE[1]
+    want = x[:n][None, :] + x[n:].reshape(TIMES.size, n)
+    got, got_beta = posterior_mean(PARAMS, problem)
+    np.testing.assert_allclose(got_beta, beta, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-9)
+
+
+def test_dates_must_increase():
+    cells, steps, y, X = _stack()
+    for times in (TIMES[::-1], np.array([0.0, 1.0, 1.0, 2.0, 3.0]), np.array([0.0])):
+        with pytest.raises(Exception, match="strictly increasing"):
+            make_problem(SHAPE, H, times, cells, np.minimum(steps, times.size - 1), y, X,
+                         Solver("dense"))

@@ -36,7 +36,15 @@ from geogp.api_draws import DrawsMixin
 from geogp.api_placement import PlacementMixin
 from geogp.api_report import ReportMixin
 from geogp.exceptions import InputError
-from geogp.families import AUTO, GAUSSIAN, GRID_MODEL, MODELS, family, resolve_model
+from geogp.families import (
+    AUTO,
+    GAUSSIAN,
+    GRID_MODEL,
+    MODELS,
+    POINTS_MODEL,
+    family,
+    resolve_model,
+)
 from geogp.memory import LAZY_CELLS, check_prediction, predicts_lazily
 from geogp.models.base import check_fitted
 from geogp.outputs import Target, check_quantiles, grid_target, prediction_dataset, target_from
@@ -60,12 +68,13 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
         model: ``"auto"`` (default), ``"lattice"``, ``"afs"``, ``"wavelet"`` or ``"exact"``
             (small data). ``"auto"`` is ``"lattice"`` (an SPDE/GMRF on the raster's own cells
             plus 64 large-scale Fourier features: sharp near data, honest deep inside gaps)
-            for regular 2-D rasters whose sparse factor fits in memory (about 2·10⁵ cells
-            with the default 4 GiB limit and the mid-scale field), and ``"afs"``
-            (approximate Fourier series) for points, larger or irregular rasters, or when AFS
-            options (``kernel``, ``n_features``, ``share_hyperparameters``, AFS-only options)
-            are given; the choice is in ``model_`` and ``model_reason_``
-            (:func:`geogp.families.resolve_model`).
+            for regular 2-D rasters (on posterior tiles where the whole raster passes the
+            memory limit), ``"exact"`` for up to 2,000 scattered points
+            (:data:`geogp.families.EXACT_AUTO_POINTS`), and ``"afs"`` (approximate Fourier
+            series) for more points, irregular rasters, rasters whose per-cell arrays alone
+            pass the limit, or when AFS options (``kernel``, ``n_features``,
+            ``share_hyperparameters``, AFS-only options) are given; the choice is in
+            ``model_`` and ``model_reason_`` (:func:`geogp.families.resolve_model`).
         likelihood: ``"gaussian"`` (default: the models above), or ``"poisson"`` (counts),
             ``"bernoulli"`` (0/1 values), ``"student_t"`` (outliers): a stochastic variational
             GP on Fourier features (``model_`` ``"svgp"``, docs/svgp.md), fitted on the
@@ -154,20 +163,22 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
         if covariates is not None:
             raise InputError("covariates= needs a raster (the covariates live on its cells); "
                              "for point tables, sample them at the points yourself.")
-        self._resolve(None, True)
         return self._fit_table(data, x=x, y=y, value=value, grid=grid)
 
-    def _resolve(self, raster_shape, regular: bool) -> None:
+    def _resolve(self, raster_shape, regular: bool, n_points: int | None = None) -> None:
         """Set ``model_`` (what ``model="auto"`` stands for here) and ``model_reason_``."""
         if self.likelihood != GAUSSIAN:  # an SVGP, whatever the data
             self.model_, self.model_reason_ = "svgp", f"likelihood={self.likelihood!r}"
             return
+        # options the model auto would pick lacks (the exact GP's for points, the lattice
+        # model's for rasters) ask for AFS, as do AFS's own arguments
+        other = family(GRID_MODEL if raster_shape is not None else POINTS_MODEL)
         afs_only = (self.kernel is not None or self.n_features is not None
                     or bool(self.share_hyperparameters)
-                    or bool(set(self.options or {}) - family(GRID_MODEL).option_names()))
+                    or bool(set(self.options or {}) - other.option_names()))
         self.model_, self.model_reason_ = resolve_model(
             self.model, raster_shape=raster_shape, regular=regular, afs_only=afs_only,
-            options=self.options)
+            options=self.options, n_points=n_points)
 
     def _estimator(self, label: str, overrides: dict | None = None, bounds=None):
         """(estimator, its :class:`~geogp._progress.FitProgress` or
@@ -206,6 +217,9 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
             if not isinstance(c, xr.DataArray):
                 raise InputError(f"{name}: covariates must be xarray DataArrays on the raster's "
                                  f"grid; got {type(c).__name__}.")
+            if not bool(np.isfinite(np.asarray(c.values, dtype=np.float64)).any()):
+                raise InputError(f"{name}: every cell of the covariate is missing (NaN); a "
+                                 "covariate needs a value at every cell.")
             cg = to_grid_data(c, crs=self.crs)
             if cg.n_slices != 1:
                 raise InputError(f"{name}: a covariate must be one 2-D raster; it has "
@@ -214,9 +228,11 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
                 np.allclose(a, b, rtol=1e-9, atol=1e-9 * max(np.ptp(b), 1.0))
                 for a, b in zip(cg.axes, g.axes, strict=True)))
             if not same:
+                shapes = (f"the same {g.values[0].shape} cells at other coordinates"
+                          if cg.values[0].shape == g.values[0].shape else
+                          f"{cg.values[0].shape} cells against the data's {g.values[0].shape}")
                 raise InputError(f"{name}: the covariate's grid differs from the data's "
-                                 f"({cg.values[0].shape} cells against {g.values[0].shape}, or "
-                                 "other coordinates); align it first, e.g. "
+                                 f"({shapes}); align it first, e.g. "
                                  "cov.rio.reproject_match(da).")
             out.append(np.asarray(cg.values[0], dtype=np.float64))
         self.covariate_names_ = [str(getattr(c, "name", None) or f"covariate {i + 1}")
@@ -272,6 +288,7 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
                 f"{type(table).__name__}."
             )
         pts = to_point_data(table, x=x, y=y, value=value, crs=self.crs, grid=grid)
+        self._resolve(None, True, n_points=int(pts.values.size))
         target = target_from(pts.spec, like=grid) if grid is not None else None
         axes = list(pts.spec.to_model(target.y, target.x)) if target is not None else None
         est, tracker = self._estimator("")

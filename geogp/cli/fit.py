@@ -30,6 +30,7 @@ from geogp.cli.options import (
     positive_int,
 )
 from geogp.cli.runner import EXIT_OK, usage_error
+from geogp.exceptions import InputError
 from geogp.families import AUTO, family
 from geogp.io_atomic import hidden_sibling
 
@@ -49,7 +50,8 @@ def add_fit_parser(subparsers: argparse._SubParsersAction, epilog: str) -> argpa
                      help="raster to fill (.tif or .nc), or points: a table (.csv) with "
                           "--crs, or a GeoPackage/GeoJSON/shapefile (needs geopandas: pip "
                           "install 'geogp[vector]'); with --like or --resolution")
-    fit.add_argument("--out", required=True, metavar="PRED.tif", help="output GeoTIFF")
+    fit.add_argument("--out", required=True, metavar="PRED.tif|PRED.nc",
+                     help="output: a GeoTIFF, or a NetCDF file when the suffix says so (.nc)")
     fit.add_argument("--var", metavar="NAME", help="variable of a NetCDF file")
     pts = fit.add_argument_group("points (INPUT.csv, .gpkg, .geojson, .shp)")
     pts.add_argument("--x", default="x", metavar="COL", help="x / longitude column (default x)")
@@ -125,7 +127,12 @@ def _exclusion(args, da):
 
     y_dim, x_dim = find_spatial_dims(da)
     grid = SimpleNamespace(y=da[y_dim].values, x=da[x_dim].values)
-    return xr.DataArray(exclusion_mask(args.exclude, grid), dims=(y_dim, x_dim))
+    mask = exclusion_mask(args.exclude, grid)
+    if mask.all():  # before the fit: the output would be NaN everywhere
+        raise InputError(f"the exclusion mask {args.exclude!r} is non-zero at every cell, so "
+                         "every output cell would be nodata; nothing would be written but "
+                         "nodata. Check the mask (sites to keep are 0).")
+    return xr.DataArray(mask, dims=(y_dim, x_dim))
 
 
 def _excluded(pred, mask):
@@ -251,11 +258,12 @@ def _run_fit(args, echo) -> int:
     written, kept = [], _keep_previous(outputs)
     try:
         with bar("writing", len(outputs), not args.quiet, unit="file") as pb:
-            write_geotiff(pred, args.out, overwrite=args.overwrite, latent=args.latent,
-                          quantiles=bool(args.quantiles), cog=args.cog,
-                          samples=bool(args.samples), extra=extra)
-            written.append(args.out)
-            pb.update(1)
+            if args.out:  # None when --out named a NetCDF file (it went to --netcdf)
+                write_geotiff(pred, args.out, overwrite=args.overwrite, latent=args.latent,
+                              quantiles=bool(args.quantiles), cog=args.cog,
+                              samples=bool(args.samples), extra=extra)
+                written.append(args.out)
+                pb.update(1)
             if args.netcdf:
                 write_netcdf(pred, args.netcdf, overwrite=args.overwrite)
                 written.append(args.netcdf)

@@ -77,8 +77,21 @@ def check_fit_arguments(args: argparse.Namespace,
     - ``--crs`` a CRS that PROJ knows; ``--samples`` ≥ 0; ``--features`` ≥ 4;
     - ``--model-key-file`` readable and not empty (its bytes go to ``args.model_key``).
     """
+    if args.out and os.path.splitext(str(args.out))[1].lower() in NETCDF_SUFFIXES:
+        if args.netcdf:  # GDAL's habit: the suffix picks the format
+            raise usage_error(f"--out {args.out} is a NetCDF file already; drop --netcdf "
+                              f"{args.netcdf}, or give --out a GeoTIFF name.")
+        args.netcdf, args.out = args.out, None
     outputs = output_paths(args)
     resolved = [os.path.realpath(p) for p in outputs]
+    inputs = {os.path.realpath(str(p)) for p in (getattr(args, name, None) for name in (
+        "input", "like", "exclude")) if isinstance(p, str)}
+    inputs |= {os.path.realpath(str(p)) for p in (getattr(args, "covariate", None) or ())}
+    for path, real in zip(outputs, resolved, strict=True):
+        if real in inputs:
+            raise usage_error(f"{path} is one of this command's inputs; writing it would "
+                              "replace the data being read (also with --overwrite). Write "
+                              "elsewhere, then move the file if that is what you want.")
     if len(set(resolved)) != len(resolved):
         same = sorted({p for p, r in zip(outputs, resolved, strict=True) if resolved.count(r) > 1})
         raise usage_error(f"the output paths must differ from each other; {same} are the same "

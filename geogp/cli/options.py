@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from geogp.families import AUTO, MODELS
+from geogp.families import AUTO, AUTO_RULE, MODELS
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
@@ -19,7 +19,7 @@ __all__ = ["add_model_options", "add_memory_option", "add_run_options", "model_k
 
 MODEL_CHOICES = (AUTO, *MODELS)  # the registry's names
 
-_MODEL_HELP = ("model: auto (default: lattice for regular rasters up to ~2·10^5 cells, else afs), "
+_MODEL_HELP = (f"model: auto (default: {AUTO_RULE}), "
                "lattice (SPDE/GMRF on the cells + large-scale Fourier features), afs "
                "(approximate Fourier series; any size), wavelet, exact (small data)")
 

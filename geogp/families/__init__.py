@@ -8,7 +8,7 @@ families (:func:`family`), models to their family (:func:`family_of`) and resolv
 ``model="auto"`` (:func:`resolve_model`). A family's module, and its model's, are imported
 on first use, so that ``import geogp`` and ``geogp --help`` stay light.
 
-Models (``"auto"``, the front end's default, picks ``"lattice"`` or ``"afs"``):
+Models (``"auto"``, the front end's default: :data:`AUTO_RULE`, :func:`resolve_model`):
     ``"afs"``: :class:`~geogp.models.afs.AFSRegressor`; regular rasters take its grid path,
     irregular coordinates and scattered points its point path.
     ``"wavelet"``: :class:`~geogp.models.wavelet.WaveletRegressor`.
@@ -36,7 +36,8 @@ if TYPE_CHECKING:  # annotations only
     from geogp.kernels import Kernel
     from geogp.models.base import Prediction
 
-__all__ = ["AUTO", "MODELS", "FALLBACK", "GRID_MODEL", "GAUSSIAN", "family", "family_of",
+__all__ = ["AUTO", "MODELS", "FALLBACK", "EXACT_AUTO_POINTS", "POINTS_MODEL", "AUTO_RULE",
+           "GRID_MODEL", "GAUSSIAN", "family", "family_of",
            "is_model", "savable_models", "resolve_model", "make_estimator", "fit_grid",
            "fit_points", "predict_grid", "predict_points", "sample_grid", "describe"]
 
@@ -44,6 +45,15 @@ AUTO = "auto"
 MODELS = ("afs", "wavelet", "exact", "lattice")  # what GeoRegressor(model=...) accepts
 FALLBACK = "afs"  # "auto" for points, irregular rasters, or what the lattice cannot hold
 GRID_MODEL = "lattice"  # "auto" for a regular raster within the lattice model's memory limit
+# scattered points up to this many get the exact GP under "auto": at 2,000 points its fit
+# took as long as AFS's and scored a lower RMSE (benchmarks/bench_points_model.py)
+EXACT_AUTO_POINTS = 2000
+POINTS_MODEL = "exact"  # "auto" for up to EXACT_AUTO_POINTS scattered points
+# what "auto" stands for, in words, for --help and the docs (resolve_model is the rule)
+AUTO_RULE = (f"{GRID_MODEL} on regular 2-D rasters (on posterior tiles where the whole raster "
+             f"passes the memory limit), {POINTS_MODEL} for up to {EXACT_AUTO_POINTS:,} "
+             f"scattered points, {FALLBACK} otherwise (more points, irregular rasters, "
+             f"{FALLBACK} options)")
 GAUSSIAN = "gaussian"  # GeoRegressor(likelihood=...): any other likelihood fits an "svgp"
 # name → (module of the family, module and class of its model)
 _REGISTRY = {
@@ -102,7 +112,8 @@ def make_estimator(model: str = FALLBACK, kernel: str | Kernel | None = None,
 
 
 def resolve_model(model: str, *, raster_shape: tuple[int, int] | None = None, regular: bool = True,
-                  afs_only: bool = False, options: dict | None = None) -> tuple[str, str]:
+                  afs_only: bool = False, options: dict | None = None,
+                  n_points: int | None = None) -> tuple[str, str]:
     """The model ``model="auto"`` (the front end's default) stands for, and why.
 
     ``"lattice"`` (SPDE/GMRF on the cells plus large-scale Fourier features) for regular 2-D
@@ -111,12 +122,16 @@ def resolve_model(model: str, *, raster_shape: tuple[int, int] | None = None, re
     satellite raster it beat the AFS default in accuracy, calibration and time (see the README
     and ``benchmarks/``). ``"afs"`` otherwise: scattered points, irregular coordinates, rasters
     whose per-cell arrays alone pass the limit, and whenever ``afs_only`` (AFS options such as
-    ``kernel=``, ``n_features=`` or shared hyperparameters were asked for). Any other name is
-    returned unchanged.
+    ``kernel=``, ``n_features=`` or shared hyperparameters were asked for). Scattered points
+    (``n_points`` of them) get the exact GP up to :data:`EXACT_AUTO_POINTS`, where it is as
+    fast as AFS and more accurate (``benchmarks/bench_points_model.py``), AFS beyond. Any
+    other name is returned unchanged.
     """
     if model != AUTO:
         return model, "requested"
     if raster_shape is None:
+        if not afs_only and n_points is not None and n_points <= EXACT_AUTO_POINTS:
+            return POINTS_MODEL, f"{n_points} scattered points (≤ {EXACT_AUTO_POINTS:,})"
         return FALLBACK, "scattered points"
     if afs_only:
         return FALLBACK, "AFS options given"

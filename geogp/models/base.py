@@ -14,7 +14,10 @@ if TYPE_CHECKING:  # annotations only
 
     pass
 
-__all__ = ["Prediction", "Standardizer", "check_fitted", "check_columns"]
+# values and coordinates beyond this magnitude overflow float64 once squared (variances)
+SAFE_MAGNITUDE = 1e150
+
+__all__ = ["SAFE_MAGNITUDE", "Prediction", "Standardizer", "check_fitted", "check_columns"]
 
 
 def check_fitted(model: object, attribute: str) -> None:
@@ -69,7 +72,7 @@ class Standardizer:
 
     def __post_init__(self):
         # variances are reported on the data's scale (× y_scale²): keep them finite in float64
-        big = 1e150
+        big = SAFE_MAGNITUDE
         if not (np.isfinite(self.y_mean) and np.isfinite(self.y_scale)
                 and abs(self.y_mean) < big and self.y_scale < big):
             raise InputError(
@@ -89,6 +92,11 @@ class Standardizer:
         with np.errstate(over="ignore", invalid="ignore"):
             x_scale = X.std(axis=0)
             y_scale = float(y.std())
+        if not y_scale > 0 and np.ptp(y) > 0:  # they differ, but their variance underflows
+            raise InputError(
+                f"the values are too small in magnitude for float64 arithmetic (they span "
+                f"{float(np.min(y)):.3g} to {float(np.max(y)):.3g}; their variance underflows); "
+                "rescale them (e.g. multiply by a power of ten) and scale the predictions back.")
         if not y_scale > 0:
             raise InputError(
                 f"the targets are constant (all equal to {float(y[0])!r}); there is nothing to "

@@ -173,7 +173,7 @@ def load_model(path: str | os.PathLike[str], cls: type[GeoRegressor], *,
                 or not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
             raise ReadError(f"{str(path)!r} is not a geogp model file of a supported version "
                             f"(format {meta.get('format')!r:.40}, version {version!r:.20}; this "
-                            f"geogp reads versions 1 to {FORMAT_VERSION}).")
+                            f"geogp reads version {FORMAT_VERSION}).")
         if version < FORMAT_VERSION:  # no silent downgrade to a file without digests
             raise ReadError(f"{str(path)!r} is a model file of format version {version}, which "
                             "has no digests and cannot be checked; this geogp refuses it. Refit "

@@ -13,18 +13,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from geogp._validation import as_points
+from geogp._validation import as_points, as_targets, check_same_length
 from geogp.exceptions import InputError
 from geogp.families import family_of
 from geogp.features.data import Points
 from geogp.features.fourier_statistics import SufficientStats
+from geogp.models.base import SAFE_MAGNITUDE
 from geogp.placement.posterior import FeaturePosterior, afs_psi, check_afs
 from geogp.trend import basis
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
 
-__all__ = ["add_observations", "condition_afs"]
+__all__ = ["add_observations", "condition_afs", "check_new_observations"]
 
 
 def add_observations(model: Any, X: ArrayLike, y: ArrayLike | None = None) -> Any:
@@ -38,7 +39,30 @@ def add_observations(model: Any, X: ArrayLike, y: ArrayLike | None = None) -> An
         X: (N, D) locations in the model's input units. y: (N,) values or None (the
             predictive means: only the covariance changes).
     """
-    return family_of(model).condition(model, X, y)
+    fam = family_of(model)
+    if not fam.can_condition:  # its condition() says why, in the family's words
+        return fam.condition(model, X, y)
+    X, y = check_new_observations(X, y, fam.placement(model).n_dims)
+    return fam.condition(model, X, y)
+
+
+def check_new_observations(X: ArrayLike, y: ArrayLike | None,
+                           n_dims: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """New observations checked as a fit checks its data: X (N, n_dims) finite numbers, y
+    (N,) finite numbers (or None) within float64's safe range (:class:`Standardizer`'s)."""
+    X = as_points(X, "X (new observations)", max_dims=max(3, n_dims))
+    if X.shape[1] != n_dims:
+        raise InputError(f"X (new observations) must have {n_dims} columns, the model's input "
+                         f"dimensions; got {X.shape[1]}.")
+    if y is None:
+        return X, None
+    y = as_targets(y, "y (new observations)")
+    check_same_length(X, y, "X (new observations)", "y (new observations)")
+    if np.max(np.abs(y)) >= SAFE_MAGNITUDE:
+        raise InputError(f"y (new observations) holds values up to {np.max(np.abs(y)):.3g}, "
+                         "too large in magnitude for float64 arithmetic (variances would "
+                         "overflow); the fit refuses such values too. Rescale them.")
+    return X, y
 
 
 def condition_afs(model: Any, X: ArrayLike, y: ArrayLike | None = None) -> Any:

@@ -1,0 +1,183 @@
+"""Trust, round 3 (#41): the crashes, garbage and newcomer traps of items 3 and 4, one test
+each, named after the item."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import geogp
+from geogp.exceptions import InputError
+from geogp.placement import add_observations
+
+
+@pytest.fixture(scope="module", params=["lattice", "afs"])
+def estimator(request):
+    rng = np.random.default_rng(2)
+    yy, xx = np.meshgrid(np.arange(16.0), np.arange(20.0), indexing="ij")
+    z = np.sin(xx / 4) + np.cos(yy / 3) + 0.1 * rng.standard_normal(xx.shape)
+    z[5:9, 6:11] = np.nan
+    da = xr.DataArray(z, dims=("y", "x"), coords={"y": 100.0 * yy[:, 0], "x": 100.0 * xx[0]}
+                      ).rio.write_crs(32633)
+    opts = {"n_features": 64} if request.param == "afs" else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = geogp.fit(da, model=request.param, maxiter=3, **opts)
+    est = model.estimators_[0]
+    my, mx = model.spec_.to_model(da.y.values, da.x.values)
+    return est, np.array([[my[6], mx[7]], [my[7], mx[9]]])
+
+
+def test_item3_add_observations_refuses_what_fit_refuses(estimator):
+    """Values of 1e300, an X of three columns or of one, and text values are refused in one
+    clear line (they gave means of 5e299, a dropped column, a bare IndexError and a bare
+    ValueError); good observations still condition the model."""
+    est, X = estimator
+    cases = [
+        (X, [1e300, 0.0], "too large in magnitude"),
+        (np.column_stack([X, [1.0, 2.0]]), [0.5, 0.5], "must have 2 columns"),
+        (X[:, 0], [0.5, 0.5], "must have 2 columns"),
+        (X, ["warm", "cold"], "must be numeric"),
+        (X, [0.5], "rows but"),
+        (X, [np.nan, 0.5], "NaN/inf"),
+    ]
+    for x_new, y_new, message in cases:
+        with pytest.raises(InputError, match=message):
+            add_observations(est, x_new, np.array(y_new, dtype=object)
+                             if isinstance(y_new[0], str) else y_new)
+    new = add_observations(est, X, [0.5, -0.5])
+    assert new is not est and np.all(np.isfinite(new.predict(X).mean))
+
+
+# ----------------------------------------------------------------------------- item 4
+def _raster(tmp_path, name="in.tif", values=None):
+    rng = np.random.default_rng(4)
+    z = rng.standard_normal((12, 14)) if values is None else values
+    da = xr.DataArray(z, dims=("y", "x"), coords={"y": 1000.0 - 100 * np.arange(12),
+                                                  "x": 100.0 * np.arange(14)})
+    path = tmp_path / name
+    da.rio.write_crs(32633).rio.to_raster(path)
+    return path
+
+
+def _run(argv, capsys):
+    from geogp.cli import main
+
+    code = main([str(a) for a in argv])
+    return code, capsys.readouterr()
+
+
+def test_item4_out_with_a_netcdf_suffix_writes_netcdf(tmp_path, capsys):
+    """GDAL's habit: --out pred.nc writes NetCDF (it was refused); with --netcdf as well it
+    is refused in one line, before the fit."""
+    src = _raster(tmp_path)
+    code, _ = _run(["fit", src, "--out", tmp_path / "pred.nc", "--maxiter", "2", "--quiet"],
+                   capsys)
+    assert code == 0
+    back = xr.open_dataset(tmp_path / "pred.nc")
+    assert {"mean", "std"} <= set(back.data_vars) and back["mean"].shape == (12, 14)
+    back.close()
+    code, io = _run(["fit", src, "--out", tmp_path / "b.nc", "--netcdf", tmp_path / "c.nc"],
+                    capsys)
+    assert code == 2 and "NetCDF file already" in io.err
+    assert not (tmp_path / "b.nc").exists() and not (tmp_path / "c.nc").exists()
+
+
+def test_item4_out_equal_to_the_input_is_refused_even_with_overwrite(tmp_path, capsys):
+    src = _raster(tmp_path)
+    before = src.read_bytes()
+    code, io = _run(["fit", src, "--out", src, "--overwrite"], capsys)
+    assert code == 2 and "one of this command's inputs" in io.err
+    assert src.read_bytes() == before
+
+
+def test_item4_excluding_every_cell_is_refused(tmp_path, capsys):
+    src = _raster(tmp_path)
+    mask = _raster(tmp_path, "mask.tif", values=np.ones((12, 14)))
+    code, io = _run(["fit", src, "--out", tmp_path / "o.tif", "--exclude", mask], capsys)
+    assert code == 2 and "every cell" in io.err and not (tmp_path / "o.tif").exists()
+
+
+def test_item4_garbled_messages_say_what_is_wrong():
+    """Tiny values are not "constant"; an all-NaN covariate is the covariate's fault, not
+    the raster's; a covariate at other coordinates does not read "(12, 14) cells against
+    (12, 14)"."""
+    rng = np.random.default_rng(5)
+    da = xr.DataArray(1e-299 * (1 + rng.uniform(size=(12, 14))), dims=("y", "x"),
+                      coords={"y": 100.0 * np.arange(12), "x": 100.0 * np.arange(14)}
+                      ).rio.write_crs(32633)
+    with pytest.raises(InputError, match="too small in magnitude"):
+        geogp.fit(da)
+    data = da.copy(data=rng.standard_normal((12, 14)))
+    nan_cov = data.copy(data=np.full((12, 14), np.nan)).rename("elevation")
+    with pytest.raises(InputError, match="elevation: every cell of the covariate is missing"):
+        geogp.fit(data, covariates=nan_cov, maxiter=2)
+    moved = data.assign_coords(x=data.x + 50.0).rename("slope")
+    with pytest.raises(InputError, match=r"the same \(12, 14\) cells at other coordinates"):
+        geogp.fit(data, covariates=moved, maxiter=2)
+
+
+def test_item4_a_model_file_of_an_unknown_version_names_the_one_read(tmp_path):
+    import json
+
+    from geogp.exceptions import ReadError
+    from geogp.persist.file import FORMAT_VERSION
+
+    da = xr.DataArray(np.random.default_rng(6).standard_normal((10, 12)), dims=("y", "x"),
+                      coords={"y": 100.0 * np.arange(10), "x": 100.0 * np.arange(12)}
+                      ).rio.write_crs(32633)
+    model = geogp.fit(da, maxiter=2)
+    path = tmp_path / "m.npz"
+    model.save(path)
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(str(arrays["__meta__"]))
+    assert meta["format_version"] == FORMAT_VERSION
+    arrays["__meta__"] = np.array(json.dumps({**meta, "format_version": 999}))
+    np.savez(path, **arrays)
+    with pytest.raises(ReadError) as err:
+        geogp.load_model(path)
+    assert f"reads version {FORMAT_VERSION})" in str(err.value) and "1 to" not in str(err.value)
+
+
+# ----------------------------------------------------------------------------- item 2
+def test_item2_small_point_sets_get_the_exact_gp():
+    """model='auto' on 300 scattered points fits the exact GP (it fitted AFS with ~2,000
+    features); beyond EXACT_AUTO_POINTS, or with AFS options, AFS."""
+    import pandas as pd
+
+    from geogp.families import EXACT_AUTO_POINTS, resolve_model
+
+    rng = np.random.default_rng(8)
+    xy = rng.uniform(0, 5000, size=(300, 2))
+    table = pd.DataFrame({"x": xy[:, 0], "y": xy[:, 1],
+                          "value": np.sin(xy[:, 0] / 900) + 0.1 * rng.standard_normal(300)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = geogp.fit(table, crs=32633)
+    assert model.model_ == "exact" and "300 scattered points" in model.model_reason_
+    pred = model.predict(x=xy[:5, 0], y=xy[:5, 1], points=True)
+    assert np.all(np.abs(pred["mean"].values - table["value"].values[:5]) < 4 * pred["std"].values)
+    assert resolve_model("auto", n_points=EXACT_AUTO_POINTS)[0] == "exact"
+    assert resolve_model("auto", n_points=EXACT_AUTO_POINTS + 1)[0] == "afs"
+    assert resolve_model("auto", n_points=300, afs_only=True)[0] == "afs"
+
+
+def test_item4_help_says_what_auto_does(capsys):
+    """--help of fit, cv and place states the rule that resolve_model applies (it said
+    "lattice for regular rasters up to ~2·10^5 cells", untrue since the posterior tiles),
+    and the rule holds: a 1200 × 1200 raster gets the lattice model."""
+    from geogp.cli import main
+    from geogp.families import AUTO_RULE, resolve_model
+
+    for command in ("fit", "cv", "place"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        assert "2·10^5" not in text
+        if command != "place":
+            assert AUTO_RULE in text, command
+    assert resolve_model("auto", raster_shape=(1200, 1200))[0] == "lattice"

@@ -243,6 +243,11 @@ def place(data: xr.DataArray, n: int, *, model: str = AUTO, kernel: Any = None,
     name, opts, note = placement_model(g.values[0].shape, g.regular, model,
                                        afs_options=afs_options, max_memory=max_memory,
                                        options=options)
+    offered = family(name).placement_strategies()
+    if strategy != "auto" and strategy not in offered:  # before the fit, not after it
+        raise InputError(f"strategy {strategy!r} is not available for the {name} model "
+                         f"(it offers {', '.join(offered)}); choose one of those, or another "
+                         "model.")
     notes = [note] if note else []
     features = (n_features or PLACEMENT_FEATURES) if family(name).takes_features else None
     geo = GeoRegressor(name, kernel=kernel, n_features=features, progress=progress,

@@ -141,3 +141,85 @@ def test_the_checks_see_what_they_forbid():
     names = sorted(name for _, name in _private_uses(tree))
     assert names == ["_SHARED", "_absorbed", "_posterior"]
     assert "LatticeRegressor" in _model_classes()
+
+
+# ----------------------------------------------------------------------------- import graph
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module → the geogp modules it imports when it is imported: module-level imports (also
+    inside if/try at module level, not under TYPE_CHECKING), and the modules named by string
+    in a module that calls ``importlib.import_module`` (the registry's lazy edges)."""
+    modules = {_module_name(p): (p, t) for p, t in _modules().items()}
+
+    def owner(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {}
+    for name, (path, tree) in modules.items():
+        edges = set()
+
+        def visit(body, name=name, path=path, edges=edges):
+            for node in body:
+                if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                    continue
+                if isinstance(node, ast.Import):
+                    edges.update(owner(a.name) for a in node.names)
+                elif isinstance(node, ast.ImportFrom):
+                    base = node.module or ""
+                    if node.level:
+                        pkg = name if path.name == "__init__.py" else name.rpartition(".")[0]
+                        for _ in range(node.level - 1):
+                            pkg = pkg.rpartition(".")[0]
+                        base = f"{pkg}.{base}" if base else pkg
+                    for a in node.names:
+                        edges.add(owner(f"{base}.{a.name}") if f"{base}.{a.name}" in modules
+                                  else owner(base))
+                elif isinstance(node, (ast.If, ast.Try)):
+                    visit(node.body)
+                    visit(node.orelse)
+                    for handler in getattr(node, "handlers", []):
+                        visit(handler.body)
+
+        visit(tree.body)
+        if "import_module" in ast.unparse(tree):
+            edges.update(n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
+                         and isinstance(n.value, str) and n.value in modules)
+        graph[name] = {e for e in edges if e and e.startswith("geogp") and e != name}
+    return graph
+
+
+def test_no_import_cycle_also_through_importlib():
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    graph = _import_graph()
+    names = sorted(graph)
+    index = {n: i for i, n in enumerate(names)}
+    edges = [(index[a], index[b]) for a, bs in graph.items() for b in bs if b in index]
+    rows, cols = zip(*edges, strict=True)
+    matrix = csr_matrix(([1] * len(edges), (rows, cols)), shape=(len(names), len(names)))
+    count, label = connected_components(matrix, directed=True, connection="strong")
+    cycles = [sorted(n for n in names if label[index[n]] == c) for c in range(count)]
+    cycles = [c for c in cycles if len(c) > 1]
+    assert not cycles, f"import cycles: {cycles}"
+    assert "geogp.models.lattice.family" in graph["geogp.families"]  # the lazy edges are seen
+
+
+def test_the_numerical_core_never_imports_the_layers_above_it():
+    """features/, linalg/ and the models (their adapters and codecs aside) import neither the
+    front end, nor placement, cross-validation, the command line or the registry."""
+    above = ("geogp.api", "geogp.cli", "geogp.crossval", "geogp.placement", "geogp.families",
+             "geogp.adapters", "geogp.io", "geogp.outputs", "geogp.plotting")
+    found = []
+    for name, edges in _import_graph().items():
+        core = name.startswith(("geogp.features", "geogp.linalg", "geogp.models"))
+        adapter = name.endswith((".family", ".codec"))
+        if core and not adapter:
+            found += [f"{name} → {e}" for e in edges if e.startswith(above)]
+    assert not found, "\n".join(found)

@@ -283,6 +283,10 @@ class Family(Generic[M]):
                          "bound (afs) or the exact evidence (exact, wavelet).")
 
     # ------------------------------------------------------------------ placement
+    def placement_strategies(self) -> tuple[str, ...]:
+        """The strategies :meth:`placement` supports, known before any fit (empty: none)."""
+        return ()
+
     def placement(self, est: M) -> Placement:
         """The fitted model's placement posterior (:mod:`geogp.placement.contract`)."""
         raise InputError(f"sensor placement is not available for {self._what(est)}; use the "

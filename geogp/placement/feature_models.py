@@ -5,23 +5,31 @@ the greedy of :mod:`geogp.placement.greedy` over a :class:`~geogp.placement.oper
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+import copy
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from geogp.exceptions import MemoryEstimateError
+from geogp._validation import as_points
+from geogp.exceptions import InputError, MemoryEstimateError
+from geogp.features.data import Points
+from geogp.features.fourier_statistics import SufficientStats
 from geogp.models.base import check_fitted
 from geogp.placement.candidates import auto_min_distance, packing_distance
 from geogp.placement.contract import Placement, PlacementRequest
 from geogp.placement.greedy import Greedy
 from geogp.placement.operators import afs_problem, exact_problem, is_dense
-from geogp.placement.posterior import check_afs
+from geogp.placement.posterior import FeaturePosterior, afs_psi, check_afs
 from geogp.placement.screen import batch_bytes
+from geogp.trend import basis
 
 if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
     from geogp.placement.operators import Problem
 
-__all__ = ["AFSPlacement", "ExactPlacement", "memory_estimate", "FEATURE_STRATEGIES"]
+__all__ = ["AFSPlacement", "ExactPlacement", "memory_estimate", "FEATURE_STRATEGIES",
+           "condition_afs"]
 
 FEATURE_STRATEGIES = ("variance", "mi", "krause")
 
@@ -137,3 +145,48 @@ class ExactPlacement(_FeaturePlacement):
 
     def _problem(self, request: PlacementRequest) -> Problem:
         return exact_problem(self.model, request.candidates, request.targets, request.existing)
+
+
+def condition_afs(model: Any, X: ArrayLike, y: ArrayLike | None = None) -> Any:
+    """A copy of a fitted AFS model with observations added, without refitting.
+
+    Hyperparameters, features, standardisation and mean function are kept; the posterior is
+    updated by one rank-one step per point (docs/placement.md) and the statistics by the points'
+    φφᵀ and φy. Without ``y`` the values are imputed by the predictive mean: only the
+    covariance changes (the mean stays the same).
+
+    Args:
+        model: fitted :class:`~geogp.models.afs.AFSRegressor`.
+        X: (N, D) locations in the model's input units. y: (N,) values or None.
+
+    Returns:
+        A shallow copy with updated ``posterior_`` and ``stats_``. Cost O(M³ + N M²).
+    """
+    check_afs(model)
+    X = as_points(X, "X (new observations)")
+    Psi = afs_psi(model, X, "new observations")
+    sc = model.scaler_
+    fp = FeaturePosterior.from_model(model)
+    trend = np.zeros(X.shape[0])
+    if getattr(model, "beta_", None) is not None:
+        trend = basis(sc.x(X), model.powers_) @ model.beta_
+    if y is not None:
+        y = np.asarray(y, dtype=np.float64).ravel()
+        if y.shape != (X.shape[0],) or not np.all(np.isfinite(y)):
+            raise InputError(f"y must hold {X.shape[0]} finite values; got shape {y.shape}.")
+        ys = sc.y(y)
+    else:
+        ys = np.zeros(X.shape[0])  # predictive means (standardised), point by point below
+    for n in range(X.shape[0]):
+        if y is None:
+            ys[n] = Psi[n] @ (fp.Ainv @ fp.t) + trend[n]
+        fp.add(Psi[n], ys[n] - trend[n])
+    stats = model.stats_
+    if stats.diagonal:
+        stats = SufficientStats(np.diag(np.asarray(stats.G)), stats.r, stats.yy, stats.n,
+                                False, stats.F, stats.HH, stats.Hy)
+    out = copy.copy(model)
+    out.stats_ = stats + model.features_.statistics(
+        Points(sc.x(X), ys), method="dense", powers=getattr(model, "powers_", None))
+    out.posterior_ = fp.posterior()
+    return out

@@ -108,6 +108,9 @@ class DenseKrigingFamily(Family):
     model_class = DenseKriging
     can_place = can_condition = True
 
+    def placement_strategies(self) -> tuple[str, ...]:
+        return DensePlacement.strategies
+
     def placement(self, est: Any) -> DensePlacement:
         return DensePlacement(est)
 

@@ -181,3 +181,20 @@ def test_item4_help_says_what_auto_does(capsys):
         if command != "place":
             assert AUTO_RULE in text, command
     assert resolve_model("auto", raster_shape=(1200, 1200))[0] == "lattice"
+
+
+def test_item4_a_strategy_the_model_lacks_is_refused_before_the_fit(monkeypatch):
+    """krause with the lattice model was refused only after the fit; now before it (the
+    family says which strategies it offers)."""
+    from geogp.api import GeoRegressor
+    from geogp.api_placement import place
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("the fit ran before the refusal")
+
+    monkeypatch.setattr(GeoRegressor, "fit", no_fit)
+    da = xr.DataArray(np.random.default_rng(9).standard_normal((10, 12)), dims=("y", "x"),
+                      coords={"y": 100.0 * np.arange(10), "x": 100.0 * np.arange(12)}
+                      ).rio.write_crs(32633)
+    with pytest.raises(InputError, match="'krause' is not available for the lattice model"):
+        place(da, 3, model="lattice", strategy="krause")

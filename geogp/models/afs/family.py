@@ -18,8 +18,7 @@ from geogp.models.afs.codec import load_afs, save_afs
 from geogp.models.afs.policy import ITERATIVE_ABOVE
 from geogp.models.base import Prediction
 from geogp.persist.semantics import check_window
-from geogp.placement.feature_models import AFSPlacement
-from geogp.placement.observe import condition_afs
+from geogp.placement.feature_models import AFSPlacement, condition_afs
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
@@ -89,6 +88,9 @@ class AFSFamily(Family[AFSRegressor]):
 
     def check_grid(self, est: AFSRegressor, axes: list[np.ndarray], where: str) -> None:
         check_window(est, axes[0], axes[1], where)
+
+    def placement_strategies(self) -> tuple[str, ...]:
+        return AFSPlacement.strategies
 
     def placement(self, est: AFSRegressor) -> AFSPlacement:
         return AFSPlacement(est)

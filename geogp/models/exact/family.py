@@ -48,6 +48,9 @@ class ExactFamily(Family[ExactGP]):
     def evidence(self, est: ExactGP) -> float:
         return est.log_marginal_likelihood()
 
+    def placement_strategies(self) -> tuple[str, ...]:
+        return ExactPlacement.strategies
+
     def placement(self, est: ExactGP) -> ExactPlacement:
         return ExactPlacement(est)
 

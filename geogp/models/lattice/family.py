@@ -141,6 +141,9 @@ class LatticeFamily(Family[LatticeRegressor]):
     def posterior_tiles(self, est: LatticeRegressor, raster_shape: tuple) -> int:
         return int(est.cost_estimate(raster_shape)["tiles"])
 
+    def placement_strategies(self) -> tuple[str, ...]:
+        return LatticePlacement.strategies
+
     def placement(self, est: LatticeRegressor) -> LatticePlacement:
         return LatticePlacement(est)
 

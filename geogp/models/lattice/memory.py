@@ -44,11 +44,9 @@ WHOLE_LATTICE_MAX_CELLS = 400_000
 POSTERIOR_CORE = 512
 POSTERIOR_HALO = 96
 
-# nnz(L) / (n log₂ n) of nested dissection on these lattices (measured at n = 1.7·10⁵:
-# 5-point 7.0·10⁶, 13-point 1.85·10⁷, 25-point 3.5·10⁷ entries), rounded up
+# nnz(L) / (n log₂ n) of nested dissection on these lattices, rounded up (benchmarks/README.md)
 FILL = {1: 2.6, 2: 6.5, 3: 11.8}
-# with the mid-scale level's coupling (measured nnz(L) / (n log₂ n): 8.1 at 1.25·10⁵ unknowns,
-# 9.0 at 5.3·10⁵), as a multiple of FILL[2] = 6.5, rounded up
+# with the mid-scale level's coupling, as a multiple of FILL[2], rounded up (benchmarks/README.md)
 MID_FILL = 1.55
 # bytes per stored entry of the factor (value + row index), times the copies alive at once
 BYTES_PER_FACTOR_ENTRY = 3 * 12.0
@@ -62,8 +60,7 @@ PER_CELL_ARRAYS = 12
 # fit leaves behind (1.0–1.2 GiB resident after stage 1)
 BASE_BYTES = 1.0 * 2**30
 # a tile's fixed part: its features at the observed cells, the problem's scipy intermediates
-# and JAX's buffers for a new shape (measured: a 288² tile's peak was 0.2 GiB above the
-# factor and dense terms)
+# and JAX's buffers for a new shape (benchmarks/README.md, design measurements)
 TILE_BYTES = 0.35 * 2**30
 
 

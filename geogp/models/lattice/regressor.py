@@ -488,8 +488,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             out[PARAM_RATIO] = jnp.asarray(0.0)  # κ₂ = 2κ₁
         if self.mid_factor() is not None:
             # start the two fields at separated scales (ranges ×10 apart) sharing the variance:
-            # on the satellite raster this reaches the same optimum in 18 L-BFGS evaluations
-            # instead of 42 from (4 × range, sd / 2)
+            # fewer L-BFGS evaluations to the same optimum (benchmarks/README.md, design)
             if self.sd is None:
                 out["log_sd"] = jnp.asarray(math.log(sd / math.sqrt(2.0)))
             out["log_range_mid"] = jnp.asarray(math.log(10.0 * rng))

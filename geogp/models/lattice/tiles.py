@@ -89,8 +89,8 @@ def fit_local(local: dict, problems: list, bounds: dict, *, maxiter: int,
     ``bounds`` (:func:`~geogp.optimize.minimize_lbfgs`); returns (θ, report).
 
     A two-range ``log_ratio`` t is optimised as e^t ≥ :data:`RATIO_MIN`: in t the slope
-    vanishes like e^t towards the α = 2 limit and L-BFGS crawled (t = −3.7 after 30
-    iterations, −8 after 42); in e^t that limit is a bound one projected step reaches.
+    vanishes like e^t towards the α = 2 limit, where L-BFGS crawls; in e^t that limit is a
+    bound one projected step reaches (benchmarks/README.md, design measurements).
     """
     loss, free, bounds = composite_loss, dict(local), dict(bounds)
     if PARAM_RATIO in free:

@@ -79,6 +79,9 @@ class WaveletFamily(Family[WaveletRegressor]):
     def from_arrays(self, meta: dict, prefix: str, arrays: Any) -> WaveletRegressor:
         return load_wavelet(meta, prefix, arrays, set(init_names(WaveletRegressor)))
 
+    def placement_strategies(self) -> tuple[str, ...]:
+        return WaveletPlacement.strategies
+
     def placement(self, est: WaveletRegressor) -> WaveletPlacement:
         return WaveletPlacement(est)
 

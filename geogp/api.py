@@ -254,6 +254,7 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
         shared = None
         fam = family(self.model_)
         bounds = [[a.min() for a in g.axes], [a.max() for a in g.axes]]
+        _check_no_empty_slice(g)  # before any fit: a later slice would fail after the others
         for s in range(g.n_slices):
             label = f"slice {s + 1}/{g.n_slices} " if g.n_slices > 1 else ""
             est, tracker = self._estimator(label, shared, bounds)
@@ -408,6 +409,32 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
         """Load a model saved by :meth:`save`; predictions are reproduced exactly. ``max_bytes``:
         refuse larger declared arrays; ``key``: the save's (:func:`geogp.persist.load_model`)."""
         return load_model(path, cls, max_bytes=max_bytes, key=key)
+
+
+def _check_no_empty_slice(g: GridData) -> None:
+    """Refuse a stack with a slice that has no observed cell, naming the slice (its
+    coordinate along the extra dimension)."""
+    if g.n_slices < 2:
+        return
+    empty = [s for s in range(g.n_slices) if not bool(np.isfinite(g.values[s]).any())]
+    if not empty:
+        return
+    coord = g.extra_coords.get(g.extra_dim)
+    labels = [_label(coord.values[s]) if coord is not None else str(s) for s in empty]
+    raise InputError(
+        f"{len(empty)} of the {g.n_slices} slices along {g.extra_dim!r} have no observed cell "
+        f"(every cell NaN or nodata): {g.extra_dim} = {', '.join(labels[:5])}"
+        f"{' …' if len(labels) > 5 else ''} (index {', '.join(map(str, empty[:5]))}). "
+        f"Each slice is fitted on its own; drop those: da.drop_isel({g.extra_dim}="
+        f"{empty[:5]}{' + …' if len(empty) > 5 else ''}).")
+
+
+def _label(value) -> str:
+    """A coordinate value as a person writes it (a date without a midnight time)."""
+    if isinstance(value, np.datetime64):
+        stamp = pd.Timestamp(value)
+        return str(stamp.date()) if stamp == stamp.normalize() else stamp.isoformat()
+    return str(value)
 
 
 def _n_observed(est, values) -> int:

@@ -16,9 +16,10 @@ import pandas as pd
 import xarray as xr
 
 from geogp.adapters import find_spatial_dims, to_grid_data
-from geogp.exceptions import InputError
+from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.families import AUTO, FALLBACK, family, make_estimator, resolve_model
 from geogp.placement.candidates import Candidates, nearest_cells
+from geogp.placement.feature_models import memory_estimate
 from geogp.placement.observe import add_observations
 from geogp.placement.suggest import suggest_sites
 
@@ -250,6 +251,15 @@ def place(data: xr.DataArray, n: int, *, model: str = AUTO, kernel: Any = None,
                          "model.")
     notes = [note] if note else []
     features = (n_features or PLACEMENT_FEATURES) if family(name).takes_features else None
+    if features is not None:  # the least any strategy needs, known before the fit
+        cells = int(np.prod(g.values[0].shape))
+        least = memory_estimate(cells, cells, features, strategy="variance")
+        if least > max_memory:
+            raise MemoryEstimateError(
+                f"placement with {features} Fourier features over {cells} cells", least,
+                max_memory, "Use fewer features (n_features=) or raise max_memory.",
+                cli_hint="Use fewer --features, or raise --max-memory GIB if the machine has "
+                "the memory.")
     geo = GeoRegressor(name, kernel=kernel, n_features=features, progress=progress,
                        options=opts or None).fit(data)
     if points is not None and not refit:  # condition on them, θ kept

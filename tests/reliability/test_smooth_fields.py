@@ -4,7 +4,7 @@ The reported case (a 200×200 sin/cos raster, one 50×60 block gap) gave predict
 the gap against a data maximum of 2.36 and 95 % coverage 0.51: the lattice fit had followed
 the range → ∞ ridge into a region where its likelihood and posterior lose their digits
 (see ``tests/models/test_lattice.py::test_a_fit_running_to_the_intrinsic_limit...``). This
-family (smooth and periodic fields, block and disc gaps, two seeds, 64×64 cells of 100 m,
+family (smooth and periodic fields, block and disc gaps, two seeds in turn, 64×64 cells of 100 m,
 noise sd 0.1) goes through ``geogp.fit`` with its defaults and is scored on the hidden cells
 against an exact GP (Matérn-5/2, hyperparameters by maximum likelihood on the observed cells
 within 12 cells of the gap) and against the hidden noisy values.
@@ -85,9 +85,11 @@ def _case(kind: str, gap_kind: str, seed: int):
     return (*_raster_with_gap(axis, z, gap), f, gap)
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-@pytest.mark.parametrize("gap_kind", ["block", "disc"])
-@pytest.mark.parametrize("kind", ["smooth", "periodic"])
+# each field and gap kind once, the two seeds alternating (the full product doubled the
+# suite's longest file; the 200 × 200 family of test_large_gaps_*.py now carries #41 item 1)
+@pytest.mark.parametrize(("kind", "gap_kind", "seed"), [
+    ("smooth", "block", 0), ("smooth", "disc", 1), ("periodic", "block", 1),
+    ("periodic", "disc", 0)])
 def test_item1_default_model_on_smooth_fields_with_large_gaps(kind, gap_kind, seed):
     da, hidden, f, gap = _case(kind, gap_kind, seed)
     _, rmse = _fit_and_check(da, f, gap, hidden)

@@ -198,3 +198,40 @@ def test_item4_a_strategy_the_model_lacks_is_refused_before_the_fit(monkeypatch)
                       ).rio.write_crs(32633)
     with pytest.raises(InputError, match="'krause' is not available for the lattice model"):
         place(da, 3, model="lattice", strategy="krause")
+
+
+def test_item4_an_all_nan_date_is_named_before_any_fit(monkeypatch):
+    """One all-NaN date in a 3-date stack was refused without naming it (after fitting the
+    first date); now it is named, with its index, before any fit."""
+    import pandas as pd
+
+    from geogp.families.generic import Family
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("a slice was fitted before the refusal")
+
+    monkeypatch.setattr(Family, "fit_grid", no_fit)
+    v = np.random.default_rng(10).standard_normal((3, 10, 12))
+    v[1] = np.nan
+    da = xr.DataArray(v, dims=("time", "y", "x"), coords={
+        "time": pd.date_range("2020-01-01", periods=3), "y": 100.0 * np.arange(10),
+        "x": 100.0 * np.arange(12)}).rio.write_crs(32633)
+    with pytest.raises(InputError, match=r"time = 2020-01-02 \(index 1\).*drop_isel\(time=\[1\]"):
+        geogp.fit(da, maxiter=2)
+
+
+def test_item4_place_under_a_tiny_memory_limit_is_refused_before_the_fit(tmp_path, capsys,
+                                                                          monkeypatch):
+    """geogp place --max-memory 0.03 fell back to AFS and refused after a 100 s fit; the AFS
+    placement's least memory (its M × M matrices) is now checked before the fit."""
+    from geogp.api import GeoRegressor
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("the fit ran before the refusal")
+
+    monkeypatch.setattr(GeoRegressor, "fit", no_fit)
+    src = _raster(tmp_path)
+    code, io = _run(["place", src, "--n", "3", "--out", tmp_path / "s.geojson",
+                     "--max-memory", "0.03"], capsys)
+    # exit 1, as every memory refusal (a resource, not a usage error)
+    assert code == 1 and "0.03 GiB" in io.err and not (tmp_path / "s.geojson").exists()

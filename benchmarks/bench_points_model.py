@@ -40,7 +40,7 @@ def crps(mu, sd, z):
 
 
 def run(n: int, model: str, seed: int = 0) -> dict:
-    total = int(round(n / 0.8))
+    total = round(n / 0.8)
     x, y, f, z = field(total, seed)
     test = np.random.default_rng(seed + 1).uniform(size=total) < 0.2
     table = pd.DataFrame({"x": x[~test], "y": y[~test], "value": z[~test]})
@@ -60,7 +60,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[300, 1000, 2000, 4000])
     args = ap.parse_args()
-    print(f"# {datetime.date.today()}, load {open('/proc/loadavg').read().split()[0]}")
+    with open("/proc/loadavg") as fh:
+        load = fh.read().split()[0]
+    print(f"# {datetime.date.today()}, load {load}")
     print("| N | model | RMSE | CRPS | cov95 | fit s |")
     print("|---|---|---|---|---|---|")
     for n in args.sizes:

@@ -299,7 +299,8 @@ def test_cli_reports_the_default_min_distance(tmp_path, capsys):
     (tmp_path / "s2.geojson").unlink()  # written by the "--min-distance 0" run
     code, io, _ = run("--max-memory", "0.0001")  # refused with the estimate, nothing written
     assert code == 1 and "would need about" in io.err and "0.0001 GiB" not in io.out
-    assert "placement over 396 candidates" in io.err
+    # refused before the fit: the AFS placement's least memory (#41 item 4)
+    assert "placement with 64 Fourier features over 396 cells" in io.err
     assert not (tmp_path / "s2.geojson").exists()
 
 

@@ -18,6 +18,7 @@ import xarray as xr
 from geogp.adapters import find_spatial_dims, to_grid_data
 from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.families import AUTO, FALLBACK, family, make_estimator, resolve_model
+from geogp.grid_checks import spacing
 from geogp.placement.candidates import Candidates, nearest_cells
 from geogp.placement.feature_models import memory_estimate
 from geogp.placement.observe import add_observations
@@ -136,8 +137,8 @@ def mask_on_target(mask: xr.DataArray, target: Target, what: str) -> np.ndarray:
     mask = mask.transpose(y_dim, x_dim)
     y, x = np.asarray(mask[y_dim].values, float), np.asarray(mask[x_dim].values, float)
     same = (y.shape == target.y.shape and x.shape == target.x.shape
-            and np.allclose(y, target.y, rtol=0, atol=1e-6 * _step(target.y))
-            and np.allclose(x, target.x, rtol=0, atol=1e-6 * _step(target.x)))
+            and np.allclose(y, target.y, rtol=0, atol=1e-6 * spacing(target.y))
+            and np.allclose(x, target.x, rtol=0, atol=1e-6 * spacing(target.x)))
     if not same:
         raise InputError(
             f"{what} is not on the input's grid (shape {(y.size, x.size)} vs "
@@ -145,11 +146,6 @@ def mask_on_target(mask: xr.DataArray, target: Target, what: str) -> np.ndarray:
             "e.g. mask.rio.reproject_match(raster).")
     return np.nan_to_num(np.asarray(mask.values, dtype=np.float64), nan=0.0) != 0
 
-
-def _step(a) -> float:
-    """The largest step between neighbouring coordinates (1.0 for a single one)."""
-    a = np.asarray(a, float)
-    return float(np.abs(np.diff(a)).max()) if a.size > 1 else 1.0
 
 
 @dataclass(frozen=True)

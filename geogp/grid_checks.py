@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from geogp.exceptions import InputError, IrregularGridError
 
 if TYPE_CHECKING:  # annotations only
@@ -71,3 +73,9 @@ def require_axes(obj: xr.DataArray | xr.Dataset, y_dim: str, x_dim: str) -> None
             raise InputError(
                 f"spatial dimension {dim!r} has no coordinates; assign them "
                 f"(da.assign_coords({dim}=...)) or write a transform with rioxarray.")
+
+
+def spacing(a: Sequence[float] | np.ndarray) -> float:
+    """The largest step between neighbouring coordinates (1.0 for a single one)."""
+    a = np.asarray(a, float)
+    return float(np.abs(np.diff(a)).max()) if a.size > 1 else 1.0

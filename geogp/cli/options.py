@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from geogp.families import AUTO, AUTO_RULE, MODELS
+from geogp.grid_checks import spacing
 
 if TYPE_CHECKING:  # annotations only
-    from numpy.typing import ArrayLike
 
     from geogp.outputs import Target
 
@@ -149,7 +149,3 @@ def exclusion_mask(path: str, target: Target) -> np.ndarray:
     return mask_on_target(open_raster(path), target, f"the exclusion mask {str(path)!r}")
 
 
-def spacing(a: ArrayLike) -> float:
-    """The largest step between neighbouring coordinates (1.0 for a single one)."""
-    a = np.asarray(a, float)
-    return float(np.abs(np.diff(a)).max()) if a.size > 1 else 1.0

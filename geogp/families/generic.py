@@ -89,6 +89,7 @@ class Family(Generic[M]):
     # placement's feature limit (its dense posterior); None: no features
     max_placement_features: int | None = None
     placement_strategy = "mi"  # geogp place's default strategy
+    placement_type: ClassVar[type[Placement] | None] = None  # what placement() builds
     setup_phase = "setup + compile"  # the progress bar of what precedes the optimiser
     default_kernel = "matern12"  # for models that take kernel= (see make)
     defaults: ClassVar[dict] = {}  # options that make() sets unless given
@@ -285,10 +286,13 @@ class Family(Generic[M]):
     # ------------------------------------------------------------------ placement
     def placement_strategies(self) -> tuple[str, ...]:
         """The strategies :meth:`placement` supports, known before any fit (empty: none)."""
-        return ()
+        return () if self.placement_type is None else tuple(self.placement_type.strategies)
 
     def placement(self, est: M) -> Placement:
-        """The fitted model's placement posterior (:mod:`geogp.placement.contract`)."""
+        """The fitted model's placement posterior (:mod:`geogp.placement.contract`): an
+        instance of :attr:`placement_type`."""
+        if self.placement_type is not None:
+            return self.placement_type(est)
         raise InputError(f"sensor placement is not available for {self._what(est)}; use the "
                          "afs, exact, lattice or wavelet model.")
 

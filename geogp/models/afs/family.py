@@ -36,6 +36,7 @@ class AFSFamily(Family[AFSRegressor]):
 
     name = "afs"
     model_class = AFSRegressor
+    placement_type = AFSPlacement
     savable = can_sample = takes_kernel = shares_hyperparameters = True
     can_place = can_condition = takes_features = True
     max_placement_features = ITERATIVE_ABOVE  # above, the matrix-free posterior
@@ -88,12 +89,6 @@ class AFSFamily(Family[AFSRegressor]):
 
     def check_grid(self, est: AFSRegressor, axes: list[np.ndarray], where: str) -> None:
         check_window(est, axes[0], axes[1], where)
-
-    def placement_strategies(self) -> tuple[str, ...]:
-        return AFSPlacement.strategies
-
-    def placement(self, est: AFSRegressor) -> AFSPlacement:
-        return AFSPlacement(est)
 
     def condition(self, est: AFSRegressor, X: ArrayLike, y: ArrayLike | None = None) -> Any:
         return condition_afs(est, X, y)

@@ -25,6 +25,7 @@ class ExactFamily(Family[ExactGP]):
 
     name = "exact"
     model_class = ExactGP
+    placement_type = ExactPlacement
     takes_kernel = can_place = True
 
     def fit_points(self, est: ExactGP, X: np.ndarray, y: np.ndarray,
@@ -47,12 +48,6 @@ class ExactFamily(Family[ExactGP]):
 
     def evidence(self, est: ExactGP) -> float:
         return est.log_marginal_likelihood()
-
-    def placement_strategies(self) -> tuple[str, ...]:
-        return ExactPlacement.strategies
-
-    def placement(self, est: ExactGP) -> ExactPlacement:
-        return ExactPlacement(est)
 
 
 FAMILY = ExactFamily()

@@ -42,6 +42,7 @@ class LatticeFamily(Family[LatticeRegressor]):
 
     name = "lattice"
     model_class = LatticeRegressor
+    placement_type = LatticePlacement
     savable = can_sample = takes_covariates = single_range = estimates_cost = True
     can_place = can_condition = posterior_on_tiles = True
     default_maxiter = 100
@@ -140,12 +141,6 @@ class LatticeFamily(Family[LatticeRegressor]):
 
     def posterior_tiles(self, est: LatticeRegressor, raster_shape: tuple) -> int:
         return int(est.cost_estimate(raster_shape)["tiles"])
-
-    def placement_strategies(self) -> tuple[str, ...]:
-        return LatticePlacement.strategies
-
-    def placement(self, est: LatticeRegressor) -> LatticePlacement:
-        return LatticePlacement(est)
 
     def condition(self, est: LatticeRegressor, X: ArrayLike, y: ArrayLike | None = None) -> Any:
         return condition_lattice(est, X, y)

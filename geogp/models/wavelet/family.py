@@ -28,6 +28,7 @@ class WaveletFamily(Family[WaveletRegressor]):
 
     name = "wavelet"
     model_class = WaveletRegressor
+    placement_type = WaveletPlacement
     savable = can_sample = maps_lengthscale = True
     can_place = True
     unknowns_word = "wavelet basis functions"
@@ -78,12 +79,6 @@ class WaveletFamily(Family[WaveletRegressor]):
 
     def from_arrays(self, meta: dict, prefix: str, arrays: Any) -> WaveletRegressor:
         return load_wavelet(meta, prefix, arrays, set(init_names(WaveletRegressor)))
-
-    def placement_strategies(self) -> tuple[str, ...]:
-        return WaveletPlacement.strategies
-
-    def placement(self, est: WaveletRegressor) -> WaveletPlacement:
-        return WaveletPlacement(est)
 
 
 FAMILY = WaveletFamily()

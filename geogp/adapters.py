@@ -454,3 +454,38 @@ def to_xy(da: xr.DataArray | xr.Dataset, *, var: str | None = None, crs: Any = N
     iy, ix = np.nonzero(obs)
     X = np.stack([g.axes[0][iy], g.axes[1][ix]], axis=1)
     return X, v[obs], g.spec, bool(g.regular and obs.all())
+
+
+def series_times(g: GridData) -> np.ndarray | None:
+    """The dates of a stack in days since its first, when its extra dimension is time (named
+    ``time``, or with datetime coordinates); numeric time coordinates are taken as days. None
+    for a 2-D raster or another extra dimension (bands...).
+
+    Raises:
+        InputError: the dates are not strictly increasing (unsorted, duplicated, a step of 0).
+    """
+    if g.extra_dim is None or g.n_slices < 2:
+        return None
+    coord = g.extra_coords.get(g.extra_dim)
+    values = None if coord is None else np.asarray(coord.values)
+    dated = values is not None and np.issubdtype(values.dtype, np.datetime64)
+    if not dated and str(g.extra_dim).lower() != "time":
+        return None
+    if values is None:
+        return np.arange(g.n_slices, dtype=np.float64)
+    if dated:
+        days = (values - values[0]) / np.timedelta64(1, "D")
+    elif np.issubdtype(values.dtype, np.number):
+        days = values.astype(np.float64) - float(values[0])
+    else:
+        raise InputError(f"the {g.extra_dim!r} coordinate must hold dates or numbers (days); "
+                         f"got {values.dtype}.")
+    step = np.diff(days)
+    if not np.all(step > 0):
+        bad = int(np.flatnonzero(~(step > 0))[0])
+        what = "repeats" if step[bad] == 0 else "goes back"
+        raise InputError(f"the dates along {g.extra_dim!r} must increase strictly; date "
+                         f"{bad + 1} ({values[bad + 1]}) {what} after date {bad} "
+                         f"({values[bad]}). Sort them (da.sortby({g.extra_dim!r})) and drop "
+                         "duplicates.")
+    return days

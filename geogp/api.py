@@ -31,7 +31,7 @@ import pandas as pd
 import xarray as xr
 
 from geogp._progress import FitProgress, SVGPProgress, bar
-from geogp.adapters import GridData, GridSpec, to_grid_data
+from geogp.adapters import GridData, GridSpec, series_times, to_grid_data
 from geogp.api_draws import DrawsMixin
 from geogp.api_placement import PlacementMixin
 from geogp.api_report import ReportMixin
@@ -107,7 +107,8 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
         spec_: :class:`~geogp.adapters.GridSpec` (dimension names, CRS, longitude scaling).
         target_: the default prediction grid (the input raster, or ``grid=`` for points).
         extra_dim_, extra_coords_: the extra dimension and its coordinates (or None, {}).
-        n_observed_: observed cells/points per slice. fit_time_s_: seconds per slice.
+        n_observed_: observed cells/points per slice. fit_time_s_: seconds per slice (a joint
+            fit over a stack's dates, ``model="spacetime"``, shares its time equally).
         attrs_, name_: attributes and name of the input, copied to predictions.
     """
 
@@ -253,6 +254,8 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
         self.estimators_, self.n_observed_, self.fit_time_s_ = [], [], []
         shared = None
         fam = family(self.model_)
+        if fam.fits_series:
+            return self._fit_series(g, fam, covariates)
         bounds = [[a.min() for a in g.axes], [a.max() for a in g.axes]]
         _check_no_empty_slice(g)  # before any fit: a later slice would fail after the others
         for s in range(g.n_slices):
@@ -273,6 +276,28 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
             self.n_observed_.append(_n_observed(est, g.values[s]))
             if self.share_hyperparameters and shared is None and g.n_slices > 1:
                 shared = self._shared_from(est)
+        self.extra_dim_, self.extra_coords_ = g.extra_dim, g.extra_coords
+        self._finish(g.spec, grid_target(g), g.attrs, g.name)
+        return self
+
+    def _fit_series(self, g: GridData, fam, covariates) -> GeoRegressor:
+        """One joint fit over the dates of a stack (families with ``fits_series``)."""
+        fam.refuse_covariates(covariates)
+        times = series_times(g)
+        if times is None:
+            raise InputError(
+                f"model={self.model_!r} needs a stack of dates: a 'time' dimension, or one "
+                "with datetime coordinates, and at least two dates; "
+                + (f"this raster's extra dimension {g.extra_dim!r} is not time."
+                   if g.extra_dim is not None and g.n_slices > 1 else "this is one image."))
+        if not any(bool(np.isfinite(np.asarray(g.values[s])).any()) for s in range(g.n_slices)):
+            raise InputError("every cell of every date is missing (NaN or nodata).")
+        est, _ = self._estimator("")
+        t0 = time.perf_counter()
+        self.estimators_ = fam.fit_series(est, g.axes, np.asarray(g.values), times, g.regular)
+        self.fit_time_s_ = [(time.perf_counter() - t0) / g.n_slices] * g.n_slices  # shared
+        self.n_observed_ = [int(np.isfinite(np.asarray(g.values[s])).sum())
+                            for s in range(g.n_slices)]
         self.extra_dim_, self.extra_coords_ = g.extra_dim, g.extra_coords
         self._finish(g.spec, grid_target(g), g.attrs, g.name)
         return self

@@ -17,6 +17,8 @@ Models (``"auto"``, the front end's default: :data:`AUTO_RULE`, :func:`resolve_m
     of a regular raster plus large-scale Fourier features; rasters only.
     ``"svgp"``: :class:`~geogp.models.svgp.SVGPRegressor`, chosen by a non-Gaussian
     ``likelihood=``, not by name.
+    ``"spacetime"``: :class:`~geogp.models.spacetime.SpaceTimeRegressor`, one model for a
+    stack of dates on a regular raster (persistent field, AR(1) anomalies, dates' offsets).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ __all__ = ["AUTO", "MODELS", "FALLBACK", "EXACT_AUTO_POINTS", "POINTS_MODEL", "A
            "fit_points", "predict_grid", "predict_points", "sample_grid", "describe"]
 
 AUTO = "auto"
-MODELS = ("afs", "wavelet", "exact", "lattice")  # what GeoRegressor(model=...) accepts
+MODELS = ("afs", "wavelet", "exact", "lattice", "spacetime")  # what GeoRegressor(model=...) accepts
 FALLBACK = "afs"  # "auto" for points, irregular rasters, or what the lattice cannot hold
 GRID_MODEL = "lattice"  # "auto" for a regular raster within the lattice model's memory limit
 # scattered points up to this many get the exact GP under "auto": at 2,000 points its fit
@@ -62,6 +64,9 @@ _REGISTRY = {
     "wavelet": ("geogp.models.wavelet.family", "geogp.models.wavelet", "WaveletRegressor"),
     "exact": ("geogp.models.exact.family", "geogp.models.exact.regressor", "ExactGP"),
     "svgp": ("geogp.models.svgp.family", "geogp.models.svgp.regressor", "SVGPRegressor"),
+    # the front end keeps one SpaceTimeDate per date of the joint SpaceTimeRegressor
+    "spacetime": ("geogp.models.spacetime.family", "geogp.models.spacetime.regressor",
+                  "SpaceTimeDate"),
 }
 _GENERIC = "geogp.families.generic"
 

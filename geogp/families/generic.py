@@ -63,7 +63,8 @@ class Family(Generic[M]):
         the lengthscale is one isotropic range (reported as ρ). estimates_cost: the model
         estimates a fit's tiles, memory and time up front. can_place / can_condition:
         :meth:`placement` / :meth:`condition` work. posterior_on_tiles: the posterior may
-        be computed on tiles (:meth:`posterior_tiles`).
+        be computed on tiles (:meth:`posterior_tiles`). fits_series: :meth:`fit_series` fits
+        a stack's dates jointly (the front end's path for image time series).
 
     Other attributes:
         default_maxiter: optimiser iterations of a progress bar (None: no training bar).
@@ -85,6 +86,7 @@ class Family(Generic[M]):
     can_place = False  # placement(): sensor placement on the fitted posterior
     can_condition = False  # condition(): observations added without refitting
     posterior_on_tiles = False  # the posterior may be computed on tiles (posterior_tile=)
+    fits_series = False  # fit_series(): one joint fit over a stack's dates
     takes_features = False  # n_features= (the AFS options --features and --kernel)
     # placement's feature limit (its dense posterior); None: no features
     max_placement_features: int | None = None
@@ -189,6 +191,13 @@ class Family(Generic[M]):
         self.refuse_covariates(covariates)
         v, obs, X = observed_cells(axes, values)
         return self.fit_points(est, X, v[obs], axes)
+
+    def fit_series(self, est: M, axes: list, values: ArrayLike, times: np.ndarray,
+                   regular: bool) -> list:
+        """Fit a whole stack ``values`` (T, N_y, N_x) at ``times`` (T,, days) jointly; returns
+        the per-date models the front end keeps (families with ``fits_series``)."""
+        raise InputError(f"model={self.name!r} fits one image at a time; a joint fit over "
+                         "the dates is model='spacetime'.")
 
     # ------------------------------------------------------------------ prediction
     def predict_at(self, est: M, X: np.ndarray, outside: str = "raise") -> Prediction:

@@ -149,7 +149,7 @@ def test_tiles_converge_to_the_whole_lattice_posterior_as_the_halo_grows(whole, 
     est, _, _ = whole
     sd = np.sqrt(est.posterior_.var)
     errors = []
-    for halo in (4, 12, 36):
+    for halo in (4, 36):  # (a middle halo of 12 fell between the two; dropped for the time)
         t = tiled_by_halo(halo)
         assert t.posterior_tiles_ == 20 and np.isnan(t.log_likelihood_)
         assert est.posterior_tiles_ == 1 and np.isfinite(est.log_likelihood_)

@@ -14,6 +14,7 @@ from geogp.models.spacetime.gmrf import (
     ar1_precision,
     log_marginal_likelihood,
     make_problem,
+    posterior,
     posterior_mean,
     precision,
 )
@@ -21,7 +22,8 @@ from geogp.models.spacetime.gmrf import (
 SHAPE, H = (4, 5), (1.0, 1.5)
 TIMES = np.array([0.0, 1.0, 3.0, 3.5, 6.0])  # irregular steps: a missing date, a half step
 PARAMS = {"log_range": np.log(3.0), "log_sd": np.log(0.8), "log_tau": np.log(2.5),
-          "log_range_mean": np.log(5.0), "log_sd_mean": np.log(1.3), "log_noise": np.log(0.3)}
+          "log_range_mean": np.log(5.0), "log_sd_mean": np.log(1.3),
+          "log_sd_offset": np.log(0.7), "log_tau_offset": np.log(4.0), "log_noise": np.log(0.3)}
 
 
 def _matern_cov(log_range, log_sd):
@@ -34,11 +36,14 @@ def _matern_cov(log_range, log_sd):
 
 
 def _dense_prior(params=PARAMS):
-    """Cov (m, a_0, …, a_{T−1}) = diag(C_m, R_T ⊗ C_a), R_T = exp(−|t_i − t_j|/τ)."""
+    """Cov (m, a_0, …, a_{T−1}, g) = diag(C_m, R_T(τ) ⊗ C_a, s_g² R_T(τ_g)),
+    R_T(τ) = exp(−|t_i − t_j|/τ)."""
     c_m = _matern_cov(params["log_range_mean"], params["log_sd_mean"])
     c_a = _matern_cov(params["log_range"], params["log_sd"])
-    r_t = np.exp(-np.abs(TIMES[:, None] - TIMES[None, :]) / np.exp(params["log_tau"]))
-    return sla.block_diag(c_m, np.kron(r_t, c_a))
+    lag = np.abs(TIMES[:, None] - TIMES[None, :])
+    r_t = np.exp(-lag / np.exp(params["log_tau"]))
+    c_g = np.exp(2 * params["log_sd_offset"]) * np.exp(-lag / np.exp(params["log_tau_offset"]))
+    return sla.block_diag(c_m, np.kron(r_t, c_a), c_g)
 
 
 def _stack(seed=0, frac=0.6, trend=True):
@@ -60,10 +65,18 @@ def _problem(backend="cholmod", **kw):
 
 def _observation_matrix(cells, steps):
     n = SHAPE[0] * SHAPE[1]
-    a = np.zeros((cells.size, n * (TIMES.size + 1)))
+    a = np.zeros((cells.size, n * (TIMES.size + 1) + TIMES.size))
     a[np.arange(cells.size), cells] = 1.0
     a[np.arange(cells.size), n * (1 + steps) + cells] = 1.0
+    a[np.arange(cells.size), n * (1 + TIMES.size) + steps] = 1.0
     return a
+
+
+def _every_value():
+    """A of f(s, t) = m(s) + a(s, t) + g(t) at every (date, cell), date-major."""
+    n = SHAPE[0] * SHAPE[1]
+    steps, cells = np.divmod(np.arange(n * TIMES.size), n)
+    return _observation_matrix(cells, steps)
 
 
 def test_the_precision_is_the_inverse_of_the_covariance_it_claims():
@@ -119,11 +132,33 @@ def test_the_posterior_mean_is_universal_kriging_with_the_dense_covariance():
     si = np.linalg.inv(sigma)
     beta = np.linalg.solve(X.T @ si @ X, X.T @ si @ y)
     x = prior @ a.T @ si @ (y - X @ beta)
-    n = SHAPE[0] * SHAPE[1]
-    want = x[:n][None, :] + x[n:].reshape(TIMES.size, n)
+    want = (_every_value() @ x).reshape(TIMES.size, -1)
     got, got_beta = posterior_mean(PARAMS, problem)
     np.testing.assert_allclose(got_beta, beta, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-9)
+
+
+def test_the_posterior_mean_and_variance_are_universal_kriging():
+    """Mean and variance of xᵀβ + f at every (date, cell), trend uncertainty included, against
+    universal kriging with the dense covariance (x: an intercept and the column index)."""
+    problem, (cells, steps, y, X) = _problem()
+    a, e = _observation_matrix(cells, steps), _every_value()
+    prior = _dense_prior()
+    sigma = a @ prior @ a.T + np.exp(2 * PARAMS["log_noise"]) * np.eye(y.size)
+    si = np.linalg.inv(sigma)
+    xsx = X.T @ si @ X
+    beta = np.linalg.solve(xsx, X.T @ si @ y)
+    k = e @ prior @ a.T  # Cov(f, y)
+    n = SHAPE[0] * SHAPE[1]
+    x_new = np.column_stack([np.ones(n * TIMES.size), np.tile(np.arange(n) % SHAPE[1],
+                                                               TIMES.size)])
+    mean = x_new @ beta + k @ si @ (y - X @ beta)
+    r = x_new - k @ si @ X
+    var = (np.diag(e @ prior @ e.T) - np.einsum("ij,jk,ik->i", k, si, k)
+           + np.einsum("ij,jk,ik->i", r, np.linalg.inv(xsx), r))
+    got_mean, got_var, _ = posterior(PARAMS, problem, x_new.reshape(TIMES.size, n, 2))
+    np.testing.assert_allclose(got_mean.ravel(), mean, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(got_var.ravel(), var, rtol=1e-7, atol=1e-10)
 
 
 def test_dates_must_increase():

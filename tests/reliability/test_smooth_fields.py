@@ -9,10 +9,11 @@ noise sd 0.1) goes through ``geogp.fit`` with its defaults and is scored on the 
 against an exact GP (Matérn-5/2, hyperparameters by maximum likelihood on the observed cells
 within 12 cells of the gap) and against the hidden noisy values.
 
-Bounds (measured on this family: lattice/exact latent RMSE 0.44–2.18 (1.0–2.8 at 120×120), coverage
-of the hidden noisy values 0.93–0.99; the exact GP's own coverage 0.93–0.97):
-- the latent RMSE at most 2.5 × the exact GP's and at most 0.2 × that of predicting zero (the
-  reported case: 2.1 ×);
+Bounds:
+- the latent RMSE within 10 % of the exact GP's, the issue's number (measured 2026-11-28:
+  0.70 smooth/block, 0.77 smooth/disc, 0.43 periodic/block, 1.27 periodic/disc; the last is
+  an expected failure, strict, #41 item 1; an earlier version of this test allowed 2.5 ×), and
+  at most 0.2 × that of predicting zero;
 - the 95 % interval of a new observation covers 0.90–0.99 of the hidden noisy values;
 - no mean in the gap beyond the data's range by more than 0.25.
 """
@@ -85,11 +86,13 @@ def _case(kind: str, gap_kind: str, seed: int):
     return (*_raster_with_gap(axis, z, gap), f, gap)
 
 
-# each field and gap kind once, the two seeds alternating (the full product doubled the
-# suite's longest file; the 200 × 200 family of test_large_gaps_*.py now carries #41 item 1)
+# three of the four field and gap kinds (smooth/disc behaved as smooth/block, 0.77 against
+# 0.70), the two seeds alternating
 @pytest.mark.parametrize(("kind", "gap_kind", "seed"), [
-    ("smooth", "block", 0), ("smooth", "disc", 1), ("periodic", "block", 1),
-    ("periodic", "disc", 0)])
+    ("smooth", "block", 0), ("periodic", "block", 1),
+    pytest.param("periodic", "disc", 0, marks=pytest.mark.xfail(
+        strict=True, reason="#41 item 1: 1.27 × the exact GP's RMSE in a disc gap of a "
+        "periodic field"))])
 def test_item1_default_model_on_smooth_fields_with_large_gaps(kind, gap_kind, seed):
     da, hidden, f, gap = _case(kind, gap_kind, seed)
     _, rmse = _fit_and_check(da, f, gap, hidden)
@@ -101,7 +104,7 @@ def test_item1_default_model_on_smooth_fields_with_large_gaps(kind, gap_kind, se
     ref = exact.predict(np.stack([yy[gap], xx[gap]], axis=1))
     rmse_exact = float(np.sqrt(np.mean((ref.mean - f[gap]) ** 2)))
 
-    assert rmse <= 2.5 * rmse_exact, (rmse, rmse_exact)
+    assert rmse <= 1.1 * rmse_exact, (rmse, rmse_exact)
 
 
 def test_item1_the_reported_size_200x200_with_a_50x60_block_gap():

@@ -1,2 +1,5 @@
-"""The space-time lattice model for image stacks (docs/spacetime.md): :mod:`~.gmrf` (the
-precision of a persistent field plus AR(1) anomalies, and its REML likelihood)."""
+"""The space-time lattice model for image stacks (docs/spacetime.md)."""
+
+from geogp.models.spacetime.regressor import SpaceTimeDate, SpaceTimeRegressor
+
+__all__ = ["SpaceTimeDate", "SpaceTimeRegressor"]

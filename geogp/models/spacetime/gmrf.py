@@ -2,7 +2,7 @@
 
 A stack y(s, t) on a lattice's cells s and the stack's dates t_0 < … < t_{T−1} is
 
-    y(s, t) = x(s)ᵀβ + m(s) + a(s, t) + ε,   ε ~ N(0, σ²),
+    y(s, t) = x(s, t)ᵀβ + m(s) + a(s, t) + g(t) + ε,   ε ~ N(0, σ²),
 
 * m: a persistent field (each cell's own level over the whole series), Matérn ν = 1 in
   space (the lattice model's α = 2 operator, its own range ρ_m and sd s_m);
@@ -11,17 +11,21 @@ A stack y(s, t) on a lattice's cells s and the stack's dates t_0 < … < t_{T−
   time differences, not the index, set the correlation, so missing dates and irregular steps
   enter as they are. Separable: Cov a = R_T(τ) ⊗ Q_a⁻¹, precision Q_T ⊗ Q_a with Q_T the
   tridiagonal AR(1) precision;
+* g: each date's offset from the series' level (a cloud-free scene is warmer, a season
+  greener), AR(1) in time (sd s_g, time scale τ_g), so a date without data borrows it from
+  its neighbours in time;
 * β: the trend, with a flat prior (REML).
 
-The unknowns x = (m, a_0, …, a_{T−1}) have the sparse precision Q = diag(Q_m, Q_T ⊗ Q_a),
-and log|Q| = log|Q_m| + n log|Q_T| + T log|Q_a| in closed form (Neumann eigenvalues in space,
-log|Q_T| = −Σ log(1 − φ_k²)). The likelihood goes through B = Q + AᵀA/σ² (A: each observation
-sees m(s) + a(s, t)), one CHOLMOD factorisation with the custom VJP of :mod:`geogp.linalg`,
-as the 2-D lattice model's (:mod:`geogp.models.lattice.gmrf`).
+The unknowns x = (m, a_0, …, a_{T−1}, g) have the sparse precision
+Q = diag(Q_m, Q_T(τ) ⊗ Q_a, Q_T(τ_g)/s_g²), and log|Q| in closed form (Neumann eigenvalues in
+space, log|Q_T| = −Σ log(1 − φ_k²)). The likelihood goes through B = Q + AᵀA/σ² (A: each
+observation sees m(s) + a(s, t) + g(t)), one CHOLMOD factorisation with the custom VJP of
+:mod:`geogp.linalg`, as the 2-D lattice model's (:mod:`geogp.models.lattice.gmrf`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -32,38 +36,37 @@ import scipy.sparse as sp
 
 from geogp.exceptions import InputError
 from geogp.linalg import SparsePattern
+from geogp.linalg.cholmod import selected_inverse
 from geogp.models.lattice.gmrf import dense_likelihood, laplacian, laplacian_eigenvalues
 
-__all__ = ["PARAMS", "SpaceTimeProblem", "make_problem", "ar1_precision", "precision",
-           "log_marginal_likelihood", "posterior_mean"]
+__all__ = ["PARAMS", "Structure", "SpaceTimeProblem", "structure", "make_problem",
+           "ar1_precision", "precision", "log_marginal_likelihood", "posterior_mean",
+           "posterior"]
 
-# θ: the anomalies' range, sd and time scale τ; the persistent field's range and sd; noise
-PARAMS = ("log_range", "log_sd", "log_tau", "log_range_mean", "log_sd_mean", "log_noise")
+# θ: the anomalies' range, sd and time scale τ; the persistent field's range and sd; the dates'
+# offsets' sd and time scale; noise
+PARAMS = ("log_range", "log_sd", "log_tau", "log_range_mean", "log_sd_mean", "log_sd_offset",
+          "log_tau_offset", "log_noise")
 
 
-@jax.tree_util.register_pytree_node_class
-@dataclass(frozen=True)
-class SpaceTimeProblem:
-    """Everything the likelihood needs besides θ, for one stack on one lattice (a JAX pytree).
+@dataclass(frozen=True, eq=False)
+class Structure:
+    """What a lattice shape, cell size and set of dates fix, shared by every window of that
+    shape (one symbolic analysis): the pattern of B over (m, a_0, …, a_{T−1}, g) and where each
+    operator's values sit on it.
 
     Attributes:
-        pattern: ``SparsePattern`` of B over (m, a_0, …, a_{T−1}). solve: its
-            :class:`~geogp.linalg.solvers.Solver`. shape: (n_y, n_x) lattice. area: h_y h_x.
-        n_obs: N. n_trend: p. dt: (T − 1,) time steps (positive).
+        pattern: ``SparsePattern`` of B. shape: (n_y, n_x). h: cell size. dt: (T − 1,) steps.
         m_i, m_l, m_l2: (nnz,) I, L, L² of the persistent field's block on the pattern.
         a_i, a_l, a_l2: (nnz,) I, L, L² of the spatial entry of each anomaly entry (0
             elsewhere); a_time: (nnz,) int, which entry of Q_T's (diag, off-diagonal) values
-            each anomaly entry carries (−1 elsewhere).
-        e_obs: (nnz,) AᵀA. eig: (n,) the Laplacian's eigenvalues. aty: (n (T + 1), 1 + p)
-        Aᵀ[y, X]. wtw: [y, X]ᵀ[y, X].
+            each anomaly entry carries (−1 elsewhere); g_time: the same for the offsets' block.
+        eig: (n,) the Laplacian's eigenvalues.
     """
 
-    pattern: object = field(repr=False)
-    solve: object = field(repr=False)
+    pattern: SparsePattern = field(repr=False)
     shape: tuple
-    area: float
-    n_obs: int
-    n_trend: int
+    h: tuple
     dt: np.ndarray = field(repr=False)
     m_i: np.ndarray = field(repr=False)
     m_l: np.ndarray = field(repr=False)
@@ -72,20 +75,8 @@ class SpaceTimeProblem:
     a_l: np.ndarray = field(repr=False)
     a_l2: np.ndarray = field(repr=False)
     a_time: np.ndarray = field(repr=False)
-    e_obs: np.ndarray = field(repr=False)
+    g_time: np.ndarray = field(repr=False)
     eig: np.ndarray = field(repr=False)
-    aty: np.ndarray = field(repr=False)
-    wtw: np.ndarray = field(repr=False)
-
-    def tree_flatten(self) -> tuple[tuple, tuple]:
-        leaves = (self.dt, self.m_i, self.m_l, self.m_l2, self.a_i, self.a_l, self.a_l2,
-                  self.a_time, self.e_obs, self.eig, self.aty, self.wtw)
-        return leaves, (self.pattern, self.solve, self.shape, self.area, self.n_obs,
-                        self.n_trend)
-
-    @classmethod
-    def tree_unflatten(cls, aux: tuple, leaves: tuple) -> SpaceTimeProblem:
-        return cls(*aux, *leaves)
 
     @property
     def n_cells(self) -> int:
@@ -95,6 +86,105 @@ class SpaceTimeProblem:
     def n_times(self) -> int:
         return int(self.dt.shape[0] + 1)
 
+    @property
+    def n_unknowns(self) -> int:
+        return self.n_cells * (self.n_times + 1) + self.n_times
+
+    def observation_matrix(self, cells: np.ndarray, steps: np.ndarray) -> sp.csr_matrix:
+        """A: row i sees m(cells_i) + a(cells_i, steps_i) + g(steps_i)."""
+        n, rows = self.n_cells, np.arange(len(cells))
+        cols = np.concatenate([cells, n * (1 + steps) + cells, n * (1 + self.n_times) + steps])
+        return sp.csr_matrix((np.ones(3 * len(cells)), (np.tile(rows, 3), cols)),
+                             shape=(len(cells), self.n_unknowns))
+
+
+def _check_times(times: np.ndarray) -> np.ndarray:
+    times = np.asarray(times, dtype=np.float64)
+    if times.ndim != 1 or times.size < 2 or not np.all(np.diff(times) > 0):
+        raise InputError("a space-time stack needs at least two dates, strictly increasing.")
+    return times
+
+
+def structure(shape: tuple[int, int], h: tuple[float, float], times: np.ndarray) -> Structure:
+    """The :class:`Structure` of a ``shape`` lattice of cells sized ``h`` at increasing
+    ``times`` (T,); cached, so windows of one shape share one pattern and one analysis."""
+    times = _check_times(times)
+    return _structure((int(shape[0]), int(shape[1])), (float(h[0]), float(h[1])),
+                      tuple(times.tolist()))
+
+
+@functools.lru_cache(maxsize=8)
+def _structure(shape: tuple[int, int], h: tuple[float, float], times: tuple) -> Structure:
+    t_count, n = len(times), shape[0] * shape[1]
+    lap = laplacian(shape, h)
+    ops = {"i": sp.eye(n, format="csc"), "l": lap, "l2": sp.csc_matrix(lap @ lap)}
+    spatial = (abs(ops["l2"]) + abs(lap) + ops["i"]).tocsc()
+    spatial.data[:] = 1.0
+    band = sp.diags([np.ones(t_count - 1), np.ones(t_count), np.ones(t_count - 1)],
+                    [-1, 0, 1], format="csc")
+    # which Q_T value an entry carries: diag k → k, off-diagonal (k, k + 1) → T + k (1-based)
+    index = sp.diags([np.arange(t_count - 1) + t_count + 1.0, np.arange(t_count) + 1.0,
+                      np.arange(t_count - 1) + t_count + 1.0], [-1, 0, 1], format="csc")
+    m_a = sp.hstack([sp.eye(n)] * t_count, format="csc")  # m(s) with every a(s, t)
+    m_g = sp.csc_matrix(np.ones((n, t_count)))  # m(s) with every date's offset
+    a_g = sp.kron(sp.eye(t_count), np.ones((n, 1)), format="csc")  # a(s, t) with g(t)
+    pattern = SparsePattern.from_scipy(sp.bmat(
+        [[spatial, m_a, m_g], [m_a.T, sp.kron(band, spatial), a_g], [m_g.T, a_g.T, band]],
+        format="csc"))
+    zero_a, zero_m, zero_g = (sp.csc_matrix((k, k)) for k in (n * t_count, n, t_count))
+
+    def on(m=zero_m, a=zero_a, g=zero_g):
+        return pattern.values_from_scipy(sp.block_diag((m, a, g), format="csc"))
+
+    a_time = np.rint(on(a=sp.kron(index, spatial))).astype(np.int64) - 1
+    g_time = np.rint(on(g=index)).astype(np.int64) - 1
+    kron = functools.partial(sp.kron, band)
+    return Structure(pattern, shape, h, np.diff(np.asarray(times)), on(m=ops["i"]),
+                     on(m=ops["l"]), on(m=ops["l2"]), on(a=kron(ops["i"])),
+                     on(a=kron(ops["l"])), on(a=kron(ops["l2"])), a_time, g_time,
+                     laplacian_eigenvalues(shape, h))
+
+
+@jax.tree_util.register_pytree_node_class
+@dataclass(frozen=True)
+class SpaceTimeProblem:
+    """Everything the likelihood needs besides θ, for one stack on one lattice (a JAX pytree).
+
+    Attributes:
+        structure: the :class:`Structure` (shape, dates, pattern). solve: the
+            :class:`~geogp.linalg.solvers.Solver` of B. n_obs: N. n_trend: p.
+        e_obs: (nnz,) AᵀA on the pattern. aty: (unknowns, 1 + p) Aᵀ[y, X].
+        wtw: [y, X]ᵀ[y, X].
+    """
+
+    structure: Structure = field(repr=False)
+    solve: object = field(repr=False)
+    n_obs: int
+    n_trend: int
+    e_obs: np.ndarray = field(repr=False)
+    aty: np.ndarray = field(repr=False)
+    wtw: np.ndarray = field(repr=False)
+
+    def tree_flatten(self) -> tuple[tuple, tuple]:
+        return (self.e_obs, self.aty, self.wtw), (self.structure, self.solve, self.n_obs,
+                                                  self.n_trend)
+
+    @classmethod
+    def tree_unflatten(cls, aux: tuple, leaves: tuple) -> SpaceTimeProblem:
+        return cls(*aux, *leaves)
+
+    @property
+    def pattern(self) -> SparsePattern:
+        return self.structure.pattern
+
+    @property
+    def n_cells(self) -> int:
+        return self.structure.n_cells
+
+    @property
+    def n_times(self) -> int:
+        return self.structure.n_times
+
 
 def make_problem(shape: tuple[int, int], h: tuple[float, float], times: np.ndarray,
                  cells: np.ndarray, steps: np.ndarray, y: np.ndarray, X: np.ndarray,
@@ -102,49 +192,14 @@ def make_problem(shape: tuple[int, int], h: tuple[float, float], times: np.ndarr
     """The problem of observations ``y`` (N,) at lattice ``cells`` (N,) (row-major flat) and
     date indices ``steps`` (N,) of a stack with increasing ``times`` (T,) on a ``shape``
     lattice of cells sized ``h``, with trend columns ``X`` (N, p) and the ``solve``r of B."""
-    times = np.asarray(times, dtype=np.float64)
-    dt = np.diff(times)
-    if times.ndim != 1 or times.size < 2 or not np.all(dt > 0):
-        raise InputError("a space-time stack needs at least two dates, strictly increasing.")
-    n, t_count = int(shape[0] * shape[1]), int(times.size)
-    lap = laplacian(shape, h)
-    ops = {"i": sp.eye(n, format="csc"), "l": lap, "l2": sp.csc_matrix(lap @ lap)}
-    spatial = (abs(ops["l2"]) + abs(lap) + ops["i"]).tocsc()
-    spatial.data[:] = 1.0
-    time_band = sp.diags([np.ones(t_count - 1), np.ones(t_count), np.ones(t_count - 1)],
-                         [-1, 0, 1], format="csc")
-    # which Q_T value an anomaly entry carries: diag k → k, off-diagonal (k, k + 1) → T + k
-    index = sp.diags([np.arange(t_count - 1) + t_count + 1.0, np.arange(t_count) + 1.0,
-                      np.arange(t_count - 1) + t_count + 1.0], [-1, 0, 1], format="csc")
-    coupling = sp.hstack([sp.eye(n)] * t_count, format="csc")  # m(s) with every a(s, t)
-    structure = sp.bmat([[spatial, coupling], [coupling.T, sp.kron(time_band, spatial)]],
-                        format="csc")
-    pattern = SparsePattern.from_scipy(structure)
-    zero_t = sp.csc_matrix((n * t_count, n * t_count))
-    zero_m = sp.csc_matrix((n, n))
-
-    def persistent(op):
-        return pattern.values_from_scipy(sp.block_diag((op, zero_t), format="csc"))
-
-    def anomalies(op):
-        return pattern.values_from_scipy(sp.block_diag((zero_m, sp.kron(time_band, op)),
-                                                       format="csc"))
-
-    a_time = np.rint(pattern.values_from_scipy(
-        sp.block_diag((zero_m, sp.kron(index, spatial)), format="csc"))).astype(np.int64) - 1
+    st = structure(shape, h, times)
     cells, steps = np.asarray(cells, dtype=np.int64), np.asarray(steps, dtype=np.int64)
     y, X = np.asarray(y, dtype=np.float64), np.asarray(X, dtype=np.float64).reshape(len(y), -1)
-    unknowns = n * (t_count + 1)
-    rows = np.arange(len(y))
-    a = sp.csr_matrix((np.ones(2 * len(y)), (np.concatenate([rows, rows]), np.concatenate(
-        [cells, n * (1 + steps) + cells]))), shape=(len(y), unknowns))
+    a = st.observation_matrix(cells, steps)
     w = np.column_stack([y, X])
-    return SpaceTimeProblem(
-        pattern, solve, (int(shape[0]), int(shape[1])), float(h[0] * h[1]), len(y),
-        int(X.shape[1]), dt, persistent(ops["i"]), persistent(ops["l"]), persistent(ops["l2"]),
-        anomalies(ops["i"]), anomalies(ops["l"]), anomalies(ops["l2"]), a_time,
-        pattern.values_from_scipy(sp.csc_matrix(a.T @ a)), laplacian_eigenvalues(shape, h),
-        np.asarray(a.T @ w), w.T @ w)
+    return SpaceTimeProblem(st, solve, len(y), int(X.shape[1]),
+                            st.pattern.values_from_scipy(sp.csc_matrix(a.T @ a)),
+                            np.asarray(a.T @ w), w.T @ w)
 
 
 def ar1_precision(dt: jax.Array, tau: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -164,20 +219,30 @@ def _matern(log_range, log_sd, area: float):
     return kappa2, c
 
 
+def _carried(index: np.ndarray, values: jax.Array) -> jax.Array:
+    return jnp.where(index >= 0, values[jnp.maximum(index, 0)], 0.0)
+
+
 def precision(params: dict, problem: SpaceTimeProblem) -> tuple[jax.Array, jax.Array]:
     """(Q on the pattern, log|Q|) at θ (standardised units, lattice length unit, time in the
     stack's unit)."""
-    k_m, c_m = _matern(params["log_range_mean"], params["log_sd_mean"], problem.area)
-    k_a, c_a = _matern(params["log_range"], params["log_sd"], problem.area)
-    diag, off, logdet_t = ar1_precision(jnp.asarray(problem.dt), jnp.exp(params["log_tau"]))
-    time_values = jnp.concatenate([diag, off])
-    carried = jnp.where(problem.a_time >= 0, time_values[jnp.maximum(problem.a_time, 0)], 0.0)
-    q = c_m * (k_m**2 * problem.m_i + 2.0 * k_m * problem.m_l + problem.m_l2)
-    q = q + carried * c_a * (k_a**2 * problem.a_i + 2.0 * k_a * problem.a_l + problem.a_l2)
-    n, t_count = problem.eig.shape[0], problem.n_times
-    logdet_m = n * jnp.log(c_m) + 2.0 * jnp.sum(jnp.log(k_m + problem.eig))
-    logdet_a = n * jnp.log(c_a) + 2.0 * jnp.sum(jnp.log(k_a + problem.eig))
-    return q, logdet_m + n * logdet_t + t_count * logdet_a
+    st = problem.structure
+    area = st.h[0] * st.h[1]
+    k_m, c_m = _matern(params["log_range_mean"], params["log_sd_mean"], area)
+    k_a, c_a = _matern(params["log_range"], params["log_sd"], area)
+    dt = jnp.asarray(st.dt)
+    diag, off, logdet_t = ar1_precision(dt, jnp.exp(params["log_tau"]))
+    g_diag, g_off, logdet_g = ar1_precision(dt, jnp.exp(params["log_tau_offset"]))
+    c_g = jnp.exp(-2.0 * params["log_sd_offset"])
+    q = c_m * (k_m**2 * st.m_i + 2.0 * k_m * st.m_l + st.m_l2)
+    q = q + _carried(st.a_time, jnp.concatenate([diag, off])) * c_a * (
+        k_a**2 * st.a_i + 2.0 * k_a * st.a_l + st.a_l2)
+    q = q + c_g * _carried(st.g_time, jnp.concatenate([g_diag, g_off]))
+    n, t_count = st.n_cells, st.n_times
+    logdet_m = n * jnp.log(c_m) + 2.0 * jnp.sum(jnp.log(k_m + st.eig))
+    logdet_a = n * jnp.log(c_a) + 2.0 * jnp.sum(jnp.log(k_a + st.eig))
+    logdet = logdet_m + n * logdet_t + t_count * logdet_a + logdet_g + t_count * jnp.log(c_g)
+    return q, logdet
 
 
 @jax.jit
@@ -185,12 +250,13 @@ def _evaluate(params, problem: SpaceTimeProblem):
     q, logdet_q = precision(params, problem)
     noise = jnp.exp(2.0 * params["log_noise"])
     rhs = problem.aty / noise
-    logdet_b, s = problem.solve(problem.pattern, q + problem.e_obs / noise, rhs)
+    b = q + problem.e_obs / noise
+    logdet_b, s = problem.solve(problem.pattern, b, rhs)
     m = problem.wtw / noise - rhs.T @ s
     logdet_sigma = logdet_b - logdet_q + problem.n_obs * jnp.log(noise)
-    ll, w, _, _ = dense_likelihood(params, m, logdet_sigma, problem.n_obs, jnp.zeros(0), 0.0,
+    ll, w, a, _ = dense_likelihood(params, m, logdet_sigma, problem.n_obs, jnp.zeros(0), 0.0,
                                    "matern32")
-    return ll, s, w
+    return ll, s, w, a, b
 
 
 def log_marginal_likelihood(params: dict, problem: SpaceTimeProblem) -> jax.Array:
@@ -199,11 +265,47 @@ def log_marginal_likelihood(params: dict, problem: SpaceTimeProblem) -> jax.Arra
     return _evaluate(params, problem)[0]
 
 
+def _unknowns_per_value(st: Structure) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Flat (T n,) indices of m(s), a(s, t) and g(t) behind f(s, t), date-major."""
+    n, t_count = st.n_cells, st.n_times
+    cells = np.tile(np.arange(n), t_count)
+    steps = np.repeat(np.arange(t_count), n)
+    return cells, n * (1 + steps) + cells, n * (1 + t_count) + steps
+
+
 def posterior_mean(params: dict, problem: SpaceTimeProblem) -> tuple[np.ndarray, np.ndarray]:
-    """(E[m + a | y] as (T, n) per date and cell, β̂): the latent field's posterior mean
-    without the trend, and the trend's coefficients."""
-    _, s, w = _evaluate(params, problem)
+    """(E[f | y] as (T, n) per date and cell, β̂), f = m + a + g: the latent field's posterior
+    mean without the trend, and the trend's coefficients."""
+    _, s, w, _, _ = _evaluate(params, problem)
     s, w = np.asarray(s), np.asarray(w)
     x = s[:, 0] - s[:, 1:] @ w  # B⁻¹Aᵀ(y − Xβ̂)/σ²
-    n = problem.n_cells
-    return x[:n][None, :] + x[n:].reshape(problem.n_times, n), w
+    im, ia, ig = _unknowns_per_value(problem.structure)
+    return (x[im] + x[ia] + x[ig]).reshape(problem.n_times, problem.n_cells), w
+
+
+def posterior(params: dict, problem: SpaceTimeProblem, x_new: np.ndarray | None = None,
+              ordering: str = "metis") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, variance, β̂) of xᵀβ + f at every (date, cell), as (T, n), universal kriging:
+    the variance adds the trend's, (x − Uᵀe)ᵀ Var(β̂) (x − Uᵀe) with U = B⁻¹AᵀX/σ². ``x_new``:
+    (T, n, p) trend columns at every value (default: the intercept, ones). Variances come
+    from one selected inversion of B (CHOLMOD backend)."""
+    _, s, w, a, b = _evaluate(params, problem)
+    s, w, a = np.asarray(s), np.asarray(w), np.asarray(a)
+    st = problem.structure
+    t_count, n, p = st.n_times, st.n_cells, problem.n_trend
+    x_new = np.ones((t_count, n, p)) if x_new is None else np.asarray(x_new)
+    im, ia, ig = _unknowns_per_value(st)
+    x = s[:, 0] - s[:, 1:] @ w
+    mean = (x[im] + x[ia] + x[ig]).reshape(t_count, n) + x_new @ w
+    z = selected_inverse(st.pattern, np.asarray(b), ordering=ordering)
+    big = st.pattern.n
+
+    def entry(i, j):  # (B⁻¹)[i, j] with i ≥ j, on the pattern's lower triangle
+        return z[st.pattern.positions_of_keys(j.astype(np.int64) * big + i)]
+
+    var = (entry(im, im) + entry(ia, ia) + entry(ig, ig)
+           + 2.0 * (entry(ia, im) + entry(ig, im) + entry(ig, ia))).reshape(t_count, n)
+    u = s[:, 1:]
+    r = x_new - (u[im] + u[ia] + u[ig]).reshape(t_count, n, p)
+    var = var + np.einsum("tnp,pq,tnq->tn", r, np.linalg.inv(a), r)
+    return mean, var, w

@@ -1,0 +1,290 @@
+"""Issue #43: the space-time model on image stacks.
+
+``sim``: simulated stacks with a known truth and cloud-shaped gaps, scored on the hidden
+cells against the oracle (universal kriging with the true space-time covariance, dense), and
+against geogp fitted image by image. Two truths: ``separable`` (the model's own form:
+persistent field + AR(1) anomalies + dates' offsets) and ``sum`` (anomalies the sum of a
+short-range fast and a long-range slow separable field: not separable, not the model's form).
+Coverage is reported by stratum: distance in space to the nearest observed cell of the same
+date, and dates since the cell was last observed.
+
+``sst``: the AVHRR sea-surface-temperature example of the DINEOF repository
+(aida-alvera/DINEOF, SmallExample/alboranSST_small.nc, GPL-2.0; 10 days, 201 × 301 cells,
+80 % missing), fetched into benchmarks/out/ (or ``--data PATH``), never shipped. Gap-shaped
+folds: each date's cloud shape moved onto the observed cells of another date.
+
+Usage: .venv/bin/python benchmarks/bench_spacetime.py sim [--shape 32 32 --dates 16]
+       .venv/bin/python benchmarks/bench_spacetime.py sst [--data PATH]
+       .venv/bin/python benchmarks/bench_spacetime.py cost [--dates 48]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+import urllib.request
+import warnings
+
+import numpy as np
+import pandas as pd
+import scipy.linalg as sla
+import xarray as xr
+from scipy.ndimage import distance_transform_edt, gaussian_filter
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import geogp
+from geogp.metrics import crps_gaussian
+from geogp.models.lattice.gmrf import laplacian
+
+from _machine import cpu_model
+
+SST_URL = ("https://raw.githubusercontent.com/aida-alvera/DINEOF/master/SmallExample/"
+           "alboranSST_small.nc")
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
+
+
+def machine() -> str:
+    with open("/proc/loadavg") as fh:
+        load = fh.read().split()[0]
+    return f"{cpu_model()}, {os.cpu_count()} cores, load {load}, {time.strftime('%Y-%m-%d')}"
+
+
+# ---------------------------------------------------------------- simulated stacks
+def matern_cov(shape, rng_range, sd):
+    """The lattice's α = 2 field's covariance, densely (unit cells; as the model's)."""
+    n = shape[0] * shape[1]
+    k2 = 8.0 / rng_range**2
+    c = 1.0 / (4 * math.pi * k2 * sd**2)
+    op = k2 * np.eye(n) + laplacian(shape, (1.0, 1.0)).toarray()
+    return np.linalg.inv(c * op @ op)
+
+
+def exp_time(times, tau):
+    return np.exp(-np.abs(times[:, None] - times[None, :]) / tau)
+
+
+TRUTHS = {
+    "separable": {"mean": (4.0, 1.0), "anomalies": [(6.0, 0.6, 16.0)], "offset": (0.5, 40.0),
+                  "noise": 0.1},
+    "sum": {"mean": (4.0, 1.0), "anomalies": [(2.5, 0.45, 8.0), (12.0, 0.5, 64.0)],
+            "offset": (0.5, 40.0), "noise": 0.1},
+}
+
+
+def truth_cov(shape, times, truth):
+    """Cov f over (date, cell), date-major."""
+    n, t = shape[0] * shape[1], times.size
+    c = np.kron(np.ones((t, t)), matern_cov(shape, *truth["mean"]))
+    for rng_range, sd, tau in truth["anomalies"]:
+        c += np.kron(exp_time(times, tau), matern_cov(shape, rng_range, sd))
+    sd_g, tau_g = truth["offset"]
+    c += np.kron(sd_g**2 * exp_time(times, tau_g), np.ones((n, n)))
+    return c
+
+
+def cloud_masks(shape, t, frac, rng, scale=3.0):
+    """Cloud-like masks: smoothed noise above a threshold, covering a varying share per date."""
+    out = np.empty((t, *shape), bool)
+    for k in range(t):
+        share = float(np.clip(frac * rng.uniform(0.2, 1.8), 0.0, 0.97))
+        z = gaussian_filter(rng.standard_normal(shape), scale, mode="wrap")
+        out[k] = z > np.quantile(z, 1 - share)
+    return out
+
+
+def strata(mask):
+    """(distance in cells to the nearest observed cell of the same date, dates since the cell
+    was last observed: 1, 2, … or −1 never) for every (date, cell)."""
+    dist = np.stack([distance_transform_edt(m) for m in mask])
+    since = np.full(mask.shape, -1)
+    last = np.full(mask.shape[1:], -1)
+    for k in range(mask.shape[0]):
+        since[k] = np.where(last >= 0, k - last, -1)
+        last = np.where(~mask[k], k, last)
+    return dist, since
+
+
+def oracle(y, mask, cov, noise):
+    """Universal kriging (intercept) with the true covariance: mean and sd of a new
+    observation at every (date, cell)."""
+    obs = ~mask.ravel()
+    k = cov[:, obs]
+    chol = sla.cho_factor(cov[np.ix_(obs, obs)] + noise**2 * np.eye(int(obs.sum())))
+    ones = np.ones(int(obs.sum()))
+    si1 = sla.cho_solve(chol, ones)
+    beta = si1 @ y.ravel()[obs] / (ones @ si1)
+    resid = sla.cho_solve(chol, y.ravel()[obs] - beta)
+    mean = beta + k @ resid
+    kinv = sla.cho_solve(chol, k.T)
+    r = 1.0 - k @ si1
+    var = np.diag(cov) - np.einsum("ij,ji->i", k, kinv) + r**2 / (ones @ si1)
+    return mean.reshape(y.shape), np.sqrt(var + noise**2).reshape(y.shape)
+
+
+def as_stack(values, times):
+    _, ny, nx = values.shape
+    return xr.DataArray(values, dims=("time", "y", "x"), coords={
+        "time": np.datetime64("2020-01-01") + times.astype("timedelta64[D]"),
+        "y": 1000.0 * np.arange(ny)[::-1], "x": 1000.0 * np.arange(nx)}).rio.write_crs(32633)
+
+
+def scores(name, y, f, mean, sd, hidden, dist, since, seconds):
+    err = mean[hidden] - f[hidden]
+    row = {"method": name, "rmse": float(np.sqrt(np.mean(err**2))),
+           "crps": float(crps_gaussian(y[hidden], mean[hidden], sd[hidden])),
+           "cov95": float(np.mean(np.abs(y[hidden] - mean[hidden]) <= 1.96 * sd[hidden])),
+           "seconds": seconds}
+    inside = np.abs(y - mean) <= 1.96 * sd
+    for lo, hi in ((0, 1.5), (1.5, 4), (4, 8), (8, np.inf)):
+        sel = hidden & (dist > lo) & (dist <= hi)
+        row[f"cov d{lo:g}-{hi:g}"] = float(inside[sel].mean()) if sel.any() else np.nan
+    for label, when in (("seen 1", since == 1), ("seen 2-3", (since >= 2) & (since <= 3)),
+                        ("seen 4+", since >= 4), ("never", since < 0)):
+        sel = hidden & when
+        row[f"cov {label}"] = float(inside[sel].mean()) if sel.any() else np.nan
+    return row
+
+
+def run_sim(args):
+    shape, times = tuple(args.shape), np.arange(args.dates) * args.step
+    rows = []
+    for truth_name in args.truths:
+        for seed in range(args.seeds):
+            rng = np.random.default_rng(seed)
+            truth = TRUTHS[truth_name]
+            cov = truth_cov(shape, times, truth)
+            f = 10.0 + (np.linalg.cholesky(cov + 1e-9 * np.eye(cov.shape[0]))
+                        @ rng.standard_normal(cov.shape[0])).reshape(args.dates, *shape)
+            y = f + truth["noise"] * rng.standard_normal(f.shape)
+            mask = cloud_masks(shape, args.dates, args.frac, rng)
+            dist, since = strata(mask)
+            t0 = time.perf_counter()
+            m_or, s_or = oracle(y, mask, cov, truth["noise"])
+            found = [scores("oracle", y, f, m_or, s_or, mask, dist, since,
+                            time.perf_counter() - t0)]
+            da = as_stack(np.where(mask, np.nan, y), times)
+            for method, kw in (("spacetime", {"model": "spacetime"}),
+                               ("per image", {})):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    t0 = time.perf_counter()
+                    pred = geogp.fit(da, **kw).predict()
+                    secs = time.perf_counter() - t0
+                found.append(scores(method, y, f, pred["mean"].values, pred["std"].values,
+                                    mask, dist, since, secs))
+            for r in found:
+                r.update(truth=truth_name, seed=seed)
+            rows += found
+            print(pd.DataFrame(found).set_index("method").round(4).to_string(), flush=True)
+    table = pd.DataFrame(rows)
+    print(f"\n# sim {shape[0]}×{shape[1]}×{args.dates} dates every {args.step:g} d, "
+          f"~{args.frac:.0%} clouded; {machine()}")
+    mean = table.groupby(["truth", "method"]).mean(numeric_only=True).drop(columns="seed")
+    print(mean.round(4).to_string())
+    for truth_name in args.truths:
+        ref = mean.loc[(truth_name, "oracle")]
+        got = mean.loc[(truth_name, "spacetime")]
+        print(f"{truth_name}: spacetime / oracle RMSE {got.rmse / ref.rmse:.3f}, "
+              f"CRPS {got.crps / ref.crps:.3f}")
+
+
+# ---------------------------------------------------------------- the SST stack
+def sst_stack(path):
+    if path is None:
+        os.makedirs(OUT, exist_ok=True)
+        path = os.path.join(OUT, "alboranSST_small.nc")
+        if not os.path.exists(path):
+            print(f"fetching {SST_URL}", flush=True)
+            urllib.request.urlretrieve(SST_URL, path + ".part")
+            os.replace(path + ".part", path)
+    ds = xr.open_dataset(path, decode_times=False).rename({"lat": "y", "lon": "x"})
+    ds = ds.sortby("y", ascending=False)  # north up, as rasters are
+    sea = ds["mask"].values > 0
+    sst = ds["SST"].astype("float64").where(sea)
+    days = (sst.time.values - sst.time.values[0]).astype("int64")
+    sst = sst.assign_coords(time=np.datetime64("2015-01-01") + days.astype("timedelta64[D]"))
+    return sst.rio.write_crs(4326), sea
+
+
+def run_sst(args):
+    da, sea = sst_stack(args.data)
+    v = da.values
+    t = v.shape[0]
+    observed = np.isfinite(v)
+    rng = np.random.default_rng(0)
+    hidden = np.zeros_like(observed)
+    for k in range(t):  # another date's clouds (over the sea) onto this date's observed cells
+        other = (k + 1 + int(rng.integers(t - 1))) % t
+        cloud = sea & ~observed[other]
+        hidden[k] = observed[k] & cloud
+    # score on a fraction, so that data remain: every other hidden cell in a checkerless way
+    print(f"# SST stack {v.shape}, observed {observed.mean():.3f}, hidden {hidden.sum()} "
+          f"({hidden.sum() / observed.sum():.2f} of the observed); {machine()}", flush=True)
+    train = da.where(~hidden)
+    dist, since = strata(~np.isfinite(train.values) | ~sea)
+    rows = []
+    for method, kw in (("spacetime", {"model": "spacetime"}), ("per image", {})):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t0 = time.perf_counter()
+            pred = geogp.fit(train, **kw).predict()
+            secs = time.perf_counter() - t0
+        rows.append(scores(method, v, v, pred["mean"].values, pred["std"].values, hidden,
+                           dist, since, secs))
+        print(pd.DataFrame(rows[-1:]).set_index("method").round(4).to_string(), flush=True)
+    print(pd.DataFrame(rows).set_index("method").round(4).to_string())
+
+
+def run_cost(args):
+    """Time of one tile's exact posterior (factorisation + selected inversion) by tile side."""
+    from geogp.linalg.solvers import Solver
+    from geogp.models.spacetime.gmrf import make_problem, posterior
+
+    times = np.arange(args.dates) * 8.0
+    params = {"log_range": math.log(5.0), "log_sd": math.log(0.5), "log_tau": math.log(16.0),
+              "log_range_mean": math.log(4.0), "log_sd_mean": math.log(0.7),
+              "log_sd_offset": math.log(0.3), "log_tau_offset": math.log(40.0),
+              "log_noise": math.log(0.1)}
+    print(f"# one tile's posterior, {args.dates} dates; {machine()}")
+    for side in args.sides:
+        n = side * side
+        keep = np.flatnonzero(np.random.default_rng(0).uniform(size=n * args.dates) < 0.7)
+        steps, cells = np.divmod(keep, n)
+        y = np.random.default_rng(1).standard_normal(keep.size)
+        t0 = time.perf_counter()
+        prob = make_problem((side, side), (1.0, 1.0), times, cells, steps, y,
+                            np.ones((keep.size, 1)), Solver("cholmod", ordering=args.ordering))
+        t1 = time.perf_counter()
+        posterior(params, prob, ordering=args.ordering)
+        t2 = time.perf_counter()
+        posterior(params, prob, ordering=args.ordering)
+        t3 = time.perf_counter()
+        print(f"side {side}: setup {t1 - t0:.2f} s, first posterior {t2 - t1:.2f} s, "
+              f"again {t3 - t2:.2f} s ({(t3 - t2) / n * 1e3:.2f} ms per cell)", flush=True)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("sim")
+    s.add_argument("--shape", type=int, nargs=2, default=[32, 32])
+    s.add_argument("--dates", type=int, default=16)
+    s.add_argument("--step", type=float, default=8.0)
+    s.add_argument("--frac", type=float, default=0.35)
+    s.add_argument("--seeds", type=int, default=2)
+    s.add_argument("--truths", nargs="+", default=list(TRUTHS))
+    s = sub.add_parser("sst")
+    s.add_argument("--data", default=None)
+    s = sub.add_parser("cost")
+    s.add_argument("--dates", type=int, default=48)
+    s.add_argument("--sides", type=int, nargs="+", default=[16, 24, 32, 40])
+    s.add_argument("--ordering", default="metis")
+    args = p.parse_args(argv)
+    {"sim": run_sim, "sst": run_sst, "cost": run_cost}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()

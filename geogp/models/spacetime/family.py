@@ -1,0 +1,114 @@
+"""The space-time family (:class:`~geogp.models.spacetime.SpaceTimeRegressor`): one model for a
+whole image stack on a regular raster, fitted jointly over the dates (``fits_series``); the
+front end keeps one :class:`~geogp.models.spacetime.SpaceTimeDate` per date."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from geogp.exceptions import InputError
+from geogp.families.generic import Family
+from geogp.grid_checks import spacing
+from geogp.models.base import Prediction
+from geogp.models.spacetime.regressor import SpaceTimeDate, SpaceTimeRegressor
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
+__all__ = ["SpaceTimeFamily", "FAMILY"]
+
+
+class SpaceTimeFamily(Family[SpaceTimeDate]):
+    """The family of :class:`~geogp.models.spacetime.SpaceTimeRegressor`."""
+
+    name = "spacetime"
+    model_class = SpaceTimeRegressor
+    fits_series = single_range = True
+    default_maxiter = None
+
+    def fit_series(self, est: SpaceTimeRegressor, axes: list, values: ArrayLike,
+                   times: np.ndarray, regular: bool) -> list[SpaceTimeDate]:
+        """Fit the stack ``values`` (T, N_y, N_x) at ``times`` (T,, days) on the grid ``axes``
+        (model units); one :class:`SpaceTimeDate` per date."""
+        if not regular:
+            raise InputError("model='spacetime' needs a regular raster (equal steps along "
+                             "each axis); this one is irregular.")
+        v = np.asarray(values, dtype=np.float64)
+        if np.isinf(v).any():
+            raise InputError("the stack contains infinite values; replace them by NaN "
+                             "(missing) or finite numbers.")
+        steps = tuple(abs(spacing(np.asarray(a, dtype=np.float64))) for a in axes)
+        est.fit(v, times, steps)
+        est.axes_ = [np.asarray(a, dtype=np.float64) for a in axes]
+        return [SpaceTimeDate(est, k) for k in range(v.shape[0])]
+
+    def fit_grid(self, est: Any, axes: list, values: ArrayLike, regular: bool,
+                 covariates: np.ndarray | None = None) -> Any:
+        raise InputError("model='spacetime' fits a stack of dates (a time dimension with at "
+                         "least two dates); for one image use model='lattice'.")
+
+    def fit_points(self, est: Any, X: np.ndarray, y: np.ndarray,
+                   target_axes: list[np.ndarray] | None = None,
+                   units: str = "coordinate units") -> Any:
+        raise InputError("model='spacetime' fits raster stacks only; grid the points first.")
+
+    def predict_rows(self, est: SpaceTimeDate, rows: np.ndarray, cols: np.ndarray,
+                     outside: str = "raise") -> Prediction:
+        """The posterior on the fitted stack's own cells (rows and columns of its grid)."""
+        model = est.model
+        index = [_cells(model.axes_[i], np.asarray(q, dtype=np.float64), outside)
+                 for i, q in enumerate((rows, cols))]
+        block = np.ix_(index[0], index[1])
+        inside = (index[0][:, None] >= 0) & (index[1][None, :] >= 0)
+        out = []
+        for field in (model.mean_, model.sd_latent_**2, model.sd_observed_**2):
+            values = field[est.index][block]
+            out.append(np.where(inside, values, np.nan))
+        return Prediction(*out)
+
+    def predict_at(self, est: SpaceTimeDate, X: np.ndarray, outside: str = "raise") -> Prediction:
+        model = est.model
+        iy = _cells(model.axes_[0], X[:, 0], outside)
+        ix = _cells(model.axes_[1], X[:, 1], outside)
+        ok = (iy >= 0) & (ix >= 0)
+        return Prediction(*(np.where(ok, f[est.index][iy, ix], np.nan) for f in (
+            model.mean_, model.sd_latent_**2, model.sd_observed_**2)))
+
+    def hyperparameters(self, est: SpaceTimeDate) -> dict:
+        model = est.model
+        p, unit, scale = model.params_, model.unit_, model.scale_
+        ell = math.exp(p["log_range"]) * unit
+        return {"lengthscale": np.array([[ell, ell]]),
+                "signal_sd": math.exp(p["log_sd"]) * scale,
+                "noise_sd": math.exp(p["log_noise"]) * scale,
+                "range_persistent": math.exp(p["log_range_mean"]) * unit,
+                "sd_persistent": math.exp(p["log_sd_mean"]) * scale,
+                "time_scale_days": math.exp(p["log_tau"]),
+                "sd_offset": math.exp(p["log_sd_offset"]) * scale,
+                "time_scale_offset_days": math.exp(p["log_tau_offset"])}
+
+    def unknowns(self, est: SpaceTimeDate, n_features: int | str | None) -> str:
+        t, ny, nx = est.model.shape_
+        return f", a space-time lattice of {ny} × {nx} cells × {t} dates"
+
+
+def _cells(axis: np.ndarray, q: np.ndarray, outside: str) -> np.ndarray:
+    """Index of each coordinate ``q`` on the fitted ``axis`` (−1: none, with outside="nan")."""
+    step = abs(float(axis[1] - axis[0])) if axis.size > 1 else 1.0
+    order = np.argsort(axis)
+    pos = np.clip(np.searchsorted(axis[order], q), 0, axis.size - 1)
+    near = np.where(np.abs(axis[order][np.maximum(pos - 1, 0)] - q)
+                    < np.abs(axis[order][pos] - q), np.maximum(pos - 1, 0), pos)
+    idx = order[near]
+    hit = np.abs(axis[idx] - q) <= 1e-6 * step
+    if not hit.all() and outside == "raise":
+        raise InputError("model='spacetime' predicts on the fitted stack's own cells; this "
+                         "grid has cells elsewhere (predict with like=None, or pass "
+                         "outside='nan').")
+    return np.where(hit, idx, -1)
+
+
+FAMILY = SpaceTimeFamily()

@@ -1,0 +1,228 @@
+"""The space-time lattice model's estimator: REML on a few windows of the stack, then the exact
+posterior on overlapping tiles in space, each over every date (docs/spacetime.md).
+
+Works in model units: cells of the lattice (the y step is the length unit), days, and values
+standardised by the observed mean and sd; :mod:`geogp.models.spacetime.family` converts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import jax
+import numpy as np
+
+from geogp.exceptions import InputError, NotFittedError
+from geogp.linalg.solvers import Solver
+from geogp.models.spacetime.gmrf import PARAMS, log_marginal_likelihood, make_problem, posterior
+from geogp.optimize import FitReport, minimize_lbfgs
+
+__all__ = ["SpaceTimeDate", "SpaceTimeRegressor", "Window", "WINDOW_UNKNOWNS", "auto_side",
+           "windows"]
+
+
+@dataclass(frozen=True)
+class Window:
+    """A tile: rows ``y0:y1`` and columns ``x0:x1`` of the lattice, every date; its core
+    (``cy0:cy1``, ``cx0:cx1``, absolute) is what the tile predicts."""
+
+    y0: int
+    y1: int
+    x0: int
+    x1: int
+    cy0: int
+    cy1: int
+    cx0: int
+    cx1: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.y1 - self.y0, self.x1 - self.x0)
+
+
+def _spans(n: int, size: int, halo: int) -> list[tuple[int, int, int, int]]:
+    """(start, stop, core start, core stop) along one axis: cores partition 0..n, each window
+    is ``size`` long (or n) and holds its core with up to ``halo`` cells each side."""
+    if n <= size:
+        return [(0, n, 0, n)]
+    core = size - 2 * halo
+    out = []
+    for c0 in range(0, n, core):
+        c1 = min(c0 + core, n)
+        s0 = min(max(c0 - halo, 0), n - size)
+        out.append((s0, s0 + size, c0, c1))
+    return out
+
+
+def windows(shape: tuple[int, int], size: int, halo: int) -> list[Window]:
+    """The tiles covering a ``shape`` lattice: one window shape for all (one analysis)."""
+    if size <= 2 * halo:
+        raise InputError(f"tile ({size}) must be larger than twice the halo ({halo}).")
+    return [Window(a[0], a[1], b[0], b[1], a[2], a[3], b[2], b[3])
+            for a in _spans(shape[0], size, halo) for b in _spans(shape[1], size, halo)]
+
+
+# unknowns of one window (cells × (dates + 1)): its factor's root separator holds a row of
+# cells times every date, so the cost climbs steeply past this (benchmarks/bench_spacetime.py
+# cost: 16² cells × 48 dates 1.5 s, 20² × 48 dates 12 s)
+WINDOW_UNKNOWNS = 13_000
+
+
+def auto_side(n_dates: int) -> int:
+    """The side of a window of about :data:`WINDOW_UNKNOWNS` unknowns (12 to 64 cells)."""
+    return int(np.clip(math.sqrt(WINDOW_UNKNOWNS / (n_dates + 1)), 12, 64))
+
+
+def _count(value, name: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise InputError(f"{name} must be 'auto' or an integer ≥ {low} (cells); got {value!r}.")
+    return int(value)
+
+
+def _loss(params: dict, *problems) -> jax.Array:
+    n_obs = sum(p.n_obs for p in problems)
+    return -sum(log_marginal_likelihood(params, p) for p in problems) / n_obs
+
+
+class SpaceTimeRegressor:
+    """Exact space-time lattice GP (persistent field + AR(1) anomalies + dates' offsets) on
+    tiles; see :mod:`geogp.models.spacetime.gmrf` for the model.
+
+    Args:
+        tile: side of a prediction tile in cells (every date); ``"auto"``: about
+            :data:`WINDOW_UNKNOWNS` unknowns (:func:`auto_side`). halo: cells of context on
+            each side of a tile's core (``"auto"``: a fifth of the tile, at least 3).
+        fit_size: side of a window the hyperparameters are learnt on (``"auto"``: as a tile);
+            fit_windows: how many (those with the most observations), their restricted
+            likelihoods summed.
+        maxiter: L-BFGS iterations. optimize: learn θ (else keep ``params``).
+        params: starting (or, with ``optimize=False``, fixed) θ in model units.
+        ordering: CHOLMOD's ordering (METIS: the least fill on these patterns).
+        progress: ``progress(done, total)`` after each tile.
+
+    Attributes:
+        params_: θ (model units). loc_, scale_: the standardisation. fit_report_: L-BFGS's.
+        times_: dates (days). h_: cell size (y step = 1).
+    """
+
+    def __init__(self, *, tile: int | str = "auto", halo: int | str = "auto",
+                 fit_size: int | str = "auto",
+                 fit_windows: int = 2, maxiter: int = 60, optimize: bool = True,
+                 params: dict | None = None, ordering: str = "metis",
+                 progress: Callable[[int, int], None] | None = None) -> None:
+        self.tile, self.halo = tile, halo
+        self.fit_size, self.fit_windows = fit_size, fit_windows
+        self.maxiter, self.optimize, self.params = maxiter, optimize, params
+        self.ordering, self.progress = ordering, progress
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, values: np.ndarray, times: np.ndarray, h: tuple[float, float] = (1.0, 1.0)
+            ) -> SpaceTimeRegressor:
+        """Fit to ``values`` (T, n_y, n_x), NaN where missing, at ``times`` (T,) (days)."""
+        values = np.asarray(values, dtype=np.float64)
+        if values.ndim != 3:
+            raise InputError(f"a stack has three dimensions (time, y, x); got {values.ndim}.")
+        observed = np.isfinite(values)
+        if observed.sum() < 10:
+            raise InputError("a stack needs at least 10 observed values.")
+        self.times_ = np.asarray(times, dtype=np.float64)
+        self.unit_ = float(h[0])  # lengths in y steps inside the model
+        self.h_ = (1.0, float(h[1]) / self.unit_)
+        self.shape_ = values.shape
+        self.loc_ = float(values[observed].mean())
+        self.scale_ = float(values[observed].std()) or 1.0
+        self.values_ = (values - self.loc_) / self.scale_
+        self.solver_ = Solver("cholmod", ordering=self.ordering)
+        side = auto_side(values.shape[0])
+        self.tile_ = side if self.tile == "auto" else _count(self.tile, "tile", 4)
+        self.halo_ = (max(3, self.tile_ // 5) if self.halo == "auto"
+                      else _count(self.halo, "halo", 0))
+        self.fit_size_ = (self.tile_ if self.fit_size == "auto"
+                          else _count(self.fit_size, "fit_size", 4))
+        windows(self.shape_[1:], self.tile_, self.halo_)  # a halo too wide for the tile
+        params = dict(self.params or self._start())
+        missing = set(PARAMS) - set(params)
+        if missing:
+            raise InputError(f"params lacks {sorted(missing)}.")
+        self.fit_report_ = None
+        if self.optimize:
+            problems = [self._problem(w) for w in self._fit_windows()]
+            params, self.fit_report_ = minimize_lbfgs(
+                _loss, params, args=tuple(problems), unconstrained=PARAMS,
+                maxiter=self.maxiter, bounds=self._bounds())
+        self.params_ = {k: float(v) for k, v in params.items()}
+        self.mean_, self.sd_latent_, self.sd_observed_ = self.predict_grid()
+        return self
+
+    def _start(self) -> dict:
+        step = float(np.median(np.diff(self.times_)))
+        return {"log_range": math.log(4.0), "log_sd": math.log(0.5),
+                "log_tau": math.log(3.0 * step), "log_range_mean": math.log(4.0),
+                "log_sd_mean": math.log(0.7), "log_sd_offset": math.log(0.3),
+                "log_tau_offset": math.log(3.0 * step), "log_noise": math.log(0.2)}
+
+    def _bounds(self) -> dict:
+        span = float(self.times_[-1] - self.times_[0])
+        reach = math.log(10.0 * max(self.shape_[1:]))
+        step = float(np.min(np.diff(self.times_)))
+        time_box = (math.log(0.05 * step), math.log(100.0 * span))
+        return {"log_range": (math.log(0.5), reach), "log_range_mean": (math.log(0.5), reach),
+                "log_tau": time_box, "log_tau_offset": time_box,
+                "log_noise": (math.log(1e-4), None)}
+
+    def _fit_windows(self) -> list[Window]:
+        """The ``fit_windows`` non-overlapping windows of side ``fit_size`` with the most data."""
+        size = self.fit_size_
+        cands = windows(self.shape_[1:], size, 0) if size < max(self.shape_[1:]) else None
+        if not cands:
+            return windows(self.shape_[1:], max(self.shape_[1:]), 0)
+        count = np.isfinite(self.values_).sum(axis=0)
+        full = [w for w in cands if w.shape == cands[0].shape]
+        full.sort(key=lambda w: -int(count[w.y0:w.y1, w.x0:w.x1].sum()))
+        return full[:self.fit_windows]
+
+    def _problem(self, w: Window):
+        block = self.values_[:, w.y0:w.y1, w.x0:w.x1]
+        flat = block.reshape(block.shape[0], -1)
+        steps, cells = np.nonzero(np.isfinite(flat))
+        y = flat[steps, cells]
+        return make_problem(w.shape, self.h_, self.times_, cells, steps, y,
+                            np.ones((y.size, 1)), self.solver_)
+
+    # ------------------------------------------------------------------ prediction
+    def predict_grid(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(mean, latent sd, sd of a new observation), each (T, n_y, n_x), in data units."""
+        if not hasattr(self, "params_"):
+            raise NotFittedError("fit the model first.")
+        shape = self.shape_
+        mean, var = np.empty(shape), np.empty(shape)
+        tiles = windows(shape[1:], self.tile_, self.halo_)
+        for i, w in enumerate(tiles):
+            m, v, _ = posterior(self.params_, self._problem(w), ordering=self.ordering)
+            t = shape[0]
+            m, v = m.reshape(t, *w.shape), v.reshape(t, *w.shape)
+            core = (slice(None), slice(w.cy0 - w.y0, w.cy1 - w.y0),
+                    slice(w.cx0 - w.x0, w.cx1 - w.x0))
+            mean[:, w.cy0:w.cy1, w.cx0:w.cx1] = m[core]
+            var[:, w.cy0:w.cy1, w.cx0:w.cx1] = v[core]
+            if self.progress is not None:
+                self.progress(i + 1, len(tiles))
+        noise = math.exp(2.0 * self.params_["log_noise"])
+        latent = np.sqrt(np.maximum(var, 0.0))
+        return (self.loc_ + self.scale_ * mean, self.scale_ * latent,
+                self.scale_ * np.sqrt(latent**2 + noise))
+
+
+@dataclass(frozen=True)
+class SpaceTimeDate:
+    """One date of a fitted :class:`SpaceTimeRegressor`: what the front end keeps per slice."""
+
+    model: SpaceTimeRegressor
+    index: int
+
+    @property
+    def report_(self) -> FitReport | None:
+        """The joint fit's optimisation report."""
+        return self.model.fit_report_

@@ -1,0 +1,189 @@
+"""The space-time estimator (#43): tiles against the whole stack's exact posterior, the REML
+fit, and the front end's stack path (dates, bad stacks)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+import xarray as xr
+from sksparse.cholmod import cholesky
+
+import geogp
+from geogp.exceptions import InputError
+from geogp.linalg.solvers import Solver
+from geogp.models.lattice.gmrf import laplacian
+from geogp.models.spacetime import SpaceTimeRegressor
+from geogp.models.spacetime.gmrf import log_marginal_likelihood, make_problem
+from geogp.models.spacetime.regressor import windows
+
+TRUE = {"range": 4.0, "sd": 0.6, "tau": 16.0, "range_mean": 3.0, "sd_mean": 1.0,
+        "sd_offset": 0.4, "tau_offset": 40.0, "noise": 0.1}
+THETA = {"log_range": math.log(4.0), "log_sd": math.log(0.6), "log_tau": math.log(16.0),
+         "log_range_mean": math.log(3.0), "log_sd_mean": math.log(1.0),
+         "log_sd_offset": math.log(0.4), "log_tau_offset": math.log(40.0),
+         "log_noise": math.log(0.1)}
+
+
+def _field_draws(shape, rng_range, sd, rng, k):
+    """k draws of the lattice's α = 2 field (unit cells), by its sparse Cholesky factor."""
+    n = shape[0] * shape[1]
+    k2 = 8.0 / rng_range**2
+    op = k2 * sp.eye(n) + laplacian(shape, (1.0, 1.0))
+    factor = cholesky(sp.csc_matrix(op @ op / (4 * math.pi * k2 * sd**2)))
+    z = factor.apply_Pt(factor.solve_Lt(rng.standard_normal((n, k)),
+                                        use_LDLt_decomposition=False))
+    return z.T.reshape(k, *shape)
+
+
+def _stack(shape=(18, 20), times=None, seed=0, cloud=0.35):
+    """(truth f, noisy y with clouds as NaN, times): a draw of the model (standardised
+    scale: level 10 + m + a + g)."""
+    times = np.arange(8) * 8.0 if times is None else times
+    rng = np.random.default_rng(seed)
+    a = _field_draws(shape, TRUE["range"], TRUE["sd"], rng, times.size)
+    for k in range(1, times.size):
+        phi = math.exp(-(times[k] - times[k - 1]) / TRUE["tau"])
+        a[k] = phi * a[k - 1] + math.sqrt(1 - phi**2) * a[k]
+    g = np.zeros(times.size)
+    g[0] = TRUE["sd_offset"] * rng.standard_normal()
+    for k in range(1, times.size):
+        phi = math.exp(-(times[k] - times[k - 1]) / TRUE["tau_offset"])
+        g[k] = phi * g[k - 1] + TRUE["sd_offset"] * math.sqrt(1 - phi**2) * rng.standard_normal()
+    f = 10.0 + _field_draws(shape, TRUE["range_mean"], TRUE["sd_mean"], rng, 1)[0] + a
+    f = f + g[:, None, None]
+    y = f + TRUE["noise"] * rng.standard_normal(f.shape)
+    yy, xx = np.meshgrid(np.arange(shape[0]), np.arange(shape[1]), indexing="ij")
+    for k in range(times.size):  # a disc of cloud per date, somewhere else each time
+        cy, cx = rng.uniform(0, shape[0]), rng.uniform(0, shape[1])
+        r = math.sqrt(cloud * shape[0] * shape[1] / math.pi)
+        y[k][(yy - cy) ** 2 + (xx - cx) ** 2 < r**2] = np.nan
+    return f, y, times
+
+
+def _standardised(theta, loc_scale):
+    """θ in the estimator's standardised units (it divides the data by their sd)."""
+    out = dict(theta)
+    for key in ("log_sd", "log_sd_mean", "log_sd_offset", "log_noise"):
+        out[key] = theta[key] - math.log(loc_scale)
+    return out
+
+
+def test_windows_partition_the_raster_into_cores_of_one_window_shape():
+    for shape, size, halo in (((50, 37), 16, 4), ((10, 40), 16, 5), ((16, 16), 16, 3)):
+        tiles = windows(shape, size, halo)
+        covered = np.zeros(shape, int)
+        for w in tiles:
+            covered[w.cy0:w.cy1, w.cx0:w.cx1] += 1
+            assert w.shape == tiles[0].shape
+            assert w.y0 <= w.cy0 and w.cy1 <= w.y1 and w.x0 <= w.cx0 and w.cx1 <= w.x1
+            # each core has its halo where the raster allows it
+            assert w.cy0 - w.y0 >= min(halo, w.cy0) and w.y1 - w.cy1 >= min(halo,
+                                                                             shape[0] - w.cy1)
+        assert (covered == 1).all()
+    with pytest.raises(InputError, match="halo"):
+        windows((30, 30), 8, 4)
+
+
+@pytest.fixture(scope="module")
+def stack():
+    return _stack()
+
+
+def _fixed(stack, **kw):
+    _, y, times = stack
+    scale = float(np.nanstd(y))
+    est = SpaceTimeRegressor(optimize=False, params=_standardised(THETA, scale), **kw)
+    return est.fit(y, times)
+
+
+def test_tiles_converge_to_the_whole_stacks_posterior_as_the_halo_grows(stack):
+    """The posterior on 12-cell tiles (every date) against the whole stack's, at θ fixed:
+    every error shrinks as the halo grows; at 6 cells (1.5 ranges) the means are within 5 %
+    of a posterior sd and the sds within 2 %."""
+    whole = _fixed(stack, tile=64)
+    errors = []
+    for halo in (2, 6):
+        tiled = _fixed(stack, tile=12 + 2 * halo, halo=halo)
+        errors.append((np.max(np.abs(tiled.mean_ - whole.mean_) / whole.sd_latent_),
+                       np.max(np.abs(tiled.sd_latent_ / whole.sd_latent_ - 1.0))))
+    errors = np.array(errors)
+    assert (np.diff(errors, axis=0) < 0).all(), errors
+    assert errors[-1, 0] < 0.05 and errors[-1, 1] < 0.02, errors
+
+
+def test_the_fit_finds_a_likelihood_at_least_the_true_parameters_and_near_them(stack):
+    """REML over the whole stack (one window): the optimum is at least as likely as the
+    truth, and the ranges, sds, time scale and noise land within a factor 1.6 of it."""
+    _, y, times = stack
+    est = SpaceTimeRegressor(tile=64, fit_size=64, maxiter=80).fit(y, times)
+    obs = np.isfinite(y)
+    steps, rows, cols = np.nonzero(obs)
+    z = (y[obs] - est.loc_) / est.scale_
+    problem = make_problem(y.shape[1:], (1.0, 1.0), times, rows * y.shape[2] + cols, steps, z,
+                           np.ones((z.size, 1)), Solver("cholmod"))
+    truth = _standardised(THETA, est.scale_)
+    assert (float(log_marginal_likelihood(est.params_, problem))
+            >= float(log_marginal_likelihood(truth, problem)) - 1e-6)
+    for key in ("log_range", "log_sd", "log_tau", "log_range_mean", "log_sd_mean", "log_noise"):
+        assert abs(est.params_[key] - truth[key]) < math.log(1.6), key
+
+
+def _as_da(y, times, dim="time"):
+    coords = {"y": 500.0 - 30.0 * np.arange(y.shape[1]), "x": 30.0 * np.arange(y.shape[2])}
+    if times is not None:
+        coords[dim] = pd.Timestamp("2021-03-01") + pd.to_timedelta(times, "D")
+    return xr.DataArray(y, dims=(dim, "y", "x"), coords=coords).rio.write_crs(32633)
+
+
+def test_the_front_end_fits_a_stack_jointly_in_the_users_units(stack):
+    """geogp.fit(stack, model="spacetime"): one joint fit; predictions (time, y, x) are the
+    estimator's posterior in data units; ranges in metres, time scales in days (the dates'
+    steps, not their index: the same stack with dates 8 days apart or 16 gives τ twice)."""
+    _, y, times = stack
+    opts = {"optimize": False, "tile": 64}
+    scale = float(np.nanstd(y))
+    est = SpaceTimeRegressor(params=_standardised(THETA, scale), **opts).fit(y, times)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = geogp.fit(_as_da(y, times), model="spacetime",
+                          params=_standardised(THETA, scale), **opts)
+    pred = model.predict()
+    assert pred["mean"].dims == ("time", "y", "x") and model.model_ == "spacetime"
+    np.testing.assert_allclose(pred["mean"].values, est.mean_, rtol=1e-10)
+    np.testing.assert_allclose(pred["std_latent"].values, est.sd_latent_, rtol=1e-10)
+    table = model.hyperparameters()
+    assert table["lengthscale_y"].iloc[0] == pytest.approx(4.0 * 30.0)
+    assert table["noise_sd"].iloc[0] == pytest.approx(0.1)
+
+
+def test_a_date_without_data_is_kept_and_predicted_from_its_neighbours_in_time(stack):
+    f, y, times = stack
+    y = y.copy()
+    y[4] = np.nan
+    est = _fixed((f, y, times), tile=64)
+    assert np.isfinite(est.mean_[4]).all()
+    # wider than on its observed neighbours, yet far below the field's own spread
+    assert est.sd_latent_[4].mean() > est.sd_latent_[[3, 5]].mean()
+    assert float(np.sqrt(np.mean((est.mean_[4] - f[4]) ** 2))) < 0.5 * float(f[4].std()
+                                                                             + TRUE["sd"])
+
+
+@pytest.mark.parametrize(("dates", "message"), [
+    ([0.0, 8.0, 8.0, 16.0], "repeats"), ([0.0, 16.0, 8.0, 24.0], "goes back")])
+def test_bad_dates_are_refused_in_one_line(dates, message):
+    _, y, _ = _stack(shape=(6, 7), times=np.arange(4) * 8.0)
+    with pytest.raises(InputError, match=message):
+        geogp.fit(_as_da(y, np.array(dates)), model="spacetime")
+
+
+def test_a_stack_that_is_not_a_time_series_is_refused():
+    _, y, _ = _stack(shape=(6, 7), times=np.arange(4) * 8.0)
+    with pytest.raises(InputError, match="not time"):
+        geogp.fit(_as_da(y, None, dim="band"), model="spacetime")
+    with pytest.raises(InputError, match="one image"):
+        geogp.fit(_as_da(y[:1], np.zeros(1)).isel(time=0), model="spacetime")

@@ -216,11 +216,15 @@ def run_sst(args):
     observed = np.isfinite(v)
     rng = np.random.default_rng(0)
     hidden = np.zeros_like(observed)
-    for k in range(t):  # another date's clouds (over the sea) onto this date's observed cells
+    ny, nx = v.shape[1:]
+    for k in range(t):  # another date's clouds (over the sea), inside a box of 40 % × 40 % of
+        # the raster, onto this date's observed cells: most dates are 80 % clouded, so the
+        # whole shape would hide most of the data
         other = (k + 1 + int(rng.integers(t - 1))) % t
-        cloud = sea & ~observed[other]
-        hidden[k] = observed[k] & cloud
-    # score on a fraction, so that data remain: every other hidden cell in a checkerless way
+        box = np.zeros((ny, nx), bool)
+        y0, x0 = int(rng.integers(0, ny - int(0.4 * ny))), int(rng.integers(0, nx - int(0.4 * nx)))
+        box[y0:y0 + int(0.4 * ny), x0:x0 + int(0.4 * nx)] = True
+        hidden[k] = observed[k] & sea & ~observed[other] & box
     print(f"# SST stack {v.shape}, observed {observed.mean():.3f}, hidden {hidden.sum()} "
           f"({hidden.sum() / observed.sum():.2f} of the observed); {machine()}", flush=True)
     train = da.where(~hidden)

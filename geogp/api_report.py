@@ -90,6 +90,11 @@ class ReportMixin:
         chosen = f" (model='auto': {reason})" if self.model == "auto" else ""
         lines = [f"geogp {self.model_} model{chosen}, CRS {crs}"
                  + (f" ({spec.assumed})" if spec.assumed else "")]
+        if fam.fits_series:  # one joint model over the dates: one line
+            words = fam.series_words(self.estimators_[0], lambda v: lengths([v], spec.units))
+            lines.append(f"  {words}; {sum(self.n_observed_):,} observations on "
+                         f"{len(self.estimators_)} dates, fit in {sum(self.fit_time_s_):.1f} s")
+            return "\n".join(lines)
         for s, row in table.iterrows():
             head = f"  slice {s}: " if len(table) > 1 else "  "
             ell = [c for c in table.columns if c.startswith("lengthscale_") and "_km" not in c]

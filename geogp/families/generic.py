@@ -278,6 +278,11 @@ class Family(Generic[M]):
         out["unknowns"] = self.unknowns(est, out["n_features"])
         return out
 
+    def series_words(self, est: M, length: Callable[[float], str]) -> str:
+        """The fitted joint model of a stack in words (families with ``fits_series``);
+        ``length`` writes a length in the data's units."""
+        raise InputError(f"model={self.name!r} fits one image at a time.")
+
     def hyperparameters(self, est: M) -> dict:
         """The family's own entries of :meth:`describe`."""
         return {}

@@ -187,3 +187,31 @@ def test_a_stack_that_is_not_a_time_series_is_refused():
         geogp.fit(_as_da(y, None, dim="band"), model="spacetime")
     with pytest.raises(InputError, match="one image"):
         geogp.fit(_as_da(y[:1], np.zeros(1)).isel(time=0), model="spacetime")
+
+
+def test_a_tile_without_data_gets_the_prior_around_the_stacks_mean(stack):
+    """A tile with no observation at any date (land in a sea-surface stack) is predicted by
+    the prior: the stack's mean, and an sd at least that of every cell with data in reach."""
+    f, y, times = stack
+    y = y.copy()
+    y[:, :, :8] = np.nan  # the first 8 columns never observed: one 8-column tile core
+    est = _fixed((f, y, times), tile=8, halo=0)
+    empty = est.mean_[:, :, :8]
+    np.testing.assert_allclose(empty, est.loc_)
+    assert (est.sd_latent_[:, :, :8].min() >= est.sd_latent_[:, :, 8:].max())
+
+
+def test_a_lon_lat_stack_with_float32_coordinates_predicts_on_its_own_cells(stack):
+    """Satellite products store lon/lat as float32: the prediction grid (the input's own)
+    still matches the fitted cells."""
+    _, y, times = stack
+    da = xr.DataArray(y, dims=("time", "lat", "lon"), coords={
+        "time": pd.Timestamp("2021-03-01") + pd.to_timedelta(times, "D"),
+        "lat": (36.0 - 0.01 * np.arange(y.shape[1])).astype(np.float32),
+        "lon": (-5.0 + 0.01 * np.arange(y.shape[2])).astype(np.float32)}).rio.write_crs(4326)
+    scale = float(np.nanstd(y))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pred = geogp.fit(da, model="spacetime", optimize=False, tile=64,
+                         params=_standardised(THETA, scale)).predict()
+    assert np.isfinite(pred["mean"].values).all() and (pred["std"].values > 0).all()

@@ -5,6 +5,7 @@ front end keeps one :class:`~geogp.models.spacetime.SpaceTimeDate` per date."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -90,6 +91,16 @@ class SpaceTimeFamily(Family[SpaceTimeDate]):
                 "sd_offset": math.exp(p["log_sd_offset"]) * scale,
                 "time_scale_offset_days": math.exp(p["log_tau_offset"])}
 
+    def series_words(self, est: SpaceTimeDate, length: Callable[[float], str]) -> str:
+        h = self.hyperparameters(est)
+        t, ny, nx = est.model.shape_
+        return (f"anomalies: range ρ = {length(float(h['lengthscale'][0, 0]))}, sd "
+                f"{h['signal_sd']:.4g}, time scale {h['time_scale_days']:.3g} days; "
+                f"persistent field: range {length(h['range_persistent'])}, sd "
+                f"{h['sd_persistent']:.4g}; dates' offsets: sd {h['sd_offset']:.4g}, time "
+                f"scale {h['time_scale_offset_days']:.3g} days; noise sd {h['noise_sd']:.4g}; "
+                f"a space-time lattice of {ny} × {nx} cells × {t} dates")
+
     def unknowns(self, est: SpaceTimeDate, n_features: int | str | None) -> str:
         t, ny, nx = est.model.shape_
         return f", a space-time lattice of {ny} × {nx} cells × {t} dates"
@@ -103,7 +114,7 @@ def _cells(axis: np.ndarray, q: np.ndarray, outside: str) -> np.ndarray:
     near = np.where(np.abs(axis[order][np.maximum(pos - 1, 0)] - q)
                     < np.abs(axis[order][pos] - q), np.maximum(pos - 1, 0), pos)
     idx = order[near]
-    hit = np.abs(axis[idx] - q) <= 1e-6 * step
+    hit = np.abs(axis[idx] - q) <= 0.05 * step  # cell centres, up to float32 coordinates
     if not hit.all() and outside == "raise":
         raise InputError("model='spacetime' predicts on the fitted stack's own cells; this "
                          "grid has cells elsewhere (predict with like=None, or pass "

@@ -199,10 +199,16 @@ class SpaceTimeRegressor:
         shape = self.shape_
         mean, var = np.empty(shape), np.empty(shape)
         tiles = windows(shape[1:], self.tile_, self.halo_)
+        t = shape[0]
+        p = self.params_
+        prior = math.exp(2 * p["log_sd"]) + math.exp(2 * p["log_sd_mean"]) + math.exp(
+            2 * p["log_sd_offset"])
         for i, w in enumerate(tiles):
-            m, v, _ = posterior(self.params_, self._problem(w), ordering=self.ordering)
-            t = shape[0]
-            m, v = m.reshape(t, *w.shape), v.reshape(t, *w.shape)
+            if np.isfinite(self.values_[:, w.y0:w.y1, w.x0:w.x1]).any():
+                m, v, _ = posterior(p, self._problem(w), ordering=self.ordering)
+                m, v = m.reshape(t, *w.shape), v.reshape(t, *w.shape)
+            else:  # no data in reach: the prior around the stack's mean
+                m, v = np.zeros((t, *w.shape)), np.full((t, *w.shape), prior)
             core = (slice(None), slice(w.cy0 - w.y0, w.cy1 - w.y0),
                     slice(w.cx0 - w.x0, w.cx1 - w.x0))
             mean[:, w.cy0:w.cy1, w.cx0:w.cx1] = m[core]

@@ -451,7 +451,17 @@ def _check_no_empty_slice(g: GridData) -> None:
         f"(every cell NaN or nodata): {g.extra_dim} = {', '.join(labels[:5])}"
         f"{' …' if len(labels) > 5 else ''} (index {', '.join(map(str, empty[:5]))}). "
         f"Each slice is fitted on its own; drop those: da.drop_isel({g.extra_dim}="
-        f"{empty[:5]}{' + …' if len(empty) > 5 else ''}).")
+        f"{empty[:5]}{' + …' if len(empty) > 5 else ''})"
+        + ("; or fit the dates jointly, model='spacetime', which predicts such a date from its "
+           "neighbours in time." if _dated(g) else "."))
+
+
+def _dated(g: GridData) -> bool:
+    """Whether the stack's extra dimension is time, with valid dates."""
+    try:
+        return series_times(g) is not None
+    except InputError:
+        return False
 
 
 def _label(value) -> str:

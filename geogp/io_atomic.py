@@ -59,7 +59,23 @@ def check_writable(path: str | os.PathLike[str], overwrite: bool = False) -> Pat
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise InputError(f"cannot write {str(path)!r}: folder {str(parent)!r} does not exist.")
+    _probe(path, parent)
     return path
+
+
+def _probe(path: Path, folder: Path) -> None:
+    """Create and remove a hidden file in ``folder``: a read-only folder or file system is
+    refused now, before any work, not when the result is written."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f"{_hidden_prefix(path)}probe-", dir=folder)
+    except PermissionError:
+        raise InputError(f"cannot write {str(path)!r}: no permission to create files in "
+                         f"{str(folder)!r}; choose another folder.") from None
+    except OSError as err:
+        raise InputError(f"cannot write {str(path)!r}: {err.strerror or err} in "
+                         f"{str(folder)!r}; choose another folder.") from None
+    os.close(fd)
+    os.remove(probe)
 
 
 @contextlib.contextmanager

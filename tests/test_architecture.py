@@ -78,7 +78,8 @@ def _private_uses(tree: ast.Module):
 
 def _model_classes() -> dict[str, str]:
     """Model class name → the name of its model (from the registry)."""
-    return {cls: name for name, (_, _, cls) in families._REGISTRY.items()}
+    return {c: name for name, (_, _, cls) in families._REGISTRY.items()
+            for c in ((cls,) if isinstance(cls, str) else cls)}
 
 
 def _own_files(model: str) -> tuple[str, ...]:

@@ -21,7 +21,8 @@ MODEL_CHOICES = (AUTO, *MODELS)  # the registry's names
 
 _MODEL_HELP = (f"model: auto (default: {AUTO_RULE}), "
                "lattice (SPDE/GMRF on the cells + large-scale Fourier features), afs "
-               "(approximate Fourier series; any size), wavelet, exact (small data)")
+               "(approximate Fourier series; any size), wavelet, exact (small data), spacetime "
+               "(a stack with a time dimension, fitted jointly over its dates)")
 
 
 def add_model_options(parser: argparse.ArgumentParser, *, models: bool = True,

@@ -57,16 +57,16 @@ AUTO_RULE = (f"{GRID_MODEL} on regular 2-D rasters (on posterior tiles where the
              f"scattered points, {FALLBACK} otherwise (more points, irregular rasters, "
              f"{FALLBACK} options)")
 GAUSSIAN = "gaussian"  # GeoRegressor(likelihood=...): any other likelihood fits an "svgp"
-# name → (module of the family, module and class of its model)
+# name → (module of the family, module and class of its model, or a tuple of its classes)
 _REGISTRY = {
     "afs": ("geogp.models.afs.family", "geogp.models.afs", "AFSRegressor"),
     "lattice": ("geogp.models.lattice.family", "geogp.models.lattice", "LatticeRegressor"),
     "wavelet": ("geogp.models.wavelet.family", "geogp.models.wavelet", "WaveletRegressor"),
     "exact": ("geogp.models.exact.family", "geogp.models.exact.regressor", "ExactGP"),
     "svgp": ("geogp.models.svgp.family", "geogp.models.svgp.regressor", "SVGPRegressor"),
-    # the front end keeps one SpaceTimeDate per date of the joint SpaceTimeRegressor
+    # the joint model, and what the front end keeps per date of it
     "spacetime": ("geogp.models.spacetime.family", "geogp.models.spacetime.regressor",
-                  "SpaceTimeDate"),
+                  ("SpaceTimeRegressor", "SpaceTimeDate")),
 }
 _GENERIC = "geogp.families.generic"
 
@@ -85,8 +85,8 @@ def family(name: str) -> Family:
         return importlib.import_module(module).FAMILY
     except (ImportError, AttributeError) as err:
         raise InputError(
-            f"model={name!r} needs {model_module}.{cls}, which is not available in this "
-            f"installation ({err}). Use model='afs'."
+            f"model={name!r} needs {model_module}.{_classes(cls)[0]}, which is not available "
+            f"in this installation ({err}). Use model='afs'."
         ) from err
 
 
@@ -97,9 +97,14 @@ def family_of(est: Any) -> Family:
     (fitted on points, predicted by ``est.predict``)."""
     for name, (_, model_module, cls) in _REGISTRY.items():
         module = sys.modules.get(model_module)
-        if module is not None and isinstance(est, getattr(module, cls, ())):
+        if module is not None and isinstance(
+                est, tuple(getattr(module, c) for c in _classes(cls) if hasattr(module, c))):
             return family(name)
     return importlib.import_module(_GENERIC).FAMILY
+
+
+def _classes(cls: str | tuple) -> tuple:
+    return (cls,) if isinstance(cls, str) else tuple(cls)
 
 
 def savable_models() -> tuple:

@@ -235,3 +235,31 @@ def test_item4_place_under_a_tiny_memory_limit_is_refused_before_the_fit(tmp_pat
                      "--max-memory", "0.03"], capsys)
     # exit 1, as every memory refusal (a resource, not a usage error)
     assert code == 1 and "0.03 GiB" in io.err and not (tmp_path / "s.geojson").exists()
+
+
+@pytest.mark.parametrize("command", ["fit", "place"])
+def test_item4_a_read_only_output_folder_is_refused_before_the_fit(tmp_path, capsys,
+                                                                   monkeypatch, command):
+    """A read-only folder (or file system) was refused only when the result was written,
+    after the fit; a probe file now finds it first. As root every folder is writable, so
+    the OS's refusal is injected (mkstemp, as on a read-only file system)."""
+    import errno
+    import tempfile
+
+    from geogp.api import GeoRegressor
+
+    src = _raster(tmp_path)
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("the fit ran before the refusal")
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(GeoRegressor, "fit", no_fit)
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    out = tmp_path / ("p.tif" if command == "fit" else "s.geojson")
+    argv = [command, src, "--out", out] + (["--n", "3"] if command == "place" else [])
+    code, io = _run(argv, capsys)
+    assert code != 0 and "Read-only file system" in io.err and not out.exists()
+    assert len(io.err.strip().splitlines()) == 1, io.err

@@ -66,16 +66,22 @@ def check_writable(path: str | os.PathLike[str], overwrite: bool = False) -> Pat
 def _probe(path: Path, folder: Path) -> None:
     """Create and remove a hidden file in ``folder``: a read-only folder or file system is
     refused now, before any work, not when the result is written."""
+    fd, probe = _create_hidden(path, folder, "probe-", "")
+    os.close(fd)
+    os.remove(probe)
+
+
+def _create_hidden(path: Path, folder: Path, middle: str, suffix: str) -> tuple[int, str]:
+    """``tempfile.mkstemp`` of a hidden file beside ``path``; the OS's refusal in one line."""
     try:
-        fd, probe = tempfile.mkstemp(prefix=f"{_hidden_prefix(path)}probe-", dir=folder)
+        return tempfile.mkstemp(prefix=f"{_hidden_prefix(path)}{middle}", suffix=suffix,
+                                dir=folder)
     except PermissionError:
         raise InputError(f"cannot write {str(path)!r}: no permission to create files in "
                          f"{str(folder)!r}; choose another folder.") from None
     except OSError as err:
-        raise InputError(f"cannot write {str(path)!r}: {err.strerror or err} in "
-                         f"{str(folder)!r}; choose another folder.") from None
-    os.close(fd)
-    os.remove(probe)
+        raise InputError(f"cannot write {str(path)!r}: {err.strerror or err} (in "
+                         f"{str(folder)!r}).") from None
 
 
 @contextlib.contextmanager
@@ -87,15 +93,7 @@ def atomic_path(path: str | os.PathLike[str], overwrite: bool = False) -> Iterat
     path = check_writable(path, overwrite)
     folder = path.parent if str(path.parent) else Path(".")
     remove_stale(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f"{_hidden_prefix(path)}{os.getpid()}-",
-                                   suffix=_tmp_suffix(path), dir=folder)
-    except PermissionError:
-        raise InputError(f"cannot write {str(path)!r}: no permission to create files in "
-                         f"{str(folder)!r}; choose another folder.") from None
-    except OSError as err:
-        raise InputError(f"cannot write {str(path)!r}: {err.strerror or err} (in "
-                         f"{str(folder)!r}).") from None
+    fd, tmp = _create_hidden(path, folder, f"{os.getpid()}-", _tmp_suffix(path))
     os.close(fd)
     try:
         yield Path(tmp)

@@ -65,8 +65,10 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
     """Gaussian-process gap filling for rasters, with scikit-learn manners.
 
     Args:
-        model: ``"auto"`` (default), ``"lattice"``, ``"afs"``, ``"wavelet"`` or ``"exact"``
-            (small data). ``"auto"`` is ``"lattice"`` (an SPDE/GMRF on the raster's own cells
+        model: ``"auto"`` (default), ``"lattice"``, ``"afs"``, ``"wavelet"``, ``"exact"``
+            (small data) or ``"spacetime"`` (a stack with a time dimension, fitted jointly over
+            its dates: docs/spacetime.md; not chosen by ``"auto"``, which fits each date on
+            its own). ``"auto"`` is ``"lattice"`` (an SPDE/GMRF on the raster's own cells
             plus 64 large-scale Fourier features: sharp near data, honest deep inside gaps)
             for regular 2-D rasters (on posterior tiles where the whole raster passes the
             memory limit), ``"exact"`` for up to 2,000 scattered points
@@ -493,8 +495,8 @@ def fit(data: xr.DataArray | xr.Dataset | pd.DataFrame, model: str = "auto", *,
         data: ``xr.DataArray``/``xr.Dataset`` raster (NaN/nodata = missing, numpy or dask) or a
             pandas/GeoPandas table of points.
         model: ``"auto"`` (default: ``"lattice"`` for regular rasters that fit in memory,
-            else ``"afs"``; see :class:`GeoRegressor`), ``"lattice"``, ``"afs"``, ``"wavelet"``
-            or ``"exact"``.
+            else ``"afs"``; see :class:`GeoRegressor`), ``"lattice"``, ``"afs"``, ``"wavelet"``,
+            ``"exact"`` or ``"spacetime"`` (image stacks).
         likelihood: ``"gaussian"`` (default), ``"poisson"``, ``"bernoulli"``, ``"student_t"``
             (an SVGP; see :class:`GeoRegressor`).
         var: variable of a Dataset. x, y, value: columns of a point table. grid: target

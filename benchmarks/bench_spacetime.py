@@ -16,6 +16,7 @@ folds: each date's cloud shape moved onto the observed cells of another date.
 Usage: .venv/bin/python benchmarks/bench_spacetime.py sim [--shape 32 32 --dates 16]
        .venv/bin/python benchmarks/bench_spacetime.py sst [--data PATH]
        .venv/bin/python benchmarks/bench_spacetime.py cost [--dates 48]
+       .venv/bin/python benchmarks/bench_spacetime.py speed [--shape 100 100 --dates 48]
 """
 
 from __future__ import annotations
@@ -270,6 +271,52 @@ def run_cost(args):
               f"again {t3 - t2:.2f} s ({(t3 - t2) / n * 1e3:.2f} ms per cell)", flush=True)
 
 
+def field_draws(shape, rng_range, sd, rng, k):
+    """k draws of the lattice's α = 2 field (unit cells) by its sparse Cholesky factor."""
+    import scipy.sparse as sp
+    from sksparse.cholmod import cholesky
+
+    n = shape[0] * shape[1]
+    k2 = 8.0 / rng_range**2
+    op = k2 * sp.eye(n) + laplacian(shape, (1.0, 1.0))
+    factor = cholesky(sp.csc_matrix(op @ op / (4 * math.pi * k2 * sd**2)))
+    z = factor.apply_Pt(factor.solve_Lt(rng.standard_normal((n, k)),
+                                        use_LDLt_decomposition=False))
+    return z.T.reshape(k, *shape)
+
+
+def run_speed(args):
+    """Wall time and peak memory of geogp.fit(stack, model="spacetime") + predict on a
+    simulated stack of the separable truth (sparse draws), ~35 % clouded."""
+    import resource
+
+    shape, times = tuple(args.shape), np.arange(args.dates) * 8.0
+    rng = np.random.default_rng(0)
+    truth = TRUTHS["separable"]
+    (rng_range, sd, tau), = truth["anomalies"]
+    a = field_draws(shape, rng_range, sd, rng, args.dates)
+    for k in range(1, args.dates):
+        phi = math.exp(-8.0 / tau)
+        a[k] = phi * a[k - 1] + math.sqrt(1 - phi**2) * a[k]
+    f = 10.0 + field_draws(shape, *truth["mean"], rng, 1)[0] + a
+    y = f + truth["noise"] * rng.standard_normal(f.shape)
+    mask = cloud_masks(shape, args.dates, 0.35, rng)
+    da = as_stack(np.where(mask, np.nan, y), times)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t0 = time.perf_counter()
+        model = geogp.fit(da, model="spacetime")
+        t1 = time.perf_counter()
+        pred = model.predict()
+        t2 = time.perf_counter()
+    err = pred["mean"].values[mask] - f[mask]
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    print(f"# speed {shape[0]}×{shape[1]}×{args.dates}: fit {t1 - t0:.0f} s, predict "
+          f"{t2 - t1:.1f} s, peak RSS {peak:.2f} GiB, hidden RMSE "
+          f"{np.sqrt(np.mean(err**2)):.3f}; {machine()}")
+    print(model.summary())
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -286,8 +333,11 @@ def main(argv=None):
     s.add_argument("--dates", type=int, default=48)
     s.add_argument("--sides", type=int, nargs="+", default=[16, 24, 32, 40])
     s.add_argument("--ordering", default="metis")
+    s = sub.add_parser("speed")
+    s.add_argument("--shape", type=int, nargs=2, default=[100, 100])
+    s.add_argument("--dates", type=int, default=48)
     args = p.parse_args(argv)
-    {"sim": run_sim, "sst": run_sst, "cost": run_cost}[args.cmd](args)
+    {"sim": run_sim, "sst": run_sst, "cost": run_cost, "speed": run_speed}[args.cmd](args)
 
 
 if __name__ == "__main__":

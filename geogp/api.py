@@ -292,14 +292,15 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
                 "with datetime coordinates, and at least two dates; "
                 + (f"this raster's extra dimension {g.extra_dim!r} is not time."
                    if g.extra_dim is not None and g.n_slices > 1 else "this is one image."))
-        if not any(bool(np.isfinite(np.asarray(g.values[s])).any()) for s in range(g.n_slices)):
+        values = np.asarray(g.values)
+        counts = np.isfinite(values).sum(axis=(1, 2))
+        if not counts.any():
             raise InputError("every cell of every date is missing (NaN or nodata).")
         est, _ = self._estimator("")
         t0 = time.perf_counter()
-        self.estimators_ = fam.fit_series(est, g.axes, np.asarray(g.values), times, g.regular)
+        self.estimators_ = fam.fit_series(est, g.axes, values, times, g.regular)
         self.fit_time_s_ = [(time.perf_counter() - t0) / g.n_slices] * g.n_slices  # shared
-        self.n_observed_ = [int(np.isfinite(np.asarray(g.values[s])).sum())
-                            for s in range(g.n_slices)]
+        self.n_observed_ = [int(c) for c in counts]
         self.extra_dim_, self.extra_coords_ = g.extra_dim, g.extra_coords
         self._finish(g.spec, grid_target(g), g.attrs, g.name)
         return self

@@ -34,10 +34,22 @@ STALE_AFTER_S = 60.0  # hidden files younger than this are never removed (clock 
 def check_writable(path: str | os.PathLike[str], overwrite: bool = False) -> Path:
     """Raise :class:`OutputExistsError` if ``path`` exists, unless ``overwrite``.
 
-    A folder, a missing parent folder, and an existing target that is not a regular file (a
-    device such as ``/dev/null``, a pipe, a socket; links are followed) raise
-    :class:`InputError` whatever ``overwrite`` says: geogp never replaces them.
+    A folder, a missing parent folder, an existing target that is not a regular file (a
+    device such as ``/dev/null``, a pipe, a socket; links are followed), and a folder where
+    no file can be created (read-only) raise :class:`InputError` whatever ``overwrite``
+    says: geogp never replaces them.
     """
+    path = _checked_target(path, overwrite)
+    _probe(path, _folder(path))
+    return path
+
+
+def _folder(path: Path) -> Path:
+    return path.parent if str(path.parent) else Path(".")
+
+
+def _checked_target(path: str | os.PathLike[str], overwrite: bool) -> Path:
+    """:func:`check_writable` without the probe file (for a caller about to create one)."""
     path = Path(path)
     if path.is_dir():
         raise InputError(f"cannot write {str(path)!r}: it is a folder; give a file name "
@@ -56,10 +68,9 @@ def check_writable(path: str | os.PathLike[str], overwrite: bool = False) -> Pat
         raise OutputExistsError(
             f"{str(path)!r} already exists; pass overwrite=True (CLI: --overwrite) to replace it."
         )
-    parent = path.parent if str(path.parent) else Path(".")
+    parent = _folder(path)
     if not parent.is_dir():
         raise InputError(f"cannot write {str(path)!r}: folder {str(parent)!r} does not exist.")
-    _probe(path, parent)
     return path
 
 
@@ -90,10 +101,9 @@ def atomic_path(path: str | os.PathLike[str], overwrite: bool = False) -> Iterat
 
     On any exception the temporary file is removed and ``path`` is left untouched.
     """
-    path = check_writable(path, overwrite)
-    folder = path.parent if str(path.parent) else Path(".")
+    path = _checked_target(path, overwrite)  # creating the temporary file probes the folder
     remove_stale(path)
-    fd, tmp = _create_hidden(path, folder, f"{os.getpid()}-", _tmp_suffix(path))
+    fd, tmp = _create_hidden(path, _folder(path), f"{os.getpid()}-", _tmp_suffix(path))
     os.close(fd)
     try:
         yield Path(tmp)
@@ -104,7 +114,7 @@ def atomic_path(path: str | os.PathLike[str], overwrite: bool = False) -> Iterat
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
         os.replace(tmp, path)
-        _fsync_dir(path.parent if str(path.parent) else Path("."))
+        _fsync_dir(_folder(path))
     except BaseException:
         with contextlib.suppress(OSError):
             os.remove(tmp)
@@ -157,7 +167,7 @@ def remove_stale(path: str | os.PathLike[str]) -> list[Path]:
     path = Path(path)
     if os.name != "posix":
         return []
-    folder = path.parent if str(path.parent) else Path(".")
+    folder = _folder(path)
     pattern, removed, now = _stale_pattern(path), [], time.time()
     try:
         names = os.listdir(folder)

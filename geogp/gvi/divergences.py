@@ -51,6 +51,11 @@ def _sqrt_psd(c):
     return (u * jnp.sqrt(jnp.clip(w, 0.0))) @ u.T
 
 
+def _check_alpha(alpha: float) -> None:
+    if not (isinstance(alpha, (int, float)) and alpha > 0 and alpha != 1):
+        raise InputError(f"alpha must be positive and not 1 (α → 1 is the KL); got {alpha!r}.")
+
+
 def divergence(kind: str, mean_q: ArrayLike, cov_q: ArrayLike, mean_p: ArrayLike,
                cov_p: ArrayLike, *, alpha: float = 0.5) -> jax.Array:
     """D(q ‖ p) for dense means (k,) and covariances (k, k); differentiable (JAX).
@@ -72,9 +77,7 @@ def divergence(kind: str, mean_q: ArrayLike, cov_q: ArrayLike, mean_p: ArrayLike
         db = 0.125 * _quad(mid, d) + 0.5 * (_logdet(mid) - 0.5 * _logdet(cq) - 0.5 * _logdet(cp))
         return db if kind == "bhattacharyya" else 1.0 - jnp.exp(-db)
     if kind == "renyi":
-        if not (isinstance(alpha, (int, float)) and alpha > 0 and alpha != 1):
-            raise InputError(f"alpha must be positive and not 1 (α → 1 is the KL); got "
-                             f"{alpha!r}.")
+        _check_alpha(alpha)
         mix = alpha * cp + (1 - alpha) * cq
         return (0.5 * alpha * _quad(mix, d) - (_logdet(mix) - (1 - alpha) * _logdet(cq)
                                                 - alpha * _logdet(cp)) / (2 * (alpha - 1)))
@@ -102,9 +105,7 @@ def projected(kind: str, mean_q: ArrayLike, var_q: ArrayLike, mean_p: ArrayLike,
         db = 0.125 * d**2 / mid + 0.5 * jnp.log(mid / jnp.sqrt(vq * vp))
         return jnp.sum(db if kind == "bhattacharyya" else 1.0 - jnp.exp(-db))
     if kind == "renyi":
-        if not (isinstance(alpha, (int, float)) and alpha > 0 and alpha != 1):
-            raise InputError(f"alpha must be positive and not 1 (α → 1 is the KL); got "
-                             f"{alpha!r}.")
+        _check_alpha(alpha)
         mix = alpha * vp + (1 - alpha) * vq
         return jnp.sum(0.5 * alpha * d**2 / mix - (jnp.log(mix) - (1 - alpha) * jnp.log(vq)
                                                    - alpha * jnp.log(vp)) / (2 * (alpha - 1)))

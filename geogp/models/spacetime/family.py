@@ -56,27 +56,19 @@ class SpaceTimeFamily(Family[SpaceTimeDate]):
                    units: str = "coordinate units") -> Any:
         raise InputError("model='spacetime' fits raster stacks only; grid the points first.")
 
-    def predict_rows(self, est: SpaceTimeDate, rows: np.ndarray, cols: np.ndarray,
-                     outside: str = "raise") -> Prediction:
-        """The posterior on the fitted stack's own cells (rows and columns of its grid)."""
-        model = est.model
-        index = [_cells(model.axes_[i], np.asarray(q, dtype=np.float64), outside)
-                 for i, q in enumerate((rows, cols))]
-        block = np.ix_(index[0], index[1])
-        inside = (index[0][:, None] >= 0) & (index[1][None, :] >= 0)
-        out = []
-        for field in (model.mean_, model.sd_latent_**2, model.sd_observed_**2):
-            values = field[est.index][block]
-            out.append(np.where(inside, values, np.nan))
-        return Prediction(*out)
-
     def predict_at(self, est: SpaceTimeDate, X: np.ndarray, outside: str = "raise") -> Prediction:
+        """The posterior at the fitted stack's own cells (the generic ``predict_rows`` comes
+        here with a block's cells)."""
         model = est.model
         iy = _cells(model.axes_[0], X[:, 0], outside)
         ix = _cells(model.axes_[1], X[:, 1], outside)
         ok = (iy >= 0) & (ix >= 0)
-        return Prediction(*(np.where(ok, f[est.index][iy, ix], np.nan) for f in (
-            model.mean_, model.sd_latent_**2, model.sd_observed_**2)))
+
+        def at(field: np.ndarray) -> np.ndarray:
+            return np.where(ok, field[est.index][iy, ix], np.nan)
+
+        return Prediction(at(model.mean_), at(model.sd_latent_) ** 2,
+                          at(model.sd_observed_) ** 2)
 
     def hyperparameters(self, est: SpaceTimeDate) -> dict:
         model = est.model

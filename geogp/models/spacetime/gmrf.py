@@ -273,14 +273,18 @@ def _unknowns_per_value(st: Structure) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return cells, n * (1 + steps) + cells, n * (1 + t_count) + steps
 
 
+def _at_every_value(st: Structure, v: np.ndarray) -> np.ndarray:
+    """(m + a + g) of unknowns ``v`` (rows) at every (date, cell): (T, n, …)."""
+    im, ia, ig = _unknowns_per_value(st)
+    return (v[im] + v[ia] + v[ig]).reshape(st.n_times, st.n_cells, *v.shape[1:])
+
+
 def posterior_mean(params: dict, problem: SpaceTimeProblem) -> tuple[np.ndarray, np.ndarray]:
     """(E[f | y] as (T, n) per date and cell, β̂), f = m + a + g: the latent field's posterior
     mean without the trend, and the trend's coefficients."""
     _, s, w, _, _ = _evaluate(params, problem)
     s, w = np.asarray(s), np.asarray(w)
-    x = s[:, 0] - s[:, 1:] @ w  # B⁻¹Aᵀ(y − Xβ̂)/σ²
-    im, ia, ig = _unknowns_per_value(problem.structure)
-    return (x[im] + x[ia] + x[ig]).reshape(problem.n_times, problem.n_cells), w
+    return _at_every_value(problem.structure, s[:, 0] - s[:, 1:] @ w), w  # B⁻¹Aᵀ(y − Xβ̂)/σ²
 
 
 def posterior(params: dict, problem: SpaceTimeProblem, x_new: np.ndarray | None = None,
@@ -294,18 +298,16 @@ def posterior(params: dict, problem: SpaceTimeProblem, x_new: np.ndarray | None 
     st = problem.structure
     t_count, n, p = st.n_times, st.n_cells, problem.n_trend
     x_new = np.ones((t_count, n, p)) if x_new is None else np.asarray(x_new)
-    im, ia, ig = _unknowns_per_value(st)
-    x = s[:, 0] - s[:, 1:] @ w
-    mean = (x[im] + x[ia] + x[ig]).reshape(t_count, n) + x_new @ w
+    mean = _at_every_value(st, s[:, 0] - s[:, 1:] @ w) + x_new @ w
     z = selected_inverse(st.pattern, np.asarray(b), ordering=ordering)
     big = st.pattern.n
 
     def entry(i, j):  # (B⁻¹)[i, j] with i ≥ j, on the pattern's lower triangle
         return z[st.pattern.positions_of_keys(j.astype(np.int64) * big + i)]
 
+    im, ia, ig = _unknowns_per_value(st)
     var = (entry(im, im) + entry(ia, ia) + entry(ig, ig)
            + 2.0 * (entry(ia, im) + entry(ig, im) + entry(ig, ia))).reshape(t_count, n)
-    u = s[:, 1:]
-    r = x_new - (u[im] + u[ia] + u[ig]).reshape(t_count, n, p)
+    r = x_new - _at_every_value(st, s[:, 1:])
     var = var + np.einsum("tnp,pq,tnq->tn", r, np.linalg.inv(a), r)
     return mean, var, w

@@ -173,15 +173,13 @@ class SpaceTimeRegressor:
                 "log_noise": (math.log(1e-4), None)}
 
     def _fit_windows(self) -> list[Window]:
-        """The ``fit_windows`` non-overlapping windows of side ``fit_size`` with the most data."""
-        size = self.fit_size_
-        cands = windows(self.shape_[1:], size, 0) if size < max(self.shape_[1:]) else None
-        if not cands:
-            return windows(self.shape_[1:], max(self.shape_[1:]), 0)
+        """The ``fit_windows`` windows of side ``fit_size`` with the most data, among those
+        tiling the raster (the last of each row and column shifted inwards, so all have one
+        shape; the whole raster where it is smaller)."""
         count = np.isfinite(self.values_).sum(axis=0)
-        full = [w for w in cands if w.shape == cands[0].shape]
-        full.sort(key=lambda w: -int(count[w.y0:w.y1, w.x0:w.x1].sum()))
-        return full[:self.fit_windows]
+        cands = windows(self.shape_[1:], self.fit_size_, 0)
+        cands.sort(key=lambda w: -int(count[w.y0:w.y1, w.x0:w.x1].sum()))
+        return cands[:self.fit_windows]
 
     def _problem(self, w: Window):
         block = self.values_[:, w.y0:w.y1, w.x0:w.x1]

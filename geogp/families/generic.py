@@ -64,7 +64,8 @@ class Family(Generic[M]):
         estimates a fit's tiles, memory and time up front. can_place / can_condition:
         :meth:`placement` / :meth:`condition` work. posterior_on_tiles: the posterior may
         be computed on tiles (:meth:`posterior_tiles`). fits_series: :meth:`fit_series` fits
-        a stack's dates jointly (the front end's path for image time series).
+        a stack's dates jointly (the front end's path for image time series). fits_robust:
+        ``robust=True`` fits a noise model with gross errors (``geogp fit --robust``).
 
     Other attributes:
         default_maxiter: optimiser iterations of a progress bar (None: no training bar).
@@ -87,6 +88,7 @@ class Family(Generic[M]):
     can_condition = False  # condition(): observations added without refitting
     posterior_on_tiles = False  # the posterior may be computed on tiles (posterior_tile=)
     fits_series = False  # fit_series(): one joint fit over a stack's dates
+    fits_robust = False  # robust=True: gross errors learnt and down-weighted
     takes_features = False  # n_features= (the AFS options --features and --kernel)
     # placement's feature limit (its dense posterior); None: no features
     max_placement_features: int | None = None

@@ -44,7 +44,7 @@ class LatticeFamily(Family[LatticeRegressor]):
     model_class = LatticeRegressor
     placement_type = LatticePlacement
     savable = can_sample = takes_covariates = single_range = estimates_cost = True
-    can_place = can_condition = posterior_on_tiles = True
+    can_place = can_condition = posterior_on_tiles = fits_robust = True
     default_maxiter = 100
     placement_strategy = "reduction"  # total variance reduction (geogp.placement.lattice)
     defaults: ClassVar[dict] = {"large_scale": DEFAULT_LARGE_SCALE, "mid_scale": DEFAULT_MID_SCALE,

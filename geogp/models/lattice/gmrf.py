@@ -198,6 +198,9 @@ class LatticeProblem:
         its Laplacian eigenvalues (empty without that level; with it, B, ``e_obs`` and ``ptw``
         are over the joint unknowns (g_fine, g_mid) and the observations see g_fine + Π g_mid).
         area_mid: the coarse cell area.
+        weight: (n,) each lattice cell's observation weight w (noise variance σ²/w; 0 where
+            unobserved), empty for unit weights; ``e_obs``, ``ptw`` and ``wtw`` carry it.
+        log_weight: Σ log w over the observed cells (a constant of log|Σ_g|).
     """
 
     pattern: object = field(repr=False)
@@ -223,17 +226,19 @@ class LatticeProblem:
     eig_mid: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
     area_mid: float = 0.0
     e_l3: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
+    weight: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
+    log_weight: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(()))
 
     def tree_flatten(self) -> tuple[tuple, tuple]:
         leaves = (self.e_i, self.e_l, self.e_l2, self.e_obs, self.eig, self.ptw, self.wtw,
                   self.freq2, self.e_i_mid, self.e_l_mid, self.e_l2_mid, self.eig_mid,
-                  self.e_l3)
+                  self.e_l3, self.weight, self.log_weight)
         return leaves, (self.pattern, self.solve, self.alpha, self.area, self.n_obs,
                         self.n_trend, self.n_feat, self.dw, self.kernel, self.area_mid)
 
     @classmethod
     def tree_unflatten(cls, aux: tuple, leaves: tuple) -> LatticeProblem:
-        return cls(*aux[:6], *leaves[:8], *aux[6:9], *leaves[8:12], aux[9], leaves[12])
+        return cls(*aux[:6], *leaves[:8], *aux[6:9], *leaves[8:12], aux[9], *leaves[12:])
 
     @property
     def has_mid(self) -> bool:
@@ -257,7 +262,8 @@ def make_problem(shape: tuple[int, int], h: ArrayLike, alpha: int, cells: np.nda
                  backend: str = "auto", ordering: str = "nesdis",
                  features: np.ndarray | None = None, freq2: jax.Array | None = None,
                  dw: float = 0.0, kernel: str = "matern32", mid_scale: int | None = None,
-                 neighbours: bool = True, share: bool = False) -> LatticeProblem:
+                 neighbours: bool = True, share: bool = False,
+                 weights: np.ndarray | None = None) -> LatticeProblem:
     """Fix the lattice, its pattern and the data for :func:`log_marginal_likelihood`.
 
     Args:
@@ -277,6 +283,8 @@ def make_problem(shape: tuple[int, int], h: ArrayLike, alpha: int, cells: np.nda
         share: reuse the previous call's pattern (and with it its CHOLMOD analysis and
             factor) when the lattice is the same; for problems solved one after another
             (the posterior's tiles), never for problems used together (the fitting tiles).
+        weights: (N,) positive observation weights w (None: all 1): observation i has noise
+            variance σ²/w_i, so B = Q + PᵀWP/σ² and Pᵀ W [y, F] (robust fits' reweighting).
 
     Cost: O(nnz(Q)) here; the CHOLMOD analysis happens on the first evaluation.
     """
@@ -295,23 +303,34 @@ def make_problem(shape: tuple[int, int], h: ArrayLike, alpha: int, cells: np.nda
     pattern, pi, n = parts["pattern"], parts["pi"], shape[0] * shape[1]
     features = np.zeros((len(cells), 0)) if features is None else np.asarray(features)
     freq2 = np.zeros(0) if freq2 is None else np.asarray(freq2, dtype=np.float64)
+    w = np.ones(len(cells)) if weights is None else _check_weights(weights, len(cells))
     obs = np.zeros(n)
-    obs[cells] = 1.0
+    obs[cells] = w
     W = np.column_stack([y, features, X])
     del features
     ptw = np.zeros((n + (0 if pi is None else pi.shape[1]), W.shape[1]))
-    ptw[cells] = W
+    ptw[cells] = W if weights is None else W * w[:, None]
     if pi is None:
         e_obs = pattern.values_from_scipy(sp.diags(obs, format="csc"))
-    else:  # observations see g_fine + Π g_mid: A = [P, PΠ], AᵀA on the joint pattern
-        a = sp.hstack([sp.diags(obs), sp.diags(obs) @ pi], format="csr")
+    else:  # observations see g_fine + Π g_mid: A = [P, PΠ], AᵀWA on the joint pattern
+        a = sp.diags(np.sqrt(obs)) @ sp.hstack([sp.eye(n), pi], format="csr")
         e_obs = pattern.values_from_scipy(sp.csc_matrix(a.T @ a))
         ptw[n:] = pi.T @ ptw[:n]
+    weighted = {} if weights is None else dict(weight=obs,
+                                                log_weight=np.asarray(np.sum(np.log(w))))
     return LatticeProblem(
         pattern, _load_solver(backend, ordering), int(alpha), float(h[0] * h[1]),
         len(cells), int(X.shape[1]), parts["e_i"], parts["e_l"], parts["e_l2"], e_obs,
-        parts["eig"], ptw, W.T @ W, freq2, int(W.shape[1] - 1 - X.shape[1]), float(dw),
-        kernel, **parts["mid"], e_l3=parts["e_l3"])
+        parts["eig"], ptw, W.T @ (W if weights is None else W * w[:, None]), freq2,
+        int(W.shape[1] - 1 - X.shape[1]), float(dw), kernel, **parts["mid"],
+        e_l3=parts["e_l3"], **weighted)
+
+
+def _check_weights(weights, n: int) -> np.ndarray:
+    w = np.asarray(weights, dtype=np.float64).ravel()
+    if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w <= 0):
+        raise InputError(f"weights must be {n} finite positive numbers, one per observed cell.")
+    return w
 
 
 # make_problem(share=True): the last lattice's data-free parts (pattern, operators), so that
@@ -453,7 +472,7 @@ def statistics_from_solve(problem: LatticeProblem, logdet_b: jax.Array, s: jax.A
                           noise: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(log|Σ_g|, M) from B's (log|B|, S = B⁻¹ rhs) (:func:`sparse_statistics`)."""
     m = problem.wtw / noise - rhs.T @ s
-    return logdet_b - logdet_q + problem.n_obs * jnp.log(noise), m
+    return logdet_b - logdet_q + problem.n_obs * jnp.log(noise) - problem.log_weight, m
 
 
 def dense_likelihood(params: dict, m: jax.Array, logdet_sigma: jax.Array, n_obs: int,

@@ -322,7 +322,8 @@ def tile_statistics(est: LatticeRegressor, raster: np.ndarray, tile: PosteriorTi
         c = cells[in_core(cells, shape, tile)]
         r, q = np.divmod(c, shape[1])
         m_mat = core_gram(problem.ptw[c], s[(r - core[0].start) * ex + q - core[1].start],
-                          float(np.exp(2.0 * params["log_noise"])))
+                          float(np.exp(2.0 * params["log_noise"])),
+                          problem.weight[c] if problem.weight.size else None)
     # drop the right-hand sides (a copy: a view would keep the (n, 1 + k + p) array alive)
     problem = dataclasses.replace(problem, ptw=np.zeros((0, problem.ptw.shape[1])))
     z = selected_inverse(problem, b_vals, est.ordering, release=keep)  # one tile: no reuse

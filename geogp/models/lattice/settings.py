@@ -64,6 +64,8 @@ def check_settings(est: LatticeRegressor) -> None:
         problems.append(f"second_range must be True or False (got {est.second_range!r})")
     elif est.second_range and est.alpha != 2:
         problems.append("second_range=True needs alpha=2")
+    if getattr(est, "robust", False) not in (True, False):
+        problems.append(f"robust must be True or False (got {est.robust!r})")
     ms = est.mid_scale
     if not (ms is None or ms == "auto" or (isinstance(ms, (int, np.integer))
                                             and not isinstance(ms, bool) and ms >= 2)):

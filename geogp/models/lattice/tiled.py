@@ -162,15 +162,17 @@ def solve_tile(params: dict, problem: LatticeProblem, shape: tuple[int, int],
             s[:, blk] = at_rows(x)
             del x
     logdet_sigma = (float(logdet_b) - float(logdet_q) + problem.n_obs * math.log(noise)
-                    if whole else None)
+                    - float(problem.log_weight) if whole else None)
     return s, m_mat, logdet_sigma, b_vals
 
 
-def core_gram(w: np.ndarray, s: np.ndarray, noise: float) -> np.ndarray:
-    """The core's part of M = [y, F]ᵀ Σ_g⁻¹ [y, F]: Σ_i W_iᵀ (W_i − (A S)_i) / σ² over the
-    core's observed cells i, from ``w`` = W = [y, Φ, X] and ``s`` = A S (the field part of
-    S) at those cells. ``noise``: σ²."""
-    return (w.T @ w - w.T @ s) / noise
+def core_gram(w: np.ndarray, s: np.ndarray, noise: float,
+              weight: np.ndarray | None = None) -> np.ndarray:
+    """The core's part of M = [y, F]ᵀ Σ_g⁻¹ [y, F]: Σ_i ω_i W_iᵀ (W_i − (A S)_i) / σ² over the
+    core's observed cells i, from ``w`` = ω W, W = [y, Φ, X], and ``s`` = A S (the field part
+    of S) at those cells. ``noise``: σ². ``weight``: the cells' ω (None: all 1)."""
+    unweighted = w if weight is None else w / weight[:, None]
+    return (w.T @ unweighted - w.T @ s) / noise
 
 
 def selected_inverse(problem: LatticeProblem, b_vals: np.ndarray, ordering: str,

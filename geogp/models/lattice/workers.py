@@ -39,7 +39,7 @@ __all__ = ["sparse_pass", "KeptStates", "tile_context", "dask_client", "release_
 
 # per-cell or unpicklable state a worker does not need
 _LOCAL_ONLY = ("progress", "tile_progress", "scheduler", "posterior_", "report_",
-               "report_large_")
+               "report_large_", "contamination_")
 
 
 @contextlib.contextmanager

@@ -1,0 +1,235 @@
+"""Robust fits of the lattice model (issue #44, item 2): per-cell weights in the sparse
+machinery, the EM of the gross-error noise model, and what it buys on contaminated rasters.
+
+References: dense Gaussian algebra with per-observation noise σ²/w_i (REML and universal
+kriging), finite differences, leave-one-out by deleting the observation, the whole-lattice
+posterior for the tiled one, and the same field without contamination.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import jax
+import numpy as np
+import pytest
+from scipy import ndimage
+
+from geogp.exceptions import InputError
+from geogp.linalg import HAVE_CHOLMOD
+from geogp.models import lattice as lm
+from geogp.models.lattice.robust import DISTANCE_CLASSES, cavity, gap_distance_class
+from tests.models.test_lattice import (
+    BACKENDS,
+    _data,
+    _params,
+    dense_precision,
+    mid_covariance,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.GeographicCoordinatesWarning")
+
+
+def dense_weighted_reml(K, cells, y, X, noise):
+    """REML of y = Xβ + g_c + ε, ε_i ~ N(0, noise_i), β flat, with the prior covariance K."""
+    C = K[np.ix_(cells, cells)] + np.diag(noise)
+    Ci = np.linalg.inv(C)
+    beta = np.linalg.solve(X.T @ Ci @ X, X.T @ Ci @ y)
+    r = y - X @ beta
+    p = X.shape[1]
+    return -0.5 * (np.linalg.slogdet(C)[1] + r @ Ci @ r + (len(y) - p) * np.log(2 * np.pi)
+                   + np.linalg.slogdet(X.T @ Ci @ X)[1])
+
+
+def _weighted_problem(rng, backend, mid=None):
+    obs, v = _data(rng)
+    m = 2
+    shape = (obs.shape[0] + 2 * m, obs.shape[1] + 2 * m)
+    r, c = np.nonzero(obs)
+    cells = (r + m) * shape[1] + c + m
+    y = v[obs]
+    X = np.column_stack([np.ones_like(y), r / 4.0])
+    w = rng.uniform(0.05, 1.5, y.size)
+    prob = lm.make_problem(shape, (1.0, 0.7), 2, cells, y, X, backend=backend, weights=w,
+                           mid_scale=mid)
+    return prob, shape, cells, y, X, w
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mid", [None, 2])
+def test_weighted_likelihood_equals_dense_heteroscedastic_reml(rng, backend, mid):
+    prob, shape, cells, y, X, w = _weighted_problem(rng, backend, mid)
+    for rho, sd, ns in [(3.0, 1.2, 0.3), (1.5, 0.7, 0.05)]:
+        params = _params(rho, sd, ns)
+        if mid is None:
+            K = np.linalg.inv(dense_precision(shape, (1.0, 0.7), 2, rho, sd))
+        else:
+            params = {**params, "log_range_mid": np.log(6.0), "log_sd_mid": np.log(0.7)}
+            K = mid_covariance(shape, (1.0, 0.7), 2, rho, sd, mid, 6.0, 0.7)
+        got = float(lm.log_marginal_likelihood(params, prob))
+        assert got == pytest.approx(dense_weighted_reml(K, cells, y, X, ns**2 / w), rel=1e-10)
+
+
+@pytest.mark.skipif(not HAVE_CHOLMOD, reason="needs CHOLMOD")
+def test_weighted_likelihood_gradient_matches_finite_differences(rng):
+    prob, *_ = _weighted_problem(rng, "cholmod")
+    theta = _params(2.0, 0.9, 0.2)
+    grad = jax.grad(lm.log_marginal_likelihood)(theta, prob)
+    eps = 1e-5
+    for k, v in theta.items():
+        up = float(lm.log_marginal_likelihood(dict(theta, **{k: v + eps}), prob))
+        dn = float(lm.log_marginal_likelihood(dict(theta, **{k: v - eps}), prob))
+        assert float(grad[k]) == pytest.approx((up - dn) / (2 * eps), rel=1e-5, abs=1e-7), k
+
+
+def test_bad_weights_are_refused(rng):
+    obs, v = _data(rng)
+    cells = np.flatnonzero(obs)
+    y = v[obs]
+    for bad in (np.zeros(y.size), np.full(y.size, np.nan), np.ones(y.size + 1)):
+        with pytest.raises(InputError, match="weights"):
+            lm.make_problem(obs.shape, (1.0, 1.0), 2, cells, y, np.ones((y.size, 1)),
+                            weights=bad)
+
+
+def _fitted_weighted(rng, **kw):
+    """A fitted model (θ fixed) whose posterior is recomputed with random weights."""
+    obs, v = _data(rng, (14, 16), 0.3)
+    ay, ax = 40.0 - 0.5 * np.arange(obs.shape[0]), 3.0 + 0.35 * np.arange(obs.shape[1])
+    est = lm.LatticeRegressor(2, margin=2, range=1.3, sd=0.8, noise=0.2, optimize=False,
+                              fit_cells=None, large_scale=6, **kw).fit_grid([ay, ax], v)
+    w = np.full(obs.shape, np.nan)
+    w[obs] = rng.uniform(0.05, 1.5, obs.sum())
+    est.params_ = dict(est._stage1_params)
+    est.obs_weight_ = w
+    return est, obs, est.scaler_.y(v[obs]), w[obs]
+
+
+def test_weighted_posterior_is_the_dense_posterior_with_per_cell_noise(rng):
+    """Mean and variance at every cell against dense kriging with noise σ²/w_i, the
+    large-scale features and the trend integrated (their prior from the fitted model)."""
+    est, obs, ys, w = _fitted_weighted(rng)
+    est._posterior(obs, ys)
+    p = est.params_
+    shape, m = est.shape_, 2
+    K = np.linalg.inv(dense_precision(shape, est.h_, 2, float(np.exp(p["log_range"])),
+                                      float(np.exp(p["log_sd"]))))
+    rows, cols = np.divmod(np.arange(shape[0] * shape[1]), shape[1])
+    feats = est._features(rows, cols)
+    lam = np.asarray(lm.spectral_weights(p, np.tile(np.sum(est.freq_**2, axis=1), 2),
+                                         est._dw, est.large_scale_kernel))
+    K = K + feats @ np.diag(lam) @ feats.T  # the large scales as part of the prior
+    X = est._trend(rows, cols)
+    r, c = np.nonzero(obs)
+    cells = (r + m) * shape[1] + c + m
+    C = K[np.ix_(cells, cells)] + np.diag(float(np.exp(2 * p["log_noise"])) / w)
+    Ci = np.linalg.inv(C)
+    V = np.linalg.inv(X[cells].T @ Ci @ X[cells])
+    beta = V @ X[cells].T @ Ci @ ys
+    ks = K[:, cells]
+    mean = X @ beta + ks @ Ci @ (ys - X[cells] @ beta)
+    g = X - ks @ Ci @ X[cells]
+    var = np.diag(K) - np.einsum("ij,jk,ik->i", ks, Ci, ks) + np.einsum("ij,jk,ik->i", g, V, g)
+    np.testing.assert_allclose(est.posterior_.mean, mean, rtol=1e-8, atol=1e-9)
+    np.testing.assert_allclose(est.posterior_.var, var, rtol=1e-7)
+
+
+def test_weighted_posterior_on_tiles_matches_the_whole_one(rng):
+    est, obs, ys, _ = _fitted_weighted(rng)
+    whole = copy.copy(est)
+    whole._posterior(obs, ys)
+    tiled = copy.copy(est)
+    tiled.posterior_tile, tiled.posterior_halo = 6, 14
+    tiled._posterior(obs, ys)
+    assert tiled.posterior_tiles_ > 1
+    sd = np.sqrt(whole.posterior_.var)
+    assert np.max(np.abs(tiled.posterior_.mean - whole.posterior_.mean) / sd) < 1e-2
+    assert np.max(np.abs(np.sqrt(tiled.posterior_.var) / sd - 1.0)) < 1e-2
+
+
+def test_cavity_is_the_posterior_without_the_observation(rng):
+    """Leave one out by deleting the observation from a dense GP, against the cavity formula
+    from the full posterior's marginal and the observation's own noise."""
+    x = np.sort(rng.uniform(0, 10, 25))
+    K = np.exp(-0.5 * (x[:, None] - x[None, :]) ** 2)
+    noise = rng.uniform(0.01, 0.5, x.size)
+    y = np.sin(x) + np.sqrt(noise) * rng.standard_normal(x.size)
+    C = K + np.diag(noise)
+    mean = K @ np.linalg.solve(C, y)
+    var = np.diag(K - K @ np.linalg.solve(C, K))
+    mu, v = cavity(mean, var, y, noise)
+    for i in (0, 7, 24):
+        keep = np.arange(x.size) != i
+        Ck = C[np.ix_(keep, keep)]
+        want_mu = K[i, keep] @ np.linalg.solve(Ck, y[keep])
+        want_v = K[i, i] - K[i, keep] @ np.linalg.solve(Ck, K[keep, i])
+        assert mu[i] == pytest.approx(want_mu, rel=1e-8)
+        assert v[i] == pytest.approx(want_v, rel=1e-7)
+
+
+def test_gap_distance_classes():
+    obs = np.ones((9, 9), dtype=bool)
+    obs[4, 4] = False
+    got = np.full(obs.shape, -1)
+    got[obs] = gap_distance_class(obs)
+    yy, xx = np.indices(obs.shape)
+    want = np.minimum(np.maximum(abs(yy - 4), abs(xx - 4)), DISTANCE_CLASSES) - 1
+    assert np.array_equal(got[obs], want[obs])
+    assert (gap_distance_class(np.ones((3, 4), bool)) == DISTANCE_CLASSES - 1).all()
+
+
+def _clouded_field(seed):
+    """A smooth field under three clouds (missing blocks), with a noise sd of 0.05."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.indices((60, 70))
+    f = np.sin(yy / 6.0) + np.cos(xx / 9.0) + 0.5 * np.sin((xx + yy) / 4.0)
+    v = f + 0.05 * rng.standard_normal(f.shape)
+    obs = np.ones(f.shape, dtype=bool)
+    obs[20:35, 20:40] = obs[5:12, 50:62] = obs[42:55, 5:15] = False
+    return rng, f, np.where(obs, v, np.nan), (np.arange(60.0), np.arange(70.0))
+
+
+def _gap_rmse(est, axes, f, gaps):
+    p = est.predict_grid(list(axes))
+    return float(np.sqrt(np.mean((p.mean - f)[gaps] ** 2)))
+
+
+def test_robust_fit_finds_cloud_edge_errors_and_fills_the_gaps_as_if_clean():
+    """Cells within 2 of a cloud made 1–3 colder with probability 0.3: the plain fit takes
+    them for the field and misses the gaps by far; the robust one flags them and fills the
+    gaps close to a fit on the clean data."""
+    rng, f, clean, axes = _clouded_field(0)
+    obs = np.isfinite(clean)
+    hit = ndimage.binary_dilation(~obs, np.ones((5, 5), bool)) & obs & (rng.random(f.shape) < 0.3)
+    dirty = clean.copy()
+    dirty[hit] -= rng.uniform(1.0, 3.0, hit.sum())
+    ref = _gap_rmse(lm.LatticeRegressor().fit_grid(axes, clean), axes, f, ~obs)
+    plain = _gap_rmse(lm.LatticeRegressor().fit_grid(axes, dirty), axes, f, ~obs)
+    est = lm.LatticeRegressor(robust=True).fit_grid(axes, dirty)
+    robust = _gap_rmse(est, axes, f, ~obs)
+    flagged = est.obs_weight_[obs] < 0.5
+    assert np.sum(flagged & hit[obs]) >= 0.95 * hit.sum()
+    assert np.sum(flagged & ~hit[obs]) <= 0.01 * np.sum(~hit[obs])
+    assert plain > 3 * ref and robust < 1.25 * ref, (ref, plain, robust)
+    g = est.gross_errors()
+    assert g["flagged"] == int(flagged.sum()) and -3.0 < g["shift"] < -1.0
+    assert g["prior"][0] > 0.1 and g["prior"][-1] < 0.01  # the errors sit at the edges
+
+
+def test_robust_fit_of_clean_data_keeps_the_plain_fit():
+    _, f, clean, axes = _clouded_field(1)
+    obs = np.isfinite(clean)
+    plain = lm.LatticeRegressor().fit_grid(axes, clean)
+    est = lm.LatticeRegressor(robust=True).fit_grid(axes, clean)
+    assert plain.obs_weight_ is None and np.isnan(est.obs_weight_[~obs]).all()
+    assert np.mean(est.obs_weight_[obs] > 0.5) > 0.99
+    a, b = _gap_rmse(plain, axes, f, ~obs), _gap_rmse(est, axes, f, ~obs)
+    assert abs(b / a - 1.0) < 0.05, (a, b)
+
+
+def test_robust_is_refused_where_it_does_not_apply():
+    with pytest.raises(InputError, match="robust"):
+        lm.LatticeRegressor(robust="yes").check_args()
+    with pytest.raises(InputError, match="robust=True"):
+        lm.LatticeRegressor().fit_grid([np.arange(5.0), np.arange(6.0)],
+                                       np.arange(30.0).reshape(5, 6)).gross_errors()

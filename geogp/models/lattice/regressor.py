@@ -58,7 +58,7 @@ __all__ = ["LatticeRegressor", "ROBUST_STEPS", "ROBUST_REFIT_AFTER"]
 
 # robust=True: EM steps (one posterior each), and after how many θ is fitted again
 ROBUST_STEPS = 5
-ROBUST_REFIT_AFTER = 2
+ROBUST_REFIT_AFTER = 4
 
 
 
@@ -122,7 +122,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             each observation is, with a probability learnt per distance to the nearest gap,
             off by an error of its own), by EM: :data:`ROBUST_STEPS` reweighting steps, each
             one posterior, with θ fitted again under the weights after
-            :data:`ROBUST_REFIT_AFTER` of them. For cloud-mask leaks and spikes; about 3–4×
+            :data:`ROBUST_REFIT_AFTER` of them. For cloud-mask leaks and spikes; about 3×
             the time of a plain fit. ``obs_weight_`` then shows what was distrusted.
         scheduler: where the posterior's tiles run: ``"auto"`` (default) on the current
             ``dask.distributed`` client's workers when one exists, else in this process;
@@ -326,8 +326,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             self.obs_weight_ = np.full(obs.shape, np.nan)
             self.obs_weight_[obs] = em.weight
             if step + 1 == ROBUST_REFIT_AFTER and self.optimize:
-                _, local, self.report_ = self._fit_local_field(obs, em.target, trend, tiles,
-                                                               start=self.params_)
+                _, local, self.report_ = self._fit_local_field(obs, em.target, trend, tiles)
                 self.params_ = {**self.params_, **local}
                 release_memory()
             self._posterior(obs, em.target)

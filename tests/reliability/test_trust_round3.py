@@ -3,7 +3,9 @@ each, named after the item."""
 
 from __future__ import annotations
 
+import os
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -50,6 +52,46 @@ def test_item3_add_observations_refuses_what_fit_refuses(estimator):
                              if isinstance(y_new[0], str) else y_new)
     new = add_observations(est, X, [0.5, -0.5])
     assert new is not est and np.all(np.isfinite(new.predict(X).mean))
+
+
+_FULL_DISK_CHILD = """
+import resource, signal, sys
+from geogp.cli import main
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG past the limit, as ENOSPC on a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, (32768, 32768))
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_item3_netcdf_to_a_full_disk_fails_cleanly_and_keeps_no_outputs(tmp_path):
+    """A NetCDF file that does not fit (here: files past 32 KiB fail, as on a full disk)
+    crashed the process (h5py segfaults after HDF5 fails to close a file), leaving the
+    temporary file, the copies of the previous outputs, and the new GeoTIFF. Now: exit 1, one
+    line, the GeoTIFF written before it removed, the previous NetCDF and model file intact,
+    nothing hidden left."""
+    import subprocess
+    import sys
+
+    yy, xx = np.meshgrid(np.arange(30.0), np.arange(40.0), indexing="ij")
+    src = tmp_path / "in.tif"  # its NetCDF prediction takes ~46 KiB, its GeoTIFF ~7 KiB
+    xr.DataArray(np.sin(xx / 5) + np.cos(yy / 4), dims=("y", "x"),
+                 coords={"y": 1e4 - 100 * yy[:, 0], "x": 100 * xx[0]}
+                 ).rio.write_crs(32633).rio.to_raster(src)
+    old_nc, old_model = tmp_path / "p.nc", tmp_path / "m.npz"
+    old_nc.write_bytes(b"previous netcdf")
+    old_model.write_bytes(b"previous model" * 3000)  # past the limit: a copy of it would fail
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    argv = ["fit", src, "--out", tmp_path / "p.tif", "--netcdf", old_nc, "--save-model",
+            old_model, "--overwrite", "--quiet", "--maxiter", "2"]
+    root = str(Path(geogp.__file__).resolve().parents[1])  # the geogp under test
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    res = subprocess.run([sys.executable, "-c", _FULL_DISK_CHILD, *map(str, argv)], env=env,
+                         capture_output=True, text=True, timeout=240, check=False)
+    errors = [line for line in res.stderr.splitlines() if not line.startswith("geogp: warning")]
+    assert res.returncode == 1, (res.returncode, res.stderr[-2000:])
+    assert len(errors) == 1 and "p.nc" in errors[0] and "disk full" in errors[0], errors
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 
 # ----------------------------------------------------------------------------- item 4

@@ -10,6 +10,7 @@ a complete one (:mod:`geogp.io_atomic`). Existing outputs are refused unless
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 from pathlib import Path
@@ -25,7 +26,7 @@ from rasterio.windows import Window
 
 from geogp.adapters import check_axis, find_spatial_dims, select_variable
 from geogp.exceptions import InputError, IrregularGridError, ReadError
-from geogp.io_atomic import atomic_path, check_writable, hidden_sibling
+from geogp.io_atomic import atomic_path, check_writable, hidden_sibling, room_for
 from geogp.memory import LAZY_WINDOW_CELLS, rows_per_block
 
 _Raster = TypeVar("_Raster", xr.DataArray, xr.Dataset)
@@ -479,5 +480,35 @@ def write_netcdf(pred: xr.Dataset, path: str | os.PathLike[str], *,
             encoding[v]["grid_mapping"] = grid_mapping
     # a lazy prediction is written chunk by chunk, in this process
     with atomic_path(path, overwrite) as tmp, _in_this_process():
-        ds.to_netcdf(tmp, engine="h5netcdf", encoding=encoding)
+        _to_netcdf(ds, tmp, encoding)
     return Path(path)
+
+
+NETCDF_OVERHEAD = 2**20  # bytes of HDF5 metadata allowed beside the variables' data
+
+
+def netcdf_bound(ds: xr.Dataset) -> float:
+    """An upper bound of the bytes a NetCDF-4 file of ``ds`` takes: the uncompressed data
+    (deflate never grows a chunk by more than a few bytes per 16 KiB), 1 % for chunk
+    indexes, and :data:`NETCDF_OVERHEAD` for headers and attributes."""
+    data = sum(float(v.nbytes) for v in ds.variables.values())
+    return 1.01 * data + NETCDF_OVERHEAD
+
+
+def _to_netcdf(ds: xr.Dataset, tmp: Path, encoding: dict) -> None:
+    """Write ``ds`` to ``tmp`` so that a full disk raises one OSError. HDF5 must never meet
+    it: when closing a file fails (ENOSPC, EFBIG) it frees the file's state but keeps its
+    id, and h5py's next close (at garbage collection or exit) reads the freed memory: a
+    segfault (h5py issues 914 and 1775). So a file that might not fit (its bound beyond
+    :func:`room_for`) is made in memory and copied with Python's writes, which fail cleanly
+    (:func:`atomic_path` names the file)."""
+    need, room = netcdf_bound(ds), room_for(tmp)
+    if need <= room:
+        ds.to_netcdf(tmp, engine="h5netcdf", encoding=encoding)
+    elif is_lazy(ds):  # too large to hold in memory as a whole: the point of a lazy write
+        raise OSError(errno.ENOSPC, f"the NetCDF file takes up to {need / 2**20:,.1f} MiB and "
+                      f"its folder has room for {room / 2**20:,.1f} MiB")
+    else:
+        data = ds.to_netcdf(engine="h5netcdf", encoding=encoding)
+        with open(tmp, "wb") as f:
+            f.write(data)

@@ -10,14 +10,21 @@ The hidden names carry the writing process's id (``.NAME.geogp-PID-XXXXXXXX.tmpS
 ``.NAME.geogp-previous-PID-XXXXXXXX`` for the copy of a replaced output): a run killed while
 writing (SIGKILL: no cleanup runs) leaves them behind, and the next write to the same target
 removes those whose process is gone (:func:`remove_stale`).
+
+:func:`room_for` says how many bytes a new file in a folder may take (free space, and the
+process's file-size limit), for writers that must not meet a full disk (HDF5: see
+:func:`geogp.io.write_netcdf`). :func:`keep_previous` keeps an output that a command is
+about to replace, so that the command can put it back if it fails later.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import secrets
+import shutil
 import stat
 import tempfile
 import time
@@ -26,8 +33,15 @@ from pathlib import Path
 
 from geogp.exceptions import InputError, OutputExistsError
 
-__all__ = ["atomic_path", "check_writable", "hidden_sibling", "remove_stale"]
+try:
+    import resource  # POSIX only: the file-size limit of room_for
+except ImportError:
+    resource = None
 
+__all__ = ["atomic_path", "check_writable", "hidden_sibling", "keep_previous", "remove_stale",
+           "room_for"]
+
+_NO_ROOM = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
 STALE_AFTER_S = 60.0  # hidden files younger than this are never removed (clock skew, NFS)
 
 
@@ -115,9 +129,12 @@ def atomic_path(path: str | os.PathLike[str], overwrite: bool = False) -> Iterat
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
         os.replace(tmp, path)
         _fsync_dir(_folder(path))
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(OSError):
             os.remove(tmp)
+        if isinstance(err, OSError) and err.errno in _NO_ROOM:  # which file, in one line
+            raise OSError(err.errno, f"cannot write {str(path)!r}: {err.strerror} (disk "
+                          "full?); nothing was kept at the target path") from None
         raise
 
 
@@ -211,3 +228,41 @@ def _fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def room_for(path: str | os.PathLike[str]) -> float:
+    """Bytes a new file at ``path`` may take: the free space of its folder's file system
+    (for this user), capped by the process's file-size limit (``ulimit -f``); ``inf`` when
+    neither can be read."""
+    room = float("inf")
+    with contextlib.suppress(OSError):
+        room = float(shutil.disk_usage(_folder(Path(path))).free)
+    if resource is None:
+        return room
+    try:
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    except (OSError, ValueError):
+        return room
+    return room if limit == resource.RLIM_INFINITY else min(room, float(limit))
+
+
+def keep_previous(path: str | os.PathLike[str]) -> Path:
+    """A hidden copy of the existing file ``path`` beside it (:func:`hidden_sibling`), to put
+    back with ``os.replace`` if what replaces it must be taken back. A hard link where the
+    file system has them (no space needed: a full disk cannot refuse it), else a copy; a copy
+    that fails leaves nothing and raises :class:`OSError` in one line."""
+    path = Path(path)
+    copy = hidden_sibling(path, "previous")
+    try:
+        os.link(path, copy)
+        return copy
+    except OSError:
+        pass  # no hard links here (FAT, some network shares): copy
+    try:
+        shutil.copy2(path, copy)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            os.remove(copy)
+        raise OSError(f"cannot keep a copy of {str(path)!r} to restore if this command fails "
+                      f"({err.strerror or err}; disk full?); nothing was changed.") from None
+    return copy

@@ -145,6 +145,7 @@ def minimize_lbfgs(
     ftol: float = 1e-10,
     progress: Callable[[int, float], None] | None = None,
     bounds: dict | None = None,
+    stall: tuple[int, float] | None = None,
 ) -> tuple[dict, FitReport]:
     """Minimise ``loss(params)`` over positive (softplus) parameters by L-BFGS.
 
@@ -163,6 +164,10 @@ def minimize_lbfgs(
             None): L-BFGS-B keeps every leaf of that key inside the box (a start outside it is
             moved onto it). For parameters that the data cannot identify beyond some value
             and where the objective loses its digits (see the lattice model's range).
+        stall: ``(window, rtol)``: also stop, converged, when the objective fell by less than
+            ``rtol · max(|f|, 1)`` over the last ``window`` iterations (scipy's ``ftol``
+            looks at one iteration only, and one long flat stretch of a problem with very
+            many parameters can keep it from ever stopping).
 
     Returns:
         ``(params, report)``: the optimised constrained parameters and a :class:`FitReport`.
@@ -200,9 +205,14 @@ def minimize_lbfgs(
 
     def callback(intermediate_result):
         f = float(intermediate_result.fun)
-        state["history"].append(f)
+        hist = state["history"]
+        hist.append(f)
         if progress is not None:
-            progress(len(state["history"]), f)
+            progress(len(hist), f)
+        if stall is not None and len(hist) > stall[0] and (
+                hist[-stall[0] - 1] - f <= stall[1] * max(abs(f), 1.0)):
+            state["stalled"] = True
+            raise StopIteration  # scipy ends the run at this iterate
 
     res = scipy.optimize.minimize(
         fun, np.asarray(u0, dtype=np.float64), jac=True, method="L-BFGS-B",
@@ -216,6 +226,9 @@ def minimize_lbfgs(
             "data for outliers and the initial hyperparameters."
         )
     x, fun_x, message = res.x, float(res.fun), str(res.message)
+    if state.get("stalled"):
+        message = (f"the objective fell by less than {stall[1]:g} (relative) over the last "
+                   f"{stall[0]} iterations")
     if not np.isfinite(fun_x) or fun_x > state["best"] + 1e9 * (1 + abs(state["best"])):
         # the line search ended on a non-finite trial (scipy then reports the penalty): keep
         # the best point evaluated, which L-BFGS had accepted or tried with a finite value
@@ -225,7 +238,7 @@ def minimize_lbfgs(
     out = {k: out[k] for k in params}  # keep the caller's key order
     report = FitReport(
         objective=fun_x, n_iter=int(res.nit), n_eval=state["n_eval"],
-        converged=bool(res.success), message=message,
+        converged=bool(res.success) or state.get("stalled", False), message=message,
         time_s=time.perf_counter() - t0, history=state["history"],
     )
     return out, report

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -32,7 +31,7 @@ from geogp.cli.options import (
 from geogp.cli.runner import EXIT_OK, usage_error
 from geogp.exceptions import InputError
 from geogp.families import AUTO, family
-from geogp.io_atomic import hidden_sibling
+from geogp.io_atomic import keep_previous
 
 __all__ = ["add_fit_parser", "run_fit"]
 
@@ -149,14 +148,35 @@ def _excluded(pred, mask):
 
 def _keep_previous(outputs) -> dict:
     """{path: copy} of the outputs that exist already (``--overwrite``): hidden copies beside
-    them, so that a failed run can put them back."""
+    them (:func:`keep_previous`), so that a failed run can put them back."""
     kept = {}
-    for path in map(Path, outputs):
-        if path.is_file():  # check_writable refused devices and pipes: never read one here
-            copy = hidden_sibling(path, "previous")
-            shutil.copy2(path, copy)
-            kept[path] = copy
+    try:
+        for path in map(Path, outputs):
+            if path.is_file():  # check_writable refused devices and pipes: never read one here
+                kept[path] = keep_previous(path)
+    except BaseException:
+        _discard(kept)
+        raise
     return kept
+
+
+def _discard(kept: dict) -> None:
+    for copy in kept.values():
+        with contextlib.suppress(OSError):
+            copy.unlink()
+
+
+def _roll_back(written: list, kept: dict) -> None:
+    """Take back this run's outputs: a replaced file gets its previous content back, a new
+    one is removed; the copies of outputs not yet written go (a hard link onto its own file
+    would survive ``os.replace``)."""
+    for path in map(Path, written):
+        with contextlib.suppress(OSError):  # best effort: the run's own error is the one to tell
+            if path in kept:
+                os.replace(kept.pop(path), path)
+            else:
+                path.unlink()
+    _discard(kept)
 
 
 def run_fit(args: argparse.Namespace, echo: Callable[[str], object]) -> int:
@@ -300,13 +320,9 @@ def _run_fit(args, echo) -> int:
                 written.append(args.save_model)
                 pb.update(1)
     except BaseException:
-        for path in written:
-            Path(path).unlink(missing_ok=True)
-        for path, copy in kept.items():
-            os.replace(copy, path)
+        _roll_back(written, kept)
         raise
-    for copy in kept.values():
-        copy.unlink(missing_ok=True)
+    _discard(kept)
     echo(model.summary())
     echo("wrote " + ", ".join(outputs))
     return EXIT_OK

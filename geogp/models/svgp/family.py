@@ -4,11 +4,13 @@ front end builds it from ``GeoRegressor(likelihood=...)`` (:mod:`geogp.api`), fi
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from geogp.exceptions import GeogpError
 from geogp.families.generic import Family
-from geogp.models.svgp.regressor import SVGPRegressor
+from geogp.models.svgp.regressor import TYPICAL_LBFGS_ITERATIONS, SVGPRegressor
 
 if TYPE_CHECKING:  # annotations only
     from geogp.kernels import Kernel
@@ -21,6 +23,7 @@ class SVGPFamily(Family[SVGPRegressor]):
 
     name = "svgp"
     model_class = SVGPRegressor
+    estimates_cost = True
 
     def make(self, options: dict | None = None, *, kernel: str | Kernel | None = None,
              n_features: int | str | None = None,
@@ -33,6 +36,30 @@ class SVGPFamily(Family[SVGPRegressor]):
 
     def hyperparameters(self, est: SVGPRegressor) -> dict:
         return {}
+
+    def announce_cost(self, est: SVGPRegressor, raster_shape: tuple) -> None:
+        """Before an SVGP fit of a raster with progress bars: its optimiser and time."""
+        ny, nx = raster_shape
+        try:
+            cost = est.cost_estimate(ny * nx)  # at most every cell is observed
+        except (GeogpError, ValueError, TypeError):  # bad settings: the fit says what is wrong
+            return
+        lik = getattr(est.likelihood, "name", est.likelihood)
+        head = f"svgp ({lik} likelihood) on {ny} × {nx} cells, {est.n_features} features: "
+        if cost["optimizer"] == "lbfgs":
+            typical = min(TYPICAL_LBFGS_ITERATIONS, cost["steps"])
+            body = (f"L-BFGS until the ELBO levels off, typically ~{typical} iterations "
+                    f"(roughly {_when(cost['setup_s'] + typical * cost['step_s'])}), at most "
+                    f"{cost['steps']} (roughly "
+                    f"{_when(cost['setup_s'] + cost['steps'] * cost['step_s'])})")
+        else:
+            body = (f"{cost['steps']} Adam steps on minibatches of {cost['batch']}, roughly "
+                    f"{_when(cost['setup_s'] + cost['steps'] * cost['step_s'])}")
+        print(head + body + " at the 2-core reference rate", file=sys.stderr, flush=True)
+
+
+def _when(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"  # never "0 min"
 
 
 FAMILY = SVGPFamily()

@@ -13,8 +13,17 @@ date, and dates since the cell was last observed.
 80 % missing), fetched into benchmarks/out/ (or ``--data PATH``), never shipped. Gap-shaped
 folds: each date's cloud shape moved onto the observed cells of another date.
 
+``ndvi``: the validation design of the R package gapfill (Gerber et al. 2018, IEEE TGRS): a
+MODIS NDVI stack (MOD13A1, 500 m, 16-day composites, 100 × 100 cells, day of year 145–257 in
+2004–2009: 48 images) with 20 % and 50 % of the cells masked by real cloud shapes, scored on
+the masked cells. The data are the package's tests-local/maskstudy.rda (florafauna/gapfill,
+GPL ≥ 2), fetched into benchmarks/out/ (or ``--data PATH``) and read with the ``rdata``
+package (``pip install rdata`` in the benchmarks' environment; a .npz with the arrays
+``data``, ``masked20``, ``masked50``, ``year``, ``doy`` also works), never shipped.
+
 Usage: .venv/bin/python benchmarks/bench_spacetime.py sim [--shape 32 32 --dates 16]
        .venv/bin/python benchmarks/bench_spacetime.py sst [--data PATH]
+       .venv/bin/python benchmarks/bench_spacetime.py ndvi [--data PATH] [--masks 20 50]
        .venv/bin/python benchmarks/bench_spacetime.py cost [--dates 48]
        .venv/bin/python benchmarks/bench_spacetime.py speed [--shape 100 100 --dates 48]
 """
@@ -44,6 +53,8 @@ from _machine import cpu_model
 
 SST_URL = ("https://raw.githubusercontent.com/aida-alvera/DINEOF/master/SmallExample/"
            "alboranSST_small.nc")
+NDVI_URL = ("https://raw.githubusercontent.com/florafauna/gapfill/master/tests-local/"
+            "maskstudy.rda")
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 
 
@@ -317,6 +328,65 @@ def run_speed(args):
     print(model.summary())
 
 
+def ndvi_arrays(path):
+    """{data, masked20, masked50: (48, 100, 100) date-major, year, doy} of gapfill's study."""
+    if path is None:
+        os.makedirs(OUT, exist_ok=True)
+        path = os.path.join(OUT, "maskstudy.rda")
+        if not os.path.exists(path):
+            print(f"fetching {NDVI_URL}", flush=True)
+            urllib.request.urlretrieve(NDVI_URL, path + ".part")
+            os.replace(path + ".part", path)
+    if path.endswith(".npz"):
+        with np.load(path) as z:
+            return {k: z[k] for k in z.files}
+    try:
+        import rdata  # a reader for the benchmark only
+    except ImportError:
+        sys.exit("the ndvi benchmark reads an .rda file: pip install rdata (in a benchmark "
+                 "environment), or pass --data FILE.npz")
+    r = rdata.conversion.convert(rdata.parser.parse_file(path))
+
+    def stack(a):  # R's (x, y, doy, year) → (date, y, x), dates in time order
+        a = np.asarray(a, dtype=np.float64)
+        return a.transpose(3, 2, 1, 0).reshape(-1, a.shape[1], a.shape[0])
+
+    info = r["target.fi"]
+    return {"data": stack(r["data_array"]), "masked20": stack(r["data_array_masked20"]),
+            "masked50": stack(r["data_array_masked50"]),
+            "year": info["year"].to_numpy(int), "doy": info["doy"].to_numpy(int)}
+
+
+def run_ndvi(args):
+    a = ndvi_arrays(args.data)
+    truth = a["data"]
+    times = (pd.to_datetime([f"{y}-01-01" for y in a["year"]])
+             + pd.to_timedelta(a["doy"] - 1, unit="D")).values
+    ny, nx = truth.shape[1:]
+    coords = {"time": times, "y": 500.0 * np.arange(ny)[::-1], "x": 500.0 * np.arange(nx)}
+    rows = []
+    for pct in args.masks:
+        masked = a[f"masked{pct}"]
+        hidden = np.isfinite(truth) & ~np.isfinite(masked)
+        train = xr.DataArray(masked, dims=("time", "y", "x"), coords=coords).rio.write_crs(
+            6933)  # an equal-area projection in metres (the study's own grid is not given)
+        dist, since = strata(~np.isfinite(masked))
+        print(f"# NDVI stack {masked.shape}, {pct} % masked: {int(hidden.sum())} hidden "
+              f"cells; {machine()}", flush=True)
+        for method, kw in (("spacetime", {"model": "spacetime"}), ("per image", {})):
+            if method not in args.methods:
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                t0 = time.perf_counter()
+                pred = geogp.fit(train, **kw).predict()
+                secs = time.perf_counter() - t0
+            rows.append(scores(f"{method} {pct}%", truth, truth, pred["mean"].values,
+                               pred["std"].values, hidden, dist, since, secs))
+            print(pd.DataFrame(rows[-1:]).set_index("method").round(4).to_string(), flush=True)
+    print(pd.DataFrame(rows).set_index("method").round(4).to_string())
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -329,6 +399,10 @@ def main(argv=None):
     s.add_argument("--truths", nargs="+", default=list(TRUTHS))
     s = sub.add_parser("sst")
     s.add_argument("--data", default=None)
+    s = sub.add_parser("ndvi")
+    s.add_argument("--data", default=None)
+    s.add_argument("--masks", type=int, nargs="+", default=[20, 50], choices=[20, 50])
+    s.add_argument("--methods", nargs="+", default=["spacetime", "per image"])
     s = sub.add_parser("cost")
     s.add_argument("--dates", type=int, default=48)
     s.add_argument("--sides", type=int, nargs="+", default=[16, 24, 32, 40])
@@ -337,7 +411,8 @@ def main(argv=None):
     s.add_argument("--shape", type=int, nargs=2, default=[100, 100])
     s.add_argument("--dates", type=int, default=48)
     args = p.parse_args(argv)
-    {"sim": run_sim, "sst": run_sst, "cost": run_cost, "speed": run_speed}[args.cmd](args)
+    {"sim": run_sim, "sst": run_sst, "ndvi": run_ndvi, "cost": run_cost,
+     "speed": run_speed}[args.cmd](args)
 
 
 if __name__ == "__main__":

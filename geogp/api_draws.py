@@ -25,7 +25,7 @@ __all__ = ["DrawsMixin"]
 
 
 class DrawsMixin:
-    """``sample``, ``exceedance`` and ``effective_lengthscale`` for
+    """``sample``, ``exceedance``, ``effective_lengthscale`` and ``observation_weight`` for
     :class:`geogp.api.GeoRegressor`."""
 
     def sample(self, n: int = 10, like: xr.DataArray | xr.Dataset | None = None, *,
@@ -134,6 +134,40 @@ class DrawsMixin:
         return self._raster(maps, [], target, "effective_lengthscale",
                             {"units": units, "long_name": "effective lengthscale "
                              "(wavelet prior, geometric mean of the axes)"})
+
+    def observation_weight(self, like: xr.DataArray | xr.Dataset | None = None, *,
+                           x: ArrayLike | None = None,
+                           y: ArrayLike | None = None) -> xr.DataArray:
+        """Map of what a robust fit distrusted: each observed cell's weight (docs/gvi.md).
+
+        With ``robust=True`` the lattice model learns which observations are gross errors
+        (cloud-mask leaks, spikes) and gives them weights near 0; clean cells keep weights
+        near 1. Cells that were not observed are NaN.
+
+        Args:
+            like, x, y: the grid (as :meth:`predict`; default the input raster).
+
+        Returns:
+            ``xr.DataArray`` ([extra,] y, x) named ``obs_weight``, between 0 and 1, with the
+            grid's coordinates and CRS.
+
+        Raises:
+            InputError: for a model fitted without ``robust=True``.
+        """
+        self._check_fitted()
+        if not (family(self.model_).fits_robust
+                and all(getattr(est, "robust", False) for est in self.estimators_)):
+            raise InputError("observation_weight() maps a robust fit's weights; fit with "
+                             "robust=True (geogp fit --robust). A plain fit weighs every "
+                             "observation 1.")
+        target, (my, mx) = self._grid(like, x, y)
+        Y, X = np.meshgrid(my, mx, indexing="ij")
+        pts = np.column_stack([Y.ravel(), X.ravel()])
+        maps = np.stack([est.observation_weight(pts).reshape(Y.shape)
+                         for est in self.estimators_])
+        return self._raster(maps, [], target, "obs_weight",
+                            {"long_name": "weight of each observation in the robust fit "
+                             "(near 0: treated as a gross error)"})
 
     def _raster(self, values, lead: list, target, name: str, attrs: dict) -> xr.DataArray:
         """``values`` (*lead, slice, y, x) as a DataArray (*lead, [extra,] y, x) on the target

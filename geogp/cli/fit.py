@@ -282,6 +282,9 @@ def _run_fit(args, echo) -> int:
     if family(model.model_).maps_lengthscale:  # its local lengthscale: a band, a --map panel
         pred["effective_lengthscale"] = model.effective_lengthscale(like=da)
         extra = ("effective_lengthscale",)
+    if args.robust:  # what the fit distrusted: a band
+        pred["obs_weight"] = model.observation_weight(like=da)
+        extra = (*extra, "obs_weight")
     # each write is atomic; a failed later one takes the earlier ones back: files made by this
     # run are removed, files it replaced (--overwrite) get their previous content back
     written, kept = [], _keep_previous(outputs)

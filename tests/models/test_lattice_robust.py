@@ -13,8 +13,10 @@ import copy
 import jax
 import numpy as np
 import pytest
+import xarray as xr
 from scipy import ndimage
 
+import geogp
 from geogp.exceptions import InputError
 from geogp.linalg import HAVE_CHOLMOD
 from geogp.models import lattice as lm
@@ -233,3 +235,42 @@ def test_robust_is_refused_where_it_does_not_apply():
     with pytest.raises(InputError, match="robust=True"):
         lm.LatticeRegressor().fit_grid([np.arange(5.0), np.arange(6.0)],
                                        np.arange(30.0).reshape(5, 6)).gross_errors()
+
+
+def _clouded_raster():
+    """The clouded field as a projected DataArray, cloud edges made colder: (raster, hit)."""
+    rng, _, clean, (ay, ax) = _clouded_field(2)
+    obs = np.isfinite(clean)
+    hit = ndimage.binary_dilation(~obs, np.ones((5, 5), bool)) & obs & (rng.random(obs.shape) < 0.3)
+    clean[hit] -= rng.uniform(1.0, 3.0, hit.sum())
+    da = xr.DataArray(clean, dims=("y", "x"), coords={"y": 5e5 - 100.0 * ay, "x": 100.0 * ax})
+    return da.rio.write_crs(32633), hit
+
+
+def test_the_front_end_maps_what_the_robust_fit_distrusted():
+    da, hit = _clouded_raster()
+    model = geogp.fit(da, robust=True)
+    w = model.observation_weight()
+    assert w.dims == ("y", "x") and w.rio.crs.to_epsg() == 32633
+    assert np.array_equal(np.isnan(w.values), np.isnan(da.values))
+    assert np.nanmax(w.values[hit]) < 0.5 < np.nanmin(w.values[np.isfinite(da.values) & ~hit])
+    with pytest.raises(InputError, match="robust=True"):
+        geogp.fit(da).observation_weight()
+
+
+def test_geogp_fit_robust_writes_the_weights_as_a_band(tmp_path, capsys):
+    from geogp.cli import main
+
+    da, hit = _clouded_raster()
+    src = tmp_path / "in.tif"
+    da.rio.to_raster(src)
+    assert main(["fit", str(src), "--out", str(tmp_path / "p.tif"), "--robust", "--quiet"]) == 0
+    out = geogp.open_raster(tmp_path / "p.tif")
+    band = list(out.attrs["long_name"]).index("obs_weight")
+    w = out.values[band]
+    assert np.nanmax(w[hit]) < 0.5 and np.isnan(w[~np.isfinite(da.values)]).all()
+    capsys.readouterr()
+    assert main(["fit", str(src), "--out", str(tmp_path / "q.tif"), "--robust", "--model",
+                 "afs", "--quiet"]) != 0
+    assert "--robust belongs to the lattice model" in capsys.readouterr().err
+    assert not (tmp_path / "q.tif").exists()

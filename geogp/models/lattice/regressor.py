@@ -332,6 +332,25 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             self._posterior(obs, em.target)
         self.contamination_ = em
 
+    def observation_weight(self, points: ArrayLike) -> np.ndarray:
+        """(P,) the fitted weight of the observed cell at each of ``points`` (P, 2) (model
+        units, snapped to the nearest cell centre): 1 for a plain fit, the EM's weight with
+        ``robust`` (near 0: a gross error); NaN off the raster or where nothing was observed."""
+        check_fitted(self, "scaler_")
+        pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+        m = int(self.margin)
+        idx = [np.rint((pts[:, k] - self.origin_[k]) / self.step_[k]).astype(np.int64) - m
+               for k in range(2)]
+        sides = [n - 2 * m for n in self.shape_]
+        inside = (idx[0] >= 0) & (idx[0] < sides[0]) & (idx[1] >= 0) & (idx[1] < sides[1])
+        out = np.full(pts.shape[0], np.nan)
+        weight = getattr(self, "obs_weight_", None)
+        if weight is None:
+            raise InputError("observation_weight() needs a fit with robust=True (a plain fit "
+                             "gives every observation the weight 1).")
+        out[inside] = weight[idx[0][inside], idx[1][inside]]
+        return out
+
     def gross_errors(self) -> dict:
         """The fitted gross-error model in data units (``robust=True``): ``prior`` (the
         probability per distance to the nearest gap, 1 … ``DISTANCE_CLASSES`` or more

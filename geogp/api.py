@@ -42,6 +42,7 @@ from geogp.families import (
     GRID_MODEL,
     MODELS,
     POINTS_MODEL,
+    SVGP_FEATURES,
     family,
     resolve_model,
 )
@@ -80,7 +81,8 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
         likelihood: ``"gaussian"`` (default: the models above), or ``"poisson"`` (counts),
             ``"bernoulli"`` (0/1 values), ``"student_t"`` (outliers): a stochastic variational
             GP on Fourier features (``model_`` ``"svgp"``, docs/svgp.md), fitted on the
-            observed cells with a window over the whole raster, whatever ``model`` says. Its
+            observed cells with a window over the whole raster (``model`` must be ``"auto"`` or
+            ``"afs"``; others are refused). Its
             report lists the hyperparameters the model has (a Poisson or Bernoulli model has no
             noise term); its progress bars follow its phases.
         kernel: kernel name for ``afs``/``exact`` (default ``"matern12"``; also ``"se"``,
@@ -149,7 +151,11 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
                 at every cell. Lattice model only (``model="auto"`` on a regular raster);
                 ``covariate_coef_`` gives their coefficients.
         """
-        gaussian = self.likelihood == GAUSSIAN  # else an SVGP, whatever model says
+        gaussian = self.likelihood == GAUSSIAN  # else an SVGP on AFS features
+        if not gaussian and self.model not in (AUTO, SVGP_FEATURES):
+            raise InputError(f"likelihood={self.likelihood!r} is fitted by an SVGP on AFS "
+                             f"features, not by model={self.model!r}; leave model='auto' (or "
+                             f"{SVGP_FEATURES!r}), or use likelihood='gaussian'.")
         if gaussian and self.model not in (*MODELS, AUTO):
             raise InputError(f"model must be one of {[AUTO, *MODELS]}; got "
                              f"{self.model!r}.")

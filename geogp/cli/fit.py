@@ -239,7 +239,7 @@ def _run_fit(args, echo) -> int:
                                      "posterior_tile", "robust")
                if k in given} or None
     gaussian = args.likelihood == "gaussian"  # else an SVGP: --model and sharing not used
-    model = GeoRegressor(args.model if gaussian else AUTO, likelihood=args.likelihood,
+    model = GeoRegressor(args.model, likelihood=args.likelihood,
                          kernel=args.kernel, n_features=args.features,
                          share_hyperparameters=args.share_hyperparameters and gaussian,
                          progress=not args.quiet, options=options)

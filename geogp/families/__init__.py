@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # annotations only
     from geogp.models.base import Prediction
 
 __all__ = ["AUTO", "MODELS", "FALLBACK", "EXACT_AUTO_POINTS", "POINTS_MODEL", "AUTO_RULE",
-           "GRID_MODEL", "GAUSSIAN", "family", "family_of",
+           "GRID_MODEL", "GAUSSIAN", "SVGP_FEATURES", "family", "family_of",
            "is_model", "savable_models", "resolve_model", "make_estimator", "fit_grid",
            "fit_points", "predict_grid", "predict_points", "sample_grid", "describe"]
 
@@ -57,6 +57,7 @@ AUTO_RULE = (f"{GRID_MODEL} on regular 2-D rasters (on posterior tiles where the
              f"scattered points, {FALLBACK} otherwise (more points, irregular rasters, "
              f"{FALLBACK} options)")
 GAUSSIAN = "gaussian"  # GeoRegressor(likelihood=...): any other likelihood fits an "svgp"
+SVGP_FEATURES = "afs"  # the model whose features a non-Gaussian likelihood's SVGP uses
 # name → (module of the family, module and class of its model, or a tuple of its classes)
 _REGISTRY = {
     "afs": ("geogp.models.afs.family", "geogp.models.afs", "AFSRegressor"),

@@ -344,3 +344,21 @@ def test_item4_a_read_only_output_folder_is_refused_before_the_fit(tmp_path, cap
     code, io = _run(argv, capsys)
     assert code != 0 and "Read-only file system" in io.err and not out.exists()
     assert len(io.err.strip().splitlines()) == 1, io.err
+
+
+def test_item2_a_non_gaussian_likelihood_refuses_another_model(tmp_path, capsys):
+    """--likelihood poisson with --model lattice was fitted as an AFS SVGP without a word."""
+    from geogp.cli import main
+
+    yy, xx = np.meshgrid(np.arange(10.0), np.arange(12.0), indexing="ij")
+    da = xr.DataArray(np.floor(3 + np.sin(xx / 3) + np.cos(yy / 4)), dims=("y", "x"),
+                      coords={"y": 1e4 - 100 * yy[:, 0], "x": 100 * xx[0]}).rio.write_crs(32633)
+    for model in ("lattice", "exact", "wavelet"):
+        with pytest.raises(InputError, match="SVGP on AFS features"):
+            geogp.fit(da, model=model, likelihood="poisson")
+    src = tmp_path / "in.tif"
+    da.rio.to_raster(src)
+    code = main(["fit", str(src), "--out", str(tmp_path / "p.tif"), "--likelihood", "poisson",
+                 "--model", "lattice", "--quiet"])
+    assert code != 0 and "SVGP on AFS features" in capsys.readouterr().err
+    assert not (tmp_path / "p.tif").exists()

@@ -99,12 +99,14 @@ SECONDS_PER_TILE_CELL = 5.5e-5
 WORKER_EFFICIENCY = 0.7
 
 
-def lattice_seconds(tile_cells_total: int, workers: int = 1) -> float:
+def lattice_seconds(tile_cells_total: int, workers: int = 1, fits: int = 1,
+                    posteriors: int = 1) -> float:
     """A rough wall-time estimate of a lattice fit whose posterior tiles hold
     ``tile_cells_total`` cells in all, on ``workers`` processes (machine-dependent: it is the
-    rate measured on the 2-core reference machine)."""
+    rate measured on the 2-core reference machine), with ``fits`` hyperparameter fits and
+    ``posteriors`` posteriors (a robust fit has more of both)."""
     speedup = 1.0 if int(workers) <= 1 else WORKER_EFFICIENCY * int(workers)
-    return STAGES_SECONDS + SECONDS_PER_TILE_CELL * tile_cells_total / speedup
+    return fits * STAGES_SECONDS + posteriors * SECONDS_PER_TILE_CELL * tile_cells_total / speedup
 
 
 def tile_cells(tile: PosteriorTile, margin: int) -> int:

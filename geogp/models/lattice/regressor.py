@@ -224,8 +224,10 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         needed = lattice_bytes(lattice, max(cells), self._alpha(),
                                self.mid_factor(raster_shape) is not None,
                                self._n_columns(n_covariates, raster_shape))
+        robust = bool(self.robust)  # one more fit of θ, and one posterior per EM step
         return {"tiles": len(cells), "bytes": needed,
-                "seconds": lattice_seconds(sum(cells), workers)}
+                "seconds": lattice_seconds(sum(cells), workers, 1 + robust,
+                                           1 + robust * ROBUST_STEPS)}
 
     def check_memory(self, raster_shape: tuple[int, int], n_covariates: int = 0) -> None:
         """Refuse, before allocating, a raster whose estimate exceeds ``max_bytes``."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["lengths", "number"]
+import os
+
+__all__ = ["duration", "duration_range", "lengths", "number"]
 
 _METRES = ("m", "metre", "meter", "metres", "meters")
 
@@ -25,3 +27,25 @@ def lengths(values, units: str) -> str:
         vals, units = ([v / 1000 for v in vals], "km") if big else (vals, "m")
     text = ", ".join(number(v) for v in vals)
     return (f"({text})" if len(vals) > 1 else text) + f" {units}"
+
+
+def duration(seconds: float) -> str:
+    """Seconds below 90, whole minutes from there (never "0 min")."""
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+def duration_range(seconds: float, load: float | None = None, cores: int | None = None) -> str:
+    """An estimate at the reference machine's idle rate as a range: from it to what the
+    machine's load makes of it (at least 2×: other jobs come and go during a fit). ``load``:
+    the 1-minute load average (default the machine's); ``cores``: its CPUs.
+
+    >>> duration_range(30, load=0.0, cores=2), duration_range(30, load=4.0, cores=2)
+    ('30–60 s', '30 s–2 min')
+    """
+    load = os.getloadavg()[0] if load is None else float(load)
+    cores = (os.cpu_count() or 1) if cores is None else int(cores)
+    slow = max(2.0, 1.5 * (1.0 + load) / cores)  # a fit's share of the cores under that load
+    low, high = duration(seconds), duration(seconds * slow)
+    if low.split()[1] == high.split()[1]:
+        return f"{low.split()[0]}–{high}"
+    return f"{low}–{high}"

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from geogp._format import number
+from geogp._format import duration_range, number
 from geogp.exceptions import GeogpError, InputError
 from geogp.families.generic import Family
 from geogp.models.base import Prediction
@@ -79,12 +79,12 @@ class LatticeFamily(Family[LatticeRegressor]):
         if cost["tiles"] > 1 and client is None:
             hint = ("; tiles run in parallel on a dask cluster (geogp fit --workers N, or a "
                     "distributed.Client), and larger tiles (--max-memory) waste less on halos")
-        secs = float(cost["seconds"])
-        when = f"{secs:.0f} s" if secs < 90 else f"{secs / 60:.0f} min"  # never "0 min"
+        when = duration_range(float(cost["seconds"]))
         ny, nx = raster_shape
         print(f"lattice model on {ny} × {nx} cells: posterior on {tiles}; estimated "
               f"peak memory {cost['bytes'] / 2**30:.1f} GiB (limit {est.max_bytes / 2**30:.1f} "
-              f"GiB), roughly {when} at the 2-core reference rate{hint}",
+              f"GiB), roughly {when} (the 2-core reference rate, then this machine's load)"
+              f"{hint}",
               file=sys.stderr, flush=True)
 
     def fit_grid(self, est: LatticeRegressor, axes: list, values: ArrayLike, regular: bool,

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from geogp._format import duration_range
 from geogp.exceptions import GeogpError
 from geogp.families.generic import Family
 from geogp.models.svgp.regressor import TYPICAL_LBFGS_ITERATIONS, SVGPRegressor
@@ -48,18 +49,16 @@ class SVGPFamily(Family[SVGPRegressor]):
         head = f"svgp ({lik} likelihood) on {ny} × {nx} cells, {est.n_features} features: "
         if cost["optimizer"] == "lbfgs":
             typical = min(TYPICAL_LBFGS_ITERATIONS, cost["steps"])
+            usual = duration_range(cost["setup_s"] + typical * cost["step_s"])
             body = (f"L-BFGS until the ELBO levels off, typically ~{typical} iterations "
-                    f"(roughly {_when(cost['setup_s'] + typical * cost['step_s'])}), at most "
+                    f"(roughly {usual}), at most "
                     f"{cost['steps']} (roughly "
-                    f"{_when(cost['setup_s'] + cost['steps'] * cost['step_s'])})")
+                    f"{duration_range(cost['setup_s'] + cost['steps'] * cost['step_s'])})")
         else:
             body = (f"{cost['steps']} Adam steps on minibatches of {cost['batch']}, roughly "
-                    f"{_when(cost['setup_s'] + cost['steps'] * cost['step_s'])}")
-        print(head + body + " at the 2-core reference rate", file=sys.stderr, flush=True)
-
-
-def _when(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"  # never "0 min"
+                    f"{duration_range(cost['setup_s'] + cost['steps'] * cost['step_s'])}")
+        print(head + body + " (the 2-core reference rate, then this machine's load)",
+              file=sys.stderr, flush=True)
 
 
 FAMILY = SVGPFamily()

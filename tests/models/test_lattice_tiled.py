@@ -237,19 +237,26 @@ def test_a_local_cluster_computes_the_same_posterior_bit_for_bit(whole):
     """Tiles as dask.distributed tasks on a LocalCluster of 2 worker processes give the
     in-process result exactly (each tile is single-threaded and deterministic; M is summed
     in tile order)."""
+    import copy
+
     from distributed import Client, LocalCluster
 
     est, obs, ys = whole
-    here = _tiled_at(est, obs, ys, 24, 12)
+    weighted = copy.copy(est)  # a robust fit's per-cell weights travel with the model
+    weighted.obs_weight_ = np.where(obs, np.random.default_rng(3).uniform(0.1, 1.0, obs.shape),
+                                    np.nan)
+    here = [_tiled_at(e, obs, ys, 24, 12) for e in (est, weighted)]
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster, Client(cluster) as client:
-        there = _tiled_at(est, obs, ys, 24, 12, scheduler=client)
+        there = [_tiled_at(e, obs, ys, 24, 12, scheduler=client) for e in (est, weighted)]
         assert len(client.scheduler_info()["workers"]) == 2
-    assert here.posterior_tiles_ == there.posterior_tiles_ == 12
-    np.testing.assert_array_equal(there.posterior_.mean, here.posterior_.mean)
-    np.testing.assert_array_equal(there.posterior_.var, here.posterior_.var)
-    np.testing.assert_array_equal(there.posterior_.cov, here.posterior_.cov)
-    assert there.params_ == here.params_
+    for a, b in zip(here, there, strict=True):
+        assert a.posterior_tiles_ == b.posterior_tiles_ == 12
+        np.testing.assert_array_equal(b.posterior_.mean, a.posterior_.mean)
+        np.testing.assert_array_equal(b.posterior_.var, a.posterior_.var)
+        np.testing.assert_array_equal(b.posterior_.cov, a.posterior_.cov)
+        assert b.params_ == a.params_
+    assert np.max(np.abs(here[1].posterior_.mean - here[0].posterior_.mean)) > 1e-3
 
 
 def test_cost_estimate_counts_the_tiles_and_grows_with_the_tile_cells():

@@ -44,14 +44,15 @@ _LAZY = {
     "GeoRegressor": ("geogp.api", "GeoRegressor"),
     "fit": ("geogp.api", "fit"),
     "open_raster": ("geogp.io", "open_raster"),
+    "open_stack": ("geogp.io", "open_stack"),
     "write_geotiff": ("geogp.io", "write_geotiff"),
     "write_netcdf": ("geogp.io", "write_netcdf"),
     "cross_validate": ("geogp.crossval", "cross_validate"),
 }
 
 __all__ = ["__version__", "exceptions", "kernels", "SquaredExponential", "Matern12", "Matern32",
-           "Matern52", "GeoRegressor", "fit", "load_model", "open_raster", "write_geotiff",
-           "write_netcdf", "metrics", "cross_validate"]
+           "Matern52", "GeoRegressor", "fit", "load_model", "open_raster", "open_stack",
+           "write_geotiff", "write_netcdf", "metrics", "cross_validate"]
 
 
 def __getattr__(name: str):

@@ -13,6 +13,8 @@ import contextlib
 import errno
 import hashlib
 import os
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -31,8 +33,8 @@ from geogp.memory import LAZY_WINDOW_CELLS, rows_per_block
 
 _Raster = TypeVar("_Raster", xr.DataArray, xr.Dataset)
 
-__all__ = ["open_raster", "atomic_path", "check_writable", "check_geotiff_grid",
-           "hidden_sibling", "write_geotiff", "write_netcdf", "GEOTIFF_BANDS",
+__all__ = ["open_raster", "open_stack", "date_in_name", "atomic_path", "check_writable",
+           "check_geotiff_grid", "hidden_sibling", "write_geotiff", "write_netcdf", "GEOTIFF_BANDS",
            "GEOTIFF_SUFFIXES", "NETCDF_SUFFIXES"]
 
 GEOTIFF_BANDS = ("mean", "std")  # band 1, band 2; latent std and quantiles optional after them
@@ -89,6 +91,125 @@ def open_raster(path: str | os.PathLike[str], var: str | None = None) -> xr.Data
     if suffix in GEOTIFF_SUFFIXES:
         _check_readable(da, path)
     return da
+
+
+# dates in file names or band descriptions, tried in this order: 2020-06-01 (or 2020_06_01),
+# 20200601, and MODIS's A2004145 (year and day of year)
+DATE_PATTERNS = (
+    (re.compile(r"(?<!\d)(\d{4})[-_.](\d{2})[-_.](\d{2})(?!\d)"), "ymd"),
+    (re.compile(r"(?<!\d)(\d{4})(\d{2})(\d{2})(?!\d)"), "ymd"),
+    (re.compile(r"(?<![A-Za-z0-9])A(\d{4})(\d{3})(?!\d)"), "yj"),
+)
+
+
+def date_in_name(text: str) -> np.datetime64 | None:
+    """The date written in a file name or band description (:data:`DATE_PATTERNS`: 2020-06-01,
+    20200601 or MODIS's A2020153), or None when there is none or it is not a real date."""
+    for pattern, kind in DATE_PATTERNS:
+        found = pattern.findall(str(text))
+        if len(found) != 1:  # none, or ambiguous
+            continue
+        try:
+            if kind == "ymd":
+                return np.datetime64("-".join(found[0]), "D")
+            year, day = found[0]
+            if not 1 <= int(day) <= 366:
+                continue
+            return np.datetime64(f"{year}-01-01", "D") + np.timedelta64(int(day) - 1, "D")
+        except ValueError:  # not a calendar date (e.g. 2020-13-45)
+            continue
+    return None
+
+
+def _dates(texts: Sequence[str], times: Sequence[str] | None, what: str) -> np.ndarray:
+    """One date per ``texts`` item: ``times`` parsed, or the date in each text."""
+    if times is not None:
+        if len(times) != len(texts):
+            raise InputError(f"{len(times)} dates given for {len(texts)} {what}s; give one "
+                             "date per " + what + ".")
+        try:
+            return np.array([np.datetime64(str(t).strip(), "D") for t in times])
+        except ValueError as err:
+            raise InputError(f"cannot read the dates {list(times)} ({err}); write them as "
+                             "YYYY-MM-DD.") from None
+    out = [date_in_name(t) for t in texts]
+    missing = [t for t, d in zip(texts, out, strict=True) if d is None]
+    if missing:
+        raise InputError(f"no date found in the {what} {missing[0]!r} (looked for 2020-06-01, "
+                         "20200601 or MODIS's A2020153); give the dates with --time (times=).")
+    return np.array(out)
+
+
+def open_stack(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+               times: Sequence[str] | None = None, var: str | None = None) -> xr.DataArray:
+    """Open an image series as a (time, y, x) DataArray, in date order.
+
+    Args:
+        paths: several single-image rasters on one grid (GeoTIFF or NetCDF), or one
+            multi-band GeoTIFF whose bands are the dates.
+        times: one date per file (or band), e.g. ``["2020-06-01", ...]``; default: the date in
+            each file name (or band description): 2020-06-01, 20200601 or MODIS's A2020153.
+        var: NetCDF variable (as :func:`open_raster`).
+
+    Returns:
+        The stack with a datetime ``time`` coordinate, sorted by date, CRS kept.
+
+    Raises:
+        InputError: a file is not one image, the grids differ, a date is missing or
+            unreadable, or two images have the same date.
+        ReadError: a file cannot be read.
+    """
+    single = isinstance(paths, (str, os.PathLike))
+    paths = [Path(paths)] if single else [Path(p) for p in paths]
+    if not paths:
+        raise InputError("open_stack needs at least one file.")
+    if len(paths) == 1:
+        da = open_raster(paths[0], var=var)
+        if "band" not in da.dims:
+            raise InputError(f"{str(paths[0])!r} is one image; a stack needs several files, or "
+                             "one GeoTIFF whose bands are the dates.")
+        names = np.atleast_1d(da.attrs.get("long_name", [str(b) for b in da["band"].values]))
+        if len(names) != da.sizes["band"]:
+            names = [str(b) for b in da["band"].values]
+        dates = _dates([str(n) for n in names], times, "band")
+        stack = da.rename({"band": "time"}).assign_coords(time=dates)
+        stack.attrs.pop("long_name", None)
+    else:
+        images = []
+        for p in paths:
+            da = open_raster(p, var=var)
+            if da.ndim != 2:
+                raise InputError(f"{str(p)!r} has the dimensions {list(da.dims)}; each file of "
+                                 "a stack must be one image (y, x).")
+            if images:
+                _check_same_grid(images[0], da, paths[0], p)
+            images.append(da)
+        dates = _dates([p.name for p in paths], times, "file")
+        stack = xr.concat(images, dim="time", coords="minimal", compat="override",
+                          join="override").assign_coords(time=dates)
+        stack.name = images[0].name
+    order = np.argsort(dates, kind="stable")
+    dup = np.flatnonzero(np.diff(dates[order]) == np.timedelta64(0, "D"))
+    if dup.size:
+        raise InputError(f"two images have the date {dates[order][dup[0]]}; a stack needs one "
+                         "image per date.")
+    return stack.isel(time=order)
+
+
+def _check_same_grid(first: xr.DataArray, other: xr.DataArray, a: Path, b: Path) -> None:
+    """Refuse an image of another grid (shape, coordinates or CRS) than the first one's."""
+    ya, xa = find_spatial_dims(first)
+    yb, xb = find_spatial_dims(other)
+    same = (first.shape == other.shape
+            and np.allclose(first[ya].values, other[yb].values, rtol=0, atol=1e-9 * (
+                1 + float(np.max(np.abs(first[ya].values)))))
+            and np.allclose(first[xa].values, other[xb].values, rtol=0, atol=1e-9 * (
+                1 + float(np.max(np.abs(first[xa].values))))))
+    crs_a, crs_b = first.rio.crs, other.rio.crs
+    if not same or (crs_a is not None and crs_b is not None and crs_a != crs_b):
+        raise InputError(f"{str(b)!r} is not on the grid of {str(a)!r} ({other.shape} cells "
+                         f"against {first.shape}, or other coordinates or CRS); the images of "
+                         "a stack must share one grid (gdalwarp -te ... -tr ... to align them).")
 
 
 _EAGER_BYTES = 256 * 2**20

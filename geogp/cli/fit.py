@@ -45,10 +45,15 @@ def add_fit_parser(subparsers: argparse._SubParsersAction, epilog: str) -> argpa
                     "and write the prediction on the same grid: band 1 = mean, band 2 = std "
                     "of a new observation (noise included); wavelet models add a band of "
                     "their effective lengthscale.")
-    fit.add_argument("input", metavar="INPUT",
+    fit.add_argument("input", metavar="INPUT", nargs="+",
                      help="raster to fill (.tif or .nc), or points: a table (.csv) with "
                           "--crs, or a GeoPackage/GeoJSON/shapefile (needs geopandas: pip "
-                          "install 'geogp[vector]'); with --like or --resolution")
+                          "install 'geogp[vector]'); with --like or --resolution. Several "
+                          "rasters on one grid are an image series (one date each, from "
+                          "--time or from the file names: 2020-06-01, 20200601, A2020153)")
+    fit.add_argument("--time", metavar="DATES",
+                     help="the dates of an image series, comma-separated (YYYY-MM-DD), one per "
+                          "INPUT file, or one per band of a single multi-band GeoTIFF")
     fit.add_argument("--out", required=True, metavar="PRED.tif|PRED.nc",
                      help="output: a GeoTIFF, or a NetCDF file when the suffix says so (.nc)")
     fit.add_argument("--var", metavar="NAME", help="variable of a NetCDF file")
@@ -207,6 +212,23 @@ def _dask_client(args, echo):
             yield client
 
 
+def _open_input(args, series: bool):
+    """The raster of INPUT, or the image series of several INPUTs (or of one multi-band
+    GeoTIFF with --time, or whose band descriptions are dates)."""
+    from geogp.io import date_in_name, open_raster, open_stack  # lazy: keeps --help light
+
+    times = None if args.time is None else [t for t in args.time.split(",") if t.strip()]
+    if series:
+        return open_stack(args.inputs if len(args.inputs) > 1 else args.inputs[0],
+                          times=times, var=args.var)
+    da = open_raster(args.input, var=args.var)
+    names = np.atleast_1d(da.attrs.get("long_name", ()))
+    if ("band" in da.dims and len(names) == da.sizes["band"]
+            and all(date_in_name(str(n)) is not None for n in names)):
+        return open_stack(args.input, var=args.var)  # its bands are dated: a series
+    return da
+
+
 def _run_fit(args, echo) -> int:
     # lazy: keeps geogp --help light
     from geogp._progress import bar
@@ -216,6 +238,8 @@ def _run_fit(args, echo) -> int:
     from geogp.cli.fit_points import TABLE_SUFFIXES, points_grid, read_table
     from geogp.io import check_geotiff_grid, open_raster, write_geotiff, write_netcdf
 
+    args.inputs = list(args.input)  # several files: an image series
+    args.input = args.inputs[0]
     outputs = check_fit_arguments(args, usage_error)  # fail before the expensive part
     given = model_keywords(args)  # kernel and n_features go to GeoRegressor itself
     for key, flag in (("mid_scale", "--mid-scale"), ("alpha", "--alpha")):
@@ -244,6 +268,10 @@ def _run_fit(args, echo) -> int:
                          share_hyperparameters=args.share_hyperparameters and gaussian,
                          progress=not args.quiet, options=options)
     table = None
+    series = len(args.inputs) > 1 or args.time is not None
+    if series and str(args.input).lower().endswith(TABLE_SUFFIXES):
+        raise usage_error("several inputs and --time make an image series of rasters; a "
+                          "table of points is one input.")
     if str(args.input).lower().endswith(TABLE_SUFFIXES):
         if args.covariate:
             raise usage_error("--covariate needs a raster INPUT (the covariates live on its "
@@ -256,7 +284,7 @@ def _run_fit(args, echo) -> int:
         model.crs = args.crs
         model.fit(table, x=args.x, y=args.y, value=args.value, grid=da)
     else:
-        da = open_raster(args.input, var=args.var)
+        da = _open_input(args, series)
         check_geotiff_grid(da)  # --out is a GeoTIFF: refused now, not after the fit
         mask = _exclusion(args, da)
         if args.samples:  # refused now, not after the fit: sample bands need one 2-D grid

@@ -87,6 +87,7 @@ def check_fit_arguments(args: argparse.Namespace,
     inputs = {os.path.realpath(str(p)) for p in (getattr(args, name, None) for name in (
         "input", "like", "exclude")) if isinstance(p, str)}
     inputs |= {os.path.realpath(str(p)) for p in (getattr(args, "covariate", None) or ())}
+    inputs |= {os.path.realpath(str(p)) for p in (getattr(args, "inputs", None) or ())}
     for path, real in zip(outputs, resolved, strict=True):
         if real in inputs:
             raise usage_error(f"{path} is one of this command's inputs; writing it would "

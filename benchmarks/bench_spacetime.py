@@ -204,14 +204,21 @@ def run_sim(args):
 
 
 # ---------------------------------------------------------------- the SST stack
+def fetched(path, url, name):
+    """``path``, or the copy of ``url`` in benchmarks/out/``name`` (fetched once)."""
+    if path is not None:
+        return path
+    os.makedirs(OUT, exist_ok=True)
+    path = os.path.join(OUT, name)
+    if not os.path.exists(path):
+        print(f"fetching {url}", flush=True)
+        urllib.request.urlretrieve(url, path + ".part")
+        os.replace(path + ".part", path)
+    return path
+
+
 def sst_stack(path):
-    if path is None:
-        os.makedirs(OUT, exist_ok=True)
-        path = os.path.join(OUT, "alboranSST_small.nc")
-        if not os.path.exists(path):
-            print(f"fetching {SST_URL}", flush=True)
-            urllib.request.urlretrieve(SST_URL, path + ".part")
-            os.replace(path + ".part", path)
+    path = fetched(path, SST_URL, "alboranSST_small.nc")
     ds = xr.open_dataset(path, decode_times=False).rename({"lat": "y", "lon": "x"})
     ds = ds.sortby("y", ascending=False)  # north up, as rasters are
     sea = ds["mask"].values > 0
@@ -330,13 +337,7 @@ def run_speed(args):
 
 def ndvi_arrays(path):
     """{data, masked20, masked50: (48, 100, 100) date-major, year, doy} of gapfill's study."""
-    if path is None:
-        os.makedirs(OUT, exist_ok=True)
-        path = os.path.join(OUT, "maskstudy.rda")
-        if not os.path.exists(path):
-            print(f"fetching {NDVI_URL}", flush=True)
-            urllib.request.urlretrieve(NDVI_URL, path + ".part")
-            os.replace(path + ".part", path)
+    path = fetched(path, NDVI_URL, "maskstudy.rda")
     if path.endswith(".npz"):
         with np.load(path) as z:
             return {k: z[k] for k in z.files}

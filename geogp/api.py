@@ -350,7 +350,8 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
     def predict(self, like: xr.DataArray | xr.Dataset | None = None, *,
                 x: ArrayLike | None = None, y: ArrayLike | None = None,
                 quantiles: Sequence[float] | None = None, outside: str = "raise",
-                points: bool = False, lazy: bool | None = None) -> xr.Dataset:
+                points: bool = False, lazy: bool | None = None,
+                time: ArrayLike | None = None) -> xr.Dataset:
         """Predict on a raster grid (or at points).
 
         Args:
@@ -365,6 +366,9 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
                 read or written (:func:`geogp.write_geotiff` and :func:`geogp.write_netcdf`
                 write them window by window, never holding the whole raster). Default
                 (None): lazy on grids of more than :data:`geogp.memory.LAZY_CELLS` cells.
+            time: with a stack fitted by ``model="spacetime"``, the date(s) to predict, inside
+                or after the series (a forecast, whose interval widens with the time since
+                the last data), on the fitted grid; the result's time dimension holds them.
 
         Returns:
             ``xr.Dataset`` with ``mean``, ``std`` (new observation, noise included), ``std_latent``
@@ -380,6 +384,8 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
             quantiles = check_quantiles(quantiles)
         if points:
             return self._predict_points(x, y, quantiles, outside)
+        if time is not None:
+            return self._predict_dates(time, like, x, y, quantiles)
         target, axes = self._grid(like, x, y)
         n, n_q = len(self.estimators_), 0 if quantiles is None else len(quantiles)
         lazy = predicts_lazily(len(target.y), len(target.x), n) if lazy is None else lazy
@@ -400,6 +406,32 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
             spatial_dims=(target.y_dim, target.x_dim), extra_dim=self.extra_dim_,
             extra_coords=self.extra_coords_, quantiles=quantiles, attrs=self.attrs_,
             name=self.name_))
+
+    def _predict_dates(self, time, like, x, y, quantiles) -> xr.Dataset:
+        """:meth:`predict` at dates ``time`` (model="spacetime", the fitted grid)."""
+        fam = family(self.model_)
+        if not fam.fits_series or self.extra_dim_ is None:
+            raise InputError("predict(time=...) needs a stack fitted jointly over its dates "
+                             "(model='spacetime').")
+        if like is not None or x is not None or y is not None:
+            raise InputError("predict(time=...) predicts on the fitted grid; drop like/x/y.")
+        first = np.asarray(self.extra_coords_[self.extra_dim_].values)[0]
+        dated = np.issubdtype(np.asarray(first).dtype, np.datetime64)
+        try:
+            new = np.atleast_1d(np.asarray(time, dtype=first.dtype if dated else np.float64))
+        except (TypeError, ValueError) as err:
+            raise InputError(f"time must hold {'dates' if dated else 'numbers (days)'} like "
+                             f"the stack's {self.extra_dim_!r}; got {time!r} ({err}).") from None
+        days = ((new - first) / np.timedelta64(1, "D") if dated
+                else new.astype(np.float64) - float(first))
+        target, axes = self._grid(None, None, None)
+        pred = fam.predict_dates(self.estimators_[0], axes, np.asarray(days, dtype=np.float64))
+        coord = {self.extra_dim_: xr.Variable(self.extra_dim_, new)}
+        return target.in_source_order(prediction_dataset(
+            pred.mean, pred.var_latent, pred.var_observed, (target.y_dim, target.x_dim),
+            target.coords, crs_wkt=self.spec_.crs_wkt or target.crs_wkt,
+            spatial_dims=(target.y_dim, target.x_dim), extra_dim=self.extra_dim_,
+            extra_coords=coord, quantiles=quantiles, attrs=self.attrs_, name=self.name_))
 
     def _grid(self, like, x, y) -> tuple[Target, list]:
         """The target grid of like / x, y (default: the fit's) and its model-coordinate axes."""

@@ -201,6 +201,13 @@ class Family(Generic[M]):
         raise InputError(f"model={self.name!r} fits one image at a time; a joint fit over "
                          "the dates is model='spacetime'.")
 
+    def predict_dates(self, est: M, axes: list, times: np.ndarray) -> Prediction:
+        """Predictive moments (len(times), N_y, N_x) on the grid ``axes`` (model units) at
+        dates ``times`` (days on the fitted series' scale), inside or after the series
+        (families with ``fits_series``)."""
+        raise InputError(f"model={self.name!r} predicts the dates it was fitted on; other "
+                         "dates (a forecast) need model='spacetime'.")
+
     # ------------------------------------------------------------------ prediction
     def predict_at(self, est: M, X: np.ndarray, outside: str = "raise") -> Prediction:
         """Predictive moments at X (N*, 2), without the far-from-data warning."""

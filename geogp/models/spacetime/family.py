@@ -70,6 +70,15 @@ class SpaceTimeFamily(Family[SpaceTimeDate]):
         return Prediction(at(model.mean_), at(model.sd_latent_) ** 2,
                           at(model.sd_observed_) ** 2)
 
+    def predict_dates(self, est: SpaceTimeDate, axes: list, times: np.ndarray) -> Prediction:
+        """Moments at dates ``times`` (days) on the fitted cells ``axes``: the joint model's
+        posterior with those dates added (:meth:`SpaceTimeRegressor.predict_dates`)."""
+        model = est.model
+        iy = _cells(model.axes_[0], np.asarray(axes[0], dtype=np.float64), "raise")
+        ix = _cells(model.axes_[1], np.asarray(axes[1], dtype=np.float64), "raise")
+        mean, latent, observed = (a[:, iy][:, :, ix] for a in model.predict_dates(times))
+        return Prediction(mean, latent**2, observed**2)
+
     def hyperparameters(self, est: SpaceTimeDate) -> dict:
         model = est.model
         p, unit, scale = model.params_, model.unit_, model.scale_

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
@@ -18,6 +19,9 @@ from geogp.exceptions import InputError, NotFittedError
 from geogp.linalg.solvers import Solver
 from geogp.models.spacetime.gmrf import PARAMS, log_marginal_likelihood, make_problem, posterior
 from geogp.optimize import FitReport, minimize_lbfgs
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
 
 __all__ = ["SpaceTimeDate", "SpaceTimeRegressor", "Window", "WINDOW_UNKNOWNS", "auto_side",
            "windows"]
@@ -181,20 +185,49 @@ class SpaceTimeRegressor:
         cands.sort(key=lambda w: -int(count[w.y0:w.y1, w.x0:w.x1].sum()))
         return cands[:self.fit_windows]
 
-    def _problem(self, w: Window):
-        block = self.values_[:, w.y0:w.y1, w.x0:w.x1]
+    def _problem(self, w: Window, values: np.ndarray | None = None,
+                 times: np.ndarray | None = None):
+        """The window's problem over the fitted stack (or ``values`` at ``times``)."""
+        values = self.values_ if values is None else values
+        block = values[:, w.y0:w.y1, w.x0:w.x1]
         flat = block.reshape(block.shape[0], -1)
         steps, cells = np.nonzero(np.isfinite(flat))
         y = flat[steps, cells]
-        return make_problem(w.shape, self.h_, self.times_, cells, steps, y,
-                            np.ones((y.size, 1)), self.solver_)
+        return make_problem(w.shape, self.h_, self.times_ if times is None else times, cells,
+                            steps, y, np.ones((y.size, 1)), self.solver_)
 
     # ------------------------------------------------------------------ prediction
     def predict_grid(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(mean, latent sd, sd of a new observation), each (T, n_y, n_x), in data units."""
         if not hasattr(self, "params_"):
             raise NotFittedError("fit the model first.")
-        shape = self.shape_
+        return self._moments(self.values_, self.times_)
+
+    def predict_dates(self, times: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(mean, latent sd, sd of a new observation), each (len(times), n_y, n_x), at dates
+        ``times`` (days, on the fitted dates' scale) inside or beyond the series: the fitted
+        θ's posterior with those dates added, unobserved. After the last date the anomalies
+        and the offset decay as their AR(1) says (φ = exp(−Δt/τ)) and the interval widens to
+        the prior's; a fitted date gives its own moments.
+
+        Cost: one posterior pass over the stack with the new dates (no new fit)."""
+        if not hasattr(self, "params_"):
+            raise NotFittedError("fit the model first.")
+        new = np.asarray(times, dtype=np.float64).ravel()
+        if new.size == 0 or not np.all(np.isfinite(new)):
+            raise InputError("predict_dates needs one or more finite dates (days).")
+        every = np.union1d(self.times_, new)
+        values = np.full((every.size, *self.shape_[1:]), np.nan)
+        values[np.searchsorted(every, self.times_)] = self.values_
+        moments = self._moments(values, every)
+        at = np.searchsorted(every, new)
+        return tuple(m[at] for m in moments)
+
+    def _moments(self, values: np.ndarray, times: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The posterior moments of ``values`` (standardised, NaN: missing) at ``times``, in
+        data units, tile by tile at the fitted θ."""
+        shape = values.shape
         mean, var = np.empty(shape), np.empty(shape)
         tiles = windows(shape[1:], self.tile_, self.halo_)
         t = shape[0]
@@ -202,8 +235,8 @@ class SpaceTimeRegressor:
         prior = math.exp(2 * p["log_sd"]) + math.exp(2 * p["log_sd_mean"]) + math.exp(
             2 * p["log_sd_offset"])
         for i, w in enumerate(tiles):
-            if np.isfinite(self.values_[:, w.y0:w.y1, w.x0:w.x1]).any():
-                m, v, _ = posterior(p, self._problem(w), ordering=self.ordering)
+            if np.isfinite(values[:, w.y0:w.y1, w.x0:w.x1]).any():
+                m, v, _ = posterior(p, self._problem(w, values, times), ordering=self.ordering)
                 m, v = m.reshape(t, *w.shape), v.reshape(t, *w.shape)
             else:  # no data in reach: the prior around the stack's mean
                 m, v = np.zeros((t, *w.shape)), np.full((t, *w.shape), prior)

@@ -39,7 +39,7 @@ from geogp.exceptions import (
     IrregularGridError,
     MissingCRSWarning,
 )
-from geogp.grid_checks import require_axes, unsupported_grid_message
+from geogp.grid_checks import require_axes, spacing_variation, unsupported_grid_message
 from geogp.nodata import masked_values
 
 if TYPE_CHECKING:  # annotations only
@@ -335,6 +335,8 @@ class GridData:
         extra_coords: coordinates along the extra dimension.
         attrs, name: the input's attributes (nodata keys removed) and name.
         x_first: the input had its x dimension before its y dimension (predictions follow).
+        spacing: (y, x) the largest relative deviation of each axis's steps from their mean
+            (:func:`~geogp.grid_checks.spacing_variation`; 0 along a regular axis).
     """
 
     values: object
@@ -349,6 +351,7 @@ class GridData:
     attrs: dict = field(default_factory=dict)
     name: str | None = None
     x_first: bool = False
+    spacing: tuple[float, float] = (0.0, 0.0)
 
     @property
     def n_slices(self) -> int:
@@ -431,8 +434,10 @@ def to_grid_data(da: xr.DataArray | xr.Dataset, *, var: str | None = None, crs: 
     attrs = {k: v for k, v in da.attrs.items() if k not in _NODATA_KEYS}
     extra_dim = extra[0] if extra else None
     extra_coords = _keep_coords(da, {extra_dim}, extra_dim) if extra_dim else {}
+    spacing = (0.0 if reg_y else spacing_variation(y), 0.0 if reg_x else spacing_variation(x))
     return GridData(vals, y, x, [my, mx], regular, spec, extra_dim,
-                    _keep_coords(da, {y_dim, x_dim}), extra_coords, attrs, da.name, x_first)
+                    _keep_coords(da, {y_dim, x_dim}), extra_coords, attrs, da.name, x_first,
+                    spacing)
 
 
 def to_xy(da: xr.DataArray | xr.Dataset, *, var: str | None = None, crs: Any = None,

@@ -166,7 +166,7 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
             if grid is not None:
                 raise InputError("grid= is for point tables; a raster is its own grid.")
             g = to_grid_data(data, var=var, crs=self.crs, nodata=self.nodata)
-            self._resolve(g.values[0].shape, g.regular)
+            self._resolve(g.values[0].shape, g.regular, spacing=g.spacing)
             cov = None if covariates is None else self._covariate_stack(covariates, g)
             return self._fit_raster(g, cov)
         if covariates is not None:
@@ -174,7 +174,8 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
                              "for point tables, sample them at the points yourself.")
         return self._fit_table(data, x=x, y=y, value=value, grid=grid)
 
-    def _resolve(self, raster_shape, regular: bool, n_points: int | None = None) -> None:
+    def _resolve(self, raster_shape, regular: bool, n_points: int | None = None,
+                 spacing: tuple[float, float] | None = None) -> None:
         """Set ``model_`` (what ``model="auto"`` stands for here) and ``model_reason_``."""
         if self.likelihood != GAUSSIAN:  # an SVGP, whatever the data
             self.model_, self.model_reason_ = "svgp", f"likelihood={self.likelihood!r}"
@@ -187,7 +188,7 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
                     or bool(set(self.options or {}) - other.option_names()))
         self.model_, self.model_reason_ = resolve_model(
             self.model, raster_shape=raster_shape, regular=regular, afs_only=afs_only,
-            options=self.options, n_points=n_points)
+            options=self.options, n_points=n_points, spacing=spacing)
 
     def _estimator(self, label: str, overrides: dict | None = None, bounds=None):
         """(estimator, its :class:`~geogp._progress.FitProgress` or

@@ -161,16 +161,20 @@ class Placed:
 
 def placement_model(shape: tuple[int, int], regular: bool, model: str = AUTO, *,
                     afs_options: bool = False, max_memory: float = 4 * 2**30,
-                    options: dict | None = None) -> tuple[str, dict, str]:
+                    options: dict | None = None,
+                    spacing: tuple[float, float] | None = None) -> tuple[str, dict, str]:
     """(model name, its options, a note or "") for placing on a raster of ``shape`` cells:
     ``model``, with ``"auto"`` resolved as :func:`geogp.fit` resolves it (AFS when
     ``afs_options``: a kernel or a feature count was given). A family whose posterior goes
-    on tiles gets ``max_memory`` as its limit, and the note says when it needs more than one."""
+    on tiles gets ``max_memory`` as its limit, and the note says when it needs more than one.
+    ``spacing``: the raster's per-axis step variation (nearly regular rasters, as for
+    :func:`~geogp.families.resolve_model`)."""
     if model == AUTO and afs_options:
         return FALLBACK, dict(options or {}), ""
     opts = {**(options or {}), "max_bytes": float(max_memory)}
     if model == AUTO:
-        model = resolve_model(AUTO, raster_shape=shape, regular=regular, options=opts)[0]
+        model = resolve_model(AUTO, raster_shape=shape, regular=regular, options=opts,
+                              spacing=spacing)[0]
     fam = family(model)
     if not fam.posterior_on_tiles:
         return model, dict(options or {}), ""
@@ -239,7 +243,7 @@ def place(data: xr.DataArray, n: int, *, model: str = AUTO, kernel: Any = None,
     g = to_grid_data(data)
     name, opts, note = placement_model(g.values[0].shape, g.regular, model,
                                        afs_options=afs_options, max_memory=max_memory,
-                                       options=options)
+                                       options=options, spacing=g.spacing)
     offered = family(name).placement_strategies()
     if strategy != "auto" and strategy not in offered:  # before the fit, not after it
         raise InputError(f"strategy {strategy!r} is not available for the {name} model "

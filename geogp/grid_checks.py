@@ -1,4 +1,5 @@
-"""Rasters that are not north-up grids: rotated or sheared GeoTIFFs and curvilinear NetCDF.
+"""Rasters that are not north-up grids: rotated or sheared GeoTIFFs and curvilinear NetCDF;
+and how far an axis's spacing is from regular (:func:`spacing_variation`).
 
 geogp needs one coordinate vector per spatial dimension. A GeoTIFF whose transform rotates or
 shears its cells has none (rioxarray gives it 2-D ``xc``/``yc`` coordinates instead), and
@@ -19,7 +20,13 @@ from geogp.exceptions import InputError, IrregularGridError
 if TYPE_CHECKING:  # annotations only
     import xarray as xr
 
-__all__ = ["require_axes", "two_dimensional_coords", "rotation_of"]
+__all__ = ["require_axes", "two_dimensional_coords", "rotation_of", "spacing_variation",
+           "NEARLY_REGULAR_TOLERANCE"]
+
+# the lattice model fits an axis whose steps differ from their mean by at most this fraction on
+# its cells with the mean step, so its distances are off by at most as much (#41: Mercator-like
+# and Gaussian latitude grids vary by a few %); beyond it the axis is irregular
+NEARLY_REGULAR_TOLERANCE = 0.10
 
 # not da.rio.reproject(): rioxarray recomputes the transform from the coordinates and drops the
 # rotation (a 20° rotated test raster came back displaced by 500 m)
@@ -79,3 +86,10 @@ def spacing(a: Sequence[float] | np.ndarray) -> float:
     """The largest step between neighbouring coordinates (1.0 for a single one)."""
     a = np.asarray(a, float)
     return float(np.abs(np.diff(a)).max()) if a.size > 1 else 1.0
+
+
+def spacing_variation(a: Sequence[float] | np.ndarray) -> float:
+    """The largest relative deviation of the steps of the monotonic axis ``a`` from their mean
+    step, ``max |Δa / mean(Δa) − 1|`` (0 for a regular axis or a single coordinate)."""
+    step = np.diff(np.asarray(a, dtype=np.float64))
+    return float(np.max(np.abs(step / step.mean() - 1.0))) if step.size else 0.0

@@ -19,7 +19,8 @@ __all__ = ["add_model_options", "add_memory_option", "add_run_options", "model_k
 
 MODEL_CHOICES = (AUTO, *MODELS)  # the registry's names
 
-_MODEL_HELP = (f"model: auto (default: {AUTO_RULE}), "
+# argparse formats help with %: the rule's "10 %" is escaped
+_MODEL_HELP = (f"model: auto (default: {AUTO_RULE.replace('%', '%%')}), "
                "lattice (SPDE/GMRF on the cells + large-scale Fourier features), afs "
                "(approximate Fourier series; any size), wavelet, exact (small data), spacetime "
                "(a stack with a time dimension, fitted jointly over its dates)")

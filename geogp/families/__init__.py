@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from geogp.exceptions import InputError, MemoryEstimateError
+from geogp.grid_checks import NEARLY_REGULAR_TOLERANCE
 
 if TYPE_CHECKING:  # annotations only
     import numpy as np
@@ -52,7 +53,9 @@ GRID_MODEL = "lattice"  # "auto" for a regular raster within the lattice model's
 EXACT_AUTO_POINTS = 2000
 POINTS_MODEL = "exact"  # "auto" for up to EXACT_AUTO_POINTS scattered points
 # what "auto" stands for, in words, for --help and the docs (resolve_model is the rule)
-AUTO_RULE = (f"{GRID_MODEL} on regular 2-D rasters (on posterior tiles where the whole raster "
+_TOLERANCE_WORDS = f"{100 * NEARLY_REGULAR_TOLERANCE:.0f} %"
+AUTO_RULE = (f"{GRID_MODEL} on regular 2-D rasters (also nearly regular ones, whose steps are "
+             f"within {_TOLERANCE_WORDS} of their mean; on posterior tiles where the whole raster "
              f"passes the memory limit), {POINTS_MODEL} for up to {EXACT_AUTO_POINTS:,} "
              f"scattered points, {FALLBACK} otherwise (more points, irregular rasters, "
              f"{FALLBACK} options)")
@@ -124,7 +127,8 @@ def make_estimator(model: str = FALLBACK, kernel: str | Kernel | None = None,
 
 def resolve_model(model: str, *, raster_shape: tuple[int, int] | None = None, regular: bool = True,
                   afs_only: bool = False, options: dict | None = None,
-                  n_points: int | None = None) -> tuple[str, str]:
+                  n_points: int | None = None,
+                  spacing: tuple[float, float] | None = None) -> tuple[str, str]:
     """The model ``model="auto"`` (the front end's default) stands for, and why.
 
     ``"lattice"`` (SPDE/GMRF on the cells plus large-scale Fourier features) for regular 2-D
@@ -137,6 +141,12 @@ def resolve_model(model: str, *, raster_shape: tuple[int, int] | None = None, re
     (``n_points`` of them) get the exact GP up to :data:`EXACT_AUTO_POINTS`, where it is as
     fast as AFS and more accurate (``benchmarks/bench_points_model.py``), AFS beyond. Any
     other name is returned unchanged.
+
+    A raster that is not ``regular`` but whose ``spacing`` (per axis, the largest relative
+    deviation of a step from the mean step: :func:`~geogp.grid_checks.spacing_variation`) is
+    within :data:`~geogp.grid_checks.NEARLY_REGULAR_TOLERANCE` is nearly regular (Mercator-like
+    or Gaussian latitudes): it gets the lattice model too, fitted on its cells with the mean
+    step, and the reason says by how much the steps vary.
     """
     if model != AUTO:
         return model, "requested"
@@ -146,8 +156,14 @@ def resolve_model(model: str, *, raster_shape: tuple[int, int] | None = None, re
         return FALLBACK, "scattered points"
     if afs_only:
         return FALLBACK, "AFS options given"
-    if len(raster_shape) != 2 or not regular:
+    if len(raster_shape) != 2:
         return FALLBACK, "irregular raster"
+    if not regular:
+        if spacing is None:
+            return FALLBACK, "irregular raster"
+        if max(spacing) > NEARLY_REGULAR_TOLERANCE:
+            return FALLBACK, (f"irregular raster: {_spacing_words(spacing)}, beyond the "
+                              f"{_TOLERANCE_WORDS} the {GRID_MODEL} model takes")
     try:
         grid = family(GRID_MODEL)
         accepted = grid.option_names()
@@ -159,7 +175,18 @@ def resolve_model(model: str, *, raster_shape: tuple[int, int] | None = None, re
         if set(options or {}) - family(FALLBACK).option_names():
             raise  # a lattice-only option is wrong: say so, rather than fall back to AFS
         return FALLBACK, "options not accepted by the lattice model"
+    if not regular:
+        return GRID_MODEL, (f"nearly regular raster: {_spacing_words(spacing)}, within the "
+                            f"{_TOLERANCE_WORDS} the {GRID_MODEL} model takes; "
+                            "fitted on its cells with the mean step, so distances are off by "
+                            "at most as much")
     return GRID_MODEL, "regular raster"
+
+
+def _spacing_words(spacing: tuple[float, float]) -> str:
+    """'its steps differ from their mean by up to 3.8 % along y' (axes with any variation)."""
+    parts = [f"{100 * v:.3g} % along {name}" for name, v in zip("yx", spacing, strict=True) if v]
+    return "its steps differ from their mean by up to " + " and ".join(parts)
 
 
 # the contract on a bare model object (tests, benchmarks): its family does the work

@@ -123,11 +123,18 @@ def _close(a, b) -> bool:
 
 
 def check_lattice_grid(est: Any, ty: np.ndarray, tx: np.ndarray, where: str) -> None:
-    """Refuse a lattice model whose lattice (shape, step, origin) does not match the grid
-    (ty, tx) (model coordinates) it was fitted on."""
+    """Refuse a lattice model whose lattice (shape, step, origin; the cell axes of a nearly
+    regular raster) does not match the grid (ty, tx) (model coordinates) it was fitted on."""
     m = int(est.margin)
     if len(ty) < 2 or len(tx) < 2:
         raise ReadError(f"model file {where}: a lattice model's grid has at least 2×2 cells.")
+    axes = getattr(est, "cell_axes_", None)
+    if axes is not None:  # nearly regular: its cells must be the grid's own coordinates
+        if tuple(est.shape_) != (len(ty) + 2 * m, len(tx) + 2 * m) or not all(
+                _close(a[m:a.size - m], t) for a, t in zip(axes, (ty, tx), strict=True)):
+            raise ReadError(f"model file {where}: the lattice's cell axes do not match the "
+                            "stored grid; the file was changed.")
+        return
     step = (ty[1] - ty[0], tx[1] - tx[0])
     want = {"shape": (len(ty) + 2 * m, len(tx) + 2 * m), "step": step,
             "origin": (ty[0] - m * step[0], tx[0] - m * step[1]),

@@ -263,8 +263,7 @@ def cells_of(model: Any, coords: np.ndarray, what: str, exact: bool = True) -> n
     coords = np.asarray(coords, dtype=np.float64)
     m = int(model.margin)
     ny, nx = model.shape_
-    fy = (coords[:, 0] - model.origin_[0]) / model.step_[0]
-    fx = (coords[:, 1] - model.origin_[1]) / model.step_[1]
+    fy, fx = model.cell_index(coords)  # along the axes themselves on a nearly regular raster
     iy, ix = np.rint(fy).astype(np.int64), np.rint(fx).astype(np.int64)
     off = np.maximum(np.abs(fy - iy), np.abs(fx - ix))
     inside = (iy >= m) & (iy < ny - m) & (ix >= m) & (ix < nx - m)

@@ -2,7 +2,8 @@
 
 A fitted :class:`~geogp.models.lattice.LatticeRegressor` predicts from five numbers per
 lattice cell (posterior mean, variance, and the covariances with three neighbours and one
-cross pair, all in standardised units), its geometry and its standardiser; these are what is
+cross pair, all in standardised units), its geometry (with the cell axes of a nearly regular
+raster) and its standardiser; these are what is
 stored, so loading needs no factorisation and reproduces predictions bit for bit. The
 hyperparameters and the fit report are kept for :meth:`~geogp.api.GeoRegressor.hyperparameters`.
 Every array is checked on loading (:class:`~geogp.persist.checks.Arrays`).
@@ -39,6 +40,8 @@ def save_lattice(est: Any, pre: str, arrays: dict, init: dict) -> dict:
     })
     if est.powers_ is not None:
         arrays[f"{pre}lattice/powers"] = np.asarray(est.powers_)
+    if getattr(est, "cell_axes_", None) is not None:  # a nearly regular raster's cell centres
+        arrays[f"{pre}lattice/axis_y"], arrays[f"{pre}lattice/axis_x"] = est.cell_axes_
     return {
         "init": init,
         "params": {k: float(v) for k, v in est.params_.items()},
@@ -83,6 +86,13 @@ def load_lattice(meta: dict, pre: str, z: Arrays, accepted_init: Collection[str]
     if not all(s != 0 for s in est.step_):
         raise ReadError(f"model file {where}: the lattice step must be nonzero.")
     est.unit_ = require(meta, "unit", "float", where, positive=True)
+    est.cell_axes_ = None  # a regular raster's cells are at origin + i·step
+    if f"{pre}lattice/axis_y" in z or f"{pre}lattice/axis_x" in z:
+        est.cell_axes_ = tuple(z.get(f"{pre}lattice/axis_{k}", shape=(n,))
+                               for k, n in zip("yx", est.shape_, strict=True))
+        if not all(np.all(np.diff(a) > 0) or np.all(np.diff(a) < 0) for a in est.cell_axes_):
+            raise ReadError(f"model file {where}: the lattice's cell axes must be strictly "
+                            "monotonic.")
     params = require(meta, "params", "dict", where)
     if not set(_PARAMS[:3]) <= set(params) or not set(params) <= set(_PARAMS) or not all(
             isinstance(v, (int, float)) and np.isfinite(v) for v in params.values()):

@@ -4,7 +4,7 @@
 A mixin of :class:`geogp.models.lattice.LatticeRegressor`: it reads the posterior the fit
 keeps (``posterior_``, :mod:`geogp.models.lattice.state`: per-cell moments and, for samples,
 the factored covariance), the lattice geometry (``shape_``, ``origin_``, ``step_``,
-``margin``), ``scaler_`` and ``noise_var_``.
+``cell_axes_``, ``margin``), ``scaler_`` and ``noise_var_``.
 """
 
 from __future__ import annotations
@@ -87,6 +87,29 @@ class LatticeOutputsMixin:
             f = f + math.sqrt(self.noise_var_) * rng.standard_normal(f.shape)
         return self.scaler_.y_mean + self.scaler_.y_scale * f
 
+    # ------------------------------------------------------------------ geometry
+    def cell_index(self, X: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        """Fractional lattice (row, col) of points X (N, 2) (model units, (y, x); margins
+        included, so the raster's first cell is (margin, margin)): ``(X − origin_) / step_``
+        on a regular raster, piecewise linear along ``cell_axes_`` on a nearly regular one
+        (linear beyond its ends), so that every cell centre maps to its integer index."""
+        X = np.asarray(X, dtype=np.float64).reshape(-1, 2)
+        axes = getattr(self, "cell_axes_", None)
+        if axes is None:
+            return ((X[:, 0] - self.origin_[0]) / self.step_[0],
+                    (X[:, 1] - self.origin_[1]) / self.step_[1])
+        return _fractional(X[:, 0], axes[0]), _fractional(X[:, 1], axes[1])
+
+    def cell_centres(self, rows: ArrayLike, cols: ArrayLike) -> np.ndarray:
+        """(N, 2) model coordinates (y, x) of the lattice cells (rows, cols) (margins
+        included): the inverse of :meth:`cell_index` at integer indices."""
+        rows, cols = np.asarray(rows), np.asarray(cols)
+        axes = getattr(self, "cell_axes_", None)
+        if axes is None:
+            return np.stack([self.origin_[0] + rows * self.step_[0],
+                             self.origin_[1] + cols * self.step_[1]], axis=1)
+        return np.stack([axes[0][rows], axes[1][cols]], axis=1)
+
     # ------------------------------------------------------------------ prediction
     def _bilinear(self, X: np.ndarray, outside: str):
         """Corner cells and bilinear weights of points X (model units) between cell centres."""
@@ -94,8 +117,7 @@ class LatticeOutputsMixin:
             raise InputError(f"X must have shape (N, 2) (y, x); got {X.shape}.")
         check_columns(X, 2)
         ny, nx = self.shape_
-        fy = (X[:, 0] - self.origin_[0]) / self.step_[0]
-        fx = (X[:, 1] - self.origin_[1]) / self.step_[1]
+        fy, fx = self.cell_index(X)
         tol = 1e-9
         inside = (fy >= -tol) & (fy <= ny - 1 + tol) & (fx >= -tol) & (fx <= nx - 1 + tol)
         if not inside.all() and outside == "raise":
@@ -179,3 +201,12 @@ class LatticeOutputsMixin:
                                      * self.scaler_.y_scale)
         return {**out, "n_features": self.shape_[0] * self.shape_[1] + self._n_large()}
 
+
+def _fractional(values: np.ndarray, axis: np.ndarray) -> np.ndarray:
+    """Fractional positions of ``values`` along the strictly monotonic ``axis``: linear between
+    its entries (exact at them), and beyond its ends with the end steps."""
+    sign = 1.0 if axis[-1] > axis[0] else -1.0  # np.interp needs increasing abscissae
+    a, v = sign * axis, sign * values
+    out = np.interp(v, a, np.arange(a.size, dtype=np.float64))
+    out = np.where(v < a[0], (v - a[0]) / (a[1] - a[0]), out)
+    return np.where(v > a[-1], a.size - 1 + (v - a[-1]) / (a[-1] - a[-2]), out)

@@ -28,6 +28,7 @@ import numpy as np
 
 from geogp._progress import announce_fit
 from geogp.exceptions import GeogpError, InputError, MemoryEstimateError
+from geogp.grid_checks import NEARLY_REGULAR_TOLERANCE, spacing_variation
 from geogp.models.base import Standardizer, check_fitted
 from geogp.models.lattice.gmrf import (
     PARAM_RATIO,
@@ -59,6 +60,9 @@ __all__ = ["LatticeRegressor", "ROBUST_STEPS", "ROBUST_REFIT_AFTER"]
 # robust=True: EM steps (one posterior each), and after how many θ is fitted again
 ROBUST_STEPS = 5
 ROBUST_REFIT_AFTER = 4
+# steps within this relative deviation of their mean make a regular axis (origin + i·step), as
+# in the front end (geogp.adapters.check_axis); others map coordinates along the axis itself
+REGULAR_RTOL = 1e-9
 
 
 
@@ -132,6 +136,14 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
     Attributes:
         params_: fitted log parameters (lattice units, standardised y). report_: FitReport.
         alpha_: the operator's α (``alpha``, or the one ``"auto"`` chose).
+        origin_, step_: the lattice's first cell centre (margin included) and step per axis
+        (model units; the mean step of a nearly regular axis). cell_axes_: None on a regular
+        raster (cell i of an axis is at origin + i·step); on a nearly regular one (steps within
+        :data:`~geogp.grid_checks.NEARLY_REGULAR_TOLERANCE` of their mean, Mercator-like or
+        Gaussian latitudes) the (y, x) coordinates of the lattice's cell centres, the margins
+        extended by the mean step: the field is fitted on the cells with the mean step (so its
+        distances are off by at most that tolerance), and a coordinate maps to its cell along
+        these axes (:meth:`cell_index`), so the raster's own cells are predicted exactly.
         scaler_: Standardizer. range_, sd_, noise_sd_: fitted range (model units), marginal sd
         and noise sd (data units). beta_: trend coefficients (standardised). shape_: lattice
         shape. n_obs_: observed cells. log_likelihood_: REML log likelihood of the whole raster
@@ -195,17 +207,24 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         check_settings(self)
 
     @staticmethod
-    def _axis(a, name: str) -> np.ndarray:
+    def _axis(a, name: str) -> tuple[np.ndarray, bool]:
+        """The axis as float64 and whether it is regular (steps equal within
+        :data:`REGULAR_RTOL`); refuses steps that vary beyond
+        :data:`~geogp.grid_checks.NEARLY_REGULAR_TOLERANCE`."""
         a = np.asarray(a, dtype=np.float64).ravel()
         if a.size < 2 or not np.all(np.isfinite(a)):
             raise InputError(f"the {name} axis needs at least 2 finite coordinates.")
         step = np.diff(a)
         if not (np.all(step > 0) or np.all(step < 0)):
             raise InputError(f"the {name} axis must be strictly monotonic.")
-        if np.max(np.abs(step - step.mean())) > 1e-6 * abs(step.mean()):
-            raise InputError(f"model='lattice' needs a regularly spaced raster; the {name} axis "
-                             "spacing varies. Regrid it first or use model='afs'.")
-        return a
+        variation = spacing_variation(a)
+        if variation > NEARLY_REGULAR_TOLERANCE:
+            raise InputError(
+                f"model='lattice' needs a regularly spaced raster, or a nearly regular one whose "
+                f"steps differ from their mean by at most {100 * NEARLY_REGULAR_TOLERANCE:.0f} "
+                f"% (the tolerance); the {name} axis spacing varies by up to "
+                f"{100 * variation:.3g} %. Regrid it first or use model='afs'.")
+        return a, variation <= REGULAR_RTOL
 
     def memory_estimate(self, raster_shape: tuple[int, int], n_covariates: int = 0) -> float:
         """Estimated peak bytes of fitting a raster of ``raster_shape`` cells and computing its
@@ -246,7 +265,9 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
     def fit_grid(self, axes: Sequence[ArrayLike], values: ArrayLike,
                  covariates: ArrayLike | None = None) -> LatticeRegressor:
         """Fit on a regular raster: ``axes`` = (y coordinates, x coordinates) in model units,
-        ``values`` (n_y, n_x) with NaN = missing. Returns self.
+        ``values`` (n_y, n_x) with NaN = missing. Returns self. A nearly regular axis (steps
+        within :data:`~geogp.grid_checks.NEARLY_REGULAR_TOLERANCE` of their mean) is fitted
+        with its mean step (``cell_axes_``); one that varies more is refused.
 
         ``covariates``: (k, n_y, n_x) (or (n_y, n_x)) rasters on the same cells, finite at
         every cell, that enter the mean as k more regressors beside the trend (external
@@ -259,7 +280,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         self.check_args()
         if len(axes) != 2:
             raise InputError(f"model='lattice' needs a 2-D raster; got {len(axes)} axes.")
-        ay, ax = self._axis(axes[0], "y"), self._axis(axes[1], "x")
+        (ay, regular_y), (ax, regular_x) = self._axis(axes[0], "y"), self._axis(axes[1], "x")
         v = np.asarray(values, dtype=np.float64)
         if v.shape != (ay.size, ax.size):
             raise InputError(f"values must have shape {(ay.size, ax.size)} (the axes); got "
@@ -280,11 +301,17 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
                              f"model needs at least {p + 2}.")
         shape = (ay.size + 2 * m, ax.size + 2 * m)
         self.check_memory(v.shape, 0 if self._covariates is None else self._covariates.shape[0])
-        unit = abs(ay[1] - ay[0])
-        self.unit_ = unit
-        self.h_ = (1.0, abs(ax[1] - ax[0]) / unit)
-        self.origin_ = (ay[0] - m * (ay[1] - ay[0]), ax[0] - m * (ax[1] - ax[0]))
-        self.step_ = (ay[1] - ay[0], ax[1] - ax[0])
+        # a nearly regular axis is fitted on its cells with the mean step (distances off by at
+        # most NEARLY_REGULAR_TOLERANCE); coordinates map to cells along the axis itself
+        regular = regular_y and regular_x
+        self.step_ = tuple(float(a[1] - a[0] if regular else (a[-1] - a[0]) / (a.size - 1))
+                           for a in (ay, ax))
+        self.unit_ = unit = abs(self.step_[0])
+        self.h_ = (1.0, abs(self.step_[1]) / unit)
+        self.origin_ = (ay[0] - m * self.step_[0], ax[0] - m * self.step_[1])
+        self.cell_axes_ = None if regular else tuple(
+            np.concatenate([a[0] + step * np.arange(-m, 0), a, a[-1] + step * np.arange(1, m + 1)])
+            for a, step in zip((ay, ax), self.step_, strict=True))
         self.shape_, self.powers_ = shape, powers
         self._frequencies()
         iy, ix = np.nonzero(obs)
@@ -341,8 +368,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         check_fitted(self, "scaler_")
         pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
         m = int(self.margin)
-        idx = [np.rint((pts[:, k] - self.origin_[k]) / self.step_[k]).astype(np.int64) - m
-               for k in range(2)]
+        idx = [np.rint(f).astype(np.int64) - m for f in self.cell_index(pts)]
         sides = [n - 2 * m for n in self.shape_]
         inside = (idx[0] >= 0) & (idx[0] < sides[0]) & (idx[1] >= 0) & (idx[1] < sides[1])
         out = np.full(pts.shape[0], np.nan)
@@ -513,9 +539,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         if self.powers_ is None:
             out = np.zeros((rows.size, 0))
         else:
-            pts = np.stack([self.origin_[0] + rows * self.step_[0],
-                            self.origin_[1] + cols * self.step_[1]], axis=1)
-            out = basis(self.scaler_.x(pts), self.powers_)
+            out = basis(self.scaler_.x(self.cell_centres(rows, cols)), self.powers_)
         cov = getattr(self, "_covariates", None)
         if cov is not None:
             out = np.concatenate([out, cov[:, rows, cols].T], axis=1)

@@ -20,7 +20,10 @@ from geogp.crossval.folds import (
     random_folds,
     transplant,
 )
-from geogp.crossval.run import CVResult, cross_validate
+from geogp.crossval.result import CVResult
+from geogp.crossval.run import cross_validate
+from geogp.crossval.stack import StackCVResult, stack_gap_folds
 
-__all__ = ["CVResult", "cross_validate", "make_folds", "gap_folds", "random_folds",
-           "block_folds", "distance_to_observed", "transplant", "FOLD_KINDS"]
+__all__ = ["CVResult", "StackCVResult", "stack_gap_folds", "cross_validate", "make_folds",
+           "gap_folds", "random_folds", "block_folds", "distance_to_observed", "transplant",
+           "FOLD_KINDS"]

@@ -18,7 +18,7 @@ from geogp.plotting import pretty_units
 if TYPE_CHECKING:  # annotations only
     from matplotlib.figure import Figure
 
-    from geogp.crossval.run import CVResult
+    from geogp.crossval.result import CVResult
 
 __all__ = ["plot_cv"]
 

@@ -22,129 +22,26 @@ Example:
 from __future__ import annotations
 
 import inspect
-import os
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
-from scipy import ndimage
 
-from geogp import metrics
 from geogp._progress import bar
 from geogp.adapters import find_spatial_dims, masked_values, select_variable
 from geogp.api import fit
 from geogp.crossval.folds import distance_to_observed, make_folds
-from geogp.crossval.plot import plot_cv
+from geogp.crossval.result import CVResult
+from geogp.crossval.stack import cross_validate_stack, stack_gap_folds
 from geogp.exceptions import InputError
-from geogp.plotting import save_figure
 
 if TYPE_CHECKING:  # annotations only
-    from matplotlib.figure import Figure
+    pass
 
 __all__ = ["CVResult", "cross_validate"]
-
-
-@dataclass
-class CVResult:
-    """Held-out predictions of a cross-validation, and their scores.
-
-    Attributes:
-        cells: one row per scored cell and fold: ``fold`` (1-based), ``row``, ``col``, the
-            cell's coordinates (the raster's dimension names), ``truth``, ``mean``, ``std``
-            (of a new observation) and ``distance`` (cells to the nearest training cell).
-        folds: (n_folds, ny, nx) boolean held-out masks.
-        seconds: wall time of fit + full-grid prediction per fold.
-        kind: the fold kind (``"gaps"``, ``"random"``, ``"blocks"`` or ``"custom"``).
-        method: a label of the method scored.
-        units: the raster's ``units`` attribute (None when it has none): the axis label of
-            errors and standard deviations in :meth:`plot`.
-    """
-
-    cells: pd.DataFrame
-    folds: np.ndarray
-    seconds: list
-    kind: str
-    method: str
-    bins: tuple = field(default=metrics.DISTANCE_BINS)
-    units: str | None = None
-
-    def scores(self) -> pd.DataFrame:
-        """Scores per fold (``fold k``) and of all held-out cells pooled (``all``)."""
-        rows = {}
-        c = self.cells
-        for k in range(1, self.folds.shape[0] + 1):
-            f = c[c["fold"] == k]
-            rows[f"fold {k}"] = {**metrics.evaluate(f["truth"], f["mean"], f["std"]),
-                                 "seconds": self.seconds[k - 1]}
-        rows["all"] = {**metrics.evaluate(c["truth"], c["mean"], c["std"]),
-                       "seconds": float(np.mean(self.seconds))}
-        return pd.DataFrame.from_dict(rows, orient="index")
-
-    def clusters(self) -> np.ndarray:
-        """Per scored cell, the held-out patch it belongs to: a connected component (8
-        neighbours) of its fold's held-out cells, as one integer label over all folds.
-        Random folds are scattered cells, whose components would merge into one web per
-        fold at high held-out densities: there every cell is its own cluster."""
-        if self.kind == "random":
-            return np.arange(len(self.cells))
-        labels = np.zeros(self.folds.shape, dtype=np.int64)
-        offset = 0
-        for k, held in enumerate(self.folds):
-            lab, n = ndimage.label(held, structure=np.ones((3, 3)))
-            labels[k] = np.where(lab > 0, lab + offset, 0)
-            offset += n
-        c = self.cells
-        return labels[c["fold"].to_numpy() - 1, c["row"].to_numpy(), c["col"].to_numpy()]
-
-    def by_distance(self) -> pd.DataFrame:
-        """Pooled scores per distance stratum (cells to the nearest training cell).
-
-        ``coverage95_se`` is the standard error of the coverage with each held-out patch
-        (:meth:`clusters`) as one cluster: the cells of one gap share its errors, so a
-        stratum of thousands of cells may hold only tens of independent gaps.
-        """
-        c = self.cells
-        return metrics.evaluate_by_distance(c["truth"], c["mean"], c["std"], c["distance"],
-                                            self.bins, clusters=self.clusters())
-
-    def reliability(self, levels: Sequence[float] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9,
-                                                     0.95, 0.99)) -> tuple[np.ndarray, np.ndarray]:
-        """(levels, empirical coverage of the central intervals), pooled over folds."""
-        c = self.cells
-        return np.asarray(levels), metrics.reliability(c["truth"], c["mean"], c["std"], levels)
-
-    def summary(self) -> str:
-        """The overall scores and the table by distance, as text."""
-        s = self.scores().loc["all"]
-        lines = [f"{self.method}: {self.folds.shape[0]} {self.kind} fold(s), "
-                 f"{int(s['n'])} held-out cells, {s['seconds']:.1f} s per fold (fit + predict)",
-                 f"  RMSE {s['rmse']:.4g}  MAE {s['mae']:.4g}  CRPS {s['crps']:.4g}  "
-                 f"IS95 {s['is95']:.4g}  coverage95 {s['coverage95']:.3f}  NLPD {s['nlpd']:.4g}",
-                 "  by distance to the nearest training cell (cells):",
-                 f"  {'stratum':>8} {'n':>7} {'RMSE':>8} {'CRPS':>8} {'cov95 ± se':>13} "
-                 f"{'RMSE/sd':>8}"]
-        for name, r in self.by_distance().iterrows():
-            if r["n"] == 0:
-                lines.append(f"  {name:>8} {0:>7}")
-                continue
-            lines.append(f"  {name:>8} {int(r['n']):>7} {r['rmse']:8.4g} {r['crps']:8.4g} "
-                         f"{r['coverage95']:6.3f} ± {r['coverage95_se']:.3f} "
-                         f"{r['std_ratio']:8.3f}")
-        lines.append("  (se: standard error of the coverage with each held-out patch as one "
-                     "cluster)")
-        return "\n".join(lines)
-
-    def plot(self, path: str | os.PathLike[str] | None = None, *,
-             overwrite: bool = False) -> Figure:
-        """Reliability diagram, coverage and error vs sd by distance (saved if ``path``)."""
-        fig = plot_cv(self)
-        if path is not None:
-            save_figure(fig, path, overwrite=overwrite)
-        return fig
 
 
 def _raster(data, var) -> xr.DataArray:
@@ -241,7 +138,18 @@ def cross_validate(data: xr.DataArray | xr.Dataset, folds: str | np.ndarray = "g
 
     Returns:
         :class:`CVResult`; ``.summary()``, ``.scores()``, ``.by_distance()``, ``.plot()``.
+
+    A stack with a time dimension (an image series) is cross-validated as a series
+    (:mod:`geogp.crossval.stack`): ``folds="gaps"`` moves another date's clouds onto each
+    date's observed cells (``n_folds`` fits of the whole stack), the model is fitted on the
+    stack (e.g. ``model="spacetime"``), and the result
+    (:class:`~geogp.crossval.stack.StackCVResult`) also reports coverage by the time since
+    the cell was last seen (``.by_time_since()``).
     """
+    stacked = _series(data, var)
+    if stacked is not None:
+        return _cross_validate_series(stacked, folds, n_folds, seed, model, method,
+                                      fold_options, progress, label, fit_options)
     da = _raster(data, var)
     values = _masked(da)
     if np.isinf(values).any():
@@ -290,3 +198,54 @@ def cross_validate(data: xr.DataArray | xr.Dataset, folds: str | np.ndarray = "g
     return CVResult(pd.concat(frames, ignore_index=True), held_all, seconds, kind, label,
                     units=da.attrs.get("units"))
 
+
+
+def _series(data, var) -> xr.DataArray | None:
+    """The stack (time, y, x) when ``data`` is an image series, else None."""
+    da = select_variable(data, var) if isinstance(data, xr.Dataset) else data
+    if not isinstance(da, xr.DataArray) or da.ndim != 3:
+        return None
+    y_dim, x_dim = find_spatial_dims(da)
+    (t_dim,) = [d for d in da.dims if d not in (y_dim, x_dim)]
+    coord = da[t_dim].values if t_dim in da.coords else None
+    dated = coord is not None and np.issubdtype(coord.dtype, np.datetime64)
+    if not (dated or str(t_dim).lower() == "time"):
+        return None
+    return da.transpose(t_dim, y_dim, x_dim)
+
+
+def _cross_validate_series(da, folds, n_folds, seed, model, method, fold_options, progress,
+                           label, fit_options):
+    """:func:`cross_validate` of an image series (:mod:`geogp.crossval.stack`)."""
+    values = _masked(da)
+    if np.isinf(values).any():
+        raise InputError("the stack holds ±inf; mark missing cells as NaN or nodata.")
+    observed = np.isfinite(values)
+    if isinstance(folds, str):
+        if folds != "gaps":
+            raise InputError(f"an image series is cross-validated with folds='gaps' (other "
+                             f"dates' clouds) or a boolean array; got {folds!r}.")
+        kind, held_all = "gaps", stack_gap_folds(observed, n_folds, seed=seed,
+                                                 **(fold_options or {}))
+    else:
+        arr = np.asarray(folds)
+        if arr.dtype != bool or arr.ndim != 4 or arr.shape[1:] != observed.shape:
+            raise InputError(f"custom folds of a stack must be a boolean array (n_folds, "
+                             f"{', '.join(map(str, observed.shape))}); got dtype {arr.dtype}, "
+                             f"shape {arr.shape}.")
+        if np.any(arr & ~observed):
+            raise InputError("custom folds hold out missing cells; a fold may only hold out "
+                             "observed cells.")
+        kind, held_all = "custom", arr
+    if method is None:
+        def method(train):
+            return fit(train, model, progress=progress, **fit_options).predict()
+
+        label = label or f"geogp {model}" + "".join(f", {k}={v}" for k, v in fit_options.items())
+    elif not callable(method):
+        raise InputError(f"method must be callable; got {type(method).__name__}.")
+    elif fit_options:
+        raise InputError(f"fit options {sorted(fit_options)} apply to geogp models only, not to "
+                         "a custom method.")
+    label = label or getattr(method, "__name__", "method")
+    return cross_validate_stack(da, values, held_all, method, label, kind, progress)

@@ -374,7 +374,10 @@ def run_ndvi(args):
         dist, since = strata(~np.isfinite(masked))
         print(f"# NDVI stack {masked.shape}, {pct} % masked: {int(hidden.sum())} hidden "
               f"cells; {machine()}", flush=True)
-        for method, kw in (("spacetime", {"model": "spacetime"}), ("per image", {})):
+        joint = {"model": "spacetime"}
+        if args.fit_windows is not None:
+            joint["fit_windows"] = args.fit_windows
+        for method, kw in (("spacetime", joint), ("per image", {})):
             if method not in args.methods:
                 continue
             with warnings.catch_warnings():
@@ -404,6 +407,7 @@ def main(argv=None):
     s.add_argument("--data", default=None)
     s.add_argument("--masks", type=int, nargs="+", default=[20, 50], choices=[20, 50])
     s.add_argument("--methods", nargs="+", default=["spacetime", "per image"])
+    s.add_argument("--fit-windows", type=int, default=None)
     s = sub.add_parser("cost")
     s.add_argument("--dates", type=int, default=48)
     s.add_argument("--sides", type=int, nargs="+", default=[16, 24, 32, 40])

@@ -362,9 +362,10 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         self.contamination_ = em
 
     def observation_weight(self, points: ArrayLike) -> np.ndarray:
-        """(P,) the fitted weight of the observed cell at each of ``points`` (P, 2) (model
-        units, snapped to the nearest cell centre): 1 for a plain fit, the EM's weight with
-        ``robust`` (near 0: a gross error); NaN off the raster or where nothing was observed."""
+        """(P,) the weight a ``robust`` fit gave the observed cell at each of ``points``
+        (P, 2) (model units, snapped to the nearest cell centre; near 0: a gross error); NaN
+        off the raster or where nothing was observed. A plain fit weighs every observation 1
+        and has no map (InputError), nor has a model read from a file (weights are not kept)."""
         check_fitted(self, "scaler_")
         pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
         m = int(self.margin)
@@ -374,8 +375,11 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         out = np.full(pts.shape[0], np.nan)
         weight = getattr(self, "obs_weight_", None)
         if weight is None:
-            raise InputError("observation_weight() needs a fit with robust=True (a plain fit "
-                             "gives every observation the weight 1).")
+            raise InputError(
+                "observation_weight() needs the weights of a fit with robust=True; model files "
+                "do not keep them, so fit again." if self.robust else
+                "observation_weight() needs a fit with robust=True (a plain fit gives every "
+                "observation the weight 1).")
         out[inside] = weight[idx[0][inside], idx[1][inside]]
         return out
 

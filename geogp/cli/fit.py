@@ -44,7 +44,9 @@ def add_fit_parser(subparsers: argparse._SubParsersAction, epilog: str) -> argpa
         description="Fit a Gaussian process to INPUT (GeoTIFF or NetCDF; NaN/nodata = missing) "
                     "and write the prediction on the same grid: band 1 = mean, band 2 = std "
                     "of a new observation (noise included); wavelet models add a band of "
-                    "their effective lengthscale.")
+                    "their effective lengthscale, --robust a band of each observation's "
+                    "weight. Several INPUT rasters (or one with dated bands) are an image "
+                    "series, filled jointly with --model spacetime.")
     fit.add_argument("input", metavar="INPUT", nargs="+",
                      help="raster to fill (.tif or .nc), or points: a table (.csv) with "
                           "--crs, or a GeoPackage/GeoJSON/shapefile (needs geopandas: pip "

@@ -34,10 +34,12 @@ def duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
-def duration_range(seconds: float, load: float | None = None, cores: int | None = None) -> str:
+def duration_range(seconds: float, load: float | None = None, cores: int | None = None,
+                   most: float | None = None) -> str:
     """An estimate at the reference machine's idle rate as a range: from it to what the
-    machine's load makes of it (at least 2×: other jobs come and go during a fit). ``load``:
-    the 1-minute load average (default the machine's); ``cores``: its CPUs.
+    machine's load makes of it (at least 2×: other jobs come and go during a fit), or of
+    ``most``, the estimate when everything the fit may do runs. ``load``: the 1-minute load
+    average (default the machine's); ``cores``: its CPUs.
 
     >>> duration_range(30, load=0.0, cores=2), duration_range(30, load=4.0, cores=2)
     ('30–60 s', '30 s–2 min')
@@ -45,7 +47,7 @@ def duration_range(seconds: float, load: float | None = None, cores: int | None 
     load = os.getloadavg()[0] if load is None else float(load)
     cores = (os.cpu_count() or 1) if cores is None else int(cores)
     slow = max(2.0, 1.5 * (1.0 + load) / cores)  # a fit's share of the cores under that load
-    low, high = duration(seconds), duration(seconds * slow)
+    low, high = duration(seconds), duration(max(seconds, most or 0.0) * slow)
     if low.split()[1] == high.split()[1]:
         return f"{low.split()[0]}–{high}"
     return f"{low}–{high}"

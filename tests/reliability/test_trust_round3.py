@@ -373,6 +373,15 @@ def test_item4_time_estimates_are_a_range_that_counts_the_load():
     # the demo's case: up to 3.75× the idle rate, 109 s, where it took 115 s
     assert duration_range(29, load=4.0, cores=2) == "29 s–2 min"
     assert duration_range(600, load=1.0, cores=2) == "10–20 min"
+    # the demo's DEM: its fit may drop the mid-scale level and try α = 3, three fits of θ
+    # (it took 84 s idle, printed "29–58 s" when the range counted one)
+    from geogp.models.lattice import LatticeRegressor
+
+    cost = LatticeRegressor(alpha="auto", mid_scale="auto",
+                            large_scale="auto").cost_estimate((344, 403))
+    assert cost["seconds_most"] > cost["seconds"]
+    text = duration_range(cost["seconds"], load=0.0, cores=2, most=cost["seconds_most"])
+    assert text.endswith("min") and int(text.split("–")[1].split()[0]) >= 2, text
 
 
 def _nearly_regular_raster(variation: float, regular: bool = False):

@@ -79,7 +79,7 @@ class LatticeFamily(Family[LatticeRegressor]):
         if cost["tiles"] > 1 and client is None:
             hint = ("; tiles run in parallel on a dask cluster (geogp fit --workers N, or a "
                     "distributed.Client), and larger tiles (--max-memory) waste less on halos")
-        when = duration_range(float(cost["seconds"]))
+        when = duration_range(float(cost["seconds"]), most=cost.get("seconds_most"))
         ny, nx = raster_shape
         print(f"lattice model on {ny} × {nx} cells: posterior on {tiles}; estimated "
               f"peak memory {cost['bytes'] / 2**30:.1f} GiB (limit {est.max_bytes / 2**30:.1f} "

@@ -235,8 +235,10 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
     def cost_estimate(self, raster_shape: tuple[int, int], workers: int = 1,
                       n_covariates: int = 0) -> dict:
         """What a fit of ``raster_shape`` will take, before it starts: ``tiles`` (the
-        posterior's), ``bytes`` (:meth:`memory_estimate`) and ``seconds`` (rough: the rate of
-        the 2-core reference machine, :func:`~geogp.models.lattice.memory.lattice_seconds`)."""
+        posterior's), ``bytes`` (:meth:`memory_estimate`), ``seconds`` (rough: the rate of
+        the 2-core reference machine, :func:`~geogp.models.lattice.memory.lattice_seconds`)
+        and ``seconds_most``: the same when every refit the settings allow runs (the
+        mid-scale level dropped, α = 3 tried: smooth fields such as DEMs)."""
         m = int(self.margin)
         cells = [tile_cells(t, m) for t in self.plan_posterior_tiles(raster_shape)]
         lattice = (raster_shape[0] + 2 * m) * (raster_shape[1] + 2 * m)
@@ -244,9 +246,13 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
                                self.mid_factor(raster_shape) is not None,
                                self._n_columns(n_covariates, raster_shape))
         robust = bool(self.robust)  # one more fit of θ, and one posterior per EM step
+        fits, posteriors = 1 + robust, 1 + robust * ROBUST_STEPS
+        refits = (self.alpha == "auto") + (self.mid_scale == "auto"
+                                           and self.mid_factor(raster_shape) is not None)
         return {"tiles": len(cells), "bytes": needed,
-                "seconds": lattice_seconds(sum(cells), workers, 1 + robust,
-                                           1 + robust * ROBUST_STEPS)}
+                "seconds": lattice_seconds(sum(cells), workers, fits, posteriors),
+                "seconds_most": lattice_seconds(sum(cells), workers, fits + refits,
+                                                posteriors)}
 
     def check_memory(self, raster_shape: tuple[int, int], n_covariates: int = 0) -> None:
         """Refuse, before allocating, a raster whose estimate exceeds ``max_bytes``."""

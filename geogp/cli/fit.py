@@ -98,7 +98,7 @@ def add_fit_parser(subparsers: argparse._SubParsersAction, epilog: str) -> argpa
                           "--max-memory, else the largest tile that fits it)")
     fit.add_argument("--robust", action="store_true",
                      help="lattice model: a noise model with gross errors (cloud-mask leaks, "
-                          "spikes), learnt by EM and down-weighted; about 3x the time of a "
+                          "spikes), learnt by EM and down-weighted; 3-4.5x the time of a "
                           "plain fit (docs/gvi.md)")
     where = fit.add_mutually_exclusive_group()
     where.add_argument("--workers", type=positive_int, default=None, metavar="N",

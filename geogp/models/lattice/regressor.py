@@ -126,7 +126,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             each observation is, with a probability learnt per distance to the nearest gap,
             off by an error of its own), by EM: :data:`ROBUST_STEPS` reweighting steps, each
             one posterior, with θ fitted again under the weights after
-            :data:`ROBUST_REFIT_AFTER` of them. For cloud-mask leaks and spikes; about 3×
+            :data:`ROBUST_REFIT_AFTER` of them. For cloud-mask leaks and spikes; 3–4.5×
             the time of a plain fit. ``obs_weight_`` then shows what was distrusted.
         scheduler: where the posterior's tiles run: ``"auto"`` (default) on the current
             ``dask.distributed`` client's workers when one exists, else in this process;

@@ -46,6 +46,7 @@ from scipy.ndimage import distance_transform_edt, gaussian_filter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import geogp
+from geogp.crossval.stack import since_last_seen
 from geogp.metrics import crps_gaussian
 from geogp.models.lattice.gmrf import laplacian
 
@@ -111,12 +112,7 @@ def strata(mask):
     """(distance in cells to the nearest observed cell of the same date, dates since the cell
     was last observed: 1, 2, … or −1 never) for every (date, cell)."""
     dist = np.stack([distance_transform_edt(m) for m in mask])
-    since = np.full(mask.shape, -1)
-    last = np.full(mask.shape[1:], -1)
-    for k in range(mask.shape[0]):
-        since[k] = np.where(last >= 0, k - last, -1)
-        last = np.where(~mask[k], k, last)
-    return dist, since
+    return dist, since_last_seen(~mask)
 
 
 def oracle(y, mask, cov, noise):

@@ -33,7 +33,8 @@ from geogp.memory import LAZY_WINDOW_CELLS, rows_per_block
 
 _Raster = TypeVar("_Raster", xr.DataArray, xr.Dataset)
 
-__all__ = ["open_raster", "open_stack", "date_in_name", "atomic_path", "check_writable",
+__all__ = ["open_raster", "open_stack", "series_from_bands", "band_names", "date_in_name",
+           "atomic_path", "check_writable",
            "check_geotiff_grid", "hidden_sibling", "write_geotiff", "write_netcdf", "GEOTIFF_BANDS",
            "GEOTIFF_SUFFIXES", "NETCDF_SUFFIXES"]
 
@@ -168,26 +169,43 @@ def open_stack(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         if "band" not in da.dims:
             raise InputError(f"{str(paths[0])!r} is one image; a stack needs several files, or "
                              "one GeoTIFF whose bands are the dates.")
-        names = np.atleast_1d(da.attrs.get("long_name", [str(b) for b in da["band"].values]))
-        if len(names) != da.sizes["band"]:
-            names = [str(b) for b in da["band"].values]
-        dates = _dates([str(n) for n in names], times, "band")
-        stack = da.rename({"band": "time"}).assign_coords(time=dates)
-        stack.attrs.pop("long_name", None)
-    else:
-        images = []
-        for p in paths:
-            da = open_raster(p, var=var)
-            if da.ndim != 2:
-                raise InputError(f"{str(p)!r} has the dimensions {list(da.dims)}; each file of "
-                                 "a stack must be one image (y, x).")
-            if images:
-                _check_same_grid(images[0], da, paths[0], p)
-            images.append(da)
-        dates = _dates([p.name for p in paths], times, "file")
-        stack = xr.concat(images, dim="time", coords="minimal", compat="override",
-                          join="override").assign_coords(time=dates)
-        stack.name = images[0].name
+        return series_from_bands(da, times)
+    images = []
+    for p in paths:
+        da = open_raster(p, var=var)
+        if da.ndim != 2:
+            raise InputError(f"{str(p)!r} has the dimensions {list(da.dims)}; each file of "
+                             "a stack must be one image (y, x).")
+        if images:
+            _check_same_grid(images[0], da, paths[0], p)
+        images.append(da)
+    dates = _dates([p.name for p in paths], times, "file")
+    stack = xr.concat(images, dim="time", coords="minimal", compat="override",
+                      join="override").assign_coords(time=dates)
+    stack.name = images[0].name
+    return _in_date_order(stack)
+
+
+def band_names(da: xr.DataArray) -> list[str]:
+    """The descriptions of a multi-band raster's bands (their numbers where it has none)."""
+    names = np.atleast_1d(da.attrs.get("long_name", ()))
+    if len(names) != da.sizes["band"]:
+        names = da["band"].values
+    return [str(n) for n in names]
+
+
+def series_from_bands(da: xr.DataArray, times: Sequence[str] | None = None) -> xr.DataArray:
+    """A multi-band raster (band, y, x) as a stack (time, y, x) in date order: one date per
+    band from ``times``, or from each band's description (:func:`date_in_name`)."""
+    dates = _dates(band_names(da), times, "band")
+    stack = da.rename({"band": "time"}).assign_coords(time=dates)
+    stack.attrs.pop("long_name", None)
+    return _in_date_order(stack)
+
+
+def _in_date_order(stack: xr.DataArray) -> xr.DataArray:
+    """``stack`` sorted by its dates; refuses two images of one date."""
+    dates = stack["time"].values
     order = np.argsort(dates, kind="stable")
     dup = np.flatnonzero(np.diff(dates[order]) == np.timedelta64(0, "D"))
     if dup.size:

@@ -217,17 +217,16 @@ def _dask_client(args, echo):
 def _open_input(args, series: bool):
     """The raster of INPUT, or the image series of several INPUTs (or of one multi-band
     GeoTIFF with --time, or whose band descriptions are dates)."""
-    from geogp.io import date_in_name, open_raster, open_stack  # lazy: keeps --help light
+    # lazy: keeps --help light
+    from geogp.io import band_names, date_in_name, open_raster, open_stack, series_from_bands
 
     times = None if args.time is None else [t for t in args.time.split(",") if t.strip()]
     if series:
         return open_stack(args.inputs if len(args.inputs) > 1 else args.inputs[0],
                           times=times, var=args.var)
     da = open_raster(args.input, var=args.var)
-    names = np.atleast_1d(da.attrs.get("long_name", ()))
-    if ("band" in da.dims and len(names) == da.sizes["band"]
-            and all(date_in_name(str(n)) is not None for n in names)):
-        return open_stack(args.input, var=args.var)  # its bands are dated: a series
+    if "band" in da.dims and all(date_in_name(n) is not None for n in band_names(da)):
+        return series_from_bands(da)  # its bands are dated: a series
     return da
 
 

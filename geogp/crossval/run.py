@@ -161,17 +161,7 @@ def cross_validate(data: xr.DataArray | xr.Dataset, folds: str | np.ndarray = "g
     else:
         kind = "custom"
         held_all = _check_folds(folds, observed)
-    if method is None:
-        def method(train):
-            return fit(train, model, progress=progress, **fit_options).predict(like=da)
-
-        label = label or f"geogp {model}" + "".join(f", {k}={v}" for k, v in fit_options.items())
-    elif not callable(method):
-        raise InputError(f"method must be callable; got {type(method).__name__}.")
-    elif fit_options:
-        raise InputError(f"fit options {sorted(fit_options)} apply to geogp models only, not to "
-                         "a custom method.")
-    label = label or getattr(method, "__name__", "method")
+    method, label = _method(method, model, progress, label, fit_options, like=da)
     wants_mask = _takes_two(method)
     y_dim, x_dim = da.dims
     ys, xs = da[y_dim].values, da[x_dim].values
@@ -198,6 +188,22 @@ def cross_validate(data: xr.DataArray | xr.Dataset, folds: str | np.ndarray = "g
     return CVResult(pd.concat(frames, ignore_index=True), held_all, seconds, kind, label,
                     units=da.attrs.get("units"))
 
+
+
+def _method(method, model, progress, label, fit_options, **predict) -> tuple:
+    """(method, label): ``method``, or a geogp ``model`` fitted with ``fit_options`` and
+    predicted with ``predict``; custom methods take no fit options."""
+    if method is None:
+        def method(train):
+            return fit(train, model, progress=progress, **fit_options).predict(**predict)
+
+        label = label or f"geogp {model}" + "".join(f", {k}={v}" for k, v in fit_options.items())
+    elif not callable(method):
+        raise InputError(f"method must be callable; got {type(method).__name__}.")
+    elif fit_options:
+        raise InputError(f"fit options {sorted(fit_options)} apply to geogp models only, not to "
+                         "a custom method.")
+    return method, label or getattr(method, "__name__", "method")
 
 
 def _series(data, var) -> xr.DataArray | None:
@@ -237,15 +243,5 @@ def _cross_validate_series(da, folds, n_folds, seed, model, method, fold_options
             raise InputError("custom folds hold out missing cells; a fold may only hold out "
                              "observed cells.")
         kind, held_all = "custom", arr
-    if method is None:
-        def method(train):
-            return fit(train, model, progress=progress, **fit_options).predict()
-
-        label = label or f"geogp {model}" + "".join(f", {k}={v}" for k, v in fit_options.items())
-    elif not callable(method):
-        raise InputError(f"method must be callable; got {type(method).__name__}.")
-    elif fit_options:
-        raise InputError(f"fit options {sorted(fit_options)} apply to geogp models only, not to "
-                         "a custom method.")
-    label = label or getattr(method, "__name__", "method")
+    method, label = _method(method, model, progress, label, fit_options)
     return cross_validate_stack(da, values, held_all, method, label, kind, progress)

@@ -38,6 +38,7 @@ from geogp.exceptions import InputError
 from geogp.linalg import SparsePattern
 from geogp.linalg.solvers import Solver
 from geogp.models.lattice.mid import band, mid_cross, mid_lattice
+from geogp.models.lattice.varying import VARYING_PARAMS, VaryingBasis
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
@@ -201,6 +202,11 @@ class LatticeProblem:
         weight: (n,) each lattice cell's observation weight w (noise variance σ²/w; 0 where
             unobserved), empty for unit weights; ``e_obs``, ``ptw`` and ``wtw`` carry it.
         log_weight: Σ log w over the observed cells (a constant of log|Σ_g|).
+        varying: the :class:`~geogp.models.lattice.varying.VaryingBasis` of a range and sd
+            that vary over the raster (None: stationary), with its 1-D B-spline values on this
+            lattice's rows and columns ``vary_y``, ``vary_x`` (tuples per level), and the
+            pattern of K + L (``kl_pattern``; L on it: ``e_l_kl``) for
+            log|Q| (:mod:`geogp.models.lattice.varying`).
     """
 
     pattern: object = field(repr=False)
@@ -228,22 +234,35 @@ class LatticeProblem:
     e_l3: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
     weight: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
     log_weight: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(()))
+    varying: VaryingBasis | None = None
+    vary_y: tuple = field(repr=False, default=())
+    vary_x: tuple = field(repr=False, default=())
+    kl_pattern: object = field(repr=False, default=None)
+    e_l_kl: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
 
     def tree_flatten(self) -> tuple[tuple, tuple]:
         leaves = (self.e_i, self.e_l, self.e_l2, self.e_obs, self.eig, self.ptw, self.wtw,
                   self.freq2, self.e_i_mid, self.e_l_mid, self.e_l2_mid, self.eig_mid,
-                  self.e_l3, self.weight, self.log_weight)
+                  self.e_l3, self.weight, self.log_weight, self.vary_y, self.vary_x,
+                  self.e_l_kl)
         return leaves, (self.pattern, self.solve, self.alpha, self.area, self.n_obs,
-                        self.n_trend, self.n_feat, self.dw, self.kernel, self.area_mid)
+                        self.n_trend, self.n_feat, self.dw, self.kernel, self.area_mid,
+                        self.varying, self.kl_pattern)
 
     @classmethod
     def tree_unflatten(cls, aux: tuple, leaves: tuple) -> LatticeProblem:
-        return cls(*aux[:6], *leaves[:8], *aux[6:9], *leaves[8:12], aux[9], *leaves[12:])
+        return cls(*aux[:6], *leaves[:8], *aux[6:9], *leaves[8:12], aux[9], *leaves[12:15],
+                   aux[10], *leaves[15:17], aux[11], *leaves[17:])
 
     @property
     def has_mid(self) -> bool:
         """Whether the problem has the mid-scale level."""
         return self.eig_mid.shape[0] > 0
+
+    @property
+    def n_fine(self) -> int:
+        """Cells of the fine lattice (the first unknowns of B)."""
+        return self.eig.shape[0]
 
 
 def _load_solver(backend: str, ordering: str) -> Solver:
@@ -263,7 +282,8 @@ def make_problem(shape: tuple[int, int], h: ArrayLike, alpha: int, cells: np.nda
                  features: np.ndarray | None = None, freq2: jax.Array | None = None,
                  dw: float = 0.0, kernel: str = "matern32", mid_scale: int | None = None,
                  neighbours: bool = True, share: bool = False,
-                 weights: np.ndarray | None = None) -> LatticeProblem:
+                 weights: np.ndarray | None = None,
+                 varying: tuple[VaryingBasis, int, int] | None = None) -> LatticeProblem:
     """Fix the lattice, its pattern and the data for :func:`log_marginal_likelihood`.
 
     Args:
@@ -285,6 +305,9 @@ def make_problem(shape: tuple[int, int], h: ArrayLike, alpha: int, cells: np.nda
             (the posterior's tiles), never for problems used together (the fitting tiles).
         weights: (N,) positive observation weights w (None: all 1): observation i has noise
             variance σ²/w_i, so B = Q + PᵀWP/σ² and Pᵀ W [y, F] (robust fits' reweighting).
+        varying: (basis, row, col): a range and sd varying over the raster by ``basis``
+            (:class:`~geogp.models.lattice.varying.VaryingBasis`; α = 2 only), with the
+            lattice's first cell at raster position (row, col) (e.g. −margin, −margin).
 
     Cost: O(nnz(Q)) here; the CHOLMOD analysis happens on the first evaluation.
     """
@@ -318,6 +341,8 @@ def make_problem(shape: tuple[int, int], h: ArrayLike, alpha: int, cells: np.nda
         ptw[n:] = pi.T @ ptw[:n]
     weighted = {} if weights is None else dict(weight=obs,
                                                 log_weight=np.asarray(np.sum(np.log(w))))
+    if varying is not None:
+        weighted.update(_varying_parts(shape, h, int(alpha), *varying))
     return LatticeProblem(
         pattern, _load_solver(backend, ordering), int(alpha), float(h[0] * h[1]),
         len(cells), int(X.shape[1]), parts["e_i"], parts["e_l"], parts["e_l2"], e_obs,
@@ -331,6 +356,18 @@ def _check_weights(weights, n: int) -> np.ndarray:
     if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w <= 0):
         raise InputError(f"weights must be {n} finite positive numbers, one per observed cell.")
     return w
+
+
+def _varying_parts(shape, h, alpha: int, basis: VaryingBasis, row: int, col: int) -> dict:
+    """The problem's fields for a varying range and sd (see :class:`LatticeProblem`)."""
+    if alpha != 2:
+        raise InputError(f"a varying range and sd need alpha=2; got alpha={alpha}.")
+    by, bx = basis.matrices(row + np.arange(shape[0]), col + np.arange(shape[1]))
+    n = shape[0] * shape[1]
+    lap = laplacian(shape, h)
+    kl = SparsePattern.from_scipy(sp.csc_matrix(abs(lap) + sp.eye(n)))
+    return dict(varying=basis, vary_y=by, vary_x=bx, kl_pattern=kl,
+                e_l_kl=kl.values_from_scipy(lap))
 
 
 # make_problem(share=True): the last lattice's data-free parts (pattern, operators), so that
@@ -409,6 +446,11 @@ def precision(params: dict, problem: LatticeProblem) -> tuple[jax.Array, ...]:
     With ``log_ratio`` in ``params`` (α = 2 only) Q = c (κ₁² + L)(κ₂² + L) with two ranges
     (:func:`_product_coefficients`); otherwise c (κ² + L)^α.
     """
+    if (VARYING_PARAMS[0] in params) != (problem.varying is not None):
+        raise InputError("the parameters and the lattice problem disagree on a varying range "
+                         "and sd.")
+    if problem.varying is not None:
+        return _varying_precision(params, problem)
     if "log_ratio" in params:
         if problem.alpha != 2:
             raise InputError("the two-range operator (second_range=True) needs alpha=2.")
@@ -431,6 +473,39 @@ def precision(params: dict, problem: LatticeProblem) -> tuple[jax.Array, ...]:
         jnp.log(kappa2 + problem.eig))
     q, logdet_q = _add_mid(params, problem, q, logdet_q)
     return q, logdet_q, kappa2, noise
+
+
+def _varying_precision(params: dict, problem: LatticeProblem) -> tuple[jax.Array, ...]:
+    """:func:`precision` with Q = D (K + L)² D, K = diag κ²(s), D = diag √c(s)
+    (:mod:`geogp.models.lattice.varying`); log|Q| = Σ log c + 2 log|K + L| by one sparse
+    Cholesky of K + L. The returned κ² is the mean over the cells."""
+    if problem.alpha != 2 or "log_ratio" in params:
+        raise InputError("a varying range and sd need alpha=2 without a second range.")
+    basis = problem.varying
+    log_rho = params["log_range"] + basis.field(params[VARYING_PARAMS[0]], problem.vary_y,
+                                                problem.vary_x)
+    log_sd = params["log_sd"] + basis.field(params[VARYING_PARAMS[1]], problem.vary_y,
+                                            problem.vary_x)
+    kappa2 = 8.0 * jnp.exp(-2.0 * log_rho)
+    log_c = math.log(problem.area / (4.0 * math.pi)) - jnp.log(kappa2) - 2.0 * log_sd
+    pad = problem.pattern.n - kappa2.shape[0]  # the mid-scale level's unknowns, if any
+    k2 = jnp.concatenate([kappa2, jnp.zeros(pad)])
+    d = jnp.concatenate([jnp.exp(0.5 * log_c), jnp.zeros(pad)])
+    r, c = problem.pattern.rows, problem.pattern.cols
+    q = d[r] * d[c] * (k2[r] ** 2 * problem.e_i + (k2[r] + k2[c]) * problem.e_l
+                       + problem.e_l2)
+    logdet_kl, _ = problem.solve(problem.kl_pattern,
+                                 _diagonal_values(problem, kappa2) + problem.e_l_kl,
+                                 jnp.zeros((kappa2.shape[0], 1)))
+    logdet_q = jnp.sum(log_c) + 2.0 * logdet_kl
+    noise = jnp.exp(2.0 * params["log_noise"])
+    q, logdet_q = _add_mid(params, problem, q, logdet_q)
+    return q, logdet_q, jnp.mean(kappa2), noise
+
+
+def _diagonal_values(problem: LatticeProblem, diag: jax.Array) -> jax.Array:
+    """A diagonal matrix diag(``diag``) as values on ``kl_pattern``."""
+    return jnp.zeros(problem.kl_pattern.nnz).at[problem.kl_pattern.diag_index].set(diag)
 
 
 def _add_mid(params, problem: LatticeProblem, q, logdet_q):

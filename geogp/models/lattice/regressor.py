@@ -46,7 +46,8 @@ from geogp.models.lattice.outputs import LatticeOutputsMixin
 from geogp.models.lattice.posterior import LatticePosteriorMixin
 from geogp.models.lattice.robust import Contamination, gap_distance_class
 from geogp.models.lattice.settings import check_settings, mid_factor, n_large
-from geogp.models.lattice.tiles import composite_loss, fit_local, fitting_tiles
+from geogp.models.lattice.tiles import composite_loss, every_tile, fit_local, fitting_tiles
+from geogp.models.lattice.varying import VARYING_PARAMS, VaryingBasis
 from geogp.models.lattice.workers import release_memory
 from geogp.optimize import FitReport
 from geogp.trend import basis, check_trend_identifiable, monomial_powers, standardised_covariates
@@ -128,6 +129,12 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             one posterior, with θ fitted again under the weights after
             :data:`ROBUST_REFIT_AFTER` of them. For cloud-mask leaks and spikes; 3–4.5×
             the time of a plain fit. ``obs_weight_`` then shows what was distrusted.
+        varying: None (default: one range and sd everywhere), ``"auto"`` or a number of
+            levels: a local range and sd that vary over the raster
+            (:mod:`geogp.models.lattice.varying`: the non-stationary SPDE, log range and log
+            sd on a multiresolution B-spline basis whose fine levels the prior shrinks; α = 2).
+            They are fitted after the stationary θ, from it, on tiles covering the whole
+            raster; :meth:`local_range` and :meth:`local_sd` map them.
         scheduler: where the posterior's tiles run: ``"auto"`` (default) on the current
             ``dask.distributed`` client's workers when one exists, else in this process;
             None: in this process; a ``Client`` or a scheduler address
@@ -172,6 +179,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
                  second_range: bool = False,
                  mid_scale: int | str | None = None, posterior_tile: int | str | None = "auto",
                  posterior_halo: int | str = "auto", robust: bool = False,
+                 varying: int | str | None = None,
                  scheduler: str | Client | None = "auto") -> None:
         self.alpha = alpha
         self.margin = margin
@@ -195,6 +203,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         self.posterior_tile = posterior_tile
         self.posterior_halo = posterior_halo
         self.robust = robust
+        self.varying = varying
         self.scheduler = scheduler
 
     # called as ``tile_progress(phase, done, total)`` after each posterior tile (progress bars;
@@ -295,6 +304,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             raise InputError("the raster contains infinite values; replace them by NaN.")
         obs = np.isfinite(v)
         self.obs_weight_, self.contamination_ = None, None  # unit weights until reweighted
+        self.varying_basis_ = None  # stationary until the varying stage
         self.alpha_ = 2 if self.alpha == "auto" else int(self.alpha)
         powers = monomial_powers(self.mean, 2)
         m = int(self.margin)
@@ -336,7 +346,10 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         self.fit_tiles_ = len(tiles)
         params, local, report = self._fit_local_field(obs, ys, trend, tiles)
         self.params_, self.report_ = {**params, **local}, report
-        if not (self.alpha == "auto" and self._smoother_wins(local, tiles)
+        if self.varying is not None:
+            tiles = self._fit_varying(obs, ys, trend)
+        if not (self.alpha == "auto" and self.varying is None
+                and self._smoother_wins(local, tiles)
                 and self._fit_smoother(obs, ys, trend, tiles)):
             release_memory()  # glibc keeps the freed heap of the tiles' factors
             # stage 2 (large scales, inside the posterior's factorisation) and the posterior
@@ -344,6 +357,43 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         if self.robust:
             self._reweight(obs, ys, trend, tiles)
         return self
+
+    def _fit_varying(self, obs, ys, trend) -> list:
+        """``varying``: the local range and sd's coefficients (and the local θ again) from the
+        stationary fit, on tiles covering the whole raster (a coefficient off the tiles would
+        have only its prior). Returns those tiles."""
+        levels = None if self.varying == "auto" else int(self.varying)
+        self.varying_basis_ = VaryingBasis.auto(obs.shape, levels)
+        whole = self.fit_cells is None or obs.size <= self.fit_cells
+        tiles = [sl for sl in ([(slice(0, obs.shape[0]), slice(0, obs.shape[1]))] if whole
+                               else every_tile(obs.shape, int(self.tile)))
+                 if obs[sl].sum() >= 2 + trend.shape[1]]
+        announce_fit(self.progress, "fit the varying range and sd", (
+            f"a range and sd varying over the raster: {self.varying_basis_.n_coef} "
+            f"coefficients each on {len(self.varying_basis_.intervals)} levels, fitted on "
+            f"{len(tiles)} tile(s) from the stationary fit"), "setup + compile")
+        _, local, self.report_ = self._fit_local_field(obs, ys, trend, tiles, start=self.params_)
+        self.params_ = {**self.params_, **local}
+        self.fit_tiles_ = len(tiles)
+        release_memory()
+        return tiles
+
+    def local_range(self) -> np.ndarray:
+        """(n_y, n_x) the local field's range at each raster cell, in model units (constant
+        without ``varying``)."""
+        return self._local_map("log_range", VARYING_PARAMS[0]) * self.unit_
+
+    def local_sd(self) -> np.ndarray:
+        """(n_y, n_x) the local field's marginal sd at each raster cell, in data units
+        (constant without ``varying``)."""
+        return self._local_map("log_sd", VARYING_PARAMS[1]) * self.scaler_.y_scale
+
+    def _local_map(self, key: str, coef: str) -> np.ndarray:
+        check_fitted(self, "params_")
+        sides = self._sides()
+        basis = getattr(self, "varying_basis_", None)
+        dev = 0.0 if basis is None else basis.values(np.asarray(self.params_[coef]))
+        return np.exp(float(self.params_[key]) + np.broadcast_to(dev, tuple(sides)))
 
     def _reweight(self, obs, ys, trend, tiles) -> None:
         """``robust``: the EM of :mod:`geogp.models.lattice.robust` from the plain fit."""
@@ -510,12 +560,14 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         """The local field's θ on the tiles (each tile's own trend stands in for the large
         scales, which a tile cannot identify)."""
         local = {k: params[k] for k in self._local_keys()}
+        basis = getattr(self, "varying_basis_", None)
+        prior = None if basis is None else basis.prior_sd()
         if not self.optimize:
-            out = local, FitReport(float(composite_loss(local, tuple(problems))), 0, 1, True,
-                                   "not optimised", 0.0)
+            out = local, FitReport(float(composite_loss(local, tuple(problems), prior)), 0, 1,
+                                   True, "not optimised", 0.0)
         else:
             out = fit_local(local, problems, self._range_bounds(tiles),
-                            maxiter=int(self.maxiter), progress=self.progress)
+                            maxiter=int(self.maxiter), progress=self.progress, prior=prior)
         for problem in problems:  # the compiled likelihood keeps their factors alive
             problem.pattern.release_factors()
         return out
@@ -558,7 +610,9 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
     def _local_keys(self) -> tuple:
         """The local field's parameters (stage 1)."""
         return (PARAMS + ((PARAM_RATIO,) if self.second_range else ())
-                + (PARAMS_MID if self.mid_factor() is not None else ()))
+                + (PARAMS_MID if self.mid_factor() is not None else ())
+                + (VARYING_PARAMS if getattr(self, "varying_basis_", None) is not None
+                   else ()))
 
     def _sides(self, raster_shape=None):
         return (raster_shape if raster_shape is not None
@@ -602,6 +656,9 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
                 out["log_sd"] = jnp.asarray(math.log(sd / math.sqrt(2.0)))
             out["log_range_mid"] = jnp.asarray(math.log(10.0 * rng))
             out["log_sd_mid"] = jnp.asarray(math.log(sd / math.sqrt(2.0)))
+        basis = getattr(self, "varying_basis_", None)
+        if basis is not None:
+            out.update({k: jnp.zeros(basis.n_coef) for k in VARYING_PARAMS})
         if self._n_large():
             ext = 0.25 * max(n * h for n, h in zip(self.shape_, self.h_, strict=True))
             out["log_range_large"] = jnp.asarray(math.log(ext))
@@ -631,8 +688,11 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         f2 = np.tile(np.sum(freq**2, axis=1), 2)
         feats = self._features(rows, cols, freq)
         weight = getattr(self, "obs_weight_", None)
+        basis = getattr(self, "varying_basis_", None)
         return make_problem(shape, self.h_, self._alpha(), cells, ys[order], X,
                             self.backend, self.ordering, feats, f2,
                             getattr(self, "_dw", 0.0), self.large_scale_kernel,
                             self.mid_factor(), neighbours=large, share=share,
-                            weights=None if weight is None else weight[rows - m, cols - m])
+                            weights=None if weight is None else weight[rows - m, cols - m],
+                            varying=None if basis is None else (
+                                basis, sy.start + at[0] - m, sx.start + at[1] - m))

@@ -64,6 +64,12 @@ def check_settings(est: LatticeRegressor) -> None:
         problems.append(f"second_range must be True or False (got {est.second_range!r})")
     elif est.second_range and est.alpha != 2:
         problems.append("second_range=True needs alpha=2")
+    vy = getattr(est, "varying", None)
+    if not (vy is None or vy == "auto" or (isinstance(vy, (int, np.integer))
+                                           and not isinstance(vy, bool) and vy >= 1)):
+        problems.append(f"varying must be None, 'auto' or a number of levels ≥ 1 (got {vy!r})")
+    elif vy is not None and (est.alpha not in (2, "auto") or est.second_range):
+        problems.append("varying needs alpha=2 (or 'auto') without second_range")
     if getattr(est, "robust", False) not in (True, False):
         problems.append(f"robust must be True or False (got {est.robust!r})")
     ms = est.mid_scale

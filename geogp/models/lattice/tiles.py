@@ -24,12 +24,14 @@ from geogp.models.lattice.gmrf import (
     sparse_system,
     statistics_from_solve,
 )
+from geogp.models.lattice.varying import VARYING_PARAMS
 from geogp.optimize import FitReport, minimize_lbfgs
 
 if TYPE_CHECKING:  # annotations only
     import jax
 
-__all__ = ["composite_loss", "composite_loss_ratio_excess", "fit_local", "fitting_tiles",
+__all__ = ["composite_loss", "composite_loss_ratio_excess", "every_tile", "fit_local",
+           "fitting_tiles",
            "RATIO_EXCESS", "RATIO_MIN"]
 
 # the two-range parameter as the optimiser sees it: e^t = κ₂/κ₁ − 1 (t = ``log_ratio``), kept
@@ -44,13 +46,20 @@ def fitting_tiles(shape: tuple[int, int], tile: int,
     ny, nx = shape
     if budget is None or ny * nx <= budget:
         return [(slice(0, ny), slice(0, nx))]
+    all_tiles = every_tile(shape, tile)
     ty, tx = max(1, round(ny / tile)), max(1, round(nx / tile))
-    ey, ex = np.linspace(0, ny, ty + 1).astype(int), np.linspace(0, nx, tx + 1).astype(int)
-    all_tiles = [(slice(ey[i], ey[i + 1]), slice(ex[j], ex[j + 1]))
-                 for i in range(ty) for j in range(tx)]
     k = max(1, min(len(all_tiles), budget // ((ny // ty) * (nx // tx))))
     pick = np.unique(np.round(np.linspace(0, len(all_tiles) - 1, k)).astype(int))
     return [all_tiles[i] for i in pick]
+
+
+def every_tile(shape: tuple[int, int], tile: int) -> list[tuple[slice, slice]]:
+    """Square-ish tiles of about ``tile`` cells a side partitioning ``shape`` (row-major)."""
+    ny, nx = shape
+    ty, tx = max(1, round(ny / tile)), max(1, round(nx / tile))
+    ey, ex = np.linspace(0, ny, ty + 1).astype(int), np.linspace(0, nx, tx + 1).astype(int)
+    return [(slice(ey[i], ey[i + 1]), slice(ex[j], ex[j + 1]))
+            for i in range(ty) for j in range(tx)]
 
 
 def _solve_all(problems, systems) -> list:
@@ -63,8 +72,11 @@ def _solve_all(problems, systems) -> list:
     return [p.solve(*item) for p, item in zip(problems, items, strict=True)]
 
 
-def composite_loss(params: dict, problems: tuple[LatticeProblem, ...]) -> jax.Array:
-    """−Σ_t log p_t / Σ_t N_t over the tiles (module level: the optimiser caches it)."""
+def composite_loss(params: dict, problems: tuple[LatticeProblem, ...],
+                   prior: np.ndarray | None = None) -> jax.Array:
+    """−Σ_t log p_t / Σ_t N_t over the tiles (module level: the optimiser caches it). With
+    ``prior`` (the varying range and sd's coefficient prior sds,
+    :mod:`geogp.models.lattice.varying`), their negative log prior density joins the sum."""
     systems = [sparse_system(params, p) for p in problems]
     total = 0.0
     solutions = _solve_all(problems, systems)
@@ -73,18 +85,22 @@ def composite_loss(params: dict, problems: tuple[LatticeProblem, ...]) -> jax.Ar
         logdet_sigma, m = statistics_from_solve(p, logdet_b, s, rhs, logdet_q, noise)
         total = total + dense_likelihood(params, m, logdet_sigma, p.n_obs, p.freq2, p.dw,
                                          p.kernel)[0]
+    if prior is not None:
+        total = total - 0.5 * sum(jnp.sum((params[k] / prior) ** 2) for k in VARYING_PARAMS)
     return -total / sum(p.n_obs for p in problems)
 
 
-def composite_loss_ratio_excess(params: dict, problems: tuple[LatticeProblem, ...]) -> jax.Array:
+def composite_loss_ratio_excess(params: dict, problems: tuple[LatticeProblem, ...],
+                                prior: np.ndarray | None = None) -> jax.Array:
     """:func:`composite_loss` with the two-range parameter given as e^t (``ratio_excess``)."""
     p = {k: v for k, v in params.items() if k != RATIO_EXCESS}
     p[PARAM_RATIO] = jnp.log(params[RATIO_EXCESS])
-    return composite_loss(p, problems)
+    return composite_loss(p, problems, prior)
 
 
 def fit_local(local: dict, problems: list, bounds: dict, *, maxiter: int,
-              progress: Callable[[int, float], object] | None = None) -> tuple[dict, FitReport]:
+              progress: Callable[[int, float], object] | None = None,
+              prior: np.ndarray | None = None) -> tuple[dict, FitReport]:
     """L-BFGS on :func:`composite_loss` from ``local`` (log parameters, all free) within
     ``bounds`` (:func:`~geogp.optimize.minimize_lbfgs`); returns (θ, report).
 
@@ -103,7 +119,7 @@ def fit_local(local: dict, problems: list, bounds: dict, *, maxiter: int,
     # workers spin after every call and took the second core from the tiles' background
     # inversions.
     with single_blas_thread():
-        free, report = minimize_lbfgs(loss, free, args=(tuple(problems),),
+        free, report = minimize_lbfgs(loss, free, args=(tuple(problems), prior),
                                       unconstrained=tuple(free), maxiter=maxiter, ftol=1e-6,
                                       progress=progress, bounds=bounds)
     if RATIO_EXCESS in free:

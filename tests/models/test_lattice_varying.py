@@ -1,0 +1,182 @@
+"""The lattice model with a range and sd that vary over the raster
+(:mod:`geogp.models.lattice.varying`), against dense algebra written independently."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import numpy as np
+import pytest
+
+from geogp.exceptions import InputError
+from geogp.linalg import HAVE_CHOLMOD
+from geogp.models import lattice as lm
+from geogp.models.lattice.varying import VaryingBasis
+from tests.models.test_lattice import (
+    BACKENDS,
+    _data,
+    _params,
+    dense_laplacian,
+    dense_reml,
+    mid_covariance,
+)
+
+H = (1.0, 0.7)
+MARGIN = 2
+
+
+def dense_bspline(pos, n, intervals):
+    """Uniform cubic B-splines by the Cox–de Boor recursion, over [−0.5, n − 0.5]."""
+    z = np.clip((np.asarray(pos, float) + 0.5) / n, 0.0, 1.0)
+    t = np.arange(-3, intervals + 4) / intervals
+    # degree 0 on half-open spans (the knots run past both ends, so z = 1 has its span)
+    b = np.array([[t[i] <= zz < t[i + 1] for i in range(len(t) - 1)] for zz in z], float)
+    for k in range(1, 4):
+        nb = np.zeros((len(z), len(t) - 1 - k))
+        for i in range(len(t) - 1 - k):
+            nb[:, i] = ((z - t[i]) / (t[i + k] - t[i]) * b[:, i]
+                        + (t[i + k + 1] - z) / (t[i + k + 1] - t[i + 1]) * b[:, i + 1])
+        b = nb
+    return b
+
+
+def dense_varying_precision(shape, h, basis, coef_r, coef_s, rho, sd, margin=MARGIN):
+    """Q = D (K + L)(K + L) D with per-cell κ² = 8/ρ(s)², c = A/(4π κ² s(s)²)."""
+    rows = np.arange(shape[0]) - margin
+    cols = np.arange(shape[1]) - margin
+    dev = []
+    for coef in (coef_r, coef_s):
+        total, start = np.zeros(shape), 0
+        for (my, mx) in basis.intervals:
+            a, b = my + 3, mx + 3
+            c = np.reshape(coef[start:start + a * b], (a, b))
+            total += dense_bspline(rows, basis.raster_shape[0], my) @ c @ dense_bspline(
+                cols, basis.raster_shape[1], mx).T
+            start += a * b
+        dev.append(total.ravel())
+    rho_s = rho * np.exp(dev[0])
+    sd_s = sd * np.exp(dev[1])
+    k2 = 8 / rho_s**2
+    c = h[0] * h[1] / (4 * math.pi * k2 * sd_s**2)
+    op = np.diag(k2) + dense_laplacian(shape, h)
+    d = np.diag(np.sqrt(c))
+    return d @ op @ op @ d, rho_s, sd_s
+
+
+def _setup(rng, backend, levels=2, mid=None):
+    obs, v = _data(rng, shape=(9, 11))
+    shape = (obs.shape[0] + 2 * MARGIN, obs.shape[1] + 2 * MARGIN)
+    r, c = np.nonzero(obs)
+    cells = (r + MARGIN) * shape[1] + c + MARGIN
+    y = v[obs]
+    X = np.column_stack([np.ones_like(y), r / 4.0, c / 4.0])
+    basis = VaryingBasis.auto(obs.shape, levels=levels)
+    prob = lm.make_problem(shape, H, 2, cells, y, X, backend=backend, mid_scale=mid,
+                           varying=(basis, -MARGIN, -MARGIN))
+    return prob, basis, cells, y, X, shape
+
+
+def _theta(rng, basis, rho=2.5, sd=0.9, noise=0.2, scale=0.4):
+    return {**_params(rho, sd, noise),
+            "varying_range": scale * rng.standard_normal(basis.n_coef),
+            "varying_sd": scale * rng.standard_normal(basis.n_coef)}
+
+
+def test_basis_is_cubic_bsplines_and_partitions_unity():
+    basis = VaryingBasis.auto((30, 70), levels=3)
+    assert basis.intervals == ((1, 1), (1, 2), (2, 4))
+    pos = np.linspace(-3, 75, 41)
+    (by, *_), (bx, *rest) = basis.matrices(np.arange(30), pos)
+    assert np.allclose(bx, dense_bspline(pos, 70, 1), atol=1e-13)
+    assert np.allclose(rest[1], dense_bspline(pos, 70, 4), atol=1e-13)
+    assert np.allclose(by.sum(axis=1), 1.0)
+    assert VaryingBasis.auto((91, 120)).intervals == ((1, 1), (2, 2), (3, 4))  # 30-cell knots
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_varying_precision_and_log_det_equal_dense(rng, backend):
+    prob, basis, _, _, _, shape = _setup(rng, backend)
+    theta = _theta(rng, basis)
+    q, logdet_q, _, _ = lm.precision(theta, prob)
+    Q, *_ = dense_varying_precision(shape, H, basis, theta["varying_range"],
+                                    theta["varying_sd"], 2.5, 0.9)
+    r, c = prob.pattern.rows, prob.pattern.cols
+    assert np.allclose(np.asarray(q), Q[r, c], rtol=1e-12, atol=1e-12 * np.abs(Q).max())
+    # Q has no entries off the pattern
+    mask = np.zeros_like(Q, bool)
+    mask[r, c] = mask[c, r] = True
+    assert np.abs(Q[~mask]).max() < 1e-12 * np.abs(Q).max()
+    assert float(logdet_q) == pytest.approx(np.linalg.slogdet(Q)[1], rel=1e-11)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_varying_reml_equals_dense_gaussian(rng, backend):
+    prob, basis, cells, y, X, shape = _setup(rng, backend)
+    for rho, sd, ns in [(3.0, 1.2, 0.3), (1.5, 0.7, 0.05)]:
+        theta = {**_theta(rng, basis), **_params(rho, sd, ns)}
+        Q, *_ = dense_varying_precision(shape, H, basis, theta["varying_range"],
+                                        theta["varying_sd"], rho, sd)
+        got = float(lm.log_marginal_likelihood(theta, prob))
+        assert got == pytest.approx(dense_reml(Q, cells, y, X, ns**2), rel=1e-10)
+
+
+def test_zero_deviations_are_the_stationary_model(rng):
+    """With every coefficient 0 the varying model is the stationary one, mid level included."""
+    prob, basis, cells, y, X, shape = _setup(rng, "dense", mid=2)
+    plain = lm.make_problem(shape, H, 2, cells, y, X, backend="dense", mid_scale=2)
+    theta = {**_params(2.0, 0.8, 0.3), "log_range_mid": np.log(7.0), "log_sd_mid": np.log(0.6)}
+    zero = {**theta, "varying_range": np.zeros(basis.n_coef),
+            "varying_sd": np.zeros(basis.n_coef)}
+    assert float(lm.log_marginal_likelihood(zero, prob)) == pytest.approx(
+        float(lm.log_marginal_likelihood(theta, plain)), rel=1e-12)
+    # and with deviations, the mid level adds its own covariance on top
+    theta_v = {**theta, **{k: v for k, v in _theta(rng, basis).items() if k.startswith("var")}}
+    Q, *_ = dense_varying_precision(shape, H, basis, theta_v["varying_range"],
+                                    theta_v["varying_sd"], 2.0, 0.8)
+    K_mid = mid_covariance(shape, H, 2, 2.0, 0.8, 2, 7.0, 0.6) - np.linalg.inv(
+        _stationary(shape, 2.0, 0.8))
+    K = np.linalg.inv(Q) + K_mid
+    assert float(lm.log_marginal_likelihood(theta_v, prob)) == pytest.approx(
+        dense_reml(None, cells, y, X, 0.09, K=K), rel=1e-10)
+
+
+def _stationary(shape, rho, sd):
+    Q, *_ = dense_varying_precision(shape, H, VaryingBasis.auto((1, 1), 1), np.zeros(16),
+                                    np.zeros(16), rho, sd)
+    return Q
+
+
+@pytest.mark.skipif(not HAVE_CHOLMOD, reason="needs CHOLMOD")
+def test_varying_gradient_matches_finite_differences(rng):
+    prob, basis, *_ = _setup(rng, "cholmod")
+    theta = _theta(rng, basis)
+    grad = jax.grad(lm.log_marginal_likelihood)(theta, prob)
+    eps = 1e-5
+    for k in ("log_range", "log_sd", "log_noise"):
+        up = float(lm.log_marginal_likelihood(dict(theta, **{k: theta[k] + eps}), prob))
+        dn = float(lm.log_marginal_likelihood(dict(theta, **{k: theta[k] - eps}), prob))
+        assert float(grad[k]) == pytest.approx((up - dn) / (2 * eps), rel=1e-5, abs=1e-7), k
+    for k in ("varying_range", "varying_sd"):
+        for i in rng.choice(basis.n_coef, 4, replace=False):
+            e = np.zeros(basis.n_coef)
+            e[i] = eps
+            up = float(lm.log_marginal_likelihood(dict(theta, **{k: theta[k] + e}), prob))
+            dn = float(lm.log_marginal_likelihood(dict(theta, **{k: theta[k] - e}), prob))
+            assert float(grad[k][i]) == pytest.approx((up - dn) / (2 * eps), rel=1e-5,
+                                                      abs=1e-7), (k, i)
+
+
+def test_varying_needs_alpha_2_and_matching_parameters(rng):
+    obs, v = _data(rng)
+    shape = (obs.shape[0] + 4, obs.shape[1] + 4)
+    r, c = np.nonzero(obs)
+    cells = (r + 2) * shape[1] + c + 2
+    basis = VaryingBasis.auto(obs.shape, 1)
+    with pytest.raises(InputError, match="alpha=2"):
+        lm.make_problem(shape, H, 3, cells, v[obs], np.ones((cells.size, 1)),
+                        varying=(basis, -2, -2))
+    prob = lm.make_problem(shape, H, 2, cells, v[obs], np.ones((cells.size, 1)),
+                           varying=(basis, -2, -2))
+    with pytest.raises(InputError, match="varying"):
+        lm.log_marginal_likelihood(_params(2.0, 1.0, 0.3), prob)

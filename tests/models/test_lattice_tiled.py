@@ -280,17 +280,23 @@ def test_cost_estimate_counts_the_tiles_and_grows_with_the_tile_cells():
 
 
 def test_the_auto_plan_never_shrinks_below_its_smallest_core():
-    """Under a limit no tile can meet, the plan stops at 16-cell cores (the fit then refuses
-    with the estimate) instead of running on to one tile per cell."""
-    from geogp.models.lattice.memory import tile_cells
+    """Under a limit that the raster's own arrays meet but no tile does, the plan stops at
+    16-cell cores (the fit then refuses with the estimate) instead of running on to one tile
+    per cell; under one that not even the raster's arrays meet, it keeps the default core
+    (the estimate is the arrays', whatever the tile)."""
+    from geogp.models.lattice.memory import POSTERIOR_CORE, lattice_bytes, tile_cells
 
-    est = lm.LatticeRegressor(max_bytes=2**20)
+    arrays = lattice_bytes(332 * 432, 0, 2, False, 4)
+    est = lm.LatticeRegressor(max_bytes=arrays * 1.001, mean="linear")
+    assert est._n_columns(0, (300, 400)) == 4
     tiles = est.plan_posterior_tiles((300, 400))
     sides = {c.stop - c.start for t in tiles for c in t.core}
     assert sides == {16, 332 - 20 * 16}  # 16-cell cores, and the remainder at the edge
     assert len(tiles) == -(-332 // 16) * -(-432 // 16)
     assert est.memory_estimate((300, 400)) > est.max_bytes
     assert max(tile_cells(t, 16) for t in tiles) < 332 * 432
+    hopeless = lm.LatticeRegressor(max_bytes=arrays * 0.999).plan_posterior_tiles((300, 400))
+    assert len(hopeless) == 1 and max(332, 432) <= POSTERIOR_CORE  # one 512-cell core holds it
 
 
 def test_tile_states_wait_on_disk_as_estimated_and_are_removed(whole, tmp_path, monkeypatch):

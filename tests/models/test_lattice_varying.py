@@ -91,7 +91,8 @@ def test_basis_is_cubic_bsplines_and_partitions_unity():
     assert np.allclose(bx, dense_bspline(pos, 70, 1), atol=1e-13)
     assert np.allclose(rest[1], dense_bspline(pos, 70, 4), atol=1e-13)
     assert np.allclose(by.sum(axis=1), 1.0)
-    assert VaryingBasis.auto((91, 120)).intervals == ((1, 1), (2, 2), (3, 4))  # 30-cell knots
+    # 120 cells: knots 120, 60, 30 and 15 cells apart (MIN_SPACING = 12)
+    assert VaryingBasis.auto((91, 120)).intervals == ((1, 1), (2, 2), (3, 4), (6, 8))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -139,6 +139,10 @@ def plan_tiles(raster_shape: tuple[int, int], margin: int, alpha: int, mid_facto
         # the smallest core tried: 2 mid-scale cells, or 16 cells (without the level the step
         # of 16 used to run on to a core of 0, i.e. one tile per cell, before the refusal)
         core, smallest = POSTERIOR_CORE, max(2 * align, 16)
+        if not fits(0):
+            # the raster's own arrays exceed the budget whatever the tile: the memory check
+            # refuses it, and a plan of millions of 16-cell tiles would only delay that
+            return posterior_tiles(raster_shape, m, core, halo, align)
         while core > smallest and not fits((core + 2 * halo + 2 * m) ** 2):
             core -= align if align > 1 else 16
     return posterior_tiles(raster_shape, m, core, halo, align)

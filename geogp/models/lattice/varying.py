@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy.interpolate import BSpline
@@ -30,7 +31,7 @@ __all__ = ["MIN_SPACING", "PRIOR_SD", "VARYING_PARAMS", "VaryingBasis"]
 VARYING_PARAMS = ("varying_range", "varying_sd")
 # the finest level keeps at least this many cells between knots: a local range and sd need
 # a few ranges' worth of data around each knot to be estimated
-MIN_SPACING = 24
+MIN_SPACING = 12
 # prior sd of the coarsest level's coefficients (log units: e^1 in range or sd); halves per level
 PRIOR_SD = 1.0
 
@@ -88,7 +89,7 @@ class VaryingBasis:
             bx.append(_bsplines(cols, self.raster_shape[1], mx))
         return tuple(by), tuple(bx)
 
-    def field(self, coef, by: tuple, bx: tuple):
+    def field(self, coef: jax.Array | np.ndarray, by: tuple, bx: tuple) -> jax.Array:
         """Σ_ℓ B_y,ℓ C_ℓ B_x,ℓᵀ flattened row-major: the deviation of the log quantity at every
         cell of the lattice that ``by``, ``bx`` were evaluated on (JAX, differentiable in
         ``coef``)."""

@@ -135,6 +135,45 @@ class DrawsMixin:
                             {"units": units, "long_name": "effective lengthscale "
                              "(wavelet prior, geometric mean of the axes)"})
 
+    def local_scales(self, like: xr.DataArray | xr.Dataset | None = None, *,
+                     x: ArrayLike | None = None,
+                     y: ArrayLike | None = None) -> xr.Dataset:
+        """Maps of the lattice model's local range and marginal sd (docs/lattice.md,
+        a range and sd that vary).
+
+        Fitted with ``varying="auto"`` (``geogp fit --local-range``) the range and sd vary
+        over the raster: short ranges and large sds where the field is rough, long ranges and
+        small sds where it is smooth. Without it both maps are constant.
+
+        Args:
+            like, x, y: the grid (as :meth:`predict`; default the input raster).
+
+        Returns:
+            ``xr.Dataset`` with ``local_range`` (the CRS's linear units; km for geographic
+            rasters) and ``local_sd`` (the data's units), ([extra,] y, x), with the grid's
+            coordinates and CRS.
+
+        Raises:
+            InputError: for models other than the lattice model.
+        """
+        self._check_fitted()
+        fam = family(self.model_)
+        if not fam.maps_local_scales:
+            fam.local_scales(self.estimators_[0], np.zeros((0, 2)))  # raises, saying why
+        target, (my, mx) = self._grid(like, x, y)
+        Y, X = np.meshgrid(my, mx, indexing="ij")
+        pts = np.column_stack([Y.ravel(), X.ravel()])
+        scale, units = ((KM_PER_DEGREE, "km") if self.spec_.geographic
+                        else (1.0, self.spec_.units))
+        pairs = [fam.local_scales(est, pts) for est in self.estimators_]
+        ranges = np.stack([r.reshape(Y.shape) for r, _ in pairs]) * scale
+        sds = np.stack([s.reshape(Y.shape) for _, s in pairs])
+        return xr.Dataset({
+            "local_range": self._raster(ranges, [], target, "local_range", {
+                "units": units, "long_name": "local range of the lattice model's field"}),
+            "local_sd": self._raster(sds, [], target, "local_sd", {
+                "long_name": "local marginal sd of the lattice model's field"})})
+
     def observation_weight(self, like: xr.DataArray | xr.Dataset | None = None, *,
                            x: ArrayLike | None = None,
                            y: ArrayLike | None = None) -> xr.DataArray:

@@ -114,9 +114,13 @@ class ReportMixin:
             if "mid_scale_range" in row and pd.notna(row["mid_scale_range"]):
                 parts.append(f"mid scales: range {length('mid_scale_range')}, "
                              f"sd {row['mid_scale_sd']:.4g}")
-            dropped = fam.describe(self.estimators_[s]).get("mid_scale_dropped")
-            if dropped is not None:
-                parts.append(_mid_dropped(dropped, spec))
+            desc = fam.describe(self.estimators_[s])
+            if desc.get("mid_scale_dropped") is not None:
+                parts.append(_mid_dropped(desc["mid_scale_dropped"], spec))
+            if "local_range_span" in desc:  # varying="auto": a range and sd per cell
+                parts.append(f"range varies over {lengths(desc['local_range_span'], spec.units)}"
+                             f" (min, max), sd over ({desc['local_sd_span'][0]:.4g}, "
+                             f"{desc['local_sd_span'][1]:.4g})")
             if "large_scale_lengthscale" in row:
                 parts.append(f"large scales: lengthscale {length('large_scale_lengthscale')}, "
                              f"sd {row['large_scale_sd']:.4g}")

@@ -45,7 +45,8 @@ def add_fit_parser(subparsers: argparse._SubParsersAction, epilog: str) -> argpa
                     "and write the prediction on the same grid: band 1 = mean, band 2 = std "
                     "of a new observation (noise included); wavelet models add a band of "
                     "their effective lengthscale, --robust a band of each observation's "
-                    "weight. Several INPUT rasters (or one with dated bands) are an image "
+                    "weight, --local-range bands of the local range and sd. Several INPUT "
+                    "rasters (or one with dated bands) are an image "
                     "series, filled jointly with --model spacetime.")
     fit.add_argument("input", metavar="INPUT", nargs="+",
                      help="raster to fill (.tif or .nc), or points: a table (.csv) with "
@@ -100,6 +101,10 @@ def add_fit_parser(subparsers: argparse._SubParsersAction, epilog: str) -> argpa
                      help="lattice model: a noise model with gross errors (cloud-mask leaks, "
                           "spikes), learnt by EM and down-weighted; 3-4.5x the time of a "
                           "plain fit (docs/gvi.md)")
+    fit.add_argument("--local-range", action="store_true",
+                     help="lattice model: let the range and sd vary over the raster (rough "
+                          "and smooth terrain alike; varying='auto', docs/lattice.md) and "
+                          "write them as two more bands, local_range and local_sd")
     where = fit.add_mutually_exclusive_group()
     where.add_argument("--workers", type=positive_int, default=None, metavar="N",
                        help="compute the lattice model's posterior tiles on a local dask "
@@ -260,8 +265,14 @@ def _run_fit(args, echo) -> int:
                 args.model != AUTO and not family(args.model).fits_robust):
             raise usage_error("--robust belongs to the lattice model (Gaussian likelihood).")
         given["robust"] = True
+    if args.local_range:
+        if args.likelihood != "gaussian" or (
+                args.model != AUTO and not family(args.model).maps_local_scales):
+            raise usage_error("--local-range belongs to the lattice model (Gaussian "
+                              "likelihood).")
+        given["varying"] = "auto"
     options = {k: given[k] for k in ("maxiter", "mid_scale", "alpha", "max_bytes",
-                                     "posterior_tile", "robust")
+                                     "posterior_tile", "robust", "varying")
                if k in given} or None
     gaussian = args.likelihood == "gaussian"  # else an SVGP: --model and sharing not used
     model = GeoRegressor(args.model, likelihood=args.likelihood,
@@ -314,6 +325,10 @@ def _run_fit(args, echo) -> int:
     if args.robust:  # what the fit distrusted: a band
         pred["obs_weight"] = model.observation_weight(like=da)
         extra = (*extra, "obs_weight")
+    if args.local_range:  # where the field is rough: two bands
+        scales = model.local_scales(like=da)
+        pred["local_range"], pred["local_sd"] = scales["local_range"], scales["local_sd"]
+        extra = (*extra, "local_range", "local_sd")
     # each write is atomic; a failed later one takes the earlier ones back: files made by this
     # run are removed, files it replaced (--overwrite) get their previous content back
     written, kept = [], _keep_previous(outputs)

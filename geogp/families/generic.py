@@ -81,6 +81,7 @@ class Family(Generic[M]):
     takes_kernel = False
     shares_hyperparameters = False
     maps_lengthscale = False
+    maps_local_scales = False  # a range and sd per cell (varying="auto"): local_scales
     single_range = False
     estimates_cost = False
     default_maxiter: int | None = None
@@ -286,6 +287,13 @@ class Family(Generic[M]):
         out.update(self.hyperparameters(est))
         out["unknowns"] = self.unknowns(est, out["n_features"])
         return out
+
+    def local_scales(self, est: M, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(local range in model units, local sd in data units) at ``points`` (P, 2) of a
+        model whose range and sd may vary in space (families with ``maps_local_scales``)."""
+        raise InputError(f"local_range() and local_sd() map the lattice model's range and sd "
+                         f"(fit with varying='auto' to let them vary); this model is "
+                         f"{self.name!r}.")
 
     def series_words(self, est: M, length: Callable[[float], str]) -> str:
         """The fitted joint model of a stack in words (families with ``fits_series``);

@@ -19,6 +19,7 @@ import numpy as np
 from geogp.exceptions import ReadError
 from geogp.models.lattice import ALPHAS, LatticeRegressor
 from geogp.models.lattice.state import Moments
+from geogp.models.lattice.varying import VARYING_PARAMS, VaryingBasis
 from geogp.persist.checks import Arrays, estimator_from_init, require, scaler_and_report
 
 __all__ = ["save_lattice", "load_lattice"]
@@ -42,9 +43,16 @@ def save_lattice(est: Any, pre: str, arrays: dict, init: dict) -> dict:
         arrays[f"{pre}lattice/powers"] = np.asarray(est.powers_)
     if getattr(est, "cell_axes_", None) is not None:  # a nearly regular raster's cell centres
         arrays[f"{pre}lattice/axis_y"], arrays[f"{pre}lattice/axis_x"] = est.cell_axes_
+    basis = getattr(est, "varying_basis_", None)
+    varying = {}
+    if basis is not None:  # the varying range and sd: their basis and coefficients
+        for k in VARYING_PARAMS:
+            arrays[f"{pre}lattice/{k}"] = np.asarray(est.params_[k], dtype=np.float64)
+        varying = {"varying_raster": list(basis.raster_shape),
+                   "varying_intervals": [list(v) for v in basis.intervals]}
     return {
-        "init": init,
-        "params": {k: float(v) for k, v in est.params_.items()},
+        "init": init, **varying,
+        "params": {k: float(v) for k, v in est.params_.items() if k not in VARYING_PARAMS},
         "shape": [int(v) for v in est.shape_], "h": [float(v) for v in est.h_],
         "origin": [float(v) for v in est.origin_], "step": [float(v) for v in est.step_],
         "unit": float(est.unit_), "alpha": int(est.alpha_), "n_obs": int(est.n_obs_),
@@ -69,6 +77,19 @@ def _floats(meta: dict, key: str, n: int, where: str, positive: bool = False) ->
         raise ReadError(f"model file {where}: {key!r} must be {n} finite"
                         f"{' positive' if positive else ''} numbers; got {v!r:.60}.")
     return tuple(float(x) for x in v)
+
+
+def _varying_basis(meta: dict, where: str) -> VaryingBasis | None:
+    """The varying range and sd's basis from the metadata (None: a stationary model)."""
+    if "varying_intervals" not in meta:
+        return None
+    raster = _floats(meta, "varying_raster", 2, where, positive=True)
+    levels = require(meta, "varying_intervals", "list", where)
+    if not (levels and all(isinstance(v, list) and len(v) == 2 and all(
+            isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in v)
+            for v in levels) and all(v == int(v) for v in raster)):
+        raise ReadError(f"model file {where}: malformed varying basis {levels!r:.60}.")
+    return VaryingBasis((int(raster[0]), int(raster[1])), tuple(tuple(v) for v in levels))
 
 
 def load_lattice(meta: dict, pre: str, z: Arrays, accepted_init: Collection[str]) -> object:
@@ -98,6 +119,10 @@ def load_lattice(meta: dict, pre: str, z: Arrays, accepted_init: Collection[str]
             isinstance(v, (int, float)) and np.isfinite(v) for v in params.values()):
         raise ReadError(f"model file {where}: malformed lattice parameters {params!r:.80}.")
     est.params_ = {k: float(v) for k, v in params.items()}
+    est.varying_basis_ = _varying_basis(meta, where)
+    if est.varying_basis_ is not None:
+        for k in VARYING_PARAMS:
+            est.params_[k] = z.get(f"{pre}lattice/{k}", shape=(est.varying_basis_.n_coef,))
     # the operator's α: files written before alpha="auto" existed store only the option
     est.alpha_ = meta.get("alpha", est.alpha)
     if est.alpha_ not in ALPHAS:

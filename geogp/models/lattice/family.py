@@ -44,7 +44,7 @@ class LatticeFamily(Family[LatticeRegressor]):
     model_class = LatticeRegressor
     placement_type = LatticePlacement
     savable = can_sample = takes_covariates = single_range = estimates_cost = True
-    can_place = can_condition = posterior_on_tiles = fits_robust = True
+    can_place = can_condition = posterior_on_tiles = fits_robust = maps_local_scales = True
     default_maxiter = 100
     placement_strategy = "reduction"  # total variance reduction (geogp.placement.lattice)
     defaults: ClassVar[dict] = {"large_scale": DEFAULT_LARGE_SCALE, "mid_scale": DEFAULT_MID_SCALE,
@@ -108,6 +108,10 @@ class LatticeFamily(Family[LatticeRegressor]):
         Y, X = np.meshgrid(axes[0], axes[1], indexing="ij")
         pts = np.stack([Y.ravel(), X.ravel()], axis=1)
         return est.sample(pts, n, seed=seed, observed=observed).reshape(n, *Y.shape)
+
+    def local_scales(self, est: LatticeRegressor,
+                     points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return est.local_scales_at(points)
 
     def hyperparameters(self, est: LatticeRegressor) -> dict:
         return est.describe()

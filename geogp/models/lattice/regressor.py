@@ -388,6 +388,20 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         (constant without ``varying``)."""
         return self._local_map("log_sd", VARYING_PARAMS[1]) * self.scaler_.y_scale
 
+    def local_scales_at(self, points: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        """((P,) local range in model units, (P,) local sd in data units) at ``points`` (P, 2)
+        (model units); constant without ``varying``; beyond the raster, its edge's values."""
+        check_fitted(self, "params_")
+        rows, cols = (f - int(self.margin) for f in self.cell_index(points))
+        basis = getattr(self, "varying_basis_", None)
+        out = []
+        for key, coef, unit in (("log_range", VARYING_PARAMS[0], self.unit_),
+                                ("log_sd", VARYING_PARAMS[1], self.scaler_.y_scale)):
+            dev = (np.zeros(rows.shape) if basis is None
+                   else basis.at(np.asarray(self.params_[coef]), rows, cols))
+            out.append(np.exp(float(self.params_[key]) + dev) * unit)
+        return out[0], out[1]
+
     def _local_map(self, key: str, coef: str) -> np.ndarray:
         check_fitted(self, "params_")
         sides = self._sides()

@@ -100,6 +100,16 @@ class VaryingBasis:
             start += a * b
         return jnp.ravel(out)
 
+    def at(self, coef: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """(N,) the deviation at fractional raster positions (rows, cols) (numpy)."""
+        out, start = np.zeros(np.shape(rows)), 0
+        by, bx = self.matrices(rows, cols)
+        for (a, b), my, mx in zip(self.sizes, by, bx, strict=True):
+            c = np.reshape(np.asarray(coef)[start:start + a * b], (a, b))
+            out += np.sum((my @ c) * mx, axis=1)
+            start += a * b
+        return out
+
     def values(self, coef: np.ndarray) -> np.ndarray:
         """(n_y, n_x) the deviation on the raster's own cells (numpy)."""
         by, bx = self.matrices(np.arange(self.raster_shape[0]), np.arange(self.raster_shape[1]))

@@ -278,7 +278,8 @@ def test_the_varying_fit_scores_near_the_oracle_in_both_patches(rough_and_smooth
 
 def test_a_varying_model_file_round_trips(rough_and_smooth, tmp_path):
     """geogp.fit(da, varying="auto"): saved and loaded, the same predictions and maps; the
-    summary says over which span the range varies; local_scales() maps them."""
+    summary says over which span the range varies; local_scales() maps them; placement
+    follows the roughness."""
     import xarray as xr
 
     import geogp
@@ -298,6 +299,10 @@ def test_a_varying_model_file_round_trips(rough_and_smooth, tmp_path):
         np.testing.assert_array_equal(back.predict()[name].values, model.predict()[name].values)
     for name in ("local_range", "local_sd"):
         np.testing.assert_array_equal(back.local_scales()[name].values, scales[name].values)
+    # placement through the same contract: the sites go where the field is rough (the left
+    # half, where the posterior sd is larger); a stationary fit puts half of them there
+    sites = model.suggest_sites(10)
+    assert np.mean(np.asarray(sites["x"]) < 2400.0) >= 0.8
 
 
 def test_geogp_fit_local_range_writes_the_maps_as_bands(rough_and_smooth, tmp_path, capsys):

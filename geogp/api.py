@@ -286,6 +286,9 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
             if self.share_hyperparameters and shared is None and g.n_slices > 1:
                 shared = self._shared_from(est)
         self.extra_dim_, self.extra_coords_ = g.extra_dim, g.extra_coords
+        chosen = fam.fit_reason(self.estimators_[0])  # what the fit chose from the data
+        if chosen and self.model == AUTO:
+            self.model_reason_ = f"{self.model_reason_}; {chosen}"
         self._finish(g.spec, grid_target(g), g.attrs, g.name)
         return self
 

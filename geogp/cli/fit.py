@@ -103,8 +103,9 @@ def add_fit_parser(subparsers: argparse._SubParsersAction, epilog: str) -> argpa
                           "plain fit (docs/gvi.md)")
     fit.add_argument("--local-range", action="store_true",
                      help="lattice model: let the range and sd vary over the raster (rough "
-                          "and smooth terrain alike; varying='auto', docs/lattice.md) and "
-                          "write them as two more bands, local_range and local_sd")
+                          "and smooth terrain alike; varying=True, docs/lattice.md; without "
+                          "the option they vary only where the data say so) and write them "
+                          "as two more bands, local_range and local_sd")
     where = fit.add_mutually_exclusive_group()
     where.add_argument("--workers", type=positive_int, default=None, metavar="N",
                        help="compute the lattice model's posterior tiles on a local dask "
@@ -270,7 +271,7 @@ def _run_fit(args, echo) -> int:
                 args.model != AUTO and not family(args.model).maps_local_scales):
             raise usage_error("--local-range belongs to the lattice model (Gaussian "
                               "likelihood).")
-        given["varying"] = "auto"
+        given["varying"] = True
     options = {k: given[k] for k in ("maxiter", "mid_scale", "alpha", "max_bytes",
                                      "posterior_tile", "robust", "varying")
                if k in given} or None

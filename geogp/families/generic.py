@@ -288,6 +288,11 @@ class Family(Generic[M]):
         out["unknowns"] = self.unknowns(est, out["n_features"])
         return out
 
+    def fit_reason(self, est: M) -> str | None:
+        """What the fit itself chose from the data and why, in words (e.g. the lattice
+        model's varying range and sd), for ``model_reason_``; None: nothing."""
+        return None
+
     def local_scales(self, est: M, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(local range in model units, local sd in data units) at ``points`` (P, 2) of a
         model whose range and sd may vary in space (families with ``maps_local_scales``)."""

@@ -185,9 +185,11 @@ def test_varying_needs_alpha_2_and_matching_parameters(rng):
 
 
 # --------------------------------------------------------------------------- the fitted model
-def _rough_left_smooth_right(seed=0, n=48, margin=12, noise=0.1):
+def _rough_left_smooth_right(seed=0, n=48, margin=12, noise=0.1, rough=(3.0, 1.5),
+                             smooth=(20.0, 0.6)):
     """A draw of the non-stationary SPDE (written out here with scipy): range 3 cells and sd
-    1.5 on the left, range 20 and sd 0.6 on the right, with a margin so that the raster sees
+    1.5 on the left, range 20 and sd 0.6 on the right (``rough``, ``smooth``; equal: a
+    stationary field), with a margin so that the raster sees
     no boundary; returns (truth, data with 10 % and two 8 × 8 patches hidden, masks, the true
     per-cell (range, sd) on the raster)."""
     import scipy.sparse as sp
@@ -199,7 +201,8 @@ def _rough_left_smooth_right(seed=0, n=48, margin=12, noise=0.1):
     big = n + 2 * margin
     xx = np.broadcast_to(np.arange(big) - margin, (big, big))
     s = 1.0 / (1.0 + np.exp(-(xx / (n - 1) - 0.5) * 12.0))
-    rho, sd = 3.0 * (20.0 / 3.0) ** s, 1.5 - 0.9 * s
+    rho = rough[0] * (smooth[0] / rough[0]) ** s
+    sd = rough[1] + (smooth[1] - rough[1]) * s
 
     def q(rho, sd):
         k2 = 8.0 / rho.ravel() ** 2
@@ -277,9 +280,9 @@ def test_the_varying_fit_scores_near_the_oracle_in_both_patches(rough_and_smooth
 
 
 def test_a_varying_model_file_round_trips(rough_and_smooth, tmp_path):
-    """geogp.fit(da, varying="auto"): saved and loaded, the same predictions and maps; the
-    summary says over which span the range varies; local_scales() maps them; placement
-    follows the roughness."""
+    """geogp.fit(da) on a field whose roughness varies lets the range and sd vary and says
+    why; saved and loaded, the same predictions and maps; the summary says over which span
+    the range varies; local_scales() maps them; placement follows the roughness."""
     import xarray as xr
 
     import geogp
@@ -287,7 +290,8 @@ def test_a_varying_model_file_round_trips(rough_and_smooth, tmp_path):
     data, axes = rough_and_smooth.data, rough_and_smooth.axes
     da = xr.DataArray(data, dims=("y", "x"), coords={"y": axes[0] * 100.0,
                                                      "x": axes[1] * 100.0}).rio.write_crs(32633)
-    model = geogp.fit(da, varying="auto", maxiter=30)
+    model = geogp.fit(da, maxiter=30)  # the default varying="auto" chooses it here
+    assert "; range and sd varying: the dispersion" in model.model_reason_
     scales = model.local_scales()
     assert scales["local_range"].attrs["units"] == "metre" and scales.rio.crs.to_epsg() == 32633
     est = model.estimators_[0]
@@ -328,3 +332,30 @@ def test_geogp_fit_local_range_writes_the_maps_as_bands(rough_and_smooth, tmp_pa
                  "--model", "afs", "--quiet"]) != 0
     assert "--local-range belongs to the lattice model" in capsys.readouterr().err
     assert not (tmp_path / "q.tif").exists()
+
+
+def test_auto_keeps_one_range_where_the_residuals_are_evenly_dispersed(rough_and_smooth):
+    """The decision of varying="auto": the stationary fit's leave-one-out residuals on the
+    rough-and-smooth field are unevenly dispersed over the raster (spread above the
+    threshold); on a stationary draw of the same size they are not, and the front end keeps
+    one range and sd, and says why."""
+    import xarray as xr
+
+    import geogp
+    from geogp.models.lattice.varying import SPREAD_VARYING, calibration_spread
+
+    plain = rough_and_smooth.fits["plain"]
+    obs = np.isfinite(rough_and_smooth.data)
+    inner = np.zeros(plain.shape_, dtype=bool)
+    inner[8:-8, 8:-8] = obs
+    cells = np.flatnonzero(inner)
+    ys = plain.scaler_.y(rough_and_smooth.data[obs])
+    assert calibration_spread(plain.posterior_.mean[cells], plain.posterior_.var[cells], ys,
+                              plain.noise_var_, obs) > 2 * SPREAD_VARYING
+    _, data, *_ = _rough_left_smooth_right(seed=3, rough=(8.0, 1.0), smooth=(8.0, 1.0))
+    ax = np.arange(48) * 100.0
+    da = xr.DataArray(data, dims=("y", "x"), coords={"y": ax, "x": ax}).rio.write_crs(32633)
+    model = geogp.fit(da)
+    est = model.estimators_[0]
+    assert est.varying_basis_ is None and est.varying_spread_ < SPREAD_VARYING
+    assert "; one range and sd: the dispersion" in model.model_reason_

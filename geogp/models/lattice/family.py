@@ -28,13 +28,17 @@ if TYPE_CHECKING:  # annotations only
 
     from geogp.kernels import Kernel
 
-__all__ = ["LatticeFamily", "FAMILY", "DEFAULT_ALPHA", "DEFAULT_LARGE_SCALE", "DEFAULT_MID_SCALE"]
+__all__ = ["LatticeFamily", "FAMILY", "DEFAULT_ALPHA", "DEFAULT_LARGE_SCALE", "DEFAULT_MID_SCALE",
+           "DEFAULT_VARYING"]
 
 DEFAULT_LARGE_SCALE = "auto"  # from the front end: 64 large-scale features
 # and the mid-scale level on rasters with ≥ 128 cells a side (LatticeRegressor(mid_scale="auto"))
 DEFAULT_MID_SCALE = "auto"
 # ν = 1, or ν = 2 where the ν = 1 fit runs to its intrinsic limit (LatticeRegressor(alpha="auto"))
 DEFAULT_ALPHA = "auto"
+# one range and sd, or ones that vary where the leave-one-out residuals say so
+# (LatticeRegressor(varying="auto"))
+DEFAULT_VARYING = "auto"
 
 
 class LatticeFamily(Family[LatticeRegressor]):
@@ -48,7 +52,7 @@ class LatticeFamily(Family[LatticeRegressor]):
     default_maxiter = 100
     placement_strategy = "reduction"  # total variance reduction (geogp.placement.lattice)
     defaults: ClassVar[dict] = {"large_scale": DEFAULT_LARGE_SCALE, "mid_scale": DEFAULT_MID_SCALE,
-                                "alpha": DEFAULT_ALPHA}
+                                "alpha": DEFAULT_ALPHA, "varying": DEFAULT_VARYING}
 
     def make(self, options: dict | None = None, *, kernel: str | Kernel | None = None,
              n_features: int | str | None = None,
@@ -112,6 +116,9 @@ class LatticeFamily(Family[LatticeRegressor]):
     def local_scales(self, est: LatticeRegressor,
                      points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return est.local_scales_at(points)
+
+    def fit_reason(self, est: LatticeRegressor) -> str | None:
+        return getattr(est, "varying_reason_", None)
 
     def hyperparameters(self, est: LatticeRegressor) -> dict:
         return est.describe()

@@ -47,7 +47,15 @@ from geogp.models.lattice.posterior import LatticePosteriorMixin
 from geogp.models.lattice.robust import Contamination, gap_distance_class
 from geogp.models.lattice.settings import check_settings, mid_factor, n_large
 from geogp.models.lattice.tiles import composite_loss, every_tile, fit_local, fitting_tiles
-from geogp.models.lattice.varying import VARYING_PARAMS, VaryingBasis
+from geogp.models.lattice.varying import (
+    SPREAD_BLOCKS,
+    SPREAD_VARYING,
+    VARYING_AUTO_MAX_CELLS,
+    VARYING_MAX_CELLS,
+    VARYING_PARAMS,
+    VaryingBasis,
+    calibration_spread,
+)
 from geogp.models.lattice.workers import release_memory
 from geogp.optimize import FitReport
 from geogp.trend import basis, check_trend_identifiable, monomial_powers, standardised_covariates
@@ -58,6 +66,9 @@ if TYPE_CHECKING:  # annotations only
 
 __all__ = ["LatticeRegressor", "ROBUST_STEPS", "ROBUST_REFIT_AFTER"]
 
+# the varying range and sd's fit costs about this many stationary fits (its L-BFGS runs to
+# maxiter on the topobathy raster, each evaluation with two factorisations)
+VARYING_FIT_COST = 4
 # robust=True: EM steps (one posterior each), and after how many θ is fitted again
 ROBUST_STEPS = 5
 ROBUST_REFIT_AFTER = 4
@@ -129,12 +140,18 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             one posterior, with θ fitted again under the weights after
             :data:`ROBUST_REFIT_AFTER` of them. For cloud-mask leaks and spikes; 3–4.5×
             the time of a plain fit. ``obs_weight_`` then shows what was distrusted.
-        varying: None (default: one range and sd everywhere), ``"auto"`` or a number of
-            levels: a local range and sd that vary over the raster
+        varying: a local range and sd that vary over the raster
             (:mod:`geogp.models.lattice.varying`: the non-stationary SPDE, log range and log
-            sd on a multiresolution B-spline basis whose fine levels the prior shrinks; α = 2).
-            They are fitted after the stationary θ, from it, on tiles covering the whole
-            raster; :meth:`local_range` and :meth:`local_sd` map them.
+            sd on a multiresolution B-spline basis whose fine levels the prior shrinks; α = 2),
+            fitted after the stationary θ, from it, on tiles covering the whole raster.
+            None (default) or False: one range and sd everywhere; True: varying (the basis's
+            levels from the raster's size), or an integer number of levels; ``"auto"`` (the
+            front end's default): varying where the stationary fit's leave-one-out
+            residuals are unevenly dispersed over the raster
+            (:func:`~geogp.models.lattice.varying.calibration_spread`), on rasters up to
+            :data:`~geogp.models.lattice.varying.VARYING_AUTO_MAX_CELLS` cells;
+            ``varying_reason_`` says what was decided and why. :meth:`local_range` and
+            :meth:`local_sd` map them.
         scheduler: where the posterior's tiles run: ``"auto"`` (default) on the current
             ``dask.distributed`` client's workers when one exists, else in this process;
             None: in this process; a ``Client`` or a scheduler address
@@ -258,6 +275,11 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         fits, posteriors = 1 + robust, 1 + robust * ROBUST_STEPS
         refits = (self.alpha == "auto") + (self.mid_scale == "auto"
                                            and self.mid_factor(raster_shape) is not None)
+        if self.varying not in (None, False, "auto"):  # the varying stage: ~4 fits' work
+            fits += VARYING_FIT_COST
+        elif self.varying == "auto" and raster_shape[0] * raster_shape[1] <= (
+                VARYING_AUTO_MAX_CELLS):  # when the data ask for it, and one more posterior
+            refits += VARYING_FIT_COST + 1
         return {"tiles": len(cells), "bytes": needed,
                 "seconds": lattice_seconds(sum(cells), workers, fits, posteriors),
                 "seconds_most": lattice_seconds(sum(cells), workers, fits + refits,
@@ -346,23 +368,66 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         self.fit_tiles_ = len(tiles)
         params, local, report = self._fit_local_field(obs, ys, trend, tiles)
         self.params_, self.report_ = {**params, **local}, report
-        if self.varying is not None:
+        forced = self.varying not in (None, False, "auto")
+        self.varying_spread_, self.varying_reason_ = None, None
+        if forced and obs.size > VARYING_MAX_CELLS:
+            raise InputError(
+                f"varying range and sd: up to {VARYING_MAX_CELLS:,} raster cells for now (their "
+                f"fitting tiles cover the raster and are held together); this raster has "
+                f"{obs.size:,}. Crop or coarsen it, or fit one range and sd (varying=None).")
+        if forced:
             tiles = self._fit_varying(obs, ys, trend)
-        if not (self.alpha == "auto" and self.varying is None
+        if not (self.alpha == "auto" and not forced
                 and self._smoother_wins(local, tiles)
                 and self._fit_smoother(obs, ys, trend, tiles)):
             release_memory()  # glibc keeps the freed heap of the tiles' factors
             # stage 2 (large scales, inside the posterior's factorisation) and the posterior
             self._posterior(obs, ys)
+        if self.varying == "auto" and self._roughness_varies(obs, ys):
+            self._fit_varying(obs, ys, trend)
+            release_memory()
+            self._posterior(obs, ys)
         if self.robust:
             self._reweight(obs, ys, trend, tiles)
         return self
+
+    def _roughness_varies(self, obs, ys) -> bool:
+        """``varying="auto"``: whether the stationary fit's leave-one-out residuals say that
+        the roughness varies (:func:`~geogp.models.lattice.varying.calibration_spread` above
+        :data:`~geogp.models.lattice.varying.SPREAD_VARYING`); sets ``varying_spread_`` and
+        ``varying_reason_``."""
+        m, (ny, nx) = int(self.margin), obs.shape
+        inner = np.zeros(self.shape_, dtype=bool)
+        inner[m:m + ny, m:m + nx] = obs
+        cells = np.flatnonzero(inner)
+        spread = calibration_spread(self.posterior_.mean[cells], self.posterior_.var[cells],
+                                    ys, float(np.exp(2.0 * self.params_["log_noise"])), obs)
+        self.varying_spread_ = spread
+        words = (f"the dispersion of the stationary fit's leave-one-out residuals varies by "
+                 f"a factor {math.exp(spread):.3g} over the raster (geometric sd over a "
+                 f"{SPREAD_BLOCKS}×{SPREAD_BLOCKS} partition; threshold "
+                 f"{math.exp(SPREAD_VARYING):.3g})")
+        if not spread > SPREAD_VARYING:
+            self.varying_reason_ = "one range and sd: " + (
+                words if math.isfinite(spread) else f"too few observations to compare the "
+                f"blocks of a {SPREAD_BLOCKS}×{SPREAD_BLOCKS} partition")
+            return False
+        if self.alpha_ != 2:
+            self.varying_reason_ = (f"one range and sd (alpha={self.alpha_}, the varying form "
+                                    f"needs alpha=2) although {words}")
+            return False
+        if obs.size > VARYING_AUTO_MAX_CELLS:
+            self.varying_reason_ = (f"one range and sd (the varying fit is chosen on rasters "
+                                    f"up to {VARYING_AUTO_MAX_CELLS:,} cells) although {words}")
+            return False
+        self.varying_reason_ = f"range and sd varying: {words}"
+        return True
 
     def _fit_varying(self, obs, ys, trend) -> list:
         """``varying``: the local range and sd's coefficients (and the local θ again) from the
         stationary fit, on tiles covering the whole raster (a coefficient off the tiles would
         have only its prior). Returns those tiles."""
-        levels = None if self.varying == "auto" else int(self.varying)
+        levels = None if self.varying in ("auto", True) else int(self.varying)
         self.varying_basis_ = VaryingBasis.auto(obs.shape, levels)
         whole = self.fit_cells is None or obs.size <= self.fit_cells
         tiles = [sl for sl in ([(slice(0, obs.shape[0]), slice(0, obs.shape[1]))] if whole

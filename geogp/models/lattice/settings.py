@@ -65,10 +65,11 @@ def check_settings(est: LatticeRegressor) -> None:
     elif est.second_range and est.alpha != 2:
         problems.append("second_range=True needs alpha=2")
     vy = getattr(est, "varying", None)
-    if not (vy is None or vy == "auto" or (isinstance(vy, (int, np.integer))
-                                           and not isinstance(vy, bool) and vy >= 1)):
-        problems.append(f"varying must be None, 'auto' or a number of levels ≥ 1 (got {vy!r})")
-    elif vy is not None and (est.alpha not in (2, "auto") or est.second_range):
+    if not (vy is None or isinstance(vy, bool) or vy == "auto" or (
+            isinstance(vy, (int, np.integer)) and vy >= 1)):
+        problems.append(f"varying must be None, False, True, 'auto' or a number of levels ≥ 1 "
+                        f"(got {vy!r})")
+    elif vy not in (None, False, "auto") and (est.alpha not in (2, "auto") or est.second_range):
         problems.append("varying needs alpha=2 (or 'auto') without second_range")
     if getattr(est, "robust", False) not in (True, False):
         problems.append(f"robust must be True or False (got {est.robust!r})")

@@ -66,9 +66,11 @@ if TYPE_CHECKING:  # annotations only
 
 __all__ = ["LatticeRegressor", "ROBUST_STEPS", "ROBUST_REFIT_AFTER"]
 
-# the varying range and sd's fit costs about this many stationary fits (its L-BFGS runs to
-# maxiter on the topobathy raster, each evaluation with two factorisations)
-VARYING_FIT_COST = 4
+# the varying range and sd's L-BFGS stops after VARYING_MAXITER iterations: the scores no longer
+# move after that many (benchmarks/README.md, bench_nonstationary.py); with two factorisations
+# per evaluation the stage costs about VARYING_FIT_COST stationary fits
+VARYING_MAXITER = 30
+VARYING_FIT_COST = 2
 # robust=True: EM steps (one posterior each), and after how many θ is fitted again
 ROBUST_STEPS = 5
 ROBUST_REFIT_AFTER = 4
@@ -645,8 +647,10 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             out = local, FitReport(float(composite_loss(local, tuple(problems), prior)), 0, 1,
                                    True, "not optimised", 0.0)
         else:
+            maxiter = int(self.maxiter) if basis is None else min(int(self.maxiter),
+                                                                  VARYING_MAXITER)
             out = fit_local(local, problems, self._range_bounds(tiles),
-                            maxiter=int(self.maxiter), progress=self.progress, prior=prior)
+                            maxiter=maxiter, progress=self.progress, prior=prior)
         for problem in problems:  # the compiled likelihood keeps their factors alive
             problem.pattern.release_factors()
         return out

@@ -47,7 +47,7 @@ import heaton_cv  # noqa: E402
 CONFIGS = {
     "default": {},  # geogp.fit(da): model="auto", the lattice model on this raster
     "afs": dict(model="afs"),  # the AFS front-end defaults (Matérn-1/2, linear, M auto)
-    "varying": dict(varying="auto"),  # the lattice model with a range and sd that vary
+    "varying": dict(varying=True),  # the lattice model's range and sd vary, always
     "m12 M=2000 linear": dict(kernel="matern12", n_features=2000, mean="linear"),
     "m32 M=10000 linear": dict(kernel="matern32", n_features=10000, mean="linear"),
     "m12+m32 M=10000 linear": dict(kernel="matern12+matern32", n_features=10000,

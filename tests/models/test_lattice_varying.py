@@ -281,8 +281,9 @@ def test_the_varying_fit_scores_near_the_oracle_in_both_patches(rough_and_smooth
 
 def test_a_varying_model_file_round_trips(rough_and_smooth, tmp_path):
     """geogp.fit(da) on a field whose roughness varies lets the range and sd vary and says
-    why; saved and loaded, the same predictions and maps; the summary says over which span
-    the range varies; local_scales() maps them; placement follows the roughness."""
+    why; its samples have the predicted sd; saved and loaded, the same predictions and maps;
+    the summary says over which span the range varies; local_scales() maps them; placement
+    follows the roughness."""
     import xarray as xr
 
     import geogp
@@ -297,6 +298,10 @@ def test_a_varying_model_file_round_trips(rough_and_smooth, tmp_path):
     est = model.estimators_[0]
     np.testing.assert_allclose(scales["local_range"].values, est.local_range(), rtol=1e-12)
     assert "range varies over" in model.summary()
+    # posterior samples: their sd is the predicted latent sd, in the rough and smooth parts
+    sd_ratio = model.sample(300, seed=1).std("sample").values / model.predict()["std_latent"]
+    for mk in rough_and_smooth.patches.values():
+        assert abs(float(np.median(sd_ratio.values[mk])) - 1.0) < 0.1
     model.save(tmp_path / "m.npz")
     back = geogp.load_model(tmp_path / "m.npz")
     for name in ("mean", "std"):

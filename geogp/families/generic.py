@@ -66,6 +66,8 @@ class Family(Generic[M]):
         be computed on tiles (:meth:`posterior_tiles`). fits_series: :meth:`fit_series` fits
         a stack's dates jointly (the front end's path for image time series). fits_robust:
         ``robust=True`` fits a noise model with gross errors (``geogp fit --robust``).
+        maps_local_scales: the model has a range and sd per cell (:meth:`local_scales`;
+        ``geogp fit --local-range``).
 
     Other attributes:
         default_maxiter: optimiser iterations of a progress bar (None: no training bar).
@@ -81,7 +83,7 @@ class Family(Generic[M]):
     takes_kernel = False
     shares_hyperparameters = False
     maps_lengthscale = False
-    maps_local_scales = False  # a range and sd per cell (varying="auto"): local_scales
+    maps_local_scales = False  # local_scales(): a range and sd per cell
     single_range = False
     estimates_cost = False
     default_maxiter: int | None = None

@@ -238,7 +238,7 @@ def rough_and_smooth():
     f, data, patches, rho, sd, oracle = _rough_left_smooth_right()
     axes = [np.arange(48.0), np.arange(48.0)]
     fits = {name: lm.LatticeRegressor(margin=8, large_scale=20, **kw).fit_grid(axes, data)
-            for name, kw in (("plain", {}), ("varying", {"varying": "auto"}))}
+            for name, kw in (("plain", {}), ("varying", {"varying": True}))}
     return SimpleNamespace(f=f, data=data, patches=patches, rho=rho, sd=sd, oracle=oracle,
                            axes=axes, fits=fits)
 

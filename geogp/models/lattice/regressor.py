@@ -418,6 +418,10 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             self.varying_reason_ = (f"one range and sd (alpha={self.alpha_}, the varying form "
                                     f"needs alpha=2) although {words}")
             return False
+        if self.robust:  # gross errors disperse the residuals unevenly too: the EM's job
+            self.varying_reason_ = (f"one range and sd (robust=True: gross errors explain "
+                                    f"uneven residuals) although {words}")
+            return False
         if obs.size > VARYING_AUTO_MAX_CELLS:
             self.varying_reason_ = (f"one range and sd (the varying fit is chosen on rasters "
                                     f"up to {VARYING_AUTO_MAX_CELLS:,} cells) although {words}")

@@ -182,6 +182,14 @@ def test_varying_needs_alpha_2_and_matching_parameters(rng):
                            varying=(basis, -2, -2))
     with pytest.raises(InputError, match="varying"):
         lm.log_marginal_likelihood(_params(2.0, 1.0, 0.3), prob)
+    # a forced varying fit on more than VARYING_MAX_CELLS cells is refused before fitting
+    big = np.ones((1001, 1000))
+    with pytest.raises(InputError, match="up to 1,000,000 raster cells"):
+        lm.LatticeRegressor(varying=True).fit_grid([np.arange(1001.0), np.arange(1000.0)],
+                                                   big)
+    with pytest.raises(InputError, match="varying must be"):
+        lm.LatticeRegressor(varying="yes").fit_grid([np.arange(9.0), np.arange(9.0)],
+                                                    np.ones((9, 9)))
 
 
 # --------------------------------------------------------------------------- the fitted model

@@ -259,11 +259,6 @@ class LatticeProblem:
         """Whether the problem has the mid-scale level."""
         return self.eig_mid.shape[0] > 0
 
-    @property
-    def n_fine(self) -> int:
-        """Cells of the fine lattice (the first unknowns of B)."""
-        return self.eig.shape[0]
-
 
 def _load_solver(backend: str, ordering: str) -> Solver:
     if backend not in BACKENDS:

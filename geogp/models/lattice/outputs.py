@@ -200,7 +200,7 @@ class LatticeOutputsMixin:
             out["large_scale_sd"] = (float(np.exp(self.params_["log_sd_large"]))
                                      * self.scaler_.y_scale)
         if getattr(self, "varying_basis_", None) is not None:  # varying="auto": their spans
-            lr, ls = self.local_range(), self.local_sd()
+            lr, ls = self._raster_scales()
             out["local_range_span"] = (float(lr.min()), float(lr.max()))
             out["local_sd_span"] = (float(ls.min()), float(ls.max()))
         return {**out, "n_features": self.shape_[0] * self.shape_[1] + self._n_large()}

@@ -277,7 +277,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         fits, posteriors = 1 + robust, 1 + robust * ROBUST_STEPS
         refits = (self.alpha == "auto") + (self.mid_scale == "auto"
                                            and self.mid_factor(raster_shape) is not None)
-        if self.varying not in (None, False, "auto"):  # the varying stage: ~4 fits' work
+        if self.varying not in (None, False, "auto"):  # the varying stage
             fits += VARYING_FIT_COST
         elif self.varying == "auto" and raster_shape[0] * raster_shape[1] <= (
                 VARYING_AUTO_MAX_CELLS):  # when the data ask for it, and one more posterior
@@ -341,6 +341,12 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
                              f"model needs at least {p + 2}.")
         shape = (ay.size + 2 * m, ax.size + 2 * m)
         self.check_memory(v.shape, 0 if self._covariates is None else self._covariates.shape[0])
+        forced = self.varying not in (None, False, "auto")
+        if forced and obs.size > VARYING_MAX_CELLS:  # before any fitting
+            raise InputError(
+                f"varying range and sd: up to {VARYING_MAX_CELLS:,} raster cells for now (their "
+                f"fitting tiles cover the raster and are held together); this raster has "
+                f"{obs.size:,}. Crop or coarsen it, or fit one range and sd (varying=None).")
         # a nearly regular axis is fitted on its cells with the mean step (distances off by at
         # most NEARLY_REGULAR_TOLERANCE); coordinates map to cells along the axis itself
         regular = regular_y and regular_x
@@ -370,13 +376,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         self.fit_tiles_ = len(tiles)
         params, local, report = self._fit_local_field(obs, ys, trend, tiles)
         self.params_, self.report_ = {**params, **local}, report
-        forced = self.varying not in (None, False, "auto")
         self.varying_spread_, self.varying_reason_ = None, None
-        if forced and obs.size > VARYING_MAX_CELLS:
-            raise InputError(
-                f"varying range and sd: up to {VARYING_MAX_CELLS:,} raster cells for now (their "
-                f"fitting tiles cover the raster and are held together); this raster has "
-                f"{obs.size:,}. Crop or coarsen it, or fit one range and sd (varying=None).")
         if forced:
             tiles = self._fit_varying(obs, ys, trend)
         if not (self.alpha == "auto" and not forced
@@ -398,12 +398,9 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         the roughness varies (:func:`~geogp.models.lattice.varying.calibration_spread` above
         :data:`~geogp.models.lattice.varying.SPREAD_VARYING`); sets ``varying_spread_`` and
         ``varying_reason_``."""
-        m, (ny, nx) = int(self.margin), obs.shape
-        inner = np.zeros(self.shape_, dtype=bool)
-        inner[m:m + ny, m:m + nx] = obs
-        cells = np.flatnonzero(inner)
+        cells = self._observed_cells(obs)
         spread = calibration_spread(self.posterior_.mean[cells], self.posterior_.var[cells],
-                                    ys, float(np.exp(2.0 * self.params_["log_noise"])), obs)
+                                    ys, self.noise_var_, obs)
         self.varying_spread_ = spread
         words = (f"the dispersion of the stationary fit's leave-one-out residuals varies by "
                  f"a factor {math.exp(spread):.3g} over the raster (geometric sd over a "
@@ -429,6 +426,13 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         self.varying_reason_ = f"range and sd varying: {words}"
         return True
 
+    def _observed_cells(self, obs: np.ndarray) -> np.ndarray:
+        """Flat whole-lattice indices of the raster's observed cells (row-major, the order of
+        the standardised data ``ys``)."""
+        m = int(self.margin)
+        iy, ix = np.nonzero(obs)
+        return (iy + m) * self.shape_[1] + ix + m
+
     def _fit_varying(self, obs, ys, trend) -> list:
         """``varying``: the local range and sd's coefficients (and the local θ again) from the
         stationary fit, on tiles covering the whole raster (a coefficient off the tiles would
@@ -452,33 +456,37 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
     def local_range(self) -> np.ndarray:
         """(n_y, n_x) the local field's range at each raster cell, in model units (constant
         without ``varying``)."""
-        return self._local_map("log_range", VARYING_PARAMS[0]) * self.unit_
+        return self._raster_scales()[0]
 
     def local_sd(self) -> np.ndarray:
         """(n_y, n_x) the local field's marginal sd at each raster cell, in data units
         (constant without ``varying``)."""
-        return self._local_map("log_sd", VARYING_PARAMS[1]) * self.scaler_.y_scale
+        return self._raster_scales()[1]
 
     def local_scales_at(self, points: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """((P,) local range in model units, (P,) local sd in data units) at ``points`` (P, 2)
         (model units); constant without ``varying``; beyond the raster, its edge's values."""
         check_fitted(self, "params_")
-        rows, cols = (f - int(self.margin) for f in self.cell_index(points))
+        m = int(self.margin)
+        return self._scales(*(f - m for f in self.cell_index(points)))
+
+    def _raster_scales(self) -> tuple[np.ndarray, np.ndarray]:
+        """(local range, local sd) maps (n_y, n_x) on the raster's own cells."""
+        check_fitted(self, "params_")
+        rows, cols = np.indices(tuple(self._sides()))
+        return tuple(a.reshape(rows.shape) for a in self._scales(rows.ravel(), cols.ravel()))
+
+    def _scales(self, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(local range in model units, local sd in data units) at fractional raster
+        positions (rows, cols)."""
         basis = getattr(self, "varying_basis_", None)
         out = []
         for key, coef, unit in (("log_range", VARYING_PARAMS[0], self.unit_),
                                 ("log_sd", VARYING_PARAMS[1], self.scaler_.y_scale)):
-            dev = (np.zeros(rows.shape) if basis is None
+            dev = (np.zeros(np.shape(rows)) if basis is None
                    else basis.at(np.asarray(self.params_[coef]), rows, cols))
             out.append(np.exp(float(self.params_[key]) + dev) * unit)
         return out[0], out[1]
-
-    def _local_map(self, key: str, coef: str) -> np.ndarray:
-        check_fitted(self, "params_")
-        sides = self._sides()
-        basis = getattr(self, "varying_basis_", None)
-        dev = 0.0 if basis is None else basis.values(np.asarray(self.params_[coef]))
-        return np.exp(float(self.params_[key]) + np.broadcast_to(dev, tuple(sides)))
 
     def _reweight(self, obs, ys, trend, tiles) -> None:
         """``robust``: the EM of :mod:`geogp.models.lattice.robust` from the plain fit."""
@@ -486,9 +494,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             f"robust: {ROBUST_STEPS} reweighting steps (one posterior each), θ fitted again "
             f"after {ROBUST_REFIT_AFTER}"), "setup + compile")
         classes = gap_distance_class(obs)
-        m, nx = int(self.margin), self.shape_[1]
-        iy, ix = np.nonzero(obs)
-        cells = (iy + m) * nx + ix + m
+        cells = self._observed_cells(obs)
         em = Contamination.start(ys)
         for step in range(ROBUST_STEPS):
             em.step(self.posterior_.mean[cells], self.posterior_.var[cells], ys,

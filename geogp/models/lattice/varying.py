@@ -126,11 +126,6 @@ class VaryingBasis:
             start += a * b
         return out
 
-    def values(self, coef: np.ndarray) -> np.ndarray:
-        """(n_y, n_x) the deviation on the raster's own cells (numpy)."""
-        by, bx = self.matrices(np.arange(self.raster_shape[0]), np.arange(self.raster_shape[1]))
-        return np.asarray(self.field(jnp.asarray(coef), by, bx)).reshape(self.raster_shape)
-
 
 def _bsplines(pos: np.ndarray, n: int, intervals: int) -> np.ndarray:
     """(len(pos), intervals + 3) uniform cubic B-splines over the cells' extent

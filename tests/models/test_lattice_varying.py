@@ -270,10 +270,10 @@ def test_the_varying_fit_finds_where_the_field_is_rough(rough_and_smooth):
 
 
 def test_the_varying_fit_scores_near_the_oracle_in_both_patches(rough_and_smooth):
-    """In each hidden patch the varying fit's CRPS is within 15 % of kriging with the true
-    non-stationary precision, while the stationary fit is over-dispersed on the smooth side
-    (its CRPS at least 1.3 × the oracle's)."""
-    from geogp.metrics import crps_gaussian
+    """In each hidden patch the varying fit's RMSE and CRPS are within 5 % (#45's acceptance)
+    of kriging with the true non-stationary precision, while the stationary fit is
+    over-dispersed on the smooth side (its CRPS at least 1.3 × the oracle's)."""
+    from geogp.metrics import crps_gaussian, rmse
 
     case = rough_and_smooth
     f, patches, (o_mean, o_sd) = case.f, case.patches, case.oracle
@@ -281,7 +281,8 @@ def test_the_varying_fit_scores_near_the_oracle_in_both_patches(rough_and_smooth
     for name, mk in patches.items():
         oracle = crps_gaussian(f[mk], o_mean[mk], o_sd[mk])
         got = crps_gaussian(f[mk], pred["varying"].mean[mk], pred["varying"].std_latent[mk])
-        assert got < 1.15 * oracle, (name, got, oracle)
+        assert got < 1.05 * oracle, (name, got, oracle)
+        assert rmse(f[mk], pred["varying"].mean[mk]) < 1.05 * rmse(f[mk], o_mean[mk]), name
     mk = patches["smooth"]
     plain = crps_gaussian(f[mk], pred["plain"].mean[mk], pred["plain"].std_latent[mk])
     assert plain > 1.3 * crps_gaussian(f[mk], o_mean[mk], o_sd[mk])

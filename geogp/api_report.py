@@ -56,6 +56,10 @@ class ReportMixin:
                 if self.spec_.geographic:
                     row["mid_scale_range_km"] = d["mid_scale_range"] * KM_PER_DEGREE
                 row["mid_scale_sd"] = d["mid_scale_sd"]
+            if "wavelength" in d:   # lattice: the oscillating covariance's spectral peak
+                row["wavelength"] = d["wavelength"]
+                if self.spec_.geographic:
+                    row["wavelength_km"] = d["wavelength"] * KM_PER_DEGREE
             if "large_scale_lengthscale" in d:   # lattice: the large-scale features' part
                 row["large_scale_lengthscale"] = d["large_scale_lengthscale"]
                 if self.spec_.geographic:
@@ -121,6 +125,10 @@ class ReportMixin:
                 parts.append(f"range varies over {lengths(desc['local_range_span'], spec.units)}"
                              f" (min, max), sd over ({desc['local_sd_span'][0]:.4g}, "
                              f"{desc['local_sd_span'][1]:.4g})")
+            if "wavelength" in row and pd.notna(row["wavelength"]):
+                parts.append("oscillating covariance (hole effect), " + (
+                    f"wavelength {length('wavelength')}" if np.isfinite(row["wavelength"])
+                    else "no spectral peak"))
             if "large_scale_lengthscale" in row:
                 parts.append(f"large scales: lengthscale {length('large_scale_lengthscale')}, "
                              f"sd {row['large_scale_sd']:.4g}")

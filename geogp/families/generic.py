@@ -357,6 +357,16 @@ class Family(Generic[M]):
     def from_arrays(self, meta: dict, prefix: str, arrays: Any) -> object:
         raise GeogpError(f"loading model={self.name!r} is not supported.")
 
+    def slices_to_arrays(self, estimators: list, arrays: dict) -> list[dict]:
+        """The model file's slices: each slice's metadata, its arrays added to ``arrays``
+        (one :meth:`to_arrays` per slice; a family whose slices share one model stores it
+        once)."""
+        return [self.to_arrays(est, f"s{k}/", arrays) for k, est in enumerate(estimators)]
+
+    def slices_from_arrays(self, slices: list[dict], arrays: Any) -> list:
+        """The inverse of :meth:`slices_to_arrays`."""
+        return [self.from_arrays(m, f"s{k}/", arrays) for k, m in enumerate(slices)]
+
     def check_grid(self, est: M, axes: list[np.ndarray], where: str) -> None:
         """Nothing to check by default."""
 

@@ -86,7 +86,7 @@ def save_model(model: GeoRegressor, path: str | os.PathLike[str], *, overwrite: 
         raise GeogpError(f"saving model={model.model_!r} is not supported yet; only "
                          f"{' and '.join(map(repr, savable_models()))} models can be saved.")
     arrays: dict = {}
-    slices = [fam.to_arrays(est, f"s{k}/", arrays) for k, est in enumerate(model.estimators_)]
+    slices = fam.slices_to_arrays(model.estimators_, arrays)
     target = model.target_
     meta_target = None
     if target is not None:
@@ -207,7 +207,7 @@ def load_model(path: str | os.PathLike[str], cls: type[GeoRegressor], *,
         slices = require(meta, "slices", "list")
         if not slices or not all(isinstance(m, dict) for m in slices):
             raise ReadError("model file metadata: 'slices' must be a non-empty list of objects.")
-        model.estimators_ = [fam.from_arrays(m, f"s{k}/", arrays) for k, m in enumerate(slices)]
+        model.estimators_ = fam.slices_from_arrays(slices, arrays)
         spec = load_spec(require(meta, "spec", "dict"))
         target = load_target(meta, arrays, spec)
         if target is not None:  # the slices' geometry against the grid they were fitted on

@@ -96,9 +96,12 @@ def test_geogp_fit_fills_a_series_of_files(tmp_path):
     paths = _write(tmp_path, ["ndvi_2020-06-17.tif", "ndvi_2020-06-01.tif",
                               "ndvi_2020-07-03.tif"])
     out = tmp_path / "filled.nc"
+    saved = tmp_path / "stack_model.npz"
     assert main(["fit", *map(str, paths), "--model", "spacetime", "--out", str(out),
-                 "--maxiter", "3", "--quiet"]) == 0
+                 "--maxiter", "3", "--quiet", "--save-model", str(saved)]) == 0
     ds = xr.open_dataset(out)
+    again = geogp.load_model(saved).predict()  # the saved joint model predicts the same
+    np.testing.assert_allclose(again["mean"].values, ds["mean"].values, rtol=1e-6)
     assert ds["mean"].dims[0] == "time" and ds.sizes["time"] == 3
     assert np.isfinite(ds["mean"].values).all() and (ds["std"].values > 0).all()
     assert str(ds.time.values[0].astype("datetime64[D]")) == "2020-06-01"

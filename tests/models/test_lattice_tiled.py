@@ -133,13 +133,13 @@ def test_the_posterior_is_a_value_computed_without_changing_the_model(whole):
 
 @pytest.fixture(scope="module")
 def tiled_by_halo(whole):
-    """The whole fit's posterior on 20-cell tiles, by halo, each computed once."""
+    """The whole fit's posterior on 24-cell tiles (12 of them), by halo, each computed once."""
     est, obs, ys = whole
     done = {}
 
     def get(halo):
         if halo not in done:
-            done[halo] = _tiled_at(est, obs, ys, 20, halo)
+            done[halo] = _tiled_at(est, obs, ys, 24, halo)
         return done[halo]
 
     return get
@@ -151,7 +151,7 @@ def test_tiles_converge_to_the_whole_lattice_posterior_as_the_halo_grows(whole, 
     errors = []
     for halo in (4, 36):  # (a middle halo of 12 fell between the two; dropped for the time)
         t = tiled_by_halo(halo)
-        assert t.posterior_tiles_ == 20 and np.isnan(t.log_likelihood_)
+        assert t.posterior_tiles_ == 12 and np.isnan(t.log_likelihood_)
         assert est.posterior_tiles_ == 1 and np.isfinite(est.log_likelihood_)
         errors.append((np.max(np.abs(t.posterior_.mean - est.posterior_.mean) / sd),
                        np.max(np.abs(np.sqrt(t.posterior_.var) / sd - 1.0)),
@@ -172,7 +172,7 @@ def test_tiled_posterior_predicts_like_the_whole_one(whole, tiled_by_halo):
     est, _, _ = whole
     rng = np.random.default_rng(3)
     tiled = tiled_by_halo(36)
-    assert tiled.posterior_tiles_ == 20
+    assert tiled.posterior_tiles_ == 12
     pts = np.stack([rng.uniform(0, 59 * 30.0, 500), rng.uniform(0, 83 * 30.0, 500)], axis=1)
     a, b = est.predict(pts), tiled.predict(pts)
     sd = np.sqrt(a.var_latent)
@@ -320,11 +320,11 @@ def test_tile_states_wait_on_disk_as_estimated_and_are_removed(whole, tmp_path, 
         return original(self, fn, args, report)
 
     monkeypatch.setattr(lattice_workers.KeptStates, "map", spy)
-    t = _tiled_at(est, obs, ys, 20, 12)
+    t = _tiled_at(est, obs, ys, 24, 12)
     tiles = t.plan_posterior_tiles(obs.shape)
     want = state_bytes(tiles, t._n_columns())
-    assert seen["count"] == len(tiles) == 20
-    assert 0.97 * want <= seen["size"] <= want + 20 * 2048
+    assert seen["count"] == len(tiles) == 12
+    assert 0.97 * want <= seen["size"] <= want + 12 * 2048
     assert list(tmp_path.iterdir()) == []
 
     def broken(self, fn, args, report=None):
@@ -332,7 +332,7 @@ def test_tile_states_wait_on_disk_as_estimated_and_are_removed(whole, tmp_path, 
 
     monkeypatch.setattr(lattice_workers.KeptStates, "map", broken)
     with pytest.raises(RuntimeError, match="pass 2 failed"):
-        _tiled_at(est, obs, ys, 20, 12)
+        _tiled_at(est, obs, ys, 24, 12)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -352,7 +352,7 @@ def test_a_tiled_posterior_refuses_before_its_tiles_when_the_disk_is_too_small(w
 
     monkeypatch.setattr(lattice_posterior, "tile_statistics", never)
     with pytest.raises(InputError, match=r"GiB on disk between their two passes.*TMPDIR"):
-        _tiled_at(est, obs, ys, 20, 12)
+        _tiled_at(est, obs, ys, 24, 12)
 
 
 def test_core_state_in_place_equals_the_copy(rng):

@@ -75,3 +75,26 @@ def test_the_front_end_predicts_dates_in_the_users_calendar(stack):
         per_image = geogp.fit(_as_da(y[:2], times[:2]), model="lattice", maxiter=2)
     with pytest.raises(InputError, match="model='spacetime'"):
         per_image.predict(time=when)
+
+
+def test_a_fitted_stack_round_trips_through_a_model_file(stack, tmp_path):
+    """#43 (save): the joint model is stored once; the loaded model predicts the fitted dates
+    and forecasts exactly as the fitted one, and says the same summary."""
+    _, y, times = stack
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = geogp.fit(_as_da(y, times), model="spacetime", maxiter=3, tile=64)
+    path = tmp_path / "st.npz"
+    model.save(path)
+    back = geogp.load_model(path)
+    assert len(back.estimators_) == len(times)
+    assert all(e.model is back.estimators_[0].model for e in back.estimators_)
+    a, b = model.predict(), back.predict()
+    for name in a.data_vars:
+        np.testing.assert_array_equal(b[name].values, a[name].values)
+    when = [pd.Timestamp("2021-03-01") + pd.Timedelta(days=float(times[-1]) + 5)]
+    fa, fb = model.predict(time=when), back.predict(time=when)
+    np.testing.assert_array_equal(fb["mean"].values, fa["mean"].values)
+    np.testing.assert_array_equal(fb["std"].values, fa["std"].values)
+    assert back.summary().splitlines()[1].split(", fit in")[0] == (
+        model.summary().splitlines()[1].split(", fit in")[0])

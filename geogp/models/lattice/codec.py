@@ -18,6 +18,7 @@ import numpy as np
 
 from geogp.exceptions import ReadError
 from geogp.models.lattice import ALPHAS, LatticeRegressor
+from geogp.models.lattice.gmrf import HOLE_MAX, PARAM_HOLE
 from geogp.models.lattice.state import Moments
 from geogp.models.lattice.varying import VARYING_PARAMS, VaryingBasis
 from geogp.persist.checks import Arrays, estimator_from_init, require, scaler_and_report
@@ -25,7 +26,7 @@ from geogp.persist.checks import Arrays, estimator_from_init, require, scaler_an
 __all__ = ["save_lattice", "load_lattice"]
 
 _PARAMS = ("log_range", "log_sd", "log_noise", "log_range_large", "log_sd_large", "log_ratio",
-           "log_range_mid", "log_sd_mid")
+           "log_range_mid", "log_sd_mid", PARAM_HOLE)
 
 
 def save_lattice(est: Any, pre: str, arrays: dict, init: dict) -> dict:
@@ -128,6 +129,11 @@ def load_lattice(meta: dict, pre: str, z: Arrays, accepted_init: Collection[str]
     if est.alpha_ not in ALPHAS:
         raise ReadError(f"model file {where}: the lattice's alpha must be one of {ALPHAS}; "
                         f"got {est.alpha_!r:.40}.")
+    est.hole_ = PARAM_HOLE in est.params_  # the oscillating operator: its parameter says so
+    if est.hole_ and (est.alpha_ != 2 or not 0.0 <= est.params_[PARAM_HOLE] <= HOLE_MAX):
+        raise ReadError(f"model file {where}: the oscillating operator needs alpha=2 and a "
+                        f"hole parameter in [0, {HOLE_MAX}]; got alpha={est.alpha_!r:.40}, "
+                        f"hole={est.params_[PARAM_HOLE]!r:.40}.")
     # mid_scale="auto" may have dropped the level during the fit: the parameters say so
     est.mid_dropped_ = est.mid_factor() is not None and "log_range_mid" not in est.params_
     est.mid_dropped_ranges_ = None  # files written before they were kept have no key

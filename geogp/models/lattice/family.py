@@ -29,13 +29,16 @@ if TYPE_CHECKING:  # annotations only
     from geogp.kernels import Kernel
 
 __all__ = ["LatticeFamily", "FAMILY", "DEFAULT_ALPHA", "DEFAULT_LARGE_SCALE", "DEFAULT_MID_SCALE",
-           "DEFAULT_VARYING"]
+           "DEFAULT_VARYING", "DEFAULT_HOLE_EFFECT"]
 
 DEFAULT_LARGE_SCALE = "auto"  # from the front end: 64 large-scale features
 # and the mid-scale level on rasters with ≥ 128 cells a side (LatticeRegressor(mid_scale="auto"))
 DEFAULT_MID_SCALE = "auto"
 # ν = 1, or ν = 2 where the ν = 1 fit runs to its intrinsic limit (LatticeRegressor(alpha="auto"))
 DEFAULT_ALPHA = "auto"
+# Matérn, or the oscillating covariance where a smooth field is periodic
+# (LatticeRegressor(hole_effect="auto"))
+DEFAULT_HOLE_EFFECT = "auto"
 # one range and sd, or ones that vary where the leave-one-out residuals say so
 # (LatticeRegressor(varying="auto"))
 DEFAULT_VARYING = "auto"
@@ -52,7 +55,8 @@ class LatticeFamily(Family[LatticeRegressor]):
     default_maxiter = 100
     placement_strategy = "reduction"  # total variance reduction (geogp.placement.lattice)
     defaults: ClassVar[dict] = {"large_scale": DEFAULT_LARGE_SCALE, "mid_scale": DEFAULT_MID_SCALE,
-                                "alpha": DEFAULT_ALPHA, "varying": DEFAULT_VARYING}
+                                "alpha": DEFAULT_ALPHA, "varying": DEFAULT_VARYING,
+                                "hole_effect": DEFAULT_HOLE_EFFECT}
 
     def make(self, options: dict | None = None, *, kernel: str | Kernel | None = None,
              n_features: int | str | None = None,
@@ -126,7 +130,8 @@ class LatticeFamily(Family[LatticeRegressor]):
     def unknowns(self, est: LatticeRegressor, n_features: int | str | None) -> str:
         cells = int(est.shape_[0]) * int(est.shape_[1])
         large = int(n_features) - cells
-        smooth = {1: "ν = 0", 2: "Matérn ν = 1", 3: "Matérn ν = 2"}[int(est.alpha_)]
+        smooth = ("oscillating, α = 2" if getattr(est, "hole_", False) else
+                  {1: "ν = 0", 2: "Matérn ν = 1", 3: "Matérn ν = 2"}[int(est.alpha_)])
         return (f", a lattice of {number(cells)} cells (raster and margin, {smooth})"
                 + (f" + {large} large-scale Fourier features" if large else ""))
 

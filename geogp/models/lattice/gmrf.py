@@ -59,6 +59,8 @@ BACKENDS = ("auto", "cholmod", "dense")
 PARAMS = ("log_range", "log_sd", "log_noise")
 PARAMS_LARGE = ("log_range_large", "log_sd_large")
 PARAM_RATIO = "log_ratio"  # two-range operator, κ₂/κ₁ = 1 + e^t (second_range=True)
+PARAM_HOLE = "hole"  # oscillating operator, cos(πθ) = 1 − u (hole_effect=True)
+HOLE_MAX = 1.99  # u's upper bound: cos(πθ) ≥ −0.99, a spectral peak of finite height
 PARAMS_MID = ("log_range_mid", "log_sd_mid")  # the mid-scale level (mid_scale=r)
 PARAM_SCALE = "log_scale"  # stage 2: Σ_g + σ²I multiplied by e^t (see dense_likelihood)
 KERNELS_LARGE = ("matern12", "matern32", "matern52", "se")
@@ -435,6 +437,29 @@ def _product_coefficients(params, area: float):
     return k1, k2, c
 
 
+def _hole_factor(u):
+    """h = ∫₀^∞ dt / (t² + 2(1 − u)t + 1) = θπ / sin(θπ) with cos(θπ) = 1 − u, u ∈ [0, 2):
+    the oscillating operator's marginal variance relative to α = 2's (1 + u/3 + 2u²/15 near
+    0, where arccos's derivative is infinite)."""
+    small = u < 1e-3
+    safe = jnp.where(small, 0.5, u)
+    exact = jnp.arccos(1.0 - safe) / jnp.sqrt(safe * (2.0 - safe))
+    return jnp.where(small, 1.0 + u / 3.0 + 2.0 * u**2 / 15.0, exact)
+
+
+def _hole_coefficients(params, area: float):
+    """(κ², b, c) of the oscillating operator c (κ⁴ + 2bκ² L + L²), b = cos(πθ) = 1 − u
+    (Lindgren, Rue & Lindström 2011, §3.3): α = 2 at u = 0, a hole-effect (damped
+    oscillating) covariance for u > 0 whose spectrum peaks at |ω|² = −bκ² once b < 0. c
+    makes s² the continuum marginal variance h(u) / (4πκ²) (:func:`_hole_factor`)."""
+    rho = jnp.exp(params["log_range"])
+    var = jnp.exp(2.0 * params["log_sd"])
+    u = params[PARAM_HOLE]
+    kappa2 = 8.0 / rho**2
+    c = area * _hole_factor(u) / (4.0 * math.pi * kappa2 * var)
+    return kappa2, 1.0 - u, c
+
+
 def precision(params: dict, problem: LatticeProblem) -> tuple[jax.Array, ...]:
     """(Q on the pattern, log|Q|, κ², σ²) at θ (standardised units).
 
@@ -456,6 +481,16 @@ def precision(params: dict, problem: LatticeProblem) -> tuple[jax.Array, ...]:
             jnp.log(k1 + problem.eig) + jnp.log(k2 + problem.eig))
         q, logdet_q = _add_mid(params, problem, q, logdet_q)
         return q, logdet_q, k1, noise
+    if PARAM_HOLE in params:
+        if problem.alpha != 2:
+            raise InputError("the oscillating operator (hole_effect=True) needs alpha=2.")
+        kappa2, b, c = _hole_coefficients(params, problem.area)
+        noise = jnp.exp(2.0 * params["log_noise"])
+        q = c * (kappa2**2 * problem.e_i + 2.0 * b * kappa2 * problem.e_l + problem.e_l2)
+        logdet_q = problem.eig.shape[0] * jnp.log(c) + jnp.sum(
+            jnp.log(kappa2**2 + 2.0 * b * kappa2 * problem.eig + problem.eig**2))
+        q, logdet_q = _add_mid(params, problem, q, logdet_q)
+        return q, logdet_q, kappa2, noise
     kappa2, c, noise = _coefficients(params, problem.alpha, problem.area)
     if problem.alpha == 3:
         q = c * (kappa2**3 * problem.e_i + 3.0 * kappa2**2 * problem.e_l

@@ -18,6 +18,7 @@ import scipy.sparse.linalg as spla
 
 from geogp.exceptions import InputError, OutsideWindowError
 from geogp.models.base import Prediction, check_columns, check_fitted
+from geogp.models.lattice.gmrf import PARAM_HOLE
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
@@ -199,6 +200,11 @@ class LatticeOutputsMixin:
                                               * self.unit_)
             out["large_scale_sd"] = (float(np.exp(self.params_["log_sd_large"]))
                                      * self.scaler_.y_scale)
+        if PARAM_HOLE in self.params_:  # the oscillating operator: its spectral peak
+            b = 1.0 - float(self.params_[PARAM_HOLE])
+            kappa = math.sqrt(8.0) / float(np.exp(self.params_["log_range"]))
+            out["wavelength"] = (2.0 * math.pi / (kappa * math.sqrt(-b)) * self.unit_
+                                 if b < 0 else float("inf"))
         if getattr(self, "varying_basis_", None) is not None:  # varying="auto": their spans
             lr, ls = self._raster_scales()
             out["local_range_span"] = (float(lr.min()), float(lr.max()))

@@ -31,6 +31,8 @@ from geogp.exceptions import GeogpError, InputError, MemoryEstimateError
 from geogp.grid_checks import NEARLY_REGULAR_TOLERANCE, spacing_variation
 from geogp.models.base import Standardizer, check_fitted
 from geogp.models.lattice.gmrf import (
+    HOLE_MAX,
+    PARAM_HOLE,
     PARAM_RATIO,
     PARAMS,
     PARAMS_MID,
@@ -71,6 +73,9 @@ __all__ = ["LatticeRegressor", "ROBUST_STEPS", "ROBUST_REFIT_AFTER"]
 # per evaluation the stage costs about VARYING_FIT_COST stationary fits
 VARYING_MAXITER = 30
 VARYING_FIT_COST = 2
+# the oscillating operator's fit starts at u = 1.9 (cos πθ = −0.9, a sharp spectral peak): from
+# u = 0 or 1 L-BFGS ended in a lower mode on some periodic fields (benchmarks/README.md)
+HOLE_START = 1.9
 # robust=True: EM steps (one posterior each), and after how many θ is fitted again
 ROBUST_STEPS = 5
 ROBUST_REFIT_AFTER = 4
@@ -123,6 +128,14 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             = t, learnt). κ₂ = κ₁ is the Matérn ν = 1 model; κ₂ ≫ κ₁ behaves like α = 1
             between the two ranges and stays smooth below 1/κ₂. Same sparsity and cost as
             α = 2; log|Q| stays in closed form.
+        hole_effect: False (default), True or ``"auto"`` (the front end's default): with α = 2,
+            the oscillating operator c (κ⁴ + 2bκ²(−Δ) + Δ²), b = cos πθ = 1 − u (parameter
+            ``hole``, u ∈ [0, 1.99], learnt): a damped oscillating ("hole effect") covariance
+            whose spectrum peaks at wavelength 2π/(κ√−b) once b < 0, for periodic fields
+            (waves, dunes, rows); u = 0 is Matérn ν = 1. Same sparsity and cost as α = 2;
+            log|Q| stays in closed form. ``"auto"`` fits it beside the α = 3 attempt of
+            ``alpha="auto"`` (:meth:`_fit_smoother`) and keeps it where likelier by more than
+            its extra parameter; ``hole_`` says whether it is used.
         mid_scale: None (default) or a coarsening factor r ≥ 2: a second, independent
             Matérn ν = 1 field (α = 2, its own range and sd, learnt with the local θ) on a
             lattice r times coarser, bilinearly interpolated to the cells and added to the
@@ -195,7 +208,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
                  progress: Callable[[int, float], object] | None = None,
                  large_scale: int | str | None = None,
                  large_scale_kernel: str = "matern32", large_scale_window: float = 1.5,
-                 second_range: bool = False,
+                 second_range: bool = False, hole_effect: bool = False,
                  mid_scale: int | str | None = None, posterior_tile: int | str | None = "auto",
                  posterior_halo: int | str = "auto", robust: bool = False,
                  varying: int | str | None = None,
@@ -218,6 +231,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         self.large_scale_kernel = large_scale_kernel
         self.large_scale_window = large_scale_window
         self.second_range = second_range
+        self.hole_effect = hole_effect
         self.mid_scale = mid_scale
         self.posterior_tile = posterior_tile
         self.posterior_halo = posterior_halo
@@ -275,7 +289,8 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
                                self._n_columns(n_covariates, raster_shape))
         robust = bool(self.robust)  # one more fit of θ, and one posterior per EM step
         fits, posteriors = 1 + robust, 1 + robust * ROBUST_STEPS
-        refits = (self.alpha == "auto") + (self.mid_scale == "auto"
+        refits = (self.alpha == "auto") + (self.hole_effect == "auto") + (
+            self.mid_scale == "auto"
                                            and self.mid_factor(raster_shape) is not None)
         if self.varying not in (None, False, "auto"):  # the varying stage
             fits += VARYING_FIT_COST
@@ -330,6 +345,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         self.obs_weight_, self.contamination_ = None, None  # unit weights until reweighted
         self.varying_basis_ = None  # stationary until the varying stage
         self.alpha_ = 2 if self.alpha == "auto" else int(self.alpha)
+        self.hole_ = self.hole_effect is True
         powers = monomial_powers(self.mean, 2)
         m = int(self.margin)
         self._covariates, self.covariate_mean_, self.covariate_scale_ = (
@@ -379,7 +395,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         self.varying_spread_, self.varying_reason_ = None, None
         if forced:
             tiles = self._fit_varying(obs, ys, trend)
-        if not (self.alpha == "auto" and not forced
+        if not (self._smoother_candidates() and not forced
                 and self._smoother_wins(local, tiles)
                 and self._fit_smoother(obs, ys, trend, tiles)):
             release_memory()  # glibc keeps the freed heap of the tiles' factors
@@ -414,6 +430,10 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         if self.alpha_ != 2:
             self.varying_reason_ = (f"one range and sd (alpha={self.alpha_}, the varying form "
                                     f"needs alpha=2) although {words}")
+            return False
+        if self.hole_:
+            self.varying_reason_ = (f"one range and sd (the oscillating covariance fits best; "
+                                    f"the varying form is not oscillating) although {words}")
             return False
         if self.robust:  # gross errors disperse the residuals unevenly too: the EM's job
             self.varying_reason_ = (f"one range and sd (robust=True: gross errors explain "
@@ -543,43 +563,68 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
                 "sd": float(np.sqrt(em.var)) * self.scaler_.y_scale,
                 "flagged": int(np.sum(em.clean < 0.5))}
 
+    def _smoother_candidates(self) -> list[tuple[int, bool]]:
+        """The operators, (α, hole effect), that ``"auto"`` settings try beside ν = 1 on a
+        smooth field: α = 3 (``alpha="auto"``) and the oscillating one
+        (``hole_effect="auto"``, which needs α = 2 alone and the optimiser)."""
+        out = [(3, False)] if self.alpha == "auto" else []
+        if (self.hole_effect == "auto" and self.alpha in (2, "auto") and self.optimize
+                and not self.second_range):
+            out.append((2, True))
+        return out
+
     def _fit_smoother(self, obs, ys, trend, tiles) -> bool:
-        """``alpha="auto"``: fit α = 3 on the tiles too; where it is the likelier, keep it and
-        compute its posterior. Returns whether it was kept; otherwise the α = 2 fit stands,
-        with everything the α = 3 attempt warned about discarded. A ν = 1 field imitating a
-        smooth one runs to the intrinsic limit, whose intervals are far too narrow deep in
-        large gaps (docs/lattice.md)."""
-        announce_fit(self.progress, "fit with a smoother field (alpha=3)", (
+        """Where ν = 1's range runs beyond the tiles (:meth:`_smoother_wins`), fit each of
+        :meth:`_smoother_candidates` on the tiles too; keep the likeliest (the oscillating
+        operator's extra parameter costs 1 in log-likelihood, as in AIC) and compute its
+        posterior. Returns whether one was kept; otherwise the ν = 1 fit stands, with
+        everything the attempts warned about discarded. A ν = 1 field imitating a smooth one
+        runs to the intrinsic limit, whose intervals are far too narrow deep in large gaps,
+        and a periodic field needs a covariance that oscillates to be carried across a gap
+        larger than its period (docs/lattice.md)."""
+        candidates = self._smoother_candidates()
+        words = " and ".join({3: "ν = 2 (alpha=3)", 2: "an oscillating covariance (hole effect)"}
+                             [a] for a, _ in candidates)
+        announce_fit(self.progress, "fit smoother fields", (
             f"the local field's range ({float(np.exp(self.params_['log_range'])):.4g} cells) "
-            "runs beyond the fitting tiles: the field is smoother than Matérn ν = 1; fitting "
-            "ν = 2 (alpha=3) too and keeping the more likely"), "setup + compile")
+            f"runs beyond the fitting tiles: the field is smoother than Matérn ν = 1; fitting "
+            f"{words} too and keeping the most likely"), "setup + compile")
         rough = (self.params_, self.report_, self.mid_dropped_, self.mid_dropped_ranges_)
-        self.alpha_ = 3
-        kept = False
+        n_fit = sum(int(obs[sl].sum()) for sl in tiles)
+        best, best_loss, best_operator = rough, rough[1].objective, (2, False)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            # from ν = 1's optimum (ranges mean the same distance for every ν), then, where that
-            # ends below ν = 1 or fails (the likelihood is a flat ridge), from the usual start
-            for start in ([rough[0], None] if self.optimize else [None]):
-                try:
-                    params, local, report = self._fit_local_field(obs, ys, trend, tiles,
-                                                                  start=start)
-                except GeogpError:  # not finite anywhere from this start
+            for alpha, hole in candidates:
+                self.alpha_, self.hole_ = alpha, hole
+                penalty = 1.0 / n_fit if hole else 0.0  # the objective is per observation
+                # α = 3 from ν = 1's optimum (ranges mean the same distance for every ν), then,
+                # where that ends below ν = 1 or fails (a flat ridge), from the usual start;
+                # the oscillating operator from its own start (HOLE_START: its likelihood has
+                # a separate mode there, which L-BFGS from ν = 1's optimum does not reach)
+                starts = [rough[0], None] if alpha == 3 and self.optimize else [None]
+                for start in starts:
                     self.mid_dropped_, self.mid_dropped_ranges_ = rough[2:]
-                    continue
-                kept = report.objective < rough[1].objective
-                if kept:
-                    break
-                self.mid_dropped_, self.mid_dropped_ranges_ = rough[2:]
+                    try:
+                        params, local, report = self._fit_local_field(obs, ys, trend, tiles,
+                                                                      start=start)
+                    except GeogpError:  # not finite anywhere from this start
+                        continue
+                    if report.objective + penalty < best_loss:
+                        best = ({**params, **local}, report, self.mid_dropped_,
+                                self.mid_dropped_ranges_)
+                        best_loss, best_operator = report.objective + penalty, (alpha, hole)
+                        break
+            kept = best_operator != (2, False)
+            self.alpha_, self.hole_ = best_operator
+            self.params_, self.report_, self.mid_dropped_, self.mid_dropped_ranges_ = best
             if kept:
-                self.params_, self.report_ = {**params, **local}, report
                 release_memory()
                 try:
                     self._posterior(obs, ys)
-                except GeogpError:  # nearly noise-free data: ν = 2 singular where ν = 1 is not
+                except GeogpError:  # nearly noise-free data: singular where ν = 1 is not
                     kept = False
         if not kept:
-            self.alpha_ = 2
+            self.alpha_, self.hole_ = 2, False
             self.params_, self.report_, self.mid_dropped_, self.mid_dropped_ranges_ = rough
             return False
         for w in caught:
@@ -621,6 +666,12 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             problems = [self._problem(obs, ys, sl, large=False) for sl in tiles]
             local, report = self._stage1(params, problems, tiles)
         return params, local, report
+
+    def _hole(self) -> bool:
+        """Whether the operator is the oscillating one: the fitted ``hole_``; before a fit,
+        ``hole_effect is True``."""
+        fitted = getattr(self, "hole_", None)
+        return bool(fitted) if fitted is not None else self.hole_effect is True
 
     def _alpha(self) -> int:
         """The operator's α: the fitted ``alpha_``; before a fit ``alpha``, with 2 for
@@ -677,7 +728,10 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         m = 2 * int(self.margin)
         top = (None, max(log_range_cap([sl.stop - sl.start + m for sl in tile], self.h_)
                          for tile in tiles))
-        return {k: top for k in ("log_range", "log_range_mid") if k in self._local_keys()}
+        out = {k: top for k in ("log_range", "log_range_mid") if k in self._local_keys()}
+        if PARAM_HOLE in self._local_keys():
+            out[PARAM_HOLE] = (0.0, HOLE_MAX)
+        return out
 
     @property
     def covariate_coef_(self) -> np.ndarray:
@@ -703,6 +757,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
     def _local_keys(self) -> tuple:
         """The local field's parameters (stage 1)."""
         return (PARAMS + ((PARAM_RATIO,) if self.second_range else ())
+                + ((PARAM_HOLE,) if self._hole() else ())
                 + (PARAMS_MID if self.mid_factor() is not None else ())
                 + (VARYING_PARAMS if getattr(self, "varying_basis_", None) is not None
                    else ()))
@@ -742,6 +797,8 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
                "log_noise": jnp.asarray(math.log(noise))}
         if self.second_range:
             out[PARAM_RATIO] = jnp.asarray(0.0)  # κ₂ = 2κ₁
+        if self._hole():
+            out[PARAM_HOLE] = jnp.asarray(HOLE_START)
         if self.mid_factor() is not None:
             # start the two fields at separated scales (ranges ×10 apart) sharing the variance:
             # fewer L-BFGS evaluations to the same optimum (benchmarks/README.md, design)

@@ -64,13 +64,20 @@ def check_settings(est: LatticeRegressor) -> None:
         problems.append(f"second_range must be True or False (got {est.second_range!r})")
     elif est.second_range and est.alpha != 2:
         problems.append("second_range=True needs alpha=2")
+    hole = getattr(est, "hole_effect", False)
+    if hole not in (True, False, "auto"):
+        problems.append(f"hole_effect must be True, False or 'auto' (got {hole!r})")
+    elif hole is True and (est.alpha != 2 or est.second_range):
+        problems.append("hole_effect=True needs alpha=2 without second_range")
     vy = getattr(est, "varying", None)
     if not (vy is None or isinstance(vy, bool) or vy == "auto" or (
             isinstance(vy, (int, np.integer)) and vy >= 1)):
         problems.append(f"varying must be None, False, True, 'auto' or a number of levels ≥ 1 "
                         f"(got {vy!r})")
-    elif vy not in (None, False, "auto") and (est.alpha not in (2, "auto") or est.second_range):
-        problems.append("varying needs alpha=2 (or 'auto') without second_range")
+    elif vy not in (None, False, "auto") and (est.alpha not in (2, "auto") or est.second_range
+                                               or hole is True):
+        problems.append("varying needs alpha=2 (or 'auto') without second_range or "
+                        "hole_effect=True")
     if getattr(est, "robust", False) not in (True, False):
         problems.append(f"robust must be True or False (got {est.robust!r})")
     ms = est.mid_scale

@@ -14,7 +14,9 @@ from geogp.exceptions import InputError
 from geogp.families.generic import Family
 from geogp.grid_checks import spacing
 from geogp.models.base import Prediction
+from geogp.models.spacetime.codec import check_series_grid, load_series, save_series
 from geogp.models.spacetime.regressor import SpaceTimeDate, SpaceTimeRegressor
+from geogp.persist.checks import clean, init_names
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
@@ -27,7 +29,7 @@ class SpaceTimeFamily(Family[SpaceTimeDate]):
 
     name = "spacetime"
     model_class = SpaceTimeRegressor
-    fits_series = single_range = True
+    fits_series = single_range = savable = True
     default_maxiter = None
 
     def fit_series(self, est: SpaceTimeRegressor, axes: list, values: ArrayLike,
@@ -101,6 +103,16 @@ class SpaceTimeFamily(Family[SpaceTimeDate]):
                 f"{h['sd_persistent']:.4g}; dates' offsets: sd {h['sd_offset']:.4g}, time "
                 f"scale {h['time_scale_offset_days']:.3g} days; noise sd {h['noise_sd']:.4g}; "
                 f"a space-time lattice of {ny} × {nx} cells × {t} dates")
+
+    def slices_to_arrays(self, estimators: list, arrays: dict) -> list[dict]:
+        init = clean({n: getattr(estimators[0].model, n) for n in init_names(SpaceTimeRegressor)})
+        return save_series(estimators, arrays, init)
+
+    def slices_from_arrays(self, slices: list[dict], arrays: Any) -> list:
+        return load_series(slices, arrays, set(init_names(SpaceTimeRegressor)))
+
+    def check_grid(self, est: SpaceTimeDate, axes: list[np.ndarray], where: str) -> None:
+        check_series_grid(est.model, axes, where)
 
     def unknowns(self, est: SpaceTimeDate, n_features: int | str | None) -> str:
         t, ny, nx = est.model.shape_

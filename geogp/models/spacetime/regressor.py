@@ -121,6 +121,17 @@ class SpaceTimeRegressor:
         self.maxiter, self.optimize, self.params = maxiter, optimize, params
         self.ordering, self.progress = ordering, progress
 
+    def check_args(self) -> None:
+        """Refuse invalid constructor options (``InputError``), as :meth:`fit` would."""
+        for name, low in (("tile", 4), ("halo", 0), ("fit_size", 4)):
+            value = getattr(self, name)
+            if value != "auto":
+                _count(value, name, low)
+        for name, low in (("fit_windows", 1), ("maxiter", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                raise InputError(f"{name} must be an integer ≥ {low}; got {value!r}.")
+
     # ------------------------------------------------------------------ fitting
     def fit(self, values: np.ndarray, times: np.ndarray, h: tuple[float, float] = (1.0, 1.0)
             ) -> SpaceTimeRegressor:

@@ -1,0 +1,113 @@
+"""Model files of the space-time model (:mod:`geogp.persist`'s format): the joint model is
+stored once, under ``series/``, and each date's slice holds only its index.
+
+The file keeps the standardised stack itself (forecasts and other dates are the fitted θ's
+posterior with those dates added, which needs the data) and the fitted moments (prediction
+on the fitted dates reads them, with no solve)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+from typing import Any
+
+import numpy as np
+
+from geogp.exceptions import ReadError
+from geogp.linalg.solvers import Solver
+from geogp.models.spacetime.gmrf import PARAMS
+from geogp.models.spacetime.regressor import SpaceTimeDate, SpaceTimeRegressor
+from geogp.optimize import FitReport
+from geogp.persist.checks import Arrays, estimator_from_init, require
+
+__all__ = ["save_series", "load_series"]
+
+PRE = "series/"
+_MOMENTS = ("mean", "sd_latent", "sd_observed")
+
+
+def save_series(dates: list[SpaceTimeDate], arrays: dict, init: dict) -> list[dict]:
+    """Add the joint model's arrays to ``arrays``; return the slices' metadata (the first
+    carries the model's, the others their date's index)."""
+    model = dates[0].model
+    arrays.update({f"{PRE}values": model.values_, f"{PRE}times": model.times_,
+                   f"{PRE}axis_y": model.axes_[0], f"{PRE}axis_x": model.axes_[1]})
+    arrays.update({f"{PRE}{k}": getattr(model, f"{k}_") for k in _MOMENTS})
+    rep = model.fit_report_
+    if rep is not None:
+        arrays[f"{PRE}history"] = np.asarray(rep.history, dtype=np.float64)
+    head = {
+        "init": init, "params": {k: float(v) for k, v in model.params_.items()},
+        "unit": float(model.unit_), "h": [float(v) for v in model.h_],
+        "loc": float(model.loc_), "scale": float(model.scale_),
+        "tile": int(model.tile_), "halo": int(model.halo_), "fit_size": int(model.fit_size_),
+        "report": None if rep is None else {
+            "objective": rep.objective, "n_iter": rep.n_iter, "n_eval": rep.n_eval,
+            "converged": rep.converged, "message": rep.message, "time_s": rep.time_s},
+    }
+    return [{"index": d.index, **(head if k == 0 else {})} for k, d in enumerate(dates)]
+
+
+def _count(meta: dict, key: str, low: int) -> int:
+    v = require(meta, key, "int", "slice s0")
+    if v < low:
+        raise ReadError(f"model file slice s0: {key!r} must be ≥ {low}; got {v}.")
+    return v
+
+
+def load_series(slices: list[dict], z: Arrays,
+                accepted_init: Collection[str]) -> list[SpaceTimeDate]:
+    """Rebuild the fitted joint model and its dates from ``slices`` and the arrays."""
+    head = slices[0]
+    where = "slice s0"
+    model = estimator_from_init(SpaceTimeRegressor, head, where, accepted_init)
+    params = require(head, "params", "dict", where)
+    if set(params) != set(PARAMS) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            for v in params.values()):
+        raise ReadError(f"model file {where}: malformed space-time parameters "
+                        f"{params!r:.80}.")
+    model.params_ = {k: float(v) for k, v in params.items()}
+    values = z.get(f"{PRE}values", ndim=3, finite=False)
+    t, ny, nx = model.shape_ = values.shape
+    if t < 2 or ny < 1 or nx < 1:
+        raise ReadError(f"model file {where}: a stack of at least two dates; got shape "
+                        f"{values.shape}.")
+    model.values_ = values
+    model.times_ = z.get(f"{PRE}times", shape=(t,))
+    if not np.all(np.diff(model.times_) > 0):
+        raise ReadError(f"model file {where}: the dates must be strictly increasing.")
+    model.axes_ = [z.get(f"{PRE}axis_y", shape=(ny,)), z.get(f"{PRE}axis_x", shape=(nx,))]
+    for k in _MOMENTS:
+        setattr(model, f"{k}_", z.get(f"{PRE}{k}", shape=(t, ny, nx), finite=False))
+    model.unit_ = require(head, "unit", "float", where, positive=True)
+    h = require(head, "h", "list", where)
+    if len(h) != 2 or not all(isinstance(v, (int, float)) and v > 0 for v in h):
+        raise ReadError(f"model file {where}: 'h' must be two positive numbers; got {h!r:.40}.")
+    model.h_ = (float(h[0]), float(h[1]))
+    model.loc_ = require(head, "loc", "float", where)
+    model.scale_ = require(head, "scale", "float", where, positive=True)
+    model.tile_, model.halo_ = _count(head, "tile", 4), _count(head, "halo", 0)
+    model.fit_size_ = _count(head, "fit_size", 4)
+    rep = require(head, "report", "dict", where, nullable=True)
+    model.fit_report_ = None
+    if rep is not None:
+        try:
+            model.fit_report_ = FitReport(**rep, history=z.get(f"{PRE}history",
+                                                               finite=False).tolist())
+        except TypeError as err:
+            raise ReadError(f"model file {where}: malformed fit report ({err}).") from None
+    model.solver_ = Solver("cholmod", ordering=model.ordering)
+    indices = [require(m, "index", "int", f"slice s{k}") for k, m in enumerate(slices)]
+    if indices != list(range(t)):
+        raise ReadError(f"model file: the slices must be the stack's {t} dates in order; got "
+                        f"indices {indices!r:.60}.")
+    return [SpaceTimeDate(model, k) for k in indices]
+
+
+def check_series_grid(model: Any, axes: list[np.ndarray], where: str) -> None:
+    """The stored target grid must be the fitted stack's cells."""
+    for a, b in zip(axes, model.axes_, strict=True):
+        if a.shape != b.shape or not np.allclose(a, b, rtol=0, atol=1e-6 * max(
+                1.0, float(np.max(np.abs(b))))):
+            raise ReadError(f"model file {where}: the target grid is not the fitted stack's.")

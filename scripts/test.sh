@@ -22,4 +22,7 @@ echo "[geogp test] ruff check (version $("$venv/bin/ruff" --version | cut -d' ' 
 # one BLAS thread per worker: two workers already fill the two cores, and OpenBLAS threads on
 # top of them only compete (CHOLMOD links the system OpenBLAS that setup.sh installs)
 export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
+# XLA's backend optimisations off: most tests are small and their time is compiling (12 % off
+# test_lattice.py, the same time for a 200 × 200 fit; numbers agree to rounding)
+export XLA_FLAGS="${XLA_FLAGS:-} --xla_backend_optimization_level=0"
 exec "$venv/bin/python" -m pytest -q -n 2 --dist loadfile "$@"

@@ -30,11 +30,11 @@ def rng() -> np.random.Generator:
 # in collection order, so starting with these leaves the short files to even out the end
 # (longest-processing-time-first) instead of one worker finishing a long file alone
 SLOWEST_FILES = (
-    "models/test_lattice_tiled.py", "models/test_afs_iterative.py",
-    "test_placement_lattice_tiled.py", "test_readme.py", "reliability/test_smooth_fields.py",
-    "models/test_lattice.py", "models/test_lattice_robust.py",
     "reliability/test_large_gaps_sum.py", "reliability/test_large_gaps_product.py",
-    "frontend/test_cli.py", "frontend/test_model_choice.py",
+    "models/test_lattice.py", "test_placement_lattice_tiled.py", "models/test_lattice_tiled.py",
+    "models/test_afs_iterative.py", "reliability/test_smooth_fields.py", "test_readme.py",
+    "models/test_lattice_robust.py", "frontend/test_cli.py", "models/test_lattice_hole.py",
+    "frontend/test_model_choice.py",
 )
 
 

@@ -32,7 +32,7 @@ def test_family_of_follows_subclasses_and_unknown_names_are_refused():
     assert not is_model("gp") and not is_model(None)
     with pytest.raises(InputError, match="model must be one of"):
         family("gp")
-    assert savable_models() == ("afs", "lattice", "wavelet")
+    assert savable_models() == ("afs", "lattice", "wavelet", "spacetime")
 
 
 def test_make_refuses_unknown_options_and_keeps_the_front_end_defaults():

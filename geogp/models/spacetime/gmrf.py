@@ -159,15 +159,17 @@ class SpaceTimeProblem:
 
     structure: Structure = field(repr=False)
     solve: object = field(repr=False)
-    n_obs: int
     n_trend: int
+    n_obs: int
     e_obs: np.ndarray = field(repr=False)
     aty: np.ndarray = field(repr=False)
     wtw: np.ndarray = field(repr=False)
 
     def tree_flatten(self) -> tuple[tuple, tuple]:
-        return (self.e_obs, self.aty, self.wtw), (self.structure, self.solve, self.n_obs,
-                                                  self.n_trend)
+        # N is data, not structure: static, it made every window with another count of
+        # observations compile the likelihood again (and keep that executable)
+        return (self.n_obs, self.e_obs, self.aty, self.wtw), (self.structure, self.solve,
+                                                              self.n_trend)
 
     @classmethod
     def tree_unflatten(cls, aux: tuple, leaves: tuple) -> SpaceTimeProblem:
@@ -197,7 +199,7 @@ def make_problem(shape: tuple[int, int], h: tuple[float, float], times: np.ndarr
     y, X = np.asarray(y, dtype=np.float64), np.asarray(X, dtype=np.float64).reshape(len(y), -1)
     a = st.observation_matrix(cells, steps)
     w = np.column_stack([y, X])
-    return SpaceTimeProblem(st, solve, len(y), int(X.shape[1]),
+    return SpaceTimeProblem(st, solve, int(X.shape[1]), len(y),
                             st.pattern.values_from_scipy(sp.csc_matrix(a.T @ a)),
                             np.asarray(a.T @ w), w.T @ w)
 

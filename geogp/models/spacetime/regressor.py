@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import jax
 import numpy as np
 
-from geogp.exceptions import InputError, NotFittedError
+from geogp.exceptions import InputError, MemoryEstimateError, NotFittedError
 from geogp.linalg.solvers import Solver
 from geogp.models.spacetime.gmrf import PARAMS, log_marginal_likelihood, make_problem, posterior
 from geogp.optimize import FitReport, minimize_lbfgs
@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
 
 __all__ = ["SpaceTimeDate", "SpaceTimeRegressor", "Window", "WINDOW_UNKNOWNS", "auto_side",
-           "windows"]
+           "windows", "BASE_BYTES", "BYTES_PER_WINDOW_UNKNOWN", "STACK_COPIES"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,16 @@ def windows(shape: tuple[int, int], size: int, halo: int) -> list[Window]:
 WINDOW_UNKNOWNS = 13_000
 
 
+# peak memory, measured in fresh processes (docs/spacetime.md): the libraries (the front
+# end's included) and compiled code, one window's factor and selected inverse per unknown (0.69 GiB at 7,104 unknowns, 1.02
+# at 12,592, 1.23 at 19,648), and the stack-sized float64 arrays alive together at the end
+# (the input, the standardised stack, the posterior's mean and variance, the three outputs and
+# the front end's copies)
+BASE_BYTES = 0.6 * 2**30
+BYTES_PER_WINDOW_UNKNOWN = 45e3
+STACK_COPIES = 10
+
+
 def auto_side(n_dates: int) -> int:
     """The side of a window of about :data:`WINDOW_UNKNOWNS` unknowns (12 to 64 cells)."""
     return int(np.clip(math.sqrt(WINDOW_UNKNOWNS / (n_dates + 1)), 12, 64))
@@ -104,6 +114,8 @@ class SpaceTimeRegressor:
         maxiter: L-BFGS iterations. optimize: learn θ (else keep ``params``).
         params: starting (or, with ``optimize=False``, fixed) θ in model units.
         ordering: CHOLMOD's ordering (METIS: the least fill on these patterns).
+        max_bytes: refuse, before allocating, a stack whose :meth:`memory_estimate` exceeds
+            this.
         progress: ``progress(done, total)`` after each tile.
 
     Attributes:
@@ -115,11 +127,33 @@ class SpaceTimeRegressor:
                  fit_size: int | str = "auto",
                  fit_windows: int = 2, maxiter: int = 60, optimize: bool = True,
                  params: dict | None = None, ordering: str = "metis",
+                 max_bytes: float = 4 * 2**30,
                  progress: Callable[[int, int], None] | None = None) -> None:
         self.tile, self.halo = tile, halo
         self.fit_size, self.fit_windows = fit_size, fit_windows
         self.maxiter, self.optimize, self.params = maxiter, optimize, params
-        self.ordering, self.progress = ordering, progress
+        self.ordering, self.max_bytes, self.progress = ordering, max_bytes, progress
+
+    def memory_estimate(self, shape: tuple[int, int, int]) -> float:
+        """Estimated peak bytes of fitting and predicting a stack of ``shape`` (T, n_y, n_x):
+        :data:`BASE_BYTES`, the largest window's unknowns (its cells × (T + 1) + T) times
+        :data:`BYTES_PER_WINDOW_UNKNOWN`, and :data:`STACK_COPIES` float64 stacks."""
+        self.check_args()
+        t, ny, nx = (int(v) for v in shape)
+        side = max(auto_side(t) if v == "auto" else int(v) for v in (self.tile, self.fit_size))
+        unknowns = min(side, ny) * min(side, nx) * (t + 1) + t
+        return (BASE_BYTES + BYTES_PER_WINDOW_UNKNOWN * unknowns
+                + STACK_COPIES * 8.0 * t * ny * nx)
+
+    def check_memory(self, shape: tuple[int, int, int]) -> None:
+        """Refuse a stack whose :meth:`memory_estimate` exceeds ``max_bytes``."""
+        need = self.memory_estimate(shape)
+        if need > self.max_bytes:
+            raise MemoryEstimateError(
+                f"the space-time model on {shape[0]} dates × {shape[1]} × {shape[2]} cells "
+                f"(its windows and {STACK_COPIES} copies of the stack)", need, self.max_bytes,
+                "Crop the stack or fit fewer dates, or raise max_bytes.",
+                cli_hint="Crop the stack or fit fewer dates, or raise --max-memory.")
 
     def check_args(self) -> None:
         """Refuse invalid constructor options (``InputError``), as :meth:`fit` would."""
@@ -127,6 +161,10 @@ class SpaceTimeRegressor:
             value = getattr(self, name)
             if value != "auto":
                 _count(value, name, low)
+        if isinstance(self.max_bytes, bool) or not (
+                isinstance(self.max_bytes, (int, float)) and self.max_bytes > 0):
+            raise InputError(f"max_bytes must be a positive number of bytes; got "
+                             f"{self.max_bytes!r}.")
         for name, low in (("fit_windows", 1), ("maxiter", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
@@ -136,9 +174,11 @@ class SpaceTimeRegressor:
     def fit(self, values: np.ndarray, times: np.ndarray, h: tuple[float, float] = (1.0, 1.0)
             ) -> SpaceTimeRegressor:
         """Fit to ``values`` (T, n_y, n_x), NaN where missing, at ``times`` (T,) (days)."""
+        shape = np.shape(values)
+        if len(shape) != 3:
+            raise InputError(f"a stack has three dimensions (time, y, x); got {len(shape)}.")
+        self.check_memory(shape)  # before the model's own copies, the float64 one included
         values = np.asarray(values, dtype=np.float64)
-        if values.ndim != 3:
-            raise InputError(f"a stack has three dimensions (time, y, x); got {values.ndim}.")
         observed = np.isfinite(values)
         if observed.sum() < 10:
             raise InputError("a stack needs at least 10 observed values.")

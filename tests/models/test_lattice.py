@@ -640,14 +640,8 @@ def test_two_range_tends_to_alpha2_and_log_det_is_exact(rng):
 @pytest.mark.skipif(not HAVE_CHOLMOD, reason="needs CHOLMOD")
 def test_two_range_gradient_matches_finite_differences(rng):
     prob, *_ = _problem_and_reference(rng, 2, 3, "cholmod")
-    theta = dict(_params(2.0, 0.9, 0.2), log_ratio=np.float64(0.3))
-    grad = jax.grad(lm.log_marginal_likelihood)(theta, prob)
-    eps = 1e-5
-    for k, v in theta.items():
-        up, dn = dict(theta, **{k: v + eps}), dict(theta, **{k: v - eps})
-        fd = (float(lm.log_marginal_likelihood(up, prob))
-              - float(lm.log_marginal_likelihood(dn, prob))) / (2 * eps)
-        assert float(grad[k]) == pytest.approx(fd, rel=1e-5, abs=1e-7), k
+    _assert_gradient_matches_central_differences(
+        dict(_params(2.0, 0.9, 0.2), log_ratio=np.float64(0.3)), prob)
 
 
 def test_two_range_prior_covariance_is_the_bessel_difference():

@@ -74,11 +74,9 @@ def windows(shape: tuple[int, int], size: int, halo: int) -> list[Window]:
 WINDOW_UNKNOWNS = 13_000
 
 
-# peak memory, measured in fresh processes (docs/spacetime.md): the libraries (the front
-# end's included) and compiled code, one window's factor and selected inverse per unknown (0.69 GiB at 7,104 unknowns, 1.02
-# at 12,592, 1.23 at 19,648), and the stack-sized float64 arrays alive together at the end
-# (the input, the standardised stack, the posterior's mean and variance, the three outputs and
-# the front end's copies)
+# peak memory: the libraries and compiled code, one window's factor and selected inverse per
+# unknown, and the stack-sized float64 arrays alive together (fitted to measured peaks in fresh
+# processes, docs/spacetime.md)
 BASE_BYTES = 0.6 * 2**30
 BYTES_PER_WINDOW_UNKNOWN = 45e3
 STACK_COPIES = 10

@@ -25,4 +25,6 @@ export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
 # XLA's backend optimisations off: most tests are small and their time is compiling (12 % off
 # test_lattice.py, the same time for a 200 × 200 fit; numbers agree to rounding)
 export XLA_FLAGS="${XLA_FLAGS:-} --xla_backend_optimization_level=0"
-exec "$venv/bin/python" -m pytest -q -n 2 --dist loadfile "$@"
+# --no-loadscope-reorder: take the files in tests/conftest.py's order (slowest first), not
+# xdist's by number of tests
+exec "$venv/bin/python" -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder "$@"

@@ -26,15 +26,20 @@ def rng() -> np.random.Generator:
     return np.random.default_rng(20240611)
 
 
-# the slowest test files, slowest first: the two xdist workers (``--dist loadfile``) take files
-# in collection order, so starting with these leaves the short files to even out the end
-# (longest-processing-time-first) instead of one worker finishing a long file alone
+# the slowest test files, slowest first (measured per-file times): with ``--dist loadfile
+# --no-loadscope-reorder`` (scripts/test.sh) xdist gives a worker the next file in this order
+# whenever it is nearly done, so the long files start first and the short ones even out the end
+# (longest-processing-time-first). Without the flag xdist reorders files by their number of
+# tests, and a long file of two tests started last, alone.
 SLOWEST_FILES = (
-    "reliability/test_large_gaps_sum.py", "reliability/test_large_gaps_product.py",
-    "models/test_lattice.py", "test_placement_lattice_tiled.py", "models/test_lattice_tiled.py",
-    "models/test_afs_iterative.py", "reliability/test_smooth_fields.py", "test_readme.py",
-    "models/test_lattice_robust.py", "frontend/test_cli.py", "models/test_lattice_hole.py",
-    "frontend/test_model_choice.py",
+    "models/test_lattice.py", "reliability/test_large_gaps_sum.py",
+    "models/test_lattice_tiled.py", "reliability/test_smooth_fields.py",
+    "test_placement_lattice_tiled.py", "models/test_lattice_robust.py",
+    "models/test_afs_iterative.py", "reliability/test_large_gaps_product.py",
+    "test_readme.py", "frontend/test_cli.py", "models/test_lattice_hole.py", "models/test_afs.py",
+    "models/test_lattice_varying.py", "frontend/test_api.py", "reliability/test_trust_round3.py",
+    "models/test_svgp.py", "frontend/test_model_choice.py", "reliability/test_lattice_memory.py",
+    "reliability/test_spacetime_memory.py", "test_placement_lattice.py", "models/test_exact.py",
 )
 
 

@@ -53,7 +53,9 @@ def add_model_options(parser: argparse.ArgumentParser, *, models: bool = True,
                             help="lattice model: the SPDE operator's order. 2: Matérn nu = 1; "
                                  "3: nu = 2, for smooth fields; 1: rough. auto (default): 2, "
                                  "or 3 where the nu = 1 range runs beyond the fitting tiles and "
-                                 "nu = 2 is more likely (docs/lattice.md)")
+                                 "nu = 2 is more likely; there an oscillating (hole-effect) "
+                                 "covariance is fitted too and kept where likelier, for "
+                                 "periodic fields (docs/lattice.md)")
     parser.add_argument("--maxiter", type=positive_int, default=None, metavar="N",
                         help="L-BFGS iterations (default 300 for afs, 100 for lattice)")
 

@@ -583,19 +583,19 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         and a periodic field needs a covariance that oscillates to be carried across a gap
         larger than its period (docs/lattice.md)."""
         candidates = self._smoother_candidates()
-        words = " and ".join({3: "ν = 2 (alpha=3)", 2: "an oscillating covariance (hole effect)"}
-                             [a] for a, _ in candidates)
-        announce_fit(self.progress, "fit smoother fields", (
-            f"the local field's range ({float(np.exp(self.params_['log_range'])):.4g} cells) "
-            f"runs beyond the fitting tiles: the field is smoother than Matérn ν = 1; fitting "
-            f"{words} too and keeping the most likely"), "setup + compile")
+        names = {3: "ν = 2 (alpha=3)", 2: "an oscillating covariance (hole effect)"}
+        why = (f"the local field's range ({float(np.exp(self.params_['log_range'])):.4g} cells) "
+               f"runs beyond the fitting tiles: the field is smoother than Matérn ν = 1; fitting "
+               f"{' and '.join(names[a] for a, _ in candidates)} too and keeping the most likely")
         rough = (self.params_, self.report_, self.mid_dropped_, self.mid_dropped_ranges_)
         n_fit = sum(int(obs[sl].sum()) for sl in tiles)
         best, best_loss, best_operator = rough, rough[1].objective, (2, False)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            for alpha, hole in candidates:
+            for k, (alpha, hole) in enumerate(candidates):
                 self.alpha_, self.hole_ = alpha, hole
+                announce_fit(self.progress, f"fit {names[alpha]}", None if k else why,
+                             "setup + compile")
                 penalty = 1.0 / n_fit if hole else 0.0  # the objective is per observation
                 # α = 3 from ν = 1's optimum (ranges mean the same distance for every ν), then,
                 # where that ends below ν = 1 or fails (a flat ridge), from the usual start;

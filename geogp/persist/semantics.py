@@ -34,7 +34,7 @@ from geogp.persist.checks import require
 if TYPE_CHECKING:  # annotations only
     from geogp.persist.checks import Arrays
 
-__all__ = ["load_spec", "load_target", "check_lattice_grid", "check_window",
+__all__ = ["load_spec", "load_target", "check_lattice_grid", "check_series_grid", "check_window",
            "check_bookkeeping"]
 
 _RTOL = 1e-9
@@ -145,6 +145,15 @@ def check_lattice_grid(est: Any, ty: np.ndarray, tx: np.ndarray, where: str) -> 
         if (got[name] != value) if name == "shape" else not _close(got[name], value):
             raise ReadError(f"model file {where}: the lattice {name} {got[name]} does not match "
                             f"the stored grid (expected {value}); the file was changed.")
+
+
+def check_series_grid(axes: list[np.ndarray], ty: np.ndarray, tx: np.ndarray,
+                      where: str) -> None:
+    """Refuse a space-time model whose fitted stack's cell axes are not the grid (ty, tx)
+    (model coordinates) it was fitted on."""
+    if not all(a.shape == t.shape and _close(a, t) for a, t in zip(axes, (ty, tx), strict=True)):
+        raise ReadError(f"model file {where}: the space-time model's cells do not match the "
+                        "stored grid; the file was changed.")
 
 
 def check_window(est: Any, ty: np.ndarray, tx: np.ndarray, where: str) -> None:

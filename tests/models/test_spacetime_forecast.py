@@ -98,3 +98,14 @@ def test_a_fitted_stack_round_trips_through_a_model_file(stack, tmp_path):
     np.testing.assert_array_equal(fb["std"].values, fa["std"].values)
     assert back.summary().splitlines()[1].split(", fit in")[0] == (
         model.summary().splitlines()[1].split(", fit in")[0])
+
+
+def test_a_model_file_whose_grid_is_not_the_stacks_is_refused():
+    from geogp.exceptions import ReadError
+    from geogp.persist.semantics import check_series_grid
+
+    ay, ax = np.arange(5.0), np.arange(7.0)
+    check_series_grid([ay, ax], ay.copy(), ax.copy(), "slice s0")  # the same cells: accepted
+    for ty, tx in ((ay + 0.5, ax), (ay, ax[:-1])):
+        with pytest.raises(ReadError, match="cells do not match the stored grid"):
+            check_series_grid([ay, ax], ty, tx, "slice s0")

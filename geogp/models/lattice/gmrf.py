@@ -448,16 +448,14 @@ def _hole_factor(u):
 
 
 def _hole_coefficients(params, area: float):
-    """(κ², b, c) of the oscillating operator c (κ⁴ + 2bκ² L + L²), b = cos(πθ) = 1 − u
+    """(κ², b, c, σ²) of the oscillating operator c (κ⁴ + 2bκ² L + L²), b = cos(πθ) = 1 − u
     (Lindgren, Rue & Lindström 2011, §3.3): α = 2 at u = 0, a hole-effect (damped
-    oscillating) covariance for u > 0 whose spectrum peaks at |ω|² = −bκ² once b < 0. c
-    makes s² the continuum marginal variance h(u) / (4πκ²) (:func:`_hole_factor`)."""
-    rho = jnp.exp(params["log_range"])
-    var = jnp.exp(2.0 * params["log_sd"])
+    oscillating) covariance for u > 0 whose spectrum peaks at |ω|² = −bκ² once b < 0. c is
+    α = 2's times :func:`_hole_factor`, so that s² stays the continuum marginal variance
+    h(u) / (4πκ²c)."""
+    kappa2, c, noise = _coefficients(params, 2, area)
     u = params[PARAM_HOLE]
-    kappa2 = 8.0 / rho**2
-    c = area * _hole_factor(u) / (4.0 * math.pi * kappa2 * var)
-    return kappa2, 1.0 - u, c
+    return kappa2, 1.0 - u, c * _hole_factor(u), noise
 
 
 def precision(params: dict, problem: LatticeProblem) -> tuple[jax.Array, ...]:
@@ -484,8 +482,7 @@ def precision(params: dict, problem: LatticeProblem) -> tuple[jax.Array, ...]:
     if PARAM_HOLE in params:
         if problem.alpha != 2:
             raise InputError("the oscillating operator (hole_effect=True) needs alpha=2.")
-        kappa2, b, c = _hole_coefficients(params, problem.area)
-        noise = jnp.exp(2.0 * params["log_noise"])
+        kappa2, b, c, noise = _hole_coefficients(params, problem.area)
         q = c * (kappa2**2 * problem.e_i + 2.0 * b * kappa2 * problem.e_l + problem.e_l2)
         logdet_q = problem.eig.shape[0] * jnp.log(c) + jnp.sum(
             jnp.log(kappa2**2 + 2.0 * b * kappa2 * problem.eig + problem.eig**2))

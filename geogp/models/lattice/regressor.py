@@ -289,9 +289,8 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
                                self._n_columns(n_covariates, raster_shape))
         robust = bool(self.robust)  # one more fit of θ, and one posterior per EM step
         fits, posteriors = 1 + robust, 1 + robust * ROBUST_STEPS
-        refits = (self.alpha == "auto") + (self.hole_effect == "auto") + (
-            self.mid_scale == "auto"
-                                           and self.mid_factor(raster_shape) is not None)
+        refits = len(self._smoother_candidates()) + (
+            self.mid_scale == "auto" and self.mid_factor(raster_shape) is not None)
         if self.varying not in (None, False, "auto"):  # the varying stage
             fits += VARYING_FIT_COST
         elif self.varying == "auto" and raster_shape[0] * raster_shape[1] <= (

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
-from typing import Any
 
 import numpy as np
 
@@ -104,10 +103,3 @@ def load_series(slices: list[dict], z: Arrays,
                         f"indices {indices!r:.60}.")
     return [SpaceTimeDate(model, k) for k in indices]
 
-
-def check_series_grid(model: Any, axes: list[np.ndarray], where: str) -> None:
-    """The stored target grid must be the fitted stack's cells."""
-    for a, b in zip(axes, model.axes_, strict=True):
-        if a.shape != b.shape or not np.allclose(a, b, rtol=0, atol=1e-6 * max(
-                1.0, float(np.max(np.abs(b))))):
-            raise ReadError(f"model file {where}: the target grid is not the fitted stack's.")

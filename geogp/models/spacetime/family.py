@@ -14,9 +14,10 @@ from geogp.exceptions import InputError
 from geogp.families.generic import Family
 from geogp.grid_checks import spacing
 from geogp.models.base import Prediction
-from geogp.models.spacetime.codec import check_series_grid, load_series, save_series
+from geogp.models.spacetime.codec import load_series, save_series
 from geogp.models.spacetime.regressor import SpaceTimeDate, SpaceTimeRegressor
 from geogp.persist.checks import clean, init_names
+from geogp.persist.semantics import check_series_grid
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
@@ -112,7 +113,7 @@ class SpaceTimeFamily(Family[SpaceTimeDate]):
         return load_series(slices, arrays, set(init_names(SpaceTimeRegressor)))
 
     def check_grid(self, est: SpaceTimeDate, axes: list[np.ndarray], where: str) -> None:
-        check_series_grid(est.model, axes, where)
+        check_series_grid(est.model.axes_, axes[0], axes[1], where)
 
     def unknowns(self, est: SpaceTimeDate, n_features: int | str | None) -> str:
         t, ny, nx = est.model.shape_

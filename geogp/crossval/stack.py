@@ -26,6 +26,7 @@ from geogp.adapters import find_spatial_dims
 from geogp.crossval.folds import distance_to_observed
 from geogp.crossval.result import CVResult
 from geogp.exceptions import InputError
+from geogp.models.spacetime.calibration import stack_gap_folds
 
 __all__ = ["StackCVResult", "stack_gap_folds", "since_last_seen", "cross_validate_stack",
            "SINCE_BINS"]
@@ -33,39 +34,6 @@ __all__ = ["StackCVResult", "stack_gap_folds", "since_last_seen", "cross_validat
 # strata of the time since a cell was last seen, in dates of the series: the previous
 # date, 2–3 dates back, 4 or more, never
 SINCE_BINS = (("1", 1, 1), ("2-3", 2, 3), ("4+", 4, None))
-
-
-def stack_gap_folds(observed: np.ndarray, n_folds: int = 3, *, fraction: float = 0.15,
-                    seed: int = 0) -> np.ndarray:
-    """(n_folds, T, ny, nx) held-out masks of a series: on each date, whole patches of the
-    cells that another date (drawn at random) had under cloud, until about ``fraction`` of the
-    date's observed cells.
-
-    Raises:
-        InputError: too few dates, or no date has cloud another date lacks.
-    """
-    obs = np.asarray(observed, dtype=bool)
-    if obs.ndim != 3 or obs.shape[0] < 2:
-        raise InputError("stack folds need a stack of at least two dates (time, y, x).")
-    if not (0 < fraction < 1) or int(n_folds) < 1:
-        raise InputError(f"n_folds must be ≥ 1 and fraction in (0, 1); got {n_folds}, "
-                         f"{fraction}.")
-    rng = np.random.default_rng(seed)
-    t = obs.shape[0]
-    folds = np.zeros((int(n_folds), *obs.shape), dtype=bool)
-    for f in range(int(n_folds)):
-        for k in range(t):
-            other = (k + 1 + int(rng.integers(t - 1))) % t
-            labels, n = ndimage.label(obs[k] & ~obs[other], structure=np.ones((3, 3)))
-            target = fraction * obs[k].sum()
-            for lab in rng.permutation(n) + 1:
-                if folds[f, k].sum() >= target:
-                    break
-                folds[f, k] |= labels == lab
-    if not folds.any():
-        raise InputError("no date of the stack has clouds where another date is clear, so "
-                         "there are no cloud shapes to move; pass folds= as a boolean array.")
-    return folds
 
 
 def since_last_seen(observed: np.ndarray) -> np.ndarray:

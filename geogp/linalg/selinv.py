@@ -64,6 +64,8 @@ _MESSAGES = {
 # Blocks with s ≥ _BLAS_MIN_S and r ≥ _BLAS_MIN_R use a dense gather + BLAS; others loops.
 _BLAS_MIN_S = 4
 _BLAS_MIN_R = 8
+# Z_JJ of a block this wide uses BLAS whatever r (the roots of the elimination tree have r = 0)
+_BLAS_MIN_JJ = 16
 
 
 class SelectedInverseError(RuntimeError):
@@ -85,6 +87,12 @@ def reset_blas_limiter() -> None:
     global _BLAS_LOCK  # noqa: PLW0603 - the parent's lock may be held by a thread the child lacks
     _BLAS_LOCK = threading.Lock()
     _blas_state.update(depth=0, limiter=None)
+    try:  # threadpoolctl lets one thread control OpenBLAS: maybe one the child lacks
+        from threadpoolctl import OpenBLASController  # noqa: PLC0415 - optional
+
+        OpenBLASController.clear_controlling_thread(force=True)
+    except (ImportError, AttributeError):  # pragma: no cover - older or no threadpoolctl
+        pass
 
 
 @contextlib.contextmanager
@@ -250,6 +258,10 @@ def _takahashi_kernel(indptr, indices, data, starts, z):  # pragma: no cover - c
         # ---- Z_JJ = Linv Linvᵀ... (lower part): Linvᵀ Linv + Wᵀ Y ----
         if use_blas:
             zjj = np.dot(linv.T, linv) + np.dot(w.T, y)
+        elif s >= _BLAS_MIN_JJ:  # a root block (r = 0): its s³ loop would dominate the cost
+            zjj = np.dot(np.ascontiguousarray(linv.T), linv)
+            if r > 0:
+                zjj += np.dot(np.ascontiguousarray(w.T), y)
         else:
             zjj = np.zeros((s, s))
             for c in range(s):

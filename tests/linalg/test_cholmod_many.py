@@ -18,6 +18,7 @@ pytest.importorskip("sksparse.cholmod")
 
 from geogp.exceptions import InputError
 from geogp.linalg import SparsePattern, cholmod, cholmod_many, dense
+from geogp.linalg.selinv import single_blas_thread
 
 NAMES = ("grid", "random200", "banded")
 
@@ -250,3 +251,40 @@ def test_a_forked_child_inverts_without_the_parents_threads(rng, background_pool
         state._ensure_factor(np.asarray(values) * 1.7, prefetch=True)
     assert _run_in_child(lambda: invert(1.7)) == 0
     assert invert(1.7)  # and the parent still gets its own
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
+@pytest.mark.filterwarnings(r"ignore:os.fork\(\) was called:RuntimeWarning")  # JAX's, on purpose
+def test_a_forked_child_inverts_after_a_foreign_thread_limited_blas(rng):
+    """A thread Python did not start (JAX's host callbacks, a C library's) took control of
+    OpenBLAS's limits in the parent; in the child that thread is gone, and asking whether it
+    lives fails. The child must clear it and invert."""
+    import _thread
+    import threading
+
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    if not hasattr(getattr(threadpoolctl, "OpenBLASController", None),
+                   "clear_controlling_thread"):
+        pytest.skip("this threadpoolctl has no controlling thread")
+    threadpoolctl.OpenBLASController.clear_controlling_thread(force=True)
+    done = threading.Event()
+
+    def foreign():
+        with single_blas_thread():
+            pass
+        done.set()
+
+    _thread.start_new_thread(foreign, ())  # a _DummyThread to threading
+    assert done.wait(30)
+    pattern, values, _rhs = problem_case("banded", rng)
+    state = cholmod.analyze(pattern)
+    want = np.linalg.inv(pattern.to_scipy(np.asarray(values)).toarray())[pattern.rows,
+                                                                           pattern.cols]
+
+    def invert():
+        with state.lock:
+            state._ensure_factor(np.asarray(values), prefetch=True)
+            return np.allclose(state._selected_inverse_locked(), want, rtol=1e-10)
+
+    assert _run_in_child(invert) == 0

@@ -31,11 +31,21 @@ def _cases(rng: np.random.Generator) -> dict[str, np.ndarray]:
         "random_sparse": random_spd(120, 0.03, rng).toarray(),
         "banded": banded_spd(60, 3, rng).toarray(),
         "grid": randomised_values(grid_laplacian(9, 8), rng).toarray(),
+        "two_blocks_and_separator": _two_blocks(rng),
     }
 
 
+def _two_blocks(rng: np.random.Generator) -> np.ndarray:
+    """Dense blocks of 20 and 10 unknowns joined only through 3 separator unknowns: wide
+    supernodes with few rows below (r = 3) and a root (r = 0)."""
+    a = random_spd(33, 1.0, rng).toarray()
+    a[:20, 20:30] = a[20:30, :20] = 0.0
+    return a + 33.0 * np.eye(33)
+
+
 @pytest.mark.parametrize(
-    "name", ["diagonal", "one_by_one", "dense", "random_sparse", "banded", "grid"]
+    "name", ["diagonal", "one_by_one", "dense", "random_sparse", "banded", "grid",
+             "two_blocks_and_separator"]
 )
 def test_takahashi_equals_dense_inverse_on_factor_pattern(name, rng):
     a = _cases(rng)[name]
@@ -55,6 +65,21 @@ def test_both_kernel_paths_are_exercised(rng):
     below = np.diff(indptr)[starts[:-1]] - sizes
     assert np.any((sizes >= 4) & (below >= 8)), "no supernode takes the BLAS path"
     assert np.any((sizes == 1) & (below > 0)), "no single-column supernode"
+
+
+def test_wide_blocks_with_few_rows_below_are_exercised(rng):
+    """Wide supernodes whose Z_JJ goes through BLAS although r < 8: 0 < r < 8 in the two
+    blocks' case, a root (r = 0) in the dense one."""
+    def blocks(a):
+        indptr, indices, _ = factor_on_pattern(a, symbolic_cholesky_pattern(a))
+        starts = supernodes(indptr, indices)
+        sizes = np.diff(starts)
+        return sizes, np.diff(indptr)[starts[:-1]] - sizes
+
+    sizes, below = blocks(_cases(rng)["two_blocks_and_separator"])
+    assert np.any((sizes >= 16) & (below > 0) & (below < 8))
+    sizes, below = blocks(_cases(rng)["dense"])
+    assert np.any((sizes >= 16) & (below == 0))
 
 
 def test_gather_reads_both_triangles(rng):

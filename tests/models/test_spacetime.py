@@ -12,6 +12,7 @@ from geogp.linalg.solvers import Solver
 from geogp.models.lattice.gmrf import laplacian
 from geogp.models.spacetime.gmrf import (
     ar1_precision,
+    composite_log_likelihood,
     log_marginal_likelihood,
     make_problem,
     posterior,
@@ -122,6 +123,30 @@ def test_the_gradient_through_cholmod_matches_finite_differences():
         fd = (float(log_marginal_likelihood(up, problem))
               - float(log_marginal_likelihood(down, problem))) / (2 * eps)
         assert float(grad[key]) == pytest.approx(fd, rel=1e-5, abs=1e-7), key
+
+
+def test_windows_in_their_own_slots_sum_to_their_likelihoods_value_and_gradient():
+    """Three windows of one shape: in slots 0, 1, 2 they are factorised in one batch (each
+    its own factor), in one slot one after another; both equal the sum of the single-window
+    likelihoods, value and gradient."""
+    import jax
+
+    stacks = [_stack(seed=k) for k in range(3)]
+
+    def problems(slots):
+        return tuple(make_problem(SHAPE, H, TIMES, *st, Solver("cholmod"), slot=k)
+                     for st, k in zip(stacks, slots, strict=True))
+
+    batched, shared = problems([0, 1, 2]), problems([0, 0, 0])
+    assert len({id(p.pattern) for p in batched}) == 3
+    want = sum(float(log_marginal_likelihood(PARAMS, p)) for p in shared)
+    want_grad = [jax.grad(log_marginal_likelihood)(PARAMS, p) for p in shared]
+    for probs in (batched, shared):
+        value, grad = jax.value_and_grad(composite_log_likelihood)(PARAMS, probs)
+        assert float(value) == pytest.approx(want, rel=1e-12)
+        for key in PARAMS:
+            assert float(grad[key]) == pytest.approx(
+                sum(float(g[key]) for g in want_grad), rel=1e-9, abs=1e-10), key
 
 
 def test_the_posterior_mean_is_universal_kriging_with_the_dense_covariance():

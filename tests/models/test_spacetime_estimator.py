@@ -116,6 +116,14 @@ def test_tiles_converge_to_the_whole_stacks_posterior_as_the_halo_grows(stack):
     assert errors[-1, 0] < 0.05 and errors[-1, 1] < 0.02, errors
 
 
+def test_tiles_computed_in_threads_equal_those_computed_one_by_one(stack):
+    """Two threads, each with its own factor, give the serial tiles' moments to rounding."""
+    serial = _fixed(stack, tile=12, halo=3, threads=1)
+    threaded = _fixed(stack, tile=12, halo=3, threads=2)
+    np.testing.assert_allclose(threaded.mean_, serial.mean_, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(threaded.sd_latent_, serial.sd_latent_, rtol=1e-10)
+
+
 def test_the_fit_finds_a_likelihood_at_least_the_true_parameters_and_near_them(stack):
     """REML over the whole stack (one window): the optimum is at least as likely as the
     truth, and the ranges, sds, time scale and noise land within a factor 1.6 of it."""

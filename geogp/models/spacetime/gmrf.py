@@ -25,6 +25,7 @@ observation sees m(s) + a(s, t) + g(t)), one CHOLMOD factorisation with the cust
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
@@ -40,8 +41,8 @@ from geogp.linalg.cholmod import selected_inverse
 from geogp.models.lattice.gmrf import dense_likelihood, laplacian, laplacian_eigenvalues
 
 __all__ = ["PARAMS", "Structure", "SpaceTimeProblem", "structure", "make_problem",
-           "ar1_precision", "precision", "log_marginal_likelihood", "posterior_mean",
-           "posterior"]
+           "ar1_precision", "precision", "log_marginal_likelihood",
+           "composite_log_likelihood", "posterior_mean", "posterior"]
 
 # θ: the anomalies' range, sd and time scale τ; the persistent field's range and sd; the dates'
 # offsets' sd and time scale; noise
@@ -105,12 +106,24 @@ def _check_times(times: np.ndarray) -> np.ndarray:
     return times
 
 
-def structure(shape: tuple[int, int], h: tuple[float, float], times: np.ndarray) -> Structure:
+def structure(shape: tuple[int, int], h: tuple[float, float], times: np.ndarray,
+              slot: int = 0) -> Structure:
     """The :class:`Structure` of a ``shape`` lattice of cells sized ``h`` at increasing
-    ``times`` (T,); cached, so windows of one shape share one pattern and one analysis."""
+    ``times`` (T,); cached, so windows of one shape share one pattern and one analysis.
+    ``slot`` k > 0: the same structure with a pattern of its own (its own CHOLMOD factor), so
+    that k + 1 windows of one shape can be factorised side by side."""
     times = _check_times(times)
-    return _structure((int(shape[0]), int(shape[1])), (float(h[0]), float(h[1])),
-                      tuple(times.tolist()))
+    key = ((int(shape[0]), int(shape[1])), (float(h[0]), float(h[1])), tuple(times.tolist()))
+    if slot == 0:
+        return _structure(*key)
+    return _slot(key, int(slot))
+
+
+@functools.lru_cache(maxsize=8)
+def _slot(key: tuple, slot: int) -> Structure:
+    st = _structure(*key)
+    own = SparsePattern(st.pattern.rows, st.pattern.cols, st.pattern.n)
+    return dataclasses.replace(st, pattern=own)
 
 
 @functools.lru_cache(maxsize=8)
@@ -190,11 +203,12 @@ class SpaceTimeProblem:
 
 def make_problem(shape: tuple[int, int], h: tuple[float, float], times: np.ndarray,
                  cells: np.ndarray, steps: np.ndarray, y: np.ndarray, X: np.ndarray,
-                 solve: object) -> SpaceTimeProblem:
+                 solve: object, slot: int = 0) -> SpaceTimeProblem:
     """The problem of observations ``y`` (N,) at lattice ``cells`` (N,) (row-major flat) and
     date indices ``steps`` (N,) of a stack with increasing ``times`` (T,) on a ``shape``
-    lattice of cells sized ``h``, with trend columns ``X`` (N, p) and the ``solve``r of B."""
-    st = structure(shape, h, times)
+    lattice of cells sized ``h``, with trend columns ``X`` (N, p) and the ``solve``r of B.
+    Problems in different slots (:func:`structure`) can be factorised at once."""
+    st = structure(shape, h, times, slot)
     cells, steps = np.asarray(cells, dtype=np.int64), np.asarray(steps, dtype=np.int64)
     y, X = np.asarray(y, dtype=np.float64), np.asarray(X, dtype=np.float64).reshape(len(y), -1)
     a = st.observation_matrix(cells, steps)
@@ -247,17 +261,27 @@ def precision(params: dict, problem: SpaceTimeProblem) -> tuple[jax.Array, jax.A
     return q, logdet
 
 
-@jax.jit
-def _evaluate(params, problem: SpaceTimeProblem):
+def _system(params, problem: SpaceTimeProblem):
+    """(B on the pattern, Aᵀ[y, X]/σ², log|Q|, σ²) at θ."""
     q, logdet_q = precision(params, problem)
     noise = jnp.exp(2.0 * params["log_noise"])
-    rhs = problem.aty / noise
-    b = q + problem.e_obs / noise
-    logdet_b, s = problem.solve(problem.pattern, b, rhs)
+    return q + problem.e_obs / noise, problem.aty / noise, logdet_q, noise
+
+
+def _from_solve(params, problem: SpaceTimeProblem, logdet_b, s, rhs, logdet_q, noise):
+    """(REML log-likelihood, β̂, Var(β̂)) from log|B| and S = B⁻¹Aᵀ[y, X]/σ²."""
     m = problem.wtw / noise - rhs.T @ s
     logdet_sigma = logdet_b - logdet_q + problem.n_obs * jnp.log(noise)
     ll, w, a, _ = dense_likelihood(params, m, logdet_sigma, problem.n_obs, jnp.zeros(0), 0.0,
                                    "matern32")
+    return ll, w, a
+
+
+@jax.jit
+def _evaluate(params, problem: SpaceTimeProblem):
+    b, rhs, logdet_q, noise = _system(params, problem)
+    logdet_b, s = problem.solve(problem.pattern, b, rhs)
+    ll, w, a = _from_solve(params, problem, logdet_b, s, rhs, logdet_q, noise)
     return ll, s, w, a, b
 
 
@@ -265,6 +289,25 @@ def log_marginal_likelihood(params: dict, problem: SpaceTimeProblem) -> jax.Arra
     """Exact REML log p(y | θ), β integrated (flat prior); differentiable in ``params``.
     Cost: one sparse Cholesky of B; the gradient adds a solve and a selected inversion."""
     return _evaluate(params, problem)[0]
+
+
+def composite_log_likelihood(params: dict, problems: tuple[SpaceTimeProblem, ...]
+                             ) -> jax.Array:
+    """Σ_w log p_w(y_w | θ) over independent windows; differentiable. With a solver that
+    batches (CHOLMOD) and windows in different slots (:func:`structure`), every window is
+    factorised in one host call and each selected inversion (the gradient's) runs while the
+    next window factorises (:mod:`geogp.linalg.cholmod_many`)."""
+    systems = [_system(params, p) for p in problems]
+    items = [(p.pattern, b, rhs) for p, (b, rhs, _, _) in zip(problems, systems, strict=True)]
+    solver = problems[0].solve
+    distinct = len({id(p.pattern) for p in problems}) == len(problems)
+    if distinct and all(p.solve == solver for p in problems):
+        solutions = solver.solve_many(items)
+    else:
+        solutions = [p.solve(*item) for p, item in zip(problems, items, strict=True)]
+    return sum(_from_solve(params, p, logdet_b, s, rhs, logdet_q, noise)[0]
+               for p, (_, rhs, logdet_q, noise), (logdet_b, s)
+               in zip(problems, systems, solutions, strict=True))
 
 
 def _unknowns_per_value(st: Structure) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

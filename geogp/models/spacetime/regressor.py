@@ -8,7 +8,10 @@ standardised by the observed mean and sd; :mod:`geogp.models.spacetime.family` c
 from __future__ import annotations
 
 import math
+import os
+import queue
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -17,7 +20,7 @@ import numpy as np
 
 from geogp.exceptions import InputError, MemoryEstimateError, NotFittedError
 from geogp.linalg.solvers import Solver
-from geogp.models.spacetime.gmrf import PARAMS, log_marginal_likelihood, make_problem, posterior
+from geogp.models.spacetime.gmrf import PARAMS, composite_log_likelihood, make_problem, posterior
 from geogp.optimize import FitReport, minimize_lbfgs
 
 if TYPE_CHECKING:  # annotations only
@@ -95,7 +98,12 @@ def _count(value, name: str, low: int) -> int:
 
 def _loss(params: dict, *problems) -> jax.Array:
     n_obs = sum(p.n_obs for p in problems)
-    return -sum(log_marginal_likelihood(params, p) for p in problems) / n_obs
+    return -composite_log_likelihood(params, problems) / n_obs
+
+
+def _cores() -> int:
+    return (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else os.cpu_count()) or 1
 
 
 class SpaceTimeRegressor:
@@ -112,6 +120,8 @@ class SpaceTimeRegressor:
         maxiter: L-BFGS iterations. optimize: learn θ (else keep ``params``).
         params: starting (or, with ``optimize=False``, fixed) θ in model units.
         ordering: CHOLMOD's ordering (METIS: the least fill on these patterns).
+        threads: tiles whose posteriors are computed at once (``"auto"``: the cores, at most
+            4); each holds its own factor, so memory grows with it (:meth:`memory_estimate`).
         max_bytes: refuse, before allocating, a stack whose :meth:`memory_estimate` exceeds
             this.
         progress: ``progress(done, total)`` after each tile.
@@ -125,22 +135,28 @@ class SpaceTimeRegressor:
                  fit_size: int | str = "auto",
                  fit_windows: int = 2, maxiter: int = 60, optimize: bool = True,
                  params: dict | None = None, ordering: str = "metis",
-                 max_bytes: float = 4 * 2**30,
+                 threads: int | str = "auto", max_bytes: float = 4 * 2**30,
                  progress: Callable[[int, int], None] | None = None) -> None:
         self.tile, self.halo = tile, halo
         self.fit_size, self.fit_windows = fit_size, fit_windows
         self.maxiter, self.optimize, self.params = maxiter, optimize, params
-        self.ordering, self.max_bytes, self.progress = ordering, max_bytes, progress
+        self.ordering, self.threads = ordering, threads
+        self.max_bytes, self.progress = max_bytes, progress
+
+    def _threads(self) -> int:
+        return min(_cores(), 4) if self.threads == "auto" else int(self.threads)
 
     def memory_estimate(self, shape: tuple[int, int, int]) -> float:
         """Estimated peak bytes of fitting and predicting a stack of ``shape`` (T, n_y, n_x):
         :data:`BASE_BYTES`, the largest window's unknowns (its cells × (T + 1) + T) times
-        :data:`BYTES_PER_WINDOW_UNKNOWN`, and :data:`STACK_COPIES` float64 stacks."""
+        :data:`BYTES_PER_WINDOW_UNKNOWN` for each window held at once (the fitting windows,
+        or ``threads`` tiles), and :data:`STACK_COPIES` float64 stacks."""
         self.check_args()
         t, ny, nx = (int(v) for v in shape)
         side = max(auto_side(t) if v == "auto" else int(v) for v in (self.tile, self.fit_size))
         unknowns = min(side, ny) * min(side, nx) * (t + 1) + t
-        return (BASE_BYTES + BYTES_PER_WINDOW_UNKNOWN * unknowns
+        held = max(self._threads(), self.fit_windows if self.optimize else 1)
+        return (BASE_BYTES + BYTES_PER_WINDOW_UNKNOWN * unknowns * held
                 + STACK_COPIES * 8.0 * t * ny * nx)
 
     def check_memory(self, shape: tuple[int, int, int]) -> None:
@@ -163,6 +179,8 @@ class SpaceTimeRegressor:
                 isinstance(self.max_bytes, (int, float)) and self.max_bytes > 0):
             raise InputError(f"max_bytes must be a positive number of bytes; got "
                              f"{self.max_bytes!r}.")
+        if self.threads != "auto":
+            _count(self.threads, "threads", 1)
         for name, low in (("fit_windows", 1), ("maxiter", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
@@ -201,7 +219,8 @@ class SpaceTimeRegressor:
             raise InputError(f"params lacks {sorted(missing)}.")
         self.fit_report_ = None
         if self.optimize:
-            problems = [self._problem(w) for w in self._fit_windows()]
+            # each window in its own slot: all factorised in one host call per evaluation
+            problems = [self._problem(w, slot=k) for k, w in enumerate(self._fit_windows())]
             params, self.fit_report_ = minimize_lbfgs(
                 _loss, params, args=tuple(problems), unconstrained=PARAMS,
                 maxiter=self.maxiter, bounds=self._bounds())
@@ -235,15 +254,16 @@ class SpaceTimeRegressor:
         return cands[:self.fit_windows]
 
     def _problem(self, w: Window, values: np.ndarray | None = None,
-                 times: np.ndarray | None = None):
-        """The window's problem over the fitted stack (or ``values`` at ``times``)."""
+                 times: np.ndarray | None = None, slot: int = 0):
+        """The window's problem over the fitted stack (or ``values`` at ``times``), with the
+        pattern of ``slot`` (:func:`~geogp.models.spacetime.gmrf.structure`)."""
         values = self.values_ if values is None else values
         block = values[:, w.y0:w.y1, w.x0:w.x1]
         flat = block.reshape(block.shape[0], -1)
         steps, cells = np.nonzero(np.isfinite(flat))
         y = flat[steps, cells]
         return make_problem(w.shape, self.h_, self.times_ if times is None else times, cells,
-                            steps, y, np.ones((y.size, 1)), self.solver_)
+                            steps, y, np.ones((y.size, 1)), self.solver_, slot)
 
     # ------------------------------------------------------------------ prediction
     def predict_grid(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -275,7 +295,8 @@ class SpaceTimeRegressor:
     def _moments(self, values: np.ndarray, times: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The posterior moments of ``values`` (standardised, NaN: missing) at ``times``, in
-        data units, tile by tile at the fitted θ."""
+        data units, tile by tile at the fitted θ, ``threads`` tiles at once (each thread's
+        tiles in a slot of their own: one factor per thread)."""
         shape = values.shape
         mean, var = np.empty(shape), np.empty(shape)
         tiles = windows(shape[1:], self.tile_, self.halo_)
@@ -283,18 +304,32 @@ class SpaceTimeRegressor:
         p = self.params_
         prior = math.exp(2 * p["log_sd"]) + math.exp(2 * p["log_sd_mean"]) + math.exp(
             2 * p["log_sd_offset"])
-        for i, w in enumerate(tiles):
-            if np.isfinite(values[:, w.y0:w.y1, w.x0:w.x1]).any():
-                m, v, _ = posterior(p, self._problem(w, values, times), ordering=self.ordering)
-                m, v = m.reshape(t, *w.shape), v.reshape(t, *w.shape)
-            else:  # no data in reach: the prior around the stack's mean
-                m, v = np.zeros((t, *w.shape)), np.full((t, *w.shape), prior)
-            core = (slice(None), slice(w.cy0 - w.y0, w.cy1 - w.y0),
-                    slice(w.cx0 - w.x0, w.cx1 - w.x0))
-            mean[:, w.cy0:w.cy1, w.cx0:w.cx1] = m[core]
-            var[:, w.cy0:w.cy1, w.cx0:w.cx1] = v[core]
-            if self.progress is not None:
-                self.progress(i + 1, len(tiles))
+        threads = min(self._threads(), len(tiles))
+        slots: queue.SimpleQueue = queue.SimpleQueue()
+        for k in range(threads):
+            slots.put(k)
+
+        def tile_moments(w: Window) -> tuple[np.ndarray, np.ndarray]:
+            if not np.isfinite(values[:, w.y0:w.y1, w.x0:w.x1]).any():
+                # no data in reach: the prior around the stack's mean
+                return np.zeros((t, *w.shape)), np.full((t, *w.shape), prior)
+            slot = slots.get()
+            try:
+                m, v, _ = posterior(p, self._problem(w, values, times, slot),
+                                    ordering=self.ordering)
+            finally:
+                slots.put(slot)
+            return m.reshape(t, *w.shape), v.reshape(t, *w.shape)
+
+        with ThreadPoolExecutor(threads, thread_name_prefix="geogp-tile") as pool:
+            for i, (w, (m, v)) in enumerate(zip(tiles, pool.map(tile_moments, tiles),
+                                                strict=True)):
+                core = (slice(None), slice(w.cy0 - w.y0, w.cy1 - w.y0),
+                        slice(w.cx0 - w.x0, w.cx1 - w.x0))
+                mean[:, w.cy0:w.cy1, w.cx0:w.cx1] = m[core]
+                var[:, w.cy0:w.cy1, w.cx0:w.cx1] = v[core]
+                if self.progress is not None:
+                    self.progress(i + 1, len(tiles))
         noise = math.exp(2.0 * self.params_["log_noise"])
         latent = np.sqrt(np.maximum(var, 0.0))
         return (self.loc_ + self.scale_ * mean, self.scale_ * latent,

@@ -89,6 +89,7 @@ def test_a_fitted_stack_round_trips_through_a_model_file(stack, tmp_path):
     back = geogp.load_model(path)
     assert len(back.estimators_) == len(times)
     assert all(e.model is back.estimators_[0].model for e in back.estimators_)
+    assert back.estimators_[0].model.interval_scale_ == model.estimators_[0].model.interval_scale_
     a, b = model.predict(), back.predict()
     for name in a.data_vars:
         np.testing.assert_array_equal(b[name].values, a[name].values)

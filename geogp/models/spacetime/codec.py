@@ -39,6 +39,7 @@ def save_series(dates: list[SpaceTimeDate], arrays: dict, init: dict) -> list[di
         "init": init, "params": {k: float(v) for k, v in model.params_.items()},
         "unit": float(model.unit_), "h": [float(v) for v in model.h_],
         "loc": float(model.loc_), "scale": float(model.scale_),
+        "interval_scale": float(model.interval_scale_),
         "tile": int(model.tile_), "halo": int(model.halo_), "fit_size": int(model.fit_size_),
         "report": None if rep is None else {
             "objective": rep.objective, "n_iter": rep.n_iter, "n_eval": rep.n_eval,
@@ -86,6 +87,8 @@ def load_series(slices: list[dict], z: Arrays,
     model.h_ = (float(h[0]), float(h[1]))
     model.loc_ = require(head, "loc", "float", where)
     model.scale_ = require(head, "scale", "float", where, positive=True)
+    model.interval_scale_ = (require(head, "interval_scale", "float", where, positive=True)
+                             if "interval_scale" in head else 1.0)  # files before calibration
     model.tile_, model.halo_ = _count(head, "tile", 4), _count(head, "halo", 0)
     model.fit_size_ = _count(head, "fit_size", 4)
     rep = require(head, "report", "dict", where, nullable=True)

@@ -20,6 +20,7 @@ import numpy as np
 
 from geogp.exceptions import InputError, MemoryEstimateError, NotFittedError
 from geogp.linalg.solvers import Solver
+from geogp.models.spacetime.calibration import interval_scale, stack_gap_folds
 from geogp.models.spacetime.gmrf import PARAMS, composite_log_likelihood, make_problem, posterior
 from geogp.optimize import FitReport, minimize_lbfgs
 
@@ -85,6 +86,11 @@ BYTES_PER_WINDOW_UNKNOWN = 45e3
 STACK_COPIES = 10
 
 
+# gap-shaped folds per fitting window for the intervals' factor (each one posterior of the
+# window; a 95 % quantile needs a few thousand errors to settle)
+CALIBRATION_FOLDS = 3
+
+
 def auto_side(n_dates: int) -> int:
     """The side of a window of about :data:`WINDOW_UNKNOWNS` unknowns (12 to 64 cells)."""
     return int(np.clip(math.sqrt(WINDOW_UNKNOWNS / (n_dates + 1)), 12, 64))
@@ -120,6 +126,8 @@ class SpaceTimeRegressor:
         maxiter: L-BFGS iterations. optimize: learn θ (else keep ``params``).
         params: starting (or, with ``optimize=False``, fixed) θ in model units.
         ordering: CHOLMOD's ordering (METIS: the least fill on these patterns).
+        calibrate: widen the intervals by the factor that gap-shaped folds of the fitting
+            windows call for (:mod:`geogp.models.spacetime.calibration`; never narrower).
         threads: tiles whose posteriors are computed at once (``"auto"``: the cores, at most
             4); each holds its own factor, so memory grows with it (:meth:`memory_estimate`).
         max_bytes: refuse, before allocating, a stack whose :meth:`memory_estimate` exceeds
@@ -128,6 +136,7 @@ class SpaceTimeRegressor:
 
     Attributes:
         params_: θ (model units). loc_, scale_: the standardisation. fit_report_: L-BFGS's.
+        interval_scale_: the factor (≥ 1) applied to every sd (1.0 without ``calibrate``).
         times_: dates (days). h_: cell size (y step = 1).
     """
 
@@ -135,12 +144,13 @@ class SpaceTimeRegressor:
                  fit_size: int | str = "auto",
                  fit_windows: int = 2, maxiter: int = 60, optimize: bool = True,
                  params: dict | None = None, ordering: str = "metis",
-                 threads: int | str = "auto", max_bytes: float = 4 * 2**30,
+                 calibrate: bool = True, threads: int | str = "auto",
+                 max_bytes: float = 4 * 2**30,
                  progress: Callable[[int, int], None] | None = None) -> None:
         self.tile, self.halo = tile, halo
         self.fit_size, self.fit_windows = fit_size, fit_windows
         self.maxiter, self.optimize, self.params = maxiter, optimize, params
-        self.ordering, self.threads = ordering, threads
+        self.ordering, self.calibrate, self.threads = ordering, calibrate, threads
         self.max_bytes, self.progress = max_bytes, progress
 
     def _threads(self) -> int:
@@ -225,6 +235,7 @@ class SpaceTimeRegressor:
                 _loss, params, args=tuple(problems), unconstrained=PARAMS,
                 maxiter=self.maxiter, bounds=self._bounds())
         self.params_ = {k: float(v) for k, v in params.items()}
+        self.interval_scale_ = self._interval_scale() if self.calibrate else 1.0
         self.mean_, self.sd_latent_, self.sd_observed_ = self.predict_grid()
         return self
 
@@ -252,6 +263,29 @@ class SpaceTimeRegressor:
         cands = windows(self.shape_[1:], self.fit_size_, 0)
         cands.sort(key=lambda w: -int(count[w.y0:w.y1, w.x0:w.x1].sum()))
         return cands[:self.fit_windows]
+
+    def _interval_scale(self) -> float:
+        """The factor the sds need for 95 % coverage of values hidden, in the fitting windows,
+        under other dates' clouds (:data:`CALIBRATION_FOLDS` folds, :func:`stack_gap_folds`),
+        at the fitted θ."""
+        noise = math.exp(2.0 * self.params_["log_noise"])
+        errors = []
+        for k, w in enumerate(self._fit_windows()):
+            block = self.values_[:, w.y0:w.y1, w.x0:w.x1]
+            whole = Window(0, block.shape[1], 0, block.shape[2], 0, 0, 0, 0)
+            try:
+                folds = stack_gap_folds(np.isfinite(block), CALIBRATION_FOLDS, seed=k)
+            except InputError:  # no cloud of one date over another's data
+                continue
+            for hidden in folds:
+                train = np.where(hidden, np.nan, block)
+                if np.isfinite(train).sum() < 10:
+                    continue
+                m, v, _ = posterior(self.params_, self._problem(whole, train, slot=k),
+                                    ordering=self.ordering)
+                z = (block - m.reshape(block.shape)) / np.sqrt(v.reshape(block.shape) + noise)
+                errors.append(z[hidden])
+        return interval_scale(np.concatenate(errors)) if errors else 1.0
 
     def _problem(self, w: Window, values: np.ndarray | None = None,
                  times: np.ndarray | None = None, slot: int = 0):
@@ -332,8 +366,8 @@ class SpaceTimeRegressor:
                     self.progress(i + 1, len(tiles))
         noise = math.exp(2.0 * self.params_["log_noise"])
         latent = np.sqrt(np.maximum(var, 0.0))
-        return (self.loc_ + self.scale_ * mean, self.scale_ * latent,
-                self.scale_ * np.sqrt(latent**2 + noise))
+        wide = self.scale_ * self.interval_scale_
+        return (self.loc_ + self.scale_ * mean, wide * latent, wide * np.sqrt(latent**2 + noise))
 
 
 @dataclass(frozen=True)

@@ -246,6 +246,8 @@ def run_sst(args):
     dist, since = strata(~np.isfinite(train.values) | ~sea)
     rows = []
     for method, kw in (("spacetime", {"model": "spacetime"}), ("per image", {})):
+        if method not in args.methods:
+            continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             t0 = time.perf_counter()
@@ -400,6 +402,7 @@ def main(argv=None):
     s.add_argument("--truths", nargs="+", default=list(TRUTHS))
     s = sub.add_parser("sst")
     s.add_argument("--data", default=None)
+    s.add_argument("--methods", nargs="+", default=["spacetime", "per image"])
     s = sub.add_parser("ndvi")
     s.add_argument("--data", default=None)
     s.add_argument("--masks", type=int, nargs="+", default=[20, 50], choices=[20, 50])

@@ -166,7 +166,12 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
             if grid is not None:
                 raise InputError("grid= is for point tables; a raster is its own grid.")
             g = to_grid_data(data, var=var, crs=self.crs, nodata=self.nodata)
-            self._resolve(g.values[0].shape, g.regular, spacing=g.spacing)
+            # a bad time axis is refused before "auto" picks a model (the joint model's own
+            # fit refuses it too; a named per-date model does not need it)
+            times = series_times(g) if self.model == AUTO else None
+            self._resolve(g.values[0].shape, g.regular, spacing=g.spacing,
+                          n_dates=None if times is None else times.size,
+                          covariates=covariates is not None)
             cov = None if covariates is None else self._covariate_stack(covariates, g)
             return self._fit_raster(g, cov)
         if covariates is not None:
@@ -175,7 +180,8 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
         return self._fit_table(data, x=x, y=y, value=value, grid=grid)
 
     def _resolve(self, raster_shape, regular: bool, n_points: int | None = None,
-                 spacing: tuple[float, float] | None = None) -> None:
+                 spacing: tuple[float, float] | None = None, n_dates: int | None = None,
+                 covariates: bool = False) -> None:
         """Set ``model_`` (what ``model="auto"`` stands for here) and ``model_reason_``."""
         if self.likelihood != GAUSSIAN:  # an SVGP, whatever the data
             self.model_, self.model_reason_ = "svgp", f"likelihood={self.likelihood!r}"
@@ -188,7 +194,8 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
                     or bool(set(self.options or {}) - other.option_names()))
         self.model_, self.model_reason_ = resolve_model(
             self.model, raster_shape=raster_shape, regular=regular, afs_only=afs_only,
-            options=self.options, n_points=n_points, spacing=spacing)
+            options=self.options, n_points=n_points, spacing=spacing, n_dates=n_dates,
+            covariates=covariates)
 
     def _estimator(self, label: str, overrides: dict | None = None, bounds=None):
         """(estimator, its :class:`~geogp._progress.FitProgress` or

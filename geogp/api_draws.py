@@ -15,7 +15,7 @@ from scipy.special import ndtr
 
 from geogp.adapters import KM_PER_DEGREE
 from geogp.exceptions import InputError
-from geogp.families import family
+from geogp.families import MODELS, family
 from geogp.memory import check_samples
 
 if TYPE_CHECKING:  # annotations only
@@ -54,8 +54,10 @@ class DrawsMixin:
         self._check_fitted()
         fam = family(self.model_)
         if not fam.can_sample:
-            raise InputError(f"sample() supports model='lattice', 'afs' and 'wavelet'; this "
-                             f"model is {self.model_!r}.")
+            able = ", ".join(repr(m) for m in MODELS if family(m).can_sample)
+            each = (" (each date alone)" if fam.fits_series else "")
+            raise InputError(f"sample() is not available for model={self.model_!r} yet; fit "
+                             f"with model= one of {able}{each} to draw samples.")
         if not (isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1):
             raise InputError(f"n must be an integer ≥ 1; got {n!r}.")
         target, axes = self._grid(like, x, y)

@@ -39,7 +39,8 @@ if TYPE_CHECKING:  # annotations only
     from geogp.kernels import Kernel
     from geogp.models.base import Prediction
 
-__all__ = ["AUTO", "MODELS", "FALLBACK", "EXACT_AUTO_POINTS", "POINTS_MODEL", "AUTO_RULE",
+__all__ = ["AUTO", "MODELS", "FALLBACK", "EXACT_AUTO_POINTS", "POINTS_MODEL", "SERIES_MODEL",
+           "AUTO_RULE",
            "GRID_MODEL", "GAUSSIAN", "SVGP_FEATURES", "family", "family_of",
            "is_model", "savable_models", "resolve_model", "make_estimator", "fit_grid",
            "fit_points", "predict_grid", "predict_points", "sample_grid", "describe"]
@@ -52,9 +53,12 @@ GRID_MODEL = "lattice"  # "auto" for a regular raster within the lattice model's
 # took as long as AFS's and scored a lower RMSE (benchmarks/bench_points_model.py)
 EXACT_AUTO_POINTS = 2000
 POINTS_MODEL = "exact"  # "auto" for up to EXACT_AUTO_POINTS scattered points
+SERIES_MODEL = "spacetime"  # "auto" for a stack of dates on a regular raster (a time dimension)
 # what "auto" stands for, in words, for --help and the docs (resolve_model is the rule)
 _TOLERANCE_WORDS = f"{100 * NEARLY_REGULAR_TOLERANCE:.0f} %"
-AUTO_RULE = (f"{GRID_MODEL} on regular 2-D rasters (also nearly regular ones, whose steps are "
+AUTO_RULE = (f"{SERIES_MODEL} on stacks of dates (a time dimension) on a regular raster within "
+             f"its memory limit, "
+             f"{GRID_MODEL} on regular 2-D rasters (also nearly regular ones, whose steps are "
              f"within {_TOLERANCE_WORDS} of their mean; on posterior tiles where the whole raster "
              f"passes the memory limit), {POINTS_MODEL} for up to {EXACT_AUTO_POINTS:,} "
              f"scattered points, {FALLBACK} otherwise (more points, irregular rasters, "
@@ -128,7 +132,8 @@ def make_estimator(model: str = FALLBACK, kernel: str | Kernel | None = None,
 def resolve_model(model: str, *, raster_shape: tuple[int, int] | None = None, regular: bool = True,
                   afs_only: bool = False, options: dict | None = None,
                   n_points: int | None = None,
-                  spacing: tuple[float, float] | None = None) -> tuple[str, str]:
+                  spacing: tuple[float, float] | None = None,
+                  n_dates: int | None = None, covariates: bool = False) -> tuple[str, str]:
     """The model ``model="auto"`` (the front end's default) stands for, and why.
 
     ``"lattice"`` (SPDE/GMRF on the cells plus large-scale Fourier features) for regular 2-D
@@ -147,6 +152,14 @@ def resolve_model(model: str, *, raster_shape: tuple[int, int] | None = None, re
     within :data:`~geogp.grid_checks.NEARLY_REGULAR_TOLERANCE` is nearly regular (Mercator-like
     or Gaussian latitudes): it gets the lattice model too, fitted on its cells with the mean
     step, and the reason says by how much the steps vary.
+
+    A stack of ``n_dates`` ≥ 2 dates (a time dimension) on a regular raster gets the
+    space-time model (:data:`SERIES_MODEL`), fitted jointly over the dates, when its memory
+    estimate fits the limit, the options are its own and no ``covariates`` are given: on the
+    MODIS NDVI stack of the R
+    package gapfill's study its RMSE was 11–32 % below fitting each date alone
+    (``benchmarks/bench_spacetime.py``). Otherwise each date is fitted alone, as above, and
+    the reason says why.
     """
     if model != AUTO:
         return model, "requested"
@@ -158,6 +171,38 @@ def resolve_model(model: str, *, raster_shape: tuple[int, int] | None = None, re
         return FALLBACK, "AFS options given"
     if len(raster_shape) != 2:
         return FALLBACK, "irregular raster"
+    per_date = ""
+    if n_dates is not None and n_dates >= 2:
+        joint, why = _series_model(tuple(raster_shape), regular, options, n_dates, covariates)
+        if joint:
+            return SERIES_MODEL, why
+        per_date = f"; each of the {n_dates} dates alone: {why}"
+    model, why = _single_raster_model(raster_shape, regular, options, spacing)
+    return model, why + per_date
+
+
+def _series_model(raster_shape: tuple[int, int], regular: bool, options: dict | None,
+                  n_dates: int, covariates: bool) -> tuple[bool, str]:
+    """(whether the space-time model takes this stack, the reason)."""
+    if not regular:
+        return False, f"the {SERIES_MODEL} model needs a regular raster"
+    if covariates:
+        return False, f"covariates given, which the {SERIES_MODEL} model does not take"
+    series = family(SERIES_MODEL)
+    other = sorted(set(options or {}) - series.option_names())
+    if other:
+        return False, f"options the {SERIES_MODEL} model does not take ({', '.join(other)})"
+    try:
+        est = series.make(dict(options or {}))
+        series.check_memory(est, (n_dates, *raster_shape))
+    except MemoryEstimateError:
+        return False, f"the stack passes the {SERIES_MODEL} model's memory limit"
+    return True, f"a stack of {n_dates} dates on a regular raster, fitted jointly"
+
+
+def _single_raster_model(raster_shape, regular: bool, options: dict | None,
+                         spacing: tuple[float, float] | None) -> tuple[str, str]:
+    """What "auto" stands for on one 2-D raster, and why."""
     if not regular:
         if spacing is None:
             return FALLBACK, "irregular raster"

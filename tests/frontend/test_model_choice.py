@@ -135,3 +135,56 @@ def test_memory_threshold_matches_the_lattice_estimate():
     # the raster's own arrays still count: at 9·10⁸ cells they pass the 4 GiB limit
     with pytest.raises(MemoryEstimateError):
         est.check_memory((30000, 30000))
+
+
+def _dated_stack(n=5, dim="time", dates=None):
+    rng = np.random.default_rng(3)
+    yy, xx = np.meshgrid(np.arange(14), np.arange(16), indexing="ij")
+    v = np.stack([np.sin(xx / 4.0) + np.cos(yy / 5.0) + 0.1 * k
+                  + 0.1 * rng.standard_normal(yy.shape) for k in range(n)])
+    v[rng.random(v.shape) < 0.3] = np.nan
+    dates = pd.date_range("2024-01-01", periods=n, freq="8D") if dates is None else dates
+    import xarray as xr
+    return xr.DataArray(v, dims=(dim, "y", "x"), coords={
+        dim: dates, "y": 1000.0 - 100 * np.arange(14), "x": 100.0 * np.arange(16)})
+
+
+def test_auto_fits_a_stack_of_dates_jointly_with_the_space_time_model():
+    """#43: a stack with a time dimension gets the space-time model, the same fit as naming
+    it; a stack along another dimension (bands) is fitted slice by slice as before."""
+    stack = _dated_stack()
+    auto = geogp.fit(stack, maxiter=3)
+    assert auto.model_ == "spacetime" and "a stack of 5 dates" in auto.model_reason_
+    named = geogp.fit(stack, model="spacetime", maxiter=3)
+    np.testing.assert_allclose(auto.predict()["mean"].values, named.predict()["mean"].values,
+                               rtol=1e-9)
+    bands = _dated_stack(dim="band", dates=np.arange(5))
+    assert geogp.fit(bands, maxiter=3).model_ == "lattice"
+    one = geogp.fit(stack.isel(time=slice(0, 1)), maxiter=3)
+    assert one.model_ == "lattice"  # one date: the 2-D model
+
+
+def test_auto_fits_each_date_alone_when_the_joint_model_cannot_and_says_why():
+    auto = geogp.fit(_dated_stack(), maxiter=3, hole_effect=False)
+    assert auto.model_ == "lattice" and len(auto.estimators_) == 5
+    assert ("each of the 5 dates alone: options the spacetime model does not take "
+            "(hole_effect)") in auto.model_reason_
+
+
+def test_auto_refuses_a_stack_whose_dates_do_not_increase():
+    dates = pd.DatetimeIndex(["2024-01-01", "2024-01-09", "2024-01-09", "2024-01-17",
+                              "2024-01-25"])
+    with pytest.raises(InputError, match="must increase strictly; date 2 .* repeats"):
+        geogp.fit(_dated_stack(dates=dates), maxiter=3)
+
+
+def test_resolve_model_on_stacks_follows_the_joint_models_conditions():
+    assert resolve_model("auto", raster_shape=(14, 16), n_dates=5)[0] == "spacetime"
+    for kw in ({"regular": False, "spacing": (0.01, 0.0)}, {"covariates": True}):
+        model, why = resolve_model("auto", raster_shape=(14, 16), n_dates=5, **kw)
+        assert model == "lattice" and "each of the 5 dates alone" in why, why
+    assert resolve_model("auto", raster_shape=(14, 16), n_dates=1)[0] == "lattice"
+    # 48 dates of 100 × 100 cells: the joint model's estimate passes 1.6 GiB, the lattice's not
+    model, why = resolve_model("auto", raster_shape=(100, 100), n_dates=48,
+                               options={"max_bytes": 1.6 * 2**30})
+    assert model == "lattice" and "passes the spacetime model's memory limit" in why

@@ -49,7 +49,8 @@ def test_a_draw_of_the_models_own_form_is_left_nearly_as_it_is():
 @pytest.mark.parametrize("seed", [7, 8, 9])
 def test_a_theta_that_understates_the_variance_is_widened_by_the_factor_it_misses(seed):
     """θ with every sd 2.5× too small, as a fit of the wrong form can end: the posterior mean
-    is the same and every sd 2.5× too small, so 2.5 is the factor to find. The folds find it
+    is the same and every sd 2.5× too small, so 2.5 is the factor to find. Without the tiles'
+    own variance factors (local_scale=False), the folds find it
     within 15 %, and the hidden values' coverage goes from below 0.6 to above 0.85 (one fold
     of clouds is a noisy score: its cells' errors are correlated)."""
     _, y, times = _stack(shape=(24, 24), seed=seed)
@@ -59,7 +60,7 @@ def test_a_theta_that_understates_the_variance_is_widened_by_the_factor_it_misse
     narrow = _standardised(THETA, float(np.nanstd(train)))
     for key in ("log_sd", "log_sd_mean", "log_sd_offset", "log_noise"):
         narrow[key] -= math.log(2.5)
-    kw = {"tile": 64, "optimize": False, "params": narrow}
+    kw = {"tile": 64, "optimize": False, "params": narrow, "local_scale": False}
     plain = SpaceTimeRegressor(calibrate=False, **kw).fit(train, times)
     folds = SpaceTimeRegressor(**kw).fit(train, times)
     assert folds.interval_scale_ == pytest.approx(2.5, rel=0.15)
@@ -71,3 +72,50 @@ def test_a_theta_that_understates_the_variance_is_widened_by_the_factor_it_misse
     np.testing.assert_array_equal(folds.mean_, plain.mean_)
     np.testing.assert_allclose(folds.sd_observed_, folds.interval_scale_ * plain.sd_observed_,
                                rtol=1e-12)
+
+
+def _narrow(train):
+    theta = _standardised(THETA, float(np.nanstd(train)))
+    for key in ("log_sd", "log_sd_mean", "log_sd_offset", "log_noise"):
+        theta[key] -= math.log(2.5)
+    return theta
+
+
+def test_the_tiles_own_variance_factor_finds_what_theta_misses_before_the_folds_do():
+    """The same θ, every sd 2.5× too small, with local_scale (the default): each tile's REML
+    factor restores the sds (2.5 within 10 %), and the folds then find nothing to widen."""
+    _, y, times = _stack(shape=(24, 24), seed=7)
+    kw = {"tile": 14, "halo": 4, "optimize": False, "params": _narrow(y)}
+    plain = SpaceTimeRegressor(calibrate=False, local_scale=False, **kw).fit(y, times)
+    local = SpaceTimeRegressor(**kw).fit(y, times)
+    ratio = local.sd_observed_ / plain.sd_observed_
+    assert np.all(np.abs(ratio / 2.5 - 1.0) < 0.1), (ratio.min(), ratio.max())
+    assert local.interval_scale_ < 1.1
+    np.testing.assert_array_equal(local.mean_, plain.mean_)
+
+
+def test_a_variance_that_changes_across_the_raster_is_followed_by_the_tiles_factors():
+    """Anomalies 3× larger on the right half than θ says: the right half's intervals come out
+    wider than the left's, and the hidden values there are covered far better than with one
+    variance for all."""
+    f, y, times = _stack(shape=(20, 48), seed=4)
+    rng = np.random.default_rng(5)
+    extra = 2.0 * (f - f.mean(axis=0))  # the anomalies and offsets, tripled on the right
+    right = np.zeros(f.shape[1:], bool)
+    right[:, 24:] = True
+    y = np.where(right, y + extra + 0.2 * rng.standard_normal(y.shape), y)
+    obs = np.isfinite(y)
+    hidden = stack_gap_folds(obs, 1, seed=2)[0]
+    train = np.where(hidden, np.nan, y)
+    theta = _standardised(THETA, float(np.nanstd(train)))
+    kw = {"tile": 16, "halo": 4, "optimize": False, "params": theta, "calibrate": False}
+    one = SpaceTimeRegressor(local_scale=False, **kw).fit(train, times)
+    local = SpaceTimeRegressor(**kw).fit(train, times)
+    ratio = local.sd_observed_ / one.sd_observed_
+    assert np.median(ratio[:, right]) > 1.5 * np.median(ratio[:, ~right])
+
+    def covered(est, where):
+        z = np.abs(y - est.mean_) / est.sd_observed_
+        return float(np.mean(z[hidden & where[None]] < Z95))
+
+    assert covered(local, right) > covered(one, right) + 0.1

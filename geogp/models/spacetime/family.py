@@ -33,6 +33,10 @@ class SpaceTimeFamily(Family[SpaceTimeDate]):
     fits_series = single_range = savable = True
     default_maxiter = None
 
+    def check_memory(self, est: SpaceTimeRegressor, raster_shape: tuple) -> None:
+        """Refuse a stack (dates, n_y, n_x) over the estimator's limit, before any work."""
+        est.check_memory(tuple(raster_shape))
+
     def fit_series(self, est: SpaceTimeRegressor, axes: list, values: ArrayLike,
                    times: np.ndarray, regular: bool) -> list[SpaceTimeDate]:
         """Fit the stack ``values`` (T, N_y, N_x) at ``times`` (T,, days) on the grid ``axes``

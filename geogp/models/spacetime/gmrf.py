@@ -29,6 +29,7 @@ import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -42,7 +43,7 @@ from geogp.models.lattice.gmrf import dense_likelihood, laplacian, laplacian_eig
 
 __all__ = ["PARAMS", "Structure", "SpaceTimeProblem", "structure", "make_problem",
            "ar1_precision", "precision", "log_marginal_likelihood",
-           "composite_log_likelihood", "posterior_mean", "posterior"]
+           "composite_log_likelihood", "posterior_mean", "posterior", "Moments"]
 
 # θ: the anomalies' range, sd and time scale τ; the persistent field's range and sd; the dates'
 # offsets' sd and time scale; noise
@@ -269,20 +270,21 @@ def _system(params, problem: SpaceTimeProblem):
 
 
 def _from_solve(params, problem: SpaceTimeProblem, logdet_b, s, rhs, logdet_q, noise):
-    """(REML log-likelihood, β̂, Var(β̂)) from log|B| and S = B⁻¹Aᵀ[y, X]/σ²."""
+    """(REML log-likelihood, β̂, Var(β̂)⁻¹, (y − Xβ̂)ᵀΣ⁻¹(y − Xβ̂)) from log|B| and
+    S = B⁻¹Aᵀ[y, X]/σ²."""
     m = problem.wtw / noise - rhs.T @ s
     logdet_sigma = logdet_b - logdet_q + problem.n_obs * jnp.log(noise)
     ll, w, a, _ = dense_likelihood(params, m, logdet_sigma, problem.n_obs, jnp.zeros(0), 0.0,
                                    "matern32")
-    return ll, w, a
+    return ll, w, a, m[0, 0] - m[1:, 0] @ w
 
 
 @jax.jit
 def _evaluate(params, problem: SpaceTimeProblem):
     b, rhs, logdet_q, noise = _system(params, problem)
     logdet_b, s = problem.solve(problem.pattern, b, rhs)
-    ll, w, a = _from_solve(params, problem, logdet_b, s, rhs, logdet_q, noise)
-    return ll, s, w, a, b
+    ll, w, a, quad = _from_solve(params, problem, logdet_b, s, rhs, logdet_q, noise)
+    return ll, s, w, a, b, quad
 
 
 def log_marginal_likelihood(params: dict, problem: SpaceTimeProblem) -> jax.Array:
@@ -327,18 +329,30 @@ def _at_every_value(st: Structure, v: np.ndarray) -> np.ndarray:
 def posterior_mean(params: dict, problem: SpaceTimeProblem) -> tuple[np.ndarray, np.ndarray]:
     """(E[f | y] as (T, n) per date and cell, β̂), f = m + a + g: the latent field's posterior
     mean without the trend, and the trend's coefficients."""
-    _, s, w, _, _ = _evaluate(params, problem)
+    _, s, w, _, _, _ = _evaluate(params, problem)
     s, w = np.asarray(s), np.asarray(w)
     return _at_every_value(problem.structure, s[:, 0] - s[:, 1:] @ w), w  # B⁻¹Aᵀ(y − Xβ̂)/σ²
 
 
+class Moments(NamedTuple):
+    """What :func:`posterior` returns: ``mean`` and ``var`` (T, n), ``coef`` β̂ (p,), and
+    ``scale2``, the REML estimate of a factor on every variance (signal and noise alike) at
+    θ's other parameters: (y − Xβ̂)ᵀΣ⁻¹(y − Xβ̂)/(N − p), 1 in expectation when θ is right.
+    Multiplying all variances by it leaves the mean unchanged."""
+
+    mean: np.ndarray
+    var: np.ndarray
+    coef: np.ndarray
+    scale2: float
+
+
 def posterior(params: dict, problem: SpaceTimeProblem, x_new: np.ndarray | None = None,
-              ordering: str = "metis") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(mean, variance, β̂) of xᵀβ + f at every (date, cell), as (T, n), universal kriging:
+              ordering: str = "metis") -> Moments:
+    """:class:`Moments` of xᵀβ + f at every (date, cell), as (T, n), universal kriging:
     the variance adds the trend's, (x − Uᵀe)ᵀ Var(β̂) (x − Uᵀe) with U = B⁻¹AᵀX/σ². ``x_new``:
     (T, n, p) trend columns at every value (default: the intercept, ones). Variances come
     from one selected inversion of B (CHOLMOD backend)."""
-    _, s, w, a, b = _evaluate(params, problem)
+    _, s, w, a, b, quad = _evaluate(params, problem)
     s, w, a = np.asarray(s), np.asarray(w), np.asarray(a)
     st = problem.structure
     t_count, n, p = st.n_times, st.n_cells, problem.n_trend
@@ -355,4 +369,5 @@ def posterior(params: dict, problem: SpaceTimeProblem, x_new: np.ndarray | None 
            + 2.0 * (entry(ia, im) + entry(ig, im) + entry(ig, ia))).reshape(t_count, n)
     r = x_new - _at_every_value(st, s[:, 1:])
     var = var + np.einsum("tnp,pq,tnq->tn", r, np.linalg.inv(a), r)
-    return mean, var, w
+    dof = max(problem.n_obs - p, 1)
+    return Moments(mean, var, w, float(quad) / dof)

@@ -86,9 +86,11 @@ BYTES_PER_WINDOW_UNKNOWN = 45e3
 STACK_COPIES = 10
 
 
-# gap-shaped folds per fitting window for the intervals' factor (each one posterior of the
-# window; a 95 % quantile needs a few thousand errors to settle)
-CALIBRATION_FOLDS = 3
+# windows spread over the raster, and gap-shaped folds in each, for the intervals' factor (one
+# posterior of a window per fold; a 95 % quantile needs a few thousand errors to settle).
+# Spread, not the fitting windows: those have the most data, and the gaps are elsewhere
+CALIBRATION_WINDOWS = 8
+CALIBRATION_FOLDS = 1
 
 
 def auto_side(n_dates: int) -> int:
@@ -126,6 +128,11 @@ class SpaceTimeRegressor:
         maxiter: L-BFGS iterations. optimize: learn θ (else keep ``params``).
         params: starting (or, with ``optimize=False``, fixed) θ in model units.
         ordering: CHOLMOD's ordering (METIS: the least fill on these patterns).
+        local_scale: multiply each tile's variances (signal and noise) by the factor its own
+            data call for at θ (the REML estimate, :class:`~geogp.models.spacetime.gmrf.Moments`,
+            shrunk towards 1 where a tile has few observations), interpolated between the
+            tiles' centres: a variance that follows the data across the raster (a front, a
+            rough coast) where θ is one for all. The means do not change.
         calibrate: widen the intervals by the factor that gap-shaped folds of the fitting
             windows call for (:mod:`geogp.models.spacetime.calibration`; never narrower).
         threads: tiles whose posteriors are computed at once (``"auto"``: the cores, at most
@@ -144,13 +151,15 @@ class SpaceTimeRegressor:
                  fit_size: int | str = "auto",
                  fit_windows: int = 2, maxiter: int = 60, optimize: bool = True,
                  params: dict | None = None, ordering: str = "metis",
-                 calibrate: bool = True, threads: int | str = "auto",
+                 local_scale: bool = True, calibrate: bool = True,
+                 threads: int | str = "auto",
                  max_bytes: float = 4 * 2**30,
                  progress: Callable[[int, int], None] | None = None) -> None:
         self.tile, self.halo = tile, halo
         self.fit_size, self.fit_windows = fit_size, fit_windows
         self.maxiter, self.optimize, self.params = maxiter, optimize, params
-        self.ordering, self.calibrate, self.threads = ordering, calibrate, threads
+        self.ordering, self.local_scale, self.calibrate = ordering, local_scale, calibrate
+        self.threads = threads
         self.max_bytes, self.progress = max_bytes, progress
 
     def _threads(self) -> int:
@@ -264,13 +273,23 @@ class SpaceTimeRegressor:
         cands.sort(key=lambda w: -int(count[w.y0:w.y1, w.x0:w.x1].sum()))
         return cands[:self.fit_windows]
 
+    def _calibration_windows(self) -> list[Window]:
+        """Up to :data:`CALIBRATION_WINDOWS` windows of side ``fit_size`` evenly spread over
+        those tiling the raster that hold data."""
+        count = np.isfinite(self.values_).sum(axis=0)
+        cands = [w for w in windows(self.shape_[1:], self.fit_size_, 0)
+                 if count[w.y0:w.y1, w.x0:w.x1].sum() >= 10]
+        k = min(len(cands), CALIBRATION_WINDOWS)
+        return [cands[i] for i in np.unique(np.round(np.linspace(0, len(cands) - 1, k)))
+                .astype(int)] if k else []
+
     def _interval_scale(self) -> float:
-        """The factor the sds need for 95 % coverage of values hidden, in the fitting windows,
-        under other dates' clouds (:data:`CALIBRATION_FOLDS` folds, :func:`stack_gap_folds`),
-        at the fitted θ."""
+        """The factor the sds need for 95 % coverage of values hidden under other dates'
+        clouds (:func:`stack_gap_folds`) in windows spread over the raster
+        (:meth:`_calibration_windows`), at the fitted θ."""
         noise = math.exp(2.0 * self.params_["log_noise"])
         errors = []
-        for k, w in enumerate(self._fit_windows()):
+        for k, w in enumerate(self._calibration_windows()):
             block = self.values_[:, w.y0:w.y1, w.x0:w.x1]
             whole = Window(0, block.shape[1], 0, block.shape[2], 0, 0, 0, 0)
             try:
@@ -281,9 +300,11 @@ class SpaceTimeRegressor:
                 train = np.where(hidden, np.nan, block)
                 if np.isfinite(train).sum() < 10:
                     continue
-                m, v, _ = posterior(self.params_, self._problem(whole, train, slot=k),
-                                    ordering=self.ordering)
-                z = (block - m.reshape(block.shape)) / np.sqrt(v.reshape(block.shape) + noise)
+                m, v, _, scale2 = posterior(self.params_, self._problem(whole, train),
+                                            ordering=self.ordering)
+                c2 = _shrunk(scale2, np.isfinite(train).sum()) if self.local_scale else 1.0
+                z = (block - m.reshape(block.shape)) / np.sqrt(
+                    c2 * (v.reshape(block.shape) + noise))
                 errors.append(z[hidden])
         return interval_scale(np.concatenate(errors)) if errors else 1.0
 
@@ -343,21 +364,22 @@ class SpaceTimeRegressor:
         for k in range(threads):
             slots.put(k)
 
-        def tile_moments(w: Window) -> tuple[np.ndarray, np.ndarray]:
-            if not np.isfinite(values[:, w.y0:w.y1, w.x0:w.x1]).any():
-                # no data in reach: the prior around the stack's mean
-                return np.zeros((t, *w.shape)), np.full((t, *w.shape), prior)
+        def tile_moments(w: Window) -> tuple[np.ndarray, np.ndarray, float]:
+            n_obs = int(np.isfinite(values[:, w.y0:w.y1, w.x0:w.x1]).sum())
+            if not n_obs:  # no data in reach: the prior around the stack's mean
+                return np.zeros((t, *w.shape)), np.full((t, *w.shape), prior), math.nan
             slot = slots.get()
             try:
-                m, v, _ = posterior(p, self._problem(w, values, times, slot),
-                                    ordering=self.ordering)
+                m, v, _, scale2 = posterior(p, self._problem(w, values, times, slot),
+                                            ordering=self.ordering)
             finally:
                 slots.put(slot)
-            return m.reshape(t, *w.shape), v.reshape(t, *w.shape)
+            return m.reshape(t, *w.shape), v.reshape(t, *w.shape), _shrunk(scale2, n_obs)
 
+        scales = np.full(len(tiles), math.nan)
         with ThreadPoolExecutor(threads, thread_name_prefix="geogp-tile") as pool:
-            for i, (w, (m, v)) in enumerate(zip(tiles, pool.map(tile_moments, tiles),
-                                                strict=True)):
+            for i, (w, (m, v, scales[i])) in enumerate(zip(tiles, pool.map(tile_moments, tiles),
+                                                           strict=True)):
                 core = (slice(None), slice(w.cy0 - w.y0, w.cy1 - w.y0),
                         slice(w.cx0 - w.x0, w.cx1 - w.x0))
                 mean[:, w.cy0:w.cy1, w.cx0:w.cx1] = m[core]
@@ -365,9 +387,37 @@ class SpaceTimeRegressor:
                 if self.progress is not None:
                     self.progress(i + 1, len(tiles))
         noise = math.exp(2.0 * self.params_["log_noise"])
-        latent = np.sqrt(np.maximum(var, 0.0))
+        local = (_scale_map(shape[1:], tiles, scales) if self.local_scale
+                 else np.ones(shape[1:]))
+        latent = np.sqrt(np.maximum(var, 0.0) * local)
         wide = self.scale_ * self.interval_scale_
-        return (self.loc_ + self.scale_ * mean, wide * latent, wide * np.sqrt(latent**2 + noise))
+        return (self.loc_ + self.scale_ * mean, wide * latent,
+                wide * np.sqrt(latent**2 + noise * local))
+
+
+# a tile's variance factor is shrunk towards 1 as if from this many more observations at 1
+# (a tile at the raster's edge or under cloud can hold few)
+SCALE_PRIOR_OBS = 50
+
+
+def _shrunk(scale2: float, n_obs: int) -> float:
+    """A tile's REML variance factor shrunk towards 1 in log: n/(n + SCALE_PRIOR_OBS) of it."""
+    return math.exp(n_obs / (n_obs + SCALE_PRIOR_OBS) * math.log(max(scale2, 1e-12)))
+
+
+def _scale_map(shape: tuple[int, int], tiles: list[Window], scales: np.ndarray) -> np.ndarray:
+    """(n_y, n_x) the tiles' variance factors (NaN: a tile without data) interpolated
+    linearly in log between the centres of their cores (constant beyond the outer ones);
+    tiles without data take the geometric mean of the others."""
+    logs = np.log(scales)
+    good = np.isfinite(logs)
+    logs[~good] = logs[good].mean() if good.any() else 0.0
+    ys = sorted({(w.cy0 + w.cy1 - 1) / 2.0 for w in tiles})
+    xs = sorted({(w.cx0 + w.cx1 - 1) / 2.0 for w in tiles})
+    grid = logs.reshape(len(ys), len(xs))  # windows() lists tiles row by row
+    rows = np.stack([np.interp(np.arange(shape[1]), xs, g) for g in grid])
+    return np.exp(np.stack([np.interp(np.arange(shape[0]), ys, rows[:, j])
+                            for j in range(shape[1])], axis=1))
 
 
 @dataclass(frozen=True)

@@ -299,7 +299,8 @@ def test_sample_rasters_reproduce_the_prediction():
     assert np.all(np.abs(s.mean("sample").values - pred["mean"].values) < 5 * sd / np.sqrt(1000))
     np.testing.assert_allclose(s.std("sample").values, sd, rtol=0.1)
     np.testing.assert_array_equal(model.sample(3, seed=1).values, model.sample(3, seed=1).values)
-    with pytest.raises(InputError, match="supports model='lattice', 'afs' and 'wavelet'"):
+    with pytest.raises(InputError, match="not available for model='exact' yet; fit with "
+                       "model= one of 'afs', 'wavelet', 'lattice'"):
         geogp.fit(da, model="exact", maxiter=3).sample(2)
 
 

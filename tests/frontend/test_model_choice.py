@@ -174,7 +174,7 @@ def test_auto_fits_each_date_alone_when_the_joint_model_cannot_and_says_why():
 def test_auto_refuses_a_stack_whose_dates_do_not_increase():
     dates = pd.DatetimeIndex(["2024-01-01", "2024-01-09", "2024-01-09", "2024-01-17",
                               "2024-01-25"])
-    with pytest.raises(InputError, match="must increase strictly; date 2 .* repeats"):
+    with pytest.raises(InputError, match=r"must increase strictly; date 2 .* repeats"):
         geogp.fit(_dated_stack(dates=dates), maxiter=3)
 
 

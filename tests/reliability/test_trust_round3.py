@@ -298,7 +298,10 @@ def test_item4_an_all_nan_date_is_named_before_any_fit(monkeypatch):
         "time": pd.date_range("2020-01-01", periods=3), "y": 100.0 * np.arange(10),
         "x": 100.0 * np.arange(12)}).rio.write_crs(32633)
     with pytest.raises(InputError, match=r"time = 2020-01-02 \(index 1\).*drop_isel\(time=\[1\]"):
-        geogp.fit(da, maxiter=2)
+        geogp.fit(da, model="lattice", maxiter=2)  # each date alone
+    joint = geogp.fit(da, maxiter=2)  # "auto": the space-time model keeps the date (#43)
+    assert joint.model_ == "spacetime"
+    assert np.isfinite(joint.predict()["mean"].isel(time=1).values).all()
 
 
 def test_item4_place_under_a_tiny_memory_limit_is_refused_before_the_fit(tmp_path, capsys,

@@ -36,6 +36,10 @@ def test_folds_hide_only_observed_cells_under_another_dates_clouds():
     for k in range(obs.shape[0]):  # every hidden cell was under cloud on some other date
         others = np.delete(obs, k, axis=0)
         assert (~others[:, hidden[0, k]]).any(axis=0).all()
+    whole = stack_gap_folds(obs, 1, fraction=1.0, seed=1)[0]  # another date's whole mask
+    for k in range(obs.shape[0]):
+        assert any(np.array_equal(whole[k], obs[k] & ~obs[j])
+                   for j in range(obs.shape[0]) if j != k)
 
 
 def test_a_draw_of_the_models_own_form_is_left_nearly_as_it_is():
@@ -119,3 +123,20 @@ def test_a_variance_that_changes_across_the_raster_is_followed_by_the_tiles_fact
         return float(np.mean(z[hidden & where[None]] < Z95))
 
     assert covered(local, right) > covered(one, right) + 0.1
+
+
+@pytest.mark.parametrize("shape", [(100, 100), (201, 301), (16, 100)])
+def test_calibration_windows_spread_over_both_axes(shape):
+    """The folds' windows reach every edge of the raster (rows and columns alike), within the
+    count asked for; those without data are left out."""
+    from geogp.models.spacetime.regressor import CALIBRATION_WINDOWS
+
+    values = np.zeros((3, *shape))
+    values[:, :, -10:] = np.nan  # the last columns never observed
+    est = SpaceTimeRegressor()
+    est.values_, est.shape_, est.fit_size_ = values, values.shape, 16
+    got = est._calibration_windows()
+    assert 0 < len(got) <= CALIBRATION_WINDOWS
+    assert min(w.y0 for w in got) == 0 and max(w.y1 for w in got) == shape[0]
+    assert min(w.x0 for w in got) == 0 and max(w.x1 for w in got) == shape[1]
+    assert all(np.isfinite(values[0, w.y0:w.y1, w.x0:w.x1]).sum() >= 10 for w in got)

@@ -6,7 +6,9 @@ cloud edges, scales the anomalies lack), and the posterior's intervals are then 
 exactly where the gaps are. The fit therefore hides, in its fitting windows, whole patches of
 observed cells that another date had under cloud (:func:`stack_gap_folds`), predicts them at
 the fitted θ, and widens every interval by the factor that makes 95 % of those hidden values
-fall inside (never narrower than the model's own).
+fall inside (never narrower than the model's own). The whole of the other date's clouds is
+moved, not a part of it: real gaps come as heavily clouded dates, where a date keeps little of
+its own data, and those are the hardest values to predict.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ def stack_gap_folds(observed: np.ndarray, n_folds: int = 3, *, fraction: float =
                     seed: int = 0) -> np.ndarray:
     """(n_folds, T, ny, nx) held-out masks of a series: on each date, whole patches of the
     cells that another date (drawn at random) had under cloud, until about ``fraction`` of the
-    date's observed cells.
+    date's observed cells (1: all of them, the other date's whole cloud mask).
 
     Raises:
         InputError: too few dates, or no date has cloud another date lacks.
@@ -36,8 +38,8 @@ def stack_gap_folds(observed: np.ndarray, n_folds: int = 3, *, fraction: float =
     obs = np.asarray(observed, dtype=bool)
     if obs.ndim != 3 or obs.shape[0] < 2:
         raise InputError("stack folds need a stack of at least two dates (time, y, x).")
-    if not (0 < fraction < 1) or int(n_folds) < 1:
-        raise InputError(f"n_folds must be ≥ 1 and fraction in (0, 1); got {n_folds}, "
+    if not (0 < fraction <= 1) or int(n_folds) < 1:
+        raise InputError(f"n_folds must be ≥ 1 and fraction in (0, 1]; got {n_folds}, "
                          f"{fraction}.")
     rng = np.random.default_rng(seed)
     t = obs.shape[0]

@@ -89,8 +89,8 @@ STACK_COPIES = 10
 # windows spread over the raster, and gap-shaped folds in each, for the intervals' factor (one
 # posterior of a window per fold; a 95 % quantile needs a few thousand errors to settle).
 # Spread, not the fitting windows: those have the most data, and the gaps are elsewhere
-CALIBRATION_WINDOWS = 8
-CALIBRATION_FOLDS = 1
+CALIBRATION_WINDOWS = 9
+CALIBRATION_FOLDS = 2
 
 
 def auto_side(n_dates: int) -> int:
@@ -274,14 +274,17 @@ class SpaceTimeRegressor:
         return cands[:self.fit_windows]
 
     def _calibration_windows(self) -> list[Window]:
-        """Up to :data:`CALIBRATION_WINDOWS` windows of side ``fit_size`` evenly spread over
-        those tiling the raster that hold data."""
+        """Windows of side ``fit_size`` on an evenly spread grid of rows and columns of those
+        tiling the raster (about :data:`CALIBRATION_WINDOWS`), those that hold data."""
         count = np.isfinite(self.values_).sum(axis=0)
-        cands = [w for w in windows(self.shape_[1:], self.fit_size_, 0)
-                 if count[w.y0:w.y1, w.x0:w.x1].sum() >= 10]
-        k = min(len(cands), CALIBRATION_WINDOWS)
-        return [cands[i] for i in np.unique(np.round(np.linspace(0, len(cands) - 1, k)))
-                .astype(int)] if k else []
+        grid = windows(self.shape_[1:], self.fit_size_, 0)  # row by row
+        n_rows = len({w.y0 for w in grid})
+        n_cols = len(grid) // n_rows
+        side = math.ceil(math.sqrt(CALIBRATION_WINDOWS))
+        rows, cols = (np.unique(np.round(np.linspace(0, n - 1, min(side, n)))).astype(int)
+                      for n in (n_rows, n_cols))
+        picked = (grid[r * n_cols + c] for r in rows for c in cols)
+        return [w for w in picked if count[w.y0:w.y1, w.x0:w.x1].sum() >= 10]
 
     def _interval_scale(self) -> float:
         """The factor the sds need for 95 % coverage of values hidden under other dates'
@@ -293,7 +296,8 @@ class SpaceTimeRegressor:
             block = self.values_[:, w.y0:w.y1, w.x0:w.x1]
             whole = Window(0, block.shape[1], 0, block.shape[2], 0, 0, 0, 0)
             try:
-                folds = stack_gap_folds(np.isfinite(block), CALIBRATION_FOLDS, seed=k)
+                folds = stack_gap_folds(np.isfinite(block), CALIBRATION_FOLDS, fraction=1.0,
+                                        seed=k)
             except InputError:  # no cloud of one date over another's data
                 continue
             for hidden in folds:

@@ -20,6 +20,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from geogp.cli.options import (
+    DATE_FIELD,
     add_memory_option,
     add_model_options,
     add_run_options,
@@ -45,9 +46,10 @@ def add_fit_parser(subparsers: argparse._SubParsersAction, epilog: str) -> argpa
                     "and write the prediction on the same grid: band 1 = mean, band 2 = std "
                     "of a new observation (noise included); wavelet models add a band of "
                     "their effective lengthscale, --robust a band of each observation's "
-                    "weight, --local-range bands of the local range and sd. Several INPUT "
-                    "rasters (or one with dated bands) are an image "
-                    "series, filled jointly with --model spacetime.")
+                    "weight, --local-range bands of the local range and sd. A stack of "
+                    "dates (a NetCDF time dimension, several INPUT rasters, or one with dated "
+                    "bands) is an image series, filled jointly by the space-time model "
+                    "(--model auto picks it).")
     fit.add_argument("input", metavar="INPUT", nargs="+",
                      help="raster to fill (.tif or .nc), or points: a table (.csv) with "
                           "--crs, or a GeoPackage/GeoJSON/shapefile (needs geopandas: pip "
@@ -58,7 +60,9 @@ def add_fit_parser(subparsers: argparse._SubParsersAction, epilog: str) -> argpa
                      help="the dates of an image series, comma-separated (YYYY-MM-DD), one per "
                           "INPUT file, or one per band of a single multi-band GeoTIFF")
     fit.add_argument("--out", required=True, metavar="PRED.tif|PRED.nc",
-                     help="output: a GeoTIFF, or a NetCDF file when the suffix says so (.nc)")
+                     help="output: a GeoTIFF, or a NetCDF file when the suffix says so (.nc); "
+                          f"a GeoTIFF name with {DATE_FIELD} gives one GeoTIFF per date of a "
+                          f"stack, the date written YYYY-MM-DD (e.g. filled_{DATE_FIELD}.tif)")
     fit.add_argument("--var", metavar="NAME", help="variable of a NetCDF file")
     pts = fit.add_argument_group("points (INPUT.csv, .gpkg, .geojson, .shp)")
     pts.add_argument("--x", default="x", metavar="COL", help="x / longitude column (default x)")
@@ -241,7 +245,7 @@ def _run_fit(args, echo) -> int:
     from geogp._progress import bar
     from geogp.adapters import find_spatial_dims
     from geogp.api import GeoRegressor
-    from geogp.cli.fit_checks import check_fit_arguments, check_output_memory
+    from geogp.cli.fit_checks import check_fit_arguments, check_output_memory, dated_outputs
     from geogp.cli.fit_points import TABLE_SUFFIXES, points_grid, read_table
     from geogp.io import check_geotiff_grid, open_raster, write_geotiff, write_netcdf
 
@@ -280,7 +284,7 @@ def _run_fit(args, echo) -> int:
                          kernel=args.kernel, n_features=args.features,
                          share_hyperparameters=args.share_hyperparameters and gaussian,
                          progress=not args.quiet, options=options)
-    table = None
+    table, per_date = None, []
     series = len(args.inputs) > 1 or args.time is not None
     if series and str(args.input).lower().endswith(TABLE_SUFFIXES):
         raise usage_error("several inputs and --time make an image series of rasters; a "
@@ -299,6 +303,9 @@ def _run_fit(args, echo) -> int:
     else:
         da = _open_input(args, series)
         check_geotiff_grid(da)  # --out is a GeoTIFF: refused now, not after the fit
+        per_date = dated_outputs(args, da, usage_error)  # before the fit, as the others
+        if per_date:
+            outputs = [p for p in outputs if p != args.out] + [p for _, p in per_date]
         mask = _exclusion(args, da)
         if args.samples:  # refused now, not after the fit: sample bands need one 2-D grid
             others = [d for d in da.dims if d not in find_spatial_dims(da)]
@@ -335,11 +342,13 @@ def _run_fit(args, echo) -> int:
     written, kept = [], _keep_previous(outputs)
     try:
         with bar("writing", len(outputs), not args.quiet, unit="file") as pb:
-            if args.out:  # None when --out named a NetCDF file (it went to --netcdf)
-                write_geotiff(pred, args.out, overwrite=args.overwrite, latent=args.latent,
+            tiffs = per_date or ([(None, args.out)] if args.out else [])  # None: .nc --out
+            for date, path in tiffs:
+                write_geotiff(pred if date is None else pred.isel({date[0]: date[1]}), path,
+                              overwrite=args.overwrite, latent=args.latent,
                               quantiles=bool(args.quantiles), cog=args.cog,
                               samples=bool(args.samples), extra=extra)
-                written.append(args.out)
+                written.append(path)
                 pb.update(1)
             if args.netcdf:
                 write_netcdf(pred, args.netcdf, overwrite=args.overwrite)
@@ -372,5 +381,6 @@ def _run_fit(args, echo) -> int:
         raise
     _discard(kept)
     echo(model.summary())
-    echo("wrote " + ", ".join(outputs))
+    echo("wrote " + (", ".join(outputs) if len(outputs) <= 6 else
+                     f"{len(outputs)} files: {outputs[0]}, {outputs[1]} … {outputs[-1]}"))
     return EXIT_OK

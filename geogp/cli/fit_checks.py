@@ -13,6 +13,7 @@ import numpy as np
 from matplotlib.backend_bases import FigureCanvasBase
 
 from geogp.adapters import as_crs, find_spatial_dims
+from geogp.cli.options import DATE_FIELD
 from geogp.io import GEOTIFF_SUFFIXES, NETCDF_SUFFIXES
 from geogp.io_atomic import check_writable
 from geogp.memory import check_prediction, check_samples
@@ -124,3 +125,30 @@ def check_output_memory(args: argparse.Namespace, da: xr.DataArray) -> None:
     check_prediction(da.sizes[y], da.sizes[x], slices, len(args.quantiles or ()))
     if args.samples:
         check_samples(args.samples, da.sizes[y], da.sizes[x], slices)
+
+
+def dated_outputs(args: argparse.Namespace, da, usage_error: Callable[[str], Exception]
+                  ) -> list[tuple[tuple[str, int], str]]:
+    """[((time dimension, index), path)] of an ``--out`` GeoTIFF name holding ``{date}``: one
+    file per date of the stack ``da``, the date as YYYY-MM-DD, each checked as the other
+    outputs are (writable, not an input); [] for any other ``--out``."""
+    if not args.out or DATE_FIELD not in str(args.out):
+        return []
+    others = [d for d in da.dims if d not in find_spatial_dims(da)]
+    coord = da[others[0]].values if len(others) == 1 and others[0] in da.coords else None
+    if coord is None or not np.issubdtype(coord.dtype, np.datetime64):
+        raise usage_error(f"--out {args.out}: {DATE_FIELD} names one GeoTIFF per date, and "
+                          f"{args.input} has no dates (a time dimension with dates); name one "
+                          "file.")
+    names = [str(args.out).replace(DATE_FIELD, str(np.datetime_as_string(t, unit="D")))
+             for t in coord]
+    if len(set(names)) < len(names):
+        raise usage_error(f"--out {args.out}: two dates of the stack fall on one day, so "
+                          f"{DATE_FIELD} would name one file twice; write NetCDF (.nc).")
+    inputs = {os.path.realpath(str(p)) for p in (getattr(args, "inputs", None) or [args.input])}
+    for name in names:
+        if os.path.realpath(name) in inputs:
+            raise usage_error(f"{name} is one of this command's inputs; writing it would "
+                              "replace the data being read.")
+        check_writable(name, args.overwrite)
+    return [((others[0], k), name) for k, name in enumerate(names)]

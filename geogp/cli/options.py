@@ -14,12 +14,15 @@ if TYPE_CHECKING:  # annotations only
 
     from geogp.outputs import Target
 
-__all__ = ["add_model_options", "add_memory_option", "add_run_options", "model_keywords",
-           "positive_int", "nonnegative_int", "MODEL_CHOICES", "exclusion_mask", "spacing"]
+__all__ = ["DATE_FIELD", "add_model_options", "add_memory_option", "add_run_options",
+           "model_keywords", "positive_int", "nonnegative_int", "MODEL_CHOICES", "exclusion_mask",
+           "spacing"]
 
 MODEL_CHOICES = (AUTO, *MODELS)  # the registry's names
 
 # argparse formats help with %: the rule's "10 %" is escaped
+# in an --out GeoTIFF name: one file per date of a stack
+DATE_FIELD = "{date}"
 _MODEL_HELP = (f"model: auto (default: {AUTO_RULE.replace('%', '%%')}), "
                "lattice (SPDE/GMRF on the cells + large-scale Fourier features), afs "
                "(approximate Fourier series; any size), wavelet, exact (small data), spacetime "

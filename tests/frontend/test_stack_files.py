@@ -108,3 +108,40 @@ def test_geogp_fit_fills_a_series_of_files(tmp_path):
     observed = open_stack(paths).values
     seen = np.isfinite(observed)
     assert np.corrcoef(ds["mean"].values[seen], observed[seen])[0, 1] > 0.95
+
+
+def test_geogp_fit_writes_one_geotiff_per_date_and_keeps_none_on_failure(tmp_path):
+    """--out NAME_{date}.tif: one GeoTIFF per date (mean and std bands, the stack's grid), the
+    same values as the NetCDF of the same fit. A name that
+    exists (no --overwrite) is refused before the fit, and nothing is written."""
+    from geogp.cli import main
+    from geogp.cli.runner import EXIT_USAGE
+
+    paths = _write(tmp_path, ["ndvi_2020-06-17.tif", "ndvi_2020-06-01.tif",
+                              "ndvi_2020-07-03.tif"])
+    template = str(tmp_path / "filled_{date}.tif")
+    nc = tmp_path / "filled.nc"
+    assert main(["fit", *map(str, paths), "--out", template, "--netcdf", str(nc),
+                 "--maxiter", "3", "--quiet"]) == 0
+    ds = xr.open_dataset(nc)
+    for k, day in enumerate(["2020-06-01", "2020-06-17", "2020-07-03"]):
+        with rasterio.open(tmp_path / f"filled_{day}.tif") as src:
+            assert src.count == 2 and src.descriptions[:2] == ("mean", "std")
+            assert src.crs.to_epsg() == 32633 and src.shape == (12, 14)
+            np.testing.assert_allclose(src.read(1), ds["mean"].values[k], rtol=1e-6)
+    taken = tmp_path / "again_2020-06-17.tif"
+    taken.write_bytes(b"keep me")
+    assert main(["fit", *map(str, paths), "--out", str(tmp_path / "again_{date}.tif"),
+                 "--maxiter", "3", "--quiet"]) == EXIT_USAGE
+    assert taken.read_bytes() == b"keep me"
+    assert sorted(p.name for p in tmp_path.glob("again_*")) == ["again_2020-06-17.tif"]
+
+
+def test_a_date_field_needs_a_stack_of_dates(tmp_path):
+    from geogp.cli import main
+    from geogp.cli.runner import EXIT_USAGE
+
+    (path,) = _write(tmp_path, ["one.tif"])
+    assert main(["fit", str(path), "--out", str(tmp_path / "f_{date}.tif"),
+                 "--quiet"]) == EXIT_USAGE
+    assert not list(tmp_path.glob("f_*"))

@@ -291,26 +291,47 @@ class SpaceTimeRegressor:
         clouds (:func:`stack_gap_folds`) in windows spread over the raster
         (:meth:`_calibration_windows`), at the fitted θ."""
         noise = math.exp(2.0 * self.params_["log_noise"])
-        errors = []
+        jobs = []
         for k, w in enumerate(self._calibration_windows()):
             block = self.values_[:, w.y0:w.y1, w.x0:w.x1]
-            whole = Window(0, block.shape[1], 0, block.shape[2], 0, 0, 0, 0)
             try:
                 folds = stack_gap_folds(np.isfinite(block), CALIBRATION_FOLDS, fraction=1.0,
                                         seed=k)
             except InputError:  # no cloud of one date over another's data
                 continue
-            for hidden in folds:
-                train = np.where(hidden, np.nan, block)
-                if np.isfinite(train).sum() < 10:
-                    continue
-                m, v, _, scale2 = posterior(self.params_, self._problem(whole, train),
-                                            ordering=self.ordering)
-                c2 = _shrunk(scale2, np.isfinite(train).sum()) if self.local_scale else 1.0
-                z = (block - m.reshape(block.shape)) / np.sqrt(
-                    c2 * (v.reshape(block.shape) + noise))
-                errors.append(z[hidden])
-        return interval_scale(np.concatenate(errors)) if errors else 1.0
+            jobs += [(block, hidden) for hidden in folds
+                     if np.isfinite(np.where(hidden, np.nan, block)).sum() >= 10]
+
+        def errors(job: tuple, slot: int) -> np.ndarray:
+            block, hidden = job
+            train = np.where(hidden, np.nan, block)
+            whole = Window(0, block.shape[1], 0, block.shape[2], 0, 0, 0, 0)
+            m, v, _, scale2 = posterior(self.params_, self._problem(whole, train, slot=slot),
+                                        ordering=self.ordering)
+            c2 = _shrunk(scale2, np.isfinite(train).sum()) if self.local_scale else 1.0
+            z = (block - m.reshape(block.shape)) / np.sqrt(c2 * (v.reshape(block.shape) + noise))
+            return z[hidden]
+
+        found = list(self._in_threads(errors, jobs))
+        return interval_scale(np.concatenate(found)) if found else 1.0
+
+    def _in_threads(self, fn: Callable, items: list):
+        """``fn(item, slot)`` for each item, ``threads`` at once, each call in a pattern slot
+        no other running call holds (one factor per thread); the results in order."""
+        threads = max(1, min(self._threads(), len(items)))
+        slots: queue.SimpleQueue = queue.SimpleQueue()
+        for k in range(threads):
+            slots.put(k)
+
+        def run(item):
+            slot = slots.get()
+            try:
+                return fn(item, slot)
+            finally:
+                slots.put(slot)
+
+        with ThreadPoolExecutor(threads, thread_name_prefix="geogp-tile") as pool:
+            yield from pool.map(run, items)
 
     def _problem(self, w: Window, values: np.ndarray | None = None,
                  times: np.ndarray | None = None, slot: int = 0):
@@ -363,33 +384,24 @@ class SpaceTimeRegressor:
         p = self.params_
         prior = math.exp(2 * p["log_sd"]) + math.exp(2 * p["log_sd_mean"]) + math.exp(
             2 * p["log_sd_offset"])
-        threads = min(self._threads(), len(tiles))
-        slots: queue.SimpleQueue = queue.SimpleQueue()
-        for k in range(threads):
-            slots.put(k)
 
-        def tile_moments(w: Window) -> tuple[np.ndarray, np.ndarray, float]:
+        def tile_moments(w: Window, slot: int) -> tuple[np.ndarray, np.ndarray, float]:
             n_obs = int(np.isfinite(values[:, w.y0:w.y1, w.x0:w.x1]).sum())
             if not n_obs:  # no data in reach: the prior around the stack's mean
                 return np.zeros((t, *w.shape)), np.full((t, *w.shape), prior), math.nan
-            slot = slots.get()
-            try:
-                m, v, _, scale2 = posterior(p, self._problem(w, values, times, slot),
-                                            ordering=self.ordering)
-            finally:
-                slots.put(slot)
+            m, v, _, scale2 = posterior(p, self._problem(w, values, times, slot),
+                                        ordering=self.ordering)
             return m.reshape(t, *w.shape), v.reshape(t, *w.shape), _shrunk(scale2, n_obs)
 
         scales = np.full(len(tiles), math.nan)
-        with ThreadPoolExecutor(threads, thread_name_prefix="geogp-tile") as pool:
-            for i, (w, (m, v, scales[i])) in enumerate(zip(tiles, pool.map(tile_moments, tiles),
-                                                           strict=True)):
-                core = (slice(None), slice(w.cy0 - w.y0, w.cy1 - w.y0),
-                        slice(w.cx0 - w.x0, w.cx1 - w.x0))
-                mean[:, w.cy0:w.cy1, w.cx0:w.cx1] = m[core]
-                var[:, w.cy0:w.cy1, w.cx0:w.cx1] = v[core]
-                if self.progress is not None:
-                    self.progress(i + 1, len(tiles))
+        moments = self._in_threads(tile_moments, tiles)
+        for i, (w, (m, v, scales[i])) in enumerate(zip(tiles, moments, strict=True)):
+            core = (slice(None), slice(w.cy0 - w.y0, w.cy1 - w.y0),
+                    slice(w.cx0 - w.x0, w.cx1 - w.x0))
+            mean[:, w.cy0:w.cy1, w.cx0:w.cx1] = m[core]
+            var[:, w.cy0:w.cy1, w.cx0:w.cx1] = v[core]
+            if self.progress is not None:
+                self.progress(i + 1, len(tiles))
         noise = math.exp(2.0 * self.params_["log_noise"])
         local = (_scale_map(shape[1:], tiles, scales) if self.local_scale
                  else np.ones(shape[1:]))

@@ -128,7 +128,7 @@ class SpaceTimeFamily(Family[SpaceTimeDate]):
 
 def _widened(factor: float) -> str:
     return ("" if factor == 1.0 else
-            f"intervals widened ×{factor:.3g} (gap-shaped folds of the fitting windows); ")
+            f"intervals widened ×{factor:.3g} (gap-shaped folds); ")
 
 
 def _cells(axis: np.ndarray, q: np.ndarray, outside: str) -> np.ndarray:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import threading
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -334,6 +335,11 @@ def posterior_mean(params: dict, problem: SpaceTimeProblem) -> tuple[np.ndarray,
     return _at_every_value(problem.structure, s[:, 0] - s[:, 1:] @ w), w  # B⁻¹Aᵀ(y − Xβ̂)/σ²
 
 
+# one jitted evaluation (with its CHOLMOD host callbacks) at a time across threads: two tiles'
+# evaluations run at once from two threads hung, each callback waiting on a lock
+_EVALUATION_LOCK = threading.Lock()
+
+
 class Moments(NamedTuple):
     """What :func:`posterior` returns: ``mean`` and ``var`` (T, n), ``coef`` β̂ (p,), and
     ``scale2``, the REML estimate of a factor on every variance (signal and noise alike) at
@@ -352,7 +358,8 @@ def posterior(params: dict, problem: SpaceTimeProblem, x_new: np.ndarray | None 
     the variance adds the trend's, (x − Uᵀe)ᵀ Var(β̂) (x − Uᵀe) with U = B⁻¹AᵀX/σ². ``x_new``:
     (T, n, p) trend columns at every value (default: the intercept, ones). Variances come
     from one selected inversion of B (CHOLMOD backend)."""
-    _, s, w, a, b, quad = _evaluate(params, problem)
+    with _EVALUATION_LOCK:  # threads overlap in the selected inversion below, not in XLA
+        _, s, w, a, b, quad = jax.block_until_ready(_evaluate(params, problem))
     s, w, a = np.asarray(s), np.asarray(w), np.asarray(a)
     st = problem.structure
     t_count, n, p = st.n_times, st.n_cells, problem.n_trend

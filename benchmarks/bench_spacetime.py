@@ -175,7 +175,7 @@ def run_sim(args):
                             time.perf_counter() - t0)]
             da = as_stack(np.where(mask, np.nan, y), times)
             for method, kw in (("spacetime", {"model": "spacetime"}),
-                               ("per image", {})):
+                               ("per image", {"model": "lattice"})):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     t0 = time.perf_counter()
@@ -245,7 +245,7 @@ def run_sst(args):
     train = da.where(~hidden)
     dist, since = strata(~np.isfinite(train.values) | ~sea)
     rows = []
-    for method, kw in (("spacetime", {"model": "spacetime"}), ("per image", {})):
+    for method, kw in (("spacetime", {"model": "spacetime"}), ("per image", {"model": "lattice"})):
         if method not in args.methods:
             continue
         with warnings.catch_warnings():
@@ -376,7 +376,7 @@ def run_ndvi(args):
         joint = {"model": "spacetime"}
         if args.fit_windows is not None:
             joint["fit_windows"] = args.fit_windows
-        for method, kw in (("spacetime", joint), ("per image", {})):
+        for method, kw in (("spacetime", joint), ("per image", {"model": "lattice"})):
             if method not in args.methods:
                 continue
             with warnings.catch_warnings():

@@ -1,7 +1,8 @@
-"""The space-time model's intervals checked on gap-shaped folds of its fitting windows
-(#43: coverage 0.93–0.97 on real stacks, where the model's form is wrong): the factor is the
-95 % quantile of the standardised errors over Z95, never below 1; it stays near 1 on a draw
-of the model's own form and recovers the factor a θ that understates the variance misses."""
+"""The space-time model's intervals checked on gap-shaped folds of windows spread over the
+raster (#43: coverage 0.93–0.97 on real stacks, where the model's form is wrong): the factor is the
+lower confidence bound of the 95 % quantile of the standardised errors over Z95, never below 1;
+it is 1 on a draw of the model's own form and recovers most of the factor a θ that
+understates the variance misses."""
 
 from __future__ import annotations
 
@@ -11,20 +12,32 @@ import numpy as np
 import pytest
 
 from geogp.models.spacetime import SpaceTimeRegressor
-from geogp.models.spacetime.calibration import MIN_HIDDEN, Z95, interval_scale, stack_gap_folds
+from geogp.models.spacetime.calibration import (
+    ERRORS_PER_INDEPENDENT,
+    MIN_HIDDEN,
+    Z95,
+    interval_scale,
+    stack_gap_folds,
+)
 from tests.models.test_spacetime_estimator import THETA, _stack, _standardised
 
 
-def test_the_scale_is_the_95_quantile_of_the_standardised_errors_over_z95():
+def test_the_scale_is_a_lower_bound_of_the_95_quantile_of_the_errors_over_z95():
     rng = np.random.default_rng(0)
     z = rng.standard_normal(200_000)
-    assert interval_scale(z) == pytest.approx(1.0, abs=0.01)  # calibrated: nothing to widen
-    assert interval_scale(3.0 * z) == pytest.approx(3.0, rel=0.01)
+    assert interval_scale(z) == 1.0  # calibrated: nothing to widen
+    assert interval_scale(3.0 * z) == pytest.approx(3.0, rel=0.02)  # many errors: the 95 %
     assert interval_scale(0.5 * z) == 1.0  # never narrower than the model's own
-    wide = np.abs(rng.standard_t(2, 100_000))
-    assert interval_scale(wide) == pytest.approx(np.quantile(wide, 0.95) / Z95)
+    wide = np.abs(rng.standard_t(2, 2_000))
+    level = 0.95 - 2.0 * np.sqrt(0.95 * 0.05 * ERRORS_PER_INDEPENDENT / wide.size)
+    assert interval_scale(wide) == pytest.approx(np.quantile(wide, level) / Z95)
+    assert interval_scale(wide) < np.quantile(wide, 0.95) / Z95  # few: a lower bound
     assert interval_scale(5.0 * z[:MIN_HIDDEN - 1]) == 1.0  # too few to say
-    assert interval_scale(np.r_[z, np.nan, np.inf]) == pytest.approx(interval_scale(z))
+    assert interval_scale(np.r_[3.0 * z, np.nan, np.inf]) == pytest.approx(
+        interval_scale(3.0 * z), rel=1e-4)
+    # a right model's errors, a few thousand at a time: never widened (the 95 % quantile
+    # alone would be above Z95 half the time)
+    assert all(interval_scale(rng.standard_normal(3000)) == 1.0 for _ in range(20))
 
 
 def test_folds_hide_only_observed_cells_under_another_dates_clouds():
@@ -47,16 +60,17 @@ def test_a_draw_of_the_models_own_form_is_left_nearly_as_it_is():
     scale = float(np.nanstd(y))
     est = SpaceTimeRegressor(optimize=False, params=_standardised(THETA, scale), tile=64)
     est.fit(y, times)
-    assert 1.0 <= est.interval_scale_ < 1.15
+    assert est.interval_scale_ == 1.0
 
 
 @pytest.mark.parametrize("seed", [7, 8, 9])
 def test_a_theta_that_understates_the_variance_is_widened_by_the_factor_it_misses(seed):
     """θ with every sd 2.5× too small, as a fit of the wrong form can end: the posterior mean
     is the same and every sd 2.5× too small, so 2.5 is the factor to find. Without the tiles'
-    own variance factors (local_scale=False), the folds find it
-    within 15 %, and the hidden values' coverage goes from below 0.6 to above 0.85 (one fold
-    of clouds is a noisy score: its cells' errors are correlated)."""
+    own variance factors (local_scale=False), the folds find 75–110 % of it (a lower
+    confidence bound: on one 24² window of 8 dates they widen by less than they could), and
+    the hidden values' coverage goes from below 0.6 to above 0.8 (one fold of clouds is a
+    noisy score: its cells' errors are correlated)."""
     _, y, times = _stack(shape=(24, 24), seed=seed)
     obs = np.isfinite(y)
     hidden = stack_gap_folds(obs, 1, seed=11)[0]  # scored on values the fit never sees
@@ -67,12 +81,12 @@ def test_a_theta_that_understates_the_variance_is_widened_by_the_factor_it_misse
     kw = {"tile": 64, "optimize": False, "params": narrow, "local_scale": False}
     plain = SpaceTimeRegressor(calibrate=False, **kw).fit(train, times)
     folds = SpaceTimeRegressor(**kw).fit(train, times)
-    assert folds.interval_scale_ == pytest.approx(2.5, rel=0.15)
+    assert 0.75 * 2.5 <= folds.interval_scale_ <= 1.1 * 2.5
 
     def covered(est):
         return float(np.mean((np.abs(y - est.mean_) / est.sd_observed_)[hidden] < Z95))
 
-    assert covered(plain) < 0.6 and covered(folds) > 0.85
+    assert covered(plain) < 0.6 and covered(folds) > 0.8
     np.testing.assert_array_equal(folds.mean_, plain.mean_)
     np.testing.assert_allclose(folds.sd_observed_, folds.interval_scale_ * plain.sd_observed_,
                                rtol=1e-12)

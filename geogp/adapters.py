@@ -461,6 +461,16 @@ def to_xy(da: xr.DataArray | xr.Dataset, *, var: str | None = None, crs: Any = N
     return X, v[obs], g.spec, bool(g.regular and obs.all())
 
 
+def is_time_axis(g: GridData) -> bool:
+    """Whether the extra dimension of ``g`` is time: named ``time``, or with datetime
+    coordinates."""
+    if g.extra_dim is None:
+        return False
+    coord = g.extra_coords.get(g.extra_dim)
+    dated = coord is not None and np.issubdtype(np.asarray(coord.values).dtype, np.datetime64)
+    return dated or str(g.extra_dim).lower() == "time"
+
+
 def series_times(g: GridData) -> np.ndarray | None:
     """The dates of a stack in days since its first, when its extra dimension is time (named
     ``time``, or with datetime coordinates); numeric time coordinates are taken as days. None
@@ -469,13 +479,11 @@ def series_times(g: GridData) -> np.ndarray | None:
     Raises:
         InputError: the dates are not strictly increasing (unsorted, duplicated, a step of 0).
     """
-    if g.extra_dim is None or g.n_slices < 2:
+    if g.n_slices < 2 or not is_time_axis(g):
         return None
     coord = g.extra_coords.get(g.extra_dim)
     values = None if coord is None else np.asarray(coord.values)
     dated = values is not None and np.issubdtype(values.dtype, np.datetime64)
-    if not dated and str(g.extra_dim).lower() != "time":
-        return None
     if values is None:
         return np.arange(g.n_slices, dtype=np.float64)
     if dated:

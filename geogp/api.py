@@ -31,7 +31,7 @@ import pandas as pd
 import xarray as xr
 
 from geogp._progress import FitProgress, SVGPProgress, bar
-from geogp.adapters import GridData, GridSpec, series_times, to_grid_data
+from geogp.adapters import GridData, GridSpec, is_time_axis, series_times, to_grid_data
 from geogp.api_draws import DrawsMixin
 from geogp.api_placement import PlacementMixin
 from geogp.api_report import ReportMixin
@@ -169,8 +169,8 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
             # a bad time axis is refused before "auto" picks a model (the joint model's own
             # fit refuses it too; a named per-date model does not need it)
             times = series_times(g) if self.model == AUTO else None
-            self._resolve(g.values[0].shape, g.regular, spacing=g.spacing,
-                          n_dates=None if times is None else times.size,
+            n_dates = times.size if times is not None else (1 if is_time_axis(g) else None)
+            self._resolve(g.values[0].shape, g.regular, spacing=g.spacing, n_dates=n_dates,
                           covariates=covariates is not None)
             cov = None if covariates is None else self._covariate_stack(covariates, g)
             return self._fit_raster(g, cov)

@@ -171,7 +171,7 @@ def resolve_model(model: str, *, raster_shape: tuple[int, int] | None = None, re
         return FALLBACK, "AFS options given"
     if len(raster_shape) != 2:
         return FALLBACK, "irregular raster"
-    per_date = ""
+    per_date = "; one date along time: the 2-D model" if n_dates == 1 else ""
     if n_dates is not None and n_dates >= 2:
         joint, why = _series_model(tuple(raster_shape), regular, options, n_dates, covariates)
         if joint:

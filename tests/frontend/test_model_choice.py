@@ -161,7 +161,7 @@ def test_auto_fits_a_stack_of_dates_jointly_with_the_space_time_model():
     bands = _dated_stack(dim="band", dates=np.arange(5))
     assert geogp.fit(bands, maxiter=3).model_ == "lattice"
     one = geogp.fit(stack.isel(time=slice(0, 1)), maxiter=3)
-    assert one.model_ == "lattice"  # one date: the 2-D model
+    assert one.model_ == "lattice" and "one date along time: the 2-D model" in one.model_reason_
 
 
 def test_auto_fits_each_date_alone_when_the_joint_model_cannot_and_says_why():

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # annotations only
 
     import xarray as xr
 
-__all__ = ["check_fit_arguments", "check_output_memory", "output_paths"]
+__all__ = ["check_fit_arguments", "check_output_memory", "dated_outputs", "output_paths"]
 
 _MODEL = (".npz",)
 
@@ -127,7 +127,8 @@ def check_output_memory(args: argparse.Namespace, da: xr.DataArray) -> None:
         check_samples(args.samples, da.sizes[y], da.sizes[x], slices)
 
 
-def dated_outputs(args: argparse.Namespace, da, usage_error: Callable[[str], Exception]
+def dated_outputs(args: argparse.Namespace, da: xr.DataArray,
+                  usage_error: Callable[[str], Exception]
                   ) -> list[tuple[tuple[str, int], str]]:
     """[((time dimension, index), path)] of an ``--out`` GeoTIFF name holding ``{date}``: one
     file per date of the stack ``da``, the date as YYYY-MM-DD, each checked as the other

@@ -91,6 +91,8 @@ STACK_COPIES = 10
 # Spread, not the fitting windows: those have the most data, and the gaps are elsewhere
 CALIBRATION_WINDOWS = 9
 CALIBRATION_FOLDS = 2
+# windows to compute before a second thread (and its own compiled likelihood) pays
+MIN_THREADED_ITEMS = 4
 
 
 def auto_side(n_dates: int) -> int:
@@ -317,8 +319,10 @@ class SpaceTimeRegressor:
 
     def _in_threads(self, fn: Callable, items: list):
         """``fn(item, slot)`` for each item, ``threads`` at once, each call in a pattern slot
-        no other running call holds (one factor per thread); the results in order."""
-        threads = max(1, min(self._threads(), len(items)))
+        no other running call holds (one factor per thread); the results in order. Fewer than
+        :data:`MIN_THREADED_ITEMS` items run in one thread: a second slot compiles the
+        likelihood again, which costs more than a few small windows gain."""
+        threads = 1 if len(items) < MIN_THREADED_ITEMS else min(self._threads(), len(items))
         slots: queue.SimpleQueue = queue.SimpleQueue()
         for k in range(threads):
             slots.put(k)

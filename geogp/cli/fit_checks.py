@@ -66,6 +66,21 @@ def _check_suffixes(args, usage_error) -> None:
                               f"another format; give it a {own[0]} name{hint}.")
 
 
+def _refuse_inputs(args: argparse.Namespace, outputs: list[str],
+                   usage_error: Callable[[str], Exception]) -> None:
+    """Refuse an output that is one of the command's inputs (INPUT, --like, --exclude,
+    --covariate), compared after resolving ``.``, ``..`` and links."""
+    inputs = {os.path.realpath(str(p)) for p in (getattr(args, name, None) for name in (
+        "input", "like", "exclude")) if isinstance(p, str)}
+    inputs |= {os.path.realpath(str(p)) for p in (getattr(args, "covariate", None) or ())}
+    inputs |= {os.path.realpath(str(p)) for p in (getattr(args, "inputs", None) or ())}
+    for path in outputs:
+        if os.path.realpath(path) in inputs:
+            raise usage_error(f"{path} is one of this command's inputs; writing it would "
+                              "replace the data being read (also with --overwrite). Write "
+                              "elsewhere, then move the file if that is what you want.")
+
+
 def check_fit_arguments(args: argparse.Namespace,
                         usage_error: Callable[[str], Exception]) -> list[str]:
     """Refuse, before anything is read or fitted, the arguments of ``geogp fit`` that cannot
@@ -85,15 +100,7 @@ def check_fit_arguments(args: argparse.Namespace,
         args.netcdf, args.out = args.out, None
     outputs = output_paths(args)
     resolved = [os.path.realpath(p) for p in outputs]
-    inputs = {os.path.realpath(str(p)) for p in (getattr(args, name, None) for name in (
-        "input", "like", "exclude")) if isinstance(p, str)}
-    inputs |= {os.path.realpath(str(p)) for p in (getattr(args, "covariate", None) or ())}
-    inputs |= {os.path.realpath(str(p)) for p in (getattr(args, "inputs", None) or ())}
-    for path, real in zip(outputs, resolved, strict=True):
-        if real in inputs:
-            raise usage_error(f"{path} is one of this command's inputs; writing it would "
-                              "replace the data being read (also with --overwrite). Write "
-                              "elsewhere, then move the file if that is what you want.")
+    _refuse_inputs(args, outputs, usage_error)
     if len(set(resolved)) != len(resolved):
         same = sorted({p for p, r in zip(outputs, resolved, strict=True) if resolved.count(r) > 1})
         raise usage_error(f"the output paths must differ from each other; {same} are the same "
@@ -146,10 +153,7 @@ def dated_outputs(args: argparse.Namespace, da: xr.DataArray,
     if len(set(names)) < len(names):
         raise usage_error(f"--out {args.out}: two dates of the stack fall on one day, so "
                           f"{DATE_FIELD} would name one file twice; write NetCDF (.nc).")
-    inputs = {os.path.realpath(str(p)) for p in (getattr(args, "inputs", None) or [args.input])}
+    _refuse_inputs(args, names, usage_error)
     for name in names:
-        if os.path.realpath(name) in inputs:
-            raise usage_error(f"{name} is one of this command's inputs; writing it would "
-                              "replace the data being read.")
         check_writable(name, args.overwrite)
     return [((others[0], k), name) for k, name in enumerate(names)]

@@ -62,6 +62,7 @@ from geogp.linalg.pattern import SparsePattern
 from geogp.linalg.selinv import gather_on_pattern, reset_blas_limiter, single_blas_thread, takahashi
 
 __all__ = [
+    "available_cores",
     "CholmodFactorization",
     "analyze",
     "logdet_and_solve",
@@ -86,13 +87,18 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system tells it)."""
+    return (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else os.cpu_count()) or 1
+
+
 def _prefetch_pool() -> ThreadPoolExecutor | None:
     """The shared background pool of the prefetched inversions (one thread per core beyond
     the first); None on a single core."""
     with _CACHE_LOCK:
         if _PREFETCH["pool"] is None:
-            cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                     else os.cpu_count()) or 1
+            cores = available_cores()
             _PREFETCH["pool"] = (ThreadPoolExecutor(cores - 1, thread_name_prefix="geogp-selinv")
                                  if cores > 1 else False)
         return _PREFETCH["pool"] or None

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from geogp.exceptions import InputError
 from geogp.linalg import cholmod, cholmod_many, dense, lapack
 
-__all__ = ["SOLVER_BACKENDS", "Solver"]
+__all__ = ["SOLVER_BACKENDS", "Solver", "solve_all"]
 
 #: ``"cholmod"``: CHOLMOD and a selected inversion (:mod:`geogp.linalg.cholmod`);
 #: ``"lapack"``: dense LAPACK on the host (:mod:`geogp.linalg.lapack`); ``"dense"``: dense
@@ -66,7 +66,20 @@ class Solver:
     def solve_many(self, items: Sequence[tuple]) -> list:
         """[(log|B_t|, B_t⁻¹ rhs_t)] for ``items`` = [(pattern, values, rhs)]: batched through
         :func:`geogp.linalg.cholmod_many.logdet_and_solve_many` when :attr:`batches` and there
-        is more than one, else one call each. Same values and gradients either way."""
-        if self.batches and len(items) > 1:
+        are several, each on a pattern of its own (a pattern holds one factor), else one call
+        each. Same values and gradients either way."""
+        distinct = len({id(item[0]) for item in items}) == len(items)
+        if self.batches and len(items) > 1 and distinct:
             return cholmod_many.logdet_and_solve_many(list(items), ordering=self.ordering)
         return [self(*item) for item in items]
+
+
+def solve_all(problems: Sequence, systems: Sequence[tuple]) -> list:
+    """[(log|B_t|, B_t⁻¹ rhs_t)] for problems (each with ``pattern`` and its ``solve``r) and
+    their ``systems`` (B's values, rhs, …): in one batch when they share a solver
+    (:meth:`Solver.solve_many`), else problem by problem."""
+    items = [(p.pattern, sys[0], sys[1]) for p, sys in zip(problems, systems, strict=True)]
+    solver = problems[0].solve
+    if all(p.solve == solver for p in problems):
+        return solver.solve_many(items)
+    return [p.solve(*item) for p, item in zip(problems, items, strict=True)]

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from geogp.linalg.selinv import single_blas_thread
+from geogp.linalg.solvers import solve_all
 from geogp.models.lattice.gmrf import (
     PARAM_RATIO,
     LatticeProblem,
@@ -62,16 +63,6 @@ def every_tile(shape: tuple[int, int], tile: int) -> list[tuple[slice, slice]]:
             for i in range(ty) for j in range(tx)]
 
 
-def _solve_all(problems, systems) -> list:
-    """[(log|B_t|, B_t⁻¹ rhs_t)] for every tile: in one batch when they share a solver that
-    batches (CHOLMOD), else tile by tile."""
-    items = [(p.pattern, b, rhs) for p, (b, rhs, _, _) in zip(problems, systems, strict=True)]
-    solver = problems[0].solve
-    if all(p.solve == solver for p in problems):
-        return solver.solve_many(items)
-    return [p.solve(*item) for p, item in zip(problems, items, strict=True)]
-
-
 def composite_loss(params: dict, problems: tuple[LatticeProblem, ...],
                    prior: np.ndarray | None = None) -> jax.Array:
     """−Σ_t log p_t / Σ_t N_t over the tiles (module level: the optimiser caches it). With
@@ -79,7 +70,7 @@ def composite_loss(params: dict, problems: tuple[LatticeProblem, ...],
     :mod:`geogp.models.lattice.varying`), their negative log prior density joins the sum."""
     systems = [sparse_system(params, p) for p in problems]
     total = 0.0
-    solutions = _solve_all(problems, systems)
+    solutions = solve_all(problems, systems)
     for p, (_, rhs, logdet_q, noise), (logdet_b, s) in zip(problems, systems, solutions,
                                                              strict=True):
         logdet_sigma, m = statistics_from_solve(p, logdet_b, s, rhs, logdet_q, noise)

@@ -1,14 +1,15 @@
-"""Intervals of the space-time model checked on gap-shaped folds of its own fitting windows
-(docs/spacetime.md, calibration).
+"""Intervals of the space-time model checked on gap-shaped folds of windows spread over the
+raster (docs/spacetime.md, intervals).
 
 Real stacks break the model's assumptions in ways θ cannot absorb (heavy-tailed errors at
 cloud edges, scales the anomalies lack), and the posterior's intervals are then too narrow
-exactly where the gaps are. The fit therefore hides, in its fitting windows, whole patches of
-observed cells that another date had under cloud (:func:`stack_gap_folds`), predicts them at
-the fitted θ, and widens every interval by the factor that makes 95 % of those hidden values
-fall inside (never narrower than the model's own). The whole of the other date's clouds is
-moved, not a part of it: real gaps come as heavily clouded dates, where a date keeps little of
-its own data, and those are the hardest values to predict.
+exactly where the gaps are. The fit therefore hides, in windows spread over the raster,
+whole patches of observed cells that another date had under cloud (:func:`stack_gap_folds`),
+predicts them at the fitted θ, and widens every interval by the factor that makes 95 % of
+those hidden values fall inside, when the folds show it beyond their own noise
+(:func:`interval_scale`; never narrower than the model's own). The whole of the other
+date's clouds is moved, not a part of it: real gaps come as heavily clouded dates, where a
+date keeps little of its own data, and those are the hardest values to predict.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ import scipy.sparse as sp
 from geogp.exceptions import InputError
 from geogp.linalg import SparsePattern
 from geogp.linalg.cholmod import selected_inverse
+from geogp.linalg.solvers import solve_all
 from geogp.models.lattice.gmrf import dense_likelihood, laplacian, laplacian_eigenvalues
 
 __all__ = ["PARAMS", "Structure", "SpaceTimeProblem", "structure", "make_problem",
@@ -301,13 +302,7 @@ def composite_log_likelihood(params: dict, problems: tuple[SpaceTimeProblem, ...
     factorised in one host call and each selected inversion (the gradient's) runs while the
     next window factorises (:mod:`geogp.linalg.cholmod_many`)."""
     systems = [_system(params, p) for p in problems]
-    items = [(p.pattern, b, rhs) for p, (b, rhs, _, _) in zip(problems, systems, strict=True)]
-    solver = problems[0].solve
-    distinct = len({id(p.pattern) for p in problems}) == len(problems)
-    if distinct and all(p.solve == solver for p in problems):
-        solutions = solver.solve_many(items)
-    else:
-        solutions = [p.solve(*item) for p, item in zip(problems, items, strict=True)]
+    solutions = solve_all(problems, systems)
     return sum(_from_solve(params, p, logdet_b, s, rhs, logdet_q, noise)[0]
                for p, (_, rhs, logdet_q, noise), (logdet_b, s)
                in zip(problems, systems, solutions, strict=True))

@@ -8,7 +8,6 @@ standardised by the observed mean and sd; :mod:`geogp.models.spacetime.family` c
 from __future__ import annotations
 
 import math
-import os
 import queue
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +18,7 @@ import jax
 import numpy as np
 
 from geogp.exceptions import InputError, MemoryEstimateError, NotFittedError
+from geogp.linalg.cholmod import available_cores
 from geogp.linalg.solvers import Solver
 from geogp.models.spacetime.calibration import interval_scale, stack_gap_folds
 from geogp.models.spacetime.gmrf import PARAMS, composite_log_likelihood, make_problem, posterior
@@ -111,11 +111,6 @@ def _loss(params: dict, *problems) -> jax.Array:
     return -composite_log_likelihood(params, problems) / n_obs
 
 
-def _cores() -> int:
-    return (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-            else os.cpu_count()) or 1
-
-
 class SpaceTimeRegressor:
     """Exact space-time lattice GP (persistent field + AR(1) anomalies + dates' offsets) on
     tiles; see :mod:`geogp.models.spacetime.gmrf` for the model.
@@ -135,8 +130,9 @@ class SpaceTimeRegressor:
             shrunk towards 1 where a tile has few observations), interpolated between the
             tiles' centres: a variance that follows the data across the raster (a front, a
             rough coast) where θ is one for all. The means do not change.
-        calibrate: widen the intervals by the factor that gap-shaped folds of the fitting
-            windows call for (:mod:`geogp.models.spacetime.calibration`; never narrower).
+        calibrate: widen the intervals by the factor that gap-shaped folds in windows spread
+            over the raster call for (:mod:`geogp.models.spacetime.calibration`; never
+            narrower).
         threads: tiles whose posteriors are computed at once (``"auto"``: the cores, at most
             4); each holds its own factor, so memory grows with it (:meth:`memory_estimate`).
         max_bytes: refuse, before allocating, a stack whose :meth:`memory_estimate` exceeds
@@ -165,7 +161,7 @@ class SpaceTimeRegressor:
         self.max_bytes, self.progress = max_bytes, progress
 
     def _threads(self) -> int:
-        return min(_cores(), 4) if self.threads == "auto" else int(self.threads)
+        return min(available_cores(), 4) if self.threads == "auto" else int(self.threads)
 
     def memory_estimate(self, shape: tuple[int, int, int]) -> float:
         """Estimated peak bytes of fitting and predicting a stack of ``shape`` (T, n_y, n_x):
@@ -301,16 +297,18 @@ class SpaceTimeRegressor:
                                         seed=k)
             except InputError:  # no cloud of one date over another's data
                 continue
-            jobs += [(block, hidden) for hidden in folds
-                     if np.isfinite(np.where(hidden, np.nan, block)).sum() >= 10]
+            for hidden in folds:
+                kept = int((np.isfinite(block) & ~hidden).sum())
+                if kept >= 10:
+                    jobs.append((block, hidden, kept))
 
         def errors(job: tuple, slot: int) -> np.ndarray:
-            block, hidden = job
+            block, hidden, kept = job
             train = np.where(hidden, np.nan, block)
             whole = Window(0, block.shape[1], 0, block.shape[2], 0, 0, 0, 0)
             m, v, _, scale2 = posterior(self.params_, self._problem(whole, train, slot=slot),
                                         ordering=self.ordering)
-            c2 = _shrunk(scale2, np.isfinite(train).sum()) if self.local_scale else 1.0
+            c2 = _shrunk(scale2, kept) if self.local_scale else 1.0
             z = (block - m.reshape(block.shape)) / np.sqrt(c2 * (v.reshape(block.shape) + noise))
             return z[hidden]
 

@@ -25,6 +25,10 @@ export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
 # XLA's backend optimisations off: most tests are small and their time is compiling (12 % off
 # test_lattice.py, the same time for a 200 × 200 fit; numbers agree to rounding)
 export XLA_FLAGS="${XLA_FLAGS:-} --xla_backend_optimization_level=0"
+# XLA's compiled programs in a cache on disk that both workers share (and later runs reuse):
+# many tests compile the same programs, and each worker process otherwise compiles them again
+export JAX_COMPILATION_CACHE_DIR="${JAX_COMPILATION_CACHE_DIR:-$PWD/.cache/jax}"
+export JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="${JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS:-0}"
 # --no-loadscope-reorder: take the files in tests/conftest.py's order (slowest first), not
 # xdist's by number of tests
 exec "$venv/bin/python" -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder "$@"

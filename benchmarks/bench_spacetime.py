@@ -332,6 +332,14 @@ def run_speed(args):
           f"{t2 - t1:.1f} s, peak RSS {peak:.2f} GiB, hidden RMSE "
           f"{np.sqrt(np.mean(err**2)):.3f}; {machine()}")
     print(model.summary())
+    if args.samples:
+        t3 = time.perf_counter()
+        draws = model.sample(args.samples, seed=0)
+        t4 = time.perf_counter()
+        ratio = draws.std("sample").values[mask] / pred["std_latent"].values[mask]
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+        print(f"# {args.samples} joint samples: {t4 - t3:.1f} s, peak RSS {peak:.2f} GiB; "
+              f"their sd / std_latent on the hidden cells: median {np.median(ratio):.3f}")
 
 
 def ndvi_arrays(path):
@@ -415,6 +423,7 @@ def main(argv=None):
     s = sub.add_parser("speed")
     s.add_argument("--shape", type=int, nargs=2, default=[100, 100])
     s.add_argument("--dates", type=int, default=48)
+    s.add_argument("--samples", type=int, default=0, help="also time N joint samples")
     args = p.parse_args(argv)
     {"sim": run_sim, "sst": run_sst, "ndvi": run_ndvi, "cost": run_cost,
      "speed": run_speed}[args.cmd](args)

@@ -36,7 +36,9 @@ class DrawsMixin:
         Each sample is a draw of the whole field from the posterior, exact under the model
         (lattice models: one sparse factorisation, then a triangular solve per 64 samples,
         :meth:`~geogp.models.lattice.LatticeRegressor.sample`; AFS models: a draw of the
-        feature weights and one grid transform per sample, :mod:`geogp.models.afs.sampling`);
+        feature weights and one grid transform per sample, :mod:`geogp.models.afs.sampling`;
+        the space-time model: one joint draw over every date, by Matheron's rule on its tiles,
+        :meth:`~geogp.models.spacetime.SpaceTimeRegressor.sample`);
         the mean and spread of many samples reproduce :meth:`predict`'s ``mean`` and
         ``std_latent`` (AFS: less the prior variance its features leave out, k(0) − φᵀΛφ).
         A lattice model loaded from a file cannot sample (its file keeps the per-cell moments,
@@ -62,10 +64,8 @@ class DrawsMixin:
             raise InputError(f"n must be an integer ≥ 1; got {n!r}.")
         target, axes = self._grid(like, x, y)
         check_samples(int(n), len(target.y), len(target.x), len(self.estimators_))
-        seeds = np.random.SeedSequence(seed).spawn(len(self.estimators_))
-        draws = np.stack([fam.sample_grid(est, axes, int(n), seed=ss, observed=not latent)
-                          for est, ss in zip(self.estimators_, seeds, strict=True)],
-                         axis=1)  # (sample, slice, y, x)
+        draws = fam.sample_slices(self.estimators_, axes, int(n), seed,
+                                  observed=not latent)  # (sample, slice, y, x)
         out = self._raster(draws, ["sample"], target, f"{self.name_ or 'field'}_samples",
                            dict(self.attrs_))
         return out.assign_coords(sample=np.arange(n))

@@ -92,9 +92,10 @@ def add_fit_parser(subparsers: argparse._SubParsersAction, epilog: str) -> argpa
                           "mean (external drift); repeat for several. Lattice model only")
     fit.add_argument("--samples", type=int, default=0, metavar="N",
                      help="also write N posterior sample rasters (conditional simulations of "
-                          "the field; lattice, AFS and wavelet models): extra bands "
-                          "'samples sample=i' after the others, and a 'samples' variable in "
-                          "--netcdf")
+                          "the field; lattice, AFS, wavelet and space-time models, the last "
+                          "drawn jointly over the dates): extra bands 'samples sample=i' after "
+                          "the others (of each date's GeoTIFF for a stack), and a 'samples' "
+                          "variable in --netcdf")
     fit.add_argument("--seed", type=nonnegative_int, default=0,
                      help="seed of --samples (default 0)")
     fit.add_argument("--posterior-tile", type=positive_int, default=None, metavar="N",
@@ -307,14 +308,18 @@ def _run_fit(args, echo) -> int:
         if per_date:
             outputs = [p for p in outputs if p != args.out] + [p for _, p in per_date]
         mask = _exclusion(args, da)
-        if args.samples:  # refused now, not after the fit: sample bands need one 2-D grid
+        # refused now, not after the fit: one GeoTIFF's sample bands need one 2-D grid (NetCDF
+        # and one GeoTIFF per date take a stack's samples)
+        if args.samples and args.out and not per_date:
             others = [d for d in da.dims if d not in find_spatial_dims(da)]
             if others:
                 raise usage_error(
-                    f"--samples writes one band per sample of a single 2-D raster; "
-                    f"{args.input} also has the dimension(s) {others} "
-                    f"({', '.join(f'{d}: {da.sizes[d]}' for d in others)}). Extract one slice "
-                    "first (e.g. gdal_translate -b 1, or xarray's isel), or drop --samples.")
+                    f"--samples writes one band per sample of a single 2-D raster into a "
+                    f"GeoTIFF; {args.input} also has the dimension(s) {others} "
+                    f"({', '.join(f'{d}: {da.sizes[d]}' for d in others)}). Write NetCDF "
+                    "(--out PRED.nc) or, for a stack, one GeoTIFF per date (--out "
+                    "NAME_{date}.tif); or extract one slice first (e.g. gdal_translate -b 1, "
+                    "or xarray's isel).")
         check_output_memory(args, da)
         covariates = [open_raster(c) for c in args.covariate] or None
         model.fit(da, covariates=covariates)

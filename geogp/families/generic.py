@@ -271,6 +271,16 @@ class Family(Generic[M]):
              for a in range(0, ys.size, rows)] or [dsa.zeros((3, 0, xs.size))], axis=1)
         return Prediction(cube[0], cube[1], cube[2])
 
+    def sample_slices(self, estimators: list[M], axes: list, n: int,
+                      seed: int | np.random.SeedSequence | None = None,
+                      observed: bool = False) -> np.ndarray:
+        """(n, slices, n_y, n_x) samples of every slice on the grid ``axes``; here each slice
+        is drawn alone (its own seed spawned from ``seed``): a family that fits slices jointly
+        (``fits_series``) draws them jointly instead."""
+        seeds = np.random.SeedSequence(seed).spawn(len(estimators))
+        return np.stack([self.sample_grid(est, axes, n, seed=ss, observed=observed)
+                         for est, ss in zip(estimators, seeds, strict=True)], axis=1)
+
     def sample_grid(self, est: M, axes: list, n: int,
                     seed: int | np.random.SeedSequence | None = None,
                     observed: bool = False) -> np.ndarray:

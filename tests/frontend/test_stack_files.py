@@ -112,7 +112,8 @@ def test_geogp_fit_fills_a_series_of_files(tmp_path):
 
 def test_geogp_fit_writes_one_geotiff_per_date_and_keeps_none_on_failure(tmp_path):
     """--out NAME_{date}.tif: one GeoTIFF per date (mean and std bands, the stack's grid), the
-    same values as the NetCDF of the same fit. A name that
+    same values as the NetCDF of the same fit; with --samples, each date's sample bands are its
+    slice of the NetCDF's joint (sample, time, y, x) samples. A name that
     exists (no --overwrite) is refused before the fit, and nothing is written."""
     from geogp.cli import main
     from geogp.cli.runner import EXIT_USAGE
@@ -122,13 +123,17 @@ def test_geogp_fit_writes_one_geotiff_per_date_and_keeps_none_on_failure(tmp_pat
     template = str(tmp_path / "filled_{date}.tif")
     nc = tmp_path / "filled.nc"
     assert main(["fit", *map(str, paths), "--out", template, "--netcdf", str(nc),
-                 "--maxiter", "3", "--quiet"]) == 0
+                 "--maxiter", "3", "--quiet", "--samples", "2"]) == 0
     ds = xr.open_dataset(nc)
+    samples = ds["samples"].transpose("sample", "time", "y", "x").values
+    assert samples.shape == (2, 3, 12, 14) and np.isfinite(samples).all()
     for k, day in enumerate(["2020-06-01", "2020-06-17", "2020-07-03"]):
         with rasterio.open(tmp_path / f"filled_{day}.tif") as src:
-            assert src.count == 2 and src.descriptions[:2] == ("mean", "std")
+            assert src.count == 4 and src.descriptions == (
+                "mean", "std", "samples sample=1", "samples sample=2")
             assert src.crs.to_epsg() == 32633 and src.shape == (12, 14)
             np.testing.assert_allclose(src.read(1), ds["mean"].values[k], rtol=1e-6)
+            np.testing.assert_allclose(src.read([3, 4]), samples[:, k], rtol=1e-6)
     taken = tmp_path / "again_2020-06-17.tif"
     taken.write_bytes(b"keep me")
     assert main(["fit", *map(str, paths), "--out", str(tmp_path / "again_{date}.tif"),

@@ -13,11 +13,13 @@ from geogp.models.lattice.gmrf import laplacian
 from geogp.models.spacetime.gmrf import (
     ar1_precision,
     composite_log_likelihood,
+    kriging_means,
     log_marginal_likelihood,
     make_problem,
     posterior,
     posterior_mean,
     precision,
+    prior_draws,
 )
 
 SHAPE, H = (4, 5), (1.0, 1.5)
@@ -204,6 +206,74 @@ def test_the_posterior_mean_and_variance_are_universal_kriging():
     got_mean, got_var, *_ = posterior(PARAMS, problem, x_new.reshape(TIMES.size, n, 2))
     np.testing.assert_allclose(got_mean.ravel(), mean, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(got_var.ravel(), var, rtol=1e-7, atol=1e-10)
+
+
+def _whitened(draws, cov):
+    """L⁻¹(draws) with cov = LLᵀ: independent standard normals if the draws have ``cov``."""
+    return sla.solve_triangular(np.linalg.cholesky(cov), draws.T, lower=True).T
+
+
+def _standard_normal_within_bounds(w):
+    """Mean 0 and covariance I to within 5 Monte-Carlo sds in every entry."""
+    n = w.shape[0]
+    err = w.T @ w / n - np.eye(w.shape[1])
+    assert np.abs(w.mean(axis=0)).max() < 5 / np.sqrt(n)
+    assert np.abs(np.diag(err)).max() < 5 * np.sqrt(2 / n)  # a variance's MC sd: √(2/n)
+    assert np.abs(err - np.diag(np.diag(err))).max() < 5 / np.sqrt(n)
+
+
+@pytest.mark.parametrize("backend", ["cholmod", "dense"])
+def test_prior_draws_have_the_covariance_of_the_precision(backend):
+    """f = m + a + g at every (date, cell), whitened by the dense prior covariance E C Eᵀ:
+    independent standard normals (20,000 draws, every entry of their covariance)."""
+    n = 20_000
+    f = prior_draws(PARAMS, SHAPE, H, TIMES, n, np.random.default_rng(1), Solver(backend))
+    assert f.shape == (n, TIMES.size, *SHAPE)
+    e = _every_value()
+    _standard_normal_within_bounds(_whitened(f.reshape(n, -1), e @ _dense_prior() @ e.T))
+
+
+def test_kriging_means_of_several_data_vectors_are_universal_kriging():
+    """Each column of Y as data: the universal-kriging mean with the dense covariance (trend
+    an intercept and a slope, x_new the same columns), and the problem's own y gives
+    posterior()'s mean."""
+    problem, (cells, steps, y, X) = _problem()
+    a, e = _observation_matrix(cells, steps), _every_value()
+    prior = _dense_prior()
+    sigma = a @ prior @ a.T + np.exp(2 * PARAMS["log_noise"]) * np.eye(y.size)
+    si = np.linalg.inv(sigma)
+    n = SHAPE[0] * SHAPE[1]
+    x_new = np.column_stack([np.ones(n * TIMES.size), np.tile(np.arange(n) % SHAPE[1],
+                                                               TIMES.size)])
+    Y = np.column_stack([y, np.random.default_rng(3).standard_normal((y.size, 2))])
+    beta = np.linalg.solve(X.T @ si @ X, X.T @ si @ Y)
+    want = x_new @ beta + e @ prior @ a.T @ si @ (Y - X @ beta)
+    got = kriging_means(PARAMS, problem, cells, steps, X, Y,
+                        x_new.reshape(TIMES.size, n, 2))
+    np.testing.assert_allclose(got.reshape(-1, 3), want, rtol=1e-7, atol=1e-9)
+    own = posterior(PARAMS, problem, x_new.reshape(TIMES.size, n, 2)).mean
+    np.testing.assert_allclose(got[..., 0], own, rtol=1e-9, atol=1e-11)
+
+
+def test_matheron_draws_have_the_dense_posterior_covariance():
+    """A prior draw f and its data y* = f + noise where y is observed give posterior draws
+    mean + (f − K y*), K the universal-kriging predictor (Matheron's rule): whitened by the
+    dense universal-kriging covariance (the trend's share included), standard normals."""
+    problem, (cells, steps, y, X) = _problem(trend=False)
+    a, e = _observation_matrix(cells, steps), _every_value()
+    prior = _dense_prior()
+    noise = np.exp(2 * PARAMS["log_noise"])
+    sigma = a @ prior @ a.T + noise * np.eye(y.size)
+    si = np.linalg.inv(sigma)
+    k = e @ prior @ a.T
+    r = 1.0 - k @ si @ X
+    cov = (e @ prior @ e.T - k @ si @ k.T + r @ np.linalg.solve(X.T @ si @ X, r.T))
+    n, rng = 20_000, np.random.default_rng(2)
+    f = prior_draws(PARAMS, SHAPE, H, TIMES, n, rng).reshape(n, -1)
+    y_star = f[:, steps * SHAPE[0] * SHAPE[1] + cells] + np.sqrt(noise) * rng.standard_normal(
+        (n, y.size))
+    deviation = f - kriging_means(PARAMS, problem, cells, steps, X, y_star.T).reshape(-1, n).T
+    _standard_normal_within_bounds(_whitened(deviation, cov))
 
 
 def test_dates_must_increase():

@@ -30,7 +30,7 @@ class SpaceTimeFamily(Family[SpaceTimeDate]):
 
     name = "spacetime"
     model_class = SpaceTimeRegressor
-    fits_series = single_range = savable = True
+    fits_series = single_range = savable = can_sample = True
     default_maxiter = None
 
     def check_memory(self, est: SpaceTimeRegressor, raster_shape: tuple) -> None:
@@ -85,6 +85,23 @@ class SpaceTimeFamily(Family[SpaceTimeDate]):
         ix = _cells(model.axes_[1], np.asarray(axes[1], dtype=np.float64), "raise")
         mean, latent, observed = (a[:, iy][:, :, ix] for a in model.predict_dates(times))
         return Prediction(mean, latent**2, observed**2)
+
+    def sample_slices(self, estimators: list[SpaceTimeDate], axes: list, n: int,
+                      seed: int | np.random.SeedSequence | None = None,
+                      observed: bool = False) -> np.ndarray:
+        """(n, dates, n_y, n_x) joint samples of the stack on the fitted cells ``axes``
+        (:meth:`SpaceTimeRegressor.sample`: one draw over every date, not one per date)."""
+        model = estimators[0].model
+        iy = _cells(model.axes_[0], np.asarray(axes[0], dtype=np.float64), "raise")
+        ix = _cells(model.axes_[1], np.asarray(axes[1], dtype=np.float64), "raise")
+        draws = model.sample(n, seed=seed, observed=observed)
+        return draws[:, [est.index for est in estimators]][:, :, iy][:, :, :, ix]
+
+    def sample_grid(self, est: SpaceTimeDate, axes: list, n: int,
+                    seed: int | np.random.SeedSequence | None = None,
+                    observed: bool = False) -> np.ndarray:
+        """(n, n_y, n_x) samples of one date: its slice of the joint draw."""
+        return self.sample_slices([est], axes, n, seed, observed)[:, 0]
 
     def hyperparameters(self, est: SpaceTimeDate) -> dict:
         model = est.model

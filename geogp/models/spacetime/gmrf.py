@@ -40,12 +40,13 @@ import scipy.sparse as sp
 from geogp.exceptions import InputError
 from geogp.linalg import SparsePattern
 from geogp.linalg.cholmod import selected_inverse
-from geogp.linalg.solvers import solve_all
+from geogp.linalg.solvers import Solver, solve_all
 from geogp.models.lattice.gmrf import dense_likelihood, laplacian, laplacian_eigenvalues
 
 __all__ = ["PARAMS", "Structure", "SpaceTimeProblem", "structure", "make_problem",
            "ar1_precision", "precision", "log_marginal_likelihood",
-           "composite_log_likelihood", "posterior_mean", "posterior", "Moments"]
+           "composite_log_likelihood", "posterior_mean", "posterior", "Moments",
+           "kriging_means", "prior_draws"]
 
 # θ: the anomalies' range, sd and time scale τ; the persistent field's range and sd; the dates'
 # offsets' sd and time scale; noise
@@ -373,3 +374,66 @@ def posterior(params: dict, problem: SpaceTimeProblem, x_new: np.ndarray | None 
     var = var + np.einsum("tnp,pq,tnq->tn", r, np.linalg.inv(a), r)
     dof = max(problem.n_obs - p, 1)
     return Moments(mean, var, w, float(quad) / dof)
+
+
+def kriging_means(params: dict, problem: SpaceTimeProblem, cells: np.ndarray,
+                  steps: np.ndarray, X: np.ndarray, Y: np.ndarray,
+                  x_new: np.ndarray | None = None) -> np.ndarray:
+    """Universal-kriging means of xᵀβ + f at every (date, cell), (T, n, k), of the data
+    vectors ``Y`` (N, k) observed where the problem's are (``cells``, ``steps`` and trend
+    columns ``X`` (N, p): the problem's own, in its order), each column with its own β̂: what
+    :func:`posterior` gives as the mean with that column as data, from one factorisation of B
+    and one solve for all columns. ``x_new`` as for :func:`posterior`."""
+    st = problem.structure
+    with _EVALUATION_LOCK:
+        b, rhs, _, noise = (np.asarray(v) for v in _system(params, problem))
+    Y = np.asarray(Y, dtype=np.float64).reshape(len(cells), -1)
+    X = np.asarray(X, dtype=np.float64).reshape(len(cells), -1)
+    a = st.observation_matrix(np.asarray(cells, np.int64), np.asarray(steps, np.int64))
+    p, k = X.shape[1], Y.shape[1]
+    s = problem.solve.host_solve(problem.pattern, b, np.column_stack([a.T @ Y / noise,
+                                                                      rhs[:, 1:]]))
+    s_y, s_x = s[:, :k], s[:, k:]  # B⁻¹AᵀY/σ², B⁻¹AᵀX/σ²
+    # XᵀΣ⁻¹[Y, X] = Xᵀ[Y, X]/σ² − (AᵀX/σ²)ᵀ B⁻¹Aᵀ[Y, X]/σ², as Σ⁻¹ = I/σ² − A B⁻¹ Aᵀ/σ⁴
+    beta = np.linalg.solve(X.T @ X / noise - rhs[:, 1:].T @ s_x,
+                           X.T @ Y / noise - rhs[:, 1:].T @ s_y)  # (p, k)
+    x_new = np.ones((st.n_times, st.n_cells, p)) if x_new is None else np.asarray(x_new)
+    return _at_every_value(st, s_y - s_x @ beta) + np.einsum("tnp,pk->tnk", x_new, beta)
+
+
+def prior_draws(params: dict, shape: tuple[int, int], h: tuple[float, float],
+                times: np.ndarray, n: int, rng: np.random.Generator,
+                solver: Solver | None = None) -> np.ndarray:
+    """``n`` draws of f = m + a + g from the prior at every (date, cell) of a ``shape``
+    lattice with cells sized ``h`` at ``times``: (n, T, n_y, n_x). A field with precision
+    c (κ² I + L)² is (κ² I + L)⁻¹ z / √c (one factorisation of κ² I + L for all draws); the
+    anomalies follow their AR(1) from date to date, the offsets theirs."""
+    times = _check_times(times)
+    solver = solver or Solver("cholmod", ordering="metis")
+    area = float(h[0] * h[1])
+    lap = laplacian(tuple(shape), tuple(h))
+    cells = lap.shape[0]
+
+    def field(log_range, log_sd, count):  # (cells, count) draws of one Matérn field
+        kappa2, c = (float(v) for v in _matern(log_range, log_sd, area))
+        op = sp.csc_matrix(kappa2 * sp.eye(cells) + lap)
+        pattern = SparsePattern.from_scipy(op)
+        z = rng.standard_normal((cells, count))
+        return solver.host_solve(pattern, pattern.values_from_scipy(op), z) / math.sqrt(c)
+
+    t_count = times.size
+    dt = np.diff(times)
+    out = np.repeat(field(params["log_range_mean"], params["log_sd_mean"], n).T[:, None],
+                    t_count, axis=1)  # (n, T, cells): m at every date
+    w = field(params["log_range"], params["log_sd"], n * t_count).T.reshape(n, t_count, cells)
+    phi = np.exp(-dt / math.exp(params["log_tau"]))
+    phi_g = np.exp(-dt / math.exp(params["log_tau_offset"]))
+    g = math.exp(params["log_sd_offset"]) * rng.standard_normal((n, t_count))
+    a = w[:, 0]
+    out[:, 0] += a
+    for k in range(1, t_count):
+        a = phi[k - 1] * a + math.sqrt(1.0 - phi[k - 1] ** 2) * w[:, k]
+        out[:, k] += a
+        g[:, k] = phi_g[k - 1] * g[:, k - 1] + math.sqrt(1.0 - phi_g[k - 1] ** 2) * g[:, k]
+    out += g[:, :, None]
+    return out.reshape(n, t_count, *shape)

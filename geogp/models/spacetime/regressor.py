@@ -21,7 +21,14 @@ from geogp.exceptions import InputError, MemoryEstimateError, NotFittedError
 from geogp.linalg.cholmod import available_cores
 from geogp.linalg.solvers import Solver
 from geogp.models.spacetime.calibration import interval_scale, stack_gap_folds
-from geogp.models.spacetime.gmrf import PARAMS, composite_log_likelihood, make_problem, posterior
+from geogp.models.spacetime.gmrf import (
+    PARAMS,
+    composite_log_likelihood,
+    kriging_means,
+    make_problem,
+    posterior,
+    prior_draws,
+)
 from geogp.optimize import FitReport, minimize_lbfgs
 
 if TYPE_CHECKING:  # annotations only
@@ -411,6 +418,66 @@ class SpaceTimeRegressor:
         wide = self.scale_ * self.interval_scale_
         return (self.loc_ + self.scale_ * mean, wide * latent,
                 wide * np.sqrt(latent**2 + noise * local))
+
+    # ------------------------------------------------------------------ samples
+    def sample(self, n: int, seed: int | np.random.SeedSequence | np.random.Generator | None = None,
+               observed: bool = False) -> np.ndarray:
+        """``n`` posterior samples of the stack at every fitted (date, cell), (n, T, n_y, n_x),
+        data units (``observed``: with a new observation's noise).
+
+        Conditional simulation by Matheron's rule: a draw f of the prior over the whole raster
+        and every date (:func:`~geogp.models.spacetime.gmrf.prior_draws`), its data
+        y* = f + noise where the stack is observed, and the sample mean + (f − K y*), K the
+        tiles' universal-kriging predictor (the one the mean comes from;
+        :func:`~geogp.models.spacetime.gmrf.kriging_means`). Exact where one tile covers the
+        stack; on tiles the prior draw is the whole raster's, so samples are continuous
+        across the tiles' seams. The deviation is widened as the sds are (each tile's factor
+        and the folds' factor), so the samples' spread reproduces ``sd_latent_``.
+
+        Cost: per tile one factorisation and one solve with n right-hand sides; memory about
+        three stacks of n samples."""
+        if not hasattr(self, "params_"):
+            raise NotFittedError("fit the model first.")
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise InputError(f"n (number of samples) must be an integer ≥ 1; got {n!r}.")
+        rng = np.random.default_rng(seed)
+        p, values, times = self.params_, self.values_, self.times_
+        t = values.shape[0]
+        f = prior_draws(p, self.shape_[1:], self.h_, times, int(n), rng, self.solver_)
+        noise_sd = math.exp(p["log_noise"])
+        y_star = f + noise_sd * rng.standard_normal(f.shape)
+        out = np.empty_like(f)
+
+        def tile_draws(w: Window, slot: int) -> np.ndarray:
+            block = (slice(None), slice(w.y0, w.y1), slice(w.x0, w.x1))
+            flat = values[block].reshape(t, -1)
+            steps, cells = np.nonzero(np.isfinite(flat))
+            if not steps.size:  # no data in reach: the prior itself
+                return np.zeros((n, t, *w.shape))
+            X = np.ones((steps.size, 1))
+            Y = y_star[(slice(None), *block)].reshape(n, t, -1)[:, steps, cells].T
+            problem = make_problem(w.shape, self.h_, times, cells, steps, flat[steps, cells], X,
+                                   self.solver_, slot)
+            k = kriging_means(p, problem, cells, steps, X, Y)  # (T, cells, n)
+            return np.moveaxis(k, -1, 0).reshape(n, t, *w.shape)
+
+        tiles = windows(self.shape_[1:], self.tile_, self.halo_)
+        for w, k in zip(tiles, self._in_threads(tile_draws, tiles), strict=True):
+            core = (slice(None), slice(None), slice(w.cy0, w.cy1), slice(w.cx0, w.cx1))
+            local = (slice(None), slice(None), slice(w.cy0 - w.y0, w.cy1 - w.y0),
+                     slice(w.cx0 - w.x0, w.cx1 - w.x0))
+            out[core] = f[core] - k[local]
+        f = y_star = None  # free the draws before the widening's temporaries
+        # the sds' widening, read back from the fitted moments: sd_observed² − sd_latent² is
+        # (scale · interval_scale)² σ² times each cell's variance factor
+        wide = self.scale_ * self.interval_scale_
+        factor = np.sqrt(np.maximum(self.sd_observed_ ** 2 - self.sd_latent_ ** 2, 0.0)) / (
+            wide * noise_sd)
+        out *= wide * factor[None]
+        if observed:
+            out += wide * factor[None] * noise_sd * rng.standard_normal(out.shape)
+        out += self.mean_[None]
+        return out
 
 
 # a tile's variance factor is shrunk towards 1 as if from this many more observations at 1

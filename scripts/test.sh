@@ -17,9 +17,10 @@ fi
 # ruff first: a second or two, and a finding fails the run before the long part
 echo "[geogp test] ruff check (version $("$venv/bin/ruff" --version | cut -d' ' -f2))"
 "$venv/bin/ruff" check .
-# two workers (pytest-xdist), one test file each at a time (module fixtures built once): about
-# two thirds of the serial time on 2 cores (benchmarks/README.md)
-# one BLAS thread per worker: two workers already fill the two cores, and OpenBLAS threads on
+# three workers (pytest-xdist) on 2 cores, one test file each at a time (module fixtures built
+# once): a third worker fills the time the others wait (subprocesses, dask clusters starting,
+# the last files): 11:29 against 12:41 with two in fresh clones (2026-11-29)
+# one BLAS thread per worker: the workers already fill the two cores, and OpenBLAS threads on
 # top of them only compete (CHOLMOD links the system OpenBLAS that setup.sh installs)
 export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
 # XLA's backend optimisations off: most tests are small and their time is compiling (12 % off
@@ -31,4 +32,4 @@ export JAX_COMPILATION_CACHE_DIR="${JAX_COMPILATION_CACHE_DIR:-$PWD/.cache/jax}"
 export JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="${JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS:-0}"
 # --no-loadscope-reorder: take the files in tests/conftest.py's order (slowest first), not
 # xdist's by number of tests
-exec "$venv/bin/python" -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder "$@"
+exec "$venv/bin/python" -m pytest -q -n 3 --dist loadfile --no-loadscope-reorder "$@"

@@ -21,11 +21,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from geogp.exceptions import InputError
 from geogp.linalg import cholmod, cholmod_many, dense, lapack
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
+    from geogp.linalg.pattern import SparsePattern
 
 __all__ = ["SOLVER_BACKENDS", "Solver", "solve_all"]
 
@@ -59,7 +65,7 @@ class Solver:
             return lapack.logdet_and_solve(pattern, values, rhs)
         return dense.logdet_and_solve(pattern, values, rhs)
 
-    def host_solve(self, pattern, values, rhs) -> np.ndarray:
+    def host_solve(self, pattern: SparsePattern, values: ArrayLike, rhs: ArrayLike) -> np.ndarray:
         """B⁻¹ rhs on the host, without JAX (no gradient): for many right-hand sides at once
         (conditional simulation). CHOLMOD reuses the factor it already holds at ``values``.
 

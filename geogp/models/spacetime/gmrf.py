@@ -406,33 +406,35 @@ def prior_draws(params: dict, shape: tuple[int, int], h: tuple[float, float],
                 solver: Solver | None = None) -> np.ndarray:
     """``n`` draws of f = m + a + g from the prior at every (date, cell) of a ``shape``
     lattice with cells sized ``h`` at ``times``: (n, T, n_y, n_x). A field with precision
-    c (κ² I + L)² is (κ² I + L)⁻¹ z / √c (one factorisation of κ² I + L for all draws); the
-    anomalies follow their AR(1) from date to date, the offsets theirs."""
+    c (κ² I + L)² is (κ² I + L)⁻¹ z / √c (one factorisation of κ² I + L per field, one solve
+    per date); the anomalies follow their AR(1) from date to date, the offsets theirs. Memory:
+    the draws and one date's work."""
     times = _check_times(times)
     solver = solver or Solver("cholmod", ordering="metis")
     area = float(h[0] * h[1])
     lap = laplacian(tuple(shape), tuple(h))
     cells = lap.shape[0]
 
-    def field(log_range, log_sd, count):  # (cells, count) draws of one Matérn field
+    def field(log_range, log_sd):  # draws(count) of one Matérn field: (count, cells)
         kappa2, c = (float(v) for v in _matern(log_range, log_sd, area))
         op = sp.csc_matrix(kappa2 * sp.eye(cells) + lap)
-        pattern = SparsePattern.from_scipy(op)
-        z = rng.standard_normal((cells, count))
-        return solver.host_solve(pattern, pattern.values_from_scipy(op), z) / math.sqrt(c)
+        pattern = SparsePattern.from_scipy(op)  # one pattern: its factor serves every solve
+        values = pattern.values_from_scipy(op)
+        return lambda count: solver.host_solve(
+            pattern, values, rng.standard_normal((cells, count))).T / math.sqrt(c)
 
     t_count = times.size
     dt = np.diff(times)
-    out = np.repeat(field(params["log_range_mean"], params["log_sd_mean"], n).T[:, None],
-                    t_count, axis=1)  # (n, T, cells): m at every date
-    w = field(params["log_range"], params["log_sd"], n * t_count).T.reshape(n, t_count, cells)
     phi = np.exp(-dt / math.exp(params["log_tau"]))
     phi_g = np.exp(-dt / math.exp(params["log_tau_offset"]))
+    out = np.empty((n, t_count, cells))
+    out[:] = field(params["log_range_mean"], params["log_sd_mean"])(n)[:, None]  # m, every date
     g = math.exp(params["log_sd_offset"]) * rng.standard_normal((n, t_count))
-    a = w[:, 0]
+    anomaly = field(params["log_range"], params["log_sd"])
+    a = anomaly(n)
     out[:, 0] += a
     for k in range(1, t_count):
-        a = phi[k - 1] * a + math.sqrt(1.0 - phi[k - 1] ** 2) * w[:, k]
+        a = phi[k - 1] * a + math.sqrt(1.0 - phi[k - 1] ** 2) * anomaly(n)
         out[:, k] += a
         g[:, k] = phi_g[k - 1] * g[:, k - 1] + math.sqrt(1.0 - phi_g[k - 1] ** 2) * g[:, k]
     out += g[:, :, None]

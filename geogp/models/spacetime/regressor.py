@@ -98,6 +98,10 @@ STACK_COPIES = 10
 # Spread, not the fitting windows: those have the most data, and the gaps are elsewhere
 CALIBRATION_WINDOWS = 9
 CALIBRATION_FOLDS = 2
+# stop L-BFGS, converged, once the objective (per observation) fell by less than this over
+# that many iterations: on stacks a weakly identified parameter (a time scale far beyond the
+# series) drifts along a flat ridge for dozens of evaluations that change nothing else
+STALL = (10, 1e-5)
 # windows to compute before a second thread (and its own compiled likelihood) pays
 MIN_THREADED_ITEMS = 4
 
@@ -247,7 +251,7 @@ class SpaceTimeRegressor:
             problems = [self._problem(w, slot=k) for k, w in enumerate(self._fit_windows())]
             params, self.fit_report_ = minimize_lbfgs(
                 _loss, params, args=tuple(problems), unconstrained=PARAMS,
-                maxiter=self.maxiter, bounds=self._bounds())
+                maxiter=self.maxiter, bounds=self._bounds(), stall=STALL)
         self.params_ = {k: float(v) for k, v in params.items()}
         self.interval_scale_ = self._interval_scale() if self.calibrate else 1.0
         self.mean_, self.sd_latent_, self.sd_observed_ = self.predict_grid()
@@ -434,8 +438,8 @@ class SpaceTimeRegressor:
         across the tiles' seams. The deviation is widened as the sds are (each tile's factor
         and the folds' factor), so the samples' spread reproduces ``sd_latent_``.
 
-        Cost: per tile one factorisation and one solve with n right-hand sides; memory about
-        three stacks of n samples."""
+        Cost: per tile one factorisation and one solve with n right-hand sides; memory two
+        stacks of n samples (the draws, which become the samples, and their data)."""
         if not hasattr(self, "params_"):
             raise NotFittedError("fit the model first.")
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
@@ -445,8 +449,9 @@ class SpaceTimeRegressor:
         t = values.shape[0]
         f = prior_draws(p, self.shape_[1:], self.h_, times, int(n), rng, self.solver_)
         noise_sd = math.exp(p["log_noise"])
-        y_star = f + noise_sd * rng.standard_normal(f.shape)
-        out = np.empty_like(f)
+        y_star = rng.standard_normal(f.shape)  # in place: two stacks of draws, not three
+        y_star *= noise_sd
+        y_star += f
 
         def tile_draws(w: Window, slot: int) -> np.ndarray:
             block = (slice(None), slice(w.y0, w.y1), slice(w.x0, w.x1))
@@ -466,8 +471,8 @@ class SpaceTimeRegressor:
             core = (slice(None), slice(None), slice(w.cy0, w.cy1), slice(w.cx0, w.cx1))
             local = (slice(None), slice(None), slice(w.cy0 - w.y0, w.cy1 - w.y0),
                      slice(w.cx0 - w.x0, w.cx1 - w.x0))
-            out[core] = f[core] - k[local]
-        f = y_star = None  # free the draws before the widening's temporaries
+            f[core] -= k[local]  # the tiles read y*, never f: each core becomes f − K y*
+        out, f, y_star = f, None, None  # free y* before the widening's temporaries
         # the sds' widening, read back from the fitted moments: sd_observed² − sd_latent² is
         # (scale · interval_scale)² σ² times each cell's variance factor
         wide = self.scale_ * self.interval_scale_
@@ -475,7 +480,9 @@ class SpaceTimeRegressor:
             wide * noise_sd)
         out *= wide * factor[None]
         if observed:
-            out += wide * factor[None] * noise_sd * rng.standard_normal(out.shape)
+            noise = rng.standard_normal(out.shape)
+            noise *= wide * noise_sd * factor[None]
+            out += noise
         out += self.mean_[None]
         return out
 

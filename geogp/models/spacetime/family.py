@@ -95,7 +95,12 @@ class SpaceTimeFamily(Family[SpaceTimeDate]):
         iy = _cells(model.axes_[0], np.asarray(axes[0], dtype=np.float64), "raise")
         ix = _cells(model.axes_[1], np.asarray(axes[1], dtype=np.float64), "raise")
         draws = model.sample(n, seed=seed, observed=observed)
-        return draws[:, [est.index for est in estimators]][:, :, iy][:, :, :, ix]
+        dates = np.array([est.index for est in estimators])
+        if (np.array_equal(dates, np.arange(draws.shape[1]))
+                and np.array_equal(iy, np.arange(draws.shape[2]))
+                and np.array_equal(ix, np.arange(draws.shape[3]))):
+            return draws  # the whole fitted stack: no copy
+        return draws[np.ix_(np.arange(n), dates, iy, ix)]
 
     def sample_grid(self, est: SpaceTimeDate, axes: list, n: int,
                     seed: int | np.random.SeedSequence | None = None,

@@ -26,8 +26,8 @@ Z95 = 1.959963984540054
 # fewer hidden values than this leave the intervals as the model has them
 MIN_HIDDEN = 200
 # hidden values per independent one (a cloud's errors are correlated): sets the noise of the
-# folds' 95 % quantile, which alone would widen a right model's intervals by 3–4 % (simulated
-# stacks of the model's form: the coverage went from 0.966 to 0.974)
+# folds' 95 % quantile, which alone would widen a right model's intervals (docs/spacetime.md,
+# "Intervals")
 ERRORS_PER_INDEPENDENT = 10
 
 

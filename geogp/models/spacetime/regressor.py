@@ -80,8 +80,8 @@ def windows(shape: tuple[int, int], size: int, halo: int) -> list[Window]:
 
 
 # unknowns of one window (cells × (dates + 1)): its factor's root separator holds a row of
-# cells times every date, so the cost climbs steeply past this (benchmarks/bench_spacetime.py
-# cost: 16² cells × 48 dates 1.5 s, 20² × 48 dates 12 s)
+# cells times every date, so the cost climbs steeply past this (docs/spacetime.md, "What a
+# tile costs")
 WINDOW_UNKNOWNS = 13_000
 
 

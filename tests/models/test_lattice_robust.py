@@ -251,7 +251,9 @@ def _clouded_raster():
     return da.rio.write_crs(32633), hit
 
 
-def test_the_front_end_maps_what_the_robust_fit_distrusted():
+def test_the_front_end_maps_what_the_robust_fit_distrusted(tmp_path):
+    """The weights map the leaks; a saved and loaded model maps the same weights (its file
+    keeps them) and says that the gross-error model needs the fit itself."""
     da, hit = _clouded_raster()
     model = geogp.fit(da, robust=True)
     w = model.observation_weight()
@@ -259,6 +261,11 @@ def test_the_front_end_maps_what_the_robust_fit_distrusted():
     assert np.array_equal(np.isnan(w.values), np.isnan(da.values))
     assert np.nanmax(w.values[hit]) < 0.5  # every leak distrusted, few clean cells
     assert np.mean(w.values[np.isfinite(da.values) & ~hit] < 0.5) <= 0.01
+    model.save(tmp_path / "robust.npz")
+    loaded = geogp.load_model(tmp_path / "robust.npz")
+    np.testing.assert_array_equal(loaded.observation_weight().values, w.values)
+    with pytest.raises(InputError, match="model files keep a robust fit's weights"):
+        loaded.estimators_[0].gross_errors()
     with pytest.raises(InputError, match="robust=True"):
         geogp.fit(da, maxiter=2).observation_weight()
 

@@ -44,6 +44,8 @@ def save_lattice(est: Any, pre: str, arrays: dict, init: dict) -> dict:
         arrays[f"{pre}lattice/powers"] = np.asarray(est.powers_)
     if getattr(est, "cell_axes_", None) is not None:  # a nearly regular raster's cell centres
         arrays[f"{pre}lattice/axis_y"], arrays[f"{pre}lattice/axis_x"] = est.cell_axes_
+    if getattr(est, "obs_weight_", None) is not None:  # what a robust fit distrusted
+        arrays[f"{pre}lattice/obs_weight"] = np.asarray(est.obs_weight_, dtype=np.float64)
     basis = getattr(est, "varying_basis_", None)
     varying = {}
     if basis is not None:  # the varying range and sd: their basis and coefficients
@@ -155,6 +157,15 @@ def load_lattice(meta: dict, pre: str, z: Arrays, accepted_init: Collection[str]
         est.log_likelihood_ = float("nan")
     else:
         est.log_likelihood_ = require(meta, "log_likelihood", "float", where)
+    est.obs_weight_ = None  # a plain fit, or a robust one written before weights were kept
+    if f"{pre}lattice/obs_weight" in z:
+        m = int(est.margin)
+        weight = z.get(f"{pre}lattice/obs_weight", shape=(ny - 2 * m, nx - 2 * m), finite=False)
+        seen = np.isfinite(weight)
+        if not (est.robust and np.all((weight[seen] >= 0.0) & (weight[seen] <= 1.0))):
+            raise ReadError(f"model file {where}: observation weights belong to a robust fit "
+                            "and lie in [0, 1] (NaN where nothing was observed).")
+        est.obs_weight_ = weight
     est.posterior_ = Moments(**moments, n_tiles=est.posterior_tiles_)  # predicts only
     est.scaler_, est.report_ = scaler_and_report(meta, pre, z, 2, where)
     return est

@@ -531,7 +531,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         """(P,) the weight a ``robust`` fit gave the observed cell at each of ``points``
         (P, 2) (model units, snapped to the nearest cell centre; near 0: a gross error); NaN
         off the raster or where nothing was observed. A plain fit weighs every observation 1
-        and has no map (InputError), nor has a model read from a file (weights are not kept)."""
+        and has no map (InputError); model files keep a robust fit's weights."""
         check_fitted(self, "scaler_")
         pts = np.asarray(points, dtype=np.float64).reshape(-1, 2)
         m = int(self.margin)
@@ -542,8 +542,8 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         weight = getattr(self, "obs_weight_", None)
         if weight is None:
             raise InputError(
-                "observation_weight() needs the weights of a fit with robust=True; model files "
-                "do not keep them, so fit again." if self.robust else
+                "observation_weight() needs the weights of a fit with robust=True; this model "
+                "file was written before files kept them, so fit again." if self.robust else
                 "observation_weight() needs a fit with robust=True (a plain fit gives every "
                 "observation the weight 1).")
         out[inside] = weight[idx[0][inside], idx[1][inside]]
@@ -557,7 +557,10 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         check_fitted(self, "scaler_")
         em = getattr(self, "contamination_", None)
         if em is None:
-            raise InputError("gross_errors() needs a fit with robust=True.")
+            raise InputError(
+                "gross_errors() needs the fit itself: model files keep a robust fit's weights "
+                "(observation_weight()), not its gross-error model; fit again." if self.robust
+                else "gross_errors() needs a fit with robust=True.")
         return {"prior": np.asarray(em.prior), "shift": em.shift * self.scaler_.y_scale,
                 "sd": float(np.sqrt(em.var)) * self.scaler_.y_scale,
                 "flagged": int(np.sum(em.clean < 0.5))}

@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -214,8 +216,11 @@ def _dask_client(args, echo):
     from distributed import Client, LocalCluster
 
     if args.workers:
-        with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                          dashboard_address=None) as cluster, Client(cluster) as client:
+        with _sigint_ignored():  # the workers inherit it: Ctrl-C stops this process alone,
+            # which closes them, instead of each printing its own tracebacks
+            cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1,
+                                   processes=True, dashboard_address=None)
+        with cluster, Client(cluster) as client:
             echo(f"dask: a local cluster of {args.workers} worker processes")
             yield client
     else:
@@ -223,6 +228,20 @@ def _dask_client(args, echo):
             echo(f"dask: the cluster at {args.scheduler} "
                  f"({len(client.scheduler_info()['workers'])} workers)")
             yield client
+
+
+@contextlib.contextmanager
+def _sigint_ignored():
+    """SIGINT ignored while processes are started (they keep it ignored: Python leaves an
+    inherited SIG_IGN as it is), then this process's own handler back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _open_input(args, series: bool):

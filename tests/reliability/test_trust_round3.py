@@ -513,3 +513,51 @@ def test_item2_an_axis_beyond_the_tolerance_is_still_refused():
     assert name == "afs" and "irregular raster" in reason and f"beyond the {words}" in reason
     assert resolve_model("auto", raster_shape=g.values[0].shape, regular=False,
                          spacing=(0.05, 0.0))[0] == "lattice"
+
+
+def test_item3_ctrl_c_with_workers_prints_one_line_and_leaves_no_worker(tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) during a fit on a
+    local cluster of 2 workers: exit 130 with the one-line message after the progress bars,
+    no worker tracebacks (67–125 lines of them before), and no worker process left behind."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    n = 400
+    yy, xx = np.mgrid[0:n, 0:n]
+    z = np.sin(xx / 20) + np.cos(yy / 15) + 0.1 * np.random.default_rng(0).standard_normal(
+        (n, n))
+    z[np.random.default_rng(1).random((n, n)) < 0.3] = np.nan
+    src = tmp_path / "in.tif"
+    xr.DataArray(z, dims=("y", "x"), coords={"y": 1e5 - 100.0 * np.arange(n),
+                                             "x": 100.0 * np.arange(n)}
+                 ).rio.write_crs(32633).rio.to_raster(src)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "geogp.cli", "fit", str(src), "--out", str(tmp_path / "o.tif"),
+         "--workers", "2", "--posterior-tile", "150"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    for line in proc.stdout:  # the cluster is up: its workers are running
+        if line.startswith("dask: a local cluster"):
+            break
+    time.sleep(2.0)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    lines = [line for line in err.splitlines() if line.strip()]  # progress bars, then the end
+    assert lines[-1] == "geogp: interrupted; no partial output was kept.", err[-2000:]
+    assert not [line for line in lines if any(
+        word in line for word in ("Traceback", "Error", "distributed", "KeyboardInterrupt"))], (
+        err[-2000:])
+    assert not (tmp_path / "o.tif").exists()
+    deadline = time.monotonic() + 30.0  # the workers stop as their nanny closes them
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break  # the group is gone: no worker outlived the command
+        time.sleep(0.5)
+    else:
+        left = subprocess.run(["ps", "-o", "pid,args", "-g", str(proc.pid)],
+                              check=False, capture_output=True, text=True).stdout
+        pytest.fail(f"processes left 30 s after the command ended:\n{left}")

@@ -533,16 +533,27 @@ def test_item3_ctrl_c_with_workers_prints_one_line_and_leaves_no_worker(tmp_path
     xr.DataArray(z, dims=("y", "x"), coords={"y": 1e5 - 100.0 * np.arange(n),
                                              "x": 100.0 * np.arange(n)}
                  ).rio.write_crs(32633).rio.to_raster(src)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "geogp.cli", "fit", str(src), "--out", str(tmp_path / "o.tif"),
-         "--workers", "2", "--posterior-tile", "150"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    for line in proc.stdout:  # the cluster is up: its workers are running
-        if line.startswith("dask: a local cluster"):
-            break
-    time.sleep(2.0)
-    os.killpg(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    # SIGINT handled while the command starts, as in a terminal: a pytest-xdist worker
+    # ignores it, and an ignored SIGINT is inherited (a handled one is reset by exec)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "geogp.cli", "fit", str(src), "--out",
+             str(tmp_path / "o.tif"), "--workers", "2", "--posterior-tile", "150"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    try:
+        for line in proc.stdout:  # the cluster is up: its workers are running
+            if line.startswith("dask: a local cluster"):
+                break
+        time.sleep(2.0)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:  # never leave the command running past the test
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
     assert proc.returncode == 130, err[-2000:]
     lines = [line for line in err.splitlines() if line.strip()]  # progress bars, then the end
     assert lines[-1] == "geogp: interrupted; no partial output was kept.", err[-2000:]

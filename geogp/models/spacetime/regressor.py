@@ -350,11 +350,7 @@ class SpaceTimeRegressor:
                  times: np.ndarray | None = None, slot: int = 0):
         """The window's problem over the fitted stack (or ``values`` at ``times``), with the
         pattern of ``slot`` (:func:`~geogp.models.spacetime.gmrf.structure`)."""
-        values = self.values_ if values is None else values
-        block = values[:, w.y0:w.y1, w.x0:w.x1]
-        flat = block.reshape(block.shape[0], -1)
-        steps, cells = np.nonzero(np.isfinite(flat))
-        y = flat[steps, cells]
+        cells, steps, y = _observations(self.values_ if values is None else values, w)
         return make_problem(w.shape, self.h_, self.times_ if times is None else times, cells,
                             steps, y, np.ones((y.size, 1)), self.solver_, slot)
 
@@ -454,15 +450,13 @@ class SpaceTimeRegressor:
         y_star += f
 
         def tile_draws(w: Window, slot: int) -> np.ndarray:
-            block = (slice(None), slice(w.y0, w.y1), slice(w.x0, w.x1))
-            flat = values[block].reshape(t, -1)
-            steps, cells = np.nonzero(np.isfinite(flat))
+            cells, steps, y = _observations(values, w)
             if not steps.size:  # no data in reach: the prior itself
                 return np.zeros((n, t, *w.shape))
-            X = np.ones((steps.size, 1))
-            Y = y_star[(slice(None), *block)].reshape(n, t, -1)[:, steps, cells].T
-            problem = make_problem(w.shape, self.h_, times, cells, steps, flat[steps, cells], X,
-                                   self.solver_, slot)
+            X = np.ones((y.size, 1))
+            Y = y_star[:, :, w.y0:w.y1, w.x0:w.x1].reshape(n, t, -1)[:, steps, cells].T
+            problem = make_problem(w.shape, self.h_, times, cells, steps, y, X, self.solver_,
+                                   slot)
             k = kriging_means(p, problem, cells, steps, X, Y)  # (T, cells, n)
             return np.moveaxis(k, -1, 0).reshape(n, t, *w.shape)
 
@@ -485,6 +479,14 @@ class SpaceTimeRegressor:
             out += noise
         out += self.mean_[None]
         return out
+
+
+def _observations(values: np.ndarray, w: Window) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(cells, steps, y): the observed values of ``values`` (T, n_y, n_x) in window ``w``, with
+    their flat cells in the window (row-major) and date indices, date by date."""
+    flat = values[:, w.y0:w.y1, w.x0:w.x1].reshape(values.shape[0], -1)
+    steps, cells = np.nonzero(np.isfinite(flat))
+    return cells, steps, flat[steps, cells]
 
 
 # a tile's variance factor is shrunk towards 1 as if from this many more observations at 1

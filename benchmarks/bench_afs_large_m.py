@@ -78,9 +78,9 @@ def step_worker(n: int, m: int, block: int, probes: int) -> dict:
     from jax.flatten_util import ravel_pytree
 
     import geogp  # noqa: F401
+    from geogp.core.kernels import make_kernel
     from geogp.features.fourier import FourierFeatures
     from geogp.features.fourier_statistics import grid_stats
-    from geogp.kernels import make_kernel
     from geogp.models.afs.objectives import iterative_loss, negative_bound_per_point
     from geogp.models.collapsed_iterative import (
         IterativeOptions,

@@ -63,10 +63,10 @@ import numpy as np
 import scipy.linalg
 
 import geogp
+from geogp.core.optimize import minimize_lbfgs
 from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures
 from geogp.features.fourier_statistics import dense_stats, points_stats
 from geogp.models.collapsed import collapsed_bound
-from geogp.optimize import minimize_lbfgs
 
 # SGPR (Titsias 2009) is a baseline, not part of geogp: tests/_reference/sgpr.py
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))

@@ -196,7 +196,7 @@ def main(argv=None) -> int:
     from scipy.ndimage import distance_transform_edt
 
     import geogp
-    from geogp.metrics import evaluate_by_distance
+    from geogp.core.metrics import evaluate_by_distance
 
     shape = tuple(args.shape)
     options = parse_options(args.option)

@@ -11,7 +11,7 @@ so that one mode's freed memory does not hide the other's): the wall time of the
 ``predict()`` and of each write, and the peak resident memory (RSS, sampled every 20 ms from
 /proc/self/statm) of the output phase (predict + writes), above the RSS before it (the
 fitted model, the input and the interpreter). The eager mode's estimate
-(``geogp.memory.predict_bytes``) is printed beside it.
+(``geogp.core.memory.predict_bytes``) is printed beside it.
 
 Usage::
 
@@ -73,7 +73,7 @@ def main(argv=None) -> dict:
         print(f"skipped: {DATA} is absent")
         return {}
     import geogp
-    from geogp.memory import predict_bytes
+    from geogp.core.memory import predict_bytes
 
     da = geogp.open_raster(DATA)
     t0 = time.perf_counter()

@@ -1,7 +1,7 @@
 """Nearly regular rasters (#41 item 2): a latitude step that varies by a few % (Mercator-like
 or Gaussian latitude grids) gets the lattice model under ``model="auto"``, not AFS.
 
-The Jacksboro DEM (matplotlib's sample data, ``geogp.demo.load_elevation``) every 3rd cell:
+The Jacksboro DEM (matplotlib's sample data, ``geogp.frontend.demo.load_elevation``) every 3rd cell:
 91 × 120 cells; its latitudes are then respaced so that the step grows linearly from
 ``1 − v`` to ``1 + v`` times the mean (v = 3.8 %, as the product grid of the issue). 20 % of
 the cells are hidden at random (seeded). Scored on the hidden cells: RMSE, CRPS and 95 %
@@ -23,7 +23,7 @@ import numpy as np
 from scipy.stats import norm
 
 import geogp
-from geogp.demo import load_elevation
+from geogp.frontend.demo import load_elevation
 
 
 def raster(variation: float, seed: int = 0, regular: bool = False):

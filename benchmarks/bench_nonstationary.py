@@ -33,7 +33,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from geogp.metrics import coverage, crps_gaussian, rmse
+from geogp.core.metrics import coverage, crps_gaussian, rmse
 from geogp.models.lattice.gmrf import laplacian
 
 NOISE = 0.1

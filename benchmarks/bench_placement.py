@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 import geogp  # noqa: F401  (float64)
-from geogp import metrics
+from geogp.core import metrics
 from geogp.features.fourier_statistics import dense_stats
 from geogp.models.afs import AFSRegressor
 from geogp.models.collapsed import posterior

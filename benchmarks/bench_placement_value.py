@@ -118,7 +118,7 @@ def main(argv=None) -> int:
     import xarray as xr
 
     import geogp
-    from geogp.metrics import crps_gaussian, rmse
+    from geogp.core.metrics import crps_gaussian, rmse
     from geogp.placement import Candidates, add_observations
 
     la = os.getloadavg()

@@ -46,8 +46,8 @@ from scipy.ndimage import distance_transform_edt, gaussian_filter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import geogp
+from geogp.core.metrics import crps_gaussian
 from geogp.crossval.stack import since_last_seen
-from geogp.metrics import crps_gaussian
 from geogp.models.lattice.gmrf import laplacian
 
 from _machine import cpu_model

@@ -32,8 +32,8 @@ def _rss_mib() -> float:
 def simulate(n: int, seed: int = 0):
     """Cell centres (N, 2), true log rates (N,) and counts (N,) on an n × n raster."""
     import geogp  # noqa: F401
+    from geogp.core.kernels import Matern32
     from geogp.features.fourier import FourierFeatures
-    from geogp.kernels import Matern32
 
     rng = np.random.default_rng(seed)
     ax = np.arange(n, dtype=np.float64)

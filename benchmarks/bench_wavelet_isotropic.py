@@ -26,7 +26,8 @@ Two tasks, the targets of issue #14:
   censored 8 × 8 patch in the rough part; patch RMSE against the noise-free field and 95 %
   coverage of a new observation. Target: RMSE ≥ 20 % below stationary AFS (0.245 with the SE
   kernel), coverage 0.9–0.99.
-- ``jacksboro``: the demo's DEM and holes (``geogp.demo.cut_holes``, seed 0); RMSE and coverage
+- ``jacksboro``: the demo's DEM and holes (``geogp.frontend.demo.cut_holes``, seed 0); RMSE and
+coverage
   in the three holes and on 1,500 of the random held-out cells. Target: holes coverage ≥ 0.9
   at an RMSE no worse than AFS (72.7 m).
 
@@ -194,7 +195,7 @@ def warped(args):
 
 
 def jacksboro(args):
-    from geogp.demo import cut_holes, load_elevation
+    from geogp.frontend.demo import cut_holes, load_elevation
 
     truth = load_elevation()
     observed, discs, random = cut_holes(truth, 0)

@@ -1,9 +1,9 @@
 """Wavelet model on the Jacksboro DEM demo (issue #14): coverage inside three large holes.
 
 The demo's raster (matplotlib's Jacksboro fault DEM, 344 × 403 cells, EPSG:4326) with its three
-disc-shaped holes plus 20 % of the other cells held out (``geogp.demo.cut_holes``, seed 0).
+disc-shaped holes plus 20 % of the other cells held out (``geogp.frontend.demo.cut_holes``, seed 0).
 Each model is fitted with its defaults through ``geogp.fit`` and scored on the hole cells and on
-the random cells: RMSE and 95 % coverage of a new observation (``geogp.metrics``), plus the
+the random cells: RMSE and 95 % coverage of a new observation (``geogp.core.metrics``), plus the
 time of fit + full-grid mean/std.
 
 Issue #14's target: wavelet coverage inside the holes ≥ 0.9 at an RMSE no worse than AFS.
@@ -20,8 +20,8 @@ import time
 import warnings
 
 import geogp
-from geogp import metrics
-from geogp.demo import cut_holes, load_elevation
+from geogp.core import metrics
+from geogp.frontend.demo import cut_holes, load_elevation
 
 
 def main(argv=None) -> None:

@@ -66,7 +66,7 @@ def folds(da, kind: str, seed: int = 0):
 def score(truth, mean, std):
     import geogp
 
-    out = geogp.metrics.evaluate(truth, mean, std)
+    out = geogp.core.metrics.evaluate(truth, mean, std)
     return {k: float(v) for k, v in out.items()}
 
 
@@ -200,7 +200,7 @@ def main(argv=None) -> int:
                                                "peak_mib": peak}, indent=1))
     if args.write:
         import geogp
-        from geogp.plotting import save_maps
+        from geogp.frontend.plotting import save_maps
 
         out = Path(args.write)
         out.mkdir(parents=True, exist_ok=True)

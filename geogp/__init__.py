@@ -9,7 +9,7 @@ JAX itself, the models and the I/O layer are imported on first use of a public n
 (``geogp.GeoRegressor``, ``geogp.fit``, ...; a module ``__getattr__`` as in optax), so that the
 ``geogp`` command answers ``--help`` without loading them. Importing geogp registers the
 ``.geogp`` accessor and rioxarray's ``.rio`` on xarray objects as soon as xarray is imported
-(:mod:`geogp._accessors`).
+(:mod:`geogp.frontend.registration`).
 """
 
 from __future__ import annotations
@@ -28,25 +28,25 @@ else:
 __version__ = "0.1.0"
 
 from geogp import exceptions as exceptions
-from geogp._accessors import register_when_xarray_loads
+from geogp.frontend.registration import register_when_xarray_loads
 
 register_when_xarray_loads()  # .geogp and .rio on DataArray and Dataset
 
 # public name → (module, attribute or None for the module itself), imported on first use
 _LAZY = {
-    "accessor": ("geogp.accessor", None),
-    "kernels": ("geogp.kernels", None),
-    "SquaredExponential": ("geogp.kernels", "SquaredExponential"),
-    "Matern12": ("geogp.kernels", "Matern12"),
-    "Matern32": ("geogp.kernels", "Matern32"),
-    "Matern52": ("geogp.kernels", "Matern52"),
-    "metrics": ("geogp.metrics", None),
-    "GeoRegressor": ("geogp.api", "GeoRegressor"),
-    "fit": ("geogp.api", "fit"),
-    "open_raster": ("geogp.io", "open_raster"),
-    "open_stack": ("geogp.io", "open_stack"),
-    "write_geotiff": ("geogp.io", "write_geotiff"),
-    "write_netcdf": ("geogp.io", "write_netcdf"),
+    "accessor": ("geogp.frontend.accessor", None),
+    "kernels": ("geogp.core.kernels", None),
+    "SquaredExponential": ("geogp.core.kernels", "SquaredExponential"),
+    "Matern12": ("geogp.core.kernels", "Matern12"),
+    "Matern32": ("geogp.core.kernels", "Matern32"),
+    "Matern52": ("geogp.core.kernels", "Matern52"),
+    "metrics": ("geogp.core.metrics", None),
+    "GeoRegressor": ("geogp.frontend.api", "GeoRegressor"),
+    "fit": ("geogp.frontend.api", "fit"),
+    "open_raster": ("geogp.frontend.io", "open_raster"),
+    "open_stack": ("geogp.frontend.io", "open_stack"),
+    "write_geotiff": ("geogp.frontend.io", "write_geotiff"),
+    "write_netcdf": ("geogp.frontend.io", "write_netcdf"),
     "cross_validate": ("geogp.crossval", "cross_validate"),
 }
 

@@ -3,7 +3,7 @@
 # available): the CHOLMOD headers (libsuitesparse-dev) and a C compiler for scikit-sparse, an
 # optimised BLAS for CHOLMOD (OpenBLAS: Debian's default reference BLAS makes the sparse
 # factorisations and solves 4-5 times slower), then a virtual environment in .venv with geogp
-# and its test and lint extras, at the versions of requirements/constraints.txt (what CI tested).
+# and its test, lint and docs extras, at the versions of requirements/constraints.txt (what CI tested).
 # Safe to run again: it skips what is already there.
 #   --latest   the newest releases instead, in .venv-latest (to check them before re-locking)
 set -euo pipefail
@@ -40,7 +40,7 @@ stamp="$venv/.geogp-installed"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ requirements/constraints.txt -nt "$stamp" ]; then
   echo "[geogp setup] installing geogp and dependencies into $venv (first time: a few minutes)"
   "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
-  "$venv/bin/python" -m pip install -q "${constraints[@]}" -e ".[test,lint]"
+  "$venv/bin/python" -m pip install -q "${constraints[@]}" -e ".[test,lint,docs]"
   touch "$stamp"
 fi
 echo "[geogp setup] ready in $venv: $("$venv/bin/python" -c 'import geogp, jax, numpy, scipy; print("geogp", geogp.__version__, "| jax", jax.__version__, "| numpy", numpy.__version__, "| scipy", scipy.__version__)')"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Set everything up, lint with ruff (pyproject.toml's rules), then run the whole test suite
-# (under 15 minutes on 2 cores).
+# Set everything up, lint with ruff (pyproject.toml's rules), type-check with mypy, build the docs
+# site, then run the whole test suite (under 15 minutes on 2 cores).
 #   bash scripts/test.sh            the locked versions (requirements/constraints.txt), in .venv
 #   bash scripts/test.sh --latest   the newest releases, in .venv-latest
 # Further arguments go to pytest.
@@ -17,6 +17,12 @@ fi
 # ruff first: a second or two, and a finding fails the run before the long part
 echo "[geogp test] ruff check (version $("$venv/bin/ruff" --version | cut -d' ' -f2))"
 "$venv/bin/ruff" check .
+# the type checker on the family contract, placement and the models (pyproject.toml's [tool.mypy])
+echo "[geogp test] mypy (version $("$venv/bin/mypy" --version | cut -d' ' -f2))"
+"$venv/bin/mypy"
+# the documentation site, warnings as errors (mkdocs.yml: strict); the site goes to .cache/site
+echo "[geogp test] mkdocs build --strict"
+NO_MKDOCS_2_WARNING=1 "$venv/bin/mkdocs" build --strict --quiet
 # three workers (pytest-xdist) on 2 cores, one test file each at a time (module fixtures built
 # once): a third worker fills the time the others wait (subprocesses, dask clusters starting,
 # the last files): 11:29 against 12:41 with two in fresh clones (2026-11-29)

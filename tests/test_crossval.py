@@ -11,7 +11,7 @@ from scipy import ndimage
 from scipy.stats import norm
 
 import geogp
-from geogp import metrics
+from geogp.core import metrics
 from geogp.crossval import (
     block_folds,
     cross_validate,
@@ -302,7 +302,7 @@ def test_geogp_model_cross_validates_and_plots(tmp_path):
     cv = geogp.cross_validate(da, "gaps", 2, seed=0, n_features=64, maxiter=15,
                               fold_options={"fraction": 0.1})
     c = cv.cells
-    # the scores are those of geogp.metrics on the pooled cells
+    # the scores are those of geogp.core.metrics on the pooled cells
     ref = metrics.evaluate(c["truth"], c["mean"], c["std"])
     assert cv.scores().loc["all", "rmse"] == pytest.approx(ref["rmse"], rel=1e-12)
     assert np.isfinite(c["mean"]).all() and (c["std"] > 0).all()

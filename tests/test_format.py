@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from geogp._format import lengths, number
+from geogp.core.formatting import lengths, number
 
 
 @pytest.mark.parametrize(("values", "units", "text"), [

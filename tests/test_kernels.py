@@ -1,5 +1,5 @@
-"""Tests of geogp.kernels: covariance functions, spectral densities (docs/model.md (kernels), T1),
-pytrees.
+"""Tests of geogp.core.kernels: covariance functions, spectral densities (docs/model.md (kernels),
+T1), pytrees.
 
 The spectral densities are checked against numerical Fourier/Hankel transforms of independent
 numpy closed forms of k (tests/_reference), never against a copy of the density formulas.
@@ -17,7 +17,7 @@ import pytest
 import scipy.integrate
 
 import geogp
-from geogp import kernels as gk
+from geogp.core import kernels as gk
 from geogp.exceptions import InputError
 
 from _reference import kernels_np, transforms

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import geogp
-from geogp._validation import warn_if_lonlat
+from geogp.core.validation import warn_if_lonlat
 from geogp.exceptions import GeographicCoordinatesWarning
 from geogp.models.afs import AFSRegressor
 
@@ -101,8 +101,8 @@ def test_issue32_lonlat_degrees_with_a_projected_crs_warn():
     metres, or the degrees with their geographic CRS, are not flagged."""
     import xarray as xr
 
-    from geogp.adapters import to_grid_data
-    from geogp.points import to_point_data
+    from geogp.frontend.adapters import to_grid_data
+    from geogp.frontend.points import to_point_data
 
     lon, lat, y = _lonlat()
     table = pd.DataFrame({"x": lon, "y": lat, "value": y})

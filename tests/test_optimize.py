@@ -1,4 +1,4 @@
-"""Tests of geogp.optimize: the positivity bijection and L-BFGS on JAX objectives."""
+"""Tests of geogp.core.optimize: the positivity bijection and L-BFGS on JAX objectives."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from geogp import kernels as gk
+from geogp.core import kernels as gk
+from geogp.core.optimize import POSITIVE_FLOOR, FitReport, constrain, minimize_lbfgs, unconstrain
 from geogp.exceptions import GeogpError, InputError
-from geogp.optimize import POSITIVE_FLOOR, FitReport, constrain, minimize_lbfgs, unconstrain
 
 from _reference.assertions import assert_allclose
 

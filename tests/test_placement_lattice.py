@@ -430,8 +430,8 @@ def test_place_auto_keeps_the_lattice_model_and_says_when_it_places_on_tiles(gib
     limit. Under --max-memory 2 its posterior needs tiles (about 2.05 GiB on the whole
     raster), and the note says that placement goes tile by tile; under 3 it is one factor and
     there is no note. The count of tiles is the lattice estimator's own at that limit."""
-    from geogp.api_placement import placement_model
     from geogp.families import make_estimator, resolve_model
+    from geogp.frontend.api_placement import placement_model
 
     v = np.zeros((300, 500))
     model, opts, note = placement_model(v.shape, True, "auto", max_memory=gib * 2**30)

@@ -384,7 +384,7 @@ def test_cli_place_model_wavelet(tmp_path, rng, monkeypatch, capsys):
     import rioxarray  # noqa: F401
     import xarray as xr
 
-    import geogp.api
+    import geogp.frontend.api
     from geogp.cli.place import add_place_parser, run_place
 
     y, x = 5000.0 - 100.0 * np.arange(18), 300000.0 + 100.0 * np.arange(22)
@@ -393,7 +393,7 @@ def test_cli_place_model_wavelet(tmp_path, rng, monkeypatch, capsys):
     xr.DataArray(z, dims=("y", "x"), coords={"y": y, "x": x}, name="z").rio.write_crs(
         "EPSG:32633").rio.to_raster(tmp_path / "in.tif")
     seen = []
-    original = geogp.api.GeoRegressor
+    original = geogp.frontend.api.GeoRegressor
 
     class Small(original):  # small fixed levels: the automatic ones make this test slow
         def __init__(self, model="auto", **kw):
@@ -402,7 +402,7 @@ def test_cli_place_model_wavelet(tmp_path, rng, monkeypatch, capsys):
                              "optimize": False, "noise": 0.05}
             super().__init__(model, **kw)
 
-    monkeypatch.setattr(geogp.api, "GeoRegressor", Small)
+    monkeypatch.setattr(geogp.frontend.api, "GeoRegressor", Small)
     parser = argparse.ArgumentParser(prog="geogp")
     add_place_parser(parser.add_subparsers(dest="command"))
     out = tmp_path / "s.geojson"

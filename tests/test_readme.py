@@ -1,4 +1,5 @@
-"""Every Python snippet of the README runs as written (in a scratch folder)."""
+"""Every Python snippet of the README and of the docs' user guide runs as written (in a scratch
+folder)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,18 @@ import pytest
 # the README's examples fit quickly: their AFS models' approximation diagnostics warn
 pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs" / "guide").glob("*.md"))]
 
 
 def _snippets() -> list:
-    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    return [code for page in PAGES
+            for code in re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)]
 
 
 def test_readme_has_python_snippets():
-    assert len(_snippets()) >= 1
+    readme = re.findall(r"```python\n(.*?)```", PAGES[0].read_text(), flags=re.S)
+    assert len(readme) >= 4  # a raster, points, a time stack, the active loop
 
 
 @pytest.mark.parametrize("index", range(len(_snippets())))
@@ -42,6 +46,12 @@ def test_readme_snippet_runs(index, tmp_path, monkeypatch):
         assert len(writes) >= 3
         exec(compile("\n".join(writes), f"README.md snippet {index + 1}, again", "exec"),
              namespace)
+    if "stations" in namespace:  # the README's claim: a few hundred points get the exact GP
+        assert namespace["model"].model_ == "exact"
+        assert np.isfinite(namespace["grid"]["mean"].values).all()
+    if "stack" in namespace and "filled" in namespace:  # fitted jointly over its dates
+        assert namespace["model"].model_ == "spacetime"
+        assert namespace["filled"]["mean"].shape == namespace["stack"].shape
     if "cv" in namespace:
         assert 0.5 < namespace["cv"].scores().loc["all", "coverage95"] <= 1.0
     if "sites" in namespace:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from geogp import exceptions
-from geogp._validation import as_points, as_targets, check_positive, check_same_length
+from geogp.core.validation import as_points, as_targets, check_positive, check_same_length
 from geogp.exceptions import InputError
 from geogp.models.base import Prediction, Standardizer
 from geogp.models.exact.regressor import ExactGP

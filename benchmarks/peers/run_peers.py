@@ -10,7 +10,7 @@ dependencies)::
 Data and scoring are imported from ``benchmarks/heaton_cv.py``: ``load`` (the MODIS grid
 ``../shared/data/heaton_satellite_train.nc``; skipped when absent), ``folds`` (``random``: a
 seeded 10 % of the observed cells; ``block``: 10 of the 50 blocks of a 5 × 10 partition),
-``score`` (``geogp.metrics.evaluate``: RMSE, MAE, NLPD, CRPS, 95 % interval score and
+``score`` (``geogp.core.metrics.evaluate``: RMSE, MAE, NLPD, CRPS, 95 % interval score and
 coverage of a new observation) and the planar coordinates ``_planar`` (latitude, longitude ×
 cos(mean latitude)). Every method sees the same training cells and is scored on the same
 held-out cells with the same code; each returns a predictive mean and the sd of a new
@@ -46,7 +46,7 @@ outputs z-scored with the training statistics; float64 throughout):
 - ``tiled exact GP``: geogp's exact GP on a ``--tiles`` partition of the grid (default
   6 × 10 tiles of 50 × 50 cells), each with a ``--halo``-cell overlap (default 8): per tile,
   hyperparameters by L-BFGS on geogp's exact log marginal likelihood
-  (``geogp.models.exact.log_marginal_likelihood`` through ``geogp.optimize.minimize_lbfgs``,
+  (``geogp.models.exact.log_marginal_likelihood`` through ``geogp.core.optimize.minimize_lbfgs``,
   ``--tile-iters``) on ``--tile-fit-n`` random training cells of the tile + halo, then an exact
   prediction of the tile's held-out cells from all its tile + halo training cells (≤ ~4,000;
   kernel and Cholesky in numpy/scipy); local constant mean: the tile's training mean. A tile
@@ -336,8 +336,8 @@ def peer_tiled_exact(s: Split, args):
     import scipy.linalg
 
     import geogp  # noqa: F401  (float64)
-    from geogp.kernels import make_kernel
-    from geogp.optimize import minimize_lbfgs
+    from geogp.core.kernels import make_kernel
+    from geogp.core.optimize import minimize_lbfgs
 
     ny, nx = s.shape
     ty, tx = args.tiles

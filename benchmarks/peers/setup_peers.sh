@@ -3,7 +3,7 @@
 #
 # The peers are NOT runtime dependencies of geogp: they live in this separate venv only.
 # geogp itself is installed editable into it so that run_peers.py shares heaton_cv.py's folds
-# and geogp.metrics with the main benchmarks (peers are scored by the same code).
+# and geogp.core.metrics with the main benchmarks (peers are scored by the same code).
 #
 #   bash benchmarks/peers/setup_peers.sh            # torch (CPU) + gpytorch + pykrige + gpflow
 #   SKIP_GPFLOW=1 bash benchmarks/peers/setup_peers.sh   # without tensorflow/gpflow

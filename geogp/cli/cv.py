@@ -14,8 +14,8 @@ import argparse
 from collections.abc import Callable
 
 from geogp.cli.options import add_model_options, add_run_options, model_keywords, nonnegative_int
+from geogp.core.io_atomic import atomic_path, check_writable
 from geogp.exceptions import InputError
-from geogp.io_atomic import atomic_path, check_writable
 
 __all__ = ["add_cv_parser", "run_cv"]
 
@@ -69,7 +69,7 @@ def run_cv(args: argparse.Namespace, echo: Callable[[str], object]) -> int:
     """Run ``geogp cv`` (see the module docstring); returns the exit code."""
     # lazy: keeps geogp --help light
     from geogp.crossval import cross_validate
-    from geogp.io import open_raster
+    from geogp.frontend.io import open_raster
 
     outputs = [p for p in (args.csv, args.plot) if p]
     if len(set(outputs)) != len(outputs):

@@ -1,7 +1,7 @@
 """``geogp demo``: fill holes cut into a real elevation model and report how well it did.
 
-The raster is the Jacksboro fault DEM that ships with matplotlib (:mod:`geogp.demo`). Exit codes
-as in :mod:`geogp.cli`.
+The raster is the Jacksboro fault DEM that ships with matplotlib (:mod:`geogp.frontend.demo`). Exit
+codes as in :mod:`geogp.cli`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def run_demo(args: argparse.Namespace, echo: Callable[[str], object]) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from geogp.demo import run_demo as demo
+    from geogp.frontend.demo import run_demo as demo
 
     demo(args.out_dir, model=args.model, n_features=args.features, seed=args.seed,
          progress=not args.quiet, echo=echo)

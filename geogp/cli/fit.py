@@ -3,8 +3,8 @@
     geogp fit INPUT.(tif|nc|csv|gpkg|geojson|shp) --out PRED.tif [--model auto|lattice|afs|wavelet
         --netcdf PRED.nc --map PRED.png --samples N --covariate COV.tif --save-model M.npz ...]
 
-Rasters are read with :func:`geogp.io.open_raster` (NaN or nodata = missing); point tables need
-their CRS (``--crs``, or the vector file's own) and a prediction grid (``--like GRID.tif`` or
+Rasters are read with :func:`geogp.frontend.io.open_raster` (NaN or nodata = missing); point tables
+need their CRS (``--crs``, or the vector file's own) and a prediction grid (``--like GRID.tif`` or
 ``--resolution R``). Exit codes as in :mod:`geogp.cli`.
 """
 
@@ -32,9 +32,9 @@ from geogp.cli.options import (
     positive_int,
 )
 from geogp.cli.runner import EXIT_OK, usage_error
+from geogp.core.io_atomic import keep_previous
 from geogp.exceptions import InputError
 from geogp.families import AUTO, family
-from geogp.io_atomic import keep_previous
 
 __all__ = ["add_fit_parser", "run_fit"]
 
@@ -146,7 +146,7 @@ def _exclusion(args, da):
     # lazy: keeps geogp --help light
     import xarray as xr
 
-    from geogp.adapters import find_spatial_dims
+    from geogp.frontend.adapters import find_spatial_dims
 
     y_dim, x_dim = find_spatial_dims(da)
     grid = SimpleNamespace(y=da[y_dim].values, x=da[x_dim].values)
@@ -248,7 +248,13 @@ def _open_input(args, series: bool):
     """The raster of INPUT, or the image series of several INPUTs (or of one multi-band
     GeoTIFF with --time, or whose band descriptions are dates)."""
     # lazy: keeps --help light
-    from geogp.io import band_names, date_in_name, open_raster, open_stack, series_from_bands
+    from geogp.frontend.io import (
+        band_names,
+        date_in_name,
+        open_raster,
+        open_stack,
+        series_from_bands,
+    )
 
     times = None if args.time is None else [t for t in args.time.split(",") if t.strip()]
     if series:
@@ -262,12 +268,12 @@ def _open_input(args, series: bool):
 
 def _run_fit(args, echo) -> int:
     # lazy: keeps geogp --help light
-    from geogp._progress import bar
-    from geogp.adapters import find_spatial_dims
-    from geogp.api import GeoRegressor
     from geogp.cli.fit_checks import check_fit_arguments, check_output_memory, dated_outputs
     from geogp.cli.fit_points import TABLE_SUFFIXES, points_grid, read_table
-    from geogp.io import check_geotiff_grid, open_raster, write_geotiff, write_netcdf
+    from geogp.core.progress import bar
+    from geogp.frontend.adapters import find_spatial_dims
+    from geogp.frontend.api import GeoRegressor
+    from geogp.frontend.io import check_geotiff_grid, open_raster, write_geotiff, write_netcdf
 
     args.inputs = list(args.input)  # several files: an image series
     args.input = args.inputs[0]
@@ -382,7 +388,7 @@ def _run_fit(args, echo) -> int:
                 import matplotlib
 
                 matplotlib.use("Agg")
-                from geogp.plotting import save_maps
+                from geogp.frontend.plotting import save_maps
 
                 if table is not None:  # the points are the data; --like is only a grid
                     import pandas as pd

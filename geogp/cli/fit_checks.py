@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 from matplotlib.backend_bases import FigureCanvasBase
 
-from geogp.adapters import as_crs, find_spatial_dims
 from geogp.cli.options import DATE_FIELD
-from geogp.io import GEOTIFF_SUFFIXES, NETCDF_SUFFIXES
-from geogp.io_atomic import check_writable
-from geogp.memory import check_prediction, check_samples
-from geogp.outputs import check_quantiles
+from geogp.core.io_atomic import check_writable
+from geogp.core.memory import check_prediction, check_samples
+from geogp.frontend.adapters import as_crs, find_spatial_dims
+from geogp.frontend.io import GEOTIFF_SUFFIXES, NETCDF_SUFFIXES
+from geogp.frontend.outputs import check_quantiles
 from geogp.persist.sign import read_key_file
 
 if TYPE_CHECKING:  # annotations only
@@ -87,7 +87,8 @@ def check_fit_arguments(args: argparse.Namespace,
     work; returns the output paths.
 
     - the outputs must be different files (compared after resolving ``.``, ``..`` and links),
-      carry suffixes of their own formats, and be writable (:func:`geogp.io.check_writable`:
+      carry suffixes of their own formats, and be writable
+      (:func:`geogp.frontend.io.check_writable`:
       no existing file without ``--overwrite``, never a device, pipe or folder);
     - ``--quantiles`` strictly between 0 and 1, without duplicates;
     - ``--crs`` a CRS that PROJ knows; ``--samples`` ≥ 0; ``--features`` ≥ 4;
@@ -126,7 +127,7 @@ def check_fit_arguments(args: argparse.Namespace,
 
 def check_output_memory(args: argparse.Namespace, da: xr.DataArray) -> None:
     """Refuse, before the fit, a prediction (and ``--samples``) on ``da``'s grid whose
-    arrays would not fit in memory (:mod:`geogp.memory`: the estimate is in the message)."""
+    arrays would not fit in memory (:mod:`geogp.core.memory`: the estimate is in the message)."""
     y, x = find_spatial_dims(da)
     slices = int(np.prod([da.sizes[d] for d in da.dims if d not in (y, x)], dtype=np.int64))
     check_prediction(da.sizes[y], da.sizes[x], slices, len(args.quantiles or ()))

@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from geogp.adapters import as_crs
+from geogp.core.memory import check_prediction
 from geogp.exceptions import AntimeridianWarning, InputError
-from geogp.io import open_raster
-from geogp.memory import check_prediction
-from geogp.points import non_numeric_positions
+from geogp.frontend.adapters import as_crs
+from geogp.frontend.io import open_raster
+from geogp.frontend.points import non_numeric_positions
 
 if TYPE_CHECKING:  # annotations only
     import argparse

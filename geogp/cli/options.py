@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from geogp.core.grid_checks import spacing
 from geogp.families import AUTO, AUTO_RULE, MODELS
-from geogp.grid_checks import spacing
 
 if TYPE_CHECKING:  # annotations only
 
-    from geogp.outputs import Target
+    from geogp.frontend.outputs import Target
 
 __all__ = ["DATE_FIELD", "add_model_options", "add_memory_option", "add_run_options",
            "model_keywords", "positive_int", "nonnegative_int", "MODEL_CHOICES", "exclusion_mask",
@@ -150,8 +150,8 @@ def model_keywords(args: argparse.Namespace) -> dict:
 def exclusion_mask(path: str, target: Target) -> np.ndarray:
     """(N_y, N_x) boolean: True where the mask raster is non-zero (NaN counts as zero)."""
     # lazy: keeps geogp --help light
-    from geogp.api_placement import mask_on_target
-    from geogp.io import open_raster
+    from geogp.frontend.api_placement import mask_on_target
+    from geogp.frontend.io import open_raster
 
     return mask_on_target(open_raster(path), target, f"the exclusion mask {str(path)!r}")
 

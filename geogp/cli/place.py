@@ -8,8 +8,8 @@
         --features 500 --min-distance D --exclude MASK.tif --csv sites.csv --map sites.png
         --measured POINTS.(csv|gpkg) [--refit] --var NAME --overwrite --quiet]
 
-INPUT is read and fitted exactly as by ``geogp fit`` (:func:`geogp.io.open_raster`,
-:class:`geogp.api.GeoRegressor`: NaN/nodata = missing, CRS kept, longitude scaled by
+INPUT is read and fitted exactly as by ``geogp fit`` (:func:`geogp.frontend.io.open_raster`,
+:class:`geogp.frontend.api.GeoRegressor`: NaN/nodata = missing, CRS kept, longitude scaled by
 cos(latitude) on lon/lat rasters). Every cell of the grid is a candidate (gaps included) unless
 the exclusion raster is non-zero there, and every cell is a target. By default (``--model
 auto``) the model is the one ``geogp fit`` would choose: the lattice model on regular rasters,
@@ -40,9 +40,9 @@ import numpy as np
 
 from geogp.cli.options import MODEL_CHOICES, add_model_options, add_run_options, spacing
 from geogp.cli.runner import run_command
+from geogp.core.io_atomic import atomic_path, check_writable
 from geogp.exceptions import InputError
 from geogp.families import AUTO, FALLBACK, family
-from geogp.io_atomic import atomic_path, check_writable
 
 __all__ = ["add_place_parser", "run_place", "place_sites"]
 
@@ -151,7 +151,7 @@ def run_place(args: argparse.Namespace) -> int:
 
 def _check_args(args) -> None:
     """What only the command checks (its output paths, --n, --max-targets) before the
-    raster is read; :func:`geogp.api_placement.place` checks the rest."""
+    raster is read; :func:`geogp.frontend.api_placement.place` checks the rest."""
     outputs = [p for p in (args.out, args.csv, args.map) if p]
     if len(set(outputs)) != len(outputs):
         raise InputError("the output paths must differ from each other.")
@@ -181,11 +181,11 @@ def _check_args(args) -> None:
 
 def place_sites(args: argparse.Namespace, echo: Callable[[str], object]) -> int:
     """Run ``geogp place`` with parsed ``args``: read the inputs, place the sites
-    (:func:`geogp.api_placement.place`), write them; ``echo`` prints unless ``--quiet``.
+    (:func:`geogp.frontend.api_placement.place`), write them; ``echo`` prints unless ``--quiet``.
     Returns 0; errors are raised (:func:`run_place` reports them)."""
     # lazy: keeps geogp --help light
-    from geogp.api_placement import place
-    from geogp.io import open_raster
+    from geogp.frontend.api_placement import place
+    from geogp.frontend.io import open_raster
     from geogp.placement import write_csv, write_geojson
 
     _check_args(args)
@@ -234,7 +234,7 @@ def place_sites(args: argparse.Namespace, echo: Callable[[str], object]) -> int:
 
 def _exclusion(path: str):
     """The --exclude raster, named by its path (for the message if it is off the grid)."""
-    from geogp.io import open_raster
+    from geogp.frontend.io import open_raster
 
     mask = open_raster(path)
     mask.name = path
@@ -281,8 +281,8 @@ def _save_map(geo, sites, strategy: str, path: str, overwrite: bool) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from geogp.frontend.plotting import set_map_axes
     from geogp.placement import plot_sites
-    from geogp.plotting import set_map_axes
 
     target = geo.target_
     pred = geo.predict()

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy import ndimage
 
+from geogp.core.memory import check_memory
 from geogp.exceptions import InputError
-from geogp.memory import check_memory
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike

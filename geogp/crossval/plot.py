@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from geogp.plotting import pretty_units
+from geogp.frontend.plotting import pretty_units
 
 if TYPE_CHECKING:  # annotations only
     from matplotlib.figure import Figure

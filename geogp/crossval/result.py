@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 from scipy import ndimage
 
-from geogp import metrics
+from geogp.core import metrics
 from geogp.crossval.plot import plot_cv
-from geogp.plotting import save_figure
+from geogp.frontend.plotting import save_figure
 
 if TYPE_CHECKING:  # annotations only
     from matplotlib.figure import Figure

@@ -2,7 +2,7 @@
 
 :func:`cross_validate` hides each fold's cells (see :mod:`geogp.crossval.folds`), fits on the
 remaining observed cells, predicts the full grid and scores the hidden cells with the
-Gaussian predictive scores of :mod:`geogp.metrics` (RMSE, MAE, CRPS, 95 % interval score and
+Gaussian predictive scores of :mod:`geogp.core.metrics` (RMSE, MAE, CRPS, 95 % interval score and
 coverage, NLPD), overall and by distance to the nearest training cell. Any geogp model
 (``model=``, fit options as for :func:`geogp.fit`) or any other method (``method=`` a
 callable) is scored on exactly the same cells by exactly the same code.
@@ -30,13 +30,13 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from geogp._progress import bar
-from geogp.adapters import find_spatial_dims, masked_values, select_variable
-from geogp.api import fit
+from geogp.core.progress import bar
 from geogp.crossval.folds import distance_to_observed, make_folds
 from geogp.crossval.result import CVResult
 from geogp.crossval.stack import cross_validate_stack, stack_gap_folds
 from geogp.exceptions import InputError
+from geogp.frontend.adapters import find_spatial_dims, masked_values, select_variable
+from geogp.frontend.api import fit
 
 if TYPE_CHECKING:  # annotations only
     pass

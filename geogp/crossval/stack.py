@@ -20,12 +20,12 @@ import pandas as pd
 import xarray as xr
 from scipy import ndimage
 
-from geogp import metrics
-from geogp._progress import bar
-from geogp.adapters import find_spatial_dims
+from geogp.core import metrics
+from geogp.core.progress import bar
 from geogp.crossval.folds import distance_to_observed
 from geogp.crossval.result import CVResult
 from geogp.exceptions import InputError
+from geogp.frontend.adapters import find_spatial_dims
 from geogp.models.spacetime.calibration import stack_gap_folds
 
 __all__ = ["StackCVResult", "stack_gap_folds", "since_last_seen", "cross_validate_stack",

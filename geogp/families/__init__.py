@@ -25,18 +25,18 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from geogp.core.grid_checks import NEARLY_REGULAR_TOLERANCE
 from geogp.exceptions import InputError, MemoryEstimateError
-from geogp.grid_checks import NEARLY_REGULAR_TOLERANCE
 
 if TYPE_CHECKING:  # annotations only
     import numpy as np
     from numpy.typing import ArrayLike
 
+    from geogp.core.kernels import Kernel
     from geogp.families.generic import Family
-    from geogp.kernels import Kernel
     from geogp.models.base import Prediction
 
 __all__ = ["AUTO", "MODELS", "FALLBACK", "EXACT_AUTO_POINTS", "POINTS_MODEL", "SERIES_MODEL",
@@ -111,7 +111,7 @@ def family_of(est: Any) -> Family:
     return importlib.import_module(_GENERIC).FAMILY
 
 
-def _classes(cls: str | tuple) -> tuple:
+def _classes(cls: str | Sequence[str]) -> tuple[str, ...]:
     return (cls,) if isinstance(cls, str) else tuple(cls)
 
 
@@ -148,8 +148,8 @@ def resolve_model(model: str, *, raster_shape: tuple[int, int] | None = None, re
     other name is returned unchanged.
 
     A raster that is not ``regular`` but whose ``spacing`` (per axis, the largest relative
-    deviation of a step from the mean step: :func:`~geogp.grid_checks.spacing_variation`) is
-    within :data:`~geogp.grid_checks.NEARLY_REGULAR_TOLERANCE` is nearly regular (Mercator-like
+    deviation of a step from the mean step: :func:`~geogp.core.grid_checks.spacing_variation`) is
+    within :data:`~geogp.core.grid_checks.NEARLY_REGULAR_TOLERANCE` is nearly regular (Mercator-like
     or Gaussian latitudes): it gets the lattice model too, fitted on its cells with the mean
     step, and the reason says by how much the steps vary.
 
@@ -181,7 +181,7 @@ def resolve_model(model: str, *, raster_shape: tuple[int, int] | None = None, re
     return model, why + per_date
 
 
-def _series_model(raster_shape: tuple[int, int], regular: bool, options: dict | None,
+def _series_model(raster_shape: tuple[int, ...], regular: bool, options: dict | None,
                   n_dates: int, covariates: bool) -> tuple[bool, str]:
     """(whether the space-time model takes this stack, the reason)."""
     if not regular:
@@ -228,9 +228,10 @@ def _single_raster_model(raster_shape, regular: bool, options: dict | None,
     return GRID_MODEL, "regular raster"
 
 
-def _spacing_words(spacing: tuple[float, float]) -> str:
+def _spacing_words(spacing: tuple[float, float] | None) -> str:
     """'its steps differ from their mean by up to 3.8 % along y' (axes with any variation)."""
-    parts = [f"{100 * v:.3g} % along {name}" for name, v in zip("yx", spacing, strict=True) if v]
+    parts = [f"{100 * v:.3g} % along {name}"
+             for name, v in zip("yx", spacing or (0.0, 0.0), strict=True) if v]
     return "its steps differ from their mean by up to " + " and ".join(parts)
 
 

@@ -13,30 +13,63 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
-from geogp._format import number
+from geogp.core.extrapolation import record_data_box, warn_if_far
+from geogp.core.formatting import number
+from geogp.core.memory import LAZY_BLOCK_CELLS, rows_per_block
 from geogp.exceptions import GeogpError, GeographicCoordinatesWarning, InputError
-from geogp.extrapolation import record_data_box, warn_if_far
-from geogp.memory import LAZY_BLOCK_CELLS, rows_per_block
 from geogp.models.base import Prediction
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
 
-    from geogp.kernels import Kernel
+    from geogp.core.kernels import Kernel
     from geogp.placement.contract import Placement
 
-__all__ = ["Family", "FAMILY", "kernel_facts", "lazy_block_rows", "observed_cells"]
+__all__ = ["Family", "FAMILY", "PointFitter", "PointPredictor", "kernel_facts",
+           "lazy_block_rows", "observed_cells", "point_fitter", "point_predictor"]
 
-# a lazy prediction's blocks: at most LAZY_BLOCK_CELLS cells (geogp.memory), and a power of
+# a lazy prediction's blocks: at most LAZY_BLOCK_CELLS cells (geogp.core.memory), and a power of
 # two of rows up to LAZY_BLOCK_ROWS, so that they tile the GeoTIFF writer's windows
-# (geogp.io.WRITE_ROWS, 1024 rows)
+# (geogp.frontend.io.WRITE_ROWS, 1024 rows)
 LAZY_BLOCK_ROWS = 1024
 
 M = TypeVar("M")  # the family's model type
+
+
+@runtime_checkable
+class PointFitter(Protocol):
+    """What the default :meth:`Family.fit_points` calls on a model."""
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> Any: ...
+
+
+@runtime_checkable
+class PointPredictor(Protocol):
+    """What the default :meth:`Family.predict_at` calls on a model."""
+
+    def predict(self, X: np.ndarray) -> Prediction: ...
+
+
+def point_fitter(est: object, family: str) -> PointFitter:
+    """``est`` as a model with ``fit(X, y)``, or a clear error: a family whose model has none
+    overrides :meth:`Family.fit_points` (or the grid path)."""
+    if not isinstance(est, PointFitter):
+        raise TypeError(f"the {family!r} family's model {type(est).__name__} has no "
+                        "fit(X, y); the family must override fit_points.")
+    return est
+
+
+def point_predictor(est: object, family: str) -> PointPredictor:
+    """``est`` as a model with ``predict(X)``, or a clear error: a family whose model has
+    none overrides :meth:`Family.predict_at`."""
+    if not isinstance(est, PointPredictor):
+        raise TypeError(f"the {family!r} family's model {type(est).__name__} has no "
+                        "predict(X); the family must override predict_at.")
+    return est
 
 
 class Family(Generic[M]):
@@ -76,7 +109,7 @@ class Family(Generic[M]):
     """
 
     name = "other"
-    model_class = None
+    model_class: ClassVar[type | None] = None
     savable = False
     can_sample = False
     takes_covariates = False
@@ -107,7 +140,7 @@ class Family(Generic[M]):
         """Keyword arguments the family's model accepts."""
         if self.model_class is None:
             return set()
-        return set(inspect.signature(self.model_class.__init__).parameters) - {"self"}
+        return set(inspect.signature(self.model_class).parameters)
 
     def make(self, options: dict | None = None, *, kernel: str | Kernel | None = None,
              n_features: int | str | None = None,
@@ -180,7 +213,7 @@ class Family(Generic[M]):
         self.cover_target(est, X, target_axes)
         with warnings.catch_warnings():  # model coordinates: longitude already scaled by cos φ̄
             warnings.simplefilter("ignore", GeographicCoordinatesWarning)
-            est.fit(X, y)
+            point_fitter(est, self.name).fit(X, y)
         record_data_box(est, X[np.isfinite(np.asarray(y, dtype=np.float64))], units)
         return est
 
@@ -214,7 +247,7 @@ class Family(Generic[M]):
     # ------------------------------------------------------------------ prediction
     def predict_at(self, est: M, X: np.ndarray, outside: str = "raise") -> Prediction:
         """Predictive moments at X (N*, 2), without the far-from-data warning."""
-        return est.predict(X)
+        return point_predictor(est, self.name).predict(X)
 
     def predict_rows(self, est: M, rows: np.ndarray, cols: np.ndarray,
                      outside: str = "raise") -> Prediction:
@@ -277,7 +310,8 @@ class Family(Generic[M]):
         """(n, slices, n_y, n_x) samples of every slice on the grid ``axes``; here each slice
         is drawn alone (its own seed spawned from ``seed``): a family that fits slices jointly
         (``fits_series``) draws them jointly instead."""
-        seeds = np.random.SeedSequence(seed).spawn(len(estimators))
+        seeds = (seed if isinstance(seed, np.random.SeedSequence)
+                 else np.random.SeedSequence(seed)).spawn(len(estimators))
         return np.stack([self.sample_grid(est, axes, n, seed=ss, observed=observed)
                          for est, ss in zip(estimators, seeds, strict=True)], axis=1)
 
@@ -292,7 +326,7 @@ class Family(Generic[M]):
         """Fitted hyperparameters on the data's scale (see the contract); the generic part:
         the optimisation report, no lengthscale."""
         rep = getattr(est, "report_", None)
-        out = {"lengthscale": None, "signal_sd": np.nan, "noise_sd": np.nan,
+        out: dict[str, Any] = {"lengthscale": None, "signal_sd": np.nan, "noise_sd": np.nan,
                "n_features": None, "n_iter": getattr(rep, "n_iter", None),
                "converged": getattr(rep, "converged", None),
                "objective": getattr(rep, "objective", None)}
@@ -406,7 +440,7 @@ def observed_cells(axes: list, values: ArrayLike) -> tuple:
     return v, obs, np.stack([axes[0][iy], axes[1][ix]], axis=1)
 
 
-def kernel_facts(est: M, n_features: bool) -> dict:
+def kernel_facts(est: Any, n_features: bool) -> dict:
     """Lengthscales ((P, 2), one row per kernel part), signal and noise sd of a model with a
     stationary kernel (``kernel_``, ``noise_``, ``scaler_``), on the data's scale."""
     sc = est.scaler_
@@ -421,4 +455,4 @@ def kernel_facts(est: M, n_features: bool) -> dict:
     return out
 
 
-FAMILY = Family()
+FAMILY: Family[Any] = Family()

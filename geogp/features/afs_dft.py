@@ -38,7 +38,7 @@ from geogp.features.fourier import FourierFeatures
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
 
-    from geogp.kernels import Kernel
+    from geogp.core.kernels import Kernel
 
 __all__ = [
     "EPS",
@@ -186,7 +186,7 @@ def log_lambda(ff: FourierFeatures, kernel: Kernel, nonpositive: str = "clip") -
     """log λ (M,) for any kernel: closed-form S when the kernel has one, else AFS-DFT.
 
     Kernels with ``log_spectral_density`` use λ = S(|z|)/∏T_d on either lattice
-    (:meth:`FourierFeatures.log_lambda`); others (e.g. :class:`~geogp.kernels.ProductKernel`)
+    (:meth:`FourierFeatures.log_lambda`); others (e.g. :class:`~geogp.core.kernels.ProductKernel`)
     need full-lattice features and use :func:`dft_log_lambda`.
     """
     if hasattr(kernel, "log_spectral_density"):

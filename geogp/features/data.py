@@ -3,8 +3,8 @@
 Every feature family turns one of these into its sufficient statistics with the same call,
 ``features.statistics(data)`` (:meth:`geogp.features.fourier.FourierFeatures.statistics`,
 :meth:`geogp.features.wavelet.WaveletBasis.statistics`); the estimators then never touch the
-data again. The containers only check shapes: the adapters (:mod:`geogp.adapters`) have already
-refused NaN/inf coordinates and infinite values, and standardised the units.
+data again. The containers only check shapes: the adapters (:mod:`geogp.frontend.adapters`) have
+already refused NaN/inf coordinates and infinite values, and standardised the units.
 
 Example:
     >>> import numpy as np

@@ -37,8 +37,8 @@ if TYPE_CHECKING:  # annotations only
     import jax
     from numpy.typing import ArrayLike
 
+    from geogp.core.kernels import Kernel
     from geogp.features.fourier_statistics import SufficientStats
-    from geogp.kernels import Kernel
     from geogp.models.base import Standardizer
 
 __all__ = ["FourierFeatures", "lattice_rows", "window", "DEFAULT_WIDTH_FACTOR"]
@@ -299,7 +299,7 @@ class FourierFeatures:
             method: points only: ``"nufft"`` (default), ``"direct"`` (the same frequency bins
                 summed exactly, the reference) or ``"dense"`` (explicit feature matrices,
                 O(N M²)).
-            powers: monomial exponents (p, D) of a trend (:mod:`geogp.trend`), or None.
+            powers: monomial exponents (p, D) of a trend (:mod:`geogp.core.trend`), or None.
             gram: ``"dense"`` (an M × M array) or ``"operator"`` (matrix-free, large M).
             diagonal: grids only: G = N·I by Lemma 3.1 (a complete raster; checked).
             chunk_bytes, dense_block: memory per chunk, and the dense low-frequency block of

@@ -32,10 +32,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from geogp.core.trend import basis, basis_grid
 from geogp.exceptions import AllMissingError, InputError
 from geogp.features import trig
 from geogp.features.gram_operator import GramOperator
-from geogp.trend import basis, basis_grid
 
 if TYPE_CHECKING:  # annotations only: the feature set's statistics() method calls this module
     from numpy.typing import ArrayLike
@@ -54,7 +54,8 @@ DEFAULT_CHUNK_BYTES = 256 * 2**20  # peak extra memory per chunk: well under 1 G
 class SufficientStats:
     """G = ΦΦᵀ (M, M) or its diagonal (M,) when ``diagonal``; r = Φy (M,); yy = yᵀy; n = N.
 
-    With a mean function (:mod:`geogp.trend`) also F = ΦH (M, p), HH = HᵀH (p, p), Hy = Hᵀy (p,);
+    With a mean function (:mod:`geogp.core.trend`) also F = ΦH (M, p), HH = HᵀH (p, p), Hy = Hᵀy
+    (p,);
     these are None otherwise. Statistics add: ``s1 + s2`` is the statistics of the union of two
     disjoint data sets.
     """
@@ -167,7 +168,7 @@ def dense_stats(ff: FourierFeatures, X: ArrayLike, y: ArrayLike,
         ff: the feature set; X: (N, D) numpy or dask array; y: (N,) numpy or dask array.
         chunk_bytes: bound on the feature-matrix chunk (N_c × M × 8 bytes).
         chunk_rows: explicit rows per chunk (overrides chunk_bytes).
-        powers: monomial exponents (p, D) of a mean function (:mod:`geogp.trend`), or None.
+        powers: monomial exponents (p, D) of a mean function (:mod:`geogp.core.trend`), or None.
 
     Cost: O(N M²) time, O(M² + N_c M) memory.
     """
@@ -258,7 +259,7 @@ def grid_stats(ff: FourierFeatures, axes: list, values: ArrayLike, diagonal: boo
         diagonal: use G = N·I (Lemma 3.1). Valid only for a complete grid, the odd lattice and
             W_d = N_d·η_d with 2K_d ≤ N_d; checked here, a violation raises.
         chunk_bytes: bound on the memory of one block of rows (the first axis is chunked).
-        powers: monomial exponents (p, D) of a mean function (:mod:`geogp.trend`), or None.
+        powers: monomial exponents (p, D) of a mean function (:mod:`geogp.core.trend`), or None.
         gram: ``'dense'`` (M × M array) or ``'operator'`` (matrix-free, for large M, with a
             dense block over the ``dense_block`` lowest frequencies for the preconditioner).
 

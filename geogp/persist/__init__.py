@@ -1,7 +1,7 @@
-"""Model files: a fitted :class:`~geogp.api.GeoRegressor` as one ``.npz``, without pickle.
+"""Model files: a fitted :class:`~geogp.frontend.api.GeoRegressor` as one ``.npz``, without pickle.
 
 :mod:`geogp.persist.file` writes and reads the container (:func:`save_model`,
-:func:`load_model`; :meth:`GeoRegressor.save <geogp.api.GeoRegressor.save>` and
+:func:`load_model`; :meth:`GeoRegressor.save <geogp.frontend.api.GeoRegressor.save>` and
 :func:`geogp.load_model` call them); each model's ``codec`` module
 (:mod:`~geogp.models.afs.codec`, :mod:`~geogp.models.lattice.codec`,
 :mod:`~geogp.models.wavelet.codec`) turns one fitted model into arrays and back;

@@ -17,14 +17,14 @@ import json
 import os
 import zipfile
 from collections.abc import Collection
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
+from geogp.core.memory import memory_limit
+from geogp.core.optimize import FitReport
 from geogp.exceptions import ReadError
-from geogp.memory import memory_limit
 from geogp.models.base import Standardizer
-from geogp.optimize import FitReport
 
 __all__ = ["declared_arrays", "check_declared_memory", "verify_digests", "require", "Arrays",
            "digest", "meta_digest", "scaler_and_report", "init_names", "jsonable", "clean"]
@@ -252,7 +252,10 @@ def scaler_and_report(meta: dict, pre: str, z: Arrays, n_dims: int,
     return scaler, report
 
 
-def estimator_from_init(cls: type, meta: dict, where: str, accepted: Collection[str]) -> object:
+T = TypeVar("T")  # the estimator class a slice rebuilds
+
+
+def estimator_from_init(cls: type[T], meta: dict, where: str, accepted: Collection[str]) -> T:
     """``cls(**init)`` from a slice's stored options (unknown keys dropped), checked."""
     init = dict(require(meta, "init", "dict", where))
     try:

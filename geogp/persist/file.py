@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
+from geogp.core.io_atomic import atomic_path
 from geogp.exceptions import GeogpError, InputError, ReadError
 from geogp.families import AUTO, family, is_model, savable_models
-from geogp.io_atomic import atomic_path
 from geogp.persist.checks import (
     Arrays,
     check_declared_memory,
@@ -57,7 +57,7 @@ from geogp.persist.semantics import check_bookkeeping, load_spec, load_target
 from geogp.persist.sign import check_key, check_signature, sign
 
 if TYPE_CHECKING:  # annotations only
-    from geogp.api import GeoRegressor
+    from geogp.frontend.api import GeoRegressor
 
 __all__ = ["save_model", "load_model", "FORMAT", "FORMAT_VERSION"]
 
@@ -72,7 +72,7 @@ def _storable(a) -> bool:
 # --------------------------------------------------------------------------- saving
 def save_model(model: GeoRegressor, path: str | os.PathLike[str], *, overwrite: bool = False,
                key: bytes | None = None) -> Path:
-    """Write a fitted :class:`~geogp.api.GeoRegressor` to ``path`` (``.npz``), atomically.
+    """Write a fitted :class:`~geogp.frontend.api.GeoRegressor` to ``path`` (``.npz``), atomically.
 
     The file holds a SHA-256 digest of every array: it is integrity-checked, not signed.
     With ``key`` (bytes) it is also signed (HMAC-SHA256 over the metadata and digests), and
@@ -149,12 +149,12 @@ def load_model(path: str | os.PathLike[str], cls: type[GeoRegressor], *,
                max_bytes: float | None = None, key: bytes | None = None) -> GeoRegressor:
     """Read a model written by :func:`save_model`; returns a fitted ``cls``.
 
-    ``cls`` is the class to build, :class:`~geogp.api.GeoRegressor`: its
-    :meth:`~geogp.api.GeoRegressor.load` (and :func:`geogp.load_model`) passes itself, so that
-    this module needs no import of the front end.
+    ``cls`` is the class to build, :class:`~geogp.frontend.api.GeoRegressor`: its
+    :meth:`~geogp.frontend.api.GeoRegressor.load` (and :func:`geogp.load_model`) passes itself, so
+    that this module needs no import of the front end.
 
     ``max_bytes`` caps the memory the file's arrays may declare (default 80 % of the
-    machine's RAM, see :mod:`geogp.memory`); larger files are refused before anything is read.
+    machine's RAM, see :mod:`geogp.core.memory`); larger files are refused before anything is read.
     Damaged, inconsistent or tampered files raise :class:`~geogp.exceptions.ReadError`.
 
     The checks establish integrity, not authenticity: a file edited consistently (digests

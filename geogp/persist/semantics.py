@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import xarray as xr
 
-from geogp.adapters import GridSpec, as_crs, check_axis
 from geogp.exceptions import GeogpError, ReadError
-from geogp.outputs import Target
+from geogp.frontend.adapters import GridSpec, as_crs, check_axis
+from geogp.frontend.outputs import Target
 from geogp.persist.checks import require
 
 if TYPE_CHECKING:  # annotations only
@@ -49,7 +49,7 @@ def _number(d: dict, key: str, where: str) -> float:
 
 
 def load_spec(sp: dict) -> GridSpec:
-    """The checked :class:`~geogp.adapters.GridSpec` of the metadata's ``spec``."""
+    """The checked :class:`~geogp.frontend.adapters.GridSpec` of the metadata's ``spec``."""
     if not isinstance(sp, dict) or not set(sp) <= {"y_dim", "x_dim", "crs_wkt", "geographic",
                                                     "lon_scale", "assumed"}:
         raise ReadError(f"model file metadata: malformed grid spec {sp!r:.80}.")

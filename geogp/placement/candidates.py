@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy.spatial import cKDTree
 
-from geogp._validation import as_points
+from geogp.core.validation import as_points
 from geogp.exceptions import InputError
 
 if TYPE_CHECKING:  # annotations only
@@ -56,25 +56,25 @@ class Candidates:
             axes: D coordinate vectors (N_d,), in the model's column order.
             mask: None (every cell) or a boolean array of shape (N_1, ..., N_D).
         """
-        axes = tuple(np.asarray(a, dtype=np.float64).ravel() for a in axes)
-        shape = tuple(a.size for a in axes)
-        if not axes or min(shape) == 0:
+        vecs = tuple(np.asarray(a, dtype=np.float64).ravel() for a in axes)
+        shape = tuple(a.size for a in vecs)
+        if not vecs or min(shape) == 0:
             raise InputError(f"grid axes must be non-empty vectors; got lengths {list(shape)}.")
-        if not all(np.all(np.isfinite(a)) for a in axes):
+        if not all(np.all(np.isfinite(a)) for a in vecs):
             raise InputError("grid axes contain NaN/inf coordinates; they must be finite.")
         if mask is None:
             flat = np.arange(int(np.prod(shape)))
         else:
-            mask = np.asarray(mask)
-            if mask.shape != shape:
-                raise InputError(f"mask has shape {mask.shape} but the grid axes give {shape}; "
+            keep = np.asarray(mask)
+            if keep.shape != shape:
+                raise InputError(f"mask has shape {keep.shape} but the grid axes give {shape}; "
                                  "they must match (same dimension order).")
-            flat = np.flatnonzero(mask.astype(bool).ravel())
+            flat = np.flatnonzero(keep.astype(bool).ravel())
         if flat.size == 0:
             raise InputError("the candidate mask selects no cell; nothing to choose from.")
         idx = np.unravel_index(flat, shape)
-        coords = np.stack([a[i] for a, i in zip(axes, idx, strict=True)], axis=1)
-        return cls(coords, axes, flat)
+        coords = np.stack([a[i] for a, i in zip(vecs, idx, strict=True)], axis=1)
+        return cls(coords, vecs, flat)
 
     def __len__(self) -> int:
         return int(self.coords.shape[0])
@@ -101,7 +101,7 @@ class Candidates:
         if n <= max_n:
             return Candidates(self.coords), False
         rng = np.random.default_rng(seed)
-        if self.axes is None:
+        if self.axes is None or self.flat is None:  # scattered points
             keep = np.sort(rng.choice(n, size=max_n, replace=False))
             return Candidates(self.coords[keep]), True
         shape = tuple(a.size for a in self.axes)
@@ -185,11 +185,19 @@ def exclusion_mask(exclude: ArrayLike | None, cands: Candidates) -> np.ndarray:
     return ex
 
 
+def grid_axes(locs: Candidates) -> tuple:
+    """The axis vectors of grid candidates; scattered points have none."""
+    if locs.axes is None:
+        raise InputError("these candidates are scattered points; this route needs the cells "
+                         "of a grid (Candidates.grid).")
+    return locs.axes
+
+
 def at_candidates(points: ArrayLike, coords: np.ndarray) -> list:
     """Candidates that coincide with one of ``points`` (to 1e-12 relative)."""
     tol = 1e-12 * (1.0 + np.abs(coords).max())
     hits = set()
-    for pt in points:
+    for pt in np.atleast_2d(np.asarray(points, dtype=np.float64)):
         hits.update(np.flatnonzero(np.all(np.abs(coords - pt) <= tol, axis=1)).tolist())
     return sorted(hits)
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import jax.numpy as jnp
 import numpy as np
 
-from geogp._validation import as_points
+from geogp.core.trend import basis
+from geogp.core.validation import as_points
 from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.features.data import Points
 from geogp.features.fourier_statistics import SufficientStats
@@ -21,7 +23,6 @@ from geogp.placement.greedy import Greedy
 from geogp.placement.operators import afs_problem, exact_problem, is_dense
 from geogp.placement.posterior import FeaturePosterior, afs_psi, check_afs
 from geogp.placement.screen import batch_bytes
-from geogp.trend import basis
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
@@ -183,7 +184,7 @@ def condition_afs(model: Any, X: ArrayLike, y: ArrayLike | None = None) -> Any:
         fp.add(Psi[n], ys[n] - trend[n])
     stats = model.stats_
     if stats.diagonal:
-        stats = SufficientStats(np.diag(np.asarray(stats.G)), stats.r, stats.yy, stats.n,
+        stats = SufficientStats(jnp.diag(jnp.asarray(stats.G)), stats.r, stats.yy, stats.n,
                                 False, stats.F, stats.HH, stats.Hy)
     out = copy.copy(model)
     out.stats_ = stats + model.features_.statistics(

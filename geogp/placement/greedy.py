@@ -80,7 +80,11 @@ class Greedy:
         self.lazy = lazy and strategy == "krause"
         self.lazy_batch = lazy_batch
         s2 = pb.noise
+        if pb.Ainv is None:
+            raise TypeError("the feature greedy needs the problem's A⁻¹ (a lattice problem has "
+                            "none: it places through LatticeGreedy).")
         self.Ainv = pb.Ainv.copy()
+        self._pending: tuple = ()  # the last update's vectors, for the next mi pass
         self.h = pb.ops.quad(self.Ainv)  # h_c = ψ_cᵀA⁻¹ψ_c
         self.hT = self.h.copy() if pb.tops is pb.ops else pb.tops.quad(self.Ainv)  # h at T
         self.cT = pb.resid_T + self.hT  # diag C_T
@@ -93,6 +97,8 @@ class Greedy:
             W_T = self.Ainv @ Psi_T.T  # (M, T)
             self.Xt = np.ascontiguousarray(pb.ops.apply(W_T))  # Xᵀ = Ψ_c A⁻¹ Ψ_T, (N, T)
             if criterion == "joint":
+                if pb.resid_TT is None:
+                    raise TypeError("the joint criterion needs the problem's K_TT − Ψ_TΨ_Tᵀ.")
                 R = pb.resid_TT() + Psi_T @ W_T + s2 * np.eye(Psi_T.shape[0])  # C_T + σ²I
                 try:
                     cho = sla.cho_factor(0.5 * (R + R.T), lower=True)
@@ -127,8 +133,9 @@ class Greedy:
             return self._krause_gain(self.h, self.q)
         inv_s = 1.0 / (s2 + self.h)
         T = self.Xt.shape[1]
-        if u is None:  # first pass: no update
+        if u is None or v is None or d is None:  # first pass: no update
             u, v, d = np.zeros(T), np.zeros(n), 1.0
+        if p is None or e is None or yu is None:  # the marginal criterion, or the first pass
             p, e, yu = np.zeros(T), 1.0, np.zeros(n)
         if self.criterion == "marginal":
             inv_rho = 1.0 / (self.cT + s2)
@@ -154,7 +161,7 @@ class Greedy:
         rest = np.maximum(s2 - q, s2 * 1e-300)
         return 0.5 * (np.log1p(h / s2) + np.log(rest / s2))
 
-    def fresh_gains(self, idx: np.ndarray) -> np.ndarray:
+    def fresh_gains(self, idx: Sequence[int] | np.ndarray) -> np.ndarray:
         """Krause gains of candidates idx recomputed from the current A⁻¹, E⁻¹. Cost O(|idx| M²)."""
         P = self.pb.ops.rows(idx)
         h = np.sum((P @ self.Ainv) * P, axis=1)
@@ -196,6 +203,7 @@ class Greedy:
             z = self.Einv @ psi
             rank1(self.Einv, z, z, 1.0 / (s2 - psi @ z))  # E⁻¹ ← E⁻¹ + zzᵀ/(σ² − q_a)
             return info
+        assert v is not None  # computed whenever the greedy is not lazy
         self.h -= v**2 / d
         if self.strategy == "krause":
             z = self.Einv @ psi
@@ -232,7 +240,7 @@ def run_greedy(g: Greedy, n: int, active: np.ndarray, costs: np.ndarray | None,
     for step in range(n):
         if g.screen is not None:  # marginal mi over a large target set: bounds + exact values
             a, score = g.screen.select(active, costs, g.Ainv, g.h)
-            if a is None:
+            if a is None or score is None:
                 break
         elif g.lazy:
             a = _lazy_pop(g, heap, stamp, step, active, costs, fresh_gain)
@@ -258,7 +266,7 @@ def run_greedy(g: Greedy, n: int, active: np.ndarray, costs: np.ndarray | None,
         active[a] = False
         if min_distance > 0:
             active &= ~near_mask(coords, coords[a], min_distance)
-        if costs is not None and remaining is not None:
+        if costs is not None and budget is not None and remaining is not None:
             remaining -= costs[a]
             active &= costs <= remaining + 1e-12 * max(1.0, abs(budget))
         if step + 1 < n and not g.lazy and g.screen is None:
@@ -281,7 +289,7 @@ def _lazy_pop(g: Greedy, heap, stamp, step, active, costs, fresh_gain):
         if stamp[c] == step:
             heapq.heappop(heap)
             return c
-        batch = []
+        batch: list[int] = []
         while heap and len(batch) < g.lazy_batch:
             _, c = heap[0]
             if not active[c]:

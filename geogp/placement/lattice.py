@@ -52,7 +52,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from geogp import linalg
-from geogp._validation import as_points
+from geogp.core.validation import as_points
 from geogp.exceptions import InputError
 from geogp.models.base import check_fitted
 from geogp.models.lattice.memory import factor_bytes
@@ -308,7 +308,8 @@ class LatticeGreedy(Greedy):
         self.hT = self.cT
         self.scores = np.full(pb.ops.n, -np.inf)
         self.probes = int(probes) if strategy in ("mi", "reduction") else 0
-        self._refined = None  # (cell, C_k e_cell) of refine's pick, for add to reuse
+        self._refined: tuple[int, np.ndarray] | None = None  # (cell, C_k e_cell) of refine's
+        # pick, for add to reuse
         if self.probes:  # P = C W^½ Z at the candidates, Z random signs over the targets
             rng = np.random.default_rng(seed)
             self._z = rng.choice([-1.0, 1.0], (pb.tops.n, self.probes))
@@ -331,7 +332,7 @@ class LatticeGreedy(Greedy):
                 if ct is not None:
                     ct[:, a:a + cols.shape[1]] = cols[pb.tops.cells]
                 del cols
-            if joint:
+            if ct is not None:
                 r = 0.5 * (ct + ct.T) + pb.noise * np.eye(pb.tops.n)
                 self.Yt = np.ascontiguousarray(
                     sla.cho_solve(sla.cho_factor(r, lower=True), self.Xt.T).T)

@@ -53,7 +53,7 @@ def lattice_greedy(model: Any, cands: Candidates, targets: Candidates | None,
     tile by tile (:mod:`geogp.placement.lattice_tiled`, always with probes). Refuses
     (:class:`~geogp.exceptions.MemoryEstimateError`) before allocating above ``max_memory``."""
     n_t = len(cands) if targets is None else len(targets)
-    n_e = 0 if existing is None else len(existing)
+    n_e = 0 if existing is None else len(np.asarray(existing))
     tiles = model_tiles(model) if getattr(model, "posterior_tiles_", 1) > 1 else None
     if tiles is None:
         needed = lattice_memory_estimate(model, len(cands), probes or n_t, n_sites + n_e,
@@ -78,7 +78,8 @@ def lattice_greedy(model: Any, cands: Candidates, targets: Candidates | None,
     pb = Problem(None, None, noise, ops, tops, zc, zc if tops is ops else np.zeros(tops.n),
                  None, float(model.scaler_.y_scale))
     sites = ([] if not n_e else
-             [int(c) for c in cells_of(model, existing, "existing sensors", exact=False)])
+             [int(c) for c in cells_of(model, np.asarray(existing, dtype=np.float64),
+                                       "existing sensors", exact=False)])
     if tiles is not None:  # probes over a tile's window's targets, however many they are
         before = [int(c) for c in model.posterior_.added.sites]  # added since the fit
         return TiledLatticeGreedy(model, tiles, pb, strategy, PROBES, seed, before + sites,

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from geogp._progress import advance, start_phase
+from geogp.core.progress import advance, start_phase
 from geogp.exceptions import InputError
 from geogp.models.lattice.gmrf import clear_shared_lattice
 from geogp.models.lattice.memory import BYTES_PER_FACTOR_ENTRY, factor_bytes, tile_cells
@@ -140,7 +140,8 @@ class TiledLatticeGreedy(Greedy):
         self.rebuilds = 0
         self.hold = max(int(hold), 1)  # tiles held at once, the most recently used
         self._states: OrderedDict[int, _TileState] = OrderedDict()
-        self._refined = None  # (candidate, C_k e_cell over the tile) of refine's pick
+        # (candidate, C_k e_cell over the tile) of refine's pick
+        self._refined: tuple[int, np.ndarray | None] | None = None
         start_phase(progress, f"placement: scoring {len(tiles)} tiles",
                     [f"tile {i + 1} of {len(tiles)}" for i in range(len(tiles))])
         for i in range(len(tiles)):
@@ -222,7 +223,7 @@ class TiledLatticeGreedy(Greedy):
             # the probes W^½ z: random signs (kept as int8) times W^½ at the tile's targets,
             # W = diag(1/ρ) for "mi", I for "reduction"
             st.z = rng.choice(np.array([-1, 1], dtype=np.int8), (cells.targ.size, self.probes))
-            st.w = (1.0 / np.sqrt(st.rho0) if self.strategy == "mi"
+            st.w = (1.0 / np.sqrt(st.rho0) if self.strategy == "mi" and st.rho0 is not None
                     else np.ones(cells.targ.size))
             st.p = np.empty((cells.cand.size, self.probes))
             for a in range(0, self.probes, 64):
@@ -262,7 +263,8 @@ class TiledLatticeGreedy(Greedy):
         v, d = step["v"], step["d"]
         vc = v[cells.cand_cells]
         self.h[cells.cand] -= vc**2 / d
-        if st.p is not None:  # C_k = C_{k−1} − v vᵀ/d, applied to the probes
+        if st.p is not None and st.w is not None and st.z is not None:  # C_k = C_{k−1} − v vᵀ/d,
+            # applied to the probes
             st.p -= np.outer(vc, _times_signs(v[cells.targ_cells] * st.w, st.z) / d)
         self._rescore(st)
         return step
@@ -316,6 +318,7 @@ class TiledLatticeGreedy(Greedy):
         if self.strategy == "reduction":
             exact = np.sum(cols**2, axis=0) / d
         else:  # the probes' weights, 1/ρ at the tile's targets before the picks
+            assert st.rho0 is not None  # set when the tile was built for "mi"
             exact = 0.5 * np.sum(cols**2 / st.rho0[:, None], axis=0) / d
         ranked = exact / costs[group] if costs is not None else exact
         j = int(np.argmax(ranked))
@@ -333,7 +336,9 @@ class TiledLatticeGreedy(Greedy):
         pb, i = self.pb, int(self._owner[a])
         st, cell = self._held(i), int(pb.ops.cells[a])
         known, self._refined = self._refined, None
-        step = self._absorb(st, self._local(i, cell),
+        local = self._local(i, cell)
+        assert local is not None  # a candidate's own tile holds its cell
+        step = self._absorb(st, local,
                             known[1] if known is not None and known[0] == a else None)
         v, d, cells = step["v"], step["d"], st.cells
         u = np.zeros(pb.tops.n)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from geogp._validation import as_points, as_targets, check_same_length
+from geogp.core.validation import as_points, as_targets, check_same_length
 from geogp.exceptions import InputError
 from geogp.families import family_of
 from geogp.models.base import SAFE_MAGNITUDE

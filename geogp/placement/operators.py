@@ -12,6 +12,7 @@ for the exact GP (explicit features of its posterior covariance on V_c ∪ T).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -178,11 +179,12 @@ class _GridOps(_FourierOps):
             index = index * iu[0].size + pair_d if d else pair_d
             pairs.append((b[:, iu[0]] * b[:, iu[1]], iu[0].size))  # P_d (N_d, U_d)
         sizes = tuple(u for _, u in pairs)
-        T = np.bincount(index.ravel(), weights=Bs.ravel(), minlength=int(np.prod(sizes)))
+        T = np.bincount(np.asarray(index).ravel(), weights=Bs.ravel(),
+                        minlength=int(np.prod(sizes)))
         return self._grid_values([P for P, _ in pairs], T.reshape(sizes))
 
     def gram(self) -> np.ndarray:
-        values = np.full(self.shape, np.nan)
+        values = np.full(self.shape, np.nan, dtype=np.float64)
         values.ravel()[self.flat] = 0.0
         G = np.asarray(self.ff.statistics(Grid(tuple(self.saxes), values)).G)
         return self.sl[:, None] * G * self.sl[None, :]
@@ -195,13 +197,13 @@ class _GridOps(_FourierOps):
         Cost O(N Σ_d P_d + M²)."""
         full = np.zeros(self.shape)
         full.ravel()[self.flat] = np.asarray(weights, dtype=np.float64)
-        C = 0.0
+        C: float | np.ndarray = 0.0
         row = int(np.prod(self.shape[1:]))
         step = max(1, _BLOCK // (4 * max(row, 1)))
         for s in range(0, self.shape[0], step):
             axes = [self.saxes[0][s:s + step], *self.saxes[1:]]
             C = C + trig.grid_bins(self.ff, axes, full[s:s + step], "quadratic")
-        G = trig.assemble_gram(self.ff, C)
+        G = trig.assemble_gram(self.ff, np.asarray(C))
         return self.sl[:, None] * G * self.sl[None, :]
 
 
@@ -273,14 +275,14 @@ class Problem:
     giving K_TT − Ψ_TΨ_Tᵀ (the joint criterion only, on a small target set).
     """
 
-    A_data: object  # (M, M) array, or a callable that forms it
-    Ainv: np.ndarray
+    A_data: np.ndarray | Callable[[], np.ndarray] | None  # None: the lattice's cells
+    Ainv: np.ndarray | None
     noise: float
-    ops: object
-    tops: object
+    ops: Any  # a feature operator (_DenseOps, _GridOps, _PointOps) or lattice cells (CellOps)
+    tops: Any
     resid_c: np.ndarray
     resid_T: np.ndarray
-    resid_TT: object
+    resid_TT: Callable[[], np.ndarray] | None
     y_scale: float
 
 
@@ -344,17 +346,18 @@ def exact_problem(model: Any, cands: Candidates, targets: Candidates | None,
     the candidates (not repeated). Cost O(|V_c ∪ T ∪ E|³).
     """
     same = targets is None
-    targets = Candidates(np.zeros((0, cands.n_dims))) if same else targets
-    n_e = 0 if existing is None else len(existing)
-    n_u = len(cands) + len(targets) + n_e
+    tgt = Candidates(np.zeros((0, cands.n_dims))) if targets is None else targets
+    ex = None if existing is None else np.atleast_2d(np.asarray(existing, dtype=np.float64))
+    n_e = 0 if ex is None else len(ex)
+    n_u = len(cands) + len(tgt) + n_e
     if n_u > _EXACT_MAX:
         raise InputError(f"the exact GP handles at most {_EXACT_MAX} candidate + target + existing "
                          f"locations (O(N³)); got {n_u}. Use an AFSRegressor, or fewer locations.")
     kern, noise, scaler = model.kernel_, float(model.noise_), model.scaler_
     Xd = np.asarray(model.X_train_)
-    parts = [scaler.x(cands.coords), scaler.x(targets.coords)]
-    if n_e:
-        parts.append(scaler.x(existing))
+    parts = [scaler.x(cands.coords), scaler.x(tgt.coords)]
+    if ex is not None and n_e:
+        parts.append(scaler.x(ex))
     U = np.vstack(parts)
     L = np.linalg.cholesky(np.asarray(kern(Xd, Xd)) + noise * np.eye(Xd.shape[0]))
     V = sla.solve_triangular(L, np.asarray(kern(Xd, U)), lower=True)
@@ -364,7 +367,7 @@ def exact_problem(model: Any, cands: Candidates, targets: Candidates | None,
     keep = e > 1e-12 * max(e.max(), 1e-300)
     Psi = Q[:, keep] * np.sqrt(e[keep])
     resid = np.diag(C) - np.sum(Psi**2, axis=1)
-    nc, nt = len(cands), len(targets)
+    nc, nt = len(cands), len(tgt)
     r = Psi.shape[1]
     fp = FeaturePosterior(np.ones(r), np.eye(r), np.eye(r), np.zeros(r), noise, 0.0)
     for psi in Psi[nc + nt:]:

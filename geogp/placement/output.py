@@ -1,6 +1,6 @@
 """Outputs of sensor placement: GeoJSON and CSV writers and a map of the suggested sites.
 
-Writes are atomic (:func:`geogp.io.atomic_path`: a temporary file beside the destination,
+Writes are atomic (:func:`geogp.frontend.io.atomic_path`: a temporary file beside the destination,
 moved into place on success) and refuse to replace an existing file unless
 ``overwrite=True``.
 """
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from geogp.core.io_atomic import atomic_path
 from geogp.exceptions import InputError
-from geogp.io import atomic_path
 
 if TYPE_CHECKING:  # annotations only
     from matplotlib.axes import Axes
@@ -64,7 +64,7 @@ def to_geojson(sites: pd.DataFrame, *, x: str = "x", y: str = "y", crs: Any = No
             "geometry": {"type": "Point", "coordinates": [float(row[x]), float(row[y])]},
             "properties": {c: _json_value(row[c]) for c in props},
         })
-    out = {"type": "FeatureCollection", "features": features}
+    out: dict[str, Any] = {"type": "FeatureCollection", "features": features}
     member = _crs_member(crs)
     if member is not None:
         out["crs"] = member
@@ -128,7 +128,7 @@ def plot_sites(sites: pd.DataFrame, std: ArrayLike | None = None,
                              vmax=float(finite.max()) if finite.size else 1.0)
         # the colour bar in the map's own coordinates: exactly as tall as the drawn map,
         # whatever its aspect
-        ax.figure.colorbar(mesh, cax=ax.inset_axes([1.03, 0.0, 0.035, 1.0]), label=label)
+        ax.figure.colorbar(mesh, cax=ax.inset_axes((1.03, 0.0, 0.035, 1.0)), label=label)
     points = [np.column_stack([sites[x], sites[y]]).astype(np.float64)]
     if existing is not None:
         e = np.asarray(existing)
@@ -169,10 +169,11 @@ def _place_labels(ax, xy, texts, obstacles, fontsize: float = 8.0):
                           frame.y1 * to_pt)
     boxes = [(ox - _MARKER_HALF, oy - _MARKER_HALF, ox + _MARKER_HALF, oy + _MARKER_HALF)
              for ox, oy in obst]
-    taken = []
+    taken: list[tuple[float, float, float, float]] = []
     for site, (px, py), text in zip(xy, pts, texts, strict=True):
         w, h = 0.64 * fontsize * len(text) + 2.0, fontsize + 1.0  # digits ≈ 0.64 em wide
-        best, best_cost = None, np.inf
+        best: tuple | None = None
+        best_cost = np.inf
         for r in _RADII:
             for dx, dy in _DIRECTIONS:
                 cx, cy = px + dx * r, py + dy * r  # anchor point of the label
@@ -180,7 +181,8 @@ def _place_labels(ax, xy, texts, obstacles, fontsize: float = 8.0):
                 y0 = cy if dy > 0 else (cy - h if dy < 0 else cy - h / 2)
                 box = (x0, y0, x0 + w, y0 + h)
                 pad = (x0 - _PAD, y0 - _PAD, x0 + w + _PAD, y0 + h + _PAD)  # keep labels apart
-                cost = sum(_overlap(box, b) for b in boxes) + sum(_overlap(pad, b) for b in taken)
+                cost = (sum((_overlap(box, b) for b in boxes), 0.0)
+                        + sum((_overlap(pad, b) for b in taken), 0.0))
                 if box[0] < fx0 or box[2] > fx1 or box[1] < fy0 or box[3] > fy1:
                     cost += 0.5 * w * h  # outside the map: allowed, but only as a last resort
                 if cost < best_cost:
@@ -189,6 +191,7 @@ def _place_labels(ax, xy, texts, obstacles, fontsize: float = 8.0):
                     break
             if best_cost == 0:
                 break
+        assert best is not None  # every cost is finite: the first try sets it
         box, dx, dy, r = best
         taken.append(box)
         ha = "left" if dx > 0 else ("right" if dx < 0 else "center")
@@ -199,7 +202,7 @@ def _place_labels(ax, xy, texts, obstacles, fontsize: float = 8.0):
                     path_effects=[pe.withStroke(linewidth=1.5, foreground="black")])
 
 
-def _overlap(a, b) -> float:
+def _overlap(a: tuple, b: tuple) -> float:
     """Area of the intersection of two boxes (x0, y0, x1, y1)."""
     w = min(a[2], b[2]) - max(a[0], b[0])
     h = min(a[3], b[3]) - max(a[1], b[1])

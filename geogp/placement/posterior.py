@@ -10,6 +10,7 @@ feature evaluations shared with the placement problems.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,11 +45,12 @@ class FeaturePosterior:
         kvar0: k(0). A (property): the precision, formed on demand as A₀ + σ⁻² Σ_added ψψᵀ.
     """
 
-    def __init__(self, sqrt_lam: np.ndarray, A: np.ndarray, Ainv: np.ndarray, t: np.ndarray,
+    def __init__(self, sqrt_lam: np.ndarray, A: np.ndarray | Callable[[], np.ndarray],
+                 Ainv: np.ndarray, t: np.ndarray,
                  noise: float, kvar0: float) -> None:
         self.sqrt_lam = np.asarray(sqrt_lam, dtype=np.float64)
         self._A0 = A  # an array, or a callable giving it (formed only when needed)
-        self._added = []
+        self._added: list[np.ndarray] = []
         self.Ainv = np.array(Ainv, dtype=np.float64)
         self.t = np.array(t, dtype=np.float64)
         self.noise = float(noise)
@@ -60,6 +62,7 @@ class FeaturePosterior:
         post = model.posterior_
         sl = np.asarray(post.sqrt_lam, dtype=np.float64)
         chol = np.asarray(post.chol, dtype=np.float64)
+        A: np.ndarray | Callable[[], np.ndarray]
         if chol.ndim == 1:  # diagonal statistics: chol holds sqrt(diag A)
             A, Ainv = np.diag(chol**2), np.diag(1.0 / chol**2)
         else:

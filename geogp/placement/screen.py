@@ -101,7 +101,8 @@ class Screen:
         G = pb.tops.wgram(self.omega)
         self.B = Ainv @ G @ Ainv
         self.B = 0.5 * (self.B + self.B.T)
-        self.n_evals, self.gaps = [], []
+        self.n_evals: list[int] = []
+        self.gaps: list[float] = []
         # exact evaluations per batch: a batch holds a (batch × |T|) matrix; keep it ≤ 64 MiB
         self.batch = int(np.clip(_BATCH_BYTES // (8 * max(pb.tops.n, 1)), 1, _BATCH))
 

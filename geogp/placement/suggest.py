@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from geogp._validation import as_points
+from geogp.core.validation import as_points
 from geogp.exceptions import InputError, PlacementWarning
 from geogp.families import family_of
 from geogp.placement.candidates import (

@@ -43,7 +43,12 @@ import scipy.sparse as sp
 
 from geogp import linalg
 from geogp.exceptions import InputError, MemoryEstimateError, NotPositiveDefiniteError
-from geogp.placement.candidates import MIN_DISTANCE_FRACTION, Candidates, packing_distance
+from geogp.placement.candidates import (
+    MIN_DISTANCE_FRACTION,
+    Candidates,
+    grid_axes,
+    packing_distance,
+)
 from geogp.placement.contract import Placement, PlacementRequest
 from geogp.placement.greedy import Greedy
 from geogp.placement.operators import Problem
@@ -179,7 +184,8 @@ class SparseFeaturePosterior:
 
         Returns (w, d), w = A⁻¹ψ and d = σ² + ψᵀw before the update. Cost: one sparse solve.
         """
-        psi = psi.toarray().ravel() if sp.issparse(psi) else np.asarray(psi, dtype=np.float64)
+        psi = (sp.csr_matrix(psi).toarray().ravel() if sp.issparse(psi)
+               else np.asarray(psi, dtype=np.float64))
         if psi.size < self.n_columns:
             psi = np.concatenate([psi, np.zeros(self.n_columns - psi.size)])
         w = self.solve(psi)
@@ -264,7 +270,7 @@ class _GridOps:
         self.post, self.model, self.n, self.flat = post, model, len(locs), locs.flat
         self.coords_std = sc.x(locs.coords)
         self.axes_std = [(np.asarray(a, dtype=np.float64) - m) / s
-                         for a, m, s in zip(locs.axes, sc.x_mean, sc.x_scale, strict=True)]
+                         for a, m, s in zip(grid_axes(locs), sc.x_mean, sc.x_scale, strict=True)]
         (u, _), (v, _) = model.posterior_.axis_values(self.axes_std)
         self.U, self.V = u * np.exp(0.5 * post._log_amp), v
 
@@ -308,8 +314,8 @@ def _box_inside(model, locs: Candidates) -> bool:
     evaluates every row and column; masked-out cells outside the window would not matter
     to the sparse route, which then takes over)."""
     sc = model.scaler_
-    lo = sc.x(np.array([[a.min() for a in locs.axes]]))[0]
-    hi = sc.x(np.array([[a.max() for a in locs.axes]]))[0]
+    lo = sc.x(np.array([[a.min() for a in grid_axes(locs)]]))[0]
+    hi = sc.x(np.array([[a.max() for a in grid_axes(locs)]]))[0]
     win = model.basis_.window
     return bool(np.all(lo >= win[:, 0]) and np.all(hi <= win[:, 1]))
 
@@ -413,7 +419,7 @@ def wavelet_memory_estimate(n_candidates: int, n_targets: int, model: Any, *, n_
     f = min(m, ma + k * featured)
     out = (float(_LOCATION_BYTES) * locations + float(_NONZERO_BYTES) * k * featured
            + 8.0 * m + 8.0 * f * (n_sites + 2)
-           # solve blocks: R, A⁻¹R, R∘A⁻¹R and the solver's copies (5 measured at F = 7,153)
+           # solve blocks: R, A⁻¹R, R∘A⁻¹R and the solver's copies
            + 6 * 8.0 * max(_SOLVE_ENTRIES, f, n_candidates, n_targets))
     if not _sparse_solves(problem):
         out += 2 * 8.0 * ma * ma
@@ -450,7 +456,7 @@ def wavelet_greedy(model: Any, cands: Candidates, targets: Candidates | None,
     ``taken`` lists the candidates they sit on (outside Krause's V∖A).
     """
     n_t = len(cands) if targets is None else len(targets)
-    n_e = 0 if existing is None else len(existing)
+    n_e = 0 if existing is None else len(np.asarray(existing))
     # a raster's candidates are applied per axis (never formed) when the model's separable
     # predictor applies and no |V| × |V| covariance is needed (separate targets, or variance)
     grid = (cands.axes is not None and model.posterior_.grid_ready() and strategy != "krause"

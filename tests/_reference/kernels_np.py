@@ -1,5 +1,5 @@
 """Plain-numpy closed forms of the docs/model.md (kernels) kernels, written independently of
-geogp.kernels.
+geogp.core.kernels.
 
 Only the covariance functions are given here. The spectral densities are *not* copied: the
 tests obtain them by transforming these functions numerically (``transforms.py``).

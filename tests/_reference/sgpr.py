@@ -26,7 +26,9 @@ import numpy as np
 import scipy.linalg
 from scipy.cluster.vq import kmeans2
 
-from geogp._validation import (
+from geogp.core.kernels import Kernel, make_kernel
+from geogp.core.optimize import FitReport, minimize_lbfgs
+from geogp.core.validation import (
     as_points,
     as_targets,
     check_positive,
@@ -34,9 +36,7 @@ from geogp._validation import (
     warn_if_lonlat,
 )
 from geogp.exceptions import InputError
-from geogp.kernels import Kernel, make_kernel
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
-from geogp.optimize import FitReport, minimize_lbfgs
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
@@ -261,7 +261,7 @@ class SGPRRegressor:
     Attributes:
         Z_: (M, D) inducing inputs (standardised units); inducing_index_: their row indices in
         X for greedy selection (None for k-means); kernel_, noise_ (standardised units);
-        report_: the kept round's :class:`~geogp.optimize.FitReport`; reports_: all rounds;
+        report_: the kept round's :class:`~geogp.core.optimize.FitReport`; reports_: all rounds;
         select_time_s_: seconds spent choosing Z; scaler_; posterior_.
 
     Example:

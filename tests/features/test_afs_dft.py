@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import geogp
+from geogp.core.kernels import ProductKernel
 from geogp.exceptions import InputError
 from geogp.features.afs_dft import (
     dft_log_lambda,
@@ -18,7 +19,6 @@ from geogp.features.afs_dft import (
 )
 from geogp.features.fourier import FourierFeatures
 from geogp.features.fourier_statistics import dense_stats
-from geogp.kernels import ProductKernel
 from geogp.models.collapsed import collapsed_bound
 
 from _reference import dense_gp

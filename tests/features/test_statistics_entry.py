@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from geogp.core.trend import basis as trend_basis
+from geogp.core.trend import monomial_powers
 from geogp.exceptions import InputError
 from geogp.features.data import Grid, Points
 from geogp.features.fourier import FourierFeatures
 from geogp.features.wavelet import make_basis
-from geogp.trend import basis as trend_basis
-from geogp.trend import monomial_powers
 
 
 def _raster(rng, ny=14, nx=17):

@@ -22,9 +22,9 @@ def fast() -> dict:
 @pytest.fixture
 def no_fit(monkeypatch):
     """Any fit fails the test: the refusals under test must come before it."""
-    import geogp.api
+    import geogp.frontend.api
 
     def fit(*args, **kwargs):
         raise AssertionError("the fit should not start")
 
-    monkeypatch.setattr(geogp.api.GeoRegressor, "fit", fit)
+    monkeypatch.setattr(geogp.frontend.api.GeoRegressor, "fit", fit)

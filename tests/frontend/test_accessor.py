@@ -39,7 +39,7 @@ def test_dataset_accessor_picks_the_variable(raster, fast):
 def test_accessor_defaults_to_the_same_model_choice_as_geogp_fit():
     import inspect
 
-    from geogp.accessor import GeogpDataArrayAccessor
+    from geogp.frontend.accessor import GeogpDataArrayAccessor
 
     default = inspect.signature(geogp.fit).parameters["model"].default
     assert default == "auto"

@@ -85,7 +85,7 @@ def test_add_observations_refuses_bad_points(fitted):
 def test_place_is_fit_then_add_observations_then_suggest_sites(fitted):
     """geogp place's library call: with measured points and the hyperparameters kept, the
     same sites and scores as the three steps by hand, on the same data and options."""
-    from geogp.api_placement import place
+    from geogp.frontend.api_placement import place
 
     da, model = fitted
     measured = pd.DataFrame({"x": da.x.values[[3, 20]], "y": da.y.values[[10, 2]],
@@ -102,7 +102,7 @@ def test_place_is_fit_then_add_observations_then_suggest_sites(fitted):
 
 
 def test_place_with_refit_fits_on_the_raster_with_the_measurements_written_in(fitted):
-    from geogp.api_placement import place
+    from geogp.frontend.api_placement import place
 
     da, _ = fitted
     measured = pd.DataFrame({"x": [da.x.values[12]], "y": [da.y.values[10]], "value": [7.0]})
@@ -113,7 +113,7 @@ def test_place_with_refit_fits_on_the_raster_with_the_measurements_written_in(fi
 
 
 def test_place_refuses_what_it_cannot_do(fitted):
-    from geogp.api_placement import place
+    from geogp.frontend.api_placement import place
 
     da, _ = fitted
     with pytest.raises(InputError, match="pass measured too"):

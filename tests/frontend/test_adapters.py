@@ -10,21 +10,21 @@ import pytest
 import xarray as xr
 
 import geogp
-from geogp.adapters import (
-    as_crs,
-    check_axis,
-    find_spatial_dims,
-    select_variable,
-    to_grid_data,
-)
 from geogp.exceptions import (
     AllMissingError,
     InputError,
     IrregularGridError,
     MissingCRSWarning,
 )
-from geogp.nodata import masked_values
-from geogp.points import to_point_data
+from geogp.frontend.adapters import (
+    as_crs,
+    check_axis,
+    find_spatial_dims,
+    select_variable,
+    to_grid_data,
+)
+from geogp.frontend.nodata import masked_values
+from geogp.frontend.points import to_point_data
 
 from _frontend_rasters import make_raster
 
@@ -197,7 +197,7 @@ def test_point_table_drops_missing_values_and_reads_crs_from_grid(raster):
 
 
 def test_to_xy_flattens_observed_cells(raster):
-    from geogp.adapters import to_xy
+    from geogp.frontend.adapters import to_xy
 
     X, y, spec, complete = to_xy(raster)
     ok = np.isfinite(raster.values)

@@ -126,12 +126,12 @@ def test_failure_during_the_run_leaves_no_partial_output(tif, tmp_path, capsys, 
 def test_a_failed_later_output_takes_back_the_earlier_ones(tif, tmp_path, capsys,
                                                             monkeypatch):
     """--out written, then --netcdf fails: nothing of this run is left on disk."""
-    import geogp.io
+    import geogp.frontend.io
 
     def broken(*args, **kwargs):
         raise OSError("disk full (injected)")
 
-    monkeypatch.setattr(geogp.io, "write_netcdf", broken)
+    monkeypatch.setattr(geogp.frontend.io, "write_netcdf", broken)
     code = main(["fit", str(tif), "--out", str(tmp_path / "p.tif"), "--netcdf",
                  str(tmp_path / "p.nc"), "--features", "64", "--maxiter", "3", "--quiet"])
     assert code == 1
@@ -156,12 +156,12 @@ def test_options_that_cannot_work_are_refused_before_the_fit(raster, tif, tmp_pa
                                                               monkeypatch):
     """Exit 2 at once (the fit is never started): --samples on a raster with bands,
     --maxiter < 1, --max-memory ≤ 0."""
-    import geogp.api
+    import geogp.frontend.api
 
     def no_fit(*args, **kwargs):
         raise AssertionError("the fit should not start")
 
-    monkeypatch.setattr(geogp.api.GeoRegressor, "fit", no_fit)
+    monkeypatch.setattr(geogp.frontend.api.GeoRegressor, "fit", no_fit)
     bands = tmp_path / "bands.tif"
     raster.expand_dims(band=[1, 2]).rio.to_raster(bands)
     out = str(tmp_path / "o.tif")

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-HEAVY = ("jax", "xarray", "rioxarray", "matplotlib", "scipy", "pandas", "geogp.api")
+HEAVY = ("jax", "xarray", "rioxarray", "matplotlib", "scipy", "pandas", "geogp.frontend.api")
 
 
 def _python(code: str) -> subprocess.CompletedProcess:
@@ -45,7 +45,7 @@ def test_import_geogp_then_xarray_registers_both_accessors_and_float64():
             "assert type(da.to_dataset(name='v').geogp).__name__ == 'GeogpDatasetAccessor'\n"
             "import jax.numpy as jnp\n"
             "assert jnp.zeros(2).dtype == jnp.float64\n"
-            "assert geogp.Matern32 is __import__('geogp.kernels').kernels.Matern32\n"
+            "assert geogp.Matern32 is __import__('geogp.core.kernels').kernels.Matern32\n"
             "assert callable(geogp.load_model) and 'GeoRegressor' in dir(geogp)\n")
     proc = _python(code)
     assert proc.returncode == 0, proc.stderr

@@ -11,7 +11,7 @@ import xarray as xr
 
 import geogp
 from geogp.exceptions import InputError, OutputExistsError, ReadError
-from geogp.io import atomic_path, open_raster, write_geotiff, write_netcdf
+from geogp.frontend.io import atomic_path, open_raster, write_geotiff, write_netcdf
 
 # small synthetic data: the models' approximation diagnostics warn, beside the point here
 pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
@@ -88,7 +88,7 @@ def test_packed_geotiff_is_unpacked_with_its_scale_and_offset(tmp_path):
     with rasterio.open(tmp_path / "dem.tif", "w", **profile) as dst:
         dst.write(raw, 1)
         dst.scales, dst.offsets = (1.0,), (-1000.0,)
-    from geogp.nodata import masked_values
+    from geogp.frontend.nodata import masked_values
 
     got = masked_values(open_raster(tmp_path / "dem.tif")).values
     np.testing.assert_array_equal(got, np.where(raw == 0, np.nan, raw - 1000.0))
@@ -175,7 +175,7 @@ def test_a_failed_write_leaves_no_file(pred, tmp_path, monkeypatch):
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(rasterio.io.DatasetWriter, "write", failing_write)
-    monkeypatch.setattr(geogp.io, "_WINDOW_BYTES", 1)  # one band per write: fail at band 2
+    monkeypatch.setattr(geogp.frontend.io, "_WINDOW_BYTES", 1)  # one band per write: fail at band 2
     with pytest.raises(OSError, match="injected"):
         write_geotiff(pred, tmp_path / "p.tif")
     assert os.listdir(tmp_path) == []
@@ -205,7 +205,7 @@ def test_geotiff_is_written_window_by_window_from_a_dask_prediction(pred, tmp_pa
     the digests and nothing is kept."""
     import dask
 
-    import geogp.io as gio
+    import geogp.frontend.io as gio
 
     monkeypatch.setattr(gio, "WRITE_ROWS", 7)
     ny = pred.sizes["y"]

@@ -14,16 +14,16 @@ import numpy as np
 import pytest
 
 import geogp
-from geogp import io_atomic
 from geogp.cli import build_parser
+from geogp.core import io_atomic
 from geogp.exceptions import InputError
-from geogp.io import atomic_path, hidden_sibling
+from geogp.frontend.io import atomic_path, hidden_sibling
 
 posix = pytest.mark.skipif(os.name != "posix", reason="stale files are removed on POSIX only")
 
 _KILLED_WRITE = """
 import os, signal, sys
-from geogp.io_atomic import atomic_path, hidden_sibling
+from geogp.core.io_atomic import atomic_path, hidden_sibling
 target = sys.argv[1]
 hidden_sibling(target, "previous").write_bytes(b"old output")   # what --overwrite keeps
 with atomic_path(target, overwrite=True) as tmp:
@@ -80,7 +80,8 @@ def test_issue32_also_recent_hidden_files_are_kept(tmp_path):
 
 @posix
 def test_issue32_also_overwrite_on_a_symlink_replaces_the_link(tmp_path):
-    """Documented (help and README): the link becomes a regular file, its target unchanged."""
+    """Documented (help and the docs' conventions): the link becomes a regular file, its target
+    unchanged."""
     real = tmp_path / "real.tif"
     real.write_bytes(b"real")
     link = tmp_path / "link.tif"
@@ -92,8 +93,8 @@ def test_issue32_also_overwrite_on_a_symlink_replaces_the_link(tmp_path):
     fit = build_parser()._subparsers._group_actions[0].choices["fit"]
     help_text = " ".join(fit.format_help().split())
     assert "symbolic link is replaced itself, its target is left unchanged" in help_text
-    readme = pathlib.Path(geogp.__file__).parent.parent.joinpath("README.md").read_text()
-    assert "`--overwrite` on a symbolic link replaces the link itself" in readme
+    docs = pathlib.Path(geogp.__file__).parent.parent.joinpath("docs", "guide", "conventions.md")
+    assert "`--overwrite` on a symbolic link replaces the link itself" in docs.read_text()
 
 
 def test_issue32_also_loaded_lattice_model_refuses_sample(tmp_path, raster):
@@ -108,5 +109,6 @@ def test_issue32_also_loaded_lattice_model_refuses_sample(tmp_path, raster):
     with pytest.raises(InputError, match=r"loaded from a file cannot draw them .*sparse "
                        r"factorisation.* refit the model to sample"):
         loaded.sample(2)
-    readme = pathlib.Path(geogp.__file__).parent.parent.joinpath("README.md").read_text()
-    assert "A lattice model loaded from a file\n  predicts but cannot draw samples" in readme
+    docs = pathlib.Path(geogp.__file__).parent.parent.joinpath("docs", "guide", "models.md")
+    text = docs.read_text()
+    assert "A lattice model loaded from a file\n  predicts but cannot draw samples" in text

@@ -13,10 +13,10 @@ import xarray as xr
 
 import geogp
 from geogp.cli import main
+from geogp.core.trend import basis
 from geogp.exceptions import ExtrapolationWarning
 from geogp.features.afs_dft import log_lambda as _log_lambda
 from geogp.models.afs import AFSRegressor
-from geogp.trend import basis
 
 
 def _points(n=80, seed=0):

@@ -14,7 +14,7 @@ import xarray as xr
 
 from geogp.cli import main
 from geogp.exceptions import AntimeridianWarning, InputError, IrregularGridError
-from geogp.io import open_raster, write_geotiff, write_netcdf
+from geogp.frontend.io import open_raster, write_geotiff, write_netcdf
 
 from _cli_helpers import error_line
 
@@ -104,7 +104,7 @@ def test_issue32_antimeridian_shift_warns_with_its_own_category():
 def test_issue32_antimeridian_points_follow_the_grid_or_are_refused():
     """Python API: with a target grid, points take the grid's longitude range (0..360 here);
     without one, points across the antimeridian are refused with the 0..360 advice."""
-    from geogp.points import to_point_data
+    from geogp.frontend.points import to_point_data
 
     table, lon = _dateline_table()
     grid = xr.DataArray(np.zeros((11, 21)), dims=("y", "x"),
@@ -121,7 +121,7 @@ def test_issue32_antimeridian_points_follow_the_grid_or_are_refused():
 def test_issue32_wrapped_longitude_axis_is_not_told_to_sort():
     """A raster's longitudes wrapped at ±180 (or at 0 in 0..360): the advice makes them
     continuous; "sort it first" would have built a 360°-wide grid."""
-    from geogp.adapters import check_axis
+    from geogp.frontend.adapters import check_axis
 
     with pytest.raises(IrregularGridError, match=r"% 360, i.e. 0..360") as exc:
         check_axis(np.array([179.0, 179.5, -180.0, -179.5]), "lon")
@@ -149,7 +149,7 @@ def test_issue32_resolution_coarser_than_the_points_is_refused(tmp_path, capsys,
 def test_issue32_text_in_the_value_column_names_column_and_row(tmp_path, capsys, no_fit):
     import pandas as pd
 
-    from geogp.points import to_point_data
+    from geogp.frontend.points import to_point_data
 
     (tmp_path / "p.csv").write_text('x,y,value\n0,0,1\n1,1,"12,5"\n2,0,3\n')
     assert main(["fit", str(tmp_path / "p.csv"), "--crs", "EPSG:32633", "--resolution",
@@ -184,7 +184,7 @@ def test_non_numeric_positions_is_the_one_finder_of_text_in_numbers():
     position, as a naive per-entry check does."""
     import pandas as pd
 
-    from geogp.points import non_numeric_positions
+    from geogp.frontend.points import non_numeric_positions
 
     values = [1, "2.5", None, float("nan"), pd.NA, "12,5", "n/a", 3.0, "", "-1e3", object()]
 

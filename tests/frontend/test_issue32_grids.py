@@ -14,7 +14,7 @@ from rasterio.transform import Affine
 import geogp
 from geogp.cli import main
 from geogp.exceptions import IrregularGridError
-from geogp.io import open_raster
+from geogp.frontend.io import open_raster
 
 
 def _write(path, transform, ny=12, nx=15):
@@ -71,8 +71,8 @@ def test_issue32_grids_north_up_and_plain_arrays_unchanged(tmp_path):
     """A north-up GeoTIFF still opens as before; an array without any coordinates still gets
     the plain advice."""
     da = open_raster(_write(tmp_path / "n.tif", Affine(100.0, 0, 3e5, 0, -100.0, 5e6)))
-    g = geogp.adapters.to_grid_data(da)
+    g = geogp.frontend.adapters.to_grid_data(da)
     assert g.regular and g.values.shape == (1, 12, 15)
     bare = xr.DataArray(np.ones((5, 6)), dims=("y", "x"))
     with pytest.raises(geogp.exceptions.InputError, match="'y' has no coordinates"):
-        geogp.adapters.to_grid_data(bare)
+        geogp.frontend.adapters.to_grid_data(bare)

@@ -34,7 +34,7 @@ def raster_file(tmp_path, raster):
 
 def test_issue32_interrupt_in_jax_callback_exits_130(tmp_path, raster_file, monkeypatch,
                                                      capsys, caplog):
-    import geogp.api
+    import geogp.frontend.api
 
     with pytest.raises(RuntimeError, match="KeyboardInterrupt") as info:  # what JAX raises
         _interrupted_callback()
@@ -43,7 +43,7 @@ def test_issue32_interrupt_in_jax_callback_exits_130(tmp_path, raster_file, monk
     def fit(self, *args, **kwargs):
         _interrupted_callback()
 
-    monkeypatch.setattr(geogp.api.GeoRegressor, "fit", fit)
+    monkeypatch.setattr(geogp.frontend.api.GeoRegressor, "fit", fit)
     caplog.clear()
     with caplog.at_level(logging.ERROR):
         code = main(["fit", raster_file, "--out", str(tmp_path / "o.tif"), "-q"])
@@ -59,7 +59,7 @@ def test_issue32_interrupt_in_jax_callback_exits_130(tmp_path, raster_file, monk
 def test_issue32_interrupt_other_callback_errors_stay_errors(tmp_path, raster_file,
                                                              monkeypatch, capsys):
     """A callback failing for another reason is an error (exit 1), not an interrupt."""
-    import geogp.api
+    import geogp.frontend.api
 
     def fit(self, *args, **kwargs):
         def host(x):
@@ -68,7 +68,7 @@ def test_issue32_interrupt_other_callback_errors_stay_errors(tmp_path, raster_fi
         jax.pure_callback(host, jax.ShapeDtypeStruct((2,), jnp.float64), np.ones(2),
                           vmap_method="sequential")
 
-    monkeypatch.setattr(geogp.api.GeoRegressor, "fit", fit)
+    monkeypatch.setattr(geogp.frontend.api.GeoRegressor, "fit", fit)
     code = main(["fit", raster_file, "--out", str(tmp_path / "o.tif"), "-q"])
     err = capsys.readouterr().err
     assert code == 1 and "interrupted" not in err, err
@@ -76,11 +76,11 @@ def test_issue32_interrupt_other_callback_errors_stay_errors(tmp_path, raster_fi
 
 def test_issue32_interrupt_plain_keyboard_interrupt_still_130(tmp_path, raster_file,
                                                               monkeypatch, capsys):
-    import geogp.api
+    import geogp.frontend.api
 
     def fit(self, *args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(geogp.api.GeoRegressor, "fit", fit)
+    monkeypatch.setattr(geogp.frontend.api.GeoRegressor, "fit", fit)
     assert main(["fit", raster_file, "--out", str(tmp_path / "o.tif"), "-q"]) == 130
     assert "interrupted" in capsys.readouterr().err

@@ -11,7 +11,7 @@ import xarray as xr
 
 import geogp
 from geogp.exceptions import InputError, NodataWarning
-from geogp.nodata import masked_values
+from geogp.frontend.nodata import masked_values
 
 
 def _int16(attrs=None):

@@ -11,7 +11,7 @@ import rasterio
 
 from geogp.cli import main
 from geogp.exceptions import InputError
-from geogp.io import atomic_path, check_writable
+from geogp.frontend.io import atomic_path, check_writable
 
 from _cli_helpers import error_line
 

@@ -116,7 +116,7 @@ def test_issue32_geotiff_many_bands_written_in_few_calls(tmp_path, monkeypatch):
     import rasterio.io
     import xarray as xr
 
-    from geogp.io import write_geotiff
+    from geogp.frontend.io import write_geotiff
 
     calls = {"write": 0, "read": 0}
     for cls, name in ((rasterio.io.DatasetWriter, "write"), (rasterio.io.DatasetReader, "read")):
@@ -196,7 +196,7 @@ def test_issue32_predict_huge_grid_refused_before_allocating(afs_model):
 
 def test_issue32_estimates_bound_the_traced_peaks(afs_model):
     """The estimates, made before allocating, bound the traced peaks of what they estimate."""
-    from geogp.memory import predict_bytes, sample_bytes
+    from geogp.core.memory import predict_bytes, sample_bytes
 
     y0, x0 = afs_model.target_.y, afs_model.target_.x
     y, x = np.linspace(y0.max(), y0.min(), 300), np.linspace(x0.min(), x0.max(), 400)

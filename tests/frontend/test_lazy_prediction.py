@@ -1,5 +1,5 @@
 """Lazy predictions (issue 28, item 4): ``predict(lazy=True)``, the default on grids above
-``geogp.memory.LAZY_CELLS``, returns dask-backed variables computed block by block; the
+``geogp.core.memory.LAZY_CELLS``, returns dask-backed variables computed block by block; the
 writers compute them window by window, each block once, without the whole raster in memory.
 Every lazy result is compared with the eager one."""
 
@@ -13,12 +13,12 @@ import rasterio
 import xarray as xr
 
 import geogp
-import geogp.memory
+import geogp.core.memory
 from geogp.exceptions import InputError, OutsideWindowError
 from geogp.families import generic
-from geogp.io import write_geotiff, write_netcdf
+from geogp.frontend.io import write_geotiff, write_netcdf
+from geogp.frontend.plotting import plot_maps, thinned
 from geogp.models.lattice.family import LatticeFamily
-from geogp.plotting import plot_maps, thinned
 
 # small synthetic data: the models' approximation diagnostics warn, beside the point here
 pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
@@ -78,9 +78,9 @@ def test_lazy_must_be_a_bool_or_none(lattice_model, bad):
 
 def test_predictions_are_lazy_by_default_above_LAZY_CELLS(lattice_model, monkeypatch):
     cells = 40 * 50
-    monkeypatch.setattr(geogp.memory, "LAZY_CELLS", cells)
+    monkeypatch.setattr(geogp.core.memory, "LAZY_CELLS", cells)
     assert lattice_model.predict()["mean"].chunks is None
-    monkeypatch.setattr(geogp.memory, "LAZY_CELLS", cells - 1)
+    monkeypatch.setattr(geogp.core.memory, "LAZY_CELLS", cells - 1)
     _assert_same(lattice_model.predict(quantiles=[0.5]),
                  lattice_model.predict(quantiles=[0.5], lazy=False))
 
@@ -159,7 +159,7 @@ def test_writing_a_lazy_prediction_holds_a_window_not_the_raster(lattice_model, 
 
     peak(2048, True)  # imports and caches outside the measurement
     small, large = peak(2048, True), peak(4096, True)
-    eager_estimate = geogp.memory.predict_bytes(4096 * 500, 1, 2)
+    eager_estimate = geogp.core.memory.predict_bytes(4096 * 500, 1, 2)
     assert large <= 1.1 * small
     assert large < 0.4 * eager_estimate
     assert peak(4096, False) <= eager_estimate  # the estimate bounds the eager peak
@@ -173,7 +173,7 @@ def test_maps_draw_a_thinned_grid_over_the_whole_extent(lattice_model, monkeypat
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from geogp import plotting
+    from geogp.frontend import plotting
 
     full = lattice_model.predict(lazy=False)
     fig_full = plot_maps(None, full)
@@ -201,7 +201,7 @@ def test_cli_writes_a_lazy_prediction_equal_to_the_eager_one(tmp_path, monkeypat
 
     src = tmp_path / "in.tif"
     make_raster().astype("float32").rio.to_raster(src)
-    monkeypatch.setattr(geogp.memory, "LAZY_CELLS", 0)
+    monkeypatch.setattr(geogp.core.memory, "LAZY_CELLS", 0)
     out = {k: tmp_path / f"o.{k}" for k in ("tif", "nc", "png", "npz")}
     assert main(["fit", str(src), "--model", "afs", "--features", "64", "--maxiter", "5",
                  "--out", str(out["tif"]), "--netcdf", str(out["nc"]), "--map", str(out["png"]),

@@ -10,7 +10,7 @@ import pytest
 from scipy import integrate
 from scipy.stats import norm
 
-from geogp import metrics
+from geogp.core import metrics
 from geogp.exceptions import InputError
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import geogp
-from geogp._format import lengths
+from geogp.core.formatting import lengths
 from geogp.exceptions import InputError
 from geogp.families import resolve_model
 from geogp.models.lattice.family import DEFAULT_LARGE_SCALE, DEFAULT_MID_SCALE

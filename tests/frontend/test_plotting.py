@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from geogp.plotting import plot_maps
+from geogp.frontend.plotting import plot_maps
 
 
 def _pred(y, x, crs):
@@ -144,7 +144,7 @@ def test_cli_point_fit_with_a_template_draws_the_points_not_the_template(tmp_pat
     and its units do not label the mean."""
     import pandas as pd
 
-    import geogp.plotting
+    import geogp.frontend.plotting
     from geogp.cli import main
 
     grid, _ = _utm_raster(12, 16)
@@ -156,8 +156,8 @@ def test_cli_point_fit_with_a_template_draws_the_points_not_the_template(tmp_pat
     pd.DataFrame({"E": x, "N": y, "t": 20 + np.sin(x / 400)}).to_csv(tmp_path / "p.csv",
                                                                      index=False)
     figures = []
-    draw = geogp.plotting.plot_maps
-    monkeypatch.setattr(geogp.plotting, "plot_maps",
+    draw = geogp.frontend.plotting.plot_maps
+    monkeypatch.setattr(geogp.frontend.plotting, "plot_maps",
                         lambda *a, **k: figures.append(draw(*a, **k)) or figures[-1])
     code = main(["fit", str(tmp_path / "p.csv"), "--x", "E", "--y", "N", "--value", "t",
                  "--crs", "EPSG:32633", "--like", str(tmp_path / "grid.tif"), "--model",
@@ -209,8 +209,8 @@ def test_place_map_has_the_rasters_aspect_units_and_a_std_bar_from_zero():
     import matplotlib.pyplot as plt
     import pandas as pd
 
+    from geogp.frontend.plotting import set_map_axes
     from geogp.placement import plot_sites
-    from geogp.plotting import set_map_axes
 
     _obs, pred = _utm_raster(30, 50)
     x, y = pred.x.values, pred.y.values

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import geogp
-from geogp._progress import FitProgress, advance, announce_fit, start_phase
+from geogp.core.progress import FitProgress, advance, announce_fit, start_phase
 from geogp.models import lattice as lm
 from geogp.models.lattice import settings as lattice_settings
 from tests.frontend._frontend_rasters import make_raster
@@ -172,7 +172,7 @@ def test_a_kept_mid_scale_field_is_not_reported_dropped(monkeypatch, capsys):
 def test_a_summary_without_the_recorded_ranges_still_says_why():
     from types import SimpleNamespace
 
-    from geogp.api_report import _mid_dropped
+    from geogp.frontend.api_report import _mid_dropped
 
     spec = SimpleNamespace(units="metre", geographic=False)
     assert _mid_dropped((np.nan, np.nan), spec) == (

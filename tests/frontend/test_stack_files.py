@@ -11,7 +11,7 @@ import xarray as xr
 
 import geogp
 from geogp.exceptions import InputError
-from geogp.io import date_in_name, open_stack
+from geogp.frontend.io import date_in_name, open_stack
 
 pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
 

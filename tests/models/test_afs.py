@@ -262,7 +262,7 @@ def test_bad_inputs_are_refused(rng):
 
 def test_mean_function_statistics_match_dense_on_every_route(rng):
     """F = ΦH, HᵀH, Hᵀy from grid/NUFFT transforms equal explicit products (1e-9 relative)."""
-    from geogp.trend import basis, monomial_powers
+    from geogp.core.trend import basis, monomial_powers
 
     ax, vals = _noisy_field(rng, (12, 15))
     g = np.meshgrid(*ax, indexing="ij")
@@ -286,8 +286,8 @@ def test_mean_function_statistics_match_dense_on_every_route(rng):
 
 def test_mean_function_bound_equals_exact_gp_with_explicit_basis(rng):
     """Bound with trend β = log N(y − Hβ | 0, ΦᵀΛΦ + σ²I) − t/(2σ²); gradient in β matches FD."""
+    from geogp.core.trend import basis, monomial_powers
     from geogp.features.fourier_statistics import residual_stats
-    from geogp.trend import basis, monomial_powers
 
     X, y, k, noise = _sample(rng, N=60, D=2, ell=0.5)
     y = y + 2.0 + 1.5 * X[:, 0] - X[:, 1]

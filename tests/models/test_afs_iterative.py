@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 import geogp
+from geogp.core.kernels import ProductKernel
 from geogp.exceptions import ConvergenceWarning, InputError, MemoryEstimateError
 from geogp.features import trig
 from geogp.features.fourier import FourierFeatures
 from geogp.features.fourier_statistics import SufficientStats, dense_stats
 from geogp.features.gram_operator import GramOperator
-from geogp.kernels import ProductKernel
 from geogp.models.afs import AFSRegressor
 from geogp.models.afs import policy as afs_policy
 from geogp.models.collapsed import collapsed_bound, posterior

@@ -27,7 +27,7 @@ def _analytic(model, Xs):
     formulas with dense inverses: Σ_u = (Λ⁻¹ + G/σ²)⁻¹, E u = Σ_u r/σ² (residual statistics),
     and β's flat-prior posterior (universal kriging): Cov β = Ψ⁻¹, Ψ = (HᵀH − FᵀΣ_uF/σ²)/σ²,
     with Cov(f, f) adding UΨ⁻¹Uᵀ, U = H* − Φ*Σ_uF/σ²."""
-    from geogp.trend import basis
+    from geogp.core.trend import basis
 
     stats = model.detrended_stats()
     lam = np.exp(np.asarray(_log_lambda(model.features_, model.kernel_)))

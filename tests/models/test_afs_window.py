@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 import geogp
+from geogp.core.kernels import make_kernel
 from geogp.exceptions import ApproximationWarning, InputError
 from geogp.features.fourier import FourierFeatures
 from geogp.features.fourier_statistics import dense_stats
-from geogp.kernels import make_kernel
 from geogp.models.afs import AFSRegressor
 from geogp.models.afs.diagnostics import ALIAS_TOL, MAX_AUTO_FACTOR, REFIT_FACTOR
 from geogp.models.collapsed import collapsed_bound

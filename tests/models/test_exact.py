@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from geogp import kernels as gk
+from geogp.core import kernels as gk
 from geogp.models.exact import regressor as exact
 from geogp.models.exact.regressor import ExactGP, log_marginal_likelihood, predict
 

@@ -273,7 +273,7 @@ def test_the_varying_fit_scores_near_the_oracle_in_both_patches(rough_and_smooth
     """In each hidden patch the varying fit's RMSE and CRPS are within 5 % (#45's acceptance)
     of kriging with the true non-stationary precision, while the stationary fit is
     over-dispersed on the smooth side (its CRPS at least 1.3 × the oracle's)."""
-    from geogp.metrics import crps_gaussian, rmse
+    from geogp.core.metrics import crps_gaussian, rmse
 
     case = rough_and_smooth
     f, patches, (o_mean, o_sd) = case.f, case.patches, case.oracle

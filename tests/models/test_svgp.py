@@ -16,9 +16,9 @@ import pytest
 import scipy.special as sps
 
 import geogp  # float64
+from geogp.core.kernels import Matern32
 from geogp.exceptions import InputError, NotFittedError
 from geogp.features.fourier_statistics import dense_stats
-from geogp.kernels import Matern32
 from geogp.models.collapsed import collapsed_bound, posterior
 from geogp.models.svgp.elbo import L_raw_from, elbo, gaussian_optimal_q
 from geogp.models.svgp.likelihoods import Bernoulli, Gaussian, Poisson, StudentT

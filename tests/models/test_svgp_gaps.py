@@ -14,7 +14,7 @@ import scipy.special as sps
 import xarray as xr
 
 import geogp
-from geogp.kernels import Matern32
+from geogp.core.kernels import Matern32
 from geogp.models.svgp.regressor import SVGPRegressor
 
 from _reference import kernels_np

@@ -267,8 +267,8 @@ def test_item4_help_says_what_auto_does(capsys):
 def test_item4_a_strategy_the_model_lacks_is_refused_before_the_fit(monkeypatch):
     """krause with the lattice model was refused only after the fit; now before it (the
     family says which strategies it offers)."""
-    from geogp.api import GeoRegressor
-    from geogp.api_placement import place
+    from geogp.frontend.api import GeoRegressor
+    from geogp.frontend.api_placement import place
 
     def no_fit(*args, **kwargs):
         raise AssertionError("the fit ran before the refusal")
@@ -308,7 +308,7 @@ def test_item4_place_under_a_tiny_memory_limit_is_refused_before_the_fit(tmp_pat
                                                                           monkeypatch):
     """geogp place --max-memory 0.03 fell back to AFS and refused after a 100 s fit; the AFS
     placement's least memory (its M × M matrices) is now checked before the fit."""
-    from geogp.api import GeoRegressor
+    from geogp.frontend.api import GeoRegressor
 
     def no_fit(*args, **kwargs):
         raise AssertionError("the fit ran before the refusal")
@@ -330,7 +330,7 @@ def test_item4_a_read_only_output_folder_is_refused_before_the_fit(tmp_path, cap
     import errno
     import tempfile
 
-    from geogp.api import GeoRegressor
+    from geogp.frontend.api import GeoRegressor
 
     src = _raster(tmp_path)
 
@@ -370,7 +370,7 @@ def test_item2_a_non_gaussian_likelihood_refuses_another_model(tmp_path, capsys)
 def test_item4_time_estimates_are_a_range_that_counts_the_load():
     """The demo printed "roughly 29 s" and took 115 s at load 2–5 on 2 cores: an estimate
     is now a range from the reference rate to what the load leaves of the cores."""
-    from geogp._format import duration_range
+    from geogp.core.formatting import duration_range
 
     assert duration_range(29, load=0.0, cores=2) == "29–58 s"  # idle: still at least 2×
     # the demo's case: up to 3.75× the idle rate, 109 s, where it took 115 s
@@ -421,7 +421,7 @@ def test_item2_a_nearly_regular_grid_gets_the_lattice_model(nearly_regular):
     model and says the spacing was taken as regular within the stated tolerance; its
     prediction in the hidden patch matches the lattice model on the same values placed on an
     exactly regular grid."""
-    from geogp.grid_checks import NEARLY_REGULAR_TOLERANCE, spacing_variation
+    from geogp.core.grid_checks import NEARLY_REGULAR_TOLERANCE, spacing_variation
 
     da, truth, model, regridded = nearly_regular
     variation = spacing_variation(da.y.values)
@@ -467,7 +467,7 @@ def test_item2_a_nearly_regular_model_keeps_its_grid_in_files_and_outputs(nearly
     with the input's coordinates, and a GeoTIFF (one regular transform) is still refused
     rather than misplacing the rows."""
     from geogp.exceptions import IrregularGridError
-    from geogp.io import open_raster, write_geotiff, write_netcdf
+    from geogp.frontend.io import open_raster, write_geotiff, write_netcdf
 
     da, _, model, _ = nearly_regular
     model.save(tmp_path / "m.npz")
@@ -496,9 +496,9 @@ def test_item2_sites_on_a_nearly_regular_raster_are_its_cells(nearly_regular):
 def test_item2_an_axis_beyond_the_tolerance_is_still_refused():
     """Steps varying by ~20 % are beyond the tolerance: model='lattice' refuses them naming
     it, and model='auto' gives AFS saying why."""
-    from geogp.adapters import to_grid_data
+    from geogp.core.grid_checks import NEARLY_REGULAR_TOLERANCE
     from geogp.families import resolve_model
-    from geogp.grid_checks import NEARLY_REGULAR_TOLERANCE
+    from geogp.frontend.adapters import to_grid_data
 
     da, _ = _nearly_regular_raster(0.2)
     g = to_grid_data(da)

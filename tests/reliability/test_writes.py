@@ -1,7 +1,7 @@
 """Writes under faults: a full disk, a kill mid-write, values a type cannot hold, bad options.
 
-The promise (geogp.io): the target path holds either nothing, the previous complete file, or
-the new complete file; never a partial or wrong one, and a failed write raises.
+The promise (geogp.frontend.io): the target path holds either nothing, the previous complete file,
+or the new complete file; never a partial or wrong one, and a failed write raises.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import rasterio
 import xarray as xr
 
 from geogp.exceptions import InputError
-from geogp.io import write_geotiff, write_netcdf
+from geogp.frontend.io import write_geotiff, write_netcdf
 
 pytestmark = [
     # small synthetic data: the models' approximation diagnostics warn, beside the point here
@@ -41,7 +41,7 @@ _CHILD_PRELUDE = textwrap.dedent("""
     import sys, numpy as np, xarray as xr
     sys.path.insert(0, {tests!r})
     from reliability.test_writes import _prediction
-    from geogp.io import write_geotiff, write_netcdf
+    from geogp.frontend.io import write_geotiff, write_netcdf
 """)
 
 

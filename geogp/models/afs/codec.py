@@ -16,7 +16,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from geogp import kernels as _kernels
+from geogp.core import kernels as _kernels
 from geogp.exceptions import ReadError
 from geogp.features.fourier import FourierFeatures
 from geogp.features.fourier_statistics import SufficientStats

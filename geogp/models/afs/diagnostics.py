@@ -68,8 +68,8 @@ from geogp.features.afs_dft import log_lambda
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
 
+    from geogp.core.kernels import Kernel
     from geogp.features.fourier import FourierFeatures
-    from geogp.kernels import Kernel
 
 __all__ = ["ALIAS_TOL", "ALIAS_WARN", "TRUNCATION_WARN", "LENGTHSCALE_WARN", "PART_WARN",
            "MAX_AUTO_FACTOR", "REFIT_FACTOR", "REFIT_GROWTH", "decay_distance", "alias_width",

@@ -19,13 +19,15 @@ from typing import TYPE_CHECKING, Any
 import jax.numpy as jnp
 import numpy as np
 
-from geogp._progress import advance, announce_fit, start_phase
-from geogp._validation import check_positive
+from geogp.core.kernels import make_kernel
+from geogp.core.optimize import FitReport, minimize_lbfgs
+from geogp.core.progress import advance, announce_fit, start_phase
+from geogp.core.trend import ols
+from geogp.core.validation import check_positive
 from geogp.exceptions import InputError
 from geogp.features.afs_dft import log_lambda
 from geogp.features.fourier import FourierFeatures, window
 from geogp.features.fourier_statistics import residual_stats
-from geogp.kernels import make_kernel
 from geogp.models.afs.diagnostics import (
     REFIT_FACTOR,
     REFIT_GROWTH,
@@ -44,8 +46,6 @@ from geogp.models.collapsed_iterative import (
     iterative_posterior,
     rademacher_probes,
 )
-from geogp.optimize import FitReport, minimize_lbfgs
-from geogp.trend import ols
 
 if TYPE_CHECKING:  # annotations only
     from geogp.models.afs.regressor import AFSRegressor

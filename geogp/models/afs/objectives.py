@@ -10,7 +10,7 @@
   features and statistics at hand, with its data arguments;
 - :func:`merge_reports`: one report for successive fits (pilot, wider windows).
 
-Parameters are dicts ``{"kernel", "noise"[, "mean"]}`` (see :mod:`geogp.optimize`).
+Parameters are dicts ``{"kernel", "noise"[, "mean"]}`` (see :mod:`geogp.core.optimize`).
 """
 
 from __future__ import annotations
@@ -21,17 +21,17 @@ from typing import TYPE_CHECKING
 import jax.numpy as jnp
 import numpy as np
 
+from geogp.core.optimize import FitReport, minimize_lbfgs
 from geogp.features.afs_dft import log_lambda
 from geogp.features.fourier_statistics import SufficientStats, residual_stats
 from geogp.models.collapsed import collapsed_bound
 from geogp.models.collapsed_iterative import IterativeOptions, iterative_bound
-from geogp.optimize import FitReport, minimize_lbfgs
 
 if TYPE_CHECKING:  # annotations only
     import jax
 
+    from geogp.core.kernels import Kernel
     from geogp.features.fourier import FourierFeatures
-    from geogp.kernels import Kernel
 
 __all__ = ["negative_bound_per_point", "iterative_loss", "warm_start", "loss_and_args",
            "merge_reports"]
@@ -92,7 +92,7 @@ def warm_start(params: dict, stats: SufficientStats, ff: FourierFeatures, n_low:
 def loss_and_args(ff: FourierFeatures, stats: SufficientStats, kernel: Kernel,
                   options: IterativeOptions,
                   probes: jax.Array | None = None) -> tuple[Callable[..., jax.Array], tuple]:
-    """(loss, args) for :func:`~geogp.optimize.minimize_lbfgs` on these features and
+    """(loss, args) for :func:`~geogp.core.optimize.minimize_lbfgs` on these features and
     statistics: matrix-free (``probes`` needed), dense with a closed-form S (module-level
     losses: compiled once per parameter layout), or AFS-DFT λ for kernels without S
     (docs/afs.md, AFS-DFT)."""

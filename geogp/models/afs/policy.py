@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from geogp.core.kernels import make_kernel
 from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.features.fourier_statistics import DEFAULT_DENSE_BLOCK
 from geogp.features.gram_operator import operator_bytes
-from geogp.kernels import make_kernel
 
 if TYPE_CHECKING:  # annotations only
     from geogp.features.fourier import FourierFeatures

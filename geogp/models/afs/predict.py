@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from geogp.core.trend import basis, basis_grid
 from geogp.features import trig
 from geogp.features.fourier import FourierFeatures
 from geogp.models.afs.trend import trend_variance_grid, trend_variance_points
 from geogp.models.collapsed_iterative import IterativePosterior, predict_moments, variance_bins
-from geogp.trend import basis, basis_grid
 
 if TYPE_CHECKING:  # annotations only
     from geogp.models.afs.regressor import AFSRegressor
@@ -35,11 +35,10 @@ def quadratic_form_bins(ff: FourierFeatures, quad: np.ndarray) -> np.ndarray:
 
 def _variance_bins(model):
     """Quadratic-form bins of the matrix-free posterior's variance, computed once per posterior."""
-    cache = getattr(model, "_var_bins_cache", None)
-    if cache is None or cache[0] is not model.posterior_:
-        cache = (model.posterior_, variance_bins(model.features_, model.posterior_))
-        model._var_bins_cache = cache
-    return cache[1]
+    derived = model.derived()
+    if derived.variance_bins is None:
+        derived.variance_bins = variance_bins(model.features_, model.posterior_)
+    return derived.variance_bins
 
 
 def at_points(model: AFSRegressor, Xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

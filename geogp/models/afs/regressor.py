@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from geogp._validation import as_points, as_targets, check_same_length, warn_if_lonlat
+from geogp.core.trend import monomial_powers
+from geogp.core.validation import as_points, as_targets, check_same_length, warn_if_lonlat
 from geogp.exceptions import InputError
 from geogp.features.afs_dft import log_lambda as _log_lambda
 from geogp.features.data import Grid, Points
@@ -29,6 +30,7 @@ from geogp.features.fourier_statistics import (
 )
 from geogp.models.afs import predict as afs_predict
 from geogp.models.afs import sampling as afs_sampling
+from geogp.models.afs.derived import Derived
 from geogp.models.afs.diagnostics import ALIAS_TOL
 from geogp.models.afs.fitting import AdaptiveWindowFit
 from geogp.models.afs.grid import grid_standardizer
@@ -36,12 +38,11 @@ from geogp.models.afs.policy import dense_block_size
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
 from geogp.models.collapsed import collapsed_bound, trace_term
 from geogp.models.collapsed_iterative import iterative_bound
-from geogp.trend import monomial_powers
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
 
-    from geogp.kernels import Kernel
+    from geogp.core.kernels import Kernel
 
 __all__ = ["AFSRegressor"]
 
@@ -79,7 +80,7 @@ class AFSRegressor(AdaptiveWindowFit):
             (defaults ℓ = 0.2, σ_f² = 1, σ² = 1: docs/model.md).
         mean: mean function, None (zero on the standardised scale: the data's mean),
             ``"constant"``, ``"linear"`` or ``"quadratic"`` trend in the coordinates, learnt
-            jointly with θ (:mod:`geogp.trend`).
+            jointly with θ (:mod:`geogp.core.trend`).
         grid_mode: ``"exact"`` (default) uses the statistics of the observed cells on the
             window above. ``"diagonal"`` is the Lemma 3.1 fast path for
             *complete* rasters (G = N·I, O(M) per optimiser step, docs/afs.md (gridded
@@ -116,17 +117,25 @@ class AFSRegressor(AdaptiveWindowFit):
         progress: optional callback ``progress(iteration, objective)`` during the fit.
 
     Attributes:
-        features_, stats_, kernel_ (standardised units), noise_, posterior_, report_, scaler_,
-        beta_ (mean-function coefficients, standardised units, or None), powers_ (its
-        monomial exponents), stats_time_s_: seconds spent reading the data into statistics,
-        solver_: ``"dense"`` or ``"iterative"`` (the route taken), window_widths_: the
-        window widths fitted in turn (standardised units; more than one when the learnt θ
-        needed a wider window), diagnostics_: the approximation's diagnostics at the fitted θ
-        (dict: ``alias``, ``alias_self``, ``truncation``, ``truncation_to_noise``,
-        ``spectral_edge``, ``lengthscale_ratio``, ``part_share``, ``window_factor``,
-        ``n_features``, ``window_refits``; :mod:`geogp.models.afs.diagnostics`). Poor values
-        raise an :class:`~geogp.exceptions.ApproximationWarning` (with the numbers and the
-        fix) at the end of the fit.
+        features_: the Fourier feature set (:class:`~geogp.features.fourier.FourierFeatures`).
+        stats_: the sufficient statistics read once from the data.
+        kernel_: the fitted kernel (standardised units).
+        noise_: the fitted noise variance (standardised units).
+        posterior_: the optimal q(u) at the fitted θ.
+        report_: the optimiser's :class:`~geogp.core.optimize.FitReport`.
+        scaler_: the :class:`~geogp.models.base.Standardizer` of inputs and outputs.
+        beta_: mean-function coefficients (standardised units), or None.
+        powers_: the mean function's monomial exponents.
+        stats_time_s_: seconds spent reading the data into statistics.
+        solver_: ``"dense"`` or ``"iterative"`` (the route taken).
+        window_widths_: the window widths fitted in turn (standardised units; more than one
+            when the learnt θ needed a wider window).
+        diagnostics_: the approximation's diagnostics at the fitted θ (dict: ``alias``,
+            ``alias_self``, ``truncation``, ``truncation_to_noise``, ``spectral_edge``,
+            ``lengthscale_ratio``, ``part_share``, ``window_factor``, ``n_features``,
+            ``window_refits``; :mod:`geogp.models.afs.diagnostics`). Poor values raise an
+            :class:`~geogp.exceptions.ApproximationWarning` (with the numbers and the fix) at
+            the end of the fit.
     """
 
     def __init__(self, kernel: str | Kernel = "matern32", *, n_features: int | str = 1000,
@@ -166,6 +175,14 @@ class AFSRegressor(AdaptiveWindowFit):
         self.warm_start = warm_start
         self.seed = seed
         self.progress = progress
+        self._derived: Derived | None = None
+
+    def derived(self) -> Derived:
+        """What predictions derive from ``posterior_`` (the trend's parts, the matrix-free
+        variance's bins), computed on first use and renewed when the posterior changes."""
+        if self._derived is None or self._derived.posterior is not self.posterior_:
+            self._derived = Derived(self.posterior_)
+        return self._derived
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X: ArrayLike, y: ArrayLike) -> AFSRegressor:

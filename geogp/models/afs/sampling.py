@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.linalg as sla
 
+from geogp.core.trend import basis, basis_grid
 from geogp.exceptions import InputError
 from geogp.features import trig
 from geogp.models.afs.trend import trend_draws
 from geogp.models.collapsed_iterative import IterativePosterior
-from geogp.trend import basis, basis_grid
 
 if TYPE_CHECKING:  # annotations only
     from geogp.models.afs.regressor import AFSRegressor

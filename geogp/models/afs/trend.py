@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.linalg as sla
 
+from geogp.core.trend import basis, basis_grid
 from geogp.exceptions import InputError
 from geogp.features import trig
 from geogp.features.afs_dft import log_lambda
 from geogp.models.collapsed_iterative import IterativeOptions, IterativePosterior, posterior_solve
-from geogp.trend import basis, basis_grid
 
 if TYPE_CHECKING:  # annotations only
     from geogp.models.afs.regressor import AFSRegressor
@@ -37,12 +37,12 @@ __all__ = ["trend_parts", "trend_variance_points", "trend_variance_grid", "trend
 
 def trend_parts(model: AFSRegressor) -> tuple[np.ndarray, np.ndarray] | None:
     """(W_H (M, p), Ψ⁻¹ (p, p)) of a fitted AFS model with a mean function, else None.
-    Cached on the model per posterior."""
+    Computed once per posterior (:meth:`~geogp.models.afs.AFSRegressor.derived`)."""
     if getattr(model, "beta_", None) is None or getattr(model.stats_, "F", None) is None:
         return None
-    cache = getattr(model, "_trend_cache", None)
-    if cache is not None and cache[0] is model.posterior_:
-        return cache[1]
+    derived = model.derived()
+    if derived.trend_parts is not None:
+        return derived.trend_parts
     post, st = model.posterior_, model.stats_
     F, HH = np.asarray(st.F, dtype=np.float64), np.asarray(st.HH, dtype=np.float64)
     noise = float(post.noise)
@@ -59,9 +59,8 @@ def trend_parts(model: AFSRegressor) -> tuple[np.ndarray, np.ndarray] | None:
             sl = post.sqrt_lam[:, None]
             W = sl * sla.cho_solve((post.chol, True), sl * F) / noise
         psi = (HH - F.T @ W) / noise
-    parts = (W, _spd_inverse(0.5 * (psi + psi.T)))
-    model._trend_cache = (model.posterior_, parts)
-    return parts
+    derived.trend_parts = (W, _spd_inverse(0.5 * (psi + psi.T)))
+    return derived.trend_parts
 
 
 def _spd_inverse(psi: np.ndarray) -> np.ndarray:

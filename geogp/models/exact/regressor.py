@@ -17,7 +17,9 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 
-from geogp._validation import (
+from geogp.core.kernels import Kernel, make_kernel
+from geogp.core.optimize import FitReport, minimize_lbfgs
+from geogp.core.validation import (
     as_points,
     as_targets,
     check_positive,
@@ -25,9 +27,7 @@ from geogp._validation import (
     warn_if_lonlat,
 )
 from geogp.exceptions import MemoryEstimateError
-from geogp.kernels import Kernel, make_kernel
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
-from geogp.optimize import FitReport, minimize_lbfgs
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
@@ -123,7 +123,7 @@ class ExactGP:
 
     Attributes:
         kernel_: fitted kernel (standardised units); noise_: fitted σ² (standardised units).
-        report_: :class:`geogp.optimize.FitReport`; scaler_: the :class:`Standardizer`.
+        report_: :class:`geogp.core.optimize.FitReport`; scaler_: the :class:`Standardizer`.
 
     Example:
         >>> import numpy as np

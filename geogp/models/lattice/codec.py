@@ -5,7 +5,8 @@ lattice cell (posterior mean, variance, and the covariances with three neighbour
 cross pair, all in standardised units), its geometry (with the cell axes of a nearly regular
 raster) and its standardiser; these are what is
 stored, so loading needs no factorisation and reproduces predictions bit for bit. The
-hyperparameters and the fit report are kept for :meth:`~geogp.api.GeoRegressor.hyperparameters`.
+hyperparameters and the fit report are kept for
+:meth:`~geogp.frontend.api.GeoRegressor.hyperparameters`.
 Every array is checked on loading (:class:`~geogp.persist.checks.Arrays`).
 """
 
@@ -95,7 +96,8 @@ def _varying_basis(meta: dict, where: str) -> VaryingBasis | None:
     return VaryingBasis((int(raster[0]), int(raster[1])), tuple(tuple(v) for v in levels))
 
 
-def load_lattice(meta: dict, pre: str, z: Arrays, accepted_init: Collection[str]) -> object:
+def load_lattice(meta: dict, pre: str, z: Arrays, accepted_init: Collection[str]
+                 ) -> LatticeRegressor:
     """Rebuild a fitted LatticeRegressor from the metadata and arrays of one slice."""
     where = f"slice {pre[:-1]}"
     est = estimator_from_init(LatticeRegressor, meta, where, accepted_init)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from geogp._format import duration_range, number
+from geogp.core.formatting import duration_range, number
 from geogp.exceptions import GeogpError, InputError
 from geogp.families.generic import Family
 from geogp.models.base import Prediction
@@ -26,7 +26,7 @@ from geogp.placement.lattice_setup import LatticePlacement, condition_lattice
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
 
-    from geogp.kernels import Kernel
+    from geogp.core.kernels import Kernel
 
 __all__ = ["LatticeFamily", "FAMILY", "DEFAULT_ALPHA", "DEFAULT_LARGE_SCALE", "DEFAULT_MID_SCALE",
            "DEFAULT_VARYING", "DEFAULT_HOLE_EFFECT"]
@@ -62,8 +62,9 @@ class LatticeFamily(Family[LatticeRegressor]):
              n_features: int | str | None = None,
              progress: Callable[[int, float], object] | None = None) -> Any:
         est = super().make(options, kernel=kernel, n_features=n_features, progress=progress)
-        if progress is not None:  # the training bar also counts the posterior's tiles
-            est.tile_progress = progress.tile
+        tile = getattr(progress, "tile", None)  # the front end's bars also count the tiles
+        if tile is not None:
+            est.tile_progress = tile
         return est
 
     def memory_estimate(self, est: LatticeRegressor, raster_shape: tuple) -> float:
@@ -128,6 +129,8 @@ class LatticeFamily(Family[LatticeRegressor]):
         return est.describe()
 
     def unknowns(self, est: LatticeRegressor, n_features: int | str | None) -> str:
+        if not isinstance(n_features, (int, np.integer)):
+            return ""
         cells = int(est.shape_[0]) * int(est.shape_[1])
         large = int(n_features) - cells
         smooth = ("oscillating, α = 2" if getattr(est, "hole_", False) else

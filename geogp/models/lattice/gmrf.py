@@ -253,7 +253,8 @@ class LatticeProblem:
 
     @classmethod
     def tree_unflatten(cls, aux: tuple, leaves: tuple) -> LatticeProblem:
-        return cls(*aux[:6], *leaves[:8], *aux[6:9], *leaves[8:12], aux[9], *leaves[12:15],
+        # the fields in declaration order, interleaved as tree_flatten split them
+        return cls(*aux[:6], *leaves[:8], *aux[6:9], *leaves[8:12], aux[9], *leaves[12:15],  # type: ignore[call-arg]
                    aux[10], *leaves[15:17], aux[11], *leaves[17:])
 
     @property

@@ -56,8 +56,8 @@ DENSE_COPIES = 3
 # float64 arrays per lattice cell of the whole raster (values, mask, mean, variance, four
 # neighbour covariances, the front end's mean / std / latent std rasters)
 PER_CELL_ARRAYS = 12
-# the interpreter, JAX, XLA's compiled functions, the libraries and what the hyperparameter
-# fit leaves behind (1.0–1.2 GiB resident after stage 1)
+# the interpreter, JAX, XLA's code, the libraries and what the hyperparameter fit leaves
+# (benchmarks/README.md, design measurements)
 BASE_BYTES = 1.0 * 2**30
 # a tile's fixed part: its features at the observed cells, the problem's scipy intermediates
 # and JAX's buffers for a new shape (benchmarks/README.md, design measurements)
@@ -89,11 +89,8 @@ def lattice_bytes(lattice_cells: int, tile_cells: int, alpha: int, mid: bool,
     return BASE_BYTES + TILE_BYTES + factor + dense + PER_CELL_ARRAYS * 8.0 * lattice_cells
 
 
-# the time estimate: stage 1 (fitting tiles, fit_cells = 60,000) and stage 2, then seconds per
-# cell of the posterior's tile lattices (one sparse pass, mid-scale level, 200 features).
-# Measured on 2 cores (AMD EPYC, load 1–2): the 300 × 500 satellite raster's whole-lattice
-# posterior 33 s in all; a 1200² raster's 36 tiles (4.8·10⁶ tile cells) 286 s in all in one
-# process, and 2 dask workers on 2 cores ran the tiles 1.4× as fast as one process
+# the time estimate: the two fitting stages, then seconds per cell of the posterior's tile
+# lattices, and what a second worker adds (benchmarks/README.md, design measurements)
 STAGES_SECONDS = 20.0
 SECONDS_PER_TILE_CELL = 5.5e-5
 WORKER_EFFICIENCY = 0.7

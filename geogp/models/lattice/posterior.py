@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from geogp._progress import advance, start_phase
+from geogp.core.optimize import FitReport, minimize_lbfgs
+from geogp.core.progress import advance, start_phase
 from geogp.exceptions import ApproximationWarning, GeogpError
 from geogp.models.lattice.gmrf import (
     LARGE_SCALE_LOSSES,
@@ -45,7 +46,6 @@ from geogp.models.lattice.tiled import (
     solve_tile,
 )
 from geogp.models.lattice.workers import dask_client, release_memory, sparse_pass
-from geogp.optimize import FitReport, minimize_lbfgs
 
 if TYPE_CHECKING:  # annotations only
     from distributed import Client
@@ -68,7 +68,7 @@ class LatticePosterior(NamedTuple):
     Attributes:
         params: θ after stage 2, the overall scale c folded into every variance of Σ_g.
         local_scale: c (1.0 when stage 2 did not run or fell back).
-        report_large: stage 2's :class:`~geogp.optimize.FitReport` (None: not optimised).
+        report_large: stage 2's :class:`~geogp.core.optimize.FitReport` (None: not optimised).
         log_likelihood: log p(y | θ) of the whole lattice; NaN on tiles (not assembled).
         n_obs: observed cells.
         beta: posterior mean of the trend coefficients (p,).
@@ -117,7 +117,7 @@ def lattice_posterior(model: LatticeRegressor, params: dict, obs: np.ndarray, ys
     dask workers when given, :mod:`geogp.models.lattice.workers`), or as one tile, the whole
     lattice. ``model`` is only read (its problem builders and settings); ``obs`` (raster
     shape) and ``ys`` (standardised observed values) are the data. The steps (or tiles) are
-    reported to ``model.progress`` (:mod:`geogp._progress`)."""
+    reported to ``model.progress`` (:mod:`geogp.core.progress`)."""
     single, n, progress = len(tiles) == 1, len(tiles), getattr(model, "progress", None)
     if single:
         start_phase(progress, "posterior on the whole lattice", WHOLE_STEPS)
@@ -245,6 +245,8 @@ class LatticePosteriorMixin:
     """The estimator's shell around :func:`lattice_posterior` (reads ``params_``,
     ``shape_``, ``mid_factor()``, ``optimize``, ``maxiter``, ``ordering`` and the
     estimator's ``_problem``, ``_local_keys``, ``_features``, ``_trend``)."""
+
+    params_: dict[str, float]  # the fitted θ (set by the estimator's fit)
 
     def _posterior(self, obs: np.ndarray, ys: np.ndarray) -> None:
         """Compute the posterior at ``params_`` (the stage-1 θ) and keep it: the fitted

@@ -26,9 +26,16 @@ from typing import TYPE_CHECKING
 import jax.numpy as jnp
 import numpy as np
 
-from geogp._progress import announce_fit
+from geogp.core.grid_checks import NEARLY_REGULAR_TOLERANCE, spacing_variation
+from geogp.core.optimize import FitReport
+from geogp.core.progress import announce_fit
+from geogp.core.trend import (
+    basis,
+    check_trend_identifiable,
+    monomial_powers,
+    standardised_covariates,
+)
 from geogp.exceptions import GeogpError, InputError, MemoryEstimateError
-from geogp.grid_checks import NEARLY_REGULAR_TOLERANCE, spacing_variation
 from geogp.models.base import Standardizer, check_fitted
 from geogp.models.lattice.gmrf import (
     HOLE_MAX,
@@ -59,8 +66,6 @@ from geogp.models.lattice.varying import (
     calibration_spread,
 )
 from geogp.models.lattice.workers import release_memory
-from geogp.optimize import FitReport
-from geogp.trend import basis, check_trend_identifiable, monomial_powers, standardised_covariates
 
 if TYPE_CHECKING:  # annotations only
     from distributed import Client
@@ -80,7 +85,8 @@ HOLE_START = 1.9
 ROBUST_STEPS = 5
 ROBUST_REFIT_AFTER = 4
 # steps within this relative deviation of their mean make a regular axis (origin + i·step), as
-# in the front end (geogp.adapters.check_axis); others map coordinates along the axis itself
+# in the front end (geogp.frontend.adapters.check_axis); others map coordinates along the axis
+# itself
 REGULAR_RTOL = 1e-9
 
 
@@ -110,7 +116,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         ordering: CHOLMOD fill-reducing ordering (default nested dissection).
         max_bytes: refuse lattices whose factor would need more memory than this.
         progress: ``progress(iteration, objective)`` after each L-BFGS iteration; a
-            :class:`geogp._progress.FitProgress` also gets the refit and the posterior's steps.
+            :class:`geogp.core.progress.FitProgress` also gets the refit and the posterior's steps.
         large_scale: None (default), a number of large-scale Fourier features (cos/sin pairs of
             the lowest frequencies of a window ``large_scale_window`` times the lattice) or
             ``"auto"`` (:data:`LARGE_SCALE_AUTO` beside the mid-scale level,
@@ -173,31 +179,42 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             (:mod:`geogp.models.lattice.workers`). Same numbers either way.
 
     Attributes:
-        params_: fitted log parameters (lattice units, standardised y). report_: FitReport.
+        params_: fitted log parameters (lattice units, standardised y).
+        report_: the optimiser's :class:`~geogp.core.optimize.FitReport`.
         alpha_: the operator's α (``alpha``, or the one ``"auto"`` chose).
-        origin_, step_: the lattice's first cell centre (margin included) and step per axis
-        (model units; the mean step of a nearly regular axis). cell_axes_: None on a regular
-        raster (cell i of an axis is at origin + i·step); on a nearly regular one (steps within
-        :data:`~geogp.grid_checks.NEARLY_REGULAR_TOLERANCE` of their mean, Mercator-like or
-        Gaussian latitudes) the (y, x) coordinates of the lattice's cell centres, the margins
-        extended by the mean step: the field is fitted on the cells with the mean step (so its
-        distances are off by at most that tolerance), and a coordinate maps to its cell along
-        these axes (:meth:`cell_index`), so the raster's own cells are predicted exactly.
-        scaler_: Standardizer. range_, sd_, noise_sd_: fitted range (model units), marginal sd
-        and noise sd (data units). beta_: trend coefficients (standardised). shape_: lattice
-        shape. n_obs_: observed cells. log_likelihood_: REML log likelihood of the whole raster
-        at θ (standardised units). fit_tiles_: number of tiles in the fit. mid_dropped_:
-        True when ``mid_scale="auto"`` dropped the mid-scale level because the fit gave the
-        local field the longer range (nearly noise-free smooth data), and then
+        origin_: the lattice's first cell centre per axis (margin included; model units).
+        step_: the lattice's step per axis (model units; the mean step of a nearly regular
+            axis).
+        cell_axes_: None on a regular raster (cell i of an axis is at origin + i·step); on a
+            nearly regular one (steps within
+            :data:`~geogp.core.grid_checks.NEARLY_REGULAR_TOLERANCE` of their mean,
+            Mercator-like or Gaussian latitudes) the (y, x) coordinates of the lattice's cell
+            centres, the margins extended by the mean step: the field is fitted on the cells
+            with the mean step (so its distances are off by at most that tolerance), and a
+            coordinate maps to its cell along these axes (:meth:`cell_index`), so the raster's
+            own cells are predicted exactly.
+        scaler_: the :class:`~geogp.models.base.Standardizer` of inputs and outputs.
+        range_: fitted range (model units).
+        sd_: fitted marginal sd (data units).
+        noise_sd_: fitted noise sd (data units).
+        beta_: trend coefficients (standardised).
+        shape_: lattice shape.
+        n_obs_: observed cells.
+        log_likelihood_: REML log likelihood of the whole raster at θ (standardised units);
+            NaN when the posterior runs on tiles.
+        fit_tiles_: number of tiles in the fit.
+        mid_dropped_: True when ``mid_scale="auto"`` dropped the mid-scale level because the
+            fit gave the local field the longer range (nearly noise-free smooth data); the
+            ``progress`` tracker announces the refit (:mod:`geogp.core.progress`).
         mid_dropped_ranges_: that first fit's (local, mid-scale) ranges in model units (None
-        when nothing was dropped, or unknown: a model saved before they were kept); the
-        ``progress`` tracker announces the refit (:mod:`geogp._progress`). posterior_tiles_: tiles
-        of the posterior (1: the whole lattice); with more, log_likelihood_ is NaN.
+            when nothing was dropped, or unknown: a model saved before they were kept).
+        posterior_tiles_: tiles of the posterior (1: the whole lattice).
         obs_weight_: None for a plain fit (every weight 1); with ``robust``, (n_y, n_x) each
-        observed cell's weight (NaN where missing): the noise precision relative to σ² that
-        the EM gave it (near 0: treated as a gross error). contamination_: with ``robust``, the
-        gross-error model (:class:`~geogp.models.lattice.robust.Contamination`, standardised
-        units; see :meth:`gross_errors`), else None.
+            observed cell's weight (NaN where missing): the noise precision relative to σ² that
+            the EM gave it (near 0: treated as a gross error).
+        contamination_: with ``robust``, the gross-error model
+            (:class:`~geogp.models.lattice.robust.Contamination`, standardised units; see
+            :meth:`gross_errors`), else None.
     """
 
     def __init__(self, alpha: int = 2, *, margin: int = 16, mean: str = "linear",
@@ -252,7 +269,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
     def _axis(a, name: str) -> tuple[np.ndarray, bool]:
         """The axis as float64 and whether it is regular (steps equal within
         :data:`REGULAR_RTOL`); refuses steps that vary beyond
-        :data:`~geogp.grid_checks.NEARLY_REGULAR_TOLERANCE`."""
+        :data:`~geogp.core.grid_checks.NEARLY_REGULAR_TOLERANCE`."""
         a = np.asarray(a, dtype=np.float64).ravel()
         if a.size < 2 or not np.all(np.isfinite(a)):
             raise InputError(f"the {name} axis needs at least 2 finite coordinates.")
@@ -319,7 +336,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
                  covariates: ArrayLike | None = None) -> LatticeRegressor:
         """Fit on a regular raster: ``axes`` = (y coordinates, x coordinates) in model units,
         ``values`` (n_y, n_x) with NaN = missing. Returns self. A nearly regular axis (steps
-        within :data:`~geogp.grid_checks.NEARLY_REGULAR_TOLERANCE` of their mean) is fitted
+        within :data:`~geogp.core.grid_checks.NEARLY_REGULAR_TOLERANCE` of their mean) is fitted
         with its mean step (``cell_axes_``); one that varies more is refused.
 
         ``covariates``: (k, n_y, n_x) (or (n_y, n_x)) rasters on the same cells, finite at

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from geogp.core.trend import monomial_powers
 from geogp.exceptions import InputError
 from geogp.models.lattice.gmrf import ALPHAS, BACKENDS, KERNELS_LARGE
-from geogp.trend import monomial_powers
 
 if TYPE_CHECKING:  # annotations only
     from geogp.models.lattice.regressor import LatticeRegressor

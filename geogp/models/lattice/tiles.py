@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import jax.numpy as jnp
 import numpy as np
 
+from geogp.core.optimize import FitReport, minimize_lbfgs
 from geogp.linalg.selinv import single_blas_thread
 from geogp.linalg.solvers import solve_all
 from geogp.models.lattice.gmrf import (
@@ -26,7 +27,6 @@ from geogp.models.lattice.gmrf import (
     statistics_from_solve,
 )
 from geogp.models.lattice.varying import VARYING_PARAMS
-from geogp.optimize import FitReport, minimize_lbfgs
 
 if TYPE_CHECKING:  # annotations only
     import jax
@@ -93,7 +93,7 @@ def fit_local(local: dict, problems: list, bounds: dict, *, maxiter: int,
               progress: Callable[[int, float], object] | None = None,
               prior: np.ndarray | None = None) -> tuple[dict, FitReport]:
     """L-BFGS on :func:`composite_loss` from ``local`` (log parameters, all free) within
-    ``bounds`` (:func:`~geogp.optimize.minimize_lbfgs`); returns (θ, report).
+    ``bounds`` (:func:`~geogp.core.optimize.minimize_lbfgs`); returns (θ, report).
 
     A two-range ``log_ratio`` t is optimised as e^t ≥ :data:`RATIO_MIN`: in t the slope
     vanishes like e^t towards the α = 2 limit, where L-BFGS crawls; in e^t that limit is a

@@ -12,11 +12,11 @@ from collections.abc import Collection
 
 import numpy as np
 
+from geogp.core.optimize import FitReport
 from geogp.exceptions import ReadError
 from geogp.linalg.solvers import Solver
 from geogp.models.spacetime.gmrf import PARAMS
 from geogp.models.spacetime.regressor import SpaceTimeDate, SpaceTimeRegressor
-from geogp.optimize import FitReport
 from geogp.persist.checks import Arrays, estimator_from_init, require
 
 __all__ = ["save_series", "load_series"]

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from geogp.core.grid_checks import spacing
 from geogp.exceptions import InputError
 from geogp.families.generic import Family
-from geogp.grid_checks import spacing
 from geogp.models.base import Prediction
 from geogp.models.spacetime.codec import load_series, save_series
 from geogp.models.spacetime.regressor import SpaceTimeDate, SpaceTimeRegressor
@@ -25,6 +25,11 @@ if TYPE_CHECKING:  # annotations only
 __all__ = ["SpaceTimeFamily", "FAMILY"]
 
 
+def _regressor(est: SpaceTimeRegressor | SpaceTimeDate) -> SpaceTimeRegressor:
+    """The joint model: ``make`` gives it, a fitted stack keeps it in each date."""
+    return est.model if isinstance(est, SpaceTimeDate) else est
+
+
 class SpaceTimeFamily(Family[SpaceTimeDate]):
     """The family of :class:`~geogp.models.spacetime.SpaceTimeRegressor`."""
 
@@ -33,12 +38,13 @@ class SpaceTimeFamily(Family[SpaceTimeDate]):
     fits_series = single_range = savable = can_sample = True
     default_maxiter = None
 
-    def check_memory(self, est: SpaceTimeRegressor, raster_shape: tuple) -> None:
+    def check_memory(self, est: SpaceTimeRegressor | SpaceTimeDate, raster_shape: tuple
+                     ) -> None:
         """Refuse a stack (dates, n_y, n_x) over the estimator's limit, before any work."""
-        est.check_memory(tuple(raster_shape))
+        _regressor(est).check_memory(tuple(raster_shape))
 
-    def fit_series(self, est: SpaceTimeRegressor, axes: list, values: ArrayLike,
-                   times: np.ndarray, regular: bool) -> list[SpaceTimeDate]:
+    def fit_series(self, est: SpaceTimeRegressor | SpaceTimeDate, axes: list,
+                   values: ArrayLike, times: np.ndarray, regular: bool) -> list[SpaceTimeDate]:
         """Fit the stack ``values`` (T, N_y, N_x) at ``times`` (T,, days) on the grid ``axes``
         (model units); one :class:`SpaceTimeDate` per date."""
         if not regular:
@@ -48,10 +54,10 @@ class SpaceTimeFamily(Family[SpaceTimeDate]):
         if np.isinf(v).any():
             raise InputError("the stack contains infinite values; replace them by NaN "
                              "(missing) or finite numbers.")
-        steps = tuple(abs(spacing(np.asarray(a, dtype=np.float64))) for a in axes)
-        est.fit(v, times, steps)
-        est.axes_ = [np.asarray(a, dtype=np.float64) for a in axes]
-        return [SpaceTimeDate(est, k) for k in range(v.shape[0])]
+        y_step, x_step = (abs(spacing(np.asarray(a, dtype=np.float64))) for a in axes)
+        model = _regressor(est).fit(v, times, (y_step, x_step))
+        model.axes_ = [np.asarray(a, dtype=np.float64) for a in axes]
+        return [SpaceTimeDate(model, k) for k in range(v.shape[0])]
 
     def fit_grid(self, est: Any, axes: list, values: ArrayLike, regular: bool,
                  covariates: np.ndarray | None = None) -> Any:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import jax
 import numpy as np
 
+from geogp.core.optimize import FitReport, minimize_lbfgs
 from geogp.exceptions import InputError, MemoryEstimateError, NotFittedError
 from geogp.linalg.cholmod import available_cores
 from geogp.linalg.solvers import Solver
@@ -29,7 +30,6 @@ from geogp.models.spacetime.gmrf import (
     posterior,
     prior_draws,
 )
-from geogp.optimize import FitReport, minimize_lbfgs
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
@@ -85,9 +85,8 @@ def windows(shape: tuple[int, int], size: int, halo: int) -> list[Window]:
 WINDOW_UNKNOWNS = 13_000
 
 
-# peak memory: the libraries and compiled code, one window's factor and selected inverse per
-# unknown, and the stack-sized float64 arrays alive together (fitted to measured peaks in fresh
-# processes, docs/spacetime.md)
+# peak memory: libraries and compiled code, a window's factor and selected inverse per unknown,
+# and the stack-sized float64 arrays alive together (fitted to peaks: docs/spacetime.md)
 BASE_BYTES = 0.6 * 2**30
 BYTES_PER_WINDOW_UNKNOWN = 45e3
 STACK_COPIES = 10
@@ -155,6 +154,8 @@ class SpaceTimeRegressor:
         interval_scale_: the factor (≥ 1) applied to every sd (1.0 without ``calibrate``).
         times_: dates (days). h_: cell size (y step = 1).
     """
+
+    axes_: list[np.ndarray]  # the raster's (y, x) model coordinates, set by its family
 
     def __init__(self, *, tile: int | str = "auto", halo: int | str = "auto",
                  fit_size: int | str = "auto",

@@ -25,7 +25,7 @@ import numpy as np
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
 
-    from geogp.kernels import Kernel
+    from geogp.core.kernels import Kernel
     from geogp.models.svgp.likelihoods import Likelihood
 
 __all__ = ["q_chol", "L_raw_from", "log_lambda", "kl_whitened", "marginals", "elbo",

@@ -1,6 +1,6 @@
 """The SVGP family (:class:`~geogp.models.svgp.SVGPRegressor`, non-Gaussian likelihoods): the
-front end builds it from ``GeoRegressor(likelihood=...)`` (:mod:`geogp.api`), fits it on points
-(a raster's observed cells) and predicts at points; no samples, evidence or file format."""
+front end builds it from ``GeoRegressor(likelihood=...)`` (:mod:`geogp.frontend.api`), fits it on
+points (a raster's observed cells) and predicts at points; no samples, evidence or file format."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from geogp._format import duration_range
+from geogp.core.formatting import duration_range
 from geogp.exceptions import GeogpError
 from geogp.families.generic import Family
 from geogp.models.svgp.regressor import TYPICAL_LBFGS_ITERATIONS, SVGPRegressor
 
 if TYPE_CHECKING:  # annotations only
-    from geogp.kernels import Kernel
+    from geogp.core.kernels import Kernel
 
 __all__ = ["SVGPFamily", "FAMILY"]
 
@@ -32,7 +32,8 @@ class SVGPFamily(Family[SVGPRegressor]):
         """An unfitted SVGP. ``options``: the model's keywords (the front end's
         ``likelihood`` and ``bounds``, then the user's); ``kernel`` and ``n_features`` only
         when given: otherwise the model's own defaults, not the front end's AFS ones."""
-        own = {k: v for k, v in (("kernel", kernel), ("n_features", n_features)) if v}
+        own: dict[str, Any] = {k: v for k, v in (("kernel", kernel), ("n_features", n_features))
+                               if v}
         return SVGPRegressor(**own, **{"progress": progress, **(options or {})})
 
     def hyperparameters(self, est: SVGPRegressor) -> dict:

@@ -26,10 +26,11 @@ import optax
 import scipy.special as sps
 from jax.flatten_util import ravel_pytree
 
-from geogp._validation import as_points, as_targets, check_same_length
+from geogp.core.kernels import make_kernel
+from geogp.core.optimize import constrain, minimize_lbfgs, unconstrain
+from geogp.core.validation import as_points, as_targets, check_same_length
 from geogp.exceptions import InputError
 from geogp.features.fourier import DEFAULT_WIDTH_FACTOR, FourierFeatures, window
-from geogp.kernels import make_kernel
 from geogp.models.base import Prediction, Standardizer, check_columns, check_fitted
 from geogp.models.svgp.elbo import (
     L_raw_from,
@@ -41,25 +42,22 @@ from geogp.models.svgp.elbo import (
 )
 from geogp.models.svgp.likelihoods import Likelihood, gauss_hermite, make_likelihood
 from geogp.models.svgp.newton import LOG_CONCAVE, optimal_q
-from geogp.optimize import constrain, minimize_lbfgs, unconstrain
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
 
-    from geogp.kernels import Kernel
+    from geogp.core.kernels import Kernel
 
 __all__ = ["SVGPRegressor", "SVGPPrediction"]
 
 STALL_WINDOW = 20  # L-BFGS iterations over which the ELBO must still move (``tol``)
-# measured on the 2-core reference machine (load 2-4): seconds per L-BFGS iteration per
-# point per feature², the fixed start (compilation), what an Adam step costs against an
-# L-BFGS iteration on as many points (it computes its minibatch's features each step), and
-# the Newton passes of both exact-q phases together
+# the time estimate's constants, fitted on the 2-core reference machine (benchmarks/README.md,
+# design measurements)
 SECONDS_PER_UNIT = 1.2e-10
 SETUP_S = 3.0
 ADAM_STEP_FACTOR = 4.0
 NEWTON_PASSES = 12
-TYPICAL_LBFGS_ITERATIONS = 300  # where the stall rule stopped on the 60 × 80 Poisson rasters
+TYPICAL_LBFGS_ITERATIONS = 300  # where the stall rule stops on typical rasters
 FREE = ("q", "mean")  # unconstrained top-level keys; the rest (kernel, lik) are positive
 
 
@@ -117,14 +115,25 @@ class SVGPRegressor:
             at the initial θ (fewer iterations to the same fit).
         seed: minibatch order. progress: optional callback ``progress(step, -elbo)``; one
             that also has ``phase(title, total, unit)`` and ``done(n)`` (as
-            :class:`geogp._progress.SVGPProgress`) is told each phase: training, the
+            :class:`geogp.core.progress.SVGPProgress`) is told each phase: training, the
             optimal q (``exact_q``), the ELBO on all the data.
 
     Attributes:
-        features_, kernel_, lik_params_, mean_ (b), q_mean_ (m), q_chol_ (L), scaler_,
-        elbo_ (full-data ELBO at the end; y standardised for real-valued likelihoods),
-        history_ (−ELBO estimates), n_iter_, q_passes_ (data passes of ``exact_q``),
-        optimizer_, batch_size_, fit_time_s_, likelihood_.
+        features_: the AFS feature set.
+        kernel_: the fitted kernel (standardised units).
+        lik_params_: the likelihood's fitted parameters.
+        mean_: the constant mean b.
+        q_mean_: q(u)'s mean m.
+        q_chol_: q(u)'s Cholesky factor L.
+        scaler_: the :class:`~geogp.models.base.Standardizer` of inputs and outputs.
+        elbo_: the full-data ELBO at the end (y standardised for real-valued likelihoods).
+        history_: the −ELBO estimates during training.
+        n_iter_: optimiser steps made.
+        q_passes_: data passes of ``exact_q``.
+        optimizer_: the optax optimiser used.
+        batch_size_: the minibatch size used.
+        fit_time_s_: seconds the fit took.
+        likelihood_: the fitted likelihood.
     """
 
     def __init__(self, likelihood: str | Likelihood = "gaussian",

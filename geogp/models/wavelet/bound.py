@@ -100,7 +100,7 @@ class WaveletProblem:
     @classmethod
     def tree_unflatten(cls, aux: tuple, leaves: tuple) -> WaveletProblem:
         stats, pattern, solve, normalisation, location = aux
-        return cls(stats, pattern, solve, *leaves, normalisation, location)
+        return cls(stats, pattern, solve, *leaves, normalisation, location)  # type: ignore[call-arg]
 
 
 # "auto": a pattern this dense gains nothing from sparse factors (the coarse levels' wide

@@ -55,7 +55,8 @@ def save_wavelet(est: Any, pre: str, arrays: dict, init: dict) -> dict:
     }
 
 
-def load_wavelet(meta: dict, pre: str, z: Arrays, accepted_init: Collection[str]) -> object:
+def load_wavelet(meta: dict, pre: str, z: Arrays, accepted_init: Collection[str]
+                 ) -> WaveletRegressor:
     """Rebuild a fitted WaveletRegressor from the metadata and arrays of one slice."""
     where = f"slice {pre[:-1]}"
     est = estimator_from_init(WaveletRegressor, meta, where, accepted_init)

@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from geogp._validation import as_points, as_targets, check_same_length, warn_if_lonlat
+from geogp.core.optimize import FitReport, minimize_lbfgs
+from geogp.core.validation import as_points, as_targets, check_same_length, warn_if_lonlat
 from geogp.exceptions import ApproximationWarning, InputError, MemoryEstimateError
 from geogp.features.data import Grid, Points
 from geogp.features.wavelet import make_basis
@@ -47,17 +48,15 @@ from geogp.models.wavelet.prior import (
     effective_lengthscale,
     init_params,
 )
-from geogp.optimize import FitReport, minimize_lbfgs
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
 
 __all__ = ["WaveletRegressor", "AUTO_MAX_FEATURES"]
 
-# automatic levels of the overlapping families (db2–db8) stop below this many basis functions:
-# their coarse levels make the pattern nearly dense, and one value and gradient costs a dense
-# factorisation plus inverse: ≈ 1.5 s at 4,000 on 2 cores, so a default fit (≈ 100
-# evaluations) stays within minutes. Explicit j_max is not capped (only by max_bytes).
+# automatic levels of db2–db8 stop below this many functions: their nearly dense pattern costs
+# a dense factorisation per evaluation (benchmarks/README.md, design measurements); an explicit
+# j_max is capped by max_bytes only
 AUTO_MAX_FEATURES = 4000
 
 
@@ -89,8 +88,9 @@ class WaveletRegressor:
         location: where the bumps g_q read a basis function's position: ``"left"`` (t 2^{−j},
             thesis eq. 4.26, default) or ``"centre"`` (middle of its support; for db4 at coarse
             levels the left end is far from where the function lives).
-        decay, component_decay, component_weight, component_centre, component_width, noise,
-            amplitude: initial values (thesis App. C.2.2 defaults; standardised units).
+        decay: initial value of the decay, as ``component_decay``, ``component_weight``,
+            ``component_centre``, ``component_width``, ``noise`` and ``amplitude`` are of
+            theirs (thesis App. C.2.2 defaults; standardised units).
         learn_weights: optimise b_q (the thesis keeps them fixed at 1).
         learn_amplitude: optimise σ_f² (fixed at 1 by default, as in the thesis).
         margin: extra window width on each side, in units of the data's extent per dimension
@@ -111,7 +111,7 @@ class WaveletRegressor:
 
     Attributes:
         params_: fitted parameters (standardised units).
-        report_: :class:`geogp.optimize.FitReport`.
+        report_: :class:`geogp.core.optimize.FitReport`.
         bound_: collapsed bound at ``params_`` (= exact LML of the finite prior, standardised).
         scaler_: the :class:`~geogp.models.base.Standardizer`. basis_, stats_, problem_,
         posterior_: the basis, statistics, problem and posterior.

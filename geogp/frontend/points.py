@@ -1,8 +1,8 @@
 """Scattered observations: tables of points (pandas, GeoPandas, dicts of arrays) for the core.
 
-The point-table counterpart of :func:`geogp.adapters.to_grid_data`: the same CRS treatment
-(:class:`~geogp.adapters.GridSpec`, longitude scaled by cos(latitude) for geographic CRSs) and
-the same model coordinates, ordered (y, x).
+The point-table counterpart of :func:`geogp.frontend.adapters.to_grid_data`: the same CRS treatment
+(:class:`~geogp.frontend.adapters.GridSpec`, longitude scaled by cos(latitude) for geographic CRSs)
+and the same model coordinates, ordered (y, x).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd  # xarray's dependency, loaded with geogp.adapters
+import pandas as pd  # xarray's dependency, loaded with geogp.frontend.adapters
 
-from geogp.adapters import GridSpec, find_spatial_dims, resolve_spec
 from geogp.exceptions import AllMissingError, InputError
+from geogp.frontend.adapters import GridSpec, find_spatial_dims, resolve_spec
 
 if TYPE_CHECKING:  # annotations only
     import xarray as xr

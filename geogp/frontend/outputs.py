@@ -1,6 +1,6 @@
 """From predicted arrays back to geodata: prediction targets and output ``xr.Dataset``s.
 
-The way back of :mod:`geogp.adapters`: :func:`target_from` turns a ``like=`` raster or
+The way back of :mod:`geogp.frontend.adapters`: :func:`target_from` turns a ``like=`` raster or
 coordinate vectors into a :class:`Target` grid, and :func:`prediction_dataset` wraps predictive
 moments as a Dataset with the input's coordinates, attributes and CRS (rioxarray).
 """
@@ -15,9 +15,9 @@ import numpy as np
 import rioxarray  # noqa: F401  (registers the .rio accessor used below)
 import xarray as xr
 
-from geogp.adapters import GridData, GridSpec, check_axis, find_spatial_dims
+from geogp.core.grid_checks import require_axes
 from geogp.exceptions import InputError
-from geogp.grid_checks import require_axes
+from geogp.frontend.adapters import GridData, GridSpec, check_axis, find_spatial_dims
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
@@ -46,7 +46,7 @@ class Target:
 
 
 def grid_target(g: GridData) -> Target:
-    """The input raster of :func:`geogp.adapters.to_grid_data` as a prediction target."""
+    """The input raster of :func:`geogp.frontend.adapters.to_grid_data` as a prediction target."""
     return Target(g.spec.y_dim, g.spec.x_dim, g.y, g.x, dict(g.coords), g.spec.crs_wkt,
                   g.x_first)
 

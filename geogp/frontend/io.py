@@ -3,7 +3,7 @@
 Every write is atomic: the file is written under a temporary name in the destination's
 directory and moved into place with :func:`os.replace`, so a failure (full disk, interrupted
 run, bad argument) never leaves a partial file behind, and an existing file is replaced only by
-a complete one (:mod:`geogp.io_atomic`). Existing outputs are refused unless
+a complete one (:mod:`geogp.core.io_atomic`). Existing outputs are refused unless
 ``overwrite=True``; targets that are not regular files (devices, pipes) always are.
 """
 
@@ -26,10 +26,10 @@ import rioxarray  # registers the .rio accessor
 import xarray as xr
 from rasterio.windows import Window
 
-from geogp.adapters import check_axis, find_spatial_dims, select_variable
+from geogp.core.io_atomic import atomic_path, check_writable, hidden_sibling, room_for
+from geogp.core.memory import LAZY_WINDOW_CELLS, rows_per_block
 from geogp.exceptions import InputError, IrregularGridError, ReadError
-from geogp.io_atomic import atomic_path, check_writable, hidden_sibling, room_for
-from geogp.memory import LAZY_WINDOW_CELLS, rows_per_block
+from geogp.frontend.adapters import check_axis, find_spatial_dims, select_variable
 
 _Raster = TypeVar("_Raster", xr.DataArray, xr.Dataset)
 
@@ -327,7 +327,7 @@ def _digest(h, block: np.ndarray) -> None:
 
 def _row_windows(ny: int, nx: int) -> list[tuple[int, int]]:
     """Row ranges of the windows: :data:`WRITE_ROWS` rows, halved (a power of two) until a
-    window has at most :data:`~geogp.memory.LAZY_WINDOW_CELLS` cells, or one row."""
+    window has at most :data:`~geogp.core.memory.LAZY_WINDOW_CELLS` cells, or one row."""
     rows = rows_per_block(nx, WRITE_ROWS, LAZY_WINDOW_CELLS)
     return [(a, min(a + rows, ny)) for a in range(0, ny, rows)]
 
@@ -527,7 +527,7 @@ def write_geotiff(pred: xr.Dataset, path: str | os.PathLike[str], *, overwrite: 
     input's ``long_name``, ``source``...) become dataset tags; ``units`` tag each band.
 
     Args:
-        pred: output of :meth:`geogp.api.GeoRegressor.predict`.
+        pred: output of :meth:`geogp.frontend.api.GeoRegressor.predict`.
         path: destination. overwrite: replace an existing file.
         nodata: value written for cells without prediction (NaN by default; integer types
             need an integer value inside their range).
@@ -537,7 +537,7 @@ def write_geotiff(pred: xr.Dataset, path: str | os.PathLike[str], *, overwrite: 
         dtype: band data type ("float32" default, "float64", or an integer type, which is
             refused when a value does not fit: nothing wraps silently).
         samples: append one band per posterior sample of ``pred["samples"]`` (dims sample,
-            y, x; :meth:`~geogp.api.GeoRegressor.sample`), described "samples sample=i".
+            y, x; :meth:`~geogp.frontend.api.GeoRegressor.sample`), described "samples sample=i".
         extra: names of further variables of ``pred`` on the same grid to append as bands
             (e.g. ``("effective_lengthscale",)``), described by their names.
 

@@ -1,5 +1,5 @@
-"""The active loop on a fitted :class:`~geogp.api.GeoRegressor`, in the user's CRS and units:
-:meth:`~PlacementMixin.suggest_sites` (where to measure next, on the raster's cells) and
+"""The active loop on a fitted :class:`~geogp.frontend.api.GeoRegressor`, in the user's CRS and
+units: :meth:`~PlacementMixin.suggest_sites` (where to measure next, on the raster's cells) and
 :meth:`~PlacementMixin.add_observations` (a new model conditioned on what was measured, the
 hyperparameters kept). Both go through the model family's placement contract
 (:mod:`geogp.placement.contract`). :func:`place` is the whole of ``geogp place`` as one call:
@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from geogp.adapters import find_spatial_dims, to_grid_data
+from geogp.core.grid_checks import spacing
 from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.families import AUTO, FALLBACK, family, make_estimator, resolve_model
-from geogp.grid_checks import spacing
+from geogp.frontend.adapters import find_spatial_dims, to_grid_data
 from geogp.placement.candidates import Candidates, nearest_cells
 from geogp.placement.feature_models import memory_estimate
 from geogp.placement.observe import add_observations
@@ -27,7 +27,7 @@ from geogp.placement.suggest import suggest_sites
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
 
-    from geogp.outputs import Target
+    from geogp.frontend.outputs import Target
 
 __all__ = ["PlacementMixin", "Placed", "place", "placement_model", "mask_on_target"]
 
@@ -37,7 +37,8 @@ _SCORES = ["score", "std_before", "std_reduction", "mean_std_after"]
 
 
 class PlacementMixin:
-    """:meth:`suggest_sites` and :meth:`add_observations` of :class:`~geogp.api.GeoRegressor`."""
+    """:meth:`suggest_sites` and :meth:`add_observations` of
+    :class:`~geogp.frontend.api.GeoRegressor`."""
 
     def _one_raster(self, what: str):
         """(the estimator, the target grid, its model-coordinate axes) of a model fitted on
@@ -214,7 +215,7 @@ def place(data: xr.DataArray, n: int, *, model: str = AUTO, kernel: Any = None,
     Returns:
         :class:`Placed`: the model, the sites and notes.
     """
-    from geogp.api import GeoRegressor  # noqa: PLC0415 (geogp.api imports this module)
+    from geogp.frontend.api import GeoRegressor  # noqa: PLC0415 (geogp.frontend.api imports this module)
 
     if refit and measured is None:
         raise InputError("refit=True refits with the measured points; pass measured too.")

@@ -20,6 +20,7 @@ for a plain callback (or None).
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 
 from tqdm import tqdm  # not tqdm.auto: no ipywidgets warning in notebooks
 
@@ -32,13 +33,14 @@ __all__ = ["bar", "FitProgress", "SVGPProgress", "TrainingBar", "announce_fit", 
 STEPS_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
 
 
-def bar(desc: str, total: int | None, enabled: bool, unit: str = "it", bar_format=None):
+def bar(desc: str, total: int | None, enabled: bool, unit: str = "it",
+        bar_format: str | None = None) -> tqdm:
     """A tqdm bar, or a disabled one (same methods, no output) when ``enabled`` is False."""
     return tqdm(total=total, desc=desc, unit=unit, disable=not enabled, file=sys.stderr,
                 leave=True, dynamic_ncols=True, bar_format=bar_format)
 
 
-def announce_fit(progress, title: str, why: str | None = None, note: str = "") -> None:
+def announce_fit(progress: object, title: str, why: str | None = None, note: str = "") -> None:
     """A model is about to run L-BFGS again (``title``, e.g. "refit without the mid-scale
     field"): ``why`` is said on a line of its own, and the run gets a bar of its own
     (``note``: what it does before its first iteration, e.g. "statistics + compile")."""
@@ -47,14 +49,14 @@ def announce_fit(progress, title: str, why: str | None = None, note: str = "") -
         fit(title, why, note)
 
 
-def start_phase(progress, title: str, steps) -> None:
+def start_phase(progress: object, title: str, steps: Iterable[str]) -> None:
     """A phase of ``len(steps)`` named steps starts (the bar shows the step under way)."""
     phase = getattr(progress, "phase", None)
     if phase is not None:
         phase(title, steps)
 
 
-def advance(progress) -> None:
+def advance(progress: object) -> None:
     """The current step of the phase is done."""
     step = getattr(progress, "advance", None)
     if step is not None:
@@ -67,7 +69,7 @@ class FitProgress:
     fit does before its first iteration; ``optimize`` False: :meth:`start` opens no bar."""
 
     def __init__(self, label: str, maxiter: int, enabled: bool,
-                 note: str = "statistics + compile", optimize: bool = True):
+                 note: str = "statistics + compile", optimize: bool = True) -> None:
         self.label, self.maxiter, self.enabled = label, int(maxiter), enabled
         self.note, self.optimize = note, optimize
         self._bar, self._lbfgs, self._steps = None, False, ()
@@ -102,7 +104,7 @@ class FitProgress:
         self._bar.update(iteration - self._bar.n)
 
     # ------------------------------------------------------------------ counted phases
-    def phase(self, title: str, steps) -> None:
+    def phase(self, title: str, steps: Iterable[str]) -> None:
         """A phase of named steps starts: a bar of ``len(steps)`` showing the step under way."""
         self._steps = tuple(steps)
         self._open(self.label + title, len(self._steps), "step", STEPS_FORMAT)
@@ -156,7 +158,7 @@ class SVGPProgress:
     data. Use as the estimator's ``progress`` callback; the estimator announces each phase
     through :meth:`phase`."""
 
-    def __init__(self, label: str, enabled: bool):
+    def __init__(self, label: str, enabled: bool) -> None:
         self.label, self.enabled, self._bar = label, enabled, None
 
     def start(self) -> None:  # the bars open when the estimator announces its first phase

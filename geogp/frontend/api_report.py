@@ -1,6 +1,6 @@
 """Reports on a fitted front end: the hyperparameters table, the summary and the evidence.
 
-A mixin of :class:`geogp.api.GeoRegressor`; it uses the fitted state that class sets
+A mixin of :class:`geogp.frontend.api.GeoRegressor`; it uses the fitted state that class sets
 (``estimators_``, ``spec_``, ``model_``, ``n_observed_``, ``fit_time_s_``, ...). An SVGP
 (``likelihood`` other than Gaussian) reports the hyperparameters its model has: a Poisson or
 Bernoulli model has no noise term.
@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from geogp._format import lengths, number
-from geogp.adapters import KM_PER_DEGREE
+from geogp.core.formatting import lengths, number
 from geogp.exceptions import InputError
 from geogp.families import GAUSSIAN, family
+from geogp.frontend.adapters import KM_PER_DEGREE
 
 __all__ = ["ReportMixin"]
 
@@ -25,7 +25,7 @@ _LATENT = {"poisson": "log rate", "bernoulli": "latent (link scale)", "gaussian"
 
 class ReportMixin:
     """``hyperparameters``, ``lengthscale_``, ``summary`` and ``score`` for
-    :class:`geogp.api.GeoRegressor`."""
+    :class:`geogp.frontend.api.GeoRegressor`."""
 
     def hyperparameters(self) -> pd.DataFrame:
         """One row per slice: lengthscales (y, x) in the input's units (and km for geographic

@@ -15,9 +15,9 @@ dask arrays in *model coordinates*:
 
 Normalisers (STYLE.md guideline 11): :func:`as_crs` for anything CRS-like,
 :func:`find_spatial_dims` for the (y, x) dimension names, :func:`check_axis` for coordinates
-(monotone, no duplicates; regular or not), :func:`~geogp.nodata.masked_values` for nodata
-(:mod:`geogp.nodata`). Tables of points are read by :mod:`geogp.points`; the way back, from
-arrays to ``xr.Dataset`` predictions, is :mod:`geogp.outputs`.
+(monotone, no duplicates; regular or not), :func:`~geogp.frontend.nodata.masked_values` for nodata
+(:mod:`geogp.frontend.nodata`). Tables of points are read by :mod:`geogp.frontend.points`; the way
+back, from arrays to ``xr.Dataset`` predictions, is :mod:`geogp.frontend.outputs`.
 """
 
 from __future__ import annotations
@@ -32,15 +32,15 @@ import rioxarray  # noqa: F401  (registers the .rio accessor used below)
 import xarray as xr
 from rioxarray.crs import crs_from_user_input
 
-from geogp._validation import user_stacklevel, warn_if_degrees_in_projected_crs
+from geogp.core.grid_checks import require_axes, spacing_variation, unsupported_grid_message
+from geogp.core.validation import user_stacklevel, warn_if_degrees_in_projected_crs
 from geogp.exceptions import (
     AllMissingError,
     InputError,
     IrregularGridError,
     MissingCRSWarning,
 )
-from geogp.grid_checks import require_axes, spacing_variation, unsupported_grid_message
-from geogp.nodata import masked_values
+from geogp.frontend.nodata import masked_values
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
@@ -336,7 +336,7 @@ class GridData:
         attrs, name: the input's attributes (nodata keys removed) and name.
         x_first: the input had its x dimension before its y dimension (predictions follow).
         spacing: (y, x) the largest relative deviation of each axis's steps from their mean
-            (:func:`~geogp.grid_checks.spacing_variation`; 0 along a regular axis).
+            (:func:`~geogp.core.grid_checks.spacing_variation`; 0 along a regular axis).
     """
 
     values: object

@@ -63,12 +63,9 @@ def check_memory(needed_bytes: float, what: str, limit: float | None = None,
     return needed
 
 
-# Doubles per target cell (and per slice of an extra dimension) of what the caller asked for,
-# measured as traced peaks above the model's own fixed working memory: a prediction holds
-# mean, variances, std and their copies in the Dataset (11 for AFS, 19 for lattice models,
-# measured), each quantile 2 more; samples hold the draws, their stack and the DataArray (3.4
-# per sample, measured). The model's own working memory (a lattice factorisation) is
-# estimated by the model when it is fitted (``max_bytes``).
+# doubles per target cell (and per slice) of what the caller asked for, above the model's own
+# working memory, which the model estimates when fitted (traced peaks: benchmarks/README.md,
+# design measurements)
 PREDICT_DOUBLES = 20
 QUANTILE_DOUBLES = 2
 SAMPLE_DOUBLES = 4

@@ -1,4 +1,4 @@
-"""The ``.geogp`` accessor on xarray objects: translate, then delegate to :mod:`geogp.api`.
+"""The ``.geogp`` accessor on xarray objects: translate, then delegate to :mod:`geogp.frontend.api`.
 
 Importing :mod:`geogp` registers it (STYLE.md guideline 10, as rioxarray's ``.rio``):
 
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import xarray as xr
 
 if TYPE_CHECKING:
-    from geogp.api import GeoRegressor
+    from geogp.frontend.api import GeoRegressor
 
 __all__ = ["GeogpDataArrayAccessor", "GeogpDatasetAccessor"]
 
@@ -32,12 +32,13 @@ class _Base:
     def fit(self, model: str = "auto", **kwargs: Any) -> GeoRegressor:
         """Fit a Gaussian process to this raster: ``geogp.fit(obj, model, **kwargs)``.
 
-        Keyword arguments are those of :func:`geogp.api.fit` (``kernel``, ``n_features``,
+        Keyword arguments are those of :func:`geogp.frontend.api.fit` (``kernel``, ``n_features``,
         ``share_hyperparameters``, ``var`` for Datasets, model options such as ``maxiter``).
         """
-        # lazy: importing xarray imports this module (geogp._accessors), which must not load
-        # JAX and the models, nor re-enter geogp.api while geogp.api imports xarray
-        from geogp.api import fit  # noqa: PLC0415
+        # lazy: importing xarray imports this module (geogp.frontend.registration), which must not
+        # load JAX and the models, nor re-enter geogp.frontend.api while geogp.frontend.api imports
+        # xarray
+        from geogp.frontend.api import fit  # noqa: PLC0415
 
         return fit(self._obj, model, **kwargs)
 

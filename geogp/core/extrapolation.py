@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # annotations only
 
 __all__ = ["record_data_box", "warn_if_far", "distance_to_box"]
 
-KM_PER_DEGREE = math.pi * 6371.0088 / 180.0  # as geogp.adapters (numpy-only module here)
+KM_PER_DEGREE = math.pi * 6371.0088 / 180.0  # as geogp.frontend.adapters (numpy-only module here)
 
 
 def record_data_box(est: Any, X: np.ndarray, units: str = "coordinate units") -> None:

@@ -21,7 +21,7 @@ def _register() -> None:
     # lazy: runs once xarray is imported (see the module docstring)
     import rioxarray  # noqa: F401, PLC0415  (the .rio accessor: CRS and transforms of rasters)
 
-    import geogp.accessor  # noqa: F401, PLC0415  (the .geogp accessor)
+    import geogp.frontend.accessor  # noqa: F401, PLC0415  (the .geogp accessor)
 
 
 class _AfterXarray(importlib.abc.MetaPathFinder):

@@ -24,12 +24,12 @@ import numpy as np
 import xarray as xr
 from matplotlib import cbook
 
-from geogp import metrics
-from geogp._progress import bar
-from geogp.api import GeoRegressor
+from geogp.core import metrics
+from geogp.core.progress import bar
 from geogp.exceptions import InputError
-from geogp.io import check_writable, write_geotiff
-from geogp.plotting import save_maps
+from geogp.frontend.api import GeoRegressor
+from geogp.frontend.io import check_writable, write_geotiff
+from geogp.frontend.plotting import save_maps
 
 __all__ = ["load_elevation", "cut_holes", "run_demo"]
 

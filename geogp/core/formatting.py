@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 __all__ = ["duration", "duration_range", "lengths", "number"]
 
@@ -15,7 +16,7 @@ def number(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
 
 
-def lengths(values, units: str) -> str:
+def lengths(values: Iterable[float], units: str) -> str:
     """One length, or a tuple of them, with their unit: metres from 1,000 m up in km.
 
     >>> lengths([14050.0], "metre"), lengths([850.0, 1200.0], "metre"), lengths([0.07], "degrees")

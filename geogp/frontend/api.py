@@ -2,8 +2,8 @@
 
 The geodata front end: :func:`fit` and :class:`GeoRegressor` take an ``xarray.DataArray`` with
 two spatial dimensions (NaN or nodata = missing) or a table of points, translate it with
-:mod:`geogp.adapters`, fit a model of one of the families of :mod:`geogp.families`, and predict
-``xarray.Dataset`` rasters with ``mean``, ``std`` (of a new observation, noise included),
+:mod:`geogp.frontend.adapters`, fit a model of one of the families of :mod:`geogp.families`, and
+predict ``xarray.Dataset`` rasters with ``mean``, ``std`` (of a new observation, noise included),
 ``std_latent`` and optional ``quantiles``, carrying the input's coordinates, attributes and CRS.
 ``likelihood="poisson"``, ``"bernoulli"`` or ``"student_t"`` fits an SVGP instead
 (:mod:`geogp.models.svgp.family`, docs/svgp.md).
@@ -30,11 +30,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from geogp._progress import FitProgress, SVGPProgress, bar
-from geogp.adapters import GridData, GridSpec, is_time_axis, series_times, to_grid_data
-from geogp.api_draws import DrawsMixin
-from geogp.api_placement import PlacementMixin
-from geogp.api_report import ReportMixin
+from geogp.core.memory import LAZY_CELLS, check_prediction, predicts_lazily
+from geogp.core.progress import FitProgress, SVGPProgress, bar
 from geogp.exceptions import InputError
 from geogp.families import (
     AUTO,
@@ -46,18 +43,27 @@ from geogp.families import (
     family,
     resolve_model,
 )
-from geogp.memory import LAZY_CELLS, check_prediction, predicts_lazily
+from geogp.frontend.adapters import GridData, GridSpec, is_time_axis, series_times, to_grid_data
+from geogp.frontend.api_draws import DrawsMixin
+from geogp.frontend.api_placement import PlacementMixin
+from geogp.frontend.api_report import ReportMixin
+from geogp.frontend.outputs import (
+    Target,
+    check_quantiles,
+    grid_target,
+    prediction_dataset,
+    target_from,
+)
+from geogp.frontend.points import to_point_data
 from geogp.models.base import check_fitted
-from geogp.outputs import Target, check_quantiles, grid_target, prediction_dataset, target_from
 from geogp.persist import load_model, save_model
-from geogp.points import to_point_data
 
 if TYPE_CHECKING:  # annotations only
     import os
 
     from numpy.typing import ArrayLike
 
-    from geogp.kernels import Kernel
+    from geogp.core.kernels import Kernel
 
 __all__ = ["GeoRegressor", "fit"]
 
@@ -108,7 +114,7 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
             an AFS model's ``diagnostics_`` give its aliasing and truncation errors, and its
             ``window_widths_`` the windows it was fitted on (the window widens to the learnt
             lengthscales, ``alias_tol``).
-        spec_: :class:`~geogp.adapters.GridSpec` (dimension names, CRS, longitude scaling).
+        spec_: :class:`~geogp.frontend.adapters.GridSpec` (dimension names, CRS, longitude scaling).
         target_: the default prediction grid (the input raster, or ``grid=`` for points).
         extra_dim_, extra_coords_: the extra dimension and its coordinates (or None, {}).
         n_observed_: observed cells/points per slice. fit_time_s_: seconds per slice (a joint
@@ -198,8 +204,8 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
             covariates=covariates)
 
     def _estimator(self, label: str, overrides: dict | None = None, bounds=None):
-        """(estimator, its :class:`~geogp._progress.FitProgress` or
-        :class:`~geogp._progress.SVGPProgress`, or None); the tracker's first bar opens at
+        """(estimator, its :class:`~geogp.core.progress.FitProgress` or
+        :class:`~geogp.core.progress.SVGPProgress`, or None); the tracker's first bar opens at
         ``tracker.start()``. ``bounds``: the raster's box, which an SVGP's window covers."""
         opts = {**(self.options or {}), **(overrides or {})}
         fam = family(self.model_)
@@ -376,7 +382,7 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
             lazy: return dask-backed variables, computed block by block of rows when they are
                 read or written (:func:`geogp.write_geotiff` and :func:`geogp.write_netcdf`
                 write them window by window, never holding the whole raster). Default
-                (None): lazy on grids of more than :data:`geogp.memory.LAZY_CELLS` cells.
+                (None): lazy on grids of more than :data:`geogp.core.memory.LAZY_CELLS` cells.
             time: with a stack fitted by ``model="spacetime"``, the date(s) to predict, inside
                 or after the series (a forecast, whose interval widens with the time since
                 the last data), on the fitted grid; the result's time dimension holds them.

@@ -11,6 +11,7 @@ import sys
 import warnings
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from geogp.exceptions import GeographicCoordinatesWarning, InputError
 
@@ -30,7 +31,7 @@ def _as_float64(a, name: str) -> np.ndarray:
     return a.astype(np.float64, copy=False)
 
 
-def as_points(X, name: str = "X", *, max_dims: int = 3) -> np.ndarray:
+def as_points(X: ArrayLike, name: str = "X", *, max_dims: int = 3) -> np.ndarray:
     """Return ``X`` as a finite float64 array of shape (N, D) with N ≥ 1 and 1 ≤ D ≤ max_dims."""
     X = _as_float64(X, name)
     if X.ndim == 1:
@@ -55,7 +56,7 @@ def as_points(X, name: str = "X", *, max_dims: int = 3) -> np.ndarray:
     return X
 
 
-def as_targets(y, name: str = "y") -> np.ndarray:
+def as_targets(y: ArrayLike, name: str = "y") -> np.ndarray:
     """Return ``y`` as a finite float64 vector of shape (N,) with N ≥ 1."""
     y = _as_float64(y, name)
     if y.ndim == 2 and y.shape[1] == 1:
@@ -82,7 +83,7 @@ def check_same_length(X: np.ndarray, y: np.ndarray, xname: str = "X", yname: str
         )
 
 
-def check_positive(value, name: str) -> np.ndarray:
+def check_positive(value: ArrayLike, name: str) -> np.ndarray:
     """Return ``value`` as float64 after checking it is finite and strictly positive."""
     v = np.asarray(value, dtype=np.float64)
     if not np.all(np.isfinite(v)) or np.any(v <= 0):
@@ -115,7 +116,7 @@ def _lonlat_columns(X, points: np.ndarray):
     return None
 
 
-def warn_if_lonlat(X, points: np.ndarray, estimator: str) -> None:
+def warn_if_lonlat(X: object, points: np.ndarray, estimator: str) -> None:
     """Warn when coordinates given to an array estimator look like longitude/latitude degrees.
 
     Array estimators treat columns as planar, so a degree of longitude counts as much as a degree
@@ -141,7 +142,8 @@ def warn_if_lonlat(X, points: np.ndarray, estimator: str) -> None:
         GeographicCoordinatesWarning, stacklevel=3)
 
 
-def warn_if_degrees_in_projected_crs(crs, y, x, stacklevel: int = 3) -> None:
+def warn_if_degrees_in_projected_crs(crs: object, y: ArrayLike, x: ArrayLike,
+                                     stacklevel: int = 3) -> None:
     """Warn when coordinates declared in a projected CRS look like longitude/latitude degrees.
 
     Every x within [-180, 180] and every y within [-90, 90], spanning less than 360 units,
@@ -171,7 +173,7 @@ def warn_if_degrees_in_projected_crs(crs, y, x, stacklevel: int = 3) -> None:
 
 def user_stacklevel() -> int:
     """stacklevel that points a warning at the first frame outside the geogp package."""
-    pkg = os.path.dirname(os.path.abspath(__file__))
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # geogp/
     frame, level = sys._getframe(1), 1
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(pkg):
         frame, level = frame.f_back, level + 1

@@ -4,7 +4,8 @@
 the finished file into place with :func:`os.replace`, so a failure (full disk, interrupted run,
 bad argument) never leaves a partial file behind, and an existing file is replaced only by a
 complete one. :func:`check_writable` refuses existing outputs unless ``overwrite``, and targets
-that are not regular files (devices, pipes, sockets) always. Re-exported by :mod:`geogp.io`.
+that are not regular files (devices, pipes, sockets) always. Re-exported by
+:mod:`geogp.frontend.io`.
 
 The hidden names carry the writing process's id (``.NAME.geogp-PID-XXXXXXXX.tmpSUFFIX``, and
 ``.NAME.geogp-previous-PID-XXXXXXXX`` for the copy of a replaced output): a run killed while
@@ -13,7 +14,7 @@ removes those whose process is gone (:func:`remove_stale`).
 
 :func:`room_for` says how many bytes a new file in a folder may take (free space, and the
 process's file-size limit), for writers that must not meet a full disk (HDF5: see
-:func:`geogp.io.write_netcdf`). :func:`keep_previous` keeps an output that a command is
+:func:`geogp.frontend.io.write_netcdf`). :func:`keep_previous` keeps an output that a command is
 about to replace, so that the command can put it back if it fails later.
 """
 

@@ -1,7 +1,7 @@
 """Maps drawn from a fitted front end: sample rasters, exceedance and effective lengthscale
 (docs/afs.md, docs/lattice.md, docs/wavelets.md).
 
-A mixin of :class:`geogp.api.GeoRegressor`; it uses the fitted state that class sets
+A mixin of :class:`geogp.frontend.api.GeoRegressor`; it uses the fitted state that class sets
 (``estimators_``, ``spec_``, ``target_``, ``model_``, ...) and its :meth:`predict`.
 """
 
@@ -13,10 +13,10 @@ import numpy as np
 import xarray as xr
 from scipy.special import ndtr
 
-from geogp.adapters import KM_PER_DEGREE
+from geogp.core.memory import check_samples
 from geogp.exceptions import InputError
 from geogp.families import MODELS, family
-from geogp.memory import check_samples
+from geogp.frontend.adapters import KM_PER_DEGREE
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
@@ -26,7 +26,7 @@ __all__ = ["DrawsMixin"]
 
 class DrawsMixin:
     """``sample``, ``exceedance``, ``effective_lengthscale`` and ``observation_weight`` for
-    :class:`geogp.api.GeoRegressor`."""
+    :class:`geogp.frontend.api.GeoRegressor`."""
 
     def sample(self, n: int = 10, like: xr.DataArray | xr.Dataset | None = None, *,
                seed: int | None = None, latent: bool = True, x: ArrayLike | None = None,

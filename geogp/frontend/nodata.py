@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 import xarray as xr
 
-from geogp._validation import user_stacklevel
+from geogp.core.validation import user_stacklevel
 from geogp.exceptions import InputError, NodataWarning
 
 __all__ = ["masked_values"]

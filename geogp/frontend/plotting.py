@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import xarray as xr
 
-from geogp.adapters import find_spatial_dims
-from geogp.io import load_here
-from geogp.io_atomic import atomic_path
+from geogp.core.io_atomic import atomic_path
+from geogp.frontend.adapters import find_spatial_dims
+from geogp.frontend.io import load_here
 
 if TYPE_CHECKING:  # annotations only
     import pandas as pd
@@ -124,7 +124,7 @@ def plot_maps(observed: xr.DataArray | None, prediction: xr.Dataset,
     Observations and mean share one colour scale, taken from the observed values and the mean
     together (the 1st to 99th percentiles); std colour bars start at 0. Axes follow the CRS
     (:func:`_geometry`). A prediction holding ``effective_lengthscale`` (wavelet models,
-    :meth:`~geogp.api.GeoRegressor.effective_lengthscale`) gets a panel of it.
+    :meth:`~geogp.frontend.api.GeoRegressor.effective_lengthscale`) gets a panel of it.
 
     Args:
         observed: the input raster (NaN = missing), 2-D (y, x); None for point data.

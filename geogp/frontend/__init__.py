@@ -1,0 +1,2 @@
+"""The xarray front end: DataArrays and point tables in, fitted models, predictions and files
+out."""

@@ -84,7 +84,7 @@ def main() -> None:
             pred = model.predict(like=da)
             wall = time.perf_counter() - t0
             mean, std = pred["mean"].values[held], pred["std"].values[held]
-            s = geogp.core.metrics.evaluate(truth[held], mean, std)
+            s = geogp.metrics.evaluate(truth[held], mean, std)
             extra = ""
             if method == "robust":
                 w = model.estimators_[0].obs_weight_

@@ -66,7 +66,7 @@ def folds(da, kind: str, seed: int = 0):
 def score(truth, mean, std):
     import geogp
 
-    out = geogp.core.metrics.evaluate(truth, mean, std)
+    out = geogp.metrics.evaluate(truth, mean, std)
     return {k: float(v) for k, v in out.items()}
 
 

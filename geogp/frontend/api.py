@@ -47,6 +47,7 @@ from geogp.frontend.adapters import GridData, GridSpec, is_time_axis, series_tim
 from geogp.frontend.api_draws import DrawsMixin
 from geogp.frontend.api_placement import PlacementMixin
 from geogp.frontend.api_report import ReportMixin
+from geogp.frontend.blocks import Blocks, block_axis, coarsen, find_blocks, snap
 from geogp.frontend.outputs import (
     Target,
     check_quantiles,
@@ -74,8 +75,9 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
     Args:
         model: ``"auto"`` (default), ``"lattice"``, ``"afs"``, ``"wavelet"``, ``"exact"``
             (small data) or ``"spacetime"`` (a stack with a time dimension, fitted jointly over
-            its dates: docs/spacetime.md; not chosen by ``"auto"``, which fits each date on
-            its own). ``"auto"`` is ``"lattice"`` (an SPDE/GMRF on the raster's own cells
+            its dates: docs/spacetime.md). ``"auto"`` is ``"spacetime"`` for a stack of dates
+            on a regular raster within its memory limit, ``"lattice"`` (an SPDE/GMRF on the
+            raster's own cells
             plus 64 large-scale Fourier features: sharp near data, honest deep inside gaps)
             for regular 2-D rasters (on posterior tiles where the whole raster passes the
             memory limit), ``"exact"`` for up to 2,000 scattered points
@@ -116,11 +118,16 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
             lengthscales, ``alias_tol``).
         spec_: :class:`~geogp.frontend.adapters.GridSpec` (dimension names, CRS, longitude scaling).
         target_: the default prediction grid (the input raster, or ``grid=`` for points).
+        blocks_: on a raster whose values repeat in blocks (nearest-neighbour resampling,
+            :mod:`geogp.frontend.blocks`), their size and phase: the model is fitted on one
+            cell per block and predicts each cell as its block; else None.
         extra_dim_, extra_coords_: the extra dimension and its coordinates (or None, {}).
         n_observed_: observed cells/points per slice. fit_time_s_: seconds per slice (a joint
             fit over a stack's dates, ``model="spacetime"``, shares its time equally).
         attrs_, name_: attributes and name of the input, copied to predictions.
     """
+
+    blocks_: Blocks | None = None
 
     def __init__(self, model: str = "auto", *, likelihood: str = GAUSSIAN,
                  kernel: str | Kernel | None = None, n_features: int | str | None = None,
@@ -168,10 +175,14 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
         if (gaussian and self.share_hyperparameters and self.model != AUTO
                 and not family(self.model).shares_hyperparameters):
             raise InputError("share_hyperparameters=True is supported for model='afs' only.")
+        self.blocks_ = None
         if isinstance(data, (xr.DataArray, xr.Dataset)):
             if grid is not None:
                 raise InputError("grid= is for point tables; a raster is its own grid.")
             g = to_grid_data(data, var=var, crs=self.crs, nodata=self.nodata)
+            fine, self.blocks_ = grid_target(g), self._find_blocks(g, covariates)
+            if self.blocks_ is not None:
+                g = coarsen(g, self.blocks_)
             # a bad time axis is refused before "auto" picks a model (the joint model's own
             # fit refuses it too; a named per-date model does not need it)
             times = series_times(g) if self.model == AUTO else None
@@ -179,7 +190,12 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
             self._resolve(g.values[0].shape, g.regular, spacing=g.spacing, n_dates=n_dates,
                           covariates=covariates is not None)
             cov = None if covariates is None else self._covariate_stack(covariates, g)
-            return self._fit_raster(g, cov)
+            self._fit_raster(g, cov)
+            if self.blocks_ is not None:  # fitted on the blocks, predicted on the user's cells
+                self.target_ = fine
+                self.model_reason_ = (f"{self.model_reason_}; "
+                                      f"{self.blocks_.describe((len(fine.y), len(fine.x)))}")
+            return self
         if covariates is not None:
             raise InputError("covariates= needs a raster (the covariates live on its cells); "
                              "for point tables, sample them at the points yourself.")
@@ -271,6 +287,32 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
         rows = [dict(zip(names, getattr(est, "covariate_coef_", np.zeros(0)), strict=False))
                 for est in self.estimators_]
         return pd.DataFrame(rows, columns=names)
+
+    def _find_blocks(self, g: GridData, covariates) -> Blocks | None:
+        """The blocks of a raster whose values repeat in them, for a Gaussian fit of one
+        regular, numpy-backed 2-D raster without covariates; else None."""
+        if (self.likelihood != GAUSSIAN or covariates is not None or not g.regular
+                or g.n_slices != 1 or not isinstance(g.values, np.ndarray)):
+            return None
+        return find_blocks(g.values)
+
+    def block_grid(self) -> Target | None:
+        """The grid the model was fitted on when the raster's values repeat in blocks
+        (``blocks_``): one cell per block, at its centre, in the raster's CRS; else None."""
+        if self.blocks_ is None or self.target_ is None:
+            return None
+        t, (ky, kx), (py, px) = self.target_, self.blocks_.factor, self.blocks_.phase
+        return Target(t.y_dim, t.x_dim, block_axis(t.y, ky, py), block_axis(t.x, kx, px), {},
+                      t.crs_wkt, t.x_first)
+
+    def _snapped(self, my: np.ndarray, mx: np.ndarray) -> list[np.ndarray]:
+        """Model coordinates moved to the centre of their block (``blocks_``), as the model
+        was fitted: a block's cells are copies of one value."""
+        blocks = self.block_grid()
+        if blocks is None:
+            return [my, mx]
+        cy, cx = self.spec_.to_model(blocks.y, blocks.x)
+        return [snap(my, cy), snap(mx, cx)]
 
     def _fit_raster(self, g: GridData, covariates=None) -> GeoRegressor:
         self.estimators_, self.n_observed_, self.fit_time_s_ = [], [], []
@@ -459,7 +501,7 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
             target = self.target_
         else:
             target = target_from(self.spec_, like, x=x, y=y)
-        return target, list(self.spec_.to_model(target.y, target.x))
+        return target, self._snapped(*self.spec_.to_model(target.y, target.x))
 
     def _predict_points(self, x, y, quantiles, outside) -> xr.Dataset:
         xs = np.atleast_1d(np.asarray(x, dtype=np.float64))
@@ -467,8 +509,7 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
         if xs.shape != ys.shape or xs.ndim != 1:
             raise InputError(f"points=True needs x and y vectors of equal length; got shapes "
                              f"{xs.shape} and {ys.shape}.")
-        my, mx = self.spec_.to_model(ys, xs)
-        X = np.stack([my, mx], axis=1)
+        X = np.stack(self._snapped(*self.spec_.to_model(ys, xs)), axis=1)
         fam = family(self.model_)
         preds = [fam.predict_points(est, X, outside) for est in self.estimators_]
         stack = [np.stack([getattr(p, f) for p in preds]) for f in
@@ -550,8 +591,9 @@ def fit(data: xr.DataArray | xr.Dataset | pd.DataFrame, model: str = "auto", *,
     Args:
         data: ``xr.DataArray``/``xr.Dataset`` raster (NaN/nodata = missing, numpy or dask) or a
             pandas/GeoPandas table of points.
-        model: ``"auto"`` (default: ``"lattice"`` for regular rasters that fit in memory,
-            else ``"afs"``; see :class:`GeoRegressor`), ``"lattice"``, ``"afs"``, ``"wavelet"``,
+        model: ``"auto"`` (default: ``"spacetime"`` for a stack of dates, ``"lattice"`` for a
+            regular raster, ``"exact"`` for up to 2,000 points, ``"afs"`` otherwise;
+            ``model_reason_`` says which and why), ``"lattice"``, ``"afs"``, ``"wavelet"``,
             ``"exact"`` or ``"spacetime"`` (image stacks).
         likelihood: ``"gaussian"`` (default), ``"poisson"``, ``"bernoulli"``, ``"student_t"``
             (an SVGP; see :class:`GeoRegressor`).

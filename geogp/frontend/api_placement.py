@@ -19,6 +19,7 @@ from geogp.core.grid_checks import spacing
 from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.families import AUTO, FALLBACK, family, make_estimator, resolve_model
 from geogp.frontend.adapters import find_spatial_dims, to_grid_data
+from geogp.frontend.blocks import block_mask
 from geogp.placement.candidates import Candidates, nearest_cells
 from geogp.placement.feature_models import memory_estimate
 from geogp.placement.observe import add_observations
@@ -54,7 +55,7 @@ class PlacementMixin:
         fam = family(self.model_)
         if not fam.can_place:
             raise InputError(f"{what} is not available for model={self.model_!r}.")
-        target = self.target_
+        target = self.block_grid() or self.target_  # a raster's blocks: the cells fitted
         return self.estimators_[0], target, list(self.spec_.to_model(target.y, target.x))
 
     def suggest_sites(self, n: int, *, strategy: str = "auto", exclude: ArrayLike | None = None,
@@ -75,21 +76,25 @@ class PlacementMixin:
 
         Returns:
             DataFrame in selection order: ``order``, ``index`` (the cell's flat index in
-            (y, x) row-major order), ``x``, ``y`` (cell centres in the raster's CRS),
+            (y, x) row-major order; on a raster of blocks, ``blocks_``, the block's among the
+            blocks), ``x``, ``y`` (cell centres in the raster's CRS; block centres),
             ``score``, ``std_before``, ``std_reduction``, ``mean_std_after``
             (data units); ``attrs`` as :func:`geogp.placement.suggest_sites`, with ``crs``.
         """
         est, target, axes = self._one_raster("suggest_sites")
+        raster = self.target_
         if isinstance(exclude, xr.DataArray):
             named = "" if exclude.name is None else f" {str(exclude.name)!r}"
-            exclude = mask_on_target(exclude, target, f"the exclusion mask{named}")
+            exclude = mask_on_target(exclude, raster, f"the exclusion mask{named}")
         if strategy == "auto":
             strategy = family(self.model_).placement_strategy
         if exclude is not None:
             exclude = np.asarray(exclude, dtype=bool)
-            if exclude.shape != (len(target.y), len(target.x)):
+            if exclude.shape != (len(raster.y), len(raster.x)):
                 raise InputError(f"exclude must be a (y, x) mask of shape "
-                                 f"{(len(target.y), len(target.x))}; got {exclude.shape}.")
+                                 f"{(len(raster.y), len(raster.x))}; got {exclude.shape}.")
+            if self.blocks_ is not None:  # a block is excluded where any of its cells is
+                exclude = block_mask(exclude, self.blocks_)
         sites = suggest_sites(est, Candidates.grid(axes), n, strategy=strategy, exclude=exclude,
                               min_distance=min_distance, max_targets=max_targets,
                               max_memory=max_memory, names=("y_model", "x_model"), **options)
@@ -108,7 +113,8 @@ class PlacementMixin:
         Args:
             points: a table with columns ``x``, ``y`` (in the raster's CRS) and ``value``
                 (data units), e.g. :meth:`suggest_sites`' rows with the measured values. A
-                point is taken at its nearest cell of the raster, and must lie on it.
+                point is taken at its nearest cell of the raster (of its blocks, on a raster
+                of blocks: ``blocks_``), and must lie on it.
 
         Returns:
             A new model of the same kind (:meth:`predict`, :meth:`suggest_sites`...).

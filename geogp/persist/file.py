@@ -53,7 +53,7 @@ from geogp.persist.checks import (
     require,
     verify_digests,
 )
-from geogp.persist.semantics import check_bookkeeping, load_spec, load_target
+from geogp.persist.semantics import check_bookkeeping, load_blocks, load_spec, load_target
 from geogp.persist.sign import check_key, check_signature, sign
 
 if TYPE_CHECKING:  # annotations only
@@ -113,6 +113,8 @@ def save_model(model: GeoRegressor, path: str | os.PathLike[str], *, overwrite: 
                  "geographic": spec.geographic, "lon_scale": spec.lon_scale,
                  "assumed": spec.assumed},
         "target": meta_target, "extra_dim": model.extra_dim_, "extra_coords": extra,
+        "blocks": None if model.blocks_ is None else {"factor": list(model.blocks_.factor),
+                                                      "phase": list(model.blocks_.phase)},
         "attrs": clean(model.attrs_), "name": jsonable(model.name_),
         "n_observed": list(model.n_observed_), "fit_time_s": list(model.fit_time_s_),
         "slices": slices,
@@ -210,8 +212,11 @@ def load_model(path: str | os.PathLike[str], cls: type[GeoRegressor], *,
         model.estimators_ = fam.slices_from_arrays(slices, arrays)
         spec = load_spec(require(meta, "spec", "dict"))
         target = load_target(meta, arrays, spec)
-        if target is not None:  # the slices' geometry against the grid they were fitted on
-            axes = spec.to_model(target.y, target.x)
+        model.spec_, model.target_ = spec, target
+        model.blocks_ = load_blocks(meta.get("blocks"), target)
+        fitted = model.block_grid() or target  # a raster of blocks was fitted on its blocks
+        if fitted is not None:  # the slices' geometry against the grid they were fitted on
+            axes = spec.to_model(fitted.y, fitted.x)
             for k, est in enumerate(model.estimators_):
                 fam.check_grid(est, axes, f"slice s{k}")
         model.extra_dim_ = require(meta, "extra_dim", "str", nullable=True)

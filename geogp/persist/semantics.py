@@ -28,6 +28,7 @@ import xarray as xr
 
 from geogp.exceptions import GeogpError, ReadError
 from geogp.frontend.adapters import GridSpec, as_crs, check_axis
+from geogp.frontend.blocks import MAX_FACTOR, Blocks
 from geogp.frontend.outputs import Target
 from geogp.persist.checks import require
 
@@ -83,6 +84,23 @@ def _axis(values: np.ndarray, name: str) -> np.ndarray:
     except (GeogpError, ValueError) as err:
         raise ReadError(f"model file target: {err} geogp writes only monotonic grids; the "
                         "file was changed.") from None
+
+
+def load_blocks(value: object, target: Target | None) -> Blocks | None:
+    """The checked blocks of a raster whose values repeat in them (None: its own cells)."""
+    if value is None:
+        return None
+    try:
+        factor = tuple(int(k) for k in value["factor"])  # type: ignore[index]
+        phase = tuple(int(p) for p in value["phase"])  # type: ignore[index]
+    except (TypeError, KeyError, ValueError):
+        raise ReadError(f"model file metadata: malformed 'blocks' {value!r:.60}.") from None
+    if (target is None or len(factor) != 2 or len(phase) != 2 or max(factor) < 2
+            or not all(1 <= k <= MAX_FACTOR and 0 <= p < k
+                       for k, p in zip(factor, phase, strict=True))):
+        raise ReadError(f"model file metadata: 'blocks' {value!r:.60} are not the blocks of "
+                        "the stored raster.")
+    return Blocks((factor[0], factor[1]), (phase[0], phase[1]))
 
 
 def load_target(meta: dict, arrays: Arrays, spec: GridSpec) -> Target | None:

@@ -239,12 +239,22 @@ def main(argv=None) -> int:
         from distributed import Client, LocalCluster
 
         with LocalCluster(n_workers=args.workers, threads_per_worker=1,
-                          dashboard_address=None) as cluster, Client(cluster) as client:
+                          dashboard_address=":0") as cluster, Client(cluster) as client:
             model = geogp.fit(da, model=args.model, **options)
+            est = model.estimators_[0]
+            if hasattr(est, "cost_estimate"):  # the fitted settings' plan, these workers
+                cost = est.cost_estimate(shape, args.workers)
+                print(f"estimate with the workers: {cost['bytes'] / 2**30:.2f} GiB, "
+                      f"{cost['tiles']} tiles on {cost['local_workers']} local workers",
+                      flush=True)
             workers_rss = [w["metrics"]["memory"] / 1e9 for w in
                            client.scheduler_info()["workers"].values()]
+            worker_peaks = list(client.run(peak_rss_gb).values())  # each process's own peak
         print(f"dask workers: {args.workers}, resident at the end "
-              f"{', '.join(f'{v:.2f}' for v in workers_rss)} GB", flush=True)
+              f"{', '.join(f'{v:.2f}' for v in workers_rss)} GB, peak "
+              f"{', '.join(f'{v:.2f}' for v in worker_peaks)} GB; with this process's "
+              f"{peak_rss_gb():.2f} GB: {peak_rss_gb() + sum(worker_peaks):.2f} GB "
+              "(the sum of the peaks)", flush=True)
     else:
         model = geogp.fit(da, model=args.model, **options)
     t_fit = time.perf_counter() - t0
@@ -253,6 +263,11 @@ def main(argv=None) -> int:
           f"{getattr(model, 'model_', '?')!r} ({getattr(model, 'model_reason_', '?')})",
           flush=True)
     print(model.summary())
+    est = model.estimators_[0]
+    if hasattr(est, "cost_estimate"):  # the lattice model's own estimate, before it ran
+        cost = est.cost_estimate(shape, max(args.workers, 1))
+        print(f"estimate: {cost['bytes'] / 2**30:.2f} GiB, {cost['tiles']} posterior tiles",
+              flush=True)
     t0 = time.perf_counter()
     pred = model.predict()
     t_pred = time.perf_counter() - t0

@@ -116,9 +116,9 @@ def add_fit_parser(subparsers: argparse._SubParsersAction, epilog: str) -> argpa
     where = fit.add_mutually_exclusive_group()
     where.add_argument("--workers", type=positive_int, default=None, metavar="N",
                        help="compute the lattice model's posterior tiles on a local dask "
-                            "cluster of N worker processes (one thread each; each holds one "
-                            "tile's memory, so the peak is about N times the estimate's tile "
-                            "part)")
+                            "cluster of N worker processes (one thread each). Each holds one "
+                            "tile's work: the memory estimate and --max-memory count all N "
+                            "(tiles sized to fit; where none fit, they run in this process)")
     where.add_argument("--scheduler", default=None, metavar="ADDRESS",
                        help="compute them on the dask.distributed cluster at ADDRESS, e.g. "
                             "tcp://10.0.0.1:8786 (start one with dask-scheduler and "

@@ -360,7 +360,8 @@ class TiledLatticeGreedy(Greedy):
 def model_tiles(model: Any) -> list[PosteriorTile]:
     """The posterior tiles of a fitted lattice model (its raster: the lattice less the margin)."""
     m = int(model.margin)
-    return model.plan_posterior_tiles((model.shape_[0] - 2 * m, model.shape_[1] - 2 * m))
+    return model.plan_posterior_tiles((model.shape_[0] - 2 * m, model.shape_[1] - 2 * m),
+                                      model.plan_workers_)
 
 
 def add_tiled_observations(model: Any, X: Any, y: Any = None) -> Any:

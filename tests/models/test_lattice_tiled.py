@@ -247,7 +247,7 @@ def test_a_local_cluster_computes_the_same_posterior_bit_for_bit(whole):
                                     np.nan)
     here = [_tiled_at(e, obs, ys, 24, 12) for e in (est, weighted)]
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
         there = [_tiled_at(e, obs, ys, 24, 12, scheduler=client) for e in (est, weighted)]
         assert len(client.scheduler_info()["workers"]) == 2
     for a, b in zip(here, there, strict=True):
@@ -378,3 +378,51 @@ def test_core_state_in_place_equals_the_copy(rng):
     for a, b in zip(copy_state, in_place, strict=True):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(copy_state.g.reshape(-1, 5), cols - s[:, 1:])
+
+
+def test_local_workers_count_in_the_memory_estimate_or_leave_the_tiles_here():
+    """#41 item 3: ``geogp fit --workers 2`` used 5.71 GiB across its processes on 1200²
+    against an estimate of 3.6 GiB and the 4 GiB limit. The estimate now counts the tile that
+    each dask worker on this machine holds and the tiles' states they keep: the tiles are
+    sized so that all of it fits the limit, and where no sensible size does (cores below
+    twice the halo) they run in this process, as planned for it."""
+    from distributed import Client, LocalCluster
+
+    from geogp.models.lattice.memory import POSTERIOR_HALO, lattice_bytes, tile_cells
+    from geogp.models.lattice.workers import local_workers
+
+    shape = (1200, 1200)
+    tight = lm.LatticeRegressor(large_scale="auto", mid_scale="auto")  # the 4 GiB default
+    roomy = lm.LatticeRegressor(large_scale="auto", mid_scale="auto", max_bytes=8 * 2**30)
+    alone = {e.max_bytes: e.tile_plan(shape) for e in (tight, roomy)}
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as cluster, Client(cluster):
+        assert local_workers("auto") == 2
+        two = {e.max_bytes: (e.tile_plan(shape), e.cost_estimate(shape))
+               for e in (tight, roomy)}
+    assert local_workers("auto") == 0  # no client any more: this process alone
+    assert local_workers("tcp://10.0.0.1:8786") == 0  # a cluster by address: its own memory
+    m = int(tight.margin)
+    n = (shape[0] + 2 * m) * (shape[1] + 2 * m)
+    rest = (tight._alpha(), tight.mid_factor(shape) is not None, tight._n_columns(0, shape))
+
+    def biggest(tiles):
+        return max(tile_cells(t, m) for t in tiles)
+
+    for est in (tight, roomy):
+        tiles, workers = alone[est.max_bytes]
+        assert workers == 0 and len(tiles) > 1
+        # one tile per worker at the single process's size would pass the limit
+        assert lattice_bytes(n, biggest(tiles), *rest) <= est.max_bytes
+        assert lattice_bytes(n, biggest(tiles), *rest, 2) > est.max_bytes
+    # under 4 GiB no tiles with cores of twice the halo fit two workers: they stay here
+    (tiles, workers), cost = two[tight.max_bytes]
+    assert workers == 0 and tiles == alone[tight.max_bytes][0]
+    assert cost["bytes"] == lattice_bytes(n, biggest(tiles), *rest) <= tight.max_bytes
+    side = 2 * POSTERIOR_HALO + 2 * POSTERIOR_HALO + 2 * m  # the smallest core's tile
+    assert lattice_bytes(n, side**2, *rest, 2) > tight.max_bytes
+    # under 8 GiB smaller tiles fit both workers, and the estimate counts them all
+    (tiles, workers), cost = two[roomy.max_bytes]
+    assert workers == 2 == cost["local_workers"]
+    assert biggest(tiles) < biggest(alone[roomy.max_bytes][0])
+    assert cost["bytes"] == lattice_bytes(n, biggest(tiles), *rest, 2) <= roomy.max_bytes

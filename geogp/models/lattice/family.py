@@ -18,7 +18,7 @@ from geogp.models.base import Prediction
 from geogp.models.lattice import LatticeRegressor
 from geogp.models.lattice.codec import load_lattice, save_lattice
 from geogp.models.lattice.settings import check_settings
-from geogp.models.lattice.workers import dask_client
+from geogp.models.lattice.workers import dask_client, local_workers
 from geogp.persist.checks import clean, init_names
 from geogp.persist.semantics import check_lattice_grid
 from geogp.placement.lattice_setup import LatticePlacement, condition_lattice
@@ -79,13 +79,21 @@ class LatticeFamily(Family[LatticeRegressor]):
         try:
             with dask_client(est.scheduler) as client:
                 workers = len(client.scheduler_info()["workers"]) if client is not None else 1
+            local = local_workers(est.scheduler)
             cost = est.cost_estimate(raster_shape, workers)
         except (GeogpError, ValueError):  # bad settings: the fit itself says what is wrong
             return
+        held_back = cost["tiles"] > 1 and local and not cost["local_workers"]
+        if held_back:  # the workers' tiles together would pass the limit: this process runs them
+            client, workers = None, 1
+            cost = est.cost_estimate(raster_shape, workers)
         where = f" on {workers} dask workers" if client is not None else ""
         tiles = ("the whole lattice" if cost["tiles"] == 1 else f"{cost['tiles']} tiles{where}")
         hint = ""
-        if cost["tiles"] > 1 and client is None:
+        if held_back:
+            hint = (f"; in this process, as no tiles that {local} dask workers could hold at "
+                    "once fit the limit (raise --max-memory to use them)")
+        elif cost["tiles"] > 1 and client is None:
             hint = ("; tiles run in parallel on a dask cluster (geogp fit --workers N, or a "
                     "distributed.Client), and larger tiles (--max-memory) waste less on halos")
         when = duration_range(float(cost["seconds"]), most=cost.get("seconds_most"))

@@ -32,7 +32,8 @@ from geogp.models.lattice.tiled import PosteriorTile, posterior_tiles
 if TYPE_CHECKING:  # annotations only
     from distributed import Client
 
-__all__ = ["lattice_bytes", "factor_bytes", "lattice_seconds", "plan_tiles", "tile_cells",
+__all__ = ["lattice_bytes", "factor_bytes", "lattice_seconds", "plan_tiles", "plan_worker_tiles",
+           "tile_cells",
            "state_bytes", "check_state_disk",
            "WHOLE_LATTICE_MAX_CELLS", "POSTERIOR_CORE", "POSTERIOR_HALO"]
 
@@ -62,6 +63,12 @@ BASE_BYTES = 1.0 * 2**30
 # a tile's fixed part: its features at the observed cells, the problem's scipy intermediates
 # and JAX's buffers for a new shape (benchmarks/README.md, design measurements)
 TILE_BYTES = 0.35 * 2**30
+# a dask worker process on this machine before its tiles' work: the interpreter and the
+# libraries a tile loads (benchmarks/README.md, design measurements)
+WORKER_BASE_BYTES = 0.3 * 2**30
+# bytes per raster cell of the tiles' states between the two passes, held by the workers
+# (state_bytes), beyond 4 per column: F − S_F in float32 plus S_y and five covariance terms
+STATE_BYTES_PER_CELL = 48.0
 
 
 def factor_bytes(unknowns: int, alpha: int, mid: bool) -> float:
@@ -73,8 +80,9 @@ def factor_bytes(unknowns: int, alpha: int, mid: bool) -> float:
 
 
 def lattice_bytes(lattice_cells: int, tile_cells: int, alpha: int, mid: bool,
-                  columns: int) -> float:
-    """Estimated peak bytes of a lattice fit (module docstring).
+                  columns: int, workers: int = 0) -> float:
+    """Estimated peak bytes of a lattice fit (module docstring), over every process of this
+    machine that works on it.
 
     Args:
         lattice_cells: cells of the whole lattice (raster plus margins).
@@ -82,11 +90,18 @@ def lattice_bytes(lattice_cells: int, tile_cells: int, alpha: int, mid: bool,
             the whole-lattice posterior).
         alpha: 1 or 2. mid: whether the mid-scale level is on.
         columns: 1 + k + p (the data, large-scale features and trend columns).
+        workers: dask worker processes on this machine that run the posterior's tiles (0:
+            this process runs them). Each holds a tile's work at a time, and together they
+            hold the tiles' states between the passes; this process keeps the raster's
+            arrays.
     """
     n_t = max(int(tile_cells), 2)
-    factor = factor_bytes(n_t, alpha, mid)
-    dense = DENSE_COPIES * 8.0 * n_t * columns
-    return BASE_BYTES + TILE_BYTES + factor + dense + PER_CELL_ARRAYS * 8.0 * lattice_cells
+    tile = TILE_BYTES + factor_bytes(n_t, alpha, mid) + DENSE_COPIES * 8.0 * n_t * columns
+    here = BASE_BYTES + PER_CELL_ARRAYS * 8.0 * lattice_cells
+    if int(workers) <= 0:
+        return here + tile
+    states = (4.0 * (columns - 1) + STATE_BYTES_PER_CELL) * lattice_cells
+    return here + int(workers) * (WORKER_BASE_BYTES + tile) + states
 
 
 # the time estimate: the two fitting stages, then seconds per cell of the posterior's tile
@@ -120,8 +135,8 @@ def plan_tiles(raster_shape: tuple[int, int], margin: int, alpha: int, mid_facto
 
     ``core="auto"``: the whole lattice when it has at most :data:`WHOLE_LATTICE_MAX_CELLS`
     cells and its estimate is within ``max_bytes``; else the largest core up to
-    :data:`POSTERIOR_CORE` (a multiple of the mid-scale factor) whose tile fits. ``halo="auto"``:
-    :data:`POSTERIOR_HALO`."""
+    :data:`POSTERIOR_CORE` (a multiple of the mid-scale factor) whose tile fits in this
+    process. ``halo="auto"``: :data:`POSTERIOR_HALO`."""
     halo = POSTERIOR_HALO if halo == "auto" else int(halo)
     align = mid_factor or 1
     m = int(margin)
@@ -144,6 +159,28 @@ def plan_tiles(raster_shape: tuple[int, int], margin: int, alpha: int, mid_facto
             core -= align if align > 1 else 16
     return posterior_tiles(raster_shape, m, core, halo, align)
 
+
+
+def plan_worker_tiles(raster_shape: tuple[int, int], margin: int, alpha: int,
+                      mid_factor: int | None, columns: int, max_bytes: float, workers: int,
+                      halo: int | str = "auto") -> list[PosteriorTile] | None:
+    """Tiles for ``workers`` dask workers on this machine that hold one each, with this
+    process's arrays and the tiles' states, within ``max_bytes`` (:func:`lattice_bytes`): the
+    largest core up to :data:`POSTERIOR_CORE` that fits, but none below twice the halo, where
+    the halos would cost the tiles more than a second worker gains. None when none fits (the
+    tiles then run in this process, :func:`plan_tiles`)."""
+    halo = POSTERIOR_HALO if halo == "auto" else int(halo)
+    align = mid_factor or 1
+    m = int(margin)
+    n = (raster_shape[0] + 2 * m) * (raster_shape[1] + 2 * m)
+    core, smallest = POSTERIOR_CORE, max(2 * halo, 2 * align, 16)
+    while core >= smallest:
+        cells = (core + 2 * halo + 2 * m) ** 2
+        if lattice_bytes(n, cells, alpha, align > 1, columns, workers) <= max_bytes:
+            tiles = posterior_tiles(raster_shape, m, core, halo, align)
+            return tiles if len(tiles) > 1 else None
+        core -= align if align > 1 else 16
+    return None
 
 def state_bytes(tiles: list[PosteriorTile], columns: int) -> float:
     """Bytes of the tiles' states between the two passes

@@ -45,7 +45,12 @@ from geogp.models.lattice.tiled import (
     selected_inverse,
     solve_tile,
 )
-from geogp.models.lattice.workers import dask_client, release_memory, sparse_pass
+from geogp.models.lattice.workers import (
+    dask_client,
+    local_workers,
+    release_memory,
+    sparse_pass,
+)
 
 if TYPE_CHECKING:  # annotations only
     from distributed import Client
@@ -256,9 +261,12 @@ class LatticePosteriorMixin:
         covariance) or, on tiles, :class:`~geogp.models.lattice.state.Tiled` (with the
         observed cells and D A⁻¹ D, from which a tile's covariance is rebuilt:
         :func:`tile_sampler`, placement)."""
-        tiles = self.plan_posterior_tiles(obs.shape)
+        tiles, self.plan_workers_ = self.tile_plan(obs.shape)
         self._stage1_params = dict(self.params_)
-        with dask_client(None if len(tiles) == 1 else self.scheduler) as client:
+        # workers on this machine take the tiles only where their tiles together fit the limit
+        on_cluster = len(tiles) > 1 and (self.plan_workers_ > 0
+                                         or not local_workers(self.scheduler))
+        with dask_client(self.scheduler if on_cluster else None) as client:
             post = lattice_posterior(self, self._stage1_params, obs, ys, tiles, client)
         clear_shared_lattice()
         self.posterior_tiles_ = post.n_tiles

@@ -50,7 +50,13 @@ from geogp.models.lattice.gmrf import (
     low_frequencies,
     make_problem,
 )
-from geogp.models.lattice.memory import lattice_bytes, lattice_seconds, plan_tiles, tile_cells
+from geogp.models.lattice.memory import (
+    lattice_bytes,
+    lattice_seconds,
+    plan_tiles,
+    plan_worker_tiles,
+    tile_cells,
+)
 from geogp.models.lattice.outputs import LatticeOutputsMixin
 from geogp.models.lattice.posterior import LatticePosteriorMixin
 from geogp.models.lattice.robust import Contamination, gap_distance_class
@@ -65,7 +71,7 @@ from geogp.models.lattice.varying import (
     VaryingBasis,
     calibration_spread,
 )
-from geogp.models.lattice.workers import release_memory
+from geogp.models.lattice.workers import local_workers, release_memory
 
 if TYPE_CHECKING:  # annotations only
     from distributed import Client
@@ -259,6 +265,9 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
     # called as ``tile_progress(phase, done, total)`` after each posterior tile (progress bars;
     # not a constructor option: a callback is not stored in model files)
     tile_progress = None
+    # dask workers on this machine the posterior's tiles were planned for (the plan's sizes
+    # depend on them): placement rebuilds the same tiles
+    plan_workers_ = 0
 
     # ------------------------------------------------------------------ checks
     def check_args(self) -> None:
@@ -299,11 +308,12 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         and ``seconds_most``: the same when every refit the settings allow runs (the
         mid-scale level dropped, α = 3 tried: smooth fields such as DEMs)."""
         m = int(self.margin)
-        cells = [tile_cells(t, m) for t in self.plan_posterior_tiles(raster_shape)]
+        tiles, here = self.tile_plan(raster_shape)
+        cells = [tile_cells(t, m) for t in tiles]
         lattice = (raster_shape[0] + 2 * m) * (raster_shape[1] + 2 * m)
         needed = lattice_bytes(lattice, max(cells), self._alpha(),
                                self.mid_factor(raster_shape) is not None,
-                               self._n_columns(n_covariates, raster_shape))
+                               self._n_columns(n_covariates, raster_shape), here)
         robust = bool(self.robust)  # one more fit of θ, and one posterior per EM step
         fits, posteriors = 1 + robust, 1 + robust * ROBUST_STEPS
         refits = len(self._smoother_candidates()) + (
@@ -313,7 +323,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         elif self.varying == "auto" and raster_shape[0] * raster_shape[1] <= (
                 VARYING_AUTO_MAX_CELLS):  # when the data ask for it, and one more posterior
             refits += VARYING_FIT_COST + 1
-        return {"tiles": len(cells), "bytes": needed,
+        return {"tiles": len(cells), "bytes": needed, "local_workers": here,
                 "seconds": lattice_seconds(sum(cells), workers, fits, posteriors),
                 "seconds_most": lattice_seconds(sum(cells), workers, fits + refits,
                                                 posteriors)}
@@ -322,9 +332,13 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         """Refuse, before allocating, a raster whose estimate exceeds ``max_bytes``."""
         needed = self.memory_estimate(raster_shape, n_covariates)
         if needed > self.max_bytes:
+            workers = self.tile_plan(raster_shape)[1]
+            where = (f" in each of the {workers} dask workers on this machine, their tiles' "
+                     "states," if workers else ",")
             raise MemoryEstimateError(
                 f"the lattice model on {raster_shape[0]} × {raster_shape[1]} cells (one "
-                "posterior tile's sparse factor and solves, and the raster's arrays)", needed,
+                f"posterior tile's sparse factor and solves{where} and the raster's arrays)",
+                needed,
                 self.max_bytes, "Raise max_bytes, use a smaller posterior_tile, crop or "
                 "coarsen the raster, or use model='afs'.",
                 cli_hint="Raise --max-memory GIB if the machine has the memory, compute the "
@@ -701,15 +715,40 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             return int(fitted)
         return 2 if self.alpha == "auto" else int(self.alpha)
 
-    def plan_posterior_tiles(self, raster_shape: tuple[int, int]) -> list:
-        """The posterior's tiles on a raster of ``raster_shape``
-        (:func:`~geogp.models.lattice.memory.plan_tiles`: ``posterior_tile="auto"`` takes the
-        whole lattice when it has at most :data:`WHOLE_LATTICE_MAX_CELLS` cells within
-        ``max_bytes``, else the largest core up to :data:`POSTERIOR_CORE` that fits)."""
-        return plan_tiles(raster_shape, int(self.margin), self._alpha(),
-                          self.mid_factor(raster_shape), self._n_columns(0, raster_shape),
-                          self.max_bytes,
-                          self.posterior_tile, self.posterior_halo)
+    def plan_posterior_tiles(self, raster_shape: tuple[int, int],
+                             workers: int | None = None) -> list:
+        """The posterior's tiles on a raster of ``raster_shape`` (:meth:`tile_plan`, for the
+        local dask workers of ``scheduler``, or for ``workers`` of them)."""
+        return self.tile_plan(raster_shape, workers)[0]
+
+    def tile_plan(self, raster_shape: tuple[int, int],
+                  workers: int | None = None) -> tuple[list, int]:
+        """(the posterior's tiles, how many dask workers on this machine run them).
+
+        ``posterior_tile="auto"`` takes the whole lattice when it has at most
+        :data:`WHOLE_LATTICE_MAX_CELLS` cells within ``max_bytes``, else the largest core up
+        to :data:`POSTERIOR_CORE` that fits (:func:`~geogp.models.lattice.memory.plan_tiles`).
+        With ``workers`` on this machine (None: those of ``scheduler``,
+        :func:`~geogp.models.lattice.workers.local_workers`) each holding a tile, the tiles
+        are sized so that all of them fit together
+        (:func:`~geogp.models.lattice.memory.plan_worker_tiles`); where no sensible size
+        does, the tiles run in this process (0 workers).
+        """
+        m = int(self.margin)
+        mid, columns = self.mid_factor(raster_shape), self._n_columns(0, raster_shape)
+        alone = plan_tiles(raster_shape, m, self._alpha(), mid, columns, self.max_bytes,
+                           self.posterior_tile, self.posterior_halo)
+        workers = local_workers(self.scheduler) if workers is None else int(workers)
+        if workers <= 0 or len(alone) == 1:
+            return alone, 0
+        if self.posterior_tile != "auto":  # tiles given: the workers run them if they fit
+            lattice = (raster_shape[0] + 2 * m) * (raster_shape[1] + 2 * m)
+            needed = lattice_bytes(lattice, max(tile_cells(t, m) for t in alone),
+                                   self._alpha(), mid is not None, columns, workers)
+            return alone, workers if needed <= self.max_bytes else 0
+        shared = plan_worker_tiles(raster_shape, m, self._alpha(), mid, columns,
+                                   self.max_bytes, workers, self.posterior_halo)
+        return (alone, 0) if shared is None else (shared, workers)
 
     def _n_columns(self, n_covariates: int = 0, raster_shape=None) -> int:
         """1 + k + p: the data, large-scale feature and trend columns of the solves."""

@@ -21,9 +21,11 @@ import copy
 import ctypes
 import gc
 import os
+import socket
 import tempfile
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -35,7 +37,8 @@ if TYPE_CHECKING:  # annotations only
 
     from geogp.models.lattice.regressor import LatticeRegressor
 
-__all__ = ["sparse_pass", "KeptStates", "tile_context", "dask_client", "release_memory"]
+__all__ = ["sparse_pass", "KeptStates", "tile_context", "dask_client", "local_workers",
+           "release_memory"]
 
 # per-cell or unpicklable state a worker does not need
 _LOCAL_ONLY = ("progress", "tile_progress", "scheduler", "posterior_", "report_",
@@ -71,6 +74,24 @@ def dask_client(scheduler: str | Client | None) -> Iterator[Client | None]:
     else:
         raise InputError(f"scheduler must be 'auto', None, a dask.distributed Client or a "
                          f"scheduler address; got {scheduler!r}.")
+
+
+def local_workers(scheduler: str | Client | None) -> int:
+    """How many dask workers that would run the tiles live on this machine, so that their
+    memory adds to this process's: those of the current client (``"auto"``) or of a given
+    ``Client`` whose address is a loopback or this host's. 0 for this process alone, and for
+    a cluster reached by its address (``scheduler`` a string: its workers' memory is theirs).
+    """
+    if scheduler is None or (isinstance(scheduler, str) and scheduler != "auto"):
+        return 0
+    with dask_client(scheduler) as client:
+        if client is None:
+            return 0
+        here = {"127.0.0.1", "localhost", "::1", socket.gethostname()}
+        with contextlib.suppress(OSError):
+            here.add(socket.gethostbyname(socket.gethostname()))
+        addresses = client.scheduler_info().get("workers", {})
+        return sum(urlsplit(a).hostname in here or a.startswith("inproc") for a in addresses)
 
 
 def tile_context(est: LatticeRegressor) -> LatticeRegressor:

@@ -155,7 +155,9 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
             data: ``xr.DataArray`` (or ``xr.Dataset`` with ``var``) with two spatial dimensions
                 and at most one extra one; or a pandas/GeoPandas table of points.
             var: variable of a Dataset.
-            x, y, value: column names of a point table.
+            x: the x (or longitude) column of a point table.
+            y: the y (or latitude) column of a point table.
+            value: the column of the measured values.
             grid: for points, the target raster (DataArray/Dataset) that ``predict()`` fills
                 by default; the model's window is made to cover it.
             covariates: rasters on the same grid as ``data`` (a DataArray or a list of them,
@@ -416,7 +418,8 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
         Args:
             like: DataArray/Dataset whose spatial grid to fill (same CRS). Default: the input
                 raster (or the ``grid=`` given with points).
-            x, y: coordinate vectors of the target grid (in the input's CRS), instead of like.
+            x: x coordinates of the target grid (in the input's CRS), instead of ``like``.
+            y: y coordinates of the target grid (with ``x``).
             quantiles: e.g. ``[0.05, 0.95]``: adds ``quantiles`` of a new observation.
             outside: cells outside the model's window raise (``"raise"``) or are NaN (``"nan"``).
             points: with ``x`` and ``y`` of equal length, predict at the points (x_i, y_i)
@@ -597,9 +600,13 @@ def fit(data: xr.DataArray | xr.Dataset | pd.DataFrame, model: str = "auto", *,
             ``"exact"`` or ``"spacetime"`` (image stacks).
         likelihood: ``"gaussian"`` (default), ``"poisson"``, ``"bernoulli"``, ``"student_t"``
             (an SVGP; see :class:`GeoRegressor`).
-        var: variable of a Dataset. x, y, value: columns of a point table. grid: target
-            raster for points. covariates: rasters on the data's grid used as regressors
-            (lattice model; see :meth:`GeoRegressor.fit`).
+        var: variable of a Dataset.
+        x: the x (or longitude) column of a point table.
+        y: the y (or latitude) column of a point table.
+        value: the column of the measured values.
+        grid: the target raster for points.
+        covariates: rasters on the data's grid used as regressors (lattice model; see
+            :meth:`GeoRegressor.fit`).
         **kwargs: :class:`GeoRegressor` arguments (``kernel``, ``n_features``,
             ``share_hyperparameters``, ``crs``, ``nodata``, ``progress``) and model options
             (``maxiter``, ``margin``, ``lengthscale``, ``noise``, ...).

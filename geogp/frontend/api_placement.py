@@ -206,17 +206,22 @@ def place(data: xr.DataArray, n: int, *, model: str = AUTO, kernel: Any = None,
         n: number of sites.
         model: ``"auto"`` (the model :func:`geogp.fit` chooses; AFS with ``kernel`` or
             ``n_features``) or a model name whose family places (``can_place``).
-        kernel, n_features: of an AFS model (default 2,000 features: the dense posterior that
+        kernel: the kernel of an AFS model.
+        n_features: the features of an AFS model (default 2,000: the dense posterior that
             placement updates rank by rank).
         measured: measurements made since the raster, a table with columns ``x``, ``y`` (the
             raster's CRS) and ``value``; each is taken at its nearest cell. The posterior is
             conditioned on them with the hyperparameters kept, or, with ``refit``, they are
             written into the raster before the fit.
-        strategy, exclude, min_distance, max_memory: as
-            :meth:`PlacementMixin.suggest_sites` (``max_memory`` in bytes also bounds a
-            lattice fit, which goes on tiles beyond it); further ``placement`` options
-            (``criterion``, ``max_targets``...) go there too.
-        progress, options: as :class:`geogp.GeoRegressor`.
+        strategy: as :meth:`PlacementMixin.suggest_sites`.
+        exclude: as :meth:`PlacementMixin.suggest_sites`.
+        min_distance: as :meth:`PlacementMixin.suggest_sites`.
+        max_memory: as :meth:`PlacementMixin.suggest_sites`; in bytes, it also bounds a
+            lattice fit, which goes on tiles beyond it.
+        placement: further options of :meth:`PlacementMixin.suggest_sites`
+            (``criterion``, ``max_targets``...).
+        progress: as :class:`geogp.GeoRegressor`.
+        options: as :class:`geogp.GeoRegressor`.
 
     Returns:
         :class:`Placed`: the model, the sites and notes.

@@ -134,7 +134,8 @@ def suggest_sites(model: Any, candidates: Candidates | ArrayLike | pd.DataFrame,
             (:func:`~geogp.placement.candidates.packing_distance`); 0 allows neighbours.
         cost: per-candidate cost (scalar or (N,)); candidates are ranked by score/cost.
         budget: total cost allowed (default unlimited; with no ``cost`` each site costs 1).
-        max_targets, max_bytes: size limits of the explicit target matrix (see ``targets``).
+        max_targets: size limit of the explicit target matrix, in targets (see ``targets``).
+        max_bytes: size limit of the explicit target matrix, in bytes (see ``targets``).
         max_evaluations: for the marginal criterion over a large target set, the most exact
             evaluations per step; a pick that the bounds could not certify within them is the
             best one evaluated, and ``attrs['criterion_gap']`` bounds its relative shortfall.

@@ -76,8 +76,9 @@ class AFSRegressor(AdaptiveWindowFit):
             initial θ needs). ``None``: the window is exactly ``window_factor``/``margin``
             (the thesis default W_x/0.95 shortens lengthscales that are not ≪ W_x:
             :mod:`geogp.models.afs.diagnostics`).
-        lengthscale, variance, noise: initial hyperparameters in standardised units
-            (defaults ℓ = 0.2, σ_f² = 1, σ² = 1: docs/model.md).
+        lengthscale: initial lengthscale in standardised units (default 0.2: docs/model.md).
+        variance: initial signal variance σ_f² in standardised units (default 1).
+        noise: initial noise variance σ² in standardised units (default 1).
         mean: mean function, None (zero on the standardised scale: the data's mean),
             ``"constant"``, ``"linear"`` or ``"quadratic"`` trend in the coordinates, learnt
             jointly with θ (:mod:`geogp.core.trend`).

@@ -113,8 +113,10 @@ class ExactGP:
     Args:
         kernel: name (``"se"``, ``"matern32"``, ``"matern12+matern32"``...) or a Kernel, whose
             parameters are then the initial values (in standardised units if ``standardize``).
-        lengthscale, variance, noise: initial values when ``kernel`` is a name
-            (docs/model.md, thesis C.1.5 defaults: ℓ = 0.2, σ_f² = σ² = 1, in standardised units).
+        lengthscale: initial lengthscale when ``kernel`` is a name (standardised units;
+            thesis C.1.5 default 0.2, docs/model.md).
+        variance: initial signal variance σ_f² when ``kernel`` is a name (default 1).
+        noise: initial noise variance σ² (default 1).
         standardize: z-score inputs and targets with training statistics (docs/model.md).
         optimize: learn the hyperparameters (else keep the initial values).
         maxiter: L-BFGS iteration limit.

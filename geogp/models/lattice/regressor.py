@@ -111,8 +111,9 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             about one range).
         mean: trend ``"constant"``, ``"linear"`` (default) or ``"quadratic"`` in the
             standardised coordinates; β integrated with a flat prior.
-        range, sd, noise: initial range (model units), marginal sd and noise sd (data units);
-            defaults from the data (range: 10 cells).
+        range: initial range (model units); default from the data (10 cells).
+        sd: initial marginal sd (data units); default from the data.
+        noise: initial noise sd (data units); default from the data.
         optimize: learn θ (else keep the initial values). maxiter: L-BFGS iterations.
         fit_cells: lattice cells (margins excluded) in the hyperparameter fit; larger rasters
             are fitted on tiles of ``tile`` cells square (composite likelihood). None: exact

@@ -94,9 +94,13 @@ class SVGPRegressor:
             ``Bernoulli(link="logit")``, ``StudentT(dof=3, learn_dof=True)``).
         kernel: name or Kernel with a spectral density (standardised inputs, docs/model.md).
         n_features: target M (realised: ``features_.n_features``); n_freq: explicit K_d.
-        lattice, window_factor, margin: the feature window (docs/afs.md); ``bounds``: optional
-            (lo, hi) box in data units that the window must also cover (a prediction grid).
-        lengthscale, variance: initial θ (standardised units).
+        lattice: the feature lattice (docs/afs.md).
+        window_factor: the feature window's width factor (docs/afs.md).
+        margin: the feature window's margin (docs/afs.md).
+        bounds: optional (lo, hi) box in data units that the window must also cover (a
+            prediction grid).
+        lengthscale: initial lengthscale (standardised units).
+        variance: initial signal variance (standardised units).
         batch_size: minibatch size B; None: full batch up to 10,000 points, else 4,096.
         maxiter: Adam steps or L-BFGS iterations. learning_rate: Adam's initial step (decays
             geometrically to a tenth over ``maxiter``).

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import xarray as xr
+from _pooled import Pooled  # benchmarks/ is on sys.path when run
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "heaton_satellite_train.nc"
 
@@ -65,7 +66,7 @@ def main() -> None:
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}, load {os.getloadavg()[0]:.1f}; "
           f"{da.shape} → {fine.shape} (×{args.factor} nearest neighbour)")
     cases = ["native", "blocks"] + (["cells"] if args.cells else [])
-    pooled: dict = {}
+    pooled = Pooled()
     for k in args.folds:
         held = folds[k]
         held_fine = np.kron(held, block)
@@ -94,17 +95,8 @@ def main() -> None:
             print(f"  {case:7s} RMSE {s['rmse']:.3f}  CRPS {s['crps']:.3f}  cov95 "
                   f"{s['coverage95']:.3f}  noise sd {noise:.3g}  {wall:6.1f} s"
                   + (f"  blocks {model.blocks_.factor}" if model.blocks_ else ""), flush=True)
-            acc = pooled.setdefault(case, [0.0, 0.0, 0.0, 0, 0.0])
-            n = int(held.sum())  # each native cell once: the fine copies weigh alike
-            acc[0] += s["rmse"] ** 2 * n
-            acc[1] += s["crps"] * n
-            acc[2] += s["coverage95"] * n
-            acc[3] += n
-            acc[4] += wall
-    print("pooled over the folds:")
-    for case, (se, crps, cov, n, wall) in pooled.items():
-        print(f"  {case:7s} RMSE {np.sqrt(se / n):.3f}  CRPS {crps / n:.3f}  cov95 "
-              f"{cov / n:.3f}  {wall / len(args.folds):6.1f} s per fold")
+            pooled.add(case, s, int(held.sum()), wall)  # each native cell once
+    pooled.print(len(args.folds), 7)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _pooled import Pooled  # benchmarks/ is on sys.path when run
 from scipy import ndimage
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "heaton_satellite_train.nc"
@@ -65,7 +66,7 @@ def main() -> None:
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}, load {os.getloadavg()[0]:.1f}; cold bias "
           f"U({args.low}, {args.high}) with probability {args.rate} within {args.within} "
           "cells of a gap")
-    pooled: dict = {}
+    pooled = Pooled()
     for k in args.folds:
         held = folds[k]
         train = np.where(held, np.nan, truth)
@@ -93,17 +94,8 @@ def main() -> None:
                          f"contaminated, {int((flagged & ~hit).sum())} not")
             print(f"  {case:13s} RMSE {s['rmse']:.3f}  CRPS {s['crps']:.3f}  cov95 "
                   f"{s['coverage95']:.3f}  {wall:5.1f} s{extra}", flush=True)
-            acc = pooled.setdefault(case, [0.0, 0.0, 0.0, 0, 0.0])
-            n = int(held.sum())
-            acc[0] += s["rmse"] ** 2 * n
-            acc[1] += s["crps"] * n
-            acc[2] += s["coverage95"] * n
-            acc[3] += n
-            acc[4] += wall
-    print("pooled over the folds:")
-    for case, (se, crps, cov, n, wall) in pooled.items():
-        print(f"  {case:13s} RMSE {np.sqrt(se / n):.3f}  CRPS {crps / n:.3f}  cov95 "
-              f"{cov / n:.3f}  {wall / len(args.folds):5.1f} s per fold")
+            pooled.add(case, s, int(held.sum()), wall)
+    pooled.print(len(args.folds), 13)
 
 
 if __name__ == "__main__":

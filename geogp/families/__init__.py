@@ -139,7 +139,7 @@ def resolve_model(model: str, *, raster_shape: tuple[int, int] | None = None, re
     ``"lattice"`` (SPDE/GMRF on the cells plus large-scale Fourier features) for regular 2-D
     rasters whose memory estimate fits its limit (large rasters get a posterior on tiles, so
     the estimate grows with the tile, not the raster): on gap-shaped folds of a real
-    satellite raster it beat the AFS default in accuracy, calibration and time (see the README
+    satellite raster it beat the AFS default in accuracy, calibration and time (docs/results.md
     and ``benchmarks/``). ``"afs"`` otherwise: scattered points, irregular coordinates, rasters
     whose per-cell arrays alone pass the limit, and whenever ``afs_only`` (AFS options such as
     ``kernel=``, ``n_features=`` or shared hyperparameters were asked for). Scattered points

@@ -115,10 +115,11 @@ def add_fit_parser(subparsers: argparse._SubParsersAction, epilog: str) -> argpa
                           "as two more bands, local_range and local_sd")
     where = fit.add_mutually_exclusive_group()
     where.add_argument("--workers", type=positive_int, default=None, metavar="N",
-                       help="compute the lattice model's posterior tiles on a local dask "
-                            "cluster of N worker processes (one thread each). Each holds one "
-                            "tile's work: the memory estimate and --max-memory count all N "
-                            "(tiles sized to fit; where none fit, they run in this process)")
+                       help="compute the posterior's tiles (lattice and space-time models) "
+                            "on a local dask cluster of N worker processes (one thread each). "
+                            "Each holds one tile's work: the lattice model's memory estimate "
+                            "and --max-memory count all N (tiles sized to fit; where none "
+                            "fit, they run in this process)")
     where.add_argument("--scheduler", default=None, metavar="ADDRESS",
                        help="compute them on the dask.distributed cluster at ADDRESS, e.g. "
                             "tcp://10.0.0.1:8786 (start one with dask-scheduler and "
@@ -202,7 +203,7 @@ def _roll_back(written: list, kept: dict) -> None:
 def run_fit(args: argparse.Namespace, echo: Callable[[str], object]) -> int:
     """Run ``geogp fit`` with parsed ``args``; ``echo`` prints unless ``--quiet``. With
     ``--workers`` or ``--scheduler`` a dask client is the default client during the run, and
-    the lattice model's posterior tiles run on its workers."""
+    the lattice and space-time models' posterior tiles run on its workers."""
     with _dask_client(args, echo):
         return _run_fit(args, echo)
 

@@ -105,6 +105,27 @@ def _fixed(stack, **kw):
     return est.fit(y, times)
 
 
+def test_tiles_on_a_local_cluster_give_this_processs_moments(stack):
+    """#43: with a dask client (``geogp fit --workers N``) the posterior's tiles run on its
+    workers, each from its window of the stack alone; the moments are this process's, every
+    tile's REML factor included (local_scale), to rounding."""
+    from distributed import Client, LocalCluster, get_task_stream
+
+    here = _fixed(stack, tile=10, halo=3, local_scale=True, scheduler=None)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        with get_task_stream(client) as tasks:
+            there = _fixed(stack, tile=10, halo=3, local_scale=True, scheduler=client)
+        assert len(client.scheduler_info()["workers"]) == 2
+    tiles = windows(stack[1].shape[1:], 10, 3)
+    ran = [t for t in tasks.data if "tile_task" in str(t["key"])]
+    assert len(tiles) > 2 and len(ran) == len(tiles)  # every tile on a worker
+    assert len({t["worker"] for t in ran}) == 2
+    for a, b in ((here.mean_, there.mean_), (here.sd_latent_, there.sd_latent_),
+                 (here.sd_observed_, there.sd_observed_)):
+        np.testing.assert_allclose(b, a, rtol=1e-10, atol=1e-12)
+
+
 def test_tiles_converge_to_the_whole_stacks_posterior_as_the_halo_grows(stack):
     """The posterior on 12-cell tiles (every date) against the whole stack's, at θ fixed:
     every error shrinks as the halo grows; at 6 cells (1.5 ranges) the means are within 5 %

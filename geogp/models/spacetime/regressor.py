@@ -12,6 +12,7 @@ import queue
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import jax
@@ -21,6 +22,7 @@ from geogp.core.optimize import FitReport, minimize_lbfgs
 from geogp.exceptions import InputError, MemoryEstimateError, NotFittedError
 from geogp.linalg.cholmod import available_cores
 from geogp.linalg.solvers import Solver
+from geogp.models.lattice.workers import dask_client
 from geogp.models.spacetime.calibration import interval_scale, stack_gap_folds
 from geogp.models.spacetime.gmrf import (
     PARAMS,
@@ -32,10 +34,11 @@ from geogp.models.spacetime.gmrf import (
 )
 
 if TYPE_CHECKING:  # annotations only
+    from distributed import Client
     from numpy.typing import ArrayLike
 
 __all__ = ["SpaceTimeDate", "SpaceTimeRegressor", "Window", "WINDOW_UNKNOWNS", "auto_side",
-           "windows", "BASE_BYTES", "BYTES_PER_WINDOW_UNKNOWN", "STACK_COPIES"]
+           "windows", "tile_task", "BASE_BYTES", "BYTES_PER_WINDOW_UNKNOWN", "STACK_COPIES"]
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,10 @@ class SpaceTimeRegressor:
             narrower).
         threads: tiles whose posteriors are computed at once (``"auto"``: the cores, at most
             4); each holds its own factor, so memory grows with it (:meth:`memory_estimate`).
+        scheduler: where the posterior's tiles run when there are several: ``"auto"``
+            (default) the current ``dask.distributed`` client's workers when there is one
+            (``geogp fit --workers N``), else this process's threads; None: this process; a
+            ``Client`` or a scheduler address. The fit's windows stay in this process.
         max_bytes: refuse, before allocating, a stack whose :meth:`memory_estimate` exceeds
             this.
         progress: ``progress(done, total)`` after each tile.
@@ -162,7 +169,7 @@ class SpaceTimeRegressor:
                  fit_windows: int = 2, maxiter: int = 60, optimize: bool = True,
                  params: dict | None = None, ordering: str = "metis",
                  local_scale: bool = True, calibrate: bool = True,
-                 threads: int | str = "auto",
+                 threads: int | str = "auto", scheduler: str | Client | None = "auto",
                  max_bytes: float = 4 * 2**30,
                  progress: Callable[[int, int], None] | None = None) -> None:
         self.tile, self.halo = tile, halo
@@ -170,6 +177,7 @@ class SpaceTimeRegressor:
         self.maxiter, self.optimize, self.params = maxiter, optimize, params
         self.ordering, self.local_scale, self.calibrate = ordering, local_scale, calibrate
         self.threads = threads
+        self.scheduler = scheduler
         self.max_bytes, self.progress = max_bytes, progress
 
     def _threads(self) -> int:
@@ -404,7 +412,14 @@ class SpaceTimeRegressor:
             return m.reshape(t, *w.shape), v.reshape(t, *w.shape), _shrunk(scale2, n_obs)
 
         scales = np.full(len(tiles), math.nan)
-        moments = self._in_threads(tile_moments, tiles)
+        with dask_client(self.scheduler if len(tiles) > 1 else None) as client:
+            if client is None:
+                moments = self._in_threads(tile_moments, tiles)
+            else:  # each tile's window of the stack goes to a worker, its moments come back
+                blocks = [values[:, w.y0:w.y1, w.x0:w.x1] for w in tiles]
+                task = partial(tile_task, dict(p), self.h_, np.asarray(times), self.ordering,
+                               prior)
+                moments = client.gather(client.map(task, blocks, pure=False))
         for i, (w, (m, v, scales[i])) in enumerate(zip(tiles, moments, strict=True)):
             core = (slice(None), slice(w.cy0 - w.y0, w.cy1 - w.y0),
                     slice(w.cx0 - w.x0, w.cx1 - w.x0))
@@ -480,6 +495,23 @@ class SpaceTimeRegressor:
             out += noise
         out += self.mean_[None]
         return out
+
+
+def tile_task(params: dict, h: tuple[float, float], times: np.ndarray, ordering: str,
+              prior: float, block: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """One tile's posterior moments, as :meth:`SpaceTimeRegressor._moments` computes them in
+    this process, from its window ``block`` (T, n_y, n_x) of the standardised stack (NaN:
+    missing) alone (a dask worker's task): (mean, variance, shrunk REML factor); a window
+    without data gives the prior and NaN."""
+    t, shape = block.shape[0], block.shape[1:]
+    whole = Window(0, shape[0], 0, shape[1], 0, 0, 0, 0)
+    cells, steps, y = _observations(block, whole)
+    if not steps.size:
+        return np.zeros(block.shape), np.full(block.shape, prior), math.nan
+    problem = make_problem(shape, h, times, cells, steps, y, np.ones((y.size, 1)),
+                           Solver("cholmod", ordering=ordering))
+    m, v, _, scale2 = posterior(params, problem, ordering=ordering)
+    return m.reshape(t, *shape), v.reshape(t, *shape), _shrunk(scale2, int(steps.size))
 
 
 def _observations(values: np.ndarray, w: Window) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -111,6 +111,10 @@ def test_blocked_model_predicts_points_places_and_round_trips(oversampled, tmp_p
     at = model.predict(x=xs, y=ys, points=True)
     np.testing.assert_allclose(at["mean"].values.ravel(), grid["mean"].values[[0, 1, 2, 40],
                                                                      [5, 4, 3, 77]])
+    draws = model.sample(2, seed=0).values  # samples and exceedance: one value per block
+    np.testing.assert_array_equal(draws, np.kron(draws[:, 1::3, 1::3], np.ones((1, 3, 3))))
+    above = model.exceedance(0.0).values
+    np.testing.assert_array_equal(above, np.kron(above[1::3, 1::3], np.ones((3, 3))))
     sites = model.suggest_sites(5)
     # sites at block centres: the middle cell of a 3 × 3 block
     assert np.all(np.isin(sites["x"], da["x"].values[1::3]))

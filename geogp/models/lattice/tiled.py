@@ -100,8 +100,7 @@ def in_core(cells: np.ndarray, shape: tuple[int, int], tile: PosteriorTile) -> n
     return (r + oy >= cr.start) & (r + oy < cr.stop) & (c + ox >= cc.start) & (c + ox < cc.stop)
 
 
-# right-hand sides per CHOLMOD solve: on a 1200² raster's tile (1.5·10⁵ unknowns, 204
-# columns) blocks of 64–100 columns solved 1.6× faster than all at once, in a third of the memory
+# right-hand sides per CHOLMOD solve: faster and lighter than all at once (benchmarks/README.md)
 SOLVE_BLOCK = 64
 
 

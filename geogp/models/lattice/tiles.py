@@ -104,11 +104,8 @@ def fit_local(local: dict, problems: list, bounds: dict, *, maxiter: int,
         loss = composite_loss_ratio_excess
         free[RATIO_EXCESS] = jnp.exp(free.pop(PARAM_RATIO))
         bounds[RATIO_EXCESS] = (RATIO_MIN, None)
-    # the loss is −log p per observation: stop once an iteration gains < 1e-6 of it (< 0.06
-    # in log-likelihood over 60,000 cells; the satellite raster's gap-fold scores are the
-    # same as at 1e-7, two evaluations fewer). One BLAS thread throughout: OpenBLAS's idle
-    # workers spin after every call and took the second core from the tiles' background
-    # inversions.
+    # stop once an iteration gains < 1e-6 of the loss per observation (benchmarks/README.md);
+    # one BLAS thread: OpenBLAS's idle threads spin and take the core of the background inversions
     with single_blas_thread():
         free, report = minimize_lbfgs(loss, free, args=(tuple(problems), prior),
                                       unconstrained=tuple(free), maxiter=maxiter, ftol=1e-6,

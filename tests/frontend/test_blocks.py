@@ -119,6 +119,16 @@ def test_blocked_model_predicts_points_places_and_round_trips(oversampled, tmp_p
     # sites at block centres: the middle cell of a 3 × 3 block
     assert np.all(np.isin(sites["x"], da["x"].values[1::3]))
     assert np.all(np.isin(sites["y"], da["y"].values[1::3]))
+    # a measurement at any cell of a block conditions that block (θ kept): its cells move
+    # together, and the block's predicted sd drops
+    sites["value"] = 5.0
+    one = sites.iloc[:1].assign(x=sites["x"].iloc[:1] + 30.0)  # the block's right-hand cell
+    after = model.add_observations(one).predict()
+    row = int(np.flatnonzero(da["y"].values == sites["y"].iloc[0])[0])
+    col = int(np.flatnonzero(da["x"].values == sites["x"].iloc[0])[0])
+    block = (slice(row - 1, row + 2), slice(col - 1, col + 2))
+    assert np.ptp(after["mean"].values[block]) == 0.0
+    assert after["std_latent"].values[row, col] < grid["std_latent"].values[row, col]
     model.save(tmp_path / "m.npz")
     loaded = geogp.load_model(tmp_path / "m.npz")
     assert loaded.blocks_ == model.blocks_

@@ -234,7 +234,6 @@ def load_model(path: str | os.PathLike[str], cls: type[GeoRegressor], *,
         check_bookkeeping(n_obs, times, len(slices))
         arrays.check_all_read()
         model.n_observed_, model.fit_time_s_ = n_obs, times
-        model.spec_, model.target_ = spec, target
         model.attrs_ = require(meta, "attrs", "dict")
         model.name_ = meta.get("name")
     return model

@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 import shutil
 import tempfile
+from collections.abc import Iterator
+from itertools import takewhile
 from typing import TYPE_CHECKING
 
 from geogp.exceptions import InputError
@@ -150,15 +152,24 @@ def plan_tiles(raster_shape: tuple[int, int], margin: int, alpha: int, mid_facto
             return posterior_tiles(raster_shape, m, None, halo, align)
         # the smallest core tried: 2 mid-scale cells, or 16 cells (without the level the step
         # of 16 used to run on to a core of 0, i.e. one tile per cell, before the refusal)
-        core, smallest = POSTERIOR_CORE, max(2 * align, 16)
+        smallest = max(2 * align, 16)
         if not fits(0):
             # the raster's own arrays exceed the budget whatever the tile: the memory check
             # refuses it, and a plan of millions of 16-cell tiles would only delay that
-            return posterior_tiles(raster_shape, m, core, halo, align)
-        while core > smallest and not fits((core + 2 * halo + 2 * m) ** 2):
-            core -= align if align > 1 else 16
+            return posterior_tiles(raster_shape, m, POSTERIOR_CORE, halo, align)
+        # the first core that fits, or the first at or below the smallest (refused later)
+        core = next(c for c in _cores(align)
+                    if c <= smallest or fits((c + 2 * halo + 2 * m) ** 2))
     return posterior_tiles(raster_shape, m, core, halo, align)
 
+
+def _cores(align: int) -> Iterator[int]:
+    """The automatic plans' cores, largest first: :data:`POSTERIOR_CORE`, then down in steps
+    of the mid-scale factor (or of 16 cells without the level)."""
+    core = POSTERIOR_CORE
+    while core > 0:
+        yield core
+        core -= align if align > 1 else 16
 
 
 def plan_worker_tiles(raster_shape: tuple[int, int], margin: int, alpha: int,
@@ -173,14 +184,15 @@ def plan_worker_tiles(raster_shape: tuple[int, int], margin: int, alpha: int,
     align = mid_factor or 1
     m = int(margin)
     n = (raster_shape[0] + 2 * m) * (raster_shape[1] + 2 * m)
-    core, smallest = POSTERIOR_CORE, max(2 * halo, 2 * align, 16)
-    while core >= smallest:
-        cells = (core + 2 * halo + 2 * m) ** 2
-        if lattice_bytes(n, cells, alpha, align > 1, columns, workers) <= max_bytes:
-            tiles = posterior_tiles(raster_shape, m, core, halo, align)
-            return tiles if len(tiles) > 1 else None
-        core -= align if align > 1 else 16
-    return None
+    smallest = max(2 * halo, 2 * align, 16)
+    core = next((c for c in takewhile(lambda c: c >= smallest, _cores(align))
+                 if lattice_bytes(n, (c + 2 * halo + 2 * m) ** 2, alpha, align > 1, columns,
+                                  workers) <= max_bytes), None)
+    if core is None:
+        return None
+    tiles = posterior_tiles(raster_shape, m, core, halo, align)
+    return tiles if len(tiles) > 1 else None
+
 
 def state_bytes(tiles: list[PosteriorTile], columns: int) -> float:
     """Bytes of the tiles' states between the two passes

@@ -398,18 +398,13 @@ class SpaceTimeRegressor:
         shape = values.shape
         mean, var = np.empty(shape), np.empty(shape)
         tiles = windows(shape[1:], self.tile_, self.halo_)
-        t = shape[0]
         p = self.params_
         prior = math.exp(2 * p["log_sd"]) + math.exp(2 * p["log_sd_mean"]) + math.exp(
             2 * p["log_sd_offset"])
 
         def tile_moments(w: Window, slot: int) -> tuple[np.ndarray, np.ndarray, float]:
-            n_obs = int(np.isfinite(values[:, w.y0:w.y1, w.x0:w.x1]).sum())
-            if not n_obs:  # no data in reach: the prior around the stack's mean
-                return np.zeros((t, *w.shape)), np.full((t, *w.shape), prior), math.nan
-            m, v, _, scale2 = posterior(p, self._problem(w, values, times, slot),
-                                        ordering=self.ordering)
-            return m.reshape(t, *w.shape), v.reshape(t, *w.shape), _shrunk(scale2, n_obs)
+            return tile_task(p, self.h_, times, self.ordering, prior,
+                             values[:, w.y0:w.y1, w.x0:w.x1], self.solver_, slot)
 
         scales = np.full(len(tiles), math.nan)
         with dask_client(self.scheduler if len(tiles) > 1 else None) as client:
@@ -498,18 +493,20 @@ class SpaceTimeRegressor:
 
 
 def tile_task(params: dict, h: tuple[float, float], times: np.ndarray, ordering: str,
-              prior: float, block: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """One tile's posterior moments, as :meth:`SpaceTimeRegressor._moments` computes them in
-    this process, from its window ``block`` (T, n_y, n_x) of the standardised stack (NaN:
-    missing) alone (a dask worker's task): (mean, variance, shrunk REML factor); a window
-    without data gives the prior and NaN."""
+              prior: float, block: np.ndarray, solver: Solver | None = None,
+              slot: int = 0) -> tuple[np.ndarray, np.ndarray, float]:
+    """One tile's posterior moments from its window ``block`` (T, n_y, n_x) of the
+    standardised stack (NaN: missing) alone, in this process's threads (``solver``, a pattern
+    ``slot`` of its own) or as a dask worker's task (a solver of its own): (mean, variance,
+    shrunk REML factor); a window without data gives the prior (around the stack's mean) and
+    NaN."""
     t, shape = block.shape[0], block.shape[1:]
     whole = Window(0, shape[0], 0, shape[1], 0, 0, 0, 0)
     cells, steps, y = _observations(block, whole)
     if not steps.size:
         return np.zeros(block.shape), np.full(block.shape, prior), math.nan
     problem = make_problem(shape, h, times, cells, steps, y, np.ones((y.size, 1)),
-                           Solver("cholmod", ordering=ordering))
+                           solver or Solver("cholmod", ordering=ordering), slot)
     m, v, _, scale2 = posterior(params, problem, ordering=ordering)
     return m.reshape(t, *shape), v.reshape(t, *shape), _shrunk(scale2, int(steps.size))
 

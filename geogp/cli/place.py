@@ -53,6 +53,7 @@ examples:
   geogp place dem.tif --n 30 --out sites.geojson --strategy variance --min-distance 500
   geogp place dem.tif --n 5 --out sites.geojson --exclude lakes.tif --overwrite
   geogp place dem.tif --n 10 --out next.geojson --measured new.csv   # after measuring
+  geogp place ndvi_stack.nc --n 10 --out next.geojson   # a stack: sites for the next date
 
 Strategies: auto (default: reduction with the lattice model, mi with the others), reduction
 (lattice model: the largest expected drop of the summed variance over every cell), mi (thesis
@@ -128,6 +129,10 @@ def add_place_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                    help="value column of the --measured points (default value)")
     p.add_argument("--refit", action="store_true",
                    help="with --measured: write the measurements into the raster and refit")
+    p.add_argument("--time", metavar="DATE",
+                   help="with a stack of dates (a time dimension, fitted jointly): the date to "
+                        "measure at, e.g. 2024-06-01 (default: the next date, the last plus the "
+                        "median step); the sites are chosen on the posterior at that date")
     p.add_argument("--csv", metavar="SITES.csv", help="also write the table as CSV")
     p.add_argument("--map", metavar="SITES.png", help="also draw the sites over the std map")
     add_run_options(p, quiet_help="no progress bars or summary")
@@ -184,15 +189,16 @@ def place_sites(args: argparse.Namespace, echo: Callable[[str], object]) -> int:
     (:func:`geogp.frontend.api_placement.place`), write them; ``echo`` prints unless ``--quiet``.
     Returns 0; errors are raised (:func:`run_place` reports them)."""
     # lazy: keeps geogp --help light
-    from geogp.frontend.api_placement import place
+    from geogp.frontend.api_placement import is_stack, place
     from geogp.frontend.io import open_raster
     from geogp.placement import write_csv, write_geojson
 
     _check_args(args)
     da = open_raster(args.input, var=args.var)
-    if da.ndim != 2:
-        raise InputError(f"geogp place works on one 2-D raster; {args.input!r} has dimensions "
-                         f"{list(da.dims)}. Select one (e.g. with --var, or cut the file).")
+    if da.ndim != 2 and not (da.ndim == 3 and is_stack(da)):
+        raise InputError(f"geogp place works on one 2-D raster or a stack of dates (a time "
+                         f"dimension); {args.input!r} has dimensions {list(da.dims)}. Select "
+                         "one (e.g. with --var, or cut the file).")
     measured = _read_measured(args, da) if args.measured else None
     exclude = _exclusion(args.exclude) if args.exclude else None
     options = {"maxiter": args.maxiter} if args.maxiter is not None else None
@@ -201,7 +207,8 @@ def place_sites(args: argparse.Namespace, echo: Callable[[str], object]) -> int:
                  y=args.y, value=args.value,
                  strategy=args.strategy, criterion=args.criterion, exclude=exclude,
                  min_distance=args.min_distance, max_targets=args.max_targets,
-                 max_memory=args.max_memory * 2**30, progress=not args.quiet, options=options)
+                 max_memory=args.max_memory * 2**30, progress=not args.quiet, options=options,
+                 time=args.time)
     for note in done.notes:
         echo(note.replace("(hyperparameters kept).", f"from {args.measured} (hyperparameters "
                           "kept; --refit refits with them)."))
@@ -285,13 +292,15 @@ def _save_map(geo, sites, strategy: str, path: str, overwrite: bool) -> None:
     from geogp.placement import plot_sites
 
     target = geo.target_
-    pred = geo.predict()
+    when = sites.attrs.get("time")  # a stack's sites are for one date: its std there
+    pred = geo.predict() if when is None else geo.predict(time=when).squeeze(geo.extra_dim_)
     std = np.asarray(pred["std_latent"].transpose(..., target.y_dim, target.x_dim).values)
     fig, ax = plt.subplots()
     ratio = set_map_axes(ax, pred, target.y_dim, target.x_dim)  # before the labels are placed
     fig.set_size_inches(7.5, 1.5 + 5.6 * ratio)  # the map as wide as the axes allow
     plot_sites(sites, std, target.x, target.y, ax=ax, label="latent predictive std",
-               title=f"next {len(sites)} site(s): {strategy}",
+               title=f"next {len(sites)} site(s): {strategy}"
+               + ("" if when is None else f", {when}"),
                xlabel=ax.get_xlabel(), ylabel=ax.get_ylabel())
     try:
         with atomic_path(path, overwrite) as tmp:

@@ -72,9 +72,9 @@ _REGISTRY = {
     "wavelet": ("geogp.models.wavelet.family", "geogp.models.wavelet", "WaveletRegressor"),
     "exact": ("geogp.models.exact.family", "geogp.models.exact.regressor", "ExactGP"),
     "svgp": ("geogp.models.svgp.family", "geogp.models.svgp.regressor", "SVGPRegressor"),
-    # the joint model, and what the front end keeps per date of it
+    # the joint model, what the front end keeps per date of it, its posterior at a new date
     "spacetime": ("geogp.models.spacetime.family", "geogp.models.spacetime.regressor",
-                  ("SpaceTimeRegressor", "SpaceTimeDate")),
+                  ("SpaceTimeRegressor", "SpaceTimeDate", "SpaceTimeForecast")),
 }
 _GENERIC = "geogp.families.generic"
 

@@ -97,7 +97,9 @@ class Family(Generic[M]):
         estimates a fit's tiles, memory and time up front. can_place / can_condition:
         :meth:`placement` / :meth:`condition` work. posterior_on_tiles: the posterior may
         be computed on tiles (:meth:`posterior_tiles`). fits_series: :meth:`fit_series` fits
-        a stack's dates jointly (the front end's path for image time series). fits_robust:
+        a stack's dates jointly (the front end's path for image time series).
+        places_in_time: :meth:`forecast` gives the posterior at one date of a stack, which
+        :meth:`placement` takes (where to measure at the next date). fits_robust:
         ``robust=True`` fits a noise model with gross errors (``geogp fit --robust``).
         maps_local_scales: the model has a range and sd per cell (:meth:`local_scales`;
         ``geogp fit --local-range``).
@@ -124,6 +126,7 @@ class Family(Generic[M]):
     can_condition = False  # condition(): observations added without refitting
     posterior_on_tiles = False  # the posterior may be computed on tiles (posterior_tile=)
     fits_series = False  # fit_series(): one joint fit over a stack's dates
+    places_in_time = False  # forecast(): placement at a date of the stack (the next one)
     fits_robust = False  # robust=True: gross errors learnt and down-weighted
     takes_features = False  # n_features= (the AFS options --features and --kernel)
     # placement's feature limit (its dense posterior); None: no features
@@ -236,6 +239,13 @@ class Family(Generic[M]):
         the per-date models the front end keeps (families with ``fits_series``)."""
         raise InputError(f"model={self.name!r} fits one image at a time; a joint fit over "
                          "the dates is model='spacetime'.")
+
+    def forecast(self, est: M, time: float) -> Any:
+        """The posterior at one date ``time`` (days on the fitted series' scale), inside or
+        after the series, as a value that :meth:`placement` takes: where to measure at that
+        date (families with ``places_in_time``)."""
+        raise InputError(f"model={self.name!r} has no posterior at other dates; placement at "
+                         "a date of a stack needs model='spacetime'.")
 
     def predict_dates(self, est: M, axes: list, times: np.ndarray) -> Prediction:
         """Predictive moments (len(times), N_y, N_x) on the grid ``axes`` (model units) at

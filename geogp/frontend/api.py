@@ -477,15 +477,7 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
                              "(model='spacetime').")
         if like is not None or x is not None or y is not None:
             raise InputError("predict(time=...) predicts on the fitted grid; drop like/x/y.")
-        first = np.asarray(self.extra_coords_[self.extra_dim_].values)[0]
-        dated = np.issubdtype(np.asarray(first).dtype, np.datetime64)
-        try:
-            new = np.atleast_1d(np.asarray(time, dtype=first.dtype if dated else np.float64))
-        except (TypeError, ValueError) as err:
-            raise InputError(f"time must hold {'dates' if dated else 'numbers (days)'} like "
-                             f"the stack's {self.extra_dim_!r}; got {time!r} ({err}).") from None
-        days = ((new - first) / np.timedelta64(1, "D") if dated
-                else new.astype(np.float64) - float(first))
+        new, days = self._days(time)
         target, axes = self._grid(None, None, None)
         pred = fam.predict_dates(self.estimators_[0], axes, np.asarray(days, dtype=np.float64))
         coord = {self.extra_dim_: xr.Variable(self.extra_dim_, new)}
@@ -494,6 +486,22 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
             target.coords, crs_wkt=self.spec_.crs_wkt or target.crs_wkt,
             spatial_dims=(target.y_dim, target.x_dim), extra_dim=self.extra_dim_,
             extra_coords=coord, quantiles=quantiles, attrs=self.attrs_, name=self.name_))
+
+    def _days(self, time) -> tuple[np.ndarray, np.ndarray]:
+        """(the dates ``time`` as the stack's coordinate holds them, the same in days on the
+        fitted series' scale), or a clear error."""
+        first = np.asarray(self.extra_coords_[self.extra_dim_].values)[0]
+        dated = np.issubdtype(np.asarray(first).dtype, np.datetime64)
+        try:
+            new = np.atleast_1d(np.asarray(time, dtype=first.dtype if dated else np.float64))
+        except (TypeError, ValueError) as err:
+            raise InputError(f"time must hold {'dates' if dated else 'numbers (days)'} like "
+                             f"the stack's {self.extra_dim_!r}; got {time!r} ({err}).") from None
+        if dated and np.isnat(new).any():
+            raise InputError(f"time must hold valid dates; got {time!r}.")
+        days = ((new - first) / np.timedelta64(1, "D") if dated
+                else new.astype(np.float64) - float(first))
+        return new, np.asarray(days, dtype=np.float64)
 
     def _grid(self, like, x, y) -> tuple[Target, list]:
         """The target grid of like / x, y (default: the fit's) and its model-coordinate axes."""

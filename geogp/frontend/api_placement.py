@@ -17,8 +17,8 @@ import xarray as xr
 
 from geogp.core.grid_checks import spacing
 from geogp.exceptions import InputError, MemoryEstimateError
-from geogp.families import AUTO, FALLBACK, family, make_estimator, resolve_model
-from geogp.frontend.adapters import find_spatial_dims, to_grid_data
+from geogp.families import AUTO, FALLBACK, SERIES_MODEL, family, make_estimator, resolve_model
+from geogp.frontend.adapters import find_spatial_dims, series_times, to_grid_data
 from geogp.frontend.blocks import block_mask
 from geogp.placement.candidates import Candidates, nearest_cells
 from geogp.placement.feature_models import memory_estimate
@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # annotations only
 
     from geogp.frontend.outputs import Target
 
-__all__ = ["PlacementMixin", "Placed", "place", "placement_model", "mask_on_target"]
+__all__ = ["PlacementMixin", "Placed", "place", "placement_model", "mask_on_target", "is_stack"]
 
 PLACEMENT_FEATURES = 2000  # the dense AFS posterior that placement updates rank by rank
 
@@ -58,13 +58,33 @@ class PlacementMixin:
         target = self.block_grid() or self.target_  # a raster's blocks: the cells fitted
         return self.estimators_[0], target, list(self.spec_.to_model(target.y, target.x))
 
-    def suggest_sites(self, n: int, *, strategy: str = "auto", exclude: ArrayLike | None = None,
+    def _dated(self, time: Any) -> tuple[Any, Any, list, Any]:
+        """(the posterior at a date of a stack fitted jointly, the target grid, its model
+        axes, the date as the stack's coordinate holds it): the date ``time``, by default the
+        next one (the last date plus the median step)."""
+        fam = family(self.model_)
+        if time is None:
+            dates = np.asarray(self.extra_coords_[self.extra_dim_].values)
+            time = dates[-1] + (np.median(np.diff(dates)) if dates.size > 1 else 0)
+        new, days = self._days(time)
+        if new.size != 1:
+            raise InputError(f"time must be one date; got {new.size}.")
+        target = self.target_
+        return (fam.forecast(self.estimators_[0], float(days[0])), target,
+                list(self.spec_.to_model(target.y, target.x)), new[0])
+
+    def suggest_sites(self, n: int, *, time: Any = None, strategy: str = "auto",
+                      exclude: ArrayLike | None = None,
                       min_distance: float | str = "auto", max_targets: int = 1000,
                       max_memory: float = 4 * 2**30, **options: Any) -> pd.DataFrame:
         """Where to measure next: ``n`` cells of the model's raster, chosen greedily.
 
         Args:
             n: number of sites.
+            time: with a stack fitted jointly over its dates (``model="spacetime"``): the
+                date to measure at, inside or after the series; by default the next date
+                (the last plus the median step). The sites are chosen on the posterior at
+                that date (a forecast after the series), with the fit's hyperparameters.
             strategy: ``"auto"`` (the family's default: total variance reduction on the
                 lattice model, the log-determinant ``"mi"`` elsewhere), ``"variance"``,
                 ``"mi"``, ``"reduction"`` (lattice) or ``"krause"`` (afs, wavelet).
@@ -77,11 +97,22 @@ class PlacementMixin:
         Returns:
             DataFrame in selection order: ``order``, ``index`` (the cell's flat index in
             (y, x) row-major order; on a raster of blocks, ``blocks_``, the block's among the
-            blocks), ``x``, ``y`` (cell centres in the raster's CRS; block centres),
+            blocks), ``x``, ``y`` (cell centres in the raster's CRS; block centres), ``time``
+            (a stack's sites: their date, also in ``attrs``),
             ``score``, ``std_before``, ``std_reduction``, ``mean_std_after``
             (data units); ``attrs`` as :func:`geogp.placement.suggest_sites`, with ``crs``.
         """
-        est, target, axes = self._one_raster("suggest_sites")
+        self._check_fitted()
+        when = None
+        if family(self.model_).places_in_time and self.extra_dim_ is not None:
+            est, target, axes, when = self._dated(time)
+        elif time is not None:
+            raise InputError("time= places at a date of a stack fitted jointly over its dates "
+                             f"(model='spacetime'); this model is {self.model_!r}"
+                             + (f" with {len(self.estimators_)} slices fitted one by one."
+                                if len(self.estimators_) > 1 else "."))
+        else:
+            est, target, axes = self._one_raster("suggest_sites")
         raster = self.target_
         if isinstance(exclude, xr.DataArray):
             named = "" if exclude.name is None else f" {str(exclude.name)!r}"
@@ -103,6 +134,9 @@ class PlacementMixin:
                             "x": target.x[ix], "y": target.y[iy],
                             **{c: sites[c].to_numpy() for c in _SCORES}})
         out.attrs = {**sites.attrs, "coord_names": ["x", "y"], "crs": self.spec_.crs_wkt}
+        if when is not None:  # the date the sites are for, in the table and its files
+            out.insert(4, "time", _date_words(when))
+            out.attrs["time"] = _date_words(when)
         return out
 
     def add_observations(self, points: pd.DataFrame, *, x: str = "x", y: str = "y",
@@ -132,6 +166,14 @@ class PlacementMixin:
         out = copy.copy(self)
         out.estimators_ = [add_observations(est, X, pts[:, 2])]
         return out
+
+
+def _date_words(value: Any) -> str:
+    """A date as a person writes it (YYYY-MM-DD at midnight), or a number of days."""
+    if isinstance(value, np.datetime64):
+        day = value.astype("datetime64[D]")
+        return str(day if day == value else value)
+    return f"{float(value):g}"
 
 
 def mask_on_target(mask: xr.DataArray, target: Target, what: str) -> np.ndarray:
@@ -198,11 +240,16 @@ def place(data: xr.DataArray, n: int, *, model: str = AUTO, kernel: Any = None,
           refit: bool = False, x: str = "x", y: str = "y", value: str = "value",
           strategy: str = "auto", exclude: ArrayLike | xr.DataArray | None = None,
           min_distance: float | str = "auto", max_memory: float = 4 * 2**30,
-          progress: bool = False, options: dict | None = None, **placement: Any) -> Placed:
+          progress: bool = False, options: dict | None = None, time: Any = None,
+          **placement: Any) -> Placed:
     """Fit a model to a raster and suggest where to measure next: ``geogp place`` as a call.
 
     Args:
-        data: a 2-D raster (NaN/nodata = missing), as for :func:`geogp.fit`.
+        data: a 2-D raster (NaN/nodata = missing), as for :func:`geogp.fit`; or a stack of
+            dates (a time dimension), fitted jointly over its dates (``model="spacetime"``),
+            whose sites are for the date ``time``.
+        time: with a stack, the date to measure at (default: the next date, the last plus
+            the median step): the sites are chosen on the posterior at that date.
         n: number of sites.
         model: ``"auto"`` (the model :func:`geogp.fit` chooses; AFS with ``kernel`` or
             ``n_features``) or a model name whose family places (``can_place``).
@@ -245,6 +292,13 @@ def place(data: xr.DataArray, n: int, *, model: str = AUTO, kernel: Any = None,
                          f"posterior); got {n_features}.")
     if not isinstance(data, xr.DataArray):
         raise InputError(f"place needs a raster DataArray; got {type(data).__name__}.")
+    if data.ndim == 3 and is_stack(data):
+        return _place_in_time(data, n, model=model, measured=measured, strategy=strategy,
+                              exclude=exclude, min_distance=min_distance, max_memory=max_memory,
+                              progress=progress, options=options, time=time, **placement)
+    if time is not None:
+        raise InputError("time= places at a date of a stack of dates (a time dimension); "
+                         "this raster has none.")
     if data.ndim != 2:
         raise InputError(f"place works on one 2-D raster; this one has dimensions "
                          f"{list(data.dims)}. Select one slice first (e.g. da.isel(...)).")
@@ -281,6 +335,40 @@ def place(data: xr.DataArray, n: int, *, model: str = AUTO, kernel: Any = None,
     sites = geo.suggest_sites(n, strategy=strategy, exclude=exclude, min_distance=min_distance,
                               max_memory=max_memory, **placement)
     return Placed(geo, sites, tuple(notes))
+
+
+def is_stack(data: xr.DataArray) -> bool:
+    """Whether ``data`` (3-D) is a stack of dates: its extra dimension is time (a bad time
+    axis, unsorted or repeated dates, is refused in one line)."""
+    return series_times(to_grid_data(data)) is not None
+
+
+def _place_in_time(data: xr.DataArray, n: int, *, model: str, measured: Any, strategy: str,
+                   exclude: Any, min_distance: float | str, max_memory: float, progress: bool,
+                   options: dict | None, time: Any, **placement: Any) -> Placed:
+    """:func:`place` on a stack of dates: the stack fitted jointly, the sites for ``time``."""
+    from geogp.frontend.api import GeoRegressor  # noqa: PLC0415 (geogp.frontend.api imports this module)
+
+    if measured is not None:
+        raise InputError("measured points on a stack: add them to the stack at their date "
+                         "and fit again (conditioning a stack without a refit is not "
+                         "available).")
+    name = SERIES_MODEL if model == AUTO else model
+    if not family(name).places_in_time:
+        raise InputError(f"placement at a date of a stack needs its dates fitted jointly "
+                         f"(model={SERIES_MODEL!r}); model={model!r} fits each date alone.")
+    offered = family(name).placement_strategies()
+    if strategy != "auto" and strategy not in offered:  # before the fit, not after it
+        raise InputError(f"strategy {strategy!r} is not available for the {name} model "
+                         f"(it offers {', '.join(offered)}).")
+    geo = GeoRegressor(model, progress=progress, options=options).fit(data)
+    if not family(geo.model_).places_in_time:
+        raise InputError(f"placement at a date of a stack needs its dates fitted jointly; "
+                         f"this stack got {geo.model_!r} ({geo.model_reason_}).")
+    sites = geo.suggest_sites(n, time=time, strategy=strategy, exclude=exclude,
+                              min_distance=min_distance, max_memory=max_memory, **placement)
+    return Placed(geo, sites, (f"sites for {sites.attrs['time']}, from the stack's posterior "
+                               "at that date (hyperparameters of the joint fit).",))
 
 
 def _measured_cells(measured, data, x, y, value):

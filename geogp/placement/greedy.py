@@ -73,6 +73,11 @@ def _joint_pass(Xt, Yt, u, v, inv_d, p, inv_e, yu, inv_s, active, out):  # pragm
 class Greedy:
     """State of one greedy run: the maintained matrices and vectors of docs/placement.md."""
 
+    # a new measurement's noise variance at each candidate and target where it varies
+    # (a space-time forecast's); None: the problem's one σ²
+    noise_c: np.ndarray | None = None
+    noise_t: np.ndarray | None = None
+
     def __init__(self, pb: Problem, strategy: str, criterion: str, lazy: bool, lazy_batch: int,
                  taken: Sequence[int] = (), screened: bool = False,
                  max_evaluations: int = 1024) -> None:
@@ -126,7 +131,8 @@ class Greedy:
                   v: np.ndarray | None = None, d: float | None = None, p: np.ndarray | None = None,
                   e: float | None = None, yu: np.ndarray | None = None) -> np.ndarray:
         """Scores of all active candidates (after the update of the last step, if given)."""
-        s2, n = self.pb.noise, self.pb.ops.n
+        n = self.pb.ops.n
+        s2 = self.pb.noise if self.noise_c is None else self.noise_c  # at the candidates
         if self.strategy == "variance":
             return self.pb.resid_c + self.h + s2
         if self.strategy == "krause":
@@ -138,7 +144,7 @@ class Greedy:
         if p is None or e is None or yu is None:  # the marginal criterion, or the first pass
             p, e, yu = np.zeros(T), 1.0, np.zeros(n)
         if self.criterion == "marginal":
-            inv_rho = 1.0 / (self.cT + s2)
+            inv_rho = 1.0 / (self.cT + (self.pb.noise if self.noise_t is None else self.noise_t))
             _marginal_pass(self.Xt, u, v, 1.0 / d, inv_rho, inv_s, active, self.scores)
         else:
             _joint_pass(self.Xt, self.Yt, u, v, 1.0 / d, p, 1.0 / e, yu, inv_s, active,
@@ -169,11 +175,14 @@ class Greedy:
         return self._krause_gain(h, q)
 
     # ------------------------------------------------------------------ update
-    def _condition(self, a: int, u: np.ndarray, v: np.ndarray, d: float) -> dict:
+    def _condition(self, a: int, u: np.ndarray, v: np.ndarray, d: float,
+                   noise: float | None = None) -> dict:
         """Condition the target and candidate variances on site a, given its covariances u
-        with the targets, v with the candidates and d = C_aa + σ², and queue the mi pass
-        (for the subclasses whose posterior gives those columns directly)."""
-        info = {"var_latent": d - self.pb.noise, "cT_before": self.cT.copy(), "u": u, "d": d}
+        with the targets, v with the candidates and d = C_aa + σ² (``noise``: σ² at a, by
+        default the problem's), and queue the mi pass (for the subclasses whose posterior
+        gives those columns directly)."""
+        s2 = self.pb.noise if noise is None else noise
+        info = {"var_latent": d - s2, "cT_before": self.cT.copy(), "u": u, "d": d}
         self.cT = self.cT - u**2 / d
         self.h = self.h - v**2 / d
         self.hT = self.cT

@@ -46,7 +46,7 @@ probes' noise does not decide between candidates whose scores lie within it.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import scipy.linalg as sla
@@ -69,6 +69,7 @@ if TYPE_CHECKING:  # annotations only
     from geogp.models.lattice.tiled import PosteriorTile
 
 __all__ = ["PROBES", "REFINE_TOP", "LatticeCovariance", "LatticeGreedy", "CellOps",
+           "CellCovariance",
            "add_lattice_observations", "condition_moments", "observation_cells",
            "check_lattice", "cells_of", "lattice_min_distance", "lattice_memory_estimate"]
 
@@ -294,15 +295,42 @@ def lattice_memory_estimate(model: Any, n_candidates: int, n_targets: int, n_sit
     return out
 
 
+class CellCovariance(Protocol):
+    """What :class:`LatticeGreedy` asks of a posterior covariance over a raster's cells:
+    :class:`LatticeCovariance`, or a space-time forecast's
+    (:class:`~geogp.models.spacetime.forecast.ForecastCovariance`)."""
+
+    n: int
+
+    @property
+    def noise(self) -> float | np.ndarray:
+        """A new measurement's noise variance (per cell where it varies)."""
+
+    def variance(self) -> np.ndarray: ...
+
+    def columns(self, cells: ArrayLike) -> np.ndarray: ...
+
+    def apply(self, x: np.ndarray) -> np.ndarray: ...
+
+    def add(self, cell: int, column: np.ndarray | None = None) -> dict: ...
+
+
 class LatticeGreedy(Greedy):
     """The greedy state of :class:`~geogp.placement.greedy.Greedy` on the lattice
     posterior: h_c = C_cc and the target variances from :class:`LatticeCovariance`, the
     candidate–target covariances ("mi") from one column per target."""
 
-    def __init__(self, pb: Problem, lc: LatticeCovariance, strategy: str,
+    noise_c: np.ndarray
+    noise_t: np.ndarray
+
+    def __init__(self, pb: Problem, lc: CellCovariance, strategy: str,
                  criterion: str, probes: int = 0, seed: int = 0) -> None:
         self.pb, self.lc, self.strategy, self.criterion = pb, lc, strategy, criterion
         self.lazy, self.lazy_batch, self.screen = False, 16, None
+        # a new measurement's noise variance at the candidates and targets (one value on the
+        # lattice model; a space-time forecast's varies with its tiles' variance factors)
+        noise = np.broadcast_to(np.asarray(lc.noise, dtype=np.float64), (lc.n,))
+        self.noise_c, self.noise_t = noise[pb.ops.cells], noise[pb.tops.cells]
         var = lc.variance()
         self.h, self.cT = var[pb.ops.cells], var[pb.tops.cells]
         self.hT = self.cT
@@ -314,8 +342,8 @@ class LatticeGreedy(Greedy):
             rng = np.random.default_rng(seed)
             self._z = rng.choice([-1.0, 1.0], (pb.tops.n, self.probes))
             if strategy == "mi":  # W = diag(1/ρ); "reduction": W = I
-                self._z /= np.sqrt(self.cT + pb.noise)[:, None]
-            self._rho0 = self.cT + pb.noise  # the probes' weights (W = diag(1/ρ) for mi)
+                self._z /= np.sqrt(self.cT + self.noise_t)[:, None]
+            self._rho0 = self.cT + self.noise_t  # the probes' weights (W = diag(1/ρ) for mi)
             self.P = np.empty((pb.ops.n, self.probes))
             for a in range(0, self.probes, 64):
                 z = np.zeros((lc.n, min(64, self.probes - a)))
@@ -333,14 +361,14 @@ class LatticeGreedy(Greedy):
                     ct[:, a:a + cols.shape[1]] = cols[pb.tops.cells]
                 del cols
             if ct is not None:
-                r = 0.5 * (ct + ct.T) + pb.noise * np.eye(pb.tops.n)
+                r = 0.5 * (ct + ct.T) + np.diag(self.noise_t)
                 self.Yt = np.ascontiguousarray(
                     sla.cho_solve(sla.cho_factor(r, lower=True), self.Xt.T).T)
 
     def score_all(self, active: np.ndarray, *pending: Any) -> np.ndarray:
         if self.strategy == "variance":
-            return self.h + self.pb.noise
-        d = self.h + self.pb.noise
+            return self.h + self.noise_c
+        d = self.h + self.noise_c
         if self.strategy == "reduction":  # Σ_i C_ai² / d_a: exact, or estimated
             sq = np.mean(self.P**2, axis=1) if self.probes else np.sum(self.Xt**2, axis=1)
             return sq / d
@@ -359,7 +387,7 @@ class LatticeGreedy(Greedy):
         order = order[np.isfinite(rank[order])]
         full = self.lc.columns(self.pb.ops.cells[order])  # (n, K) over every cell
         cols = full[self.pb.tops.cells]  # (T, K)
-        d = self.h[order] + self.pb.noise
+        d = self.h[order] + self.noise_c[order]
         if self.strategy == "reduction":  # Σ_i C_ai² / d_a
             exact = np.sum(cols**2, axis=0) / d
         else:  # ½ Σ_i C_ai² / (ρ_i d_a), with the probes' weights
@@ -376,7 +404,7 @@ class LatticeGreedy(Greedy):
         step = self.lc.add(cell, known[1] if known is not None and known[0] == cell else None)
         v, d = step["v"][pb.ops.cells], step["d"]
         u = step["v"][pb.tops.cells]
-        info = self._condition(a, u, v, d)
+        info = self._condition(a, u, v, d, float(self.noise_c[a]))
         if self.probes:  # C_k = C_{k−1} − v vᵀ/d, applied to W^½ Z
             self.P -= np.outer(v, (u @ self._z) / d)
         elif self.strategy == "reduction":

@@ -23,6 +23,8 @@ from geogp.models.spacetime import SpaceTimeRegressor
 from geogp.models.spacetime.gmrf import log_marginal_likelihood, make_problem
 from geogp.models.spacetime.regressor import windows
 
+from _reference.spacetime_dense import dense_posterior_covariance
+
 TRUE = {"range": 4.0, "sd": 0.6, "tau": 16.0, "range_mean": 3.0, "sd_mean": 1.0,
         "sd_offset": 0.4, "tau_offset": 40.0, "noise": 0.1}
 THETA = {"log_range": math.log(4.0), "log_sd": math.log(0.6), "log_tau": math.log(16.0),
@@ -250,34 +252,6 @@ def test_a_lon_lat_stack_with_float32_coordinates_predicts_on_its_own_cells(stac
     assert np.isfinite(pred["mean"].values).all() and (pred["std"].values > 0).all()
 
 
-def _dense_posterior_covariance(stack, est, picked):
-    """Universal-kriging covariance (standardised units) of f at the (date, cell) values
-    ``picked`` (flat date-major indices), from the dense covariance of the stack's model."""
-    _, y, times = stack
-    theta = est.params_
-    shape, t = y.shape[1:], times.size
-    n = shape[0] * shape[1]
-
-    def matern(log_range, log_sd):
-        k2 = 8.0 / math.exp(2 * log_range)
-        op = (k2 * sp.eye(n) + laplacian(shape, (1.0, 1.0))).toarray()
-        return np.linalg.inv(op @ op / (4 * math.pi * k2 * math.exp(2 * log_sd)))
-
-    lag = np.abs(times[:, None] - times[None, :])
-    cov = (np.kron(np.ones((t, t)), matern(theta["log_range_mean"], theta["log_sd_mean"]))
-           + np.kron(np.exp(-lag / math.exp(theta["log_tau"])),
-                     matern(theta["log_range"], theta["log_sd"]))
-           + np.kron(math.exp(2 * theta["log_sd_offset"])
-                     * np.exp(-lag / math.exp(theta["log_tau_offset"])), np.ones((n, n))))
-    obs = np.flatnonzero(np.isfinite(y.reshape(-1)))
-    sigma = cov[np.ix_(obs, obs)] + math.exp(2 * theta["log_noise"]) * np.eye(obs.size)
-    si = np.linalg.inv(sigma)
-    k = cov[np.ix_(picked, obs)]
-    r = 1.0 - k @ si @ np.ones((obs.size, 1))
-    return (cov[np.ix_(picked, picked)] - k @ si @ k.T
-            + r @ r.T / float(np.ones(obs.size) @ si @ np.ones(obs.size)))
-
-
 def test_samples_of_a_stack_in_one_tile_have_the_dense_posterior_covariance(stack):
     """One tile over the whole stack: 4,000 samples at 40 random (date, cell) values,
     whitened by the dense universal-kriging covariance there, are independent standard
@@ -288,7 +262,7 @@ def test_samples_of_a_stack_in_one_tile_have_the_dense_posterior_covariance(stac
     assert draws.shape == (n, *est.shape_)
     picked = np.random.default_rng(5).choice(draws[0].size, 40, replace=False)
     dev = (draws.reshape(n, -1)[:, picked] - est.mean_.reshape(-1)[picked]) / est.scale_
-    cov = _dense_posterior_covariance(stack, est, picked)
+    cov = dense_posterior_covariance(np.isfinite(stack[1]), stack[2], est.params_, picked)
     w = sla_solve_triangular(np.linalg.cholesky(cov), dev.T, lower=True).T
     err = w.T @ w / n - np.eye(picked.size)
     assert np.abs(w.mean(axis=0)).max() < 5 / math.sqrt(n)

@@ -15,9 +15,15 @@ from geogp.exceptions import InputError
 from geogp.families.generic import Family
 from geogp.models.base import Prediction
 from geogp.models.spacetime.codec import load_series, save_series
-from geogp.models.spacetime.regressor import SpaceTimeDate, SpaceTimeRegressor
+from geogp.models.spacetime.regressor import (
+    SpaceTimeDate,
+    SpaceTimeForecast,
+    SpaceTimeRegressor,
+    cell_indices,
+)
 from geogp.persist.checks import clean, init_names
 from geogp.persist.semantics import check_series_grid
+from geogp.placement.spacetime import SpaceTimePlacement
 
 if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
@@ -35,7 +41,9 @@ class SpaceTimeFamily(Family[SpaceTimeDate]):
 
     name = "spacetime"
     model_class = SpaceTimeRegressor
-    fits_series = single_range = savable = can_sample = True
+    fits_series = single_range = savable = can_sample = can_place = places_in_time = True
+    placement_type = SpaceTimePlacement
+    placement_strategy = "reduction"  # total variance reduction at the date, as the lattice's
     default_maxiter = None
 
     def check_memory(self, est: SpaceTimeRegressor | SpaceTimeDate, raster_shape: tuple
@@ -73,8 +81,8 @@ class SpaceTimeFamily(Family[SpaceTimeDate]):
         """The posterior at the fitted stack's own cells (the generic ``predict_rows`` comes
         here with a block's cells)."""
         model = est.model
-        iy = _cells(model.axes_[0], X[:, 0], outside)
-        ix = _cells(model.axes_[1], X[:, 1], outside)
+        iy = cell_indices(model.axes_[0], X[:, 0], outside)
+        ix = cell_indices(model.axes_[1], X[:, 1], outside)
         ok = (iy >= 0) & (ix >= 0)
 
         def at(field: np.ndarray) -> np.ndarray:
@@ -83,12 +91,23 @@ class SpaceTimeFamily(Family[SpaceTimeDate]):
         return Prediction(at(model.mean_), at(model.sd_latent_) ** 2,
                           at(model.sd_observed_) ** 2)
 
+    def forecast(self, est: SpaceTimeRegressor | SpaceTimeDate, time: float
+                 ) -> SpaceTimeForecast:
+        """The joint model's posterior at ``time`` (days): :meth:`SpaceTimeRegressor.forecast`."""
+        return _regressor(est).forecast(time)
+
+    def placement(self, est: SpaceTimeDate | SpaceTimeForecast) -> SpaceTimePlacement:
+        """Placement at a forecast's date, or at a fitted date (its posterior there)."""
+        if isinstance(est, SpaceTimeDate):
+            est = est.model.forecast(float(est.model.times_[est.index]))
+        return SpaceTimePlacement(est)
+
     def predict_dates(self, est: SpaceTimeDate, axes: list, times: np.ndarray) -> Prediction:
         """Moments at dates ``times`` (days) on the fitted cells ``axes``: the joint model's
         posterior with those dates added (:meth:`SpaceTimeRegressor.predict_dates`)."""
         model = est.model
-        iy = _cells(model.axes_[0], np.asarray(axes[0], dtype=np.float64), "raise")
-        ix = _cells(model.axes_[1], np.asarray(axes[1], dtype=np.float64), "raise")
+        iy = cell_indices(model.axes_[0], np.asarray(axes[0], dtype=np.float64), "raise")
+        ix = cell_indices(model.axes_[1], np.asarray(axes[1], dtype=np.float64), "raise")
         mean, latent, observed = (a[:, iy][:, :, ix] for a in model.predict_dates(times))
         return Prediction(mean, latent**2, observed**2)
 
@@ -98,8 +117,8 @@ class SpaceTimeFamily(Family[SpaceTimeDate]):
         """(n, dates, n_y, n_x) joint samples of the stack on the fitted cells ``axes``
         (:meth:`SpaceTimeRegressor.sample`: one draw over every date, not one per date)."""
         model = estimators[0].model
-        iy = _cells(model.axes_[0], np.asarray(axes[0], dtype=np.float64), "raise")
-        ix = _cells(model.axes_[1], np.asarray(axes[1], dtype=np.float64), "raise")
+        iy = cell_indices(model.axes_[0], np.asarray(axes[0], dtype=np.float64), "raise")
+        ix = cell_indices(model.axes_[1], np.asarray(axes[1], dtype=np.float64), "raise")
         draws = model.sample(n, seed=seed, observed=observed)
         dates = np.array([est.index for est in estimators])
         if (np.array_equal(dates, np.arange(draws.shape[1]))
@@ -157,22 +176,6 @@ class SpaceTimeFamily(Family[SpaceTimeDate]):
 def _widened(factor: float) -> str:
     return ("" if factor == 1.0 else
             f"intervals widened ×{factor:.3g} (gap-shaped folds); ")
-
-
-def _cells(axis: np.ndarray, q: np.ndarray, outside: str) -> np.ndarray:
-    """Index of each coordinate ``q`` on the fitted ``axis`` (−1: none, with outside="nan")."""
-    step = abs(float(axis[1] - axis[0])) if axis.size > 1 else 1.0
-    order = np.argsort(axis)
-    pos = np.clip(np.searchsorted(axis[order], q), 0, axis.size - 1)
-    near = np.where(np.abs(axis[order][np.maximum(pos - 1, 0)] - q)
-                    < np.abs(axis[order][pos] - q), np.maximum(pos - 1, 0), pos)
-    idx = order[near]
-    hit = np.abs(axis[idx] - q) <= 0.05 * step  # cell centres, up to float32 coordinates
-    if not hit.all() and outside == "raise":
-        raise InputError("model='spacetime' predicts on the fitted stack's own cells; this "
-                         "grid has cells elsewhere (predict with like=None, or pass "
-                         "outside='nan').")
-    return np.where(hit, idx, -1)
 
 
 FAMILY = SpaceTimeFamily()

@@ -38,7 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from geogp.exceptions import InputError
-from geogp.linalg import SparsePattern
+from geogp.linalg import SparsePattern, cholmod
 from geogp.linalg.cholmod import selected_inverse
 from geogp.linalg.solvers import Solver, solve_all
 from geogp.models.lattice.gmrf import dense_likelihood, laplacian, laplacian_eigenvalues
@@ -46,7 +46,7 @@ from geogp.models.lattice.gmrf import dense_likelihood, laplacian, laplacian_eig
 __all__ = ["PARAMS", "Structure", "SpaceTimeProblem", "structure", "make_problem",
            "ar1_precision", "precision", "log_marginal_likelihood",
            "composite_log_likelihood", "posterior_mean", "posterior", "Moments",
-           "kriging_means", "prior_draws"]
+           "kriging_means", "prior_draws", "DateCovariance"]
 
 # θ: the anomalies' range, sd and time scale τ; the persistent field's range and sd; the dates'
 # offsets' sd and time scale; noise
@@ -399,6 +399,62 @@ def kriging_means(params: dict, problem: SpaceTimeProblem, cells: np.ndarray,
                            X.T @ Y / noise - rhs[:, 1:].T @ s_y)  # (p, k)
     x_new = np.ones((st.n_times, st.n_cells, p)) if x_new is None else np.asarray(x_new)
     return _at_every_value(st, s_y - s_x @ beta) + np.einsum("tnp,pk->tnk", x_new, beta)
+
+
+class DateCovariance:
+    """The universal-kriging posterior covariance of xᵀβ + f at one date over a window's
+    cells, C = H B⁻¹ Hᵀ + r Var(β̂) rᵀ (H: each cell's m + a + g at that date, r = x − H B⁻¹
+    AᵀX/σ², the intercept's x = 1), at θ: what :func:`posterior`'s variance is the diagonal of.
+    Products with it cost one solve with the window's factor, which CHOLMOD keeps on the
+    problem's pattern (one slot per window held at once). Standardised units.
+
+    Args:
+        params: θ. problem: the window's (its dates include ``step``). step: the date's index.
+    """
+
+    def __init__(self, params: dict, problem: SpaceTimeProblem, step: int) -> None:
+        st = problem.structure
+        if not 0 <= step < st.n_times:
+            raise InputError(f"step must index one of the window's {st.n_times} dates; got "
+                             f"{step!r}.")
+        with _EVALUATION_LOCK:
+            b, rhs, _, noise = (np.asarray(v) for v in _system(params, problem))
+        self.problem, self._b = problem, b
+        n = st.n_cells
+        self.n = n
+        self._rows = (np.arange(n), n * (1 + step) + np.arange(n), n * (1 + st.n_times) + step)
+        self._r = self._beta_inv = None
+        if problem.n_obs > problem.n_trend:  # β̂ exists: its variance widens C
+            s_x = self._solve(rhs[:, 1:])
+            self._r = 1.0 - self._h(s_x)  # (n, p), x = 1 at every cell
+            self._beta_inv = np.linalg.inv(problem.wtw[1:, 1:] / float(noise)
+                                           - rhs[:, 1:].T @ s_x)
+
+    def _solve(self, rhs: np.ndarray) -> np.ndarray:
+        return self.problem.solve.host_solve(self.problem.pattern, self._b, rhs)
+
+    def _h(self, v: np.ndarray) -> np.ndarray:
+        m, a, g = self._rows
+        return v[m] + v[a] + v[g]
+
+    def apply(self, x: np.ndarray) -> np.ndarray:
+        """C x for x (n, k) over the window's cells (row-major): one solve, k right-hand
+        sides."""
+        x = np.asarray(x, dtype=np.float64).reshape(self.n, -1)
+        m, a, g = self._rows
+        rhs = np.zeros((self.problem.pattern.n, x.shape[1]))
+        rhs[m] = x
+        rhs[a] = x
+        rhs[g] = x.sum(axis=0)
+        out = self._h(self._solve(rhs))
+        if self._r is not None:
+            out += self._r @ (self._beta_inv @ (self._r.T @ x))
+        return out
+
+    def release(self) -> None:
+        """Free the window's factor now (the pattern's slot then serves another window)."""
+        if self.problem.solve.backend == "cholmod":
+            cholmod.analyze(self.problem.pattern, ordering=self.problem.solve.ordering).release()
 
 
 def prior_draws(params: dict, shape: tuple[int, int], h: tuple[float, float],

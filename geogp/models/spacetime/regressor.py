@@ -37,8 +37,9 @@ if TYPE_CHECKING:  # annotations only
     from distributed import Client
     from numpy.typing import ArrayLike
 
-__all__ = ["SpaceTimeDate", "SpaceTimeRegressor", "Window", "WINDOW_UNKNOWNS", "auto_side",
-           "windows", "tile_task", "BASE_BYTES", "BYTES_PER_WINDOW_UNKNOWN", "STACK_COPIES"]
+__all__ = ["SpaceTimeDate", "SpaceTimeForecast", "SpaceTimeRegressor", "cell_indices", "Window",
+           "WINDOW_UNKNOWNS", "auto_side", "windows", "tile_task", "BASE_BYTES",
+           "BYTES_PER_WINDOW_UNKNOWN", "STACK_COPIES"]
 
 
 @dataclass(frozen=True)
@@ -430,6 +431,17 @@ class SpaceTimeRegressor:
         return (self.loc_ + self.scale_ * mean, wide * latent,
                 wide * np.sqrt(latent**2 + noise * local))
 
+    def forecast(self, time: float) -> SpaceTimeForecast:
+        """The posterior at one date ``time`` (days, on the fitted dates' scale), inside or
+        after the series: :meth:`predict_dates`' moments there, kept with the model as a
+        :class:`SpaceTimeForecast` (what placement at that date starts from)."""
+        t = np.asarray(time, dtype=np.float64)
+        if t.size != 1 or not np.isfinite(t).all():
+            raise InputError(f"time must be one finite date (days); got {time!r}.")
+        self.check_memory((self.shape_[0] + 1, *self.shape_[1:]))  # the stack with that date
+        mean, latent, observed = (m[0] for m in self.predict_dates([float(t)]))
+        return SpaceTimeForecast(self, float(t), mean, latent, observed)
+
     # ------------------------------------------------------------------ samples
     def sample(self, n: int, seed: int | np.random.SeedSequence | np.random.Generator | None = None,
                observed: bool = False) -> np.ndarray:
@@ -542,6 +554,38 @@ def _scale_map(shape: tuple[int, int], tiles: list[Window], scales: np.ndarray) 
     rows = np.stack([np.interp(np.arange(shape[1]), xs, g) for g in grid])
     return np.exp(np.stack([np.interp(np.arange(shape[0]), ys, rows[:, j])
                             for j in range(shape[1])], axis=1))
+
+
+def cell_indices(axis: np.ndarray, q: np.ndarray, outside: str) -> np.ndarray:
+    """Index of each coordinate ``q`` on the fitted ``axis`` (cell centres; −1: none, with
+    ``outside="nan"``)."""
+    step = abs(float(axis[1] - axis[0])) if axis.size > 1 else 1.0
+    order = np.argsort(axis)
+    pos = np.clip(np.searchsorted(axis[order], q), 0, axis.size - 1)
+    near = np.where(np.abs(axis[order][np.maximum(pos - 1, 0)] - q)
+                    < np.abs(axis[order][pos] - q), np.maximum(pos - 1, 0), pos)
+    idx = order[near]
+    hit = np.abs(axis[idx] - q) <= 0.05 * step  # cell centres, up to float32 coordinates
+    if not hit.all() and outside == "raise":
+        raise InputError("model='spacetime' predicts on the fitted stack's own cells; this "
+                         "grid has cells elsewhere (predict with like=None, or pass "
+                         "outside='nan').")
+    return np.where(hit, idx, -1)
+
+
+@dataclass(frozen=True)
+class SpaceTimeForecast:
+    """The posterior of a fitted :class:`SpaceTimeRegressor` at one date (a typed value, as
+    :class:`SpaceTimeDate` is for a fitted date): ``time`` (days), and ``mean``,
+    ``sd_latent``, ``sd_observed`` (n_y, n_x) there, data units, widened as the fitted dates'
+    are. Sensor placement at that date starts from it
+    (:mod:`geogp.placement.spacetime`)."""
+
+    model: SpaceTimeRegressor
+    time: float
+    mean: np.ndarray
+    sd_latent: np.ndarray
+    sd_observed: np.ndarray
 
 
 @dataclass(frozen=True)

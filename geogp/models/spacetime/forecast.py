@@ -1,0 +1,187 @@
+"""Covariance columns of a space-time posterior at one date, tile by tile: what sensor placement
+at the next date needs (:mod:`geogp.placement.spacetime`, docs/spacetime.md).
+
+With θ fixed, the latent field at one date t* over the raster's cells has the posterior
+covariance C = G C₀ G: C₀ the universal-kriging covariance of the model given the whole stack
+(:class:`~geogp.models.spacetime.gmrf.DateCovariance`, the stack with t* added, unobserved) and
+G = diag(g), g² the widening of each cell's variances (its tile's REML factor times the folds'
+factor), which a new measurement's noise shares: σ_s² = g_s² σ². A column C e_s is computed
+in the posterior tile whose core holds s (one solve with that tile's factor, zero beyond its
+window: the tiles' own approximation), so that its diagonal is the forecast's variance.
+Measurements at sites s_1, …, s_k condition C as on the lattice model (Woodbury):
+C_k = C − Σ_j v_j v_jᵀ/d_j, v_j = C_{j−1} e_{s_j}, d_j = (v_j)_{s_j} + σ_{s_j}².
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from geogp.exceptions import InputError
+from geogp.models.spacetime.gmrf import DateCovariance, make_problem
+from geogp.models.spacetime.regressor import (
+    BYTES_PER_WINDOW_UNKNOWN,
+    SpaceTimeForecast,
+    _observations,
+    windows,
+)
+
+if TYPE_CHECKING:  # annotations only
+    from numpy.typing import ArrayLike
+
+__all__ = ["ForecastCovariance", "HOLD_TILES", "forecast_memory"]
+
+# tiles whose factors are held at once (a pick's best candidates and its neighbours)
+HOLD_TILES = 4
+
+
+def forecast_memory(forecast: SpaceTimeForecast, n_sites: int, n_probes: int,
+                    n_locations: int) -> float:
+    """Bytes :class:`ForecastCovariance` and a greedy over it need (an upper bound): the held
+    tiles' factors, the stack with the date added, a column per site, the probes' products
+    and 400 bytes per candidate or target."""
+    model = forecast.model
+    t, ny, nx = model.shape_
+    side = model.tile_
+    unknowns = min(side, ny) * min(side, nx) * (t + 2) + t + 1
+    n = ny * nx
+    return (HOLD_TILES * BYTES_PER_WINDOW_UNKNOWN * unknowns + 8.0 * (t + 1) * n
+            + 8.0 * n * (n_sites + 6) + 8.0 * n_locations * n_probes + 400.0 * n_locations)
+
+
+class ForecastCovariance:
+    """The posterior covariance of the latent field at the date of ``forecast`` over the
+    raster's cells (flat, row-major), conditioned on sites added one by one (module
+    docstring). Standardised units (data units over the model's scale). The interface of
+    :class:`~geogp.placement.lattice.LatticeCovariance`, which the lattice greedy uses.
+
+    Attributes:
+        n: cells. shape: (n_y, n_x). noise: (n,) a new measurement's noise variance at each
+            cell. sites: the cells absorbed so far, in order.
+    """
+
+    def __init__(self, forecast: SpaceTimeForecast) -> None:
+        model = forecast.model
+        ny, nx = model.shape_[1:]
+        self.shape, self.n = (ny, nx), ny * nx
+        self._params, self._model = model.params_, model
+        self._times = np.union1d(model.times_, [forecast.time])
+        self._step = int(np.searchsorted(self._times, forecast.time))
+        self._values = np.full((self._times.size, ny, nx), np.nan)
+        self._values[np.searchsorted(self._times, model.times_)] = model.values_
+        self._tiles = windows((ny, nx), model.tile_, model.halo_)
+        self._tile_of = np.empty((ny, nx), dtype=np.int64)
+        for i, w in enumerate(self._tiles):
+            self._tile_of[w.cy0:w.cy1, w.cx0:w.cx1] = i
+        scale = model.scale_
+        latent = np.asarray(forecast.sd_latent, dtype=np.float64).ravel() / scale
+        observed = np.asarray(forecast.sd_observed, dtype=np.float64).ravel() / scale
+        self.noise = np.maximum(observed**2 - latent**2, 0.0)
+        self._g = np.sqrt(self.noise / math.exp(2.0 * model.params_["log_noise"]))
+        self._var0 = latent**2
+        self._held: OrderedDict[int, tuple[DateCovariance, int]] = OrderedDict()
+        self._v = np.zeros((0, self.n))
+        self._d = np.zeros(0)
+        self.sites: list[int] = []
+
+    # ------------------------------------------------------------------ tiles
+    def _window_cells(self, i: int) -> np.ndarray:
+        """The raster's flat cells of tile ``i``'s window, row-major."""
+        w = self._tiles[i]
+        rows, cols = np.mgrid[w.y0:w.y1, w.x0:w.x1]
+        return (rows * self.shape[1] + cols).ravel()
+
+    def _tile(self, i: int) -> DateCovariance:
+        """Tile ``i``'s covariance at the date, its factor held (the least recently used
+        tile's released beyond :data:`HOLD_TILES`)."""
+        if i in self._held:
+            self._held.move_to_end(i)
+            return self._held[i][0]
+        free = set(range(HOLD_TILES)) - {slot for _, slot in self._held.values()}
+        if not free:
+            _, (old, slot) = self._held.popitem(last=False)
+            old.release()
+            free = {slot}
+        slot = min(free)
+        model, w = self._model, self._tiles[i]
+        cells, steps, y = _observations(self._values, w)
+        problem = make_problem(w.shape, model.h_, self._times, cells, steps, y,
+                               np.ones((y.size, 1)), model.solver_, slot)
+        cov = DateCovariance(self._params, problem, self._step)
+        self._held[i] = (cov, slot)
+        return cov
+
+    def release(self) -> None:
+        """Free the held tiles' factors."""
+        while self._held:
+            self._held.popitem()[1][0].release()
+
+    # ------------------------------------------------------------------ the covariance
+    def _check_cell(self, cell) -> int:
+        if isinstance(cell, bool) or not isinstance(cell, (int, np.integer)) or not (
+                0 <= cell < self.n):
+            raise InputError(f"cell must be a flat index of the raster's {self.n} cells; "
+                             f"got {cell!r}.")
+        return int(cell)
+
+    def prior_columns(self, cells: ArrayLike) -> np.ndarray:
+        """C[:, cells] (n, len(cells)) given the stack only: one solve per tile they lie in."""
+        cells = np.array([self._check_cell(c) for c in np.atleast_1d(cells)], dtype=np.int64)
+        out = np.zeros((self.n, cells.size))
+        tiles = self._tile_of.ravel()[cells]
+        for i in np.unique(tiles):
+            which = np.flatnonzero(tiles == i)
+            window = self._window_cells(int(i))
+            local = np.searchsorted(window, cells[which])
+            e = np.zeros((window.size, which.size))
+            e[local, np.arange(which.size)] = 1.0
+            out[np.ix_(window, which)] = self._tile(int(i)).apply(e)
+        return out * self._g[:, None] * self._g[cells][None, :]
+
+    def columns(self, cells: ArrayLike) -> np.ndarray:
+        """C_k[:, cells] (n, len(cells)) given the stack and the sites absorbed so far."""
+        cols = self.prior_columns(cells)
+        if self._d.size:
+            cells = np.atleast_1d(np.asarray(cells, dtype=np.int64))
+            cols -= self._v.T @ (self._v[:, cells] / self._d[:, None])
+        return cols
+
+    def column(self, cell: int) -> np.ndarray:
+        """C_k e_cell over every cell."""
+        return self.columns([cell])[:, 0]
+
+    def apply(self, x: np.ndarray) -> np.ndarray:
+        """C_k x for x (n, m): each tile's core from one solve over its window."""
+        x = np.asarray(x, dtype=np.float64).reshape(self.n, -1)
+        gx = x * self._g[:, None]
+        out = np.empty_like(gx)
+        for i, w in enumerate(self._tiles):
+            window = self._window_cells(i)
+            y = self._tile(i).apply(gx[window]).reshape(*w.shape, -1)
+            core = y[w.cy0 - w.y0:w.cy1 - w.y0, w.cx0 - w.x0:w.cx1 - w.x0]
+            rows, cols = np.mgrid[w.cy0:w.cy1, w.cx0:w.cx1]
+            out[(rows * self.shape[1] + cols).ravel()] = core.reshape(-1, gx.shape[1])
+        out *= self._g[:, None]
+        if self._d.size:
+            out -= self._v.T @ ((self._v @ x) / self._d[:, None])
+        return out
+
+    def variance(self) -> np.ndarray:
+        """diag C_k: each cell's latent variance at the date given the stack and the sites."""
+        if not self._d.size:
+            return self._var0.copy()
+        return self._var0 - np.einsum("kn,kn,k->n", self._v, self._v, 1.0 / self._d)
+
+    def add(self, cell: int, column: np.ndarray | None = None) -> dict:
+        """Absorb a measurement at ``cell`` at the date; returns its column v (before the
+        update) and d = v_cell + σ_cell². ``column``: C_k e_cell when the caller has it."""
+        cell = self._check_cell(cell)
+        v = self.column(cell) if column is None else np.asarray(column, dtype=np.float64)
+        d = float(v[cell]) + float(self.noise[cell])
+        self._v = np.vstack([self._v, v[None, :]])
+        self._d = np.append(self._d, d)
+        self.sites.append(cell)
+        return {"v": v, "d": d}

@@ -340,6 +340,35 @@ def run_speed(args):
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
         print(f"# {args.samples} joint samples: {t4 - t3:.1f} s, peak RSS {peak:.2f} GiB; "
               f"their variance / std_latent² on the hidden cells: mean {ratio.mean():.3f}")
+    if args.place:
+        run_place(model, args.place)
+
+
+def run_place(model, n):
+    """Sites for the next date (total variance reduction) and what they do to the mean latent
+    std there, against as many random cells conditioned the same way (3 draws)."""
+    import resource
+
+    from geogp.models.spacetime.forecast import ForecastCovariance
+
+    t0 = time.perf_counter()
+    sites = model.suggest_sites(n, strategy="reduction")
+    t1 = time.perf_counter()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    forecast = model.estimators_[0].model.forecast(
+        float(model.estimators_[0].model.times_[-1] + 8.0))
+    scale = forecast.model.scale_
+    before = float(np.mean(forecast.sd_latent))
+    after_random = []
+    for seed in range(3):
+        cov = ForecastCovariance(forecast)
+        for cell in np.random.default_rng(seed).choice(cov.n, n, replace=False):
+            cov.add(int(cell))
+        after_random.append(float(np.mean(np.sqrt(np.maximum(cov.variance(), 0)))) * scale)
+        cov.release()
+    print(f"# {n} sites for {sites.attrs['time']}: {t1 - t0:.1f} s, peak RSS {peak:.2f} GiB; "
+          f"mean latent std at that date {before:.4f} → {sites['mean_std_after'].iloc[-1]:.4f} "
+          f"(random cells: {np.mean(after_random):.4f})")
 
 
 def ndvi_arrays(path):
@@ -424,6 +453,8 @@ def main(argv=None):
     s.add_argument("--shape", type=int, nargs=2, default=[100, 100])
     s.add_argument("--dates", type=int, default=48)
     s.add_argument("--samples", type=int, default=0, help="also time N joint samples")
+    s.add_argument("--place", type=int, default=0,
+                   help="also time N sites for the next date (and against random cells)")
     args = p.parse_args(argv)
     {"sim": run_sim, "sst": run_sst, "ndvi": run_ndvi, "cost": run_cost,
      "speed": run_speed}[args.cmd](args)

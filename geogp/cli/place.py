@@ -3,7 +3,8 @@
 :mod:`geogp.cli` wires :func:`add_place_parser` and :func:`place_sites` into the command
 (:func:`run_place` runs it with the command's conventions)::
 
-    geogp place INPUT.(tif|nc) --n 20 --out sites.geojson [--model auto|lattice|afs|wavelet
+    geogp place INPUT.(tif|nc) --n 20 --out sites.geojson [--time DATE
+        --model auto|lattice|afs|wavelet|spacetime
         --strategy auto|reduction|mi|variance|krause --criterion marginal|joint
         --features 500 --min-distance D --exclude MASK.tif --csv sites.csv --map sites.png
         --measured POINTS.(csv|gpkg) [--refit] --var NAME --overwrite --quiet]
@@ -16,7 +17,10 @@ auto``) the model is the one ``geogp fit`` would choose: the lattice model on re
 placed on its whole-lattice posterior (:mod:`geogp.placement.lattice`: strategies reduction,
 the default there, mi and variance; mi scores every cell to first order through random
 probes), or tile by tile where its posterior needs tiles (:mod:`geogp.placement.lattice_tiled`).
-``--model afs`` (or ``--kernel``/``--features``) fits a dense AFS model (mi, the default
+A stack of dates (a time dimension) is fitted jointly (the space-time model) and the sites
+are for the next date (``--time`` for another), from the posterior at that date
+(:mod:`geogp.placement.spacetime`). ``--model afs`` (or ``--kernel``/``--features``) fits a
+dense AFS model (mi, the default
 there, variance and krause; marginal mi is evaluated over all cells by bounds + exact re-ranking,
 :mod:`geogp.placement.screen`). ``--model wavelet`` fits the multiresolution
 wavelet model and places on its sparse posterior (:mod:`geogp.placement.wavelet`: strategies mi,
@@ -73,7 +77,8 @@ def add_place_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
         description="Fit a Gaussian process to INPUT (GeoTIFF or NetCDF; NaN/nodata = missing) "
                     "and suggest the next N measurement sites on its grid, greedily, with the "
                     "hyperparameters fixed. Writes a GeoJSON FeatureCollection of points.")
-    p.add_argument("input", metavar="INPUT", help="raster (.tif or .nc)")
+    p.add_argument("input", metavar="INPUT",
+                   help="raster (.tif or .nc), or a stack of dates (.nc with a time dimension)")
     p.add_argument("--n", type=int, default=10, metavar="N", help="number of sites (default 10)")
     p.add_argument("--out", required=True, metavar="SITES.geojson", help="output GeoJSON")
     p.add_argument("--strategy", default="auto",
@@ -81,7 +86,8 @@ def add_place_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                    help="acquisition. auto (default): reduction with the lattice model (the "
                         "largest expected drop of the summed variance over every cell: it "
                         "reduced the error in gaps more than mi in benchmarks/"
-                        "bench_placement_value.py), mi with the others")
+                        "bench_placement_value.py) and the space-time model, mi with the "
+                        "others")
     p.add_argument("--criterion", default="marginal", choices=("marginal", "joint"),
                    help="for mi: marginal (default) or joint log-determinant")
     p.add_argument("--var", metavar="NAME", help="variable of a NetCDF file")
@@ -93,7 +99,8 @@ def add_place_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                         "updates; mi, variance and krause; implied by --kernel or --features); "
                         "wavelet "
                         "(multiresolution model; sparse posterior; mi, variance and krause); "
-                        "exact (dense exact GP, for small rasters)")
+                        "exact (dense exact GP, for small rasters); spacetime (a stack of "
+                        "dates, fitted jointly, the default there: sites for --time)")
     add_model_options(p, models=False, lattice=False, features_help=(
         "number of Fourier features of an AFS placement model (implies --model afs under "
         "auto; default 2000, with the dense solver, at most 4096)"))

@@ -140,6 +140,26 @@ def test_on_tiles_columns_approach_the_whole_stack_as_the_halo_grows():
     assert errors[2] < 0.06, errors
 
 
+def test_a_pass_over_many_tiles_analyses_each_held_slot_once():
+    """Tiles beyond those held at once reuse a slot's symbolic analysis (only the numeric
+    factor is redone): two products over 12 tiles analyse at most HOLD_TILES patterns."""
+    from geogp.linalg import cholmod
+    from geogp.models.spacetime.forecast import HOLD_TILES
+
+    est, _ = _fixed((20, 22), 4, tile=10, halo=2)
+    cov = ForecastCovariance(est.forecast(NEXT))
+    assert len(cov._tiles) >= 3 * HOLD_TILES
+    x = np.ones((cov.n, 2))
+    cov.apply(x)
+    first = cov.apply(x)
+    patterns = {id(dc.problem.pattern): dc.problem.pattern for dc, _ in cov._held.values()}
+    analyses = [cholmod.analyze(p, ordering=est.ordering).backend.n_analyses
+                for p in patterns.values()]
+    assert len(patterns) == HOLD_TILES and max(analyses) == 1, analyses
+    assert np.array_equal(first, cov.apply(x))  # refactorised tiles give the same products
+    cov.release()
+
+
 @pytest.fixture(scope="module")
 def stack_da():
     """A 14 × 15 stack of 5 dates (UTM), a patch clouded on the last two dates."""

@@ -110,6 +110,7 @@ class LatticeCovariance:
                 (rows + self.offset[0]) * int(est.shape_[1]) + cols + self.offset[1]]
         self.noise = float(est.noise_var_)
         self.n = int(self.shape[0] * self.shape[1])
+        self.batch = 64  # right-hand sides a solve takes in the greedy's set-up
         # the dense part of the covariance, r A⁻¹ rᵀ = g (D A⁻¹ D) gᵀ
         self._pi, self._r = sm.pi, np.asarray(sm.g)
         self._ainv = np.asarray(sm.w_cov)
@@ -301,6 +302,7 @@ class CellCovariance(Protocol):
     (:class:`~geogp.models.spacetime.forecast.ForecastCovariance`)."""
 
     n: int
+    batch: int  # right-hand sides per product or columns call (each call refactorises tiles)
 
     @property
     def noise(self) -> float | np.ndarray:
@@ -345,17 +347,17 @@ class LatticeGreedy(Greedy):
                 self._z /= np.sqrt(self.cT + self.noise_t)[:, None]
             self._rho0 = self.cT + self.noise_t  # the probes' weights (W = diag(1/ρ) for mi)
             self.P = np.empty((pb.ops.n, self.probes))
-            for a in range(0, self.probes, 64):
-                z = np.zeros((lc.n, min(64, self.probes - a)))
+            for a in range(0, self.probes, lc.batch):
+                z = np.zeros((lc.n, min(lc.batch, self.probes - a)))
                 z[pb.tops.cells] = self._z[:, a:a + z.shape[1]]
                 self.P[:, a:a + z.shape[1]] = lc.apply(z)[pb.ops.cells]
                 del z
-        elif strategy in ("mi", "reduction"):  # C(candidates, targets), 64 columns a solve
+        elif strategy in ("mi", "reduction"):  # C(candidates, targets), lc.batch columns a solve
             joint = strategy == "mi" and criterion == "joint"
             self.Xt = np.empty((pb.ops.n, pb.tops.n))
             ct = np.empty((pb.tops.n, pb.tops.n)) if joint else None
-            for a in range(0, pb.tops.n, 64):
-                cols = lc.columns(pb.tops.cells[a:a + 64])
+            for a in range(0, pb.tops.n, lc.batch):
+                cols = lc.columns(pb.tops.cells[a:a + lc.batch])
                 self.Xt[:, a:a + cols.shape[1]] = cols[pb.ops.cells]
                 if ct is not None:
                     ct[:, a:a + cols.shape[1]] = cols[pb.tops.cells]

@@ -67,6 +67,9 @@ class ForecastCovariance:
         model = forecast.model
         ny, nx = model.shape_[1:]
         self.shape, self.n = (ny, nx), ny * nx
+        # right-hand sides per product: a pass over the tiles factorises each one again, so
+        # the greedy's 128 probes go in one pass
+        self.batch = 128
         self._params, self._model = model.params_, model
         self._times = np.union1d(model.times_, [forecast.time])
         self._step = int(np.searchsorted(self._times, forecast.time))
@@ -95,15 +98,15 @@ class ForecastCovariance:
         return (rows * self.shape[1] + cols).ravel()
 
     def _tile(self, i: int) -> DateCovariance:
-        """Tile ``i``'s covariance at the date, its factor held (the least recently used
-        tile's released beyond :data:`HOLD_TILES`)."""
+        """Tile ``i``'s covariance at the date, its factor held in a pattern slot of its own
+        (beyond :data:`HOLD_TILES`, the least recently used tile's slot is refactorised: the
+        slot keeps its symbolic analysis, which a release would drop)."""
         if i in self._held:
             self._held.move_to_end(i)
             return self._held[i][0]
         free = set(range(HOLD_TILES)) - {slot for _, slot in self._held.values()}
         if not free:
-            _, (old, slot) = self._held.popitem(last=False)
-            old.release()
+            _, (_, slot) = self._held.popitem(last=False)
             free = {slot}
         slot = min(free)
         model, w = self._model, self._tiles[i]

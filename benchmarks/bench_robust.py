@@ -58,7 +58,7 @@ def main() -> None:
         print(f"SKIP: {DATA} not found (the satellite grid is not shipped with geogp).")
         return
     import geogp
-    from geogp.crossval.folds import gap_folds
+    from geogp.core.folds import gap_folds
 
     da = geogp.open_raster(DATA)
     truth = da.values

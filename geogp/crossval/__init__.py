@@ -11,7 +11,7 @@ rewards local interpolation and says nothing about the centre of a cloud. The do
 (``docs/crossvalidation.md``) explain the protocol.
 """
 
-from geogp.crossval.folds import (
+from geogp.core.folds import (
     FOLD_KINDS,
     block_folds,
     distance_to_observed,

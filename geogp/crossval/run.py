@@ -1,6 +1,6 @@
 """Cross-validate a gap-filling method on a raster: hold out folds, refit, score by distance.
 
-:func:`cross_validate` hides each fold's cells (see :mod:`geogp.crossval.folds`), fits on the
+:func:`cross_validate` hides each fold's cells (see :mod:`geogp.core.folds`), fits on the
 remaining observed cells, predicts the full grid and scores the hidden cells with the
 Gaussian predictive scores of :mod:`geogp.core.metrics` (RMSE, MAE, CRPS, 95 % interval score and
 coverage, NLPD), overall and by distance to the nearest training cell. Any geogp model
@@ -30,8 +30,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from geogp.core.folds import distance_to_observed, make_folds
 from geogp.core.progress import bar
-from geogp.crossval.folds import distance_to_observed, make_folds
 from geogp.crossval.result import CVResult
 from geogp.crossval.stack import cross_validate_stack, stack_gap_folds
 from geogp.exceptions import InputError

@@ -21,8 +21,8 @@ import xarray as xr
 from scipy import ndimage
 
 from geogp.core import metrics
+from geogp.core.folds import distance_to_observed
 from geogp.core.progress import bar
-from geogp.crossval.folds import distance_to_observed
 from geogp.crossval.result import CVResult
 from geogp.exceptions import InputError
 from geogp.frontend.adapters import find_spatial_dims

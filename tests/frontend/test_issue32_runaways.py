@@ -86,7 +86,7 @@ def test_issue32_cv_folds_memory_estimate_before_allocation(monkeypatch):
     the estimate bounds the traced peak of building them."""
     import tracemalloc
 
-    from geogp.crossval.folds import fold_bytes, make_folds
+    from geogp.core.folds import fold_bytes, make_folds
     from geogp.exceptions import MemoryEstimateError
 
     obs = np.isfinite(_cv_raster().values)

@@ -286,3 +286,45 @@ def test_geogp_fit_robust_writes_the_weights_as_a_band(tmp_path, capsys):
                  "afs", "--quiet"]) != 0
     assert "--robust belongs to the lattice model" in capsys.readouterr().err
     assert not (tmp_path / "q.tif").exists()
+
+
+def _drawn_field(seed, shape=(60, 70), rng_range=6.0, sd=1.0, noise=0.1):
+    """A draw of the lattice's α = 2 field (unit cells) plus noise, under three clouds."""
+    from tests.models.test_spacetime_estimator import _field_draws
+
+    rng = np.random.default_rng(seed)
+    f = _field_draws(shape, rng_range, sd, rng, 1)[0]
+    v = f + noise * rng.standard_normal(shape)
+    obs = np.ones(shape, dtype=bool)
+    obs[20:35, 20:40] = obs[5:12, 50:62] = obs[42:55, 5:15] = False
+    return f, np.where(obs, v, np.nan), (np.arange(float(shape[0])), np.arange(float(shape[1])))
+
+
+def test_robust_predictive_is_tempered_on_gap_folds_where_its_sds_are_too_small(monkeypatch):
+    """θ fixed with the sd and noise 2.5× too small: the gap-shaped folds find a temperature
+    well above 1 (the EM takes part of the misfit for gross errors and flags many cells, so
+    less than 2.5: 1.81 here), the sds grow by exactly that factor, the mean does not move,
+    and the gaps' coverage comes back from 0.59 to at least 0.85; at the right θ the
+    temperature stays near 1."""
+    f, v, axes = _drawn_field(2)
+    obs = np.isfinite(v)
+
+    def fit(scale, folds):
+        monkeypatch.setattr(lm.regressor, "ROBUST_TEMPER_FOLDS", folds)
+        return lm.LatticeRegressor(robust=True, optimize=False, range=6.0, sd=scale,
+                                   noise=0.1 * scale, mean="constant").fit_grid(axes, v)
+
+    narrow, plain = fit(0.4, 2), fit(0.4, 0)
+    t = narrow.gross_errors()["temperature"]
+    assert plain.gross_errors()["temperature"] == 1.0
+    assert 1.5 <= t <= 2.5, t
+    a, b = narrow.predict_grid(list(axes)), plain.predict_grid(list(axes))
+    assert np.allclose(a.mean, b.mean, rtol=0, atol=1e-8 * np.abs(b.mean).max())
+    assert np.allclose(np.sqrt(a.var_latent / b.var_latent), t, rtol=1e-6)
+    gaps = ~obs
+    z = np.abs(a.mean - f)[gaps] / np.sqrt(a.var_latent[gaps])
+    assert np.mean(z < 1.96) > 0.85
+    z = np.abs(b.mean - f)[gaps] / np.sqrt(b.var_latent[gaps])
+    assert np.mean(z < 1.96) < 0.7  # untempered
+    right = fit(1.0, 2)
+    assert right.gross_errors()["temperature"] < 1.1

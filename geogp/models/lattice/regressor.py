@@ -18,6 +18,7 @@ or on overlapping tiles above :data:`WHOLE_LATTICE_MAX_CELLS` (:mod:`geogp.model
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -26,6 +27,8 @@ from typing import TYPE_CHECKING
 import jax.numpy as jnp
 import numpy as np
 
+from geogp.core.calibration import interval_scale
+from geogp.core.folds import gap_folds
 from geogp.core.grid_checks import NEARLY_REGULAR_TOLERANCE, spacing_variation
 from geogp.core.optimize import FitReport
 from geogp.core.progress import announce_fit
@@ -90,6 +93,11 @@ HOLE_START = 1.9
 # robust=True: EM steps (one posterior each), and after how many θ is fitted again
 ROBUST_STEPS = 5
 ROBUST_REFIT_AFTER = 4
+# ... and the gap-shaped folds its predictive's temperature is fitted on, after the refit
+# (one posterior each; 0: no temperature)
+ROBUST_TEMPER_FOLDS = 2
+# a tempered θ: every variance of the model grows by the temperature²; the mean is unchanged
+_VARIANCE_KEYS = ("log_sd", "log_noise", "log_sd_mid", "log_sd_large")
 # steps within this relative deviation of their mean make a regular axis (origin + i·step), as
 # in the front end (geogp.frontend.adapters.check_axis); others map coordinates along the axis
 # itself
@@ -166,8 +174,10 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             each observation is, with a probability learnt per distance to the nearest gap,
             off by an error of its own), by EM: :data:`ROBUST_STEPS` reweighting steps, each
             one posterior, with θ fitted again under the weights after
-            :data:`ROBUST_REFIT_AFTER` of them. For cloud-mask leaks and spikes; 3–4.5×
-            the time of a plain fit. ``obs_weight_`` then shows what was distrusted.
+            :data:`ROBUST_REFIT_AFTER` of them, and the predictive tempered: every variance
+            widened by the factor that gap-shaped folds call for (:meth:`_temperature`; the
+            mean is unchanged). For cloud-mask leaks and spikes; 3–4.5× the time of a plain
+            fit. ``obs_weight_`` then shows what was distrusted.
         varying: a local range and sd that vary over the raster
             (:mod:`geogp.models.lattice.varying`: the non-stationary SPDE, log range and log
             sd on a multiresolution B-spline basis whose fine levels the prior shrinks; α = 2),
@@ -547,17 +557,52 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         classes = gap_distance_class(obs)
         cells = self._observed_cells(obs)
         em = Contamination.start(ys)
-        for step in range(ROBUST_STEPS):
-            em.step(self.posterior_.mean[cells], self.posterior_.var[cells], ys,
-                    float(np.exp(2.0 * self.params_["log_noise"])), classes)
-            self.obs_weight_ = np.full(obs.shape, np.nan)
-            self.obs_weight_[obs] = em.weight
-            if step + 1 == ROBUST_REFIT_AFTER and self.optimize:
-                _, local, self.report_ = self._fit_local_field(obs, em.target, trend, tiles)
-                self.params_ = {**self.params_, **local}
-                release_memory()
-            self._posterior(obs, em.target)
+        optimize, self.temperature_ = self.optimize, 1.0
+        noise = self.noise_var_  # σ² of the posterior the next E-step reads
+        try:
+            for step in range(ROBUST_STEPS):
+                em.step(self.posterior_.mean[cells], self.posterior_.var[cells], ys, noise,
+                        classes)
+                self.obs_weight_ = np.full(obs.shape, np.nan)
+                self.obs_weight_[obs] = em.weight
+                if step + 1 == ROBUST_REFIT_AFTER and self.optimize:
+                    _, local, self.report_ = self._fit_local_field(obs, em.target, trend, tiles)
+                    self.params_ = {**self.params_, **local}
+                    release_memory()
+                self._posterior(obs, em.target)
+                noise = self.noise_var_
+                if step + 1 == ROBUST_REFIT_AFTER < ROBUST_STEPS:  # the next posteriors use it
+                    self.temperature_ = self._temperature(obs, ys, em)
+                    self.params_ = {k: v + math.log(self.temperature_) if k in _VARIANCE_KEYS
+                                    else v for k, v in self.params_.items()}
+                    self.optimize = False  # stage 2 keeps the tempered θ (c = 1)
+        finally:
+            self.optimize = optimize
         self.contamination_ = em
+
+    def _temperature(self, obs: np.ndarray, ys: np.ndarray, em: Contamination) -> float:
+        """``robust``: the factor by which the predictive sds must grow for 95 % of clean
+        observed values hidden under the raster's own gap shapes
+        (:func:`~geogp.core.folds.gap_folds`, :data:`ROBUST_TEMPER_FOLDS` of them) to fall in
+        the 95 % intervals, at the current θ and weights (the posterior of each fold, θ kept):
+        the GVI predictive's temperature, fitted rather than assumed. Never below 1, and 1
+        unless the folds show it beyond their own noise
+        (:func:`~geogp.core.calibration.interval_scale`)."""
+        try:
+            folds = gap_folds(obs, ROBUST_TEMPER_FOLDS, seed=0) if ROBUST_TEMPER_FOLDS else []
+        except InputError:  # no gap to move (a complete raster): nothing to check on
+            return 1.0
+        z = []
+        for hidden in folds:
+            part = copy.copy(self)
+            part.optimize, part.progress, part.tile_progress = False, None, None
+            kept = ~hidden[obs]
+            part._posterior(obs & ~hidden, em.target[kept])
+            at = self._observed_cells(hidden)
+            sd = np.sqrt(part.posterior_.var[at] + part.noise_var_)
+            clean = em.clean[~kept] > 0.5  # gross errors would widen it for the wrong reason
+            z.append(((ys[~kept] - part.posterior_.mean[at]) / sd)[clean])
+        return interval_scale(np.concatenate(z)) if z else 1.0
 
     def observation_weight(self, points: ArrayLike) -> np.ndarray:
         """(P,) the weight a ``robust`` fit gave the observed cell at each of ``points``
@@ -585,7 +630,8 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         """The fitted gross-error model in data units (``robust=True``): ``prior`` (the
         probability per distance to the nearest gap, 1 … ``DISTANCE_CLASSES`` or more
         cells), ``shift`` and ``sd`` of the gross errors, and ``flagged``, the observed cells
-        more likely gross errors than not."""
+        more likely gross errors than not; ``temperature``, the factor the predictive's sds
+        were widened by (gap-shaped folds; 1: none)."""
         check_fitted(self, "scaler_")
         em = getattr(self, "contamination_", None)
         if em is None:
@@ -595,7 +641,8 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
                 else "gross_errors() needs a fit with robust=True.")
         return {"prior": np.asarray(em.prior), "shift": em.shift * self.scaler_.y_scale,
                 "sd": float(np.sqrt(em.var)) * self.scaler_.y_scale,
-                "flagged": int(np.sum(em.clean < 0.5))}
+                "flagged": int(np.sum(em.clean < 0.5)),
+                "temperature": float(self.temperature_)}
 
     def _smoother_candidates(self) -> list[tuple[int, bool]]:
         """The operators, (α, hole effect), that ``"auto"`` settings try beside ν = 1 on a

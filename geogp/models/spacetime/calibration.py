@@ -17,19 +17,10 @@ from __future__ import annotations
 import numpy as np
 from scipy import ndimage
 
+from geogp.core.calibration import ERRORS_PER_INDEPENDENT, MIN_HIDDEN, Z95, interval_scale
 from geogp.exceptions import InputError
 
 __all__ = ["stack_gap_folds", "interval_scale", "Z95", "MIN_HIDDEN", "ERRORS_PER_INDEPENDENT"]
-
-# the standard normal's 97.5 % quantile: a 95 % interval is mean ± Z95 sd
-Z95 = 1.959963984540054
-# fewer hidden values than this leave the intervals as the model has them
-MIN_HIDDEN = 200
-# hidden values per independent one (a cloud's errors are correlated): sets the noise of the
-# folds' 95 % quantile, which alone would widen a right model's intervals (docs/spacetime.md,
-# "Intervals")
-ERRORS_PER_INDEPENDENT = 10
-
 
 def stack_gap_folds(observed: np.ndarray, n_folds: int = 3, *, fraction: float = 0.15,
                     seed: int = 0) -> np.ndarray:
@@ -62,19 +53,3 @@ def stack_gap_folds(observed: np.ndarray, n_folds: int = 3, *, fraction: float =
         raise InputError("no date of the stack has clouds where another date is clear, so "
                          "there are no cloud shapes to move; pass folds= as a boolean array.")
     return folds
-
-
-
-def interval_scale(z: np.ndarray) -> float:
-    """The factor c ≥ 1 by which the sds must grow for 95 % of the standardised errors ``z``
-    (error / predictive sd) of hidden values to fall within ± Z95 c, when the folds show it
-    beyond their own noise: the quantile taken is a lower confidence bound of the 95 % one,
-    0.95 − 2 √(0.95 · 0.05 / n_eff) with n_eff = n / :data:`ERRORS_PER_INDEPENDENT` (errors
-    within one cloud are correlated). 1.0 with fewer than :data:`MIN_HIDDEN` of them."""
-    z = np.abs(np.asarray(z, dtype=np.float64).ravel())
-    z = z[np.isfinite(z)]
-    if z.size < MIN_HIDDEN:
-        return 1.0
-    n_eff = z.size / ERRORS_PER_INDEPENDENT
-    level = 0.95 - 2.0 * np.sqrt(0.95 * 0.05 / n_eff)
-    return max(1.0, float(np.quantile(z, level)) / Z95)

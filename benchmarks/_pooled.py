@@ -20,8 +20,8 @@ class Pooled:
         acc[3] += n
         acc[4] += wall
 
-    def print(self, folds: int, width: int = 13) -> None:
-        print("pooled over the folds:")
+    def print(self, folds: int, width: int = 13, what: str = "folds") -> None:
+        print(f"pooled over the {what}:")
         for method, (se, crps, cov, n, wall) in self.acc.items():
             print(f"  {method:{width}s} RMSE {math.sqrt(se / n):.3f}  CRPS {crps / n:.3f}  "
-                  f"cov95 {cov / n:.3f}  {wall / folds:6.1f} s per fold")
+                  f"cov95 {cov / n:.3f}  {wall / folds:6.1f} s per {what[:-1]}")

@@ -1,4 +1,4 @@
-"""Scale of the wavelet model (issue #14): time and peak memory of a default fit on a 2048²
+"""Scale of the wavelet-basis model (issue #14): time and peak memory of a default fit on a 2048²
 raster with 30 % gaps, plus the full-grid mean/std.
 
 The raster is ``bench_scale.Field`` (the AFS scale benchmark's closed-form field: a seeded sum
@@ -12,7 +12,7 @@ on every cell with ``geogp.families.predict_grid`` (row blocks of 2²⁰ cells).
 ``ru_maxrss``. Targets: ≤ 10 min and ≤ 8 GB at 2048².
 
 With ``--satellite`` it measures the issue's other size instead: ``geogp.fit(da,
-model="wavelet")`` with defaults on ``../shared/data/heaton_satellite_train.nc`` (300×500,
+model="wavelet_basis")`` with defaults on ``../shared/data/heaton_satellite_train.nc`` (300×500,
 ~30 % missing), then ``model.predict()`` on the full grid (target ≤ 60 s).
 
 Usage::
@@ -57,8 +57,9 @@ def worker(n: int, seed: int, family: str | None) -> dict:
 
     class Timed(WaveletRegressor):
         """WaveletRegressor that marks the start of the L-BFGS phase (after the statistics);
-        the front end routes it as a wavelet model (geogp.families.family_of is an isinstance test:
-        before that, this subclass made the prediction go cell by cell, 127 s at 2048²)."""
+        the front end routes it as a wavelet_basis model (geogp.families.family_of is an
+        isinstance test: before that, this subclass made the prediction go cell by cell, 127 s
+        at 2048²)."""
 
         def _learn(self, *args, **kw):
             timer["stats_end"] = time.perf_counter()
@@ -103,7 +104,7 @@ def satellite(path: Path) -> int:
     da = geogp.open_raster(path)
     load_start = _load()
     t0 = time.perf_counter()
-    model = geogp.fit(da, model="wavelet")
+    model = geogp.fit(da, model="wavelet_basis")
     t1 = time.perf_counter()
     out = model.predict()
     t2 = time.perf_counter()

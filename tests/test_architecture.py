@@ -77,15 +77,16 @@ def _private_uses(tree: ast.Module):
 
 
 def _model_classes() -> dict[str, str]:
-    """Model class name → the name of its model (from the registry)."""
-    return {c: name for name, (_, _, cls) in families._REGISTRY.items()
+    """Model class name → the module of its model (from the registry; two names may share a
+    class: "nonstationary" is the lattice model's)."""
+    return {c: module for _, module, cls in families._REGISTRY.values()
             for c in ((cls,) if isinstance(cls, str) else cls)}
 
 
-def _own_files(model: str) -> tuple[str, ...]:
-    """Where a model's own code lives: its package (the model, its family adapter and its
-    file codec)."""
-    return (f"geogp/models/{model}",)
+def _own_files(module: str) -> tuple[str, ...]:
+    """Where a model's own code lives: its package under geogp/models (the model, its family
+    adapter and its file codec)."""
+    return ("/".join(module.split(".")[:3]),)
 
 
 def test_no_private_name_is_used_outside_its_package():
@@ -188,9 +189,10 @@ def _import_graph() -> dict[str, set[str]]:
                         visit(handler.body)
 
         visit(tree.body)
-        if "import_module" in ast.unparse(tree):
-            edges.update(n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
-                         and isinstance(n.value, str) and n.value in modules)
+        if "import_module" in ast.unparse(tree):  # "module" or "module:ATTRIBUTE"
+            edges.update(n.value.partition(":")[0] for n in ast.walk(tree)
+                         if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                         and n.value.partition(":")[0] in modules)
         graph[name] = {e for e in edges if e and e.startswith("geogp") and e != name}
     return graph
 

@@ -160,7 +160,7 @@ def test_greedy_equals_brute_force(rng, strategy):
     k = 4
     got = suggest_sites(m, Candidates.points(C), k, strategy=strategy, targets=T,
                         min_distance=0.0)
-    assert got.attrs["model"] == "wavelet"
+    assert got.attrs["model"] == "wavelet_basis"
     chosen = []
     for step in range(k):
         cur = ref.with_sites(C[chosen]) if chosen else ref
@@ -291,7 +291,7 @@ def test_suggest_sites_raster(rng, backend, monkeypatch):
     for strategy in ("variance", "mi"):
         s = suggest_sites(m, cands, k, strategy=strategy, min_distance=md, names=("y", "x"),
                           max_targets=len(cells))  # every cell a target: no thinning
-        assert len(s) == k and s.attrs["model"] == "wavelet"
+        assert len(s) == k and s.attrs["model"] == "wavelet_basis"
         xy = s[["y", "x"]].to_numpy()
         np.testing.assert_array_equal(xy, cells[s["index"].to_numpy()])
         assert np.all((xy >= [ay.min(), ax.min()]) & (xy <= [ay.max(), ax.max()]))
@@ -378,7 +378,7 @@ def test_suggest_sites_refusals(rng):
 
 
 # --------------------------------------------------------------------------- CLI
-def test_cli_place_model_wavelet(tmp_path, rng, monkeypatch, capsys):
+def test_cli_place_model_wavelet_basis(tmp_path, rng, monkeypatch, capsys):
     import argparse
 
     import rioxarray  # noqa: F401
@@ -406,16 +406,16 @@ def test_cli_place_model_wavelet(tmp_path, rng, monkeypatch, capsys):
     parser = argparse.ArgumentParser(prog="geogp")
     add_place_parser(parser.add_subparsers(dest="command"))
     out = tmp_path / "s.geojson"
-    argv = ["place", str(tmp_path / "in.tif"), "--model", "wavelet", "--n", "3", "--out",
+    argv = ["place", str(tmp_path / "in.tif"), "--model", "wavelet_basis", "--n", "3", "--out",
             str(out), "--min-distance", "250", "--strategy", "variance", "--quiet"]
     assert run_place(parser.parse_args(argv)) == 0
-    assert seen == ["wavelet"]
+    assert seen == ["wavelet_basis"]
     xy = np.array([f["geometry"]["coordinates"] for f in json.loads(out.read_text())["features"]])
     assert xy.shape == (3, 2)
     assert np.all(np.isin(xy[:, 0], x)) and np.all(np.isin(xy[:, 1], y))
     d = np.linalg.norm(xy[:, None] - xy[None], axis=-1) + 1e9 * np.eye(3)
     assert d.min() >= 250
-    bad = ["place", str(tmp_path / "in.tif"), "--model", "wavelet", "--features", "64",
+    bad = ["place", str(tmp_path / "in.tif"), "--model", "wavelet_basis", "--features", "64",
            "--out", str(tmp_path / "t.geojson")]
     assert run_place(parser.parse_args(bad)) == 2
     assert "AFS options" in capsys.readouterr().err

@@ -1,6 +1,6 @@
 """``geogp fit``: fit a raster or a table of points and write the predicted mean and std.
 
-    geogp fit INPUT.(tif|nc|csv|gpkg|geojson|shp) --out PRED.tif [--model auto|lattice|afs|wavelet
+    geogp fit INPUT.(tif|nc|csv|gpkg|geojson|shp) --out PRED.tif [--model auto|lattice|afs|...
         --netcdf PRED.nc --map PRED.png --samples N --covariate COV.tif --save-model M.npz ...]
 
 Rasters are read with :func:`geogp.frontend.io.open_raster` (NaN or nodata = missing); point tables
@@ -46,7 +46,7 @@ def add_fit_parser(subparsers: argparse._SubParsersAction, epilog: str) -> argpa
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=epilog,
         description="Fit a Gaussian process to INPUT (GeoTIFF or NetCDF; NaN/nodata = missing) "
                     "and write the prediction on the same grid: band 1 = mean, band 2 = std "
-                    "of a new observation (noise included); wavelet models add a band of "
+                    "of a new observation (noise included); wavelet_basis models add a band of "
                     "their effective lengthscale, --robust a band of each observation's "
                     "weight, --local-range bands of the local range and sd. A stack of "
                     "dates (a NetCDF time dimension, several INPUT rasters, or one with dated "
@@ -94,7 +94,7 @@ def add_fit_parser(subparsers: argparse._SubParsersAction, epilog: str) -> argpa
                           "mean (external drift); repeat for several. Lattice model only")
     fit.add_argument("--samples", type=int, default=0, metavar="N",
                      help="also write N posterior sample rasters (conditional simulations of "
-                          "the field; lattice, AFS, wavelet and space-time models, the last "
+                          "the field; lattice, AFS, wavelet_basis and space-time models, the last "
                           "drawn jointly over the dates): extra bands 'samples sample=i' after "
                           "the others (of each date's GeoTIFF for a stack), and a 'samples' "
                           "variable in --netcdf")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from geogp.core.grid_checks import spacing
-from geogp.families import AUTO, AUTO_RULE, MODELS
+from geogp.families import ALIASES, AUTO, AUTO_RULE, MODELS
 
 if TYPE_CHECKING:  # annotations only
 
@@ -18,15 +18,20 @@ __all__ = ["DATE_FIELD", "add_model_options", "add_memory_option", "add_run_opti
            "model_keywords", "positive_int", "nonnegative_int", "MODEL_CHOICES", "exclusion_mask",
            "spacing"]
 
-MODEL_CHOICES = (AUTO, *MODELS)  # the registry's names
+MODEL_CHOICES = (AUTO, *MODELS, *ALIASES)  # the registry's names and their aliases
 
 # argparse formats help with %: the rule's "10 %" is escaped
 # in an --out GeoTIFF name: one file per date of a stack
 DATE_FIELD = "{date}"
 _MODEL_HELP = (f"model: auto (default: {AUTO_RULE.replace('%', '%%')}), "
-               "lattice (SPDE/GMRF on the cells + large-scale Fourier features), afs "
-               "(approximate Fourier series; any size), wavelet, exact (small data), spacetime "
-               "(a stack with a time dimension, fitted jointly over its dates)")
+               "lattice (SPDE/GMRF on the cells + large-scale Fourier features), nonstationary "
+               "(the lattice model with a range and sd that vary in space on a "
+               "multiresolution basis: varying=True, for fields rough in places and smooth "
+               "in others), afs (approximate Fourier series; any size), wavelet_basis (the "
+               "thesis's wavelet-basis covariance), exact (small data), spacetime (a stack "
+               "with a time dimension, fitted jointly over its dates); "
+               + "; ".join(f"{alias}: an alias of {target}"
+                           for alias, target in ALIASES.items()))
 
 
 def add_model_options(parser: argparse.ArgumentParser, *, models: bool = True,

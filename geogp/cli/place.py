@@ -4,7 +4,7 @@
 (:func:`run_place` runs it with the command's conventions)::
 
     geogp place INPUT.(tif|nc) --n 20 --out sites.geojson [--time DATE
-        --model auto|lattice|afs|wavelet|spacetime
+        --model auto|lattice|nonstationary|afs|wavelet_basis|spacetime
         --strategy auto|reduction|mi|variance|krause --criterion marginal|joint
         --features 500 --min-distance D --exclude MASK.tif --csv sites.csv --map sites.png
         --measured POINTS.(csv|gpkg) [--refit] --var NAME --overwrite --quiet]
@@ -22,9 +22,11 @@ are for the next date (``--time`` for another), from the posterior at that date
 (:mod:`geogp.placement.spacetime`). ``--model afs`` (or ``--kernel``/``--features``) fits a
 dense AFS model (mi, the default
 there, variance and krause; marginal mi is evaluated over all cells by bounds + exact re-ranking,
-:mod:`geogp.placement.screen`). ``--model wavelet`` fits the multiresolution
-wavelet model and places on its sparse posterior (:mod:`geogp.placement.wavelet`: strategies mi,
-variance and krause; mi scores a stratified random subset of ``--max-targets`` cells). ``--criterion
+:mod:`geogp.placement.screen`). ``--model nonstationary`` (alias ``wavelet``) fits the
+lattice model with a range and sd that vary in space and places as with the lattice model.
+``--model wavelet_basis`` fits the thesis's multiresolution wavelet-basis model and places on
+its sparse posterior (:mod:`geogp.placement.wavelet`: strategies mi, variance and krause; mi
+scores a stratified random subset of ``--max-targets`` cells). ``--criterion
 joint`` scores a stratified random subset of ``--max-targets`` cells. Distances
 (``--min-distance``) are in the raster's CRS units (degrees of latitude on lon/lat rasters);
 by default ¼ of the shortest learnt lengthscale (at most half the spacing of the sites spread
@@ -63,7 +65,7 @@ Strategies: auto (default: reduction with the lattice model, mi with the others)
 (lattice model: the largest expected drop of the summed variance over every cell), mi (thesis
 log-determinant criterion over all cells, marginal form), variance (largest predictive
 variance), krause (Krause et al. 2008 mutual information between the sites and the rest of
-the grid; AFS and wavelet models). Sites keep a minimum distance of 1/4 of the
+the grid; AFS and wavelet_basis models). Sites keep a minimum distance of 1/4 of the
 shortest learnt lengthscale unless --min-distance says otherwise (0: none).
 exit codes: 0 ok, 2 usage or bad input, 1 other errors.
 """
@@ -97,8 +99,10 @@ def add_place_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
                         "mi and variance; mi scores every cell to first order, through 128 "
                         "random probes); afs (dense posterior with --features, rank-one "
                         "updates; mi, variance and krause; implied by --kernel or --features); "
-                        "wavelet "
-                        "(multiresolution model; sparse posterior; mi, variance and krause); "
+                        "nonstationary, or its alias wavelet (the lattice model with a range "
+                        "and sd that vary in space; as the lattice model); wavelet_basis "
+                        "(the thesis's wavelet-basis model; sparse posterior; mi, variance and "
+                        "krause); "
                         "exact (dense exact GP, for small rasters); spacetime (a stack of "
                         "dates, fitted jointly, the default there: sites for --time)")
     add_model_options(p, models=False, lattice=False, features_help=(

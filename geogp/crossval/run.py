@@ -124,7 +124,8 @@ def cross_validate(data: xr.DataArray | xr.Dataset, folds: str | np.ndarray = "g
         n_folds: number of folds (ignored for an array).
         seed: seed of the folds.
         model: geogp model (``"auto"``, the default of :func:`geogp.fit`, ``"lattice"``,
-            ``"afs"``, ``"wavelet"``, ``"exact"``) fitted by :func:`geogp.fit`
+            ``"nonstationary"`` or its alias ``"wavelet"``, ``"afs"``, ``"wavelet_basis"``,
+            ``"exact"``) fitted by :func:`geogp.fit`
             with ``fit_options`` (``kernel``, ``n_features``, ``mean``, ``maxiter``...).
         method: instead of a geogp model, a callable ``method(train) -> prediction``: ``train``
             is the raster with the held-out cells set to NaN; the prediction is an

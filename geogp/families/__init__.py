@@ -4,14 +4,19 @@ The front end, persistence, cross-validation, placement and the command line kno
 only by its family, an :class:`~geogp.families.generic.Family` (one object per family, in
 :mod:`geogp.models.afs.family`, ``lattice``, ``wavelet``, ``exact``, ``svgp``): they ask it to
 build, fit, predict, sample, describe, score, save and load. This module maps names to
-families (:func:`family`), models to their family (:func:`family_of`) and resolves
-``model="auto"`` (:func:`resolve_model`). A family's module, and its model's, are imported
-on first use, so that ``import geogp`` and ``geogp --help`` stay light.
+families (:func:`family`; aliases, :data:`ALIASES`, to the names they stand for), models to
+their family (:func:`family_of`) and resolves ``model="auto"`` (:func:`resolve_model`). A
+family's module, and its model's, are imported on first use, so that ``import geogp`` and
+``geogp --help`` stay light.
 
 Models (``"auto"``, the front end's default: :data:`AUTO_RULE`, :func:`resolve_model`):
     ``"afs"``: :class:`~geogp.models.afs.AFSRegressor`; regular rasters take its grid path,
     irregular coordinates and scattered points its point path.
-    ``"wavelet"``: :class:`~geogp.models.wavelet.WaveletRegressor`.
+    ``"nonstationary"`` (alias ``"wavelet"``): the lattice model with a range and sd that
+    vary in space on a multiresolution basis (``varying=True``), the toolkit's model for
+    fields whose roughness varies.
+    ``"wavelet_basis"``: :class:`~geogp.models.wavelet.WaveletRegressor`, the thesis's
+    wavelet-basis covariance (``"wavelet"`` until the name went to the non-stationary model).
     ``"exact"``: :class:`~geogp.models.exact.ExactGP`, for small data (≤ 5,000 points).
     ``"lattice"``: :class:`~geogp.models.lattice.LatticeRegressor`, an SPDE/GMRF on the cells
     of a regular raster plus large-scale Fourier features; rasters only.
@@ -39,14 +44,18 @@ if TYPE_CHECKING:  # annotations only
     from geogp.families.generic import Family
     from geogp.models.base import Prediction
 
-__all__ = ["AUTO", "MODELS", "FALLBACK", "EXACT_AUTO_POINTS", "POINTS_MODEL", "SERIES_MODEL",
-           "AUTO_RULE",
-           "GRID_MODEL", "GAUSSIAN", "SVGP_FEATURES", "family", "family_of",
-           "is_model", "savable_models", "resolve_model", "make_estimator", "fit_grid",
-           "fit_points", "predict_grid", "predict_points", "sample_grid", "describe"]
+__all__ = ["AUTO", "MODELS", "ALIASES", "FALLBACK", "EXACT_AUTO_POINTS", "POINTS_MODEL",
+           "SERIES_MODEL", "AUTO_RULE", "GRID_MODEL", "GAUSSIAN", "SVGP_FEATURES", "family",
+           "family_of", "is_model", "canonical", "alias_words", "savable_models", "resolve_model",
+           "make_estimator", "fit_grid", "fit_points", "predict_grid", "predict_points",
+           "sample_grid", "describe"]
 
 AUTO = "auto"
-MODELS = ("afs", "wavelet", "exact", "lattice", "spacetime")  # what GeoRegressor(model=...) accepts
+# what GeoRegressor(model=...) accepts, besides "auto" and the ALIASES
+MODELS = ("afs", "wavelet_basis", "exact", "lattice", "nonstationary", "spacetime")
+# another name → the model it stands for: "wavelet" is the toolkit's model for fields whose
+# roughness varies (issue #45), which is the lattice model with varying range and sd
+ALIASES = {"wavelet": "nonstationary"}
 FALLBACK = "afs"  # "auto" for points, irregular rasters, or what the lattice cannot hold
 GRID_MODEL = "lattice"  # "auto" for a regular raster within the lattice model's memory limit
 # scattered points up to this many get the exact GP under "auto": at 2,000 points its fit
@@ -69,7 +78,11 @@ SVGP_FEATURES = "afs"  # the model whose features a non-Gaussian likelihood's SV
 _REGISTRY = {
     "afs": ("geogp.models.afs.family", "geogp.models.afs", "AFSRegressor"),
     "lattice": ("geogp.models.lattice.family", "geogp.models.lattice", "LatticeRegressor"),
-    "wavelet": ("geogp.models.wavelet.family", "geogp.models.wavelet", "WaveletRegressor"),
+    # after "lattice": a LatticeRegressor's family (family_of) is the lattice family, which
+    # predicts, saves and places it the same way ("module:ATTRIBUTE" names a family object)
+    "nonstationary": ("geogp.models.lattice.family:NONSTATIONARY", "geogp.models.lattice",
+                      "LatticeRegressor"),
+    "wavelet_basis": ("geogp.models.wavelet.family", "geogp.models.wavelet", "WaveletRegressor"),
     "exact": ("geogp.models.exact.family", "geogp.models.exact.regressor", "ExactGP"),
     "svgp": ("geogp.models.svgp.family", "geogp.models.svgp.regressor", "SVGPRegressor"),
     # the joint model, what the front end keeps per date of it, its posterior at a new date
@@ -79,18 +92,40 @@ _REGISTRY = {
 _GENERIC = "geogp.families.generic"
 
 
+def canonical(name: str) -> str:
+    """The registered name that ``name`` stands for (itself unless it is one of
+    :data:`ALIASES`)."""
+    return ALIASES.get(name, name) if isinstance(name, str) else name
+
+
+def alias_words(name: str) -> str:
+    """What the alias ``name`` stands for, in words ("" for a registered name)."""
+    if name not in ALIASES:
+        return ""
+    target = ALIASES[name]
+    return f"model={name!r} is an alias of model={target!r}: {_MEANING.get(target, target)}"
+
+
+# what an alias's model is, for model_reason_ and --help
+_MEANING = {"nonstationary": "the lattice model with a range and sd that vary in space on a "
+                             "multiresolution basis"}
+
+
 def is_model(name: str) -> bool:
-    """Whether ``name`` is a registered model family (``"svgp"`` included)."""
-    return isinstance(name, str) and name in _REGISTRY
+    """Whether ``name`` is a registered model family (``"svgp"`` included) or an alias of one."""
+    return isinstance(name, str) and canonical(name) in _REGISTRY
 
 
 def family(name: str) -> Family:
-    """The :class:`~geogp.families.generic.Family` of the model called ``name``."""
+    """The :class:`~geogp.families.generic.Family` of the model called ``name`` (or of the
+    model an alias stands for)."""
     if not is_model(name):
-        raise InputError(f"model must be one of {list(MODELS)}; got {name!r}.")
-    module, model_module, cls = _REGISTRY[name]
+        raise InputError(f"model must be one of {list(MODELS)} or an alias "
+                         f"({_alias_list()}); got {name!r}.")
+    module, model_module, cls = _REGISTRY[canonical(name)]
+    module, _, attribute = module.partition(":")
     try:
-        return importlib.import_module(module).FAMILY
+        return getattr(importlib.import_module(module), attribute or "FAMILY")
     except (ImportError, AttributeError) as err:
         raise InputError(
             f"model={name!r} needs {model_module}.{_classes(cls)[0]}, which is not available "
@@ -109,6 +144,10 @@ def family_of(est: Any) -> Family:
                 est, tuple(getattr(module, c) for c in _classes(cls) if hasattr(module, c))):
             return family(name)
     return importlib.import_module(_GENERIC).FAMILY
+
+
+def _alias_list() -> str:
+    return ", ".join(f"{a!r} for {t!r}" for a, t in ALIASES.items())
 
 
 def _classes(cls: str | Sequence[str]) -> tuple[str, ...]:
@@ -160,7 +199,11 @@ def resolve_model(model: str, *, raster_shape: tuple[int, int] | None = None, re
     package gapfill's study its RMSE was 11–32 % below fitting each date alone
     (``benchmarks/bench_spacetime.py``). Otherwise each date is fitted alone, as above, and
     the reason says why.
+
+    An alias (:data:`ALIASES`) gives the model it stands for, and the reason says so.
     """
+    if model in ALIASES:
+        return canonical(model), f"requested ({alias_words(model)})"
     if model != AUTO:
         return model, "requested"
     if raster_shape is None:

@@ -328,8 +328,8 @@ class Family(Generic[M]):
     def sample_grid(self, est: M, axes: list, n: int,
                     seed: int | np.random.SeedSequence | None = None,
                     observed: bool = False) -> np.ndarray:
-        raise InputError(f"posterior samples are available for model='afs', 'lattice' and "
-                         f"'wavelet'; this model is {self.name!r}.")
+        raise InputError(f"posterior samples are available for model='afs', 'lattice', "
+                         f"'nonstationary' and 'wavelet_basis'; this model is {self.name!r}.")
 
     # ------------------------------------------------------------------ reports
     def describe(self, est: M) -> dict:
@@ -373,7 +373,7 @@ class Family(Generic[M]):
 
     def evidence(self, est: M) -> float:
         raise InputError(f"score() is not available for model={self.name!r}; it needs the "
-                         "bound (afs) or the exact evidence (exact, wavelet).")
+                         "bound (afs) or the exact evidence (exact, wavelet_basis).")
 
     # ------------------------------------------------------------------ placement
     def placement_strategies(self) -> tuple[str, ...]:
@@ -386,7 +386,7 @@ class Family(Generic[M]):
         if self.placement_type is not None:
             return self.placement_type(est)
         raise InputError(f"sensor placement is not available for {self._what(est)}; use the "
-                         "afs, exact, lattice or wavelet model.")
+                         "afs, exact, lattice, nonstationary or wavelet_basis model.")
 
     def condition(self, est: M, X: ArrayLike, y: ArrayLike | None = None) -> Any:
         """A copy of the fitted model conditioned on observations (X, y) in model units,

@@ -34,6 +34,7 @@ from geogp.core.memory import LAZY_CELLS, check_prediction, predicts_lazily
 from geogp.core.progress import FitProgress, SVGPProgress, bar
 from geogp.exceptions import InputError
 from geogp.families import (
+    ALIASES,
     AUTO,
     GAUSSIAN,
     GRID_MODEL,
@@ -73,12 +74,14 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
     """Gaussian-process gap filling for rasters, with scikit-learn manners.
 
     Args:
-        model: ``"auto"`` (default), ``"lattice"``, ``"afs"``, ``"wavelet"``, ``"exact"``
-            (small data) or ``"spacetime"`` (a stack with a time dimension, fitted jointly over
-            its dates: docs/spacetime.md). ``"auto"`` is ``"spacetime"`` for a stack of dates
-            on a regular raster within its memory limit, ``"lattice"`` (an SPDE/GMRF on the
-            raster's own cells
-            plus 64 large-scale Fourier features: sharp near data, honest deep inside gaps)
+        model: ``"auto"`` (default), ``"lattice"``, ``"nonstationary"`` (alias
+            ``"wavelet"``: the lattice model with a range and sd that vary in space,
+            ``varying=True``), ``"afs"``, ``"wavelet_basis"`` (the thesis's wavelet-basis
+            covariance), ``"exact"`` (small data) or ``"spacetime"`` (a stack with a time
+            dimension, fitted jointly over its dates: docs/spacetime.md). ``"auto"`` is
+            ``"spacetime"`` for a stack of dates on a regular raster within its memory limit,
+            ``"lattice"`` (an SPDE/GMRF on the raster's own cells plus 64 large-scale Fourier
+            features: sharp near data, honest deep inside gaps)
             for regular 2-D rasters (on posterior tiles where the whole raster passes the
             memory limit), ``"exact"`` for up to 2,000 scattered points
             (:data:`geogp.families.EXACT_AUTO_POINTS`), and ``"afs"`` (approximate Fourier
@@ -171,9 +174,9 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
             raise InputError(f"likelihood={self.likelihood!r} is fitted by an SVGP on AFS "
                              f"features, not by model={self.model!r}; leave model='auto' (or "
                              f"{SVGP_FEATURES!r}), or use likelihood='gaussian'.")
-        if gaussian and self.model not in (*MODELS, AUTO):
-            raise InputError(f"model must be one of {[AUTO, *MODELS]}; got "
-                             f"{self.model!r}.")
+        if gaussian and self.model not in (*MODELS, *ALIASES, AUTO):
+            raise InputError(f"model must be one of {[AUTO, *MODELS]} or an alias "
+                             f"{list(ALIASES)}; got {self.model!r}.")
         if (gaussian and self.share_hyperparameters and self.model != AUTO
                 and not family(self.model).shares_hyperparameters):
             raise InputError("share_hyperparameters=True is supported for model='afs' only.")
@@ -604,8 +607,9 @@ def fit(data: xr.DataArray | xr.Dataset | pd.DataFrame, model: str = "auto", *,
             pandas/GeoPandas table of points.
         model: ``"auto"`` (default: ``"spacetime"`` for a stack of dates, ``"lattice"`` for a
             regular raster, ``"exact"`` for up to 2,000 points, ``"afs"`` otherwise;
-            ``model_reason_`` says which and why), ``"lattice"``, ``"afs"``, ``"wavelet"``,
-            ``"exact"`` or ``"spacetime"`` (image stacks).
+            ``model_reason_`` says which and why), ``"lattice"``, ``"nonstationary"`` (alias
+            ``"wavelet"``), ``"afs"``, ``"wavelet_basis"``, ``"exact"`` or ``"spacetime"``
+            (image stacks).
         likelihood: ``"gaussian"`` (default), ``"poisson"``, ``"bernoulli"``, ``"student_t"``
             (an SVGP; see :class:`GeoRegressor`).
         var: variable of a Dataset.

@@ -118,13 +118,14 @@ class DrawsMixin:
             linear units (km for geographic rasters), with the grid's coordinates and CRS.
 
         Raises:
-            InputError: for models other than ``model="wavelet"`` (their lengthscale is the
-                same everywhere: see :meth:`hyperparameters`).
+            InputError: for models other than ``model="wavelet_basis"`` (their lengthscale is
+                the same everywhere: see :meth:`hyperparameters`; the lattice model maps its
+                local range with :meth:`local_scales`).
         """
         self._check_fitted()
         if not family(self.model_).maps_lengthscale:
             raise InputError(f"effective_lengthscale() maps the local lengthscale of "
-                             f"model='wavelet'; this model is {self.model_!r}, whose "
+                             f"model='wavelet_basis'; this model is {self.model_!r}, whose "
                              "lengthscale is the same everywhere (see hyperparameters()).")
         target, (my, mx) = self._grid(like, x, y)
         Y, X = np.meshgrid(my, mx, indexing="ij")

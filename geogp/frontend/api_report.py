@@ -197,7 +197,7 @@ class ReportMixin:
         """Model evidence for comparing fits of the same data, in nats, on the data's scale.
 
         The collapsed variational bound (AFS; a lower bound of the log marginal likelihood) or
-        the exact log marginal likelihood (``model="exact"``, ``"wavelet"``), summed over
+        the exact log marginal likelihood (``model="exact"``, ``"wavelet_basis"``), summed over
         slices. Each is computed on standardised values and brought back to the data's units
         by subtracting N·log(y_scale) (the Jacobian of the standardisation), so that fits
         with different settings of the same raster compare directly: higher is better.

@@ -41,7 +41,7 @@ import xarray as xr
 
 from geogp.core.io_atomic import atomic_path
 from geogp.exceptions import GeogpError, InputError, ReadError
-from geogp.families import AUTO, family, is_model, savable_models
+from geogp.families import AUTO, canonical, family, is_model, savable_models
 from geogp.persist.checks import (
     Arrays,
     check_declared_memory,
@@ -63,6 +63,10 @@ __all__ = ["save_model", "load_model", "FORMAT", "FORMAT_VERSION"]
 
 FORMAT = "geogp-model"
 FORMAT_VERSION = 2  # 2: SHA-256 digest of every array (1, without digests, is refused)
+# model names that files written before a rename hold → the model those files hold: "wavelet"
+# was WaveletRegressor's name until it became the non-stationary lattice model's alias (a file
+# never records an alias: it keeps the model fitted, model_)
+LEGACY_NAMES = {"wavelet": "wavelet_basis"}
 
 
 def _storable(a) -> bool:
@@ -189,14 +193,18 @@ def load_model(path: str | os.PathLike[str], cls: type[GeoRegressor], *,
         arrays = Arrays(z)
         p = require(meta, "params", "dict")
         kind = require(p, "model", "str", "params")
-        if not (is_model(kind) and family(kind).savable):
+        legacy = LEGACY_NAMES.get(kind)
+        kind = legacy or kind
+        if not (is_model(kind) and canonical(kind) == kind and family(kind).savable):
             raise ReadError(f"model {kind!r:.30} cannot be loaded; only "
                             f"{' and '.join(map(repr, savable_models()))} models are saved by "
                             "this geogp.")
         fam = family(kind)
         options = require(p, "options", "dict", "params", nullable=True)
         requested = p.get("requested", kind)
-        if requested not in (kind, AUTO):
+        if legacy is not None:  # asked for by the old name, which now means another model
+            requested = LEGACY_NAMES.get(requested, requested)
+        if canonical(requested) not in (kind, AUTO):
             raise ReadError(f"model file metadata: requested model {requested!r:.30} does not "
                             f"match the fitted {kind!r}.")
         model = cls(requested, kernel=require(p, "kernel", "str", "params", nullable=True),

@@ -491,7 +491,7 @@ class WaveletPlacement(Placement):
 
     strategies = ("variance", "mi", "krause")
     screens_targets = False
-    label = "wavelet"
+    label = "wavelet_basis"
 
     @property
     def n_dims(self) -> int:

@@ -188,10 +188,10 @@ def test_wavelet_model_plugs_in_or_says_it_is_missing(raster):
         import geogp.models.wavelet
     except ImportError:
         with pytest.raises(InputError, match="not available"):
-            geogp.fit(raster, model="wavelet")
+            geogp.fit(raster, model="wavelet_basis")
         return
     da = make_raster(ny=12, nx=14, seed=6)
-    model = geogp.fit(da, model="wavelet", family="haar", iota=0, j_max=1, n_components=0,
+    model = geogp.fit(da, model="wavelet_basis", family="haar", iota=0, j_max=1, n_components=0,
                       optimize=False)
     pred = model.predict()
     assert pred["mean"].shape == (12, 14) and np.isfinite(pred["std"]).all()
@@ -201,7 +201,7 @@ def test_wavelet_model_plugs_in_or_says_it_is_missing(raster):
     want = est.scaler_.y_scale * np.sqrt(est.posterior_.prior_variance(centre)[0])
     assert model.hyperparameters()["signal_sd"][0] == pytest.approx(want, rel=1e-12)
     with pytest.raises(InputError, match=r"unknown option.*'n_features'"):
-        geogp.fit(da, model="wavelet", n_features=10)
+        geogp.fit(da, model="wavelet_basis", n_features=10)
 
 
 def test_complete_raster_takes_the_lemma_path_only_on_request(fast):
@@ -300,7 +300,7 @@ def test_sample_rasters_reproduce_the_prediction():
     np.testing.assert_allclose(s.std("sample").values, sd, rtol=0.1)
     np.testing.assert_array_equal(model.sample(3, seed=1).values, model.sample(3, seed=1).values)
     with pytest.raises(InputError, match="not available for model='exact' yet; fit with "
-                       "model= one of 'afs', 'wavelet', 'lattice'"):
+                       "model= one of 'afs', 'wavelet_basis', 'lattice', 'nonstationary'"):
         geogp.fit(da, model="exact", maxiter=3).sample(2)
 
 
@@ -310,7 +310,7 @@ def test_wavelet_sample_rasters_reproduce_the_prediction():
     from _frontend_rasters import make_raster
 
     da = make_raster(ny=14, nx=16)
-    model = geogp.fit(da, model="wavelet", maxiter=5)
+    model = geogp.fit(da, model="wavelet_basis", maxiter=5)
     pred = model.predict()
     s = model.sample(1000, seed=1)
     assert s.dims == ("sample", "y", "x") and s.shape == (1000, 14, 16)
@@ -407,7 +407,7 @@ def test_wavelet_effective_lengthscale_map_band_and_panel(tmp_path, monkeypatch)
     from geogp.exceptions import ApproximationWarning
 
     da = make_raster(ny=12, nx=14, seed=6)
-    model = geogp.fit(da, model="wavelet", family="haar", iota=0, j_max=1, n_components=1,
+    model = geogp.fit(da, model="wavelet_basis", family="haar", iota=0, j_max=1, n_components=1,
                       maxiter=15)
     ell = model.effective_lengthscale()
     est = model.estimators_[0]
@@ -434,15 +434,15 @@ def test_wavelet_effective_lengthscale_map_band_and_panel(tmp_path, monkeypatch)
     out = tmp_path / "pred.tif"
     monkeypatch.setattr(wavelet_module, "AUTO_MAX_FEATURES", 400)
     with pytest.warns(ApproximationWarning, match=r"basis functions \(> 400"):
-        capped = geogp.fit(da, model="wavelet", maxiter=2)
+        capped = geogp.fit(da, model="wavelet_basis", maxiter=2)
     assert 0 < capped.estimators_[0].n_features_ <= 400
-    assert main(["fit", str(path), "--out", str(out), "--model", "wavelet", "--map",
+    assert main(["fit", str(path), "--out", str(out), "--model", "wavelet_basis", "--map",
                  str(tmp_path / "m.png"), "--maxiter", "5", "--quiet"]) == 0
     with rasterio.open(out) as src:
         assert src.descriptions == ("mean", "std", "effective_lengthscale")
         assert np.all(np.isfinite(src.read(3))) and np.all(src.read(3) > 0)
     assert (tmp_path / "m.png").stat().st_size > 0
-    with pytest.raises(InputError, match="local lengthscale of model='wavelet'"):
+    with pytest.raises(InputError, match="local lengthscale of model='wavelet_basis'"):
         geogp.fit(da, model="afs", n_features=16, maxiter=2).effective_lengthscale()
 
 

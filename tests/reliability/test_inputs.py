@@ -213,7 +213,8 @@ def test_a_bad_iteration_limit_is_refused(maxiter):
         geogp.fit(_da(v), n_features=16, maxiter=maxiter)
 
 
-@pytest.mark.parametrize("route", ["exact", "wavelet", "afs_dense", "afs_matrix_free", "lattice"])
+@pytest.mark.parametrize("route", ["exact", "wavelet_basis", "afs_dense", "afs_matrix_free",
+                                   "lattice"])
 def test_each_route_refuses_before_allocating(route):
     """Every model refuses with its estimate (MemoryEstimateError, in GiB) before allocating
     what scales with the problem; the estimate exceeds the limit that refused it."""
@@ -229,7 +230,7 @@ def test_each_route_refuses_before_allocating(route):
     X, y = rng.uniform(size=(3000, 2)), rng.normal(size=3000)
     limit = 2**20
     make = {"exact": lambda: ExactGP(max_bytes=limit).fit(X, y),
-            "wavelet": lambda: WaveletRegressor("db2", j_max=5, max_bytes=limit).fit(X, y),
+            "wavelet_basis": lambda: WaveletRegressor("db2", j_max=5, max_bytes=limit).fit(X, y),
             "afs_dense": lambda: AFSRegressor(n_features=2000, solver="dense",
                                               max_bytes=limit).fit(X, y),
             "afs_matrix_free": lambda: AFSRegressor(n_features=20000, solver="iterative",

@@ -224,6 +224,38 @@ def test_lattice_model_round_trip_is_bit_for_bit(saved_lattice):
     np.testing.assert_array_equal(back.beta_, est.beta_)
 
 
+@pytest.fixture(scope="module")
+def saved_nonstationary(tmp_path_factory):
+    """model="wavelet": the lattice model with a range and sd that vary (issue #45)."""
+    rng = np.random.default_rng(5)
+    y, x = np.arange(20.0, 0, -1) * 10, np.arange(26.0) * 10
+    z = np.cumsum(rng.standard_normal((20, 26)), axis=1) * np.linspace(0.05, 0.6, 26)
+    z[5:11, 7:15] = np.nan
+    da = xr.DataArray(z, dims=("y", "x"), coords={"y": y, "x": x}, name="v").rio.write_crs(32633)
+    model = geogp.fit(da, model="wavelet", maxiter=6, large_scale=8)
+    path = tmp_path_factory.mktemp("nonstationary") / "nonstationary.npz"
+    model.save(path)
+    return path, model
+
+
+def test_nonstationary_model_round_trip_is_bit_for_bit(saved_nonstationary):
+    """The file records the model fitted ("nonstationary") and the name asked for (the alias
+    "wavelet"); loading gives the same varying range and sd and the same predictions."""
+    path, model = saved_nonstationary
+    assert _contents(path)[1]["params"]["model"] == "nonstationary"
+    loaded = geogp.load_model(path)
+    assert (loaded.model, loaded.model_) == ("wavelet", "nonstationary")
+    assert loaded.model_reason_ == model.model_reason_ and "alias" in loaded.model_reason_
+    a, b = model.predict(), loaded.predict()
+    for v in ("mean", "std", "std_latent"):
+        np.testing.assert_array_equal(a[v].values, b[v].values)
+    back = loaded.estimators_[0]
+    assert back.varying is True and back.varying_basis_ is not None
+    for v in ("local_range", "local_sd"):
+        np.testing.assert_array_equal(loaded.local_scales()[v].values,
+                                      model.local_scales()[v].values)
+
+
 @pytest.mark.parametrize("edit, match", [
     (lambda a, m: a.__setitem__("s0/lattice/var", -a["s0/lattice/var"]), "must be > 0"),
     (lambda a, m: a.__setitem__("s0/lattice/mean",
@@ -247,7 +279,7 @@ def saved_wavelet(tmp_path_factory):
     z = np.sin(x / 40)[None, :] + np.cos(y / 30)[:, None] + 0.05 * rng.standard_normal((14, 17))
     z[3:7, 5:10] = np.nan
     da = xr.DataArray(z, dims=("y", "x"), coords={"y": y, "x": x}, name="v").rio.write_crs(32633)
-    model = geogp.fit(da, model="wavelet", family="db2", iota=-1, j_max=1, maxiter=8)
+    model = geogp.fit(da, model="wavelet_basis", family="db2", iota=-1, j_max=1, maxiter=8)
     path = tmp_path_factory.mktemp("wavelet") / "wavelet.npz"
     model.save(path)
     return path, model
@@ -258,7 +290,7 @@ def test_wavelet_model_round_trip_is_bit_for_bit(saved_wavelet):
     the same backend rule, so predictions (grid and points) are reproduced bit for bit."""
     path, model = saved_wavelet
     loaded = geogp.load_model(path)
-    assert loaded.model_ == "wavelet"
+    assert loaded.model_ == "wavelet_basis"
     for kw in ({}, dict(x=np.array([3.3, 101.7, 150.0]), y=np.array([12.5, 99.0, 130.1]),
                         points=True)):
         a, b = model.predict(**kw), loaded.predict(**kw)
@@ -266,6 +298,29 @@ def test_wavelet_model_round_trip_is_bit_for_bit(saved_wavelet):
             np.testing.assert_array_equal(a[v].values, b[v].values)
     est, back = model.estimators_[0], loaded.estimators_[0]
     assert back.bound_ == est.bound_ and (back.iota_, back.j_max_) == (est.iota_, est.j_max_)
+
+
+def test_a_file_saved_under_the_old_name_wavelet_loads_as_wavelet_basis(saved_wavelet, tmp_path):
+    """Files written before issue #45 call WaveletRegressor "wavelet", the name that is now the
+    non-stationary lattice model's alias: such a file loads as the wavelet-basis model it
+    holds, with the same predictions, and a refit asks for that model again."""
+    path, model = saved_wavelet
+    arrays, meta = _contents(path)
+    assert (meta["params"]["model"], meta["params"]["requested"]) == ("wavelet_basis",) * 2
+    meta["params"].update(model="wavelet", requested="wavelet")  # as the old geogp wrote it
+    _write(tmp_path / "old.npz", arrays, meta)
+    loaded = geogp.load_model(tmp_path / "old.npz")
+    assert (loaded.model, loaded.model_) == ("wavelet_basis", "wavelet_basis")
+    assert type(loaded.estimators_[0]).__name__ == "WaveletRegressor"
+    a, b = model.predict(), loaded.predict()
+    for v in ("mean", "std", "std_latent"):
+        np.testing.assert_array_equal(a[v].values, b[v].values)
+    # the old name only ever held this model: another model under it is refused
+    meta["params"].update(model="wavelet", requested="lattice")
+    _write(tmp_path / "bad.npz", arrays, meta)
+    with pytest.raises(ReadError, match="requested model 'lattice' does not match the "
+                       "fitted 'wavelet_basis'"):
+        geogp.load_model(tmp_path / "bad.npz")
 
 
 @pytest.mark.parametrize("edit, match", [

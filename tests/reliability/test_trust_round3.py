@@ -356,7 +356,7 @@ def test_item2_a_non_gaussian_likelihood_refuses_another_model(tmp_path, capsys)
     yy, xx = np.meshgrid(np.arange(10.0), np.arange(12.0), indexing="ij")
     da = xr.DataArray(np.floor(3 + np.sin(xx / 3) + np.cos(yy / 4)), dims=("y", "x"),
                       coords={"y": 1e4 - 100 * yy[:, 0], "x": 100 * xx[0]}).rio.write_crs(32633)
-    for model in ("lattice", "exact", "wavelet"):
+    for model in ("lattice", "exact", "wavelet_basis", "nonstationary", "wavelet"):
         with pytest.raises(InputError, match="SVGP on AFS features"):
             geogp.fit(da, model=model, likelihood="poisson")
     src = tmp_path / "in.tif"

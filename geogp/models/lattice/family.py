@@ -28,8 +28,8 @@ if TYPE_CHECKING:  # annotations only
 
     from geogp.core.kernels import Kernel
 
-__all__ = ["LatticeFamily", "FAMILY", "DEFAULT_ALPHA", "DEFAULT_LARGE_SCALE", "DEFAULT_MID_SCALE",
-           "DEFAULT_VARYING", "DEFAULT_HOLE_EFFECT"]
+__all__ = ["LatticeFamily", "NonstationaryFamily", "FAMILY", "NONSTATIONARY", "DEFAULT_ALPHA",
+           "DEFAULT_LARGE_SCALE", "DEFAULT_MID_SCALE", "DEFAULT_VARYING", "DEFAULT_HOLE_EFFECT"]
 
 DEFAULT_LARGE_SCALE = "auto"  # from the front end: 64 large-scale features
 # and the mid-scale level on rasters with ≥ 128 cells a side (LatticeRegressor(mid_scale="auto"))
@@ -173,4 +173,26 @@ class LatticeFamily(Family[LatticeRegressor]):
         return condition_lattice(est, X, y)
 
 
+class NonstationaryFamily(LatticeFamily):
+    """``model="nonstationary"`` (alias ``"wavelet"``): the lattice model whose range and sd
+    always vary in space, log ρ(s) and log s(s) on a multiresolution basis
+    (``varying=True``, :mod:`geogp.models.lattice.varying`). A fitted one is a
+    :class:`~geogp.models.lattice.LatticeRegressor` like any other, so the lattice family
+    predicts, saves and places it; this family only builds it."""
+
+    name = "nonstationary"
+    defaults: ClassVar[dict] = {**LatticeFamily.defaults, "varying": True}
+
+    def make(self, options: dict | None = None, *, kernel: str | Kernel | None = None,
+             n_features: int | str | None = None,
+             progress: Callable[[int, float], object] | None = None) -> Any:
+        varying = (options or {}).get("varying", True)
+        # the model's one difference from model='lattice' (True, or a number of levels)
+        if varying is None or varying is False or (isinstance(varying, str) and varying == "auto"):
+            raise InputError(f"model={self.name!r} always lets the range and sd vary "
+                             f"(varying=True); for varying={varying!r} use model='lattice'.")
+        return super().make(options, kernel=kernel, n_features=n_features, progress=progress)
+
+
 FAMILY = LatticeFamily()
+NONSTATIONARY = NonstationaryFamily()

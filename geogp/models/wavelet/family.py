@@ -1,6 +1,7 @@
-"""The wavelet family (:class:`~geogp.models.wavelet.WaveletRegressor`): a multiresolution
-prior on a compactly supported wavelet basis. Regular rasters with observed cells take its
-per-axis grid statistics, others its point path; its window is widened (a margin in
+"""The wavelet-basis family, ``model="wavelet_basis"``
+(:class:`~geogp.models.wavelet.WaveletRegressor`, the thesis's wavelet-basis covariance): a
+multiresolution prior on a compactly supported wavelet basis. Regular rasters with observed
+cells take its per-axis grid statistics, others its point path; its window is widened (a margin in
 standardised units) to cover the prediction grid; its lengthscale varies in space (a map of
 it); its evidence is the exact log marginal likelihood."""
 
@@ -26,7 +27,7 @@ __all__ = ["WaveletFamily", "FAMILY"]
 class WaveletFamily(Family[WaveletRegressor]):
     """The family of :class:`~geogp.models.wavelet.WaveletRegressor`."""
 
-    name = "wavelet"
+    name = "wavelet_basis"  # "wavelet" is the non-stationary lattice model's alias
     model_class = WaveletRegressor
     placement_type = WaveletPlacement
     savable = can_sample = maps_lengthscale = True

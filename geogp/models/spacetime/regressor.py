@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # annotations only
     from numpy.typing import ArrayLike
 
 __all__ = ["SpaceTimeDate", "SpaceTimeForecast", "SpaceTimeRegressor", "cell_indices", "Window",
-           "WINDOW_UNKNOWNS", "TILE_UNKNOWNS", "auto_side", "windows", "tile_task", "BASE_BYTES",
+           "WINDOW_UNKNOWNS", "auto_side", "windows", "tile_task", "BASE_BYTES",
            "BYTES_PER_WINDOW_UNKNOWN", "STACK_COPIES"]
 
 
@@ -87,9 +87,6 @@ def windows(shape: tuple[int, int], size: int, halo: int) -> list[Window]:
 # cells times every date, so the cost climbs steeply past this (docs/spacetime.md, "What a
 # tile costs")
 WINDOW_UNKNOWNS = 13_000
-# ... and of a prediction tile, whose halo is paid again by every tile: the cost per core
-# cell is least near this many (docs/spacetime.md, "What a tile costs")
-TILE_UNKNOWNS = 7_000
 
 
 # peak memory: libraries and compiled code, a window's factor and selected inverse per unknown,
@@ -112,9 +109,9 @@ STALL = (10, 1e-5)
 MIN_THREADED_ITEMS = 4
 
 
-def auto_side(n_dates: int, unknowns: int = WINDOW_UNKNOWNS) -> int:
-    """The side of a window of about ``unknowns`` unknowns (12 to 64 cells)."""
-    return int(np.clip(math.sqrt(unknowns / (n_dates + 1)), 12, 64))
+def auto_side(n_dates: int) -> int:
+    """The side of a window of about :data:`WINDOW_UNKNOWNS` unknowns (12 to 64 cells)."""
+    return int(np.clip(math.sqrt(WINDOW_UNKNOWNS / (n_dates + 1)), 12, 64))
 
 
 def _count(value, name: str, low: int) -> int:
@@ -134,10 +131,9 @@ class SpaceTimeRegressor:
 
     Args:
         tile: side of a prediction tile in cells (every date); ``"auto"``: about
-            :data:`TILE_UNKNOWNS` unknowns (:func:`auto_side`). halo: cells of context on
+            :data:`WINDOW_UNKNOWNS` unknowns (:func:`auto_side`). halo: cells of context on
             each side of a tile's core (``"auto"``: a fifth of the tile, at least 3).
-        fit_size: side of a window the hyperparameters are learnt on (``"auto"``: about
-            :data:`WINDOW_UNKNOWNS` unknowns, or the tile's side where ``tile`` is given);
+        fit_size: side of a window the hyperparameters are learnt on (``"auto"``: as a tile);
             fit_windows: how many (those with the most observations), their restricted
             likelihoods summed.
         maxiter: L-BFGS iterations. optimize: learn θ (else keep ``params``).
@@ -195,8 +191,7 @@ class SpaceTimeRegressor:
         or ``threads`` tiles), and :data:`STACK_COPIES` float64 stacks."""
         self.check_args()
         t, ny, nx = (int(v) for v in shape)
-        side = max(auto_side(t, TILE_UNKNOWNS) if self.tile == "auto" else int(self.tile),
-                   auto_side(t) if self.fit_size == "auto" else int(self.fit_size))
+        side = max(auto_side(t) if v == "auto" else int(v) for v in (self.tile, self.fit_size))
         unknowns = min(side, ny) * min(side, nx) * (t + 1) + t
         held = max(self._threads(), self.fit_windows if self.optimize else 1)
         return (BASE_BYTES + BYTES_PER_WINDOW_UNKNOWN * unknowns * held
@@ -249,13 +244,12 @@ class SpaceTimeRegressor:
         self.scale_ = float(values[observed].std()) or 1.0
         self.values_ = (values - self.loc_) / self.scale_
         self.solver_ = Solver("cholmod", ordering=self.ordering)
-        t = values.shape[0]
-        self.tile_ = (auto_side(t, TILE_UNKNOWNS) if self.tile == "auto"
-                      else _count(self.tile, "tile", 4))
+        side = auto_side(values.shape[0])
+        self.tile_ = side if self.tile == "auto" else _count(self.tile, "tile", 4)
         self.halo_ = (max(3, self.tile_ // 5) if self.halo == "auto"
                       else _count(self.halo, "halo", 0))
-        self.fit_size_ = ((auto_side(t) if self.tile == "auto" else self.tile_)
-                          if self.fit_size == "auto" else _count(self.fit_size, "fit_size", 4))
+        self.fit_size_ = (self.tile_ if self.fit_size == "auto"
+                          else _count(self.fit_size, "fit_size", 4))
         windows(self.shape_[1:], self.tile_, self.halo_)  # a halo too wide for the tile
         params = dict(self.params or self._start())
         missing = set(PARAMS) - set(params)

@@ -232,3 +232,12 @@ def test_geogp_place_on_a_stack_writes_sites_for_the_date(stack_da, tmp_path, ca
     assert all(f["properties"]["time"] == "2021-05-10" for f in features)
     x, y = features[0]["geometry"]["coordinates"]
     assert 300000.0 <= x <= 301400.0 and 7700.0 <= y <= 9000.0
+
+
+def test_a_stack_without_time_coordinates_places_at_the_next_step(stack_da):
+    """A time dimension without coordinates is a stack of steps 0, 1, …: the sites are for
+    the next step."""
+    geo = geogp.fit(stack_da.drop_vars("time"), maxiter=5)
+    assert geo.model_ == "spacetime"
+    sites = geo.suggest_sites(2, strategy="variance")
+    assert sites.attrs["time"] == "5" and len(sites) == 2

@@ -15,6 +15,7 @@ also when JAX wraps the interrupt in a callback error).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -23,7 +24,7 @@ from geogp.cli.cv import add_cv_parser, run_cv
 from geogp.cli.demo import add_demo_parser, run_demo
 from geogp.cli.fit import add_fit_parser, run_fit
 from geogp.cli.place import add_place_parser, place_sites
-from geogp.cli.runner import EXIT_USAGE, run_command, usage_error
+from geogp.cli.runner import EXIT_INTERRUPTED, EXIT_USAGE, run_command, usage_error
 
 __all__ = ["main", "build_parser", "run_command", "usage_error"]
 
@@ -79,5 +80,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_command(handler, args, quiet=args.command in ("fit", "place") and args.quiet)
 
 
+def command() -> None:
+    """The ``geogp`` command (the console script and ``python -m geogp.cli``): :func:`main`,
+    then exit with its code. After Ctrl-C (the outputs already rolled back, the cluster
+    closed) it exits at once: XLA's threads can still be inside a Python host callback, and
+    the interpreter's shutdown around them aborted the process (SIGABRT and a fatal-error
+    dump) instead of exiting 130."""
+    code = main()
+    if code == EXIT_INTERRUPTED:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    command()

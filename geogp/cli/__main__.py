@@ -1,7 +1,5 @@
 """``python -m geogp.cli``: the ``geogp`` command."""
 
-import sys
+from geogp.cli import command
 
-from geogp.cli import main
-
-sys.exit(main())
+command()

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # annotations only
 
 __all__ = ["run_command", "usage_error", "EXIT_OK", "EXIT_ERROR", "EXIT_USAGE"]
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 class _UsageError(Exception):
@@ -79,7 +79,7 @@ def _quiet_callback_interrupts():
 
 def _interrupted() -> int:
     print("geogp: interrupted; no partial output was kept.", file=sys.stderr)
-    return 130
+    return EXIT_INTERRUPTED
 
 
 def run_command(handler: Callable[[argparse.Namespace, Callable[[str], object]], int],

@@ -490,10 +490,18 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
             spatial_dims=(target.y_dim, target.x_dim), extra_dim=self.extra_dim_,
             extra_coords=coord, quantiles=quantiles, attrs=self.attrs_, name=self.name_))
 
+    def _dates(self) -> np.ndarray:
+        """The stack's dates as its time coordinate holds them (without one: 0, 1, …, in
+        days, as the fit took them)."""
+        coord = self.extra_coords_.get(self.extra_dim_)
+        if coord is None:
+            return np.arange(len(self.estimators_), dtype=np.float64)
+        return np.asarray(coord.values)
+
     def _days(self, time) -> tuple[np.ndarray, np.ndarray]:
         """(the dates ``time`` as the stack's coordinate holds them, the same in days on the
         fitted series' scale), or a clear error."""
-        first = np.asarray(self.extra_coords_[self.extra_dim_].values)[0]
+        first = self._dates()[0]
         dated = np.issubdtype(np.asarray(first).dtype, np.datetime64)
         try:
             new = np.atleast_1d(np.asarray(time, dtype=first.dtype if dated else np.float64))

@@ -64,7 +64,7 @@ class PlacementMixin:
         next one (the last date plus the median step)."""
         fam = family(self.model_)
         if time is None:
-            dates = np.asarray(self.extra_coords_[self.extra_dim_].values)
+            dates = self._dates()
             time = dates[-1] + (np.median(np.diff(dates)) if dates.size > 1 else 0)
         new, days = self._days(time)
         if new.size != 1:

@@ -120,7 +120,7 @@ def test_place_refuses_what_it_cannot_do(fitted):
         place(da, 2, refit=True)
     with pytest.raises(InputError, match="takes neither"):
         place(da, 2, model="lattice", n_features=100)
-    with pytest.raises(InputError, match="dimensions"):
-        place(da.expand_dims(time=2), 2)
+    with pytest.raises(InputError, match="dimensions"):  # bands: not a stack of dates
+        place(da.expand_dims(band=2), 2)
     with pytest.raises(InputError, match="not on the input's grid"):
         place(da, 2, model="lattice", exclude=da.isel(x=slice(1, None)), options={"maxiter": 1})

@@ -515,6 +515,26 @@ def test_item2_an_axis_beyond_the_tolerance_is_still_refused():
                          spacing=(0.05, 0.0))[0] == "lattice"
 
 
+def test_item3_after_ctrl_c_the_command_exits_130_without_the_interpreters_shutdown():
+    """Ctrl-C 20 s into a 400² fit with 2 workers aborted the command (SIGABRT, "Fatal Python
+    error: PyGILState_Release"): the interpreter shut down around an XLA thread still inside a
+    Python host callback. After an interrupt the command now exits at once with 130; the
+    shutdown (here an atexit handler standing for it) does not run."""
+    import subprocess
+    import sys
+
+    code = ("import atexit, geogp.cli as c; atexit.register(print, 'shutdown ran'); "
+            "c.main = lambda: c.EXIT_INTERRUPTED; c.command()")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
+                          timeout=60)
+    assert done.returncode == 130 and "shutdown ran" not in done.stdout, done
+    code = ("import atexit, geogp.cli as c; atexit.register(print, 'shutdown ran'); "
+            "c.main = lambda: 2; c.command()")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
+                          timeout=60)
+    assert done.returncode == 2 and "shutdown ran" in done.stdout, done  # other codes: as ever
+
+
 def test_item3_ctrl_c_with_workers_prints_one_line_and_leaves_no_worker(tmp_path):
     """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) during a fit on a
     local cluster of 2 workers: exit 130 with the one-line message after the progress bars,

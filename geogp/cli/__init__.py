@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -24,7 +25,7 @@ from geogp.cli.cv import add_cv_parser, run_cv
 from geogp.cli.demo import add_demo_parser, run_demo
 from geogp.cli.fit import add_fit_parser, run_fit
 from geogp.cli.place import add_place_parser, place_sites
-from geogp.cli.runner import EXIT_INTERRUPTED, EXIT_USAGE, run_command, usage_error
+from geogp.cli.runner import EXIT_INTERRUPTED, EXIT_USAGE, interrupt, run_command, usage_error
 
 __all__ = ["main", "build_parser", "run_command", "usage_error"]
 
@@ -82,10 +83,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def command() -> None:
     """The ``geogp`` command (the console script and ``python -m geogp.cli``): :func:`main`,
-    then exit with its code. After Ctrl-C (the outputs already rolled back, the cluster
+    then exit with its code. Ctrl-C raises KeyboardInterrupt where Python would not drop it
+    (:func:`~geogp.cli.runner.interrupt`). After it (the outputs already rolled back, the cluster
     closed) it exits at once: XLA's threads can still be inside a Python host callback, and
     the interpreter's shutdown around them aborted the process (SIGABRT and a fatal-error
     dump) instead of exiting 130."""
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when ignored
+        signal.signal(signal.SIGINT, interrupt)
     code = main()
     if code == EXIT_INTERRUPTED:
         sys.stdout.flush()

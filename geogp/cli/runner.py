@@ -5,12 +5,16 @@ imports nothing heavy (``geogp --help`` stays light).
 
 from __future__ import annotations
 
+import _thread
 import contextlib
+import gc
 import logging
 import re
 import sys
+import threading
 import warnings
 from collections.abc import Callable
+from types import FrameType
 from typing import TYPE_CHECKING
 
 from geogp.exceptions import InputError, MemoryEstimateError
@@ -75,6 +79,27 @@ def _quiet_callback_interrupts():
     finally:
         for lg in loggers:
             lg.removeFilter(drop)
+
+
+def interrupt(signum: int, frame: FrameType | None) -> None:
+    """The command's SIGINT handler: KeyboardInterrupt, as Python's own, except where Python
+    would print and drop it ("Exception ignored in ..."), inside a garbage-collector callback
+    (JAX has one) or a finaliser: there Ctrl-C was lost and the fit went on. It is raised
+    again in the main thread as soon as that code has returned."""
+    if _drops_exceptions(frame):
+        threading.Timer(0.05, _thread.interrupt_main).start()
+        return
+    raise KeyboardInterrupt
+
+
+def _drops_exceptions(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs inside a gc callback or a ``__del__`` (up its stack)."""
+    callbacks = {getattr(cb, "__code__", None) for cb in gc.callbacks}
+    while frame is not None:
+        if frame.f_code in callbacks or frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _interrupted() -> int:

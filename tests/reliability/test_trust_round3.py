@@ -535,6 +535,49 @@ def test_item3_after_ctrl_c_the_command_exits_130_without_the_interpreters_shutd
     assert done.returncode == 2 and "shutdown ran" in done.stdout, done  # other codes: as ever
 
 
+_GC_LOOP = """
+import argparse, gc, os, signal, time
+import geogp.cli as c
+
+calls = [0]
+
+def callback(phase, info):  # a garbage-collector callback: Ctrl-C arrives inside it
+    calls[0] += 1
+    if calls[0] == 20:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+
+def work(args, echo):
+    gc.callbacks.append(callback)
+    deadline = time.monotonic() + 20.0
+    while time.monotonic() < deadline:
+        sum(i * i for i in range(20000))  # Python work between collections, as in a fit
+        gc.collect()
+    return 0
+
+c.main = lambda: c.run_command(work, argparse.Namespace())
+c.command()
+"""
+
+
+def test_item3_ctrl_c_inside_a_garbage_collector_callback_is_not_lost():
+    """Ctrl-C that lands in a gc callback (JAX registers one) was printed as "Exception
+    ignored" and dropped, and the fit went on (the workers' Ctrl-C test once ran past its
+    120 s). The command raises it again once the callback has returned: exit 130 within
+    seconds, where the process would loop for 20 s."""
+    import subprocess
+    import sys
+    import time
+
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", _GC_LOOP], capture_output=True, text=True,
+                          check=False, timeout=60)
+    assert done.returncode == 130, done
+    assert time.monotonic() - t0 < 15.0
+    assert done.stderr.strip().splitlines()[-1] == (
+        "geogp: interrupted; no partial output was kept."), done.stderr[-2000:]
+
+
 def test_item3_ctrl_c_with_workers_prints_one_line_and_leaves_no_worker(tmp_path):
     """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) during a fit on a
     local cluster of 2 workers: exit 130 with the one-line message after the progress bars,

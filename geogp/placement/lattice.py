@@ -54,6 +54,7 @@ import scipy.linalg as sla
 from geogp import linalg
 from geogp.core.validation import as_points
 from geogp.exceptions import InputError
+from geogp.linalg.sites import SiteConditioned
 from geogp.models.base import check_fitted
 from geogp.models.lattice.memory import factor_bytes
 from geogp.models.lattice.posterior import tile_sampler
@@ -78,7 +79,7 @@ PROBES = 128  # random-sign probes of the marginal mi over every cell (module do
 REFINE_TOP = 16  # best-probed candidates whose score is computed exactly before each pick
 
 
-class LatticeCovariance:
+class LatticeCovariance(SiteConditioned):
     """The lattice posterior's covariance columns at cells, conditioned on sites added one by
     one (module docstring). Standardised units; cells are flat indices of the model's lattice
     (``est.shape_``, margin included), or with ``tile`` of that posterior tile's lattice (its
@@ -109,6 +110,7 @@ class LatticeCovariance:
             self._var0 = np.asarray(added.var0, dtype=np.float64)[
                 (rows + self.offset[0]) * int(est.shape_[1]) + cols + self.offset[1]]
         self.noise = float(est.noise_var_)
+        self.cells_word = "lattice"
         self.n = int(self.shape[0] * self.shape[1])
         self.batch = 64  # right-hand sides a solve takes in the greedy's set-up
         # the dense part of the covariance, r A⁻¹ rᵀ = g (D A⁻¹ D) gᵀ
@@ -146,13 +148,6 @@ class LatticeCovariance:
         if self._factor is not None:
             self._factor.release()
 
-    def _check_cell(self, cell) -> int:
-        if isinstance(cell, bool) or not isinstance(cell, (int, np.integer)) or not (
-                0 <= cell < self.n):
-            raise InputError(f"cell must be a flat index of the lattice's {self.n} cells; "
-                             f"got {cell!r}.")
-        return int(cell)
-
     def prior_columns(self, cells: ArrayLike) -> np.ndarray:
         """C[:, cells] (n, len(cells)) given the data only: one sparse solve with as many
         right-hand sides Hᵀe_s (the cell and its four mid-scale nodes)."""
@@ -164,14 +159,6 @@ class LatticeCovariance:
         x = self._solve(rhs)
         col = x[:self.n] if self._pi is None else x[:self.n] + self._pi @ x[self.n:]
         return col + self._r @ (self._ainv @ self._r[cells].T)
-
-    def columns(self, cells: ArrayLike) -> np.ndarray:
-        """C_k[:, cells] (n, len(cells)) given the data and the sites absorbed so far."""
-        cols = self.prior_columns(cells)
-        if self._d.size:
-            cells = np.atleast_1d(np.asarray(cells, dtype=np.int64))
-            cols -= self._v.T @ (self._v[:, cells] / self._d[:, None])
-        return cols
 
     def apply(self, x: np.ndarray) -> np.ndarray:
         """C_k x for x (n, m) over every cell: one sparse solve with m right-hand sides."""
@@ -191,32 +178,9 @@ class LatticeCovariance:
         """C e_cell over every cell, given the data only (one sparse solve)."""
         return self.prior_columns([cell])[:, 0]
 
-    def column(self, cell: int) -> np.ndarray:
-        """C_k e_cell over every cell, given the data and the sites absorbed so far."""
-        return self.columns([cell])[:, 0]
-
-    def variance(self) -> np.ndarray:
-        """diag C_k: the latent posterior variance of every cell given the data and the
-        sites absorbed so far."""
-        if not self._d.size:
-            return self._var0.copy()
-        return self._var0 - np.einsum("kn,kn,k->n", self._v, self._v, 1.0 / self._d)
-
     def absorbed(self) -> Added:
         """The sites absorbed so far, as the posterior's record of added observations."""
         return Added(var0=self._var0, sites=tuple(self.sites), v=self._v, d=self._d)
-
-    def add(self, cell: int, column: np.ndarray | None = None) -> dict:
-        """Absorb a measurement at ``cell``; returns its column v (before the update) and
-        d = v_cell + σ². ``column``: C_k e_cell over every cell when the caller has just
-        computed it (given the sites so far), else one sparse solve computes it."""
-        cell = self._check_cell(cell)
-        v = self.column(cell) if column is None else np.asarray(column, dtype=np.float64)
-        d = float(v[cell]) + self.noise
-        self._v = np.vstack([self._v, v[None, :]])
-        self._d = np.append(self._d, d)
-        self.sites.append(cell)
-        return {"v": v, "d": d}
 
 
 # =========================================================================== the greedy state

@@ -565,13 +565,20 @@ def test_item3_ctrl_c_inside_a_garbage_collector_callback_is_not_lost():
     ignored" and dropped, and the fit went on (the workers' Ctrl-C test once ran past its
     120 s). The command raises it again once the callback has returned: exit 130 within
     seconds, where the process would loop for 20 s."""
+    import signal
     import subprocess
     import sys
     import time
 
     t0 = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", _GC_LOOP], capture_output=True, text=True,
-                          check=False, timeout=60)
+    # SIGINT handled while the command starts, as in a terminal (a pytest-xdist worker ignores
+    # it, and an ignored SIGINT is inherited)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        done = subprocess.run([sys.executable, "-c", _GC_LOOP], capture_output=True, text=True,
+                              check=False, timeout=60)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert done.returncode == 130, done
     assert time.monotonic() - t0 < 15.0
     assert done.stderr.strip().splitlines()[-1] == (

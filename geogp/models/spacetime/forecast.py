@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from geogp.exceptions import InputError
+from geogp.linalg.sites import SiteConditioned
 from geogp.models.spacetime.gmrf import DateCovariance, make_problem
 from geogp.models.spacetime.regressor import (
     BYTES_PER_WINDOW_UNKNOWN,
@@ -52,7 +52,7 @@ def forecast_memory(forecast: SpaceTimeForecast, n_sites: int, n_probes: int,
             + 8.0 * n * (n_sites + 6) + 8.0 * n_locations * n_probes + 400.0 * n_locations)
 
 
-class ForecastCovariance:
+class ForecastCovariance(SiteConditioned):
     """The posterior covariance of the latent field at the date of ``forecast`` over the
     raster's cells (flat, row-major), conditioned on sites added one by one (module
     docstring). Standardised units (data units over the model's scale). The interface of
@@ -67,6 +67,7 @@ class ForecastCovariance:
         model = forecast.model
         ny, nx = model.shape_[1:]
         self.shape, self.n = (ny, nx), ny * nx
+        self.cells_word = "raster"
         # right-hand sides per product: a pass over the tiles factorises each one again, so
         # the greedy's 128 probes go in one pass
         self.batch = 128
@@ -123,13 +124,6 @@ class ForecastCovariance:
             self._held.popitem()[1][0].release()
 
     # ------------------------------------------------------------------ the covariance
-    def _check_cell(self, cell) -> int:
-        if isinstance(cell, bool) or not isinstance(cell, (int, np.integer)) or not (
-                0 <= cell < self.n):
-            raise InputError(f"cell must be a flat index of the raster's {self.n} cells; "
-                             f"got {cell!r}.")
-        return int(cell)
-
     def prior_columns(self, cells: ArrayLike) -> np.ndarray:
         """C[:, cells] (n, len(cells)) given the stack only: one solve per tile they lie in."""
         cells = np.array([self._check_cell(c) for c in np.atleast_1d(cells)], dtype=np.int64)
@@ -143,18 +137,6 @@ class ForecastCovariance:
             e[local, np.arange(which.size)] = 1.0
             out[np.ix_(window, which)] = self._tile(int(i)).apply(e)
         return out * self._g[:, None] * self._g[cells][None, :]
-
-    def columns(self, cells: ArrayLike) -> np.ndarray:
-        """C_k[:, cells] (n, len(cells)) given the stack and the sites absorbed so far."""
-        cols = self.prior_columns(cells)
-        if self._d.size:
-            cells = np.atleast_1d(np.asarray(cells, dtype=np.int64))
-            cols -= self._v.T @ (self._v[:, cells] / self._d[:, None])
-        return cols
-
-    def column(self, cell: int) -> np.ndarray:
-        """C_k e_cell over every cell."""
-        return self.columns([cell])[:, 0]
 
     def apply(self, x: np.ndarray) -> np.ndarray:
         """C_k x for x (n, m): each tile's core from one solve over its window."""
@@ -171,20 +153,3 @@ class ForecastCovariance:
         if self._d.size:
             out -= self._v.T @ ((self._v @ x) / self._d[:, None])
         return out
-
-    def variance(self) -> np.ndarray:
-        """diag C_k: each cell's latent variance at the date given the stack and the sites."""
-        if not self._d.size:
-            return self._var0.copy()
-        return self._var0 - np.einsum("kn,kn,k->n", self._v, self._v, 1.0 / self._d)
-
-    def add(self, cell: int, column: np.ndarray | None = None) -> dict:
-        """Absorb a measurement at ``cell`` at the date; returns its column v (before the
-        update) and d = v_cell + σ_cell². ``column``: C_k e_cell when the caller has it."""
-        cell = self._check_cell(cell)
-        v = self.column(cell) if column is None else np.asarray(column, dtype=np.float64)
-        d = float(v[cell]) + float(self.noise[cell])
-        self._v = np.vstack([self._v, v[None, :]])
-        self._d = np.append(self._d, d)
-        self.sites.append(cell)
-        return {"v": v, "d": d}

@@ -57,6 +57,8 @@ def test_readme_snippet_runs(index, tmp_path, monkeypatch):
         assert 0.5 < namespace["cv"].scores().loc["all", "coverage95"] <= 1.0
     if "sites" in namespace:
         assert len(namespace["sites"]) == 10
+    if "sites" in namespace and "stack" in namespace:  # a stack's sites: for the next date
+        assert (namespace["sites"]["time"] == "2024-07-04").all()
     if "model2" in namespace:  # the active loop: every site in the gap, and measuring them
         # lowers the latent std summed over the raster (and the old model keeps its own)
         rows, cols = np.divmod(namespace["sites"]["index"].to_numpy(), 80)

@@ -78,7 +78,8 @@ def add_place_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_EPILOG,
         description="Fit a Gaussian process to INPUT (GeoTIFF or NetCDF; NaN/nodata = missing) "
                     "and suggest the next N measurement sites on its grid, greedily, with the "
-                    "hyperparameters fixed. Writes a GeoJSON FeatureCollection of points.")
+                    "hyperparameters fixed; on a stack of dates, for its next date (--time). "
+                    "Writes a GeoJSON FeatureCollection of points.")
     p.add_argument("input", metavar="INPUT",
                    help="raster (.tif or .nc), or a stack of dates (.nc with a time dimension)")
     p.add_argument("--n", type=int, default=10, metavar="N", help="number of sites (default 10)")

@@ -206,6 +206,11 @@ def test_placement_in_time_refuses_what_it_cannot_do(stack_da, stack_model):
         stack_model.suggest_sites(2, time=["2021-04-26", "2021-05-04"])
     with pytest.raises(InputError, match=r"valid dates|dates like"):
         stack_model.suggest_sites(2, time="next week")
+    with pytest.raises(InputError, match="got the number"):  # not ns since 1970
+        stack_model.suggest_sites(2, time=56)
+    joint = stack_model.estimators_[0].model
+    with pytest.raises(InputError, match="at one date"):
+        suggest_sites(joint, Candidates.grid(joint.axes_), 2)
     alone = geogp.fit(stack_da.isel(time=-1), maxiter=5)
     with pytest.raises(InputError, match="stack fitted jointly"):
         alone.suggest_sites(2, time="2021-04-26")
@@ -241,3 +246,4 @@ def test_a_stack_without_time_coordinates_places_at_the_next_step(stack_da):
     assert geo.model_ == "spacetime"
     sites = geo.suggest_sites(2, strategy="variance")
     assert sites.attrs["time"] == "5" and len(sites) == 2
+    assert geo.suggest_sites(1, time=19032.25).attrs["time"] == "19032.25"  # every digit

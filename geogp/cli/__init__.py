@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 from collections.abc import Sequence
 
@@ -25,7 +24,13 @@ from geogp.cli.cv import add_cv_parser, run_cv
 from geogp.cli.demo import add_demo_parser, run_demo
 from geogp.cli.fit import add_fit_parser, run_fit
 from geogp.cli.place import add_place_parser, place_sites
-from geogp.cli.runner import EXIT_INTERRUPTED, EXIT_USAGE, interrupt, run_command, usage_error
+from geogp.cli.runner import (
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    install_interrupt,
+    run_command,
+    usage_error,
+)
 
 __all__ = ["main", "build_parser", "run_command", "usage_error"]
 
@@ -88,8 +93,7 @@ def command() -> None:
     closed) it exits at once: XLA's threads can still be inside a Python host callback, and
     the interpreter's shutdown around them aborted the process (SIGABRT and a fatal-error
     dump) instead of exiting 130."""
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when ignored
-        signal.signal(signal.SIGINT, interrupt)
+    install_interrupt()
     code = main()
     if code == EXIT_INTERRUPTED:
         sys.stdout.flush()

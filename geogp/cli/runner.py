@@ -9,9 +9,12 @@ import _thread
 import contextlib
 import gc
 import logging
+import queue
 import re
+import signal
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from types import FrameType
@@ -87,9 +90,31 @@ def interrupt(signum: int, frame: FrameType | None) -> None:
     (JAX has one) or a finaliser: there Ctrl-C was lost and the fit went on. It is raised
     again in the main thread as soon as that code has returned."""
     if _drops_exceptions(frame):
-        threading.Timer(0.05, _thread.interrupt_main).start()
+        _RETRY.put(None)  # no lock taken here: the retry thread interrupts the main thread
         return
     raise KeyboardInterrupt
+
+
+# Ctrl-C deferred by interrupt() is raised again from this daemon thread, started with the
+# handler: a thread started inside a signal handler could wait on a lock the interrupted
+# code holds
+_RETRY: queue.SimpleQueue = queue.SimpleQueue()
+
+
+def install_interrupt() -> None:
+    """Make :func:`interrupt` the SIGINT handler (unless SIGINT is ignored: a background
+    job), with its retry thread."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return
+
+    def retry() -> None:
+        while True:
+            _RETRY.get()
+            time.sleep(0.05)
+            _thread.interrupt_main()
+
+    threading.Thread(target=retry, name="geogp-interrupt", daemon=True).start()
+    signal.signal(signal.SIGINT, interrupt)
 
 
 def _drops_exceptions(frame: FrameType | None) -> bool:

@@ -503,6 +503,9 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
         fitted series' scale), or a clear error."""
         first = self._dates()[0]
         dated = np.issubdtype(np.asarray(first).dtype, np.datetime64)
+        if dated and np.asarray(time).dtype.kind in "iufb":  # numpy would take ns since 1970
+            raise InputError(f"time must hold dates like the stack's {self.extra_dim_!r} "
+                             f"(e.g. '2024-07-04'); got the number(s) {time!r}.")
         try:
             new = np.atleast_1d(np.asarray(time, dtype=first.dtype if dated else np.float64))
         except (TypeError, ValueError) as err:

@@ -173,7 +173,7 @@ def _date_words(value: Any) -> str:
     if isinstance(value, np.datetime64):
         day = value.astype("datetime64[D]")
         return str(day if day == value else value)
-    return f"{float(value):g}"
+    return np.format_float_positional(float(value), trim="-")
 
 
 def mask_on_target(mask: xr.DataArray, target: Target, what: str) -> np.ndarray:

@@ -98,15 +98,20 @@ class SpaceTimePlacement(Placement):
         tops = ops if request.targets is None else CellOps(
             forecast_cells(fc, request.targets.coords, "targets"))
         cov = ForecastCovariance(fc)
-        if request.existing is not None:  # sensors that will measure at the date too
-            for cell in forecast_cells(fc, request.existing, "existing sensors"):
-                cov.add(int(cell))
-        zc = np.zeros(ops.n)
-        noise = math.exp(2.0 * fc.model.params_["log_noise"]) * fc.model.interval_scale_**2
-        pb = Problem(None, None, noise, ops, tops, zc, zc if tops is ops else np.zeros(tops.n),
-                     None, float(fc.model.scale_))
-        return _ForecastGreedy(pb, cov, request.strategy, request.criterion, probes,
-                               request.seed)
+        try:  # the held tiles' factors are freed by the greedy's close(), or here
+            if request.existing is not None:  # sensors that will measure at the date too
+                for cell in forecast_cells(fc, request.existing, "existing sensors"):
+                    cov.add(int(cell))
+            zc = np.zeros(ops.n)
+            noise = (math.exp(2.0 * fc.model.params_["log_noise"])
+                     * fc.model.interval_scale_**2)
+            pb = Problem(None, None, noise, ops, tops, zc,
+                         zc if tops is ops else np.zeros(tops.n), None, float(fc.model.scale_))
+            return _ForecastGreedy(pb, cov, request.strategy, request.criterion, probes,
+                                   request.seed)
+        except BaseException:
+            cov.release()
+            raise
 
 
 class _ForecastGreedy(LatticeGreedy):

@@ -72,7 +72,7 @@ def test_wavelet_is_an_alias_of_the_nonstationary_lattice_model():
     assert family("lattice").make().varying == "auto"  # the lattice default is unchanged
 
 
-@pytest.mark.parametrize("varying", [False, None, "auto"])
+@pytest.mark.parametrize("varying", [False, None, "auto", 0])
 def test_nonstationary_refuses_a_range_that_does_not_vary_in_one_line(varying):
     with pytest.raises(InputError, match=r"model='nonstationary' always lets the range and sd "
                        r"vary \(varying=True\); for varying=.* use model='lattice'\.") as info:

@@ -188,7 +188,7 @@ class NonstationaryFamily(LatticeFamily):
              progress: Callable[[int, float], object] | None = None) -> Any:
         varying = (options or {}).get("varying", True)
         # the model's one difference from model='lattice' (True, or a number of levels)
-        if varying is None or varying is False or (isinstance(varying, str) and varying == "auto"):
+        if not varying or (isinstance(varying, str) and varying == "auto"):  # 0 is False too
             raise InputError(f"model={self.name!r} always lets the range and sd vary "
                              f"(varying=True); for varying={varying!r} use model='lattice'.")
         return super().make(options, kernel=kernel, n_features=n_features, progress=progress)

@@ -176,8 +176,10 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             one posterior, with θ fitted again under the weights after
             :data:`ROBUST_REFIT_AFTER` of them, and the predictive tempered: every variance
             widened by the factor that gap-shaped folds call for (:meth:`_temperature`; the
-            mean is unchanged). For cloud-mask leaks and spikes; 3–4.5× the time of a plain
-            fit. ``obs_weight_`` then shows what was distrusted.
+            mean is unchanged; ``params_`` and the reported sds and noise are the tempered
+            ones, ``gross_errors()["temperature"]`` the factor). For cloud-mask leaks and
+            spikes; on clean data 3–4.5× the time of a plain fit (docs/gvi.md).
+            ``obs_weight_`` then shows what was distrusted.
         varying: a local range and sd that vary over the raster
             (:mod:`geogp.models.lattice.varying`: the non-stationary SPDE, log range and log
             sd on a multiresolution B-spline basis whose fine levels the prior shrinks; α = 2),

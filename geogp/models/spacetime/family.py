@@ -96,8 +96,13 @@ class SpaceTimeFamily(Family[SpaceTimeDate]):
         """The joint model's posterior at ``time`` (days): :meth:`SpaceTimeRegressor.forecast`."""
         return _regressor(est).forecast(time)
 
-    def placement(self, est: SpaceTimeDate | SpaceTimeForecast) -> SpaceTimePlacement:
+    def placement(self, est: SpaceTimeRegressor | SpaceTimeDate | SpaceTimeForecast
+                  ) -> SpaceTimePlacement:
         """Placement at a forecast's date, or at a fitted date (its posterior there)."""
+        if isinstance(est, SpaceTimeRegressor):
+            raise InputError("placement on a space-time model is at one date: pass "
+                             "model.forecast(t) (t in days on the fitted dates' scale), or use "
+                             "GeoRegressor.suggest_sites(time=...).")
         if isinstance(est, SpaceTimeDate):
             est = est.model.forecast(float(est.model.times_[est.index]))
         return SpaceTimePlacement(est)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 import rioxarray  # noqa: F401  (registers the .rio accessor used below)
 import xarray as xr
 from rioxarray.crs import crs_from_user_input
@@ -469,6 +470,12 @@ def is_time_axis(g: GridData) -> bool:
     coord = g.extra_coords.get(g.extra_dim)
     dated = coord is not None and np.issubdtype(np.asarray(coord.values).dtype, np.datetime64)
     return dated or str(g.extra_dim).lower() == "time"
+
+
+def date_words(value: np.datetime64) -> str:
+    """A date as a person writes it: YYYY-MM-DD at midnight, ISO 8601 otherwise."""
+    stamp = pd.Timestamp(value)
+    return str(stamp.date()) if stamp == stamp.normalize() else stamp.isoformat()
 
 
 def series_times(g: GridData) -> np.ndarray | None:

@@ -44,7 +44,14 @@ from geogp.families import (
     family,
     resolve_model,
 )
-from geogp.frontend.adapters import GridData, GridSpec, is_time_axis, series_times, to_grid_data
+from geogp.frontend.adapters import (
+    GridData,
+    GridSpec,
+    date_words,
+    is_time_axis,
+    series_times,
+    to_grid_data,
+)
 from geogp.frontend.api_draws import DrawsMixin
 from geogp.frontend.api_placement import PlacementMixin
 from geogp.frontend.api_report import ReportMixin
@@ -590,10 +597,7 @@ def _dated(g: GridData) -> bool:
 
 def _label(value) -> str:
     """A coordinate value as a person writes it (a date without a midnight time)."""
-    if isinstance(value, np.datetime64):
-        stamp = pd.Timestamp(value)
-        return str(stamp.date()) if stamp == stamp.normalize() else stamp.isoformat()
-    return str(value)
+    return date_words(value) if isinstance(value, np.datetime64) else str(value)
 
 
 def _n_observed(est, values) -> int:

@@ -18,7 +18,7 @@ import xarray as xr
 from geogp.core.grid_checks import spacing
 from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.families import AUTO, FALLBACK, SERIES_MODEL, family, make_estimator, resolve_model
-from geogp.frontend.adapters import find_spatial_dims, series_times, to_grid_data
+from geogp.frontend.adapters import date_words, find_spatial_dims, series_times, to_grid_data
 from geogp.frontend.blocks import block_mask
 from geogp.placement.candidates import Candidates, nearest_cells
 from geogp.placement.feature_models import memory_estimate
@@ -169,10 +169,9 @@ class PlacementMixin:
 
 
 def _date_words(value: Any) -> str:
-    """A date as a person writes it (YYYY-MM-DD at midnight), or a number of days."""
+    """A date as a person writes it, or a number of days with every digit."""
     if isinstance(value, np.datetime64):
-        day = value.astype("datetime64[D]")
-        return str(day if day == value else value)
+        return date_words(value)
     return np.format_float_positional(float(value), trim="-")
 
 

@@ -44,8 +44,8 @@ class SiteConditioned:
     def _check_cell(self, cell) -> int:
         if isinstance(cell, bool) or not isinstance(cell, (int, np.integer)) or not (
                 0 <= cell < self.n):
-            raise InputError(f"cell must be a flat index of the {self.cells_word}' {self.n} "
-                             f"cells; got {cell!r}.")
+            raise InputError(f"cell must be a flat index of the {self.cells_word} ({self.n} "
+                             f"cells); got {cell!r}.")
         return int(cell)
 
     def columns(self, cells: ArrayLike) -> np.ndarray:

@@ -309,11 +309,7 @@ def place(data: xr.DataArray, n: int, *, model: str = AUTO, kernel: Any = None,
     name, opts, note = placement_model(g.values[0].shape, g.regular, model,
                                        afs_options=afs_options, max_memory=max_memory,
                                        options=options, spacing=g.spacing)
-    offered = family(name).placement_strategies()
-    if strategy != "auto" and strategy not in offered:  # before the fit, not after it
-        raise InputError(f"strategy {strategy!r} is not available for the {name} model "
-                         f"(it offers {', '.join(offered)}); choose one of those, or another "
-                         "model.")
+    _check_strategy(name, strategy)
     notes = [note] if note else []
     features = (n_features or PLACEMENT_FEATURES) if family(name).takes_features else None
     if features is not None:  # the least any strategy needs, known before the fit
@@ -356,10 +352,7 @@ def _place_in_time(data: xr.DataArray, n: int, *, model: str, measured: Any, str
     if not family(name).places_in_time:
         raise InputError(f"placement at a date of a stack needs its dates fitted jointly "
                          f"(model={SERIES_MODEL!r}); model={model!r} fits each date alone.")
-    offered = family(name).placement_strategies()
-    if strategy != "auto" and strategy not in offered:  # before the fit, not after it
-        raise InputError(f"strategy {strategy!r} is not available for the {name} model "
-                         f"(it offers {', '.join(offered)}).")
+    _check_strategy(name, strategy)
     geo = GeoRegressor(model, progress=progress, options=options).fit(data)
     if not family(geo.model_).places_in_time:
         raise InputError(f"placement at a date of a stack needs its dates fitted jointly; "
@@ -368,6 +361,15 @@ def _place_in_time(data: xr.DataArray, n: int, *, model: str, measured: Any, str
                               min_distance=min_distance, max_memory=max_memory, **placement)
     return Placed(geo, sites, (f"sites for {sites.attrs['time']}, from the stack's posterior "
                                "at that date (hyperparameters of the joint fit).",))
+
+
+def _check_strategy(name: str, strategy: str) -> None:
+    """Refuse, before the fit, a strategy the model ``name`` does not offer."""
+    offered = family(name).placement_strategies()
+    if strategy != "auto" and strategy not in offered:
+        raise InputError(f"strategy {strategy!r} is not available for the {name} model "
+                         f"(it offers {', '.join(offered)}); choose one of those, or another "
+                         "model.")
 
 
 def _measured_cells(measured, data, x, y, value):

@@ -107,12 +107,16 @@ def _fixed(stack, **kw):
     return est.fit(y, times)
 
 
-def test_tiles_on_a_local_cluster_give_this_processs_moments(stack):
+def test_tiles_on_a_local_cluster_give_this_processs_moments(stack, monkeypatch):
     """#43: with a dask client (``geogp fit --workers N``) the posterior's tiles run on its
     workers, each from its window of the stack alone; the moments are this process's, every
-    tile's REML factor included (local_scale), to rounding."""
+    tile's REML factor included (local_scale), to rounding. A few windows are sent ahead at
+    a time (TASKS_AHEAD, 3 here), and the tiles still come back in order."""
     from distributed import Client, LocalCluster, get_task_stream
 
+    from geogp.models.spacetime import regressor
+
+    monkeypatch.setattr(regressor, "TASKS_AHEAD", 3)
     here = _fixed(stack, tile=10, halo=3, local_scale=True, scheduler=None)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=":0") as cluster, Client(cluster) as client:
@@ -277,7 +281,7 @@ def test_samples_on_tiles_reproduce_the_mean_and_the_widened_sds(stack):
     at every value: 1,000 samples give each sd to ±2.2 %)."""
     est = _fixed(stack, tile=12, halo=3, local_scale=True)
     est.interval_scale_ = 1.5
-    est.mean_, est.sd_latent_, est.sd_observed_ = est.predict_grid()
+    est.mean_, est.sd_latent_, est.noise_sd_ = est._moments(est.times_, est._block)
     n = 1000
     for observed, sd in ((False, est.sd_latent_), (True, est.sd_observed_)):
         draws = est.sample(n, seed=1, observed=observed)
@@ -311,3 +315,35 @@ def test_the_front_end_draws_joint_stack_samples_that_a_saved_model_repeats(stac
     model.save(tmp_path / "m.npz")
     again = geogp.load_model(tmp_path / "m.npz").sample(300, seed=4)
     np.testing.assert_allclose(again.values, draws.values, rtol=1e-9, atol=1e-9)
+
+
+def test_a_model_file_that_kept_every_dates_observation_sd_loads_the_same(stack, tmp_path,
+                                                                          monkeypatch):
+    """Files written before 2026-11-29 kept the sd of a new observation as a whole stack; the
+    model now keeps its 2-D noise map. Such a file (written here by the old layout) loads
+    with the same predictions, intervals included."""
+    from geogp.models.spacetime import family as st_family
+    from geogp.models.spacetime.codec import save_series
+
+    _, y, times = stack
+    scale = float(np.nanstd(y))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = geogp.fit(_as_da(y, times), model="spacetime", optimize=False, tile=10,
+                          halo=3, params=_standardised(THETA, scale))
+    est = model.estimators_[0].model
+    assert est.noise_sd_.shape == y.shape[1:]
+    assert np.ptp(est.noise_sd_) > 0  # the tiles' variance factors differ
+
+    def old_layout(dates, arrays, init):
+        out = save_series(dates, arrays, init)
+        del arrays["series/noise_sd"]
+        arrays["series/sd_observed"] = dates[0].model.sd_observed_
+        return out
+
+    monkeypatch.setattr(st_family, "save_series", old_layout)
+    model.save(tmp_path / "old.npz")
+    monkeypatch.undo()
+    before, after = model.predict(), geogp.load_model(tmp_path / "old.npz").predict()
+    for name in ("mean", "std", "std_latent"):
+        np.testing.assert_allclose(after[name].values, before[name].values, rtol=1e-12)

@@ -65,3 +65,35 @@ def test_the_front_end_passes_the_limit_and_refuses_in_one_line():
         "y": 1000.0 - 100 * np.arange(10), "x": 100.0 * np.arange(12)}).rio.write_crs(32633)
     with pytest.raises(MemoryEstimateError, match="space-time model on 4 dates"):
         geogp.fit(da, model="spacetime", max_bytes=1e6)
+
+
+def test_a_fit_allocates_three_stacks_of_its_own(monkeypatch):
+    """What the estimate's STACK_COPIES counts beyond the caller's stack: the standardised
+    copy, and the posterior's mean and variance filled in place (the sd of a new observation
+    is a 2-D map), measured with tracemalloc (numpy's allocations) and the tiles' solves
+    replaced by a stand-in, so that only the stack-sized arrays remain."""
+    import math
+    import tracemalloc
+
+    from geogp.models.spacetime import regressor
+
+    def stand_in(params, h, times, ordering, prior, block, solver=None, slot=0):
+        return np.zeros(block.shape), np.full(block.shape, prior), 1.0
+
+    monkeypatch.setattr(regressor, "tile_task", stand_in)
+    rng = np.random.default_rng(0)
+    v = rng.standard_normal((46, 160, 160))
+    v[rng.random(v.shape) < 0.35] = np.nan
+    stack = v.nbytes
+    theta = {k: math.log(2.0) for k in regressor.PARAMS}
+    est = SpaceTimeRegressor(optimize=False, params=theta, calibrate=False)
+    est.fit(v[:, :40, :40], np.arange(46) * 8.0)  # the modules it imports, before tracing
+    tracemalloc.start()
+    try:
+        est.fit(v, np.arange(46) * 8.0)
+        held, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak <= 3.25 * stack, peak / stack
+    assert 2.9 * stack <= held <= 3.1 * stack, held / stack
+    assert regressor.STACK_COPIES >= 1 + peak / stack

@@ -3,7 +3,8 @@ stored once, under ``series/``, and each date's slice holds only its index.
 
 The file keeps the standardised stack itself (forecasts and other dates are the fitted θ's
 posterior with those dates added, which needs the data) and the fitted moments (prediction
-on the fitted dates reads them, with no solve)."""
+on the fitted dates reads them, with no solve): the mean and latent sd of every date, and the
+2-D sd of a new observation's noise."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from geogp.persist.checks import Arrays, estimator_from_init, require
 __all__ = ["save_series", "load_series"]
 
 PRE = "series/"
-_MOMENTS = ("mean", "sd_latent", "sd_observed")
+_MOMENTS = ("mean", "sd_latent")
 
 
 def save_series(dates: list[SpaceTimeDate], arrays: dict, init: dict) -> list[dict]:
@@ -32,6 +33,7 @@ def save_series(dates: list[SpaceTimeDate], arrays: dict, init: dict) -> list[di
     arrays.update({f"{PRE}values": model.values_, f"{PRE}times": model.times_,
                    f"{PRE}axis_y": model.axes_[0], f"{PRE}axis_x": model.axes_[1]})
     arrays.update({f"{PRE}{k}": getattr(model, f"{k}_") for k in _MOMENTS})
+    arrays[f"{PRE}noise_sd"] = model.noise_sd_
     rep = model.fit_report_
     if rep is not None:
         arrays[f"{PRE}history"] = np.asarray(rep.history, dtype=np.float64)
@@ -80,6 +82,11 @@ def load_series(slices: list[dict], z: Arrays,
     model.axes_ = [z.get(f"{PRE}axis_y", shape=(ny,)), z.get(f"{PRE}axis_x", shape=(nx,))]
     for k in _MOMENTS:
         setattr(model, f"{k}_", z.get(f"{PRE}{k}", shape=(t, ny, nx), finite=False))
+    if f"{PRE}noise_sd" in z:
+        model.noise_sd_ = z.get(f"{PRE}noise_sd", shape=(ny, nx), positive=True)
+    else:  # files before 2026-11-29 kept the whole stack of a new observation's sd
+        observed = z.get(f"{PRE}sd_observed", shape=(t, ny, nx), finite=False)
+        model.noise_sd_ = np.sqrt(np.maximum(observed[0] ** 2 - model.sd_latent_[0] ** 2, 0.0))
     model.unit_ = require(head, "unit", "float", where, positive=True)
     h = require(head, "h", "list", where)
     if len(h) != 2 or not all(isinstance(v, (int, float)) and v > 0 for v in h):

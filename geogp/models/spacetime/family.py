@@ -88,8 +88,8 @@ class SpaceTimeFamily(Family[SpaceTimeDate]):
         def at(field: np.ndarray) -> np.ndarray:
             return np.where(ok, field[est.index][iy, ix], np.nan)
 
-        return Prediction(at(model.mean_), at(model.sd_latent_) ** 2,
-                          at(model.sd_observed_) ** 2)
+        latent, noise = at(model.sd_latent_), model.noise_sd_[iy, ix]
+        return Prediction(at(model.mean_), latent**2, latent**2 + np.where(ok, noise, np.nan)**2)
 
     def forecast(self, est: SpaceTimeRegressor | SpaceTimeDate, time: float
                  ) -> SpaceTimeForecast:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import queue
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -89,11 +90,14 @@ def windows(shape: tuple[int, int], size: int, halo: int) -> list[Window]:
 WINDOW_UNKNOWNS = 13_000
 
 
-# peak memory: libraries and compiled code, a window's factor and selected inverse per unknown,
-# and the stack-sized float64 arrays alive together (fitted to peaks: docs/spacetime.md)
+# peak memory: libraries and compiled code, a window's factor and selected inverse per unknown
+# (fitted to peaks: docs/spacetime.md), and float64 stacks: the caller's, the model's
+# standardised copy, the posterior's mean and variance filled in place (3.1 measured:
+# tests/reliability/test_spacetime_memory.py), and half a stack for a float32 original the
+# caller may hold as well (a file's values)
 BASE_BYTES = 0.6 * 2**30
 BYTES_PER_WINDOW_UNKNOWN = 45e3
-STACK_COPIES = 10
+STACK_COPIES = 4.5
 
 
 # windows spread over the raster, and gap-shaped folds in each, for the intervals' factor (one
@@ -161,6 +165,9 @@ class SpaceTimeRegressor:
         params_: θ (model units). loc_, scale_: the standardisation. fit_report_: L-BFGS's.
         interval_scale_: the factor (≥ 1) applied to every sd (1.0 without ``calibrate``).
         times_: dates (days). h_: cell size (y step = 1).
+        mean_, sd_latent_: (T, n_y, n_x) the posterior at the fitted dates, data units.
+        noise_sd_: (n_y, n_x) the sd of a new observation's noise (σ widened as the
+        variances are), so that sd_observed_ = √(sd_latent_² + noise_sd_²).
     """
 
     axes_: list[np.ndarray]  # the raster's (y, x) model coordinates, set by its family
@@ -203,7 +210,7 @@ class SpaceTimeRegressor:
         if need > self.max_bytes:
             raise MemoryEstimateError(
                 f"the space-time model on {shape[0]} dates × {shape[1]} × {shape[2]} cells "
-                f"(its windows and {STACK_COPIES} copies of the stack)", need, self.max_bytes,
+                f"(its windows and {STACK_COPIES:g} copies of the stack)", need, self.max_bytes,
                 "Crop the stack or fit fewer dates, or raise max_bytes.",
                 cli_hint="Crop the stack or fit fewer dates, or raise --max-memory.")
 
@@ -231,18 +238,19 @@ class SpaceTimeRegressor:
         shape = np.shape(values)
         if len(shape) != 3:
             raise InputError(f"a stack has three dimensions (time, y, x); got {len(shape)}.")
-        self.check_memory(shape)  # before the model's own copies, the float64 one included
-        values = np.asarray(values, dtype=np.float64)
-        observed = np.isfinite(values)
-        if observed.sum() < 10:
+        self.check_memory(shape)  # before the model's own copies
+        values = np.asarray(values)
+        n_obs, self.loc_, self.scale_ = _observed_moments(values)
+        if n_obs < 10:
             raise InputError("a stack needs at least 10 observed values.")
         self.times_ = np.asarray(times, dtype=np.float64)
         self.unit_ = float(h[0])  # lengths in y steps inside the model
         self.h_ = (1.0, float(h[1]) / self.unit_)
         self.shape_ = values.shape
-        self.loc_ = float(values[observed].mean())
-        self.scale_ = float(values[observed].std()) or 1.0
-        self.values_ = (values - self.loc_) / self.scale_
+        # one float64 copy, standardised in place (a stack may fill a good part of memory)
+        self.values_ = np.array(values, dtype=np.float64)
+        self.values_ -= self.loc_
+        self.values_ /= self.scale_
         self.solver_ = Solver("cholmod", ordering=self.ordering)
         side = auto_side(values.shape[0])
         self.tile_ = side if self.tile == "auto" else _count(self.tile, "tile", 4)
@@ -264,8 +272,15 @@ class SpaceTimeRegressor:
                 maxiter=self.maxiter, bounds=self._bounds(), stall=STALL)
         self.params_ = {k: float(v) for k, v in params.items()}
         self.interval_scale_ = self._interval_scale() if self.calibrate else 1.0
-        self.mean_, self.sd_latent_, self.sd_observed_ = self.predict_grid()
+        self.mean_, self.sd_latent_, self.noise_sd_ = self._moments(self.times_, self._block)
         return self
+
+    @property
+    def sd_observed_(self) -> np.ndarray:
+        """(T, n_y, n_x) the sd of a new observation, data units: √(sd_latent_² +
+        noise_sd_²), computed on each call (one stack: the model keeps the 2-D noise map
+        only)."""
+        return np.sqrt(self.sd_latent_ ** 2 + self.noise_sd_ ** 2)
 
     def _start(self) -> dict:
         step = float(np.median(np.diff(self.times_)))
@@ -354,7 +369,7 @@ class SpaceTimeRegressor:
                 slots.put(slot)
 
         with ThreadPoolExecutor(threads, thread_name_prefix="geogp-tile") as pool:
-            yield from pool.map(run, items)
+            yield from _in_order(lambda item: pool.submit(run, item), items, 2 * threads)
 
     def _problem(self, w: Window, values: np.ndarray | None = None,
                  times: np.ndarray | None = None, slot: int = 0):
@@ -369,7 +384,12 @@ class SpaceTimeRegressor:
         """(mean, latent sd, sd of a new observation), each (T, n_y, n_x), in data units."""
         if not hasattr(self, "params_"):
             raise NotFittedError("fit the model first.")
-        return self._moments(self.values_, self.times_)
+        mean, latent, noise_sd = self._moments(self.times_, self._block)
+        return mean, latent, np.sqrt(latent**2 + noise_sd**2)
+
+    def _block(self, w: Window) -> np.ndarray:
+        """The fitted stack's window ``w`` (standardised, a view)."""
+        return self.values_[:, w.y0:w.y1, w.x0:w.x1]
 
     def predict_dates(self, times: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(mean, latent sd, sd of a new observation), each (len(times), n_y, n_x), at dates
@@ -378,58 +398,69 @@ class SpaceTimeRegressor:
         and the offset decay as their AR(1) says (φ = exp(−Δt/τ)) and the interval widens to
         the prior's; a fitted date gives its own moments.
 
-        Cost: one posterior pass over the stack with the new dates (no new fit)."""
+        Cost: one posterior pass over the stack with the new dates (no new fit); memory two
+        arrays of the asked dates, each tile's window with the dates added built in turn."""
         if not hasattr(self, "params_"):
             raise NotFittedError("fit the model first.")
         new = np.asarray(times, dtype=np.float64).ravel()
         if new.size == 0 or not np.all(np.isfinite(new)):
             raise InputError("predict_dates needs one or more finite dates (days).")
         every = np.union1d(self.times_, new)
-        values = np.full((every.size, *self.shape_[1:]), np.nan)
-        values[np.searchsorted(every, self.times_)] = self.values_
-        moments = self._moments(values, every)
-        at = np.searchsorted(every, new)
-        return tuple(m[at] for m in moments)
+        fitted = np.searchsorted(every, self.times_)
 
-    def _moments(self, values: np.ndarray, times: np.ndarray
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The posterior moments of ``values`` (standardised, NaN: missing) at ``times``, in
-        data units, tile by tile at the fitted θ, ``threads`` tiles at once (each thread's
-        tiles in a slot of their own: one factor per thread)."""
-        shape = values.shape
-        mean, var = np.empty(shape), np.empty(shape)
-        tiles = windows(shape[1:], self.tile_, self.halo_)
+        def block(w: Window) -> np.ndarray:
+            out = np.full((every.size, w.y1 - w.y0, w.x1 - w.x0), np.nan)
+            out[fitted] = self._block(w)
+            return out
+
+        mean, latent, noise_sd = self._moments(every, block, keep=np.searchsorted(every, new))
+        return mean, latent, np.sqrt(latent**2 + noise_sd**2)
+
+    def _moments(self, times: np.ndarray, block: Callable[[Window], np.ndarray],
+                 keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The posterior moments of the stack at ``times`` whose window ``w`` is ``block(w)``
+        (standardised, NaN: missing), tile by tile at the fitted θ, ``threads`` tiles at once
+        (each thread's tiles in a slot of their own: one factor per thread): (mean, latent
+        sd) at the dates ``keep`` (indices into ``times``; all by default), each
+        (len(keep), n_y, n_x), and the (n_y, n_x) sd of a new observation's noise, data
+        units. Two stacks are allocated, and filled in place."""
+        ny, nx = self.shape_[1:]
+        keep = np.arange(len(times)) if keep is None else np.asarray(keep)
+        mean, var = np.empty((keep.size, ny, nx)), np.empty((keep.size, ny, nx))
+        tiles = windows((ny, nx), self.tile_, self.halo_)
         p = self.params_
         prior = math.exp(2 * p["log_sd"]) + math.exp(2 * p["log_sd_mean"]) + math.exp(
             2 * p["log_sd_offset"])
 
         def tile_moments(w: Window, slot: int) -> tuple[np.ndarray, np.ndarray, float]:
-            return tile_task(p, self.h_, times, self.ordering, prior,
-                             values[:, w.y0:w.y1, w.x0:w.x1], self.solver_, slot)
+            return tile_task(p, self.h_, times, self.ordering, prior, block(w), self.solver_,
+                             slot)
 
         scales = np.full(len(tiles), math.nan)
         with dask_client(self.scheduler if len(tiles) > 1 else None) as client:
             if client is None:
                 moments = self._in_threads(tile_moments, tiles)
             else:  # each tile's window of the stack goes to a worker, its moments come back
-                blocks = [values[:, w.y0:w.y1, w.x0:w.x1] for w in tiles]
                 task = partial(tile_task, dict(p), self.h_, np.asarray(times), self.ordering,
                                prior)
-                moments = client.gather(client.map(task, blocks, pure=False))
-        for i, (w, (m, v, scales[i])) in enumerate(zip(tiles, moments, strict=True)):
-            core = (slice(None), slice(w.cy0 - w.y0, w.cy1 - w.y0),
-                    slice(w.cx0 - w.x0, w.cx1 - w.x0))
-            mean[:, w.cy0:w.cy1, w.cx0:w.cx1] = m[core]
-            var[:, w.cy0:w.cy1, w.cx0:w.cx1] = v[core]
-            if self.progress is not None:
-                self.progress(i + 1, len(tiles))
-        noise = math.exp(2.0 * self.params_["log_noise"])
-        local = (_scale_map(shape[1:], tiles, scales) if self.local_scale
-                 else np.ones(shape[1:]))
-        latent = np.sqrt(np.maximum(var, 0.0) * local)
+                moments = _in_order(partial(client.submit, task, pure=False),
+                                    (block(w) for w in tiles), TASKS_AHEAD)
+            for i, (w, (m, v, scales[i])) in enumerate(zip(tiles, moments, strict=True)):
+                core = (keep, slice(w.cy0 - w.y0, w.cy1 - w.y0),
+                        slice(w.cx0 - w.x0, w.cx1 - w.x0))
+                mean[:, w.cy0:w.cy1, w.cx0:w.cx1] = m[core]
+                var[:, w.cy0:w.cy1, w.cx0:w.cx1] = v[core]
+                if self.progress is not None:
+                    self.progress(i + 1, len(tiles))
+        local = (_scale_map((ny, nx), tiles, scales) if self.local_scale
+                 else np.ones((ny, nx)))
         wide = self.scale_ * self.interval_scale_
-        return (self.loc_ + self.scale_ * mean, wide * latent,
-                wide * np.sqrt(latent**2 + noise * local))
+        mean *= self.scale_
+        mean += self.loc_
+        np.maximum(var, 0.0, out=var)
+        var *= local * wide**2
+        latent = np.sqrt(var, out=var)
+        return mean, latent, wide * np.sqrt(math.exp(2.0 * p["log_noise"]) * local)
 
     def forecast(self, time: float) -> SpaceTimeForecast:
         """The posterior at one date ``time`` (days, on the fitted dates' scale), inside or
@@ -490,15 +521,14 @@ class SpaceTimeRegressor:
                      slice(w.cx0 - w.x0, w.cx1 - w.x0))
             f[core] -= k[local]  # the tiles read y*, never f: each core becomes f − K y*
         out, f, y_star = f, None, None  # free y* before the widening's temporaries
-        # the sds' widening, read back from the fitted moments: sd_observed² − sd_latent² is
-        # (scale · interval_scale)² σ² times each cell's variance factor
+        # the sds' widening, read back from the noise map: noise_sd_ is (scale ·
+        # interval_scale) σ times the root of each cell's variance factor
         wide = self.scale_ * self.interval_scale_
-        factor = np.sqrt(np.maximum(self.sd_observed_ ** 2 - self.sd_latent_ ** 2, 0.0)) / (
-            wide * noise_sd)
-        out *= wide * factor[None]
+        factor = self.noise_sd_ / (wide * noise_sd)
+        out *= wide * factor
         if observed:
             noise = rng.standard_normal(out.shape)
-            noise *= wide * noise_sd * factor[None]
+            noise *= self.noise_sd_
             out += noise
         out += self.mean_[None]
         return out
@@ -521,6 +551,38 @@ def tile_task(params: dict, h: tuple[float, float], times: np.ndarray, ordering:
                            solver or Solver("cholmod", ordering=ordering), slot)
     m, v, _, scale2 = posterior(params, problem, ordering=ordering)
     return m.reshape(t, *shape), v.reshape(t, *shape), _shrunk(scale2, int(steps.size))
+
+
+def _observed_moments(values: np.ndarray) -> tuple[int, float, float]:
+    """(count, mean, sd) of the finite values of a stack, date by date in float64 (no
+    stack-sized temporaries); an sd of 0 (one value repeated) becomes 1."""
+    n, total = 0, 0.0
+    for plane in values:
+        ok = np.isfinite(plane)
+        n += int(ok.sum())
+        total += float(plane[ok].sum(dtype=np.float64))
+    mean = total / max(n, 1)
+    squares = sum(float(np.square(plane[np.isfinite(plane)] - mean, dtype=np.float64).sum())
+                  for plane in values)
+    return n, mean, math.sqrt(squares / max(n, 1)) or 1.0
+
+
+# tiles' windows sent to a dask cluster ahead of the results read back (each window is held
+# until its task ends: a whole stack's would be its size times the halo's overlap)
+TASKS_AHEAD = 32
+
+
+def _in_order(submit: Callable, items, ahead: int):
+    """The results of ``submit(item)`` (a future: threads' or dask's) for each of ``items``
+    (an iterator), in order, with at most ``ahead`` submitted and not yet read back, so that
+    finished tiles never pile up in memory."""
+    pending: deque = deque()
+    for item in items:
+        pending.append(submit(item))
+        if len(pending) >= ahead:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
 
 
 def _observations(values: np.ndarray, w: Window) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -290,7 +290,7 @@ class FourierFeatures:
     def statistics(self, data: Points | Grid, *, method: str = "nufft",
                    powers: np.ndarray | None = None, gram: str = "dense",
                    diagonal: bool = False, chunk_bytes: float | None = None,
-                   dense_block: int | None = None) -> SufficientStats:
+                   dense_block: int | None = None, weights=None) -> SufficientStats:
         """The sufficient statistics of ``data`` for these features, read once (docs/afs.md).
 
         Args:
@@ -304,6 +304,8 @@ class FourierFeatures:
             diagonal: grids only: G = N·I by Lemma 3.1 (a complete raster; checked).
             chunk_bytes, dense_block: memory per chunk, and the dense low-frequency block of
                 a matrix-free G (defaults of :mod:`geogp.features.fourier_statistics`).
+            weights: per-observation weights w > 0 (the shape of ``data``'s values), the
+                noise variance σ²/w_i at each; None: ones.
 
         Returns:
             :class:`~geogp.features.fourier_statistics.SufficientStats`; every route gives the
@@ -313,7 +315,8 @@ class FourierFeatures:
         block = fs.DEFAULT_DENSE_BLOCK if dense_block is None else dense_block
         if isinstance(data, Grid):
             return fs.grid_stats(self, list(data.axes), data.values, diagonal=diagonal,
-                                 chunk_bytes=chunk, powers=powers, gram=gram, dense_block=block)
+                                 chunk_bytes=chunk, powers=powers, gram=gram, dense_block=block,
+                                 weights=weights)
         if not isinstance(data, Points):
             raise InputError(f"data must be geogp.features.data.Points or Grid; got "
                              f"{type(data).__name__}.")
@@ -322,8 +325,8 @@ class FourierFeatures:
         if method == "dense":
             if gram != "dense":
                 raise InputError("method='dense' assembles G densely; use gram='dense'.")
-            return fs.dense_stats(self, data.X, data.y, chunk, powers=powers)
+            return fs.dense_stats(self, data.X, data.y, chunk, powers=powers, weights=weights)
         if method not in ("nufft", "direct"):
             raise InputError(f"method must be 'nufft', 'direct' or 'dense'; got {method!r}.")
         return fs.points_stats(self, data.X, data.y, method, chunk, powers=powers, gram=gram,
-                               dense_block=block)
+                               dense_block=block, weights=weights)

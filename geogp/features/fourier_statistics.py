@@ -58,6 +58,11 @@ class SufficientStats:
     (p,);
     these are None otherwise. Statistics add: ``s1 + s2`` is the statistics of the union of two
     disjoint data sets.
+
+    With per-observation weights w (noise variance σ²/w_i: how a robust loss enters, issue
+    #44) every product carries W = diag(w): G = ΦWΦᵀ, r = ΦWy, yy = yᵀWy, F = ΦWH, HH = HᵀWH,
+    Hy = HᵀWy; n stays the count, ``wsum`` = Σ w_i (the trace term's count) and ``logw`` =
+    Σ log w_i (the noise's log-determinant). Both are None without weights (w = 1).
     """
 
     G: jnp.ndarray
@@ -68,14 +73,34 @@ class SufficientStats:
     F: jnp.ndarray | None = None
     HH: jnp.ndarray | None = None
     Hy: jnp.ndarray | None = None
+    wsum: jnp.ndarray | None = None
+    logw: jnp.ndarray | None = None
 
     def tree_flatten(self) -> tuple[tuple, bool]:
-        return (self.G, self.r, self.yy, self.n, self.F, self.HH, self.Hy), self.diagonal
+        return ((self.G, self.r, self.yy, self.n, self.F, self.HH, self.Hy, self.wsum,
+                 self.logw), self.diagonal)
 
     @classmethod
     def tree_unflatten(cls, diagonal: bool, children: tuple) -> SufficientStats:
-        G, r, yy, n, F, HH, Hy = children
-        return cls(G, r, yy, n, diagonal, F, HH, Hy)
+        G, r, yy, n, F, HH, Hy, wsum, logw = children
+        return cls(G, r, yy, n, diagonal, F, HH, Hy, wsum, logw)
+
+    @property
+    def weight_total(self) -> jax.Array:
+        """Σ w_i (N without weights): the count in the trace term."""
+        return self.n if self.wsum is None else self.wsum
+
+    @property
+    def log_weights(self) -> jax.Array | float:
+        """Σ log w_i (0 without weights)."""
+        return 0.0 if self.logw is None else self.logw
+
+    def with_data(self, G: jax.Array, r: jax.Array, F: jax.Array | None = None,
+                  diagonal: bool | None = None) -> SufficientStats:
+        """These statistics with G, r (and F) replaced: a subset of the features or another
+        form of G, the same observations and weights."""
+        return SufficientStats(G, r, self.yy, self.n, self.diagonal if diagonal is None
+                               else diagonal, F, self.HH, self.Hy, self.wsum, self.logw)
 
     def __post_init__(self):
         G, r = (self.G.shape if self.matrix_free else np.shape(self.G)), np.shape(self.r)
@@ -97,9 +122,12 @@ class SufficientStats:
         def add(a, b):
             return None if a is None else a + b
 
+        weighted = self.wsum is not None or other.wsum is not None
         return SufficientStats(self.G + other.G, self.r + other.r, self.yy + other.yy,
                                self.n + other.n, self.diagonal, add(self.F, other.F),
-                               add(self.HH, other.HH), add(self.Hy, other.Hy))
+                               add(self.HH, other.HH), add(self.Hy, other.Hy),
+                               self.weight_total + other.weight_total if weighted else None,
+                               self.log_weights + other.log_weights if weighted else None)
 
     @property
     def n_features(self) -> int:
@@ -112,7 +140,8 @@ class SufficientStats:
         return self.G if self.diagonal else jnp.diagonal(self.G)
 
 
-def _make(G, r, yy, n, diagonal=False, F=None, HH=None, Hy=None) -> SufficientStats:
+def _make(G, r, yy, n, diagonal=False, F=None, HH=None, Hy=None,
+          weights: _Weights | None = None) -> SufficientStats:
     if n == 0:
         raise AllMissingError("no observed values: every cell/point is missing (NaN).")
 
@@ -120,15 +149,42 @@ def _make(G, r, yy, n, diagonal=False, F=None, HH=None, Hy=None) -> SufficientSt
         return None if a is None else jnp.asarray(a)
 
     G = G if isinstance(G, GramOperator) else jnp.asarray(G)
+    wsum, logw = (None, None) if weights is None else (weights.total, weights.log)
     return SufficientStats(G, jnp.asarray(r), jnp.asarray(float(yy)),
-                           jnp.asarray(float(n)), diagonal, arr(F), arr(HH), arr(Hy))
+                           jnp.asarray(float(n)), diagonal, arr(F), arr(HH), arr(Hy),
+                           arr(wsum), arr(logw))
 
 
 def residual_stats(stats: SufficientStats, beta: ArrayLike) -> SufficientStats:
     """Statistics of y − Hβ: r − Fβ and yᵀy − 2βᵀHy + βᵀHHβ (differentiable in β)."""
     r = stats.r - stats.F @ beta
     yy = stats.yy - 2.0 * beta @ stats.Hy + beta @ (stats.HH @ beta)
-    return SufficientStats(stats.G, r, yy, stats.n, stats.diagonal)
+    return SufficientStats(stats.G, r, yy, stats.n, stats.diagonal, wsum=stats.wsum,
+                           logw=stats.logw)
+
+
+class _Weights:
+    """Σ w and Σ log w of per-observation weights, summed chunk by chunk (checked: finite,
+    > 0); ``None`` weights are ones and add nothing."""
+
+    def __init__(self) -> None:
+        self.total, self.log = 0.0, 0.0
+
+    def add(self, w: np.ndarray) -> None:
+        if w.size and not (np.all(np.isfinite(w)) and w.min() > 0):
+            raise InputError("weights must be finite and > 0 at every observation.")
+        self.total += float(w.sum())
+        self.log += float(np.log(w).sum())
+
+
+def _chunk_weights(weights, sl, like: np.ndarray) -> np.ndarray | None:
+    """The weights of one chunk (``weights[sl]`` as float64, the shape of ``like``), or None."""
+    if weights is None:
+        return None
+    w = np.asarray(weights[sl], dtype=np.float64)
+    if w.shape != like.shape:
+        raise InputError(f"weights have shape {w.shape} where the data have {like.shape}.")
+    return w
 
 
 class _TrendAccumulator:
@@ -143,10 +199,11 @@ class _TrendAccumulator:
             self.HH = np.zeros((p, p))
             self.Hy = np.zeros(p)
 
-    def add_products(self, H: np.ndarray, y: np.ndarray) -> None:
+    def add_products(self, H: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> None:
         if self.powers is not None:
-            self.HH += H.T @ H
-            self.Hy += H.T @ y
+            wH = H if w is None else H * w[:, None]
+            self.HH += H.T @ wH
+            self.Hy += wH.T @ y
 
     def result(self, ff: FourierFeatures):
         if self.powers is None:
@@ -161,7 +218,8 @@ def _rows_per_chunk(row_bytes: float, chunk_bytes: float) -> int:
 
 def dense_stats(ff: FourierFeatures, X: ArrayLike, y: ArrayLike,
                 chunk_bytes: float = DEFAULT_CHUNK_BYTES,
-                chunk_rows: int | None = None, powers: np.ndarray | None = None) -> SufficientStats:
+                chunk_rows: int | None = None, powers: np.ndarray | None = None,
+                weights: ArrayLike | None = None) -> SufficientStats:
     """G and r by explicit feature matrices, summed over row chunks (the reference route).
 
     Args:
@@ -169,6 +227,7 @@ def dense_stats(ff: FourierFeatures, X: ArrayLike, y: ArrayLike,
         chunk_bytes: bound on the feature-matrix chunk (N_c × M × 8 bytes).
         chunk_rows: explicit rows per chunk (overrides chunk_bytes).
         powers: monomial exponents (p, D) of a mean function (:mod:`geogp.core.trend`), or None.
+        weights: (N,) per-observation weights w > 0 (noise variance σ²/w_i), or None (ones).
 
     Cost: O(N M²) time, O(M² + N_c M) memory.
     """
@@ -179,18 +238,24 @@ def dense_stats(ff: FourierFeatures, X: ArrayLike, y: ArrayLike,
     r = np.zeros(M)
     yy = 0.0
     N = int(X.shape[0])
+    total = None if weights is None else _Weights()
     for start in range(0, N, step):
         Xc = np.asarray(X[start:start + step], dtype=np.float64)
         yc = np.asarray(y[start:start + step], dtype=np.float64)
+        wc = _chunk_weights(weights, slice(start, start + step), yc)
         Phi = ff(Xc)
-        G += Phi.T @ Phi
-        r += Phi.T @ yc
-        yy += float(yc @ yc)
+        wPhi = Phi if wc is None else Phi * wc[:, None]
+        wy = yc if wc is None else wc * yc
+        if total is not None:
+            total.add(wc)
+        G += Phi.T @ wPhi
+        r += Phi.T @ wy
+        yy += float(yc @ wy)
         if powers is not None:
             H = basis(Xc, powers)
-            trend.F += Phi.T @ H
-            trend.add_products(H, yc)
-    return _make(0.5 * (G + G.T), r, yy, N, **trend.result(ff))
+            trend.F += wPhi.T @ H
+            trend.add_products(H, yc, wc)
+    return _make(0.5 * (G + G.T), r, yy, N, **trend.result(ff), weights=total)
 
 
 DEFAULT_DENSE_BLOCK = 1024  # low-frequency block kept dense beside a matrix-free G
@@ -208,9 +273,10 @@ def _gram(ff: FourierFeatures, C: np.ndarray, gram: str, dense_block: int):
 def points_stats(ff: FourierFeatures, X: ArrayLike, y: ArrayLike, method: str = "nufft",
                  chunk_bytes: float = DEFAULT_CHUNK_BYTES, powers: np.ndarray | None = None,
                  gram: str = "dense",
-                 dense_block: int = DEFAULT_DENSE_BLOCK) -> SufficientStats:
+                 dense_block: int = DEFAULT_DENSE_BLOCK,
+                 weights: ArrayLike | None = None) -> SufficientStats:
     """G and r at scattered points through type-1 NUFFTs of the weights 1 and y (docs/afs.md,
-    statistics).
+    statistics); with per-observation ``weights`` w (N,), of w and w·y (SufficientStats).
 
     ``gram='operator'`` keeps G matrix-free (:class:`GramOperator`, O(M log M) per product),
     with a dense block over the ``dense_block`` lowest frequencies (preconditioner).
@@ -222,19 +288,24 @@ def points_stats(ff: FourierFeatures, X: ArrayLike, y: ArrayLike, method: str = 
     C = np.zeros(trig.bin_sizes(ff, "quadratic"), dtype=np.complex128)
     L = np.zeros(trig.bin_sizes(ff, "linear"), dtype=np.complex128)
     yy = 0.0
+    total = None if weights is None else _Weights()
     for start in range(0, N, step):
         Xc = np.asarray(X[start:start + step], dtype=np.float64)
         yc = np.asarray(y[start:start + step], dtype=np.float64)
-        C += trig.points_bins(ff, Xc, np.ones_like(yc), "quadratic", method)
-        L += trig.points_bins(ff, Xc, yc, "linear", method)
-        yy += float(yc @ yc)
+        wc = _chunk_weights(weights, slice(start, start + step), yc)
+        if total is not None:
+            total.add(wc)
+        w1 = np.ones_like(yc) if wc is None else wc
+        C += trig.points_bins(ff, Xc, w1, "quadratic", method)
+        L += trig.points_bins(ff, Xc, w1 * yc, "linear", method)
+        yy += float(yc @ (w1 * yc))
         if powers is not None:
             H = basis(Xc, powers)
             for j in range(len(powers)):
-                trend.L[j] += trig.points_bins(ff, Xc, H[:, j], "linear", method)
-            trend.add_products(H, yc)
+                trend.L[j] += trig.points_bins(ff, Xc, w1 * H[:, j], "linear", method)
+            trend.add_products(H, yc, wc)
     return _make(_gram(ff, C, gram, dense_block), trig.assemble_linear(ff, L), yy, N,
-                 **trend.result(ff))
+                 **trend.result(ff), weights=total)
 
 
 def grid_lemma_holds(n_cells: Sequence[int], n_freq: Sequence[int]) -> bool:
@@ -249,7 +320,8 @@ def grid_lemma_holds(n_cells: Sequence[int], n_freq: Sequence[int]) -> bool:
 
 def grid_stats(ff: FourierFeatures, axes: list, values: ArrayLike, diagonal: bool = False,
                chunk_bytes: float = DEFAULT_CHUNK_BYTES, powers: np.ndarray | None = None,
-               gram: str = "dense", dense_block: int = DEFAULT_DENSE_BLOCK) -> SufficientStats:
+               gram: str = "dense", dense_block: int = DEFAULT_DENSE_BLOCK,
+               weights: ArrayLike | None = None) -> SufficientStats:
     """Statistics of a regular grid whose missing cells are NaN (docs/afs.md, gridded data).
 
     Args:
@@ -262,9 +334,13 @@ def grid_stats(ff: FourierFeatures, axes: list, values: ArrayLike, diagonal: boo
         powers: monomial exponents (p, D) of a mean function (:mod:`geogp.core.trend`), or None.
         gram: ``'dense'`` (M × M array) or ``'operator'`` (matrix-free, for large M, with a
             dense block over the ``dense_block`` lowest frequencies for the preconditioner).
+        weights: per-cell weights w > 0 (the shape of ``values``; read at observed cells
+            only), or None (ones): :class:`SufficientStats`. Not with ``diagonal``.
 
     Cost: O(N Σ_d P_d) for the bins, O(M²) to assemble G (skipped when ``diagonal``).
     """
+    if diagonal and weights is not None:
+        raise InputError("the diagonal (Lemma 3.1) grid mode holds for unit weights only.")
     shape = tuple(int(s) for s in values.shape)
     if len(shape) != ff.n_dims or len(axes) != len(shape) or any(
             len(a) != s for a, s in zip(axes, shape, strict=True)):
@@ -285,22 +361,28 @@ def grid_stats(ff: FourierFeatures, axes: list, values: ArrayLike, diagonal: boo
         slices = [slice(int(a), int(b)) for a, b in itertools.pairwise(bounds)]
     else:
         slices = [slice(s, s + step) for s in range(0, shape[0], step)]
+    total = None if weights is None else _Weights()
     for sl in slices:
         block = np.asarray(values[sl], dtype=np.float64)
         obs = np.isfinite(block)
+        wb = _chunk_weights(weights, sl, block)
+        # the weight of each cell, 0 where missing (the mask without weights)
+        mass = obs.astype(np.float64) if wb is None else np.where(obs, wb, 0.0)
+        if total is not None:
+            total.add(wb[obs])
         yb = np.where(obs, block, 0.0)
         sub_axes = [np.asarray(axes[0])[sl]] + [np.asarray(a) for a in axes[1:]]
         if not diagonal:
-            C += trig.grid_bins(ff, sub_axes, obs.astype(np.float64), "quadratic")
-        L += trig.grid_bins(ff, sub_axes, yb, "linear")
-        yy += float(np.sum(yb * yb))
+            C += trig.grid_bins(ff, sub_axes, mass, "quadratic")
+        L += trig.grid_bins(ff, sub_axes, mass * yb, "linear")
+        yy += float(np.sum(mass * yb * yb))
         n += int(obs.sum())
         if powers is not None:
             H = np.stack([basis_grid(sub_axes, powers, j)[obs] for j in range(len(powers))], 1)
             for j in range(len(powers)):
-                trend.L[j] += trig.grid_bins(ff, sub_axes, obs * basis_grid(sub_axes, powers, j),
-                                             "linear")
-            trend.add_products(H, block[obs])
+                trend.L[j] += trig.grid_bins(ff, sub_axes,
+                                             mass * basis_grid(sub_axes, powers, j), "linear")
+            trend.add_products(H, block[obs], None if wb is None else wb[obs])
     if diagonal:
         if ff.lattice != "odd":
             raise InputError("the diagonal (Lemma 3.1) grid mode needs the odd lattice.")
@@ -319,7 +401,7 @@ def grid_stats(ff: FourierFeatures, axes: list, values: ArrayLike, diagonal: boo
         return _make(np.full(ff.n_features, float(n)), trig.assemble_linear(ff, L), yy, n,
                      diagonal=True, **trend.result(ff))
     return _make(_gram(ff, C, gram, dense_block), trig.assemble_linear(ff, L), yy, n,
-                 **trend.result(ff))
+                 **trend.result(ff), weights=total)
 
 
 # ---------------------------------------------------------------------- posterior sampling

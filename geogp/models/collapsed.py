@@ -31,10 +31,12 @@ __all__ = ["collapsed_bound", "trace_term", "Posterior", "posterior"]
 
 def trace_term(log_lam: jax.Array, kvar0: ArrayLike, stats: SufficientStats) -> jax.Array:
     """t = tr K_ff − Σ_m λ_m G_mm = N k(0) − Σ λ_m G_mm: the "is M large enough?" diagnostic.
+    With weights, tr W(K_ff − Q_ff) = Σ_i w_i k(0) − Σ_m λ_m Σ_i w_i φ_m(x_i)², the same
+    form with Σw for N and the weighted G.
 
     For exact inter-domain features t/(2σ²) ≤ E[L − L'] ≤ t/σ² (docs/bound.md, Theorem 2.10).
     """
-    return stats.n * kvar0 - jnp.sum(jnp.exp(log_lam) * stats.G_diag)
+    return stats.weight_total * kvar0 - jnp.sum(jnp.exp(log_lam) * stats.G_diag)
 
 
 def collapsed_bound(log_lam: jax.Array, noise: ArrayLike, kvar0: ArrayLike,
@@ -45,7 +47,8 @@ def collapsed_bound(log_lam: jax.Array, noise: ArrayLike, kvar0: ArrayLike,
     Args:
         log_lam: (M,) log λ_m = log (K_uu⁻¹)_mm.
         noise: σ² (scalar); kvar0: k(0) of the true kernel (scalar).
-        stats: the sufficient statistics.
+        stats: the sufficient statistics; with weights w the noise is N(0, σ²/w_i) at each
+            observation (:class:`~geogp.features.fourier_statistics.SufficientStats`).
 
     Returns:
         Scalar bound. Cost O(M³) (dense G) or O(M) (diagonal G); memory O(M²). The gradient of
@@ -60,7 +63,8 @@ def collapsed_bound(log_lam: jax.Array, noise: ArrayLike, kvar0: ArrayLike,
     else:
         logdet_a, c2 = _dense_parts(log_lam, noise, stats.G, stats.r)
     t = trace_term(log_lam, kvar0, stats)
-    return -0.5 * (N * jnp.log(2 * math.pi * noise) + logdet_a + stats.yy / noise - c2 + t / noise)
+    return -0.5 * (N * jnp.log(2 * math.pi * noise) - stats.log_weights + logdet_a
+                   + stats.yy / noise - c2 + t / noise)
 
 
 def _dense_parts_reference(log_lam, noise, G, r):

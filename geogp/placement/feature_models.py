@@ -15,7 +15,6 @@ from geogp.core.trend import basis
 from geogp.core.validation import as_points
 from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.features.data import Points
-from geogp.features.fourier_statistics import SufficientStats
 from geogp.models.base import check_fitted
 from geogp.placement.candidates import auto_min_distance, packing_distance
 from geogp.placement.contract import Placement, PlacementRequest
@@ -184,8 +183,8 @@ def condition_afs(model: Any, X: ArrayLike, y: ArrayLike | None = None) -> Any:
         fp.add(Psi[n], ys[n] - trend[n])
     stats = model.stats_
     if stats.diagonal:
-        stats = SufficientStats(jnp.diag(jnp.asarray(stats.G)), stats.r, stats.yy, stats.n,
-                                False, stats.F, stats.HH, stats.Hy)
+        stats = stats.with_data(jnp.diag(jnp.asarray(stats.G)), stats.r, stats.F,
+                                diagonal=False)
     out = copy.copy(model)
     out.stats_ = stats + model.features_.statistics(
         Points(sc.x(X), ys), method="dense", powers=getattr(model, "powers_", None))

@@ -28,7 +28,8 @@ from geogp.persist.checks import Arrays, clean, init_names, require, scaler_and_
 
 __all__ = ["save_afs", "load_afs"]
 
-_OPTIONAL_STATS = ("F", "HH", "Hy")  # mean-function statistics, when the model has one
+# mean-function statistics, when the model has one; weights' sums, when weighted
+_OPTIONAL_STATS = ("F", "HH", "Hy", "wsum", "logw")
 # matrix-free models (solver="iterative"): GramOperator fields, IterativePosterior arrays
 _OPERATOR_FIELDS = ("chat", "coef", "index", "diag", "low", "G_low")
 _ITERATIVE_POSTERIOR_ARRAYS = ("weights", "diag_quad", "low", "quad_low", "sample_a", "sample_b")

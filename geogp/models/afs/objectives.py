@@ -82,8 +82,8 @@ def warm_start(params: dict, stats: SufficientStats, ff: FourierFeatures, n_low:
     freq = np.linalg.norm(ff.frequencies[low], axis=1)
     keep = np.sort(np.argsort(freq, kind="stable")[:n_low])
     idx = low[keep]
-    sub = SufficientStats(op.G_low[np.ix_(keep, keep)], stats.r[idx], stats.yy, stats.n, False,
-                          None if stats.F is None else stats.F[idx], stats.HH, stats.Hy)
+    sub = stats.with_data(op.G_low[np.ix_(keep, keep)], stats.r[idx],
+                          None if stats.F is None else stats.F[idx], diagonal=False)
     args = (sub, jnp.asarray(ff.frequencies[idx]), jnp.asarray(ff.log_norm))
     return minimize_lbfgs(negative_bound_per_point, params, args=args, unconstrained=("mean",),
                           maxiter=maxiter)

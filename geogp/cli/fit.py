@@ -105,9 +105,9 @@ def add_fit_parser(subparsers: argparse._SubParsersAction, epilog: str) -> argpa
                           "cells a side (default: the whole raster up to 4e5 cells within "
                           "--max-memory, else the largest tile that fits it)")
     fit.add_argument("--robust", action="store_true",
-                     help="lattice model: a noise model with gross errors (cloud-mask leaks, "
-                          "spikes), learnt by EM and down-weighted; 3-4.5x the time of a "
-                          "plain fit (docs/gvi.md)")
+                     help="lattice and AFS models: a noise model with gross errors "
+                          "(cloud-mask leaks, spikes), learnt by EM and down-weighted; on the "
+                          "lattice model 3-4.5x the time of a plain fit (docs/gvi.md)")
     fit.add_argument("--local-range", action="store_true",
                      help="lattice model: let the range and sd vary over the raster (rough "
                           "and smooth terrain alike; varying=True, docs/lattice.md; without "
@@ -295,7 +295,8 @@ def _run_fit(args, echo) -> int:
     if args.robust:
         if args.likelihood != "gaussian" or (
                 args.model != AUTO and not family(args.model).fits_robust):
-            raise usage_error("--robust belongs to the lattice model (Gaussian likelihood).")
+            raise usage_error("--robust belongs to the lattice and AFS models (Gaussian "
+                              "likelihood).")
         given["robust"] = True
     if args.local_range:
         if args.likelihood != "gaussian" or (

@@ -412,8 +412,10 @@ def _assemble_batch(ff: FourierFeatures, L: np.ndarray) -> np.ndarray:
 
 def grid_noise_projection(ff: FourierFeatures, axes: list, values: ArrayLike, n_samples: int,
                           rng: np.random.Generator,
-                          chunk_bytes: float = DEFAULT_CHUNK_BYTES) -> np.ndarray:
-    """Φη (M, S) for S independent standard-normal vectors η on the observed cells of a grid.
+                          chunk_bytes: float = DEFAULT_CHUNK_BYTES,
+                          weights: np.ndarray | None = None) -> np.ndarray:
+    """Φη (M, S) for S independent standard-normal vectors η on the observed cells of a grid
+    (ΦW½η with per-cell ``weights``, the grid's shape: covariance G either way).
 
     Used to draw b ~ N(0, A) for matrix-free posterior samples
     (:func:`geogp.models.collapsed_iterative.iterative_posterior`). Chunked over the first axis
@@ -427,15 +429,22 @@ def grid_noise_projection(ff: FourierFeatures, axes: list, values: ArrayLike, n_
         sl = slice(start, start + step)
         obs = np.isfinite(np.asarray(values[sl], dtype=np.float64))
         eta = rng.standard_normal((*obs.shape, n_samples)) * obs[..., None]
+        if weights is not None:
+            w = np.where(obs, np.asarray(weights[sl], dtype=np.float64), 0.0)
+            eta *= np.sqrt(w)[..., None]
         sub_axes = [np.asarray(axes[0])[sl]] + [np.asarray(a) for a in axes[1:]]
         L += trig.grid_bins(ff, sub_axes, eta, "linear")  # batch axis comes out first
     return _assemble_batch(ff, L)
 
 
 def points_noise_projection(ff: FourierFeatures, X: ArrayLike, n_samples: int,
-                            rng: np.random.Generator) -> np.ndarray:
-    """Φη (M, S) for S standard-normal vectors η at scattered points X (N, D): batched NUFFT."""
+                            rng: np.random.Generator,
+                            weights: np.ndarray | None = None) -> np.ndarray:
+    """Φη (M, S) for S standard-normal vectors η at scattered points X (N, D): batched NUFFT
+    (ΦW½η with per-point ``weights``: covariance G either way)."""
     X = np.asarray(X, dtype=np.float64)
     eta = rng.standard_normal((n_samples, X.shape[0]))
+    if weights is not None:
+        eta *= np.sqrt(np.asarray(weights, dtype=np.float64))
     L = trig.points_bins(ff, X, eta, "linear")
     return _assemble_batch(ff, L.reshape((n_samples, *trig.bin_sizes(ff, "linear"))))

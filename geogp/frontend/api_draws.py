@@ -182,8 +182,8 @@ class DrawsMixin:
                            y: ArrayLike | None = None) -> xr.DataArray:
         """Map of what a robust fit distrusted: each observed cell's weight (docs/gvi.md).
 
-        With ``robust=True`` the lattice model learns which observations are gross errors
-        (cloud-mask leaks, spikes) and gives them weights near 0; clean cells keep weights
+        With ``robust=True`` the lattice and AFS models learn which observations are gross
+        errors (cloud-mask leaks, spikes) and give them weights near 0; clean cells keep weights
         near 1. Cells that were not observed are NaN.
 
         Args:

@@ -17,10 +17,10 @@ import xarray as xr
 from scipy import ndimage
 
 import geogp
+from geogp.core.robust import DISTANCE_CLASSES, cavity, gap_distance_class
 from geogp.exceptions import InputError
 from geogp.linalg import HAVE_CHOLMOD
 from geogp.models import lattice as lm
-from geogp.models.lattice.robust import DISTANCE_CLASSES, cavity, gap_distance_class
 from tests.models.test_lattice import (
     BACKENDS,
     _data,
@@ -283,8 +283,8 @@ def test_geogp_fit_robust_writes_the_weights_as_a_band(tmp_path, capsys):
     assert np.nanmax(w[hit]) < 0.5 and np.isnan(w[~np.isfinite(da.values)]).all()
     capsys.readouterr()
     assert main(["fit", str(src), "--out", str(tmp_path / "q.tif"), "--robust", "--model",
-                 "afs", "--quiet"]) != 0
-    assert "--robust belongs to the lattice model" in capsys.readouterr().err
+                 "wavelet_basis", "--quiet"]) != 0
+    assert "--robust belongs to the lattice and AFS models" in capsys.readouterr().err
     assert not (tmp_path / "q.tif").exists()
 
 

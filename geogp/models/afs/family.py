@@ -38,7 +38,7 @@ class AFSFamily(Family[AFSRegressor]):
     model_class = AFSRegressor
     placement_type = AFSPlacement
     savable = can_sample = takes_kernel = shares_hyperparameters = True
-    can_place = can_condition = takes_features = True
+    can_place = can_condition = takes_features = fits_robust = True
     max_placement_features = ITERATIVE_ABOVE  # above, the matrix-free posterior
     default_maxiter = 300
     setup_phase = "statistics + compile"

@@ -14,6 +14,7 @@ fitted attributes (``features_``, ``stats_``, ``kernel_``, ``posterior_``, ...).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import jax.numpy as jnp
@@ -22,6 +23,7 @@ import numpy as np
 from geogp.core.kernels import make_kernel
 from geogp.core.optimize import FitReport, minimize_lbfgs
 from geogp.core.progress import advance, announce_fit, start_phase
+from geogp.core.robust import Contamination
 from geogp.core.trend import ols
 from geogp.core.validation import check_positive
 from geogp.exceptions import InputError
@@ -50,10 +52,15 @@ from geogp.models.collapsed_iterative import (
 if TYPE_CHECKING:  # annotations only
     from geogp.models.afs.regressor import AFSRegressor
 
-__all__ = ["AdaptiveWindowFit", "MAX_REFITS", "SUM_SPREAD"]
+__all__ = ["AdaptiveWindowFit", "MAX_REFITS", "SUM_SPREAD", "ROBUST_STEPS",
+           "ROBUST_REFIT_AFTER"]
 
 MAX_REFITS = 3  # at most this many refits on a wider window (alias_tol)
 SUM_SPREAD = 9.0  # a sum's parts start at the pilot lengthscale ×/÷ 3 (two parts)
+# robust=True: EM steps (one data pass and posterior each), and after how many θ is fitted
+# again (as the lattice model's)
+ROBUST_STEPS = 5
+ROBUST_REFIT_AFTER = 4
 
 
 class AdaptiveWindowFit:
@@ -201,9 +208,16 @@ class AdaptiveWindowFit:
         self.window_widths_ = [np.asarray(w) for w in widths]
         self.diagnostics_ = diagnostics(self.features_, self.kernel_, self.noise_, extent)
         self.diagnostics_["window_refits"] = len(widths) - 1
-        warn_if_poor(self.diagnostics_, stacklevel=3)
+        if not getattr(self, "robust", False):  # a robust fit warns after its EM
+            warn_if_poor(self.diagnostics_, stacklevel=3)
+        start_phase(self.progress, "posterior", [f"{self.features_.n_features} features"])
+        self._set_posterior(noise_projection)
+        advance(self.progress)
+        return self
+
+    def _set_posterior(self, noise_projection=None) -> None:
+        """``posterior_`` at the fitted θ on the current statistics."""
         ff = self.features_
-        start_phase(self.progress, "posterior", [f"{ff.n_features} features"])
         if self.stats_.matrix_free:
             self.posterior_ = iterative_posterior(
                 log_lambda(ff, self.kernel_), self.noise_, self.kernel_.variance_at_zero,
@@ -212,8 +226,35 @@ class AdaptiveWindowFit:
         else:
             self.posterior_ = posterior(log_lambda(ff, self.kernel_), self.noise_,
                                         self.kernel_.variance_at_zero, self.detrended_stats())
-        advance(self.progress)
-        return self
+
+    def _reweight(self, ys: np.ndarray, classes: np.ndarray, make_stats: Callable,
+                  projection: Callable, predict_observed: Callable, relearn: Callable) -> None:
+        """``robust``: the EM of :mod:`geogp.core.robust` from the plain fit. Each step reads
+        the data once more into weighted statistics (``make_stats(ff, weights, targets)``)
+        and takes the posterior on the same features; after :data:`ROBUST_REFIT_AFTER` steps
+        the whole fit runs again on the weighted data (``relearn(make_stats, projection)``:
+        window, θ, posterior). ``predict_observed()``: the posterior's (mean, latent variance)
+        at the observations, standardised; ``projection(weights)``: the iterative posterior's
+        noise projection with those weights."""
+        announce_fit(self.progress, "robust refit", (
+            f"robust: {ROBUST_STEPS} reweighting steps (one data pass and posterior each), "
+            f"the fit run again on the weighted data after {ROBUST_REFIT_AFTER}"),
+            "statistics + compile")
+        em = Contamination.start(ys)
+        for step in range(ROBUST_STEPS):
+            mean, var = predict_observed()
+            em.step(mean, var, ys, self.noise_, classes)
+
+            def weighted(ff, w=em.weight, t=em.target):
+                return make_stats(ff, w, t)
+
+            if step + 1 == ROBUST_REFIT_AFTER and self.optimize:
+                relearn(weighted, projection(em.weight))
+            else:
+                self.stats_ = weighted(self.features_)
+                self._set_posterior(projection(em.weight))
+        self.obs_weight_, self.contamination_ = em.weight, em
+        warn_if_poor(self.diagnostics_, stacklevel=4)
 
     def _alias_tol(self):
         tol = self.alias_tol

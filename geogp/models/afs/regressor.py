@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from geogp.core.robust import gap_distance_class
 from geogp.core.trend import monomial_powers
 from geogp.core.validation import as_points, as_targets, check_same_length, warn_if_lonlat
 from geogp.exceptions import InputError
@@ -45,6 +46,13 @@ if TYPE_CHECKING:  # annotations only
     from geogp.core.kernels import Kernel
 
 __all__ = ["AFSRegressor"]
+
+
+def _on_cells(obs: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``values`` (one per observed cell, row-major) on the raster ``obs``; NaN elsewhere."""
+    out = np.full(obs.shape, np.nan)
+    out[obs] = values
+    return out
 
 
 class AFSRegressor(AdaptiveWindowFit):
@@ -114,6 +122,14 @@ class AFSRegressor(AdaptiveWindowFit):
             frequencies (a sub-block of the preconditioner's statistics: no extra data pass,
             O(warm_start³) per step), then refines it on the full bound; 0 starts from the
             initial values.
+        robust: fit a noise model with gross errors (:mod:`geogp.core.robust`: each
+            observation is, with a learnt probability, off by an error of its own), by EM from
+            the plain fit: :data:`~geogp.models.afs.fitting.ROBUST_STEPS` reweighting steps,
+            each one weighted data pass into the statistics (noise σ²/w_i) and a posterior, θ
+            fitted again after :data:`~geogp.models.afs.fitting.ROBUST_REFIT_AFTER` of them.
+            Gross errors get weights near 0 (:meth:`observation_weight`, :meth:`gross_errors`).
+            On a raster the probability depends on the distance to the nearest gap, as on the
+            lattice model.
         seed: of the probes and samples.
         progress: optional callback ``progress(iteration, objective)`` during the fit.
 
@@ -137,6 +153,10 @@ class AFSRegressor(AdaptiveWindowFit):
             ``window_refits``; :mod:`geogp.models.afs.diagnostics`). Poor values raise an
             :class:`~geogp.exceptions.ApproximationWarning` (with the numbers and the fix) at
             the end of the fit.
+        obs_weight_: with ``robust``, (N,) each observation's weight (the fit's order; on a
+            raster its observed cells, row-major), else None. contamination_: with
+            ``robust``, the gross-error model (:class:`~geogp.core.robust.Contamination`,
+            standardised units), else None.
     """
 
     def __init__(self, kernel: str | Kernel = "matern32", *, n_features: int | str = 1000,
@@ -149,7 +169,7 @@ class AFSRegressor(AdaptiveWindowFit):
                  chunk_bytes: float = DEFAULT_CHUNK_BYTES, max_bytes: float = 4 * 2**30,
                  solver: str = "auto", n_probes: int = 8,
                  n_samples: int = 64, cg_tol: float = 1e-4, dense_block: int | str = "auto",
-                 warm_start: int = 1024,
+                 warm_start: int = 1024, robust: bool = False,
                  seed: int = 0, progress: Callable[[int, float], object] | None = None) -> None:
         self.kernel = kernel
         self.n_features = n_features
@@ -174,6 +194,7 @@ class AFSRegressor(AdaptiveWindowFit):
         self.cg_tol = cg_tol
         self.dense_block = dense_block
         self.warm_start = warm_start
+        self.robust = robust
         self.seed = seed
         self.progress = progress
         self._derived: Derived | None = None
@@ -203,17 +224,28 @@ class AFSRegressor(AdaptiveWindowFit):
         if method not in ("nufft", "dense"):
             raise InputError(f"stats_method must be 'auto', 'dense' or 'nufft'; got {method!r}.")
 
-        data = Points(Xs, ys)
-
-        def make_stats(ff):
+        def make_stats(ff, weights=None, targets=None):
             dense = method == "dense" and self.solver_ == "dense"
-            return ff.statistics(data, method="dense" if dense else "nufft",
+            return ff.statistics(Points(Xs, ys if targets is None else targets),
+                                 method="dense" if dense else "nufft",
                                  powers=self.powers_, chunk_bytes=self.chunk_bytes,
                                  gram="operator" if self.solver_ == "iterative" else "dense",
-                                 dense_block=dense_block_size(self.dense_block, ff.n_features))
+                                 dense_block=dense_block_size(self.dense_block, ff.n_features),
+                                 weights=weights)
 
-        return self._learn(Xs.min(axis=0), Xs.max(axis=0), make_stats,
-                           lambda S, rng: points_noise_projection(self.features_, Xs, S, rng))
+        def projection(weights=None):
+            return lambda S, rng: points_noise_projection(self.features_, Xs, S, rng, weights)
+
+        def learn(stats, proj):
+            return self._learn(Xs.min(axis=0), Xs.max(axis=0), stats, proj)
+
+        self._robust_fields(None)
+        learn(make_stats, projection())
+        if self.robust:
+            self._reweight(ys, np.zeros(ys.size, dtype=np.int64), make_stats, projection,
+                           lambda: afs_predict.at_points(self, Xs), learn)
+            self._fitted_points = X
+        return self
 
     def fit_grid(self, axes: Sequence[ArrayLike], values: ArrayLike) -> AFSRegressor:
         """Fit on a regular grid: ``values`` (N_1, ..., N_D) with NaN = missing, axis coordinates.
@@ -249,19 +281,95 @@ class AFSRegressor(AdaptiveWindowFit):
         values_std = (values - y_mean) / y_std  # lazy for dask
         self.powers_ = monomial_powers(self.mean, len(axes))
 
-        data = Grid(tuple(saxes), values_std)
+        if self.robust:  # the EM reads the observed cells at every step: held in memory
+            values_std = np.asarray(values_std, dtype=np.float64)
+            if diagonal is not None:
+                raise InputError("robust=True needs grid_mode='exact' (the weights make G "
+                                 "differ from N·I).")
+        obs = np.isfinite(values_std) if self.robust else None
 
-        def make_stats(ff):
+        def make_stats(ff, weights=None, targets=None):
             if diagonal is not None:
                 self.solver_ = "dense"  # G = N·I: O(M) per step, nothing to iterate
-            return ff.statistics(data, diagonal=diagonal is not None, powers=self.powers_,
+            return ff.statistics(Grid(tuple(saxes), values_std if targets is None
+                                      else _on_cells(obs, targets)),
+                                 diagonal=diagonal is not None, powers=self.powers_,
                                  chunk_bytes=self.chunk_bytes,
                                  gram="operator" if self.solver_ == "iterative" else "dense",
-                                 dense_block=dense_block_size(self.dense_block, ff.n_features))
+                                 dense_block=dense_block_size(self.dense_block, ff.n_features),
+                                 weights=None if weights is None else _on_cells(obs, weights))
 
         chunk = self.chunk_bytes
-        return self._learn(lo, hi, make_stats, lambda S, rng: grid_noise_projection(
-            self.features_, saxes, values, S, rng, chunk), fixed_width=diagonal)
+
+        def projection(weights=None):
+            cells = None if weights is None else _on_cells(obs, weights)
+            return lambda S, rng: grid_noise_projection(self.features_, saxes, values, S, rng,
+                                                        chunk, cells)
+
+        def learn(stats, proj):
+            return self._learn(lo, hi, stats, proj, fixed_width=diagonal)
+
+        def at_cells():
+            mean, var = afs_predict.on_grid(self, saxes, "raise")
+            return mean[obs], var[obs]
+
+        self._robust_fields(None)
+        learn(make_stats, projection())
+        if self.robust:
+            self._reweight(values_std[obs], gap_distance_class(obs), make_stats, projection,
+                           at_cells, learn)
+            self._fitted_cells = (axes, obs)
+        return self
+
+    def _robust_fields(self, value) -> None:
+        """Reset what a robust fit sets (a plain refit of the same estimator has none)."""
+        self.obs_weight_ = self.contamination_ = value
+        self._fitted_points = self._fitted_cells = value
+
+    def observation_weight(self, points: ArrayLike) -> np.ndarray:
+        """(P,) the weight a ``robust`` fit gave the observation at each of ``points`` (P, D),
+        the user's coordinates (near 0: a gross error): on a raster the cell holding each
+        point (NaN off the raster or where nothing was observed), for scattered data the
+        observation at that very point (NaN where there was none)."""
+        check_fitted(self, "posterior_")
+        if getattr(self, "obs_weight_", None) is None:
+            raise InputError("observation_weight() needs a fit with robust=True (a plain fit "
+                             "gives every observation the weight 1); model files keep the "
+                             "posterior, not the weights.")
+        pts = as_points(points, "points")
+        check_columns(pts, self.scaler_.x_mean.size, "points")
+        out = np.full(pts.shape[0], np.nan)
+        if self._fitted_cells is not None:
+            axes, obs = self._fitted_cells
+            weight = _on_cells(obs, self.obs_weight_)
+            idx, inside = [], np.ones(pts.shape[0], dtype=bool)
+            for d, a in enumerate(axes):
+                step = float(a[1] - a[0]) if a.size > 1 else 1.0
+                k = np.rint((pts[:, d] - a[0]) / step).astype(np.int64)
+                inside &= (k >= 0) & (k < a.size)
+                idx.append(np.clip(k, 0, a.size - 1))
+            out[inside] = weight[tuple(k[inside] for k in idx)]
+            return out
+        from scipy.spatial import cKDTree  # noqa: PLC0415 - scattered fits only
+
+        dist, at = cKDTree(self._fitted_points).query(pts)
+        hit = dist <= 1e-9 * (1.0 + np.abs(pts).max(axis=1))
+        out[hit] = self.obs_weight_[at[hit]]
+        return out
+
+    def gross_errors(self) -> dict:
+        """The fitted gross-error model in data units (``robust=True``): ``prior`` (the
+        probability per distance class to the nearest gap; scattered points use the first
+        only), ``shift`` and ``sd`` of the gross errors, and ``flagged``, the observations
+        more likely gross errors than not."""
+        check_fitted(self, "posterior_")
+        em = getattr(self, "contamination_", None)
+        if em is None:
+            raise InputError("gross_errors() needs a fit with robust=True; model files keep "
+                             "the posterior, not the gross-error model.")
+        return {"prior": np.asarray(em.prior), "shift": em.shift * self.scaler_.y_scale,
+                "sd": float(np.sqrt(em.var)) * self.scaler_.y_scale,
+                "flagged": int(np.sum(em.clean < 0.5))}
 
     @staticmethod
     def _check_counts(n, d):

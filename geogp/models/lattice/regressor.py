@@ -32,6 +32,7 @@ from geogp.core.folds import gap_folds
 from geogp.core.grid_checks import NEARLY_REGULAR_TOLERANCE, spacing_variation
 from geogp.core.optimize import FitReport
 from geogp.core.progress import announce_fit
+from geogp.core.robust import Contamination, gap_distance_class
 from geogp.core.trend import (
     basis,
     check_trend_identifiable,
@@ -62,7 +63,6 @@ from geogp.models.lattice.memory import (
 )
 from geogp.models.lattice.outputs import LatticeOutputsMixin
 from geogp.models.lattice.posterior import LatticePosteriorMixin
-from geogp.models.lattice.robust import Contamination, gap_distance_class
 from geogp.models.lattice.settings import check_settings, mid_factor, n_large
 from geogp.models.lattice.tiles import composite_loss, every_tile, fit_local, fitting_tiles
 from geogp.models.lattice.varying import (
@@ -170,7 +170,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             core's moments come from a tile that reaches ``posterior_halo`` cells of data
             beyond it (``"auto"``: :data:`POSTERIOR_HALO`); memory then grows with the tile,
             not the raster (docs/lattice.md, the posterior on tiles, with its error).
-        robust: fit a noise model with gross errors (:mod:`geogp.models.lattice.robust`:
+        robust: fit a noise model with gross errors (:mod:`geogp.core.robust`:
             each observation is, with a probability learnt per distance to the nearest gap,
             off by an error of its own), by EM: :data:`ROBUST_STEPS` reweighting steps, each
             one posterior, with θ fitted again under the weights after
@@ -232,7 +232,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             observed cell's weight (NaN where missing): the noise precision relative to σ² that
             the EM gave it (near 0: treated as a gross error).
         contamination_: with ``robust``, the gross-error model
-            (:class:`~geogp.models.lattice.robust.Contamination`, standardised units; see
+            (:class:`~geogp.core.robust.Contamination`, standardised units; see
             :meth:`gross_errors`), else None.
     """
 
@@ -552,7 +552,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         return out[0], out[1]
 
     def _reweight(self, obs, ys, trend, tiles) -> None:
-        """``robust``: the EM of :mod:`geogp.models.lattice.robust` from the plain fit."""
+        """``robust``: the EM of :mod:`geogp.core.robust` from the plain fit."""
         announce_fit(self.progress, "robust refit", (
             f"robust: {ROBUST_STEPS} reweighting steps (one posterior each), θ fitted again "
             f"after {ROBUST_REFIT_AFTER}"), "setup + compile")

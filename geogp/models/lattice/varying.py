@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.interpolate import BSpline
 
-from geogp.models.lattice.robust import cavity
+from geogp.core.robust import cavity
 
 __all__ = ["MIN_SPACING", "PRIOR_SD", "SPREAD_BLOCKS", "SPREAD_LEAST", "SPREAD_VARYING",
            "VARYING_AUTO_MAX_CELLS", "VARYING_MAX_CELLS", "VARYING_PARAMS", "VaryingBasis",

@@ -1,12 +1,14 @@
-"""Robust fits of the lattice model: observations that a cloud mask missed.
+"""Robust fits: observations that a cloud mask missed, and other gross errors.
 
-Noise model (``LatticeRegressor(robust=True)``): each observation's error is, with prior
-probability 1 − π_d, the model's N(0, σ²), and with probability π_d a gross error
-N(μ_o, σ_o²); d is the cell's distance to the nearest missing cell (1, 2, … ,
-:data:`DISTANCE_CLASSES` or more cells), because masks leak at their edges.
+Noise model (``LatticeRegressor(robust=True)``, ``AFSRegressor(robust=True)``): each
+observation's error is, with prior probability 1 − π_d, the model's N(0, σ²), and with
+probability π_d a gross error N(μ_o, σ_o²); on a raster d is the cell's distance to the
+nearest missing cell (1, 2, … , :data:`DISTANCE_CLASSES` or more cells), because masks leak
+at their edges; scattered points have one class.
 
-It is fitted by EM, in the form of a loss that enters the sparse machinery as per-cell
-weights (issue #44: each step one CHOLMOD factorisation):
+It is fitted by EM, in the form of a loss that enters each model as per-observation weights
+(issue #44: on the lattice each step one CHOLMOD factorisation, on AFS one weighted data pass
+into the statistics):
 
 * E-step: the responsibility ρ_i that observation i is clean, from its leave-one-out
   (cavity) predictive N(μ_₋ᵢ, v_₋ᵢ), exact for the current Gaussian posterior:

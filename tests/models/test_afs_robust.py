@@ -123,7 +123,7 @@ def test_plain_fits_have_no_weights_and_robust_refusals_are_one_line(rng):
 # the front end's default kernel sum on a small raster warns of its approximation, robust or
 # not (checked on the clean raster); the plumbing is what is tested here
 @pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
-def test_the_front_end_maps_a_robust_afs_fits_weights(rng):
+def test_the_front_end_maps_a_robust_afs_fits_weights(rng, tmp_path):
     ay, ax = 1000.0 - 100.0 * np.arange(24), 100.0 * np.arange(26)
     Y, Xg = np.meshgrid(ay, ax, indexing="ij")
     v = np.sin(Y / 600.0) + np.cos(Xg / 500.0) + 0.2 * rng.standard_normal(Y.shape)
@@ -136,3 +136,11 @@ def test_the_front_end_maps_a_robust_afs_fits_weights(rng):
     weight = model.observation_weight()
     assert weight.dims == ("y", "x") and np.isnan(weight.values[~np.isfinite(v)]).all()
     assert weight.values[7, 9:16].max() < 0.5 < float(np.nanmedian(weight.values))
+    # a model file keeps the weighted statistics and posterior (the same predictions), not
+    # the weights
+    model.save(tmp_path / "m.npz")
+    again = geogp.load_model(tmp_path / "m.npz")
+    np.testing.assert_allclose(again.predict()["std"].values, model.predict()["std"].values,
+                               rtol=1e-10)
+    with pytest.raises(InputError, match="robust=True"):
+        again.observation_weight()

@@ -321,6 +321,13 @@ def run_speed(args):
     if args.cli:
         return run_speed_cli(args, f, np.where(mask, np.nan, y).astype(np.float32), mask, times)
     da = as_stack(np.where(mask, np.nan, y), times)
+    cluster = client = None
+    if args.workers:  # the posterior's tiles on worker processes (the fit stays here)
+        from distributed import Client, LocalCluster
+
+        cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                               dashboard_address=":0")
+        client = Client(cluster)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t0 = time.perf_counter()
@@ -328,6 +335,9 @@ def run_speed(args):
         t1 = time.perf_counter()
         pred = model.predict()
         t2 = time.perf_counter()
+    if client is not None:
+        client.close()
+        cluster.close()
     err = pred["mean"].values[mask] - f[mask]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     print(f"# speed {shape[0]}×{shape[1]}×{args.dates}: fit {t1 - t0:.0f} s, predict "
@@ -485,6 +495,9 @@ def main(argv=None):
     s.add_argument("--samples", type=int, default=0, help="also time N joint samples")
     s.add_argument("--place", type=int, default=0,
                    help="also time N sites for the next date (and against random cells)")
+    s.add_argument("--workers", type=int, default=0,
+                   help="run the posterior's tiles on a LocalCluster of N processes "
+                        "(started before the clock)")
     s.add_argument("--cli", action="store_true",
                    help="fit through `geogp fit stack.nc` in its own process (peak RSS of "
                         "that process)")

@@ -207,9 +207,11 @@ def resolve_model(model: str, *, raster_shape: tuple[int, int] | None = None, re
     if model != AUTO:
         return model, "requested"
     if raster_shape is None:
-        if not afs_only and n_points is not None and n_points <= EXACT_AUTO_POINTS:
+        small = n_points is not None and n_points <= EXACT_AUTO_POINTS
+        if small and not afs_only:
             return POINTS_MODEL, f"{n_points} scattered points (≤ {EXACT_AUTO_POINTS:,})"
-        return FALLBACK, "scattered points"
+        return FALLBACK, ("scattered points; options of AFS that the exact GP does not take"
+                          if small else "scattered points")
     if afs_only:
         return FALLBACK, "AFS options given"
     if len(raster_shape) != 2:

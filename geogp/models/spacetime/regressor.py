@@ -23,7 +23,7 @@ from geogp.core.optimize import FitReport, minimize_lbfgs
 from geogp.exceptions import InputError, MemoryEstimateError, NotFittedError
 from geogp.linalg.cholmod import available_cores
 from geogp.linalg.solvers import Solver
-from geogp.models.lattice.workers import dask_client
+from geogp.models.lattice.workers import dask_client, release_memory
 from geogp.models.spacetime.calibration import interval_scale, stack_gap_folds
 from geogp.models.spacetime.gmrf import (
     PARAMS,
@@ -450,6 +450,8 @@ class SpaceTimeRegressor:
                         slice(w.cx0 - w.x0, w.cx1 - w.x0))
                 mean[:, w.cy0:w.cy1, w.cx0:w.cx1] = m[core]
                 var[:, w.cy0:w.cy1, w.cx0:w.cx1] = v[core]
+                if (i + 1) % TRIM_EVERY == 0:
+                    release_memory()
                 if self.progress is not None:
                     self.progress(i + 1, len(tiles))
         local = (_scale_map((ny, nx), tiles, scales) if self.local_scale
@@ -566,6 +568,11 @@ def _observed_moments(values: np.ndarray) -> tuple[int, float, float]:
                   for plane in values)
     return n, mean, math.sqrt(squares / max(n, 1)) or 1.0
 
+
+# return the freed heap to the system every this many tiles: without it the tiles' freed
+# windows fragment glibc's arenas and the resident memory creeps up (+0.15 GiB per 1,000
+# tiles measured on a 200 × 200 × 46 stack; flat with it, at no cost in time)
+TRIM_EVERY = 50
 
 # tiles' windows sent to a dask cluster ahead of the results read back (each window is held
 # until its task ends: a whole stack's would be its size times the halo's overlap)

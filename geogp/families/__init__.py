@@ -169,7 +169,7 @@ def make_estimator(model: str = FALLBACK, kernel: str | Kernel | None = None,
 
 
 def resolve_model(model: str, *, raster_shape: tuple[int, int] | None = None, regular: bool = True,
-                  afs_only: bool = False, options: dict | None = None,
+                  afs_only: bool | str = False, options: dict | None = None,
                   n_points: int | None = None,
                   spacing: tuple[float, float] | None = None,
                   n_dates: int | None = None, covariates: bool = False) -> tuple[str, str]:
@@ -181,7 +181,8 @@ def resolve_model(model: str, *, raster_shape: tuple[int, int] | None = None, re
     satellite raster it beat the AFS default in accuracy, calibration and time (docs/results.md
     and ``benchmarks/``). ``"afs"`` otherwise: scattered points, irregular coordinates, rasters
     whose per-cell arrays alone pass the limit, and whenever ``afs_only`` (AFS options such as
-    ``kernel=``, ``n_features=`` or shared hyperparameters were asked for). Scattered points
+    ``kernel=``, ``n_features=`` or shared hyperparameters were asked for; a string names
+    them in the reason). Scattered points
     (``n_points`` of them) get the exact GP up to :data:`EXACT_AUTO_POINTS`, where it is as
     fast as AFS and more accurate (``benchmarks/bench_points_model.py``), AFS beyond. Any
     other name is returned unchanged.
@@ -210,10 +211,10 @@ def resolve_model(model: str, *, raster_shape: tuple[int, int] | None = None, re
         small = n_points is not None and n_points <= EXACT_AUTO_POINTS
         if small and not afs_only:
             return POINTS_MODEL, f"{n_points} scattered points (≤ {EXACT_AUTO_POINTS:,})"
-        return FALLBACK, ("scattered points; options of AFS that the exact GP does not take"
-                          if small else "scattered points")
+        return FALLBACK, f"scattered points; {_afs_options(afs_only)}" if small else (
+            "scattered points")
     if afs_only:
-        return FALLBACK, "AFS options given"
+        return FALLBACK, _afs_options(afs_only)
     if len(raster_shape) != 2:
         return FALLBACK, "irregular raster"
     per_date = "; one date along time: the 2-D model" if n_dates == 1 else ""
@@ -224,6 +225,11 @@ def resolve_model(model: str, *, raster_shape: tuple[int, int] | None = None, re
         per_date = f"; each of the {n_dates} dates alone: {why}"
     model, why = _single_raster_model(raster_shape, regular, options, spacing)
     return model, why + per_date
+
+
+def _afs_options(afs_only: bool | str) -> str:
+    """The reason's words for AFS options, named when given as a string."""
+    return f"AFS options given ({afs_only})" if isinstance(afs_only, str) else "AFS options given"
 
 
 def _series_model(raster_shape: tuple[int, ...], regular: bool, options: dict | None,

@@ -223,9 +223,11 @@ class GeoRegressor(ReportMixin, DrawsMixin, PlacementMixin):
         # options the model auto would pick lacks (the exact GP's for points, the lattice
         # model's for rasters) ask for AFS, as do AFS's own arguments
         other = family(GRID_MODEL if raster_shape is not None else POINTS_MODEL)
-        afs_only = (self.kernel is not None or self.n_features is not None
-                    or bool(self.share_hyperparameters)
-                    or bool(set(self.options or {}) - other.option_names()))
+        named = sorted(set(self.options or {}) - other.option_names()) + [
+            name for name, given in (("kernel", self.kernel), ("n_features", self.n_features),
+                                     ("share_hyperparameters", self.share_hyperparameters))
+            if given]
+        afs_only = ", ".join(named)  # empty: none
         self.model_, self.model_reason_ = resolve_model(
             self.model, raster_shape=raster_shape, regular=regular, afs_only=afs_only,
             options=self.options, n_points=n_points, spacing=spacing, n_dates=n_dates,

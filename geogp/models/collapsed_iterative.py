@@ -190,9 +190,10 @@ def iterative_bound(log_lam: jax.Array, noise: ArrayLike, kvar0: ArrayLike, stat
     """
     logdet, quad, _ = iterative_parts(log_lam, noise, stats.G, stats.r, probes, options)
     lam = jnp.exp(log_lam)
-    t = stats.n * kvar0 - jnp.sum(lam * stats.G.diag)
+    t = stats.weight_total * kvar0 - jnp.sum(lam * stats.G.diag)  # as collapsed.trace_term
     N = stats.n
-    return -0.5 * (N * jnp.log(2 * math.pi * noise) + logdet + stats.yy / noise - quad + t / noise)
+    return -0.5 * (N * jnp.log(2 * math.pi * noise) - stats.log_weights + logdet
+                   + stats.yy / noise - quad + t / noise)
 
 
 class IterativePosterior(NamedTuple):

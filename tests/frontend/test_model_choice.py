@@ -105,8 +105,8 @@ def test_auto_uses_afs_for_points_and_irregular_rasters():
     df = pd.DataFrame({"x": X[ok], "y": Y[ok], "value": da.values[ok]})
     pts = geogp.fit(df, n_features=FEATURES, maxiter=3)
     assert pts.model_ == "afs"
-    assert pts.model_reason_ == ("scattered points; options of AFS that the exact GP does not "
-                                 "take")  # 300 points would get the exact GP without them
+    # 300 points would get the exact GP without the option
+    assert pts.model_reason_ == "scattered points; AFS options given (n_features)"
     assert resolve_model("auto")[1] == "scattered points"
     x = da.x.values.copy()
     x[10:] += 37.0

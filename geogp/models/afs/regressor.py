@@ -392,7 +392,8 @@ class AFSRegressor(AdaptiveWindowFit):
                                      self.detrended_stats()))
 
     def trace_diagnostic(self) -> float:
-        """t = N k(0) − Σ λ_m G_mm at the fitted parameters (0 would mean M saturates)."""
+        """t = N k(0) − Σ λ_m G_mm at the fitted parameters (0 would mean M saturates; Σw for
+        N after a robust fit)."""
         ll = _log_lambda(self.features_, self.kernel_)
         return float(trace_term(ll, self.kernel_.variance_at_zero, self.stats_))
 

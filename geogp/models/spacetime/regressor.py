@@ -239,6 +239,8 @@ class SpaceTimeRegressor:
         if len(shape) != 3:
             raise InputError(f"a stack has three dimensions (time, y, x); got {len(shape)}.")
         self.check_memory(shape)  # before the model's own copies
+        for name in ("values_", "mean_", "sd_latent_"):  # a refit's: freed before the new
+            self.__dict__.pop(name, None)
         values = np.asarray(values)
         n_obs, self.loc_, self.scale_ = _observed_moments(values)
         if n_obs < 10:

@@ -290,7 +290,8 @@ class FourierFeatures:
     def statistics(self, data: Points | Grid, *, method: str = "nufft",
                    powers: np.ndarray | None = None, gram: str = "dense",
                    diagonal: bool = False, chunk_bytes: float | None = None,
-                   dense_block: int | None = None, weights=None) -> SufficientStats:
+                   dense_block: int | None = None,
+                   weights: ArrayLike | None = None) -> SufficientStats:
         """The sufficient statistics of ``data`` for these features, read once (docs/afs.md).
 
         Args:

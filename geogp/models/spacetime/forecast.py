@@ -25,6 +25,7 @@ from geogp.models.spacetime.gmrf import DateCovariance, make_problem
 from geogp.models.spacetime.regressor import (
     BYTES_PER_WINDOW_UNKNOWN,
     SpaceTimeForecast,
+    Window,
     _observations,
     windows,
 )
@@ -41,15 +42,15 @@ HOLD_TILES = 4
 def forecast_memory(forecast: SpaceTimeForecast, n_sites: int, n_probes: int,
                     n_locations: int) -> float:
     """Bytes :class:`ForecastCovariance` and a greedy over it need (an upper bound): the held
-    tiles' factors, the stack with the date added, a column per site, the probes' products
-    and 400 bytes per candidate or target."""
+    tiles' factors (each builds its window with the date added), a column per site, the
+    probes' products and 400 bytes per candidate or target."""
     model = forecast.model
     t, ny, nx = model.shape_
     side = model.tile_
     unknowns = min(side, ny) * min(side, nx) * (t + 2) + t + 1
     n = ny * nx
-    return (HOLD_TILES * BYTES_PER_WINDOW_UNKNOWN * unknowns + 8.0 * (t + 1) * n
-            + 8.0 * n * (n_sites + 6) + 8.0 * n_locations * n_probes + 400.0 * n_locations)
+    return (HOLD_TILES * BYTES_PER_WINDOW_UNKNOWN * unknowns + 8.0 * n * (n_sites + 6)
+            + 8.0 * n_locations * n_probes + 400.0 * n_locations)
 
 
 class ForecastCovariance(SiteConditioned):
@@ -74,8 +75,6 @@ class ForecastCovariance(SiteConditioned):
         self._params, self._model = model.params_, model
         self._times = np.union1d(model.times_, [forecast.time])
         self._step = int(np.searchsorted(self._times, forecast.time))
-        self._values = np.full((self._times.size, ny, nx), np.nan)
-        self._values[np.searchsorted(self._times, model.times_)] = model.values_
         self._tiles = windows((ny, nx), model.tile_, model.halo_)
         self._tile_of = np.empty((ny, nx), dtype=np.int64)
         for i, w in enumerate(self._tiles):
@@ -111,7 +110,9 @@ class ForecastCovariance(SiteConditioned):
             free = {slot}
         slot = min(free)
         model, w = self._model, self._tiles[i]
-        cells, steps, y = _observations(self._values, w)
+        block = model.dated_block(self._times, w)  # this window only, the date added
+        cells, steps, y = _observations(block, Window(0, w.y1 - w.y0, 0, w.x1 - w.x0,
+                                                      0, 0, 0, 0))
         problem = make_problem(w.shape, model.h_, self._times, cells, steps, y,
                                np.ones((y.size, 1)), model.solver_, slot)
         cov = DateCovariance(self._params, problem, self._step)

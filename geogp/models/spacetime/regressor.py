@@ -282,7 +282,7 @@ class SpaceTimeRegressor:
         """(T, n_y, n_x) the sd of a new observation, data units: √(sd_latent_² +
         noise_sd_²), computed on each call (one stack: the model keeps the 2-D noise map
         only)."""
-        return np.sqrt(self.sd_latent_ ** 2 + self.noise_sd_ ** 2)
+        return _observed_sd(self.sd_latent_, self.noise_sd_)
 
     def _start(self) -> dict:
         step = float(np.median(np.diff(self.times_)))
@@ -387,7 +387,7 @@ class SpaceTimeRegressor:
         if not hasattr(self, "params_"):
             raise NotFittedError("fit the model first.")
         mean, latent, noise_sd = self._moments(self.times_, self._block)
-        return mean, latent, np.sqrt(latent**2 + noise_sd**2)
+        return mean, latent, _observed_sd(latent, noise_sd)
 
     def _block(self, w: Window) -> np.ndarray:
         """The fitted stack's window ``w`` (standardised, a view)."""
@@ -408,15 +408,17 @@ class SpaceTimeRegressor:
         if new.size == 0 or not np.all(np.isfinite(new)):
             raise InputError("predict_dates needs one or more finite dates (days).")
         every = np.union1d(self.times_, new)
-        fitted = np.searchsorted(every, self.times_)
+        mean, latent, noise_sd = self._moments(every, partial(self.dated_block, every),
+                                               keep=np.searchsorted(every, new))
+        return mean, latent, _observed_sd(latent, noise_sd)
 
-        def block(w: Window) -> np.ndarray:
-            out = np.full((every.size, w.y1 - w.y0, w.x1 - w.x0), np.nan)
-            out[fitted] = self._block(w)
-            return out
-
-        mean, latent, noise_sd = self._moments(every, block, keep=np.searchsorted(every, new))
-        return mean, latent, np.sqrt(latent**2 + noise_sd**2)
+    def dated_block(self, times: np.ndarray, w: Window) -> np.ndarray:
+        """The fitted stack's window ``w`` (standardised) at ``times``, a sorted superset of
+        the fitted dates: a new array, NaN at the dates added (one window at a time, never
+        the whole stack with them)."""
+        out = np.full((times.size, w.y1 - w.y0, w.x1 - w.x0), np.nan)
+        out[np.searchsorted(times, self.times_)] = self._block(w)
+        return out
 
     def _moments(self, times: np.ndarray, block: Callable[[Window], np.ndarray],
                  keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -555,6 +557,11 @@ def tile_task(params: dict, h: tuple[float, float], times: np.ndarray, ordering:
                            solver or Solver("cholmod", ordering=ordering), slot)
     m, v, _, scale2 = posterior(params, problem, ordering=ordering)
     return m.reshape(t, *shape), v.reshape(t, *shape), _shrunk(scale2, int(steps.size))
+
+
+def _observed_sd(latent: np.ndarray, noise_sd: np.ndarray) -> np.ndarray:
+    """The sd of a new observation: the latent sd and the noise's in quadrature."""
+    return np.sqrt(latent**2 + noise_sd**2)
 
 
 def _observed_moments(values: np.ndarray) -> tuple[int, float, float]:

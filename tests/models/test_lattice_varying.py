@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 
-from geogp.exceptions import InputError
+from geogp.exceptions import InputError, MemoryEstimateError
 from geogp.linalg import HAVE_CHOLMOD
 from geogp.models import lattice as lm
 from geogp.models.lattice.varying import VaryingBasis
@@ -190,6 +190,23 @@ def test_varying_needs_alpha_2_and_matching_parameters(rng):
     with pytest.raises(InputError, match="varying must be"):
         lm.LatticeRegressor(varying="yes").fit_grid([np.arange(9.0), np.arange(9.0)],
                                                     np.ones((9, 9)))
+
+
+def test_the_memory_estimate_counts_the_varying_stage_s_tiles():
+    """The varying stage holds every fitting tile at once (700² on 25 tiles peaked at 4.05 GiB
+    where the estimate without them said 2.92: docs/lattice.md): a 1000² raster (64 tiles) is
+    within the default limit for one range and sd, and refused before any fitting with a
+    varying one."""
+    axes, big = [np.arange(1000.0), np.arange(1000.0)], np.ones((1000, 1000))
+    stationary = lm.LatticeRegressor(varying=None)
+    varying = lm.LatticeRegressor(varying=True)
+    assert stationary.memory_estimate(big.shape) < stationary.max_bytes
+    with pytest.raises(MemoryEstimateError):
+        varying.fit_grid(axes, big)
+    assert not hasattr(varying, "params_")
+    # under "auto" the stage runs only up to VARYING_AUTO_MAX_CELLS: nothing added beyond
+    auto = lm.LatticeRegressor(varying="auto")
+    assert auto.memory_estimate(big.shape) == stationary.memory_estimate(big.shape)
 
 
 # --------------------------------------------------------------------------- the fitted model

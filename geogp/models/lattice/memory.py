@@ -34,7 +34,8 @@ from geogp.models.lattice.tiled import PosteriorTile, posterior_tiles
 if TYPE_CHECKING:  # annotations only
     from distributed import Client
 
-__all__ = ["lattice_bytes", "factor_bytes", "lattice_seconds", "plan_tiles", "plan_worker_tiles",
+__all__ = ["lattice_bytes", "factor_bytes", "varying_bytes", "VARYING_TILE_FACTORS",
+           "lattice_seconds", "plan_tiles", "plan_worker_tiles",
            "tile_cells",
            "state_bytes", "check_state_disk",
            "WHOLE_LATTICE_MAX_CELLS", "POSTERIOR_CORE", "POSTERIOR_HALO"]
@@ -79,6 +80,20 @@ def factor_bytes(unknowns: int, alpha: int, mid: bool) -> float:
     n_t = max(int(unknowns), 2)
     factor = FILL[int(alpha)] * n_t * math.log2(n_t) * BYTES_PER_FACTOR_ENTRY
     return MID_FILL * factor if mid else factor
+
+
+# the varying range and sd's stage holds every fitting tile's problem and factors at once (its
+# likelihood sums over them): per tile, measured peaks (varying=True on 500² and 700² rasters,
+# 16 and 25 tiles: docs/lattice.md) came to 1.0–1.2 factor_bytes of the tile's lattice
+VARYING_TILE_FACTORS = 1.5
+
+
+def varying_bytes(lattice_cells: int, tiles_cells: list[int]) -> float:
+    """Estimated peak bytes of the varying range and sd's stage (its fitting tiles' lattices
+    of ``tiles_cells`` cells each, all held at once) with the raster's arrays; the stage runs
+    after the stationary fit's posterior, whose tile is freed by then."""
+    here = BASE_BYTES + PER_CELL_ARRAYS * 8.0 * lattice_cells
+    return here + VARYING_TILE_FACTORS * sum(factor_bytes(c, 2, False) for c in tiles_cells)
 
 
 def lattice_bytes(lattice_cells: int, tile_cells: int, alpha: int, mid: bool,

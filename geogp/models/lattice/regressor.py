@@ -60,6 +60,7 @@ from geogp.models.lattice.memory import (
     plan_tiles,
     plan_worker_tiles,
     tile_cells,
+    varying_bytes,
 )
 from geogp.models.lattice.outputs import LatticeOutputsMixin
 from geogp.models.lattice.posterior import LatticePosteriorMixin
@@ -310,7 +311,9 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
     def memory_estimate(self, raster_shape: tuple[int, int], n_covariates: int = 0) -> float:
         """Estimated peak bytes of fitting a raster of ``raster_shape`` cells and computing its
         posterior (:func:`~geogp.models.lattice.memory.lattice_bytes`): one posterior tile's
-        sparse work plus the raster's per-cell arrays."""
+        sparse work plus the raster's per-cell arrays, or, where the varying range and sd's
+        stage may run and needs more, its fitting tiles held at once
+        (:func:`~geogp.models.lattice.memory.varying_bytes`)."""
         return self.cost_estimate(raster_shape, n_covariates=n_covariates)["bytes"]
 
     def cost_estimate(self, raster_shape: tuple[int, int], workers: int = 1,
@@ -331,19 +334,38 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         fits, posteriors = 1 + robust, 1 + robust * ROBUST_STEPS
         refits = len(self._smoother_candidates()) + (
             self.mid_scale == "auto" and self.mid_factor(raster_shape) is not None)
-        if self.varying not in (None, False, "auto"):  # the varying stage
+        forced = self.varying not in (None, False, "auto")
+        stage = 0.0
+        if forced or (self.varying == "auto" and not robust and raster_shape[0]
+                      * raster_shape[1] <= VARYING_AUTO_MAX_CELLS):  # the stage may run
+            stage = varying_bytes(lattice, [
+                (sy.stop - sy.start + 2 * m) * (sx.stop - sx.start + 2 * m)
+                for sy, sx in self._varying_tiles(raster_shape)])
+        if forced:  # the varying stage
             fits += VARYING_FIT_COST
         elif self.varying == "auto" and raster_shape[0] * raster_shape[1] <= (
                 VARYING_AUTO_MAX_CELLS):  # when the data ask for it, and one more posterior
             refits += VARYING_FIT_COST + 1
-        return {"tiles": len(cells), "bytes": needed, "local_workers": here,
+        return {"tiles": len(cells), "bytes": max(needed, stage), "local_workers": here,
+                "varying_stage": stage > needed,
                 "seconds": lattice_seconds(sum(cells), workers, fits, posteriors),
                 "seconds_most": lattice_seconds(sum(cells), workers, fits + refits,
                                                 posteriors)}
 
     def check_memory(self, raster_shape: tuple[int, int], n_covariates: int = 0) -> None:
         """Refuse, before allocating, a raster whose estimate exceeds ``max_bytes``."""
-        needed = self.memory_estimate(raster_shape, n_covariates)
+        cost = self.cost_estimate(raster_shape, n_covariates=n_covariates)
+        needed = cost["bytes"]
+        if needed > self.max_bytes and cost["varying_stage"]:
+            raise MemoryEstimateError(
+                f"the lattice model with a range and sd that vary on {raster_shape[0]} × "
+                f"{raster_shape[1]} cells (the varying stage holds its "
+                f"{len(self._varying_tiles(raster_shape))} fitting tiles' factors at once, and "
+                "the raster's arrays)", needed, self.max_bytes,
+                "Fit one range and sd (varying=None), crop or coarsen the raster, or raise "
+                "max_bytes.",
+                cli_hint="Leave out --local-range (one range and sd), crop or coarsen the "
+                "raster, or raise --max-memory GIB if the machine has the memory.")
         if needed > self.max_bytes:
             workers = self.tile_plan(raster_shape)[1]
             where = (f" in each of the {workers} dask workers on this machine, their tiles' "
@@ -399,13 +421,13 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             raise InputError(f"the raster has {int(obs.sum())} observed cell(s); the lattice "
                              f"model needs at least {p + 2}.")
         shape = (ay.size + 2 * m, ax.size + 2 * m)
-        self.check_memory(v.shape, 0 if self._covariates is None else self._covariates.shape[0])
         forced = self.varying not in (None, False, "auto")
         if forced and obs.size > VARYING_MAX_CELLS:  # before any fitting
             raise InputError(
                 f"varying range and sd: up to {VARYING_MAX_CELLS:,} raster cells for now (their "
                 f"fitting tiles cover the raster and are held together); this raster has "
                 f"{obs.size:,}. Crop or coarsen it, or fit one range and sd (varying=None).")
+        self.check_memory(v.shape, 0 if self._covariates is None else self._covariates.shape[0])
         # a nearly regular axis is fitted on its cells with the mean step (distances off by at
         # most NEARLY_REGULAR_TOLERANCE); coordinates map to cells along the axis itself
         regular = regular_y and regular_x
@@ -502,9 +524,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         have only its prior). Returns those tiles."""
         levels = None if self.varying in ("auto", True) else int(self.varying)
         self.varying_basis_ = VaryingBasis.auto(obs.shape, levels)
-        whole = self.fit_cells is None or obs.size <= self.fit_cells
-        tiles = [sl for sl in ([(slice(0, obs.shape[0]), slice(0, obs.shape[1]))] if whole
-                               else every_tile(obs.shape, int(self.tile)))
+        tiles = [sl for sl in self._varying_tiles(obs.shape)
                  if obs[sl].sum() >= 2 + trend.shape[1]]
         announce_fit(self.progress, "fit the varying range and sd", (
             f"a range and sd varying over the raster: {self.varying_basis_.n_coef} "
@@ -515,6 +535,14 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         self.fit_tiles_ = len(tiles)
         release_memory()
         return tiles
+
+    def _varying_tiles(self, shape: tuple[int, int]) -> list[tuple[slice, slice]]:
+        """The windows the varying stage fits on: the whole raster up to ``fit_cells``
+        cells, else tiles covering it all (a coefficient off the tiles would have only its
+        prior)."""
+        if self.fit_cells is None or shape[0] * shape[1] <= self.fit_cells:
+            return [(slice(0, shape[0]), slice(0, shape[1]))]
+        return every_tile(shape, int(self.tile))
 
     def local_range(self) -> np.ndarray:
         """(n_y, n_x) the local field's range at each raster cell, in model units (constant

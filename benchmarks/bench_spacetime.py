@@ -26,6 +26,7 @@ Usage: .venv/bin/python benchmarks/bench_spacetime.py sim [--shape 32 32 --dates
        .venv/bin/python benchmarks/bench_spacetime.py ndvi [--data PATH] [--masks 20 50]
        .venv/bin/python benchmarks/bench_spacetime.py cost [--dates 48]
        .venv/bin/python benchmarks/bench_spacetime.py speed [--shape 100 100 --dates 48] [--cli]
+       .venv/bin/python benchmarks/bench_spacetime.py tiles [--layouts 16:3 15:2 14:2]
 """
 
 from __future__ import annotations
@@ -224,6 +225,11 @@ def sst_stack(path):
     return sst.rio.write_crs(4326), sea
 
 
+def layout(args) -> dict:
+    """The space-time model's tile and halo when given (``--tile``, ``--halo``)."""
+    return {k: getattr(args, k) for k in ("tile", "halo") if getattr(args, k) is not None}
+
+
 def run_sst(args):
     da, sea = sst_stack(args.data)
     v = da.values
@@ -245,7 +251,8 @@ def run_sst(args):
     train = da.where(~hidden)
     dist, since = strata(~np.isfinite(train.values) | ~sea)
     rows = []
-    for method, kw in (("spacetime", {"model": "spacetime"}), ("per image", {"model": "lattice"})):
+    for method, kw in (("spacetime", {"model": "spacetime", **layout(args)}),
+                       ("per image", {"model": "lattice"})):
         if method not in args.methods:
             continue
         with warnings.catch_warnings():
@@ -302,22 +309,54 @@ def field_draws(shape, rng_range, sd, rng, k):
     return z.T.reshape(k, *shape)
 
 
+def speed_stack(shape, dates):
+    """(truth f, noisy y, cloud mask, times): a stack of the separable truth (sparse draws)
+    every 8 days, ~35 % clouded."""
+    times = np.arange(dates) * 8.0
+    rng = np.random.default_rng(0)
+    truth = TRUTHS["separable"]
+    (rng_range, sd, tau), = truth["anomalies"]
+    a = field_draws(shape, rng_range, sd, rng, dates)
+    for k in range(1, dates):
+        phi = math.exp(-8.0 / tau)
+        a[k] = phi * a[k - 1] + math.sqrt(1 - phi**2) * a[k]
+    f = 10.0 + field_draws(shape, *truth["mean"], rng, 1)[0] + a
+    y = f + truth["noise"] * rng.standard_normal(f.shape)
+    return f, y, cloud_masks(shape, dates, 0.35, rng), times
+
+
+def run_tiles(args):
+    """The posterior's tile side and halo against its cost: θ fitted once (the first
+    ``tile:halo``), then fixed; each layout's hidden-cell scores (latent field) and the time
+    of its folds and posterior."""
+    from geogp.models.spacetime.regressor import SpaceTimeRegressor, windows
+
+    f, y, mask, times = speed_stack(tuple(args.shape), args.dates)
+    print(f"# tiles on {args.shape[0]}×{args.shape[1]}×{args.dates}; {machine()}", flush=True)
+    params = None
+    for spec in args.layouts:
+        tile, halo = (int(v) for v in spec.split(":"))
+        model = SpaceTimeRegressor(tile=tile, halo=halo, fit_size=args.fit_size,
+                                   params=params, optimize=params is None)
+        t0 = time.perf_counter()
+        model.fit(np.where(mask, np.nan, y), times)
+        secs = time.perf_counter() - t0
+        params = model.params_
+        e, sd = (model.mean_ - f)[mask], model.sd_latent_[mask]
+        n_tiles = len(windows(tuple(args.shape), model.tile_, model.halo_))
+        print(f"tile {tile}, halo {halo} ({n_tiles} tiles): RMSE {np.sqrt(np.mean(e**2)):.4f}, "
+              f"CRPS {crps_gaussian(f[mask], model.mean_[mask], sd):.4f}, cov95 "
+              f"{np.mean(np.abs(e) < 1.96 * sd):.3f}; {secs:.1f} s"
+              f"{' (with the fit of θ)' if spec == args.layouts[0] else ''}", flush=True)
+
+
 def run_speed(args):
     """Wall time and peak memory of geogp.fit(stack, model="spacetime") + predict on a
     simulated stack of the separable truth (sparse draws), ~35 % clouded."""
     import resource
 
-    shape, times = tuple(args.shape), np.arange(args.dates) * 8.0
-    rng = np.random.default_rng(0)
-    truth = TRUTHS["separable"]
-    (rng_range, sd, tau), = truth["anomalies"]
-    a = field_draws(shape, rng_range, sd, rng, args.dates)
-    for k in range(1, args.dates):
-        phi = math.exp(-8.0 / tau)
-        a[k] = phi * a[k - 1] + math.sqrt(1 - phi**2) * a[k]
-    f = 10.0 + field_draws(shape, *truth["mean"], rng, 1)[0] + a
-    y = f + truth["noise"] * rng.standard_normal(f.shape)
-    mask = cloud_masks(shape, args.dates, 0.35, rng)
+    shape = tuple(args.shape)
+    f, y, mask, times = speed_stack(shape, args.dates)
     if args.cli:
         return run_speed_cli(args, f, np.where(mask, np.nan, y).astype(np.float32), mask, times)
     da = as_stack(np.where(mask, np.nan, y), times)
@@ -450,7 +489,7 @@ def run_ndvi(args):
         dist, since = strata(~np.isfinite(masked))
         print(f"# NDVI stack {masked.shape}, {pct} % masked: {int(hidden.sum())} hidden "
               f"cells; {machine()}", flush=True)
-        joint = {"model": "spacetime"}
+        joint = {"model": "spacetime", **layout(args)}
         if args.fit_windows is not None:
             joint["fit_windows"] = args.fit_windows
         for method, kw in (("spacetime", joint), ("per image", {"model": "lattice"})):
@@ -480,8 +519,12 @@ def main(argv=None):
     s = sub.add_parser("sst")
     s.add_argument("--data", default=None)
     s.add_argument("--methods", nargs="+", default=["spacetime", "per image"])
+    s.add_argument("--tile", type=int, default=None)
+    s.add_argument("--halo", type=int, default=None)
     s = sub.add_parser("ndvi")
     s.add_argument("--data", default=None)
+    s.add_argument("--tile", type=int, default=None)
+    s.add_argument("--halo", type=int, default=None)
     s.add_argument("--masks", type=int, nargs="+", default=[20, 50], choices=[20, 50])
     s.add_argument("--methods", nargs="+", default=["spacetime", "per image"])
     s.add_argument("--fit-windows", type=int, default=None)
@@ -489,6 +532,12 @@ def main(argv=None):
     s.add_argument("--dates", type=int, default=48)
     s.add_argument("--sides", type=int, nargs="+", default=[16, 24, 32, 40])
     s.add_argument("--ordering", default="metis")
+    s = sub.add_parser("tiles")
+    s.add_argument("--shape", type=int, nargs=2, default=[100, 100])
+    s.add_argument("--dates", type=int, default=48)
+    s.add_argument("--fit-size", type=int, default=16)
+    s.add_argument("--layouts", nargs="+", default=["16:3", "16:2", "15:2", "14:2", "12:2"],
+                   help="tile:halo pairs; θ is fitted with the first")
     s = sub.add_parser("speed")
     s.add_argument("--shape", type=int, nargs=2, default=[100, 100])
     s.add_argument("--dates", type=int, default=48)
@@ -503,7 +552,7 @@ def main(argv=None):
                         "that process)")
     args = p.parse_args(argv)
     {"sim": run_sim, "sst": run_sst, "ndvi": run_ndvi, "cost": run_cost,
-     "speed": run_speed}[args.cmd](args)
+     "speed": run_speed, "tiles": run_tiles}[args.cmd](args)
 
 
 if __name__ == "__main__":

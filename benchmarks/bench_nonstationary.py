@@ -18,9 +18,10 @@ the mountains (the roughest fifth, above 500 m) and across the coast. ``geogp.fi
 varying=None)`` (one range and sd) against ``geogp.fit(da)`` (the default, ``varying="auto"``,
 which lets them vary here, and says so), with their wall times.
 
-``memory``: peak resident memory and time of ``varying=True`` (or ``--stationary``) on an
-n × n smoothed-noise raster, 30 % missing, in a fresh process of its own (VmHWM), against the
-estimate made before the fit (the varying stage holds all its fitting tiles at once).
+``memory``: peak resident memory and time of ``varying=True`` (or ``--stationary``; with
+``--levels`` the front end's mid-scale level and large scales) on an n × n smoothed-noise
+raster, 30 % missing, in a fresh process of its own (VmHWM), against the estimate made before
+the fit (the varying stage holds all its fitting tiles at once).
 
 Usage::
 
@@ -204,11 +205,12 @@ import numpy as np
 from scipy.ndimage import gaussian_filter
 from geogp.models.lattice import LatticeRegressor
 
-n, varying = int(sys.argv[1]), sys.argv[2] == "1"
+n, varying, levels = int(sys.argv[1]), sys.argv[2] == "1", sys.argv[3] == "1"
 rng = np.random.default_rng(0)
 y = 10 * gaussian_filter(rng.standard_normal((n, n)), 4) + 0.1 * rng.standard_normal((n, n))
 y[rng.random((n, n)) < 0.3] = np.nan
-est = LatticeRegressor(varying=True if varying else None, max_bytes=64 * 2**30)
+kw = {"mid_scale": "auto", "large_scale": "auto"} if levels else {}  # the front end's
+est = LatticeRegressor(varying=True if varying else None, max_bytes=64 * 2**30, **kw)
 estimate = est.memory_estimate((n, n))
 t0 = time.perf_counter()
 est.fit_grid((np.arange(n) * 1.0, np.arange(n) * 1.0), y)
@@ -225,10 +227,14 @@ def memory(args) -> None:
 
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
     for n in args.n:
-        out = subprocess.run([sys.executable, "-c", _MEMORY, str(n), str(int(not args.stationary))],
-                             capture_output=True, text=True, check=True, env=env)
+        out = subprocess.run([sys.executable, "-c", _MEMORY, str(n), str(int(not args.stationary)),
+                              str(int(args.levels))],
+                             check=False, capture_output=True, text=True, env=env)
+        if out.returncode:
+            sys.exit(f"{n}²: the fit failed:\n{out.stderr}")
         got = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"{n}² {'stationary' if args.stationary else 'varying=True'}: peak "
+        print(f"{n}² {'stationary' if args.stationary else 'varying=True'}"
+              f"{' with the mid and large scales' if args.levels else ''}: peak "
               f"{got['peak'] / 2**30:.2f} GiB, estimate {got['estimate'] / 2**30:.2f} GiB, "
               f"{got['seconds']:.0f} s; load {os.getloadavg()[0]:.1f}, {time.strftime('%Y-%m-%d')}",
               flush=True)
@@ -246,6 +252,9 @@ def main() -> None:
     c = sub.add_parser("memory")
     c.add_argument("--n", type=int, nargs="+", default=[500, 700])
     c.add_argument("--stationary", action="store_true")
+    c.add_argument("--levels", action="store_true",
+                   help="the front end's mid-scale level and large scales (mid_scale and "
+                        "large_scale 'auto')")
     args = ap.parse_args()
     {"simulated": simulated, "topobathy": topobathy, "memory": memory}[args.study](args)
 

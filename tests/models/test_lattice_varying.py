@@ -197,16 +197,36 @@ def test_the_memory_estimate_counts_the_varying_stage_s_tiles():
     where the estimate without them said 2.92: docs/lattice.md): a 1000² raster (64 tiles) is
     within the default limit for one range and sd, and refused before any fitting with a
     varying one."""
-    axes, big = [np.arange(1000.0), np.arange(1000.0)], np.ones((1000, 1000))
+    axes = [np.arange(1000.0), np.arange(1000.0)]
+    big = np.random.default_rng(0).standard_normal((1000, 1000))
     stationary = lm.LatticeRegressor(varying=None)
     varying = lm.LatticeRegressor(varying=True)
     assert stationary.memory_estimate(big.shape) < stationary.max_bytes
-    with pytest.raises(MemoryEstimateError):
+    with pytest.raises(MemoryEstimateError, match="64 fitting tiles"):
         varying.fit_grid(axes, big)
     assert not hasattr(varying, "params_")
-    # under "auto" the stage runs only up to VARYING_AUTO_MAX_CELLS: nothing added beyond
-    auto = lm.LatticeRegressor(varying="auto")
-    assert auto.memory_estimate(big.shape) == stationary.memory_estimate(big.shape)
+    # "auto" skips the stage where it would not fit (next test): the fit is not refused
+    for shape in ((500, 500), big.shape):
+        assert (lm.LatticeRegressor(varying="auto").memory_estimate(shape)
+                == stationary.memory_estimate(shape))
+
+
+def test_auto_skips_the_varying_stage_where_it_would_not_fit(rough_and_smooth, monkeypatch):
+    """On the rough-and-smooth field varying="auto" fits a varying range and sd (the next
+    tests); with the stage's estimate above the limit it keeps one range and sd, and says so,
+    rather than refusing the fit."""
+    from geogp.models.lattice import memory
+
+    monkeypatch.setattr(memory, "VARYING_TILE_FACTORS", 1e4)
+    est = lm.LatticeRegressor(margin=8, large_scale=20, varying="auto").fit_grid(
+        rough_and_smooth.axes, rough_and_smooth.data)
+    assert est.varying_basis_ is None
+    assert "varying fit's tiles would need" in est.varying_reason_
+    assert "although the dispersion" in est.varying_reason_
+    monkeypatch.undo()
+    chosen = lm.LatticeRegressor(margin=8, large_scale=20, varying="auto").fit_grid(
+        rough_and_smooth.axes, rough_and_smooth.data)
+    assert chosen.varying_basis_ is not None, chosen.varying_reason_
 
 
 # --------------------------------------------------------------------------- the fitted model

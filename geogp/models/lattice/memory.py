@@ -84,14 +84,16 @@ def factor_bytes(unknowns: int, alpha: int, mid: bool) -> float:
 
 # the varying range and sd's stage holds every fitting tile's problem and factors at once (its
 # likelihood sums over them): per tile, measured peaks (varying=True on 500² and 700² rasters,
-# 16 and 25 tiles: docs/lattice.md) came to 1.0–1.2 factor_bytes of the tile's lattice
+# 16 and 25 tiles, and on 500² with the mid-scale level: docs/lattice.md) came to 1.1–1.25
+# factor_bytes of the tile's lattice without the level (its coarse lattice adds little here)
 VARYING_TILE_FACTORS = 1.5
 
 
 def varying_bytes(lattice_cells: int, tiles_cells: list[int]) -> float:
     """Estimated peak bytes of the varying range and sd's stage (its fitting tiles' lattices
-    of ``tiles_cells`` cells each, all held at once) with the raster's arrays; the stage runs
-    after the stationary fit's posterior, whose tile is freed by then."""
+    of ``tiles_cells`` cells each, all held at once) with the raster's arrays. The stage runs
+    after the stationary θ's fit, whose tiles are freed by then (and, under
+    ``varying="auto"``, after its posterior)."""
     here = BASE_BYTES + PER_CELL_ARRAYS * 8.0 * lattice_cells
     return here + VARYING_TILE_FACTORS * sum(factor_bytes(c, 2, False) for c in tiles_cells)
 

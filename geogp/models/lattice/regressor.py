@@ -311,9 +311,10 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
     def memory_estimate(self, raster_shape: tuple[int, int], n_covariates: int = 0) -> float:
         """Estimated peak bytes of fitting a raster of ``raster_shape`` cells and computing its
         posterior (:func:`~geogp.models.lattice.memory.lattice_bytes`): one posterior tile's
-        sparse work plus the raster's per-cell arrays, or, where the varying range and sd's
-        stage may run and needs more, its fitting tiles held at once
-        (:func:`~geogp.models.lattice.memory.varying_bytes`)."""
+        sparse work plus the raster's per-cell arrays, or, with ``varying`` forced and where
+        it needs more, the varying stage's fitting tiles held at once
+        (:func:`~geogp.models.lattice.memory.varying_bytes`; ``varying="auto"`` skips that
+        stage where it would not fit)."""
         return self.cost_estimate(raster_shape, n_covariates=n_covariates)["bytes"]
 
     def cost_estimate(self, raster_shape: tuple[int, int], workers: int = 1,
@@ -335,12 +336,8 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         refits = len(self._smoother_candidates()) + (
             self.mid_scale == "auto" and self.mid_factor(raster_shape) is not None)
         forced = self.varying not in (None, False, "auto")
-        stage = 0.0
-        if forced or (self.varying == "auto" and not robust and raster_shape[0]
-                      * raster_shape[1] <= VARYING_AUTO_MAX_CELLS):  # the stage may run
-            stage = varying_bytes(lattice, [
-                (sy.stop - sy.start + 2 * m) * (sx.stop - sx.start + 2 * m)
-                for sy, sx in self._varying_tiles(raster_shape)])
+        # varying="auto" skips the stage where it would not fit (_roughness_varies)
+        stage = self._varying_bytes(raster_shape) if forced else 0.0
         if forced:  # the varying stage
             fits += VARYING_FIT_COST
         elif self.varying == "auto" and raster_shape[0] * raster_shape[1] <= (
@@ -508,6 +505,12 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             self.varying_reason_ = (f"one range and sd (the varying fit is chosen on rasters "
                                     f"up to {VARYING_AUTO_MAX_CELLS:,} cells) although {words}")
             return False
+        need = self._varying_bytes(obs.shape)
+        if need > self.max_bytes:  # the stage is optional here: skipped, not refused
+            self.varying_reason_ = (f"one range and sd (the varying fit's tiles would need "
+                                    f"about {need / 2**30:.2f} GiB, above the limit of "
+                                    f"{self.max_bytes / 2**30:.2f} GiB) although {words}")
+            return False
         self.varying_reason_ = f"range and sd varying: {words}"
         return True
 
@@ -535,6 +538,15 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         self.fit_tiles_ = len(tiles)
         release_memory()
         return tiles
+
+    def _varying_bytes(self, shape: tuple[int, int]) -> float:
+        """The varying stage's estimated peak on a raster of ``shape``
+        (:func:`~geogp.models.lattice.memory.varying_bytes`)."""
+        m = int(self.margin)
+        return varying_bytes(
+            (shape[0] + 2 * m) * (shape[1] + 2 * m),
+            [(sy.stop - sy.start + 2 * m) * (sx.stop - sx.start + 2 * m)
+             for sy, sx in self._varying_tiles(shape)])
 
     def _varying_tiles(self, shape: tuple[int, int]) -> list[tuple[slice, slice]]:
         """The windows the varying stage fits on: the whole raster up to ``fit_cells``

@@ -111,8 +111,7 @@ class ForecastCovariance(SiteConditioned):
         slot = min(free)
         model, w = self._model, self._tiles[i]
         block = model.dated_block(self._times, w)  # this window only, the date added
-        cells, steps, y = _observations(block, Window(0, w.y1 - w.y0, 0, w.x1 - w.x0,
-                                                      0, 0, 0, 0))
+        cells, steps, y = _observations(block, Window.over(block.shape))
         problem = make_problem(w.shape, model.h_, self._times, cells, steps, y,
                                np.ones((y.size, 1)), model.solver_, slot)
         cov = DateCovariance(self._params, problem, self._step)

@@ -61,6 +61,13 @@ class Window:
     def shape(self) -> tuple[int, int]:
         return (self.y1 - self.y0, self.x1 - self.x0)
 
+    @classmethod
+    def over(cls, shape: tuple[int, ...]) -> Window:
+        """The window of a whole block of cells ``shape`` (its last two: n_y, n_x), its core
+        the same: a tile's own window once cut out of the stack."""
+        ny, nx = shape[-2:]
+        return cls(0, ny, 0, nx, 0, ny, 0, nx)
+
 
 def _spans(n: int, size: int, halo: int) -> list[tuple[int, int, int, int]]:
     """(start, stop, core start, core stop) along one axis: cores partition 0..n, each window
@@ -343,9 +350,8 @@ class SpaceTimeRegressor:
         def errors(job: tuple, slot: int) -> np.ndarray:
             block, hidden, kept = job
             train = np.where(hidden, np.nan, block)
-            whole = Window(0, block.shape[1], 0, block.shape[2], 0, 0, 0, 0)
-            m, v, _, scale2 = posterior(self.params_, self._problem(whole, train, slot=slot),
-                                        ordering=self.ordering)
+            problem = self._problem(Window.over(block.shape), train, slot=slot)
+            m, v, _, scale2 = posterior(self.params_, problem, ordering=self.ordering)
             c2 = _shrunk(scale2, kept) if self.local_scale else 1.0
             z = (block - m.reshape(block.shape)) / np.sqrt(c2 * (v.reshape(block.shape) + noise))
             return z[hidden]
@@ -549,8 +555,7 @@ def tile_task(params: dict, h: tuple[float, float], times: np.ndarray, ordering:
     shrunk REML factor); a window without data gives the prior (around the stack's mean) and
     NaN."""
     t, shape = block.shape[0], block.shape[1:]
-    whole = Window(0, shape[0], 0, shape[1], 0, 0, 0, 0)
-    cells, steps, y = _observations(block, whole)
+    cells, steps, y = _observations(block, Window.over(shape))
     if not steps.size:
         return np.zeros(block.shape), np.full(block.shape, prior), math.nan
     problem = make_problem(shape, h, times, cells, steps, y, np.ones((y.size, 1)),

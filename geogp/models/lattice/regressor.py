@@ -335,10 +335,9 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         fits, posteriors = 1 + robust, 1 + robust * ROBUST_STEPS
         refits = len(self._smoother_candidates()) + (
             self.mid_scale == "auto" and self.mid_factor(raster_shape) is not None)
-        forced = self.varying not in (None, False, "auto")
         # varying="auto" skips the stage where it would not fit (_roughness_varies)
-        stage = self._varying_bytes(raster_shape) if forced else 0.0
-        if forced:  # the varying stage
+        stage = self._varying_bytes(raster_shape) if self._varying_forced else 0.0
+        if self._varying_forced:  # the varying stage
             fits += VARYING_FIT_COST
         elif self.varying == "auto" and raster_shape[0] * raster_shape[1] <= (
                 VARYING_AUTO_MAX_CELLS):  # when the data ask for it, and one more posterior
@@ -418,7 +417,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             raise InputError(f"the raster has {int(obs.sum())} observed cell(s); the lattice "
                              f"model needs at least {p + 2}.")
         shape = (ay.size + 2 * m, ax.size + 2 * m)
-        forced = self.varying not in (None, False, "auto")
+        forced = self._varying_forced
         if forced and obs.size > VARYING_MAX_CELLS:  # before any fitting
             raise InputError(
                 f"varying range and sd: up to {VARYING_MAX_CELLS:,} raster cells for now (their "
@@ -538,6 +537,11 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         self.fit_tiles_ = len(tiles)
         release_memory()
         return tiles
+
+    @property
+    def _varying_forced(self) -> bool:
+        """Whether the varying stage always runs (``varying=True`` or a number of levels)."""
+        return self.varying not in (None, False, "auto")
 
     def _varying_bytes(self, shape: tuple[int, int]) -> float:
         """The varying stage's estimated peak on a raster of ``shape``

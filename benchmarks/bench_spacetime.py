@@ -481,19 +481,24 @@ def ndvi_arrays(path):
             "year": info["year"].to_numpy(int), "doy": info["doy"].to_numpy(int)}
 
 
+def ndvi_stack(a, values):
+    """``values`` (48, 100, 100) as the study's stack: dated by year and day of year, 500 m
+    cells in an equal-area projection in metres (the study's own grid is not given)."""
+    times = (pd.to_datetime([f"{y}-01-01" for y in a["year"]])
+             + pd.to_timedelta(a["doy"] - 1, unit="D")).values
+    ny, nx = values.shape[1:]
+    coords = {"time": times, "y": 500.0 * np.arange(ny)[::-1], "x": 500.0 * np.arange(nx)}
+    return xr.DataArray(values, dims=("time", "y", "x"), coords=coords).rio.write_crs(6933)
+
+
 def run_ndvi(args):
     a = ndvi_arrays(args.data)
     truth = a["data"]
-    times = (pd.to_datetime([f"{y}-01-01" for y in a["year"]])
-             + pd.to_timedelta(a["doy"] - 1, unit="D")).values
-    ny, nx = truth.shape[1:]
-    coords = {"time": times, "y": 500.0 * np.arange(ny)[::-1], "x": 500.0 * np.arange(nx)}
     rows = []
     for pct in args.masks:
         masked = a[f"masked{pct}"]
         hidden = np.isfinite(truth) & ~np.isfinite(masked)
-        train = xr.DataArray(masked, dims=("time", "y", "x"), coords=coords).rio.write_crs(
-            6933)  # an equal-area projection in metres (the study's own grid is not given)
+        train = ndvi_stack(a, masked)
         dist, since = strata(~np.isfinite(masked))
         print(f"# NDVI stack {masked.shape}, {pct} % masked: {int(hidden.sum())} hidden "
               f"cells; {machine()}", flush=True)
@@ -524,18 +529,13 @@ def run_residuals(args):
 
     a = ndvi_arrays(args.data)
     truth, masked = a["data"], a["masked20"]
-    times = (pd.to_datetime([f"{y}-01-01" for y in a["year"]])
-             + pd.to_timedelta(a["doy"] - 1, unit="D")).values
-    ny, nx = truth.shape[1:]
-    coords = {"time": times, "y": 500.0 * np.arange(ny)[::-1], "x": 500.0 * np.arange(nx)}
     hidden = np.isfinite(truth) & ~np.isfinite(masked)
     print(f"# NDVI residuals, 20 % masked; {machine()}", flush=True)
 
     def fit(values):
-        da = xr.DataArray(values, dims=("time", "y", "x"), coords=coords).rio.write_crs(6933)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            pred = geogp.fit(da, model="spacetime").predict()
+            pred = geogp.fit(ndvi_stack(a, values), model="spacetime").predict()
         return pred["mean"].values, pred["std"].values, pred["std_latent"].values
 
     mean, sd, latent = fit(masked)

@@ -13,6 +13,7 @@ from geogp.exceptions import InputError
 from geogp.models import lattice as lm
 from geogp.models.lattice.posterior import tile_sampler
 from geogp.models.lattice.state import Tiled
+from geogp.models.lattice.tiled import tile_lattice
 from geogp.placement import Candidates, suggest_sites
 from geogp.placement.greedy import run_greedy
 from geogp.placement.lattice import LatticeCovariance, add_lattice_observations
@@ -165,8 +166,9 @@ def test_tiled_observations_match_the_whole_lattice_update(models):
     """Two measurements (one in the block gap, across a tile boundary from the other) move
     the tiled posterior's moments as they move the whole lattice's: the same mean, variance
     and neighbour covariances to the tiles' error; tiles whose window holds neither keep
-    their moments; placement continues from the update (the sites are absorbed)."""
-    est, tiled, axes, _, _ = models
+    their moments (the tile's lattice, its window and margins, holds neither); placement
+    continues from the update (the sites are absorbed)."""
+    est, tiled, axes, obs, ys = models
     X = np.array([[axes[0][22], axes[1][30]], [axes[0][8], axes[1][40]]])
     y = np.array([1.5, -0.7])
     want = add_lattice_observations(est, X, y)
@@ -180,16 +182,25 @@ def test_tiled_observations_match_the_whole_lattice_update(models):
     moved = np.abs(want.posterior_.var - est.posterior_.var) > 1e-3 * scale
     assert moved.sum() > 50  # the measurements matter
     np.testing.assert_array_equal(tiled.posterior_.var, var_before)  # the input is unchanged
-    far = model_tiles(tiled)[-1]  # the bottom-right tile: both sites beyond its window
-    (cr, cc), ny_nx = far.core, est.shape_
-    np.testing.assert_array_equal(got.posterior_.var.reshape(ny_nx)[cr, cc],
-                                  tiled.posterior_.var.reshape(ny_nx)[cr, cc])
+    # with smaller tiles some lattices hold neither site: those tiles keep their moments
+    narrow = _on_tiles(est, obs, ys, 16, 8)
+    moved_narrow = add_tiled_observations(narrow, X, y)
+    m = int(est.margin)
+    far = [t for t in model_tiles(narrow)  # the tile's lattice: its window and margins
+           if not any(r0 <= r + m < r1 and c0 <= c + m < c1
+                      for (r0, r1, c0, c1) in [tile_lattice(t, m)]
+                      for r, c in ((22, 30), (8, 40)))]
+    assert far
+    for tile in far:
+        (cr, cc), ny_nx = tile.core, est.shape_
+        np.testing.assert_array_equal(moved_narrow.posterior_.var.reshape(ny_nx)[cr, cc],
+                                      narrow.posterior_.var.reshape(ny_nx)[cr, cc])
     # continuing: the greedy starts from the measured sites (their variance is the noise's)
     cands = Candidates.grid(list(axes))
     sites = suggest_sites(got, cands, 1, strategy="variance")
     first = suggest_sites(tiled, cands, 1, strategy="variance")
     assert sites["std_before"].iloc[0] <= first["std_before"].iloc[0] + 1e-12
-    m, nx = int(est.margin), est.shape_[1]
+    nx = est.shape_[1]
     at = (22 + m) * nx + 30 + m
     assert got.posterior_.var[at] < est.noise_var_
 

@@ -46,6 +46,7 @@ import contextlib
 import logging
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import ModuleType
 from typing import Any
@@ -322,6 +323,21 @@ class CholmodFactorization:
             lfac, _ = self.backend.factor_and_perm()
             self._release_locked()
             return _inverse_on_pattern(lfac, self._prow, self._pcol)
+
+    def inverse_later(self, values: Any) -> Callable[[], np.ndarray]:
+        """A function giving ``B⁻¹`` on the pattern entries (as :meth:`selected_inverse`)
+        from a copy of the factor taken now: it may run in another thread, while this
+        pattern is factorised again (the recursion releases the GIL)."""
+        self.check_positive_definite(values)
+        values = _concrete(values, "values")
+        with self.lock, self._blas_threads():
+            self._ensure_factor(values)
+            done = self._zpattern
+            lfac = None if done is not None else self.backend.factor_and_perm()[0]
+        if done is not None:
+            return done.copy
+        prow, pcol = self._prow, self._pcol
+        return lambda: _inverse_on_pattern(lfac, prow, pcol)
 
     def logdet_and_solve(self, values: Any, rhs: Any) -> tuple[jax.Array, jax.Array]:
         """See :func:`logdet_and_solve` (this pattern, ordering and mode)."""

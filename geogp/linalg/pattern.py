@@ -64,6 +64,15 @@ class SparsePattern:
         self._cache: dict[Any, Any] = {}
 
     # ------------------------------------------------------------------ constructors
+    def without_cache(self) -> SparsePattern:
+        """The same pattern, sharing its read-only arrays, without the analyses cached on it:
+        holding it keeps no factor alive."""
+        out = object.__new__(SparsePattern)
+        for name in self.__slots__:
+            setattr(out, name, getattr(self, name))
+        out._cache = {}
+        return out
+
     @classmethod
     def from_coo(cls, rows: np.ndarray, cols: np.ndarray, n: int) -> SparsePattern:
         """Pattern from coordinates (either triangle; duplicates allowed); adds the diagonal.

@@ -34,6 +34,14 @@ def test_cores_partition_the_lattice_and_windows_hold_the_halo(shape, margin, co
             assert lo <= max(c.start - halo, 0) or lo == 0
             assert hi >= min(c.stop + halo, n + 2 * margin) or w.stop == n
     assert (count == 1).all()
+    # one window shape (one pattern and one symbolic analysis for every tile), and cores of
+    # (nearly) equal sides, none above `core`
+    assert len({tuple(w.stop - w.start for w in t.window) for t in tiles}) == 1
+    for axis in (0, 1):
+        sides = sorted({t.core[axis].stop - t.core[axis].start for t in tiles})
+        assert sides[-1] <= max(core // align, 1) * align
+        count_axis = len({t.core[axis].start for t in tiles})
+        assert sides[0] >= lattice[axis] // count_axis - count_axis * align
 
 
 def test_one_tile_when_the_core_holds_the_lattice():
@@ -426,3 +434,63 @@ def test_local_workers_count_in_the_memory_estimate_or_leave_the_tiles_here():
     assert workers == 2 == cost["local_workers"]
     assert biggest(tiles) < biggest(alone[roomy.max_bytes][0])
     assert cost["bytes"] == lattice_bytes(n, biggest(tiles), *rest, 2) <= roomy.max_bytes
+
+
+def test_tile_states_overlap_the_next_tiles_solves_and_give_the_same_posterior(whole,
+                                                                              monkeypatch):
+    """In one process, a tile's state (its selected inversion) is computed in a background
+    thread while the next tile is solved. The posterior equals the sequential one bit for
+    bit; every state runs off the main thread; a tile's factor is copied only once the
+    previous state is done (one copy and its inverse alive at a time, as without the
+    overlap); and no state is pending when a tile of another window shape starts (its
+    pattern's factor is freed first)."""
+    import threading
+
+    from geogp.models.lattice import posterior as lp
+    from geogp.models.lattice import workers as lw
+
+    est, obs, ys = whole
+    monkeypatch.setattr(lw, "available_cores", lambda: 1)
+    alone = _tiled_at(est, obs, ys, 24, 12)
+    events, lock = [], threading.Lock()
+
+    def log(*event):
+        with lock:
+            events.append(event)
+
+    real_statistics, real_state, real_later = lp.tile_statistics, lp._tile_state, lp.inverse_later
+
+    def statistics(est, raster, tile, *args, **kw):
+        log("solve", tuple(w.stop - w.start for w in tile.window))
+        return real_statistics(est, raster, tile, *args, **kw)
+
+    def state(pattern, *args):
+        log("start", threading.current_thread().name, len(pattern._cache))
+        out = real_state(pattern, *args)
+        log("end")
+        return out
+
+    def later(*args):
+        log("copy")
+        return real_later(*args)
+
+    monkeypatch.setattr(lw, "available_cores", lambda: 2)
+    monkeypatch.setattr(lp, "tile_statistics", statistics)
+    monkeypatch.setattr(lp, "_tile_state", state)
+    monkeypatch.setattr(lp, "inverse_later", later)
+    both = _tiled_at(est, obs, ys, 24, 12)
+    assert both.posterior_tiles_ == alone.posterior_tiles_ == 12
+    for name in ("mean", "var", "cov"):
+        np.testing.assert_array_equal(getattr(both.posterior_, name),
+                                      getattr(alone.posterior_, name))
+    kinds = [e[0] for e in events]
+    assert kinds.count("solve") == kinds.count("copy") == kinds.count("start") == 12
+    assert all(e[1].startswith("geogp-state") and e[2] == 0 for e in events if e[0] == "start")
+    overlapped = 0
+    for k, event in enumerate(events):
+        copies, ends = kinds[:k].count("copy"), kinds[:k].count("end")
+        if event[0] == "copy":
+            assert ends == copies, (k, events)  # no state in flight
+        if event[0] == "solve":
+            overlapped += kinds[:k].count("start") > ends
+    assert overlapped >= 1  # some tile was solved while the previous state was computed

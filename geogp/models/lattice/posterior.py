@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -35,6 +37,7 @@ from geogp.models.lattice.memory import check_state_disk
 from geogp.models.lattice.mid import mid_lattice
 from geogp.models.lattice.state import Sampler, Tiled, Whole
 from geogp.models.lattice.tiled import (
+    CoreState,
     PosteriorTile,
     core_gram,
     core_moments,
@@ -42,6 +45,7 @@ from geogp.models.lattice.tiled import (
     extended_core,
     field_covariance,
     in_core,
+    inverse_later,
     selected_inverse,
     solve_tile,
 )
@@ -55,6 +59,7 @@ from geogp.models.lattice.workers import (
 if TYPE_CHECKING:  # annotations only
     from distributed import Client
 
+    from geogp.linalg.pattern import SparsePattern
     from geogp.models.lattice.regressor import LatticeRegressor
 
 __all__ = ["LargeScaleFit", "LatticePosterior", "LatticePosteriorMixin", "fit_large_scales",
@@ -314,11 +319,17 @@ def tile_problem(est: LatticeRegressor, raster: np.ndarray, tile: PosteriorTile,
 
 
 def tile_statistics(est: LatticeRegressor, raster: np.ndarray, tile: PosteriorTile, params: dict,
-                    keep: bool = False) -> tuple[np.ndarray, Any]:
+                    keep: bool = False, later: bool = False) -> tuple[np.ndarray, Any]:
     """Pass 1 of a tile, its sparse work at the stage-1 θ: (its core's part of M
     (:func:`~geogp.models.lattice.tiled.core_gram`), its core's state
     (:func:`~geogp.models.lattice.tiled.core_state`, F − S_F in float32)). With ``keep`` (one
-    tile, the whole lattice): (M, log|Σ_g|, the state in float64, what samples need)."""
+    tile, the whole lattice): (M, log|Σ_g|, the state in float64, what samples need).
+
+    ``later`` (tiles run one after another in this process): the state's place holds a
+    function that copies the tile's factor and returns the function computing the state (its
+    selected inversion releases the GIL), so that the inversion can overlap the next tile's
+    factorisation (:func:`~geogp.models.lattice.workers.sparse_pass`); the copy must be taken
+    before another tile of the same shape refactorises the shared pattern."""
     mid = est.mid_factor()
     problem, cells, shape = tile_problem(est, raster, tile)
     core = tuple(slice(c.start - o, c.stop - o)
@@ -326,31 +337,61 @@ def tile_statistics(est: LatticeRegressor, raster: np.ndarray, tile: PosteriorTi
     _, ex, ext = extended_core(shape, core)
     s, m_mat, logdet_sigma, b_vals = solve_tile(params, problem, shape, mid,
                                                 rows=None if keep else ext, whole=keep)
-    step = (lambda: advance(est.progress)) if keep else (lambda: None)  # one tile: its steps
-    step()
-    if not keep:  # the core's observed cells, and where they sit in the extended core
-        c = cells[in_core(cells, shape, tile)]
-        r, q = np.divmod(c, shape[1])
-        m_mat = core_gram(problem.ptw[c], s[(r - core[0].start) * ex + q - core[1].start],
-                          float(np.exp(2.0 * params["log_noise"])),
-                          problem.weight[c] if problem.weight.size else None)
-    # drop the right-hand sides (a copy: a view would keep the (n, 1 + k + p) array alive)
-    problem = dataclasses.replace(problem, ptw=np.zeros((0, problem.ptw.shape[1])))
-    z = selected_inverse(problem, b_vals, est.ordering, release=keep)  # one tile: no reuse
-    step()
     oy, ox = tile.offset
-    state = core_state(shape, core, s, lambda rr, cc: est._columns(rr + oy, cc + ox),
-                       field_covariance(problem.pattern, z, shape, mid),
-                       dtype=np.float64 if keep else np.float32, overwrite_s=keep)
-    del z, s
-    step()
-    if keep:  # (pattern, B, dense backend, mid-scale map) for the Sampler
+
+    def columns(rr, cc):  # [Φ, X] at tile cells
+        return est._columns(rr + oy, cc + ox)
+
+    if keep:  # one tile: its steps on the progress bar, and the factor freed early
+        advance(est.progress)
+        problem = dataclasses.replace(problem, ptw=np.zeros((0, problem.ptw.shape[1])))
+        z = selected_inverse(problem, b_vals, est.ordering, release=True)
+        advance(est.progress)
+        state = core_state(shape, core, s, columns,
+                           field_covariance(problem.pattern, z, shape, mid),
+                           dtype=np.float64, overwrite_s=True)
+        del z, s
+        advance(est.progress)
         return m_mat, logdet_sigma, state, (
             problem.pattern, np.asarray(b_vals), problem.solve.backend == "dense",
             mid_lattice(shape, mid)[1] if problem.has_mid else None)
-    del problem, b_vals
+    # the core's observed cells, and where they sit in the extended core
+    c = cells[in_core(cells, shape, tile)]
+    r, q = np.divmod(c, shape[1])
+    m_mat = core_gram(problem.ptw[c], s[(r - core[0].start) * ex + q - core[1].start],
+                      float(np.exp(2.0 * params["log_noise"])),
+                      problem.weight[c] if problem.weight.size else None)
+    # drop the right-hand sides (a copy: a view would keep the (n, 1 + k + p) array alive)
+    problem = dataclasses.replace(problem, ptw=np.zeros((0, problem.ptw.shape[1])))
+    detach = functools.partial(_detach, problem, b_vals, est.ordering,
+                               (shape, mid, core, s, columns))
+    if later:
+        return m_mat, detach
+    del problem, b_vals, s
+    state = detach()()
+    del detach
     release_memory()  # on a dask worker too
     return m_mat, state
+
+
+def _detach(problem: Any, b_vals: np.ndarray, ordering: str,
+            where: tuple) -> Callable[[], CoreState]:
+    """The function computing a tile's state from a copy of its factor taken now
+    (:func:`tile_statistics` with ``later``). ``where``: (tile lattice shape, mid-scale
+    factor, core, S at the extended core, the columns' function)."""
+    shape, mid, core, s, columns = where
+    # the pattern without its analysis: a pending state must not keep a factor alive
+    return functools.partial(_tile_state, problem.pattern.without_cache(), shape, mid, core, s,
+                             columns, inverse_later(problem, b_vals, ordering))
+
+
+def _tile_state(pattern: SparsePattern, shape: tuple[int, int], mid: int | None,
+                core: tuple[slice, slice], s: np.ndarray, columns: Callable,
+                inverse: Callable[[], np.ndarray]) -> CoreState:
+    """A tile's :class:`CoreState` (float32 F − S_F) from its selected inverse, computed by
+    ``inverse()``."""
+    return core_state(shape, core, s, columns, field_covariance(pattern, inverse(), shape, mid),
+                      dtype=np.float32)
 
 
 def tile_sampler(est: LatticeRegressor, tile: PosteriorTile, share: bool = True) -> Sampler:

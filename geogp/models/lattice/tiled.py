@@ -19,6 +19,7 @@ with dense work only.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
@@ -34,7 +35,7 @@ if TYPE_CHECKING:  # annotations only
 
 __all__ = ["PosteriorTile", "CoreState", "posterior_tiles", "tile_lattice", "in_core",
            "solve_tile", "core_gram", "core_state", "extended_core", "SOLVE_BLOCK",
-           "core_moments", "field_covariance", "selected_inverse"]
+           "core_moments", "field_covariance", "selected_inverse", "inverse_later"]
 
 
 class PosteriorTile(NamedTuple):
@@ -71,14 +72,20 @@ def posterior_tiles(raster_shape: tuple[int, int], margin: int, core: int | None
     halo = -(-int(halo) // align) * align  # rounded up
 
     def axis(n_raster, n_lattice):
+        # cores of (nearly) equal sides up to ``core``, and windows of one length (one pattern
+        # and one symbolic analysis for all tiles: an analysis costs about two
+        # factorisations): the core and its halos less the margins, ≡ n_raster (mod align)
+        # so that the last window, aligned, ends at the raster's end; a window at an edge
+        # reaches further into the raster instead
+        side = -(-n_lattice // -(-n_lattice // core) // align) * align  # ≤ core
+        length = side + 2 * halo - 2 * m
+        length = min(length + (n_raster - length) % align, n_raster)
         out = []
-        for a in range(0, n_lattice, core):
-            b = min(a + core, n_lattice)
+        for a in range(0, n_lattice, side):
+            b = min(a + side, n_lattice)
             # window [lo, hi) of raster cells; the problem's lattice is [lo, hi + 2m)
-            lo = min(max(a - halo, 0), n_raster - 1)
-            lo -= lo % align
-            hi = max(min(b + halo - 2 * m, n_raster), lo + 1)
-            out.append((slice(lo, hi), slice(a, b), lo))
+            lo = min(max(a - halo, 0), n_raster - length)
+            out.append((slice(lo, lo + length), slice(a, b), lo))
         return out
 
     rows, cols = (axis(nr, nl) for nr, nl in zip(raster_shape, lattice, strict=True))
@@ -184,6 +191,16 @@ def selected_inverse(problem: LatticeProblem, b_vals: np.ndarray, ordering: str,
             problem.pattern.rows, problem.pattern.cols]
     return linalg.cholmod.selected_inverse(problem.pattern, b_vals, ordering=ordering,
                                            release=release)
+
+
+def inverse_later(problem: LatticeProblem, b_vals: np.ndarray,
+                  ordering: str) -> Callable[[], np.ndarray]:
+    """:func:`selected_inverse`, computed by the returned function from a copy of the factor
+    taken now: the function may run in another thread while the problem's pattern is
+    factorised again for another tile."""
+    if problem.solve.backend == "dense":
+        return functools.partial(selected_inverse, problem, b_vals, ordering)
+    return linalg.cholmod.analyze(problem.pattern, ordering=ordering).inverse_later(b_vals)
 
 
 def field_covariance(pattern: SparsePattern, z: np.ndarray, shape: tuple[int, int],

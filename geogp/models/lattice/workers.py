@@ -24,12 +24,15 @@ import os
 import socket
 import tempfile
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import numpy as np
 
 from geogp.exceptions import GeogpError, InputError
+from geogp.linalg.cholmod import available_cores
+from geogp.linalg.selinv import single_blas_thread
 from geogp.models.lattice.tiled import CoreState
 
 if TYPE_CHECKING:  # annotations only
@@ -107,24 +110,18 @@ def tile_context(est: LatticeRegressor) -> LatticeRegressor:
 def sparse_pass(est: LatticeRegressor, fn: Callable[..., Any], raster: np.ndarray, tiles: list,
                 args: tuple, client: Client | None = None) -> tuple[list, KeptStates]:
     """Pass 1: ``fn(est, raster, tile, *args)`` → (small, state) for each tile, here
-    (``client`` None) or on the dask client's workers. Returns the smalls in tile order and
-    the states, kept where they were made until pass 2 (:class:`KeptStates`: on disk here, in
-    the workers' memory on a cluster). Reports each finished tile to ``est.tile_progress``;
-    ``fn`` frees its tile's memory itself (:func:`release_memory`)."""
+    (``client`` None: ``fn(..., later=True)`` → (small, a function giving the function that
+    computes the state), :func:`_in_process`) or on the dask client's workers. Returns the
+    smalls in tile order and the states, kept where they were made until pass 2
+    (:class:`KeptStates`: on disk here, in the workers' memory on a cluster). Reports each
+    finished tile to ``est.tile_progress``; ``fn`` frees its tile's memory itself on a worker
+    (:func:`release_memory`), and this process after each state."""
     report = getattr(est, "tile_progress", None)
     kept = KeptStates(client, len(tiles))
     small = [None] * len(tiles)
     if client is None:
-        # tiles of one window shape one after another: they share the lattice's pattern and
-        # its symbolic analysis (geogp.models.lattice.gmrf.make_problem)
-        order = sorted(range(len(tiles)), key=lambda i: _window_shape(tiles[i]))
         try:
-            for done, i in enumerate(order, start=1):
-                small[i], state = fn(est, raster, tiles[i], *args)
-                kept.put(i, state)
-                del state
-                if report is not None:
-                    report("solve", done, len(tiles))
+            _in_process(est, fn, raster, tiles, args, small, kept, report)
         except BaseException:
             kept.close()
             raise
@@ -142,6 +139,59 @@ def sparse_pass(est: LatticeRegressor, fn: Callable[..., Any], raster: np.ndarra
         if report is not None:
             report("solve", done, len(tiles))
     return small, kept
+
+
+def _in_process(est: LatticeRegressor, fn: Callable[..., Any], raster: np.ndarray, tiles: list,
+                args: tuple, small: list, kept: KeptStates,
+                report: Callable[[str, int, int], object] | None) -> None:
+    """Pass 1 in this process. Tiles of one window shape run one after another, sharing the
+    lattice's pattern and its symbolic analysis (geogp.models.lattice.gmrf.make_problem).
+    With a second core, a tile's state (its selected inversion, which releases the GIL) is
+    computed in a background thread while the next tile is factorised and solved: one state
+    at a time, from a copy of the factor taken once the previous state is done, so that at
+    most one CHOLMOD factor (the current tile's), one copy and its inverse are alive, as
+    without the overlap: a pending state holds no factor of its own, so a tile of another
+    shape (its own pattern and factor) does not wait for it. BLAS runs on one thread
+    throughout: a BLAS call on two threads leaves a thread spinning on the core the other
+    tile's work needs (pass 1 of a 700² raster on 16 tiles: 31.9 s against 26.6 s).
+    Whichever thread computes a state, the numbers are the same (tested)."""
+    order = sorted(range(len(tiles)), key=lambda i: _window_shape(tiles[i]))
+    pool = (ThreadPoolExecutor(1, thread_name_prefix="geogp-state") if available_cores() > 1
+            else None)
+    pending: list = []  # [(tile index, future of its state)]: at most one
+    done = 0
+
+    def keep(i: int, state: Any) -> None:
+        nonlocal done
+        kept.put(i, state)
+        del state
+        release_memory()
+        done += 1
+        if report is not None:
+            report("solve", done, len(tiles))
+
+    def settle() -> None:
+        while pending:
+            i, future = pending.pop()
+            keep(i, future.result())
+
+    # both cores run tiles' work: a BLAS call on two threads would leave one spinning
+    with single_blas_thread():
+        try:
+            for i in order:
+                small[i], detach = fn(est, raster, tiles[i], *args, later=True)
+                settle()
+                compute = detach()  # the factor's copy, before the next tile refactorises it
+                del detach
+                if pool is None:
+                    keep(i, compute())
+                else:
+                    pending.append((i, pool.submit(compute)))
+                del compute
+            settle()
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
 
 
 class KeptStates:

@@ -266,8 +266,8 @@ def main(argv=None) -> int:
     est = model.estimators_[0]
     if hasattr(est, "cost_estimate"):  # the lattice model's own estimate, before it ran
         cost = est.cost_estimate(shape, max(args.workers, 1))
-        print(f"estimate: {cost['bytes'] / 2**30:.2f} GiB, {cost['tiles']} posterior tiles",
-              flush=True)
+        print(f"estimate: {cost['bytes'] / 2**30:.2f} GiB, {cost['tiles']} posterior tiles, "
+              f"{cost['seconds']:.0f}–{cost['seconds_most']:.0f} s", flush=True)
     t0 = time.perf_counter()
     pred = model.predict()
     t_pred = time.perf_counter() - t0

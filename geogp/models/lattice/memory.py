@@ -124,10 +124,11 @@ def lattice_bytes(lattice_cells: int, tile_cells: int, alpha: int, mid: bool,
 
 
 # the time estimate: the two fitting stages, then seconds per cell of the posterior's tile
-# lattices, and what a second worker adds (benchmarks/README.md, design measurements)
-STAGES_SECONDS = 20.0
-SECONDS_PER_TILE_CELL = 5.5e-5
-WORKER_EFFICIENCY = 0.7
+# lattices (this process, its tiles overlapped on two threads), and what each dask worker
+# process does relative to it (benchmarks/README.md, design measurements)
+STAGES_SECONDS = 30.0
+SECONDS_PER_TILE_CELL = 1.6e-5
+WORKER_EFFICIENCY = 0.5
 
 
 def lattice_seconds(tile_cells_total: int, workers: int = 1, fits: int = 1,

@@ -94,8 +94,9 @@ class LatticeFamily(Family[LatticeRegressor]):
             hint = (f"; in this process, as no tiles that {local} dask workers could hold at "
                     "once fit the limit (raise --max-memory to use them)")
         elif cost["tiles"] > 1 and client is None:
-            hint = ("; tiles run in parallel on a dask cluster (geogp fit --workers N, or a "
-                    "distributed.Client), and larger tiles (--max-memory) waste less on halos")
+            hint = ("; this process uses two cores for them, a dask cluster more "
+                    "(geogp fit --workers N, or a distributed.Client), and larger tiles "
+                    "(--max-memory) waste less on halos")
         when = duration_range(float(cost["seconds"]), most=cost.get("seconds_most"))
         ny, nx = raster_shape
         print(f"lattice model on {ny} × {nx} cells: posterior on {tiles}; estimated "

@@ -153,7 +153,9 @@ def _in_process(est: LatticeRegressor, fn: Callable[..., Any], raster: np.ndarra
     without the overlap: a pending state holds no factor of its own, so a tile of another
     shape (its own pattern and factor) does not wait for it. BLAS runs on one thread
     throughout: a BLAS call on two threads leaves a thread spinning on the core the other
-    tile's work needs (pass 1 of a 700² raster on 16 tiles: 31.9 s against 26.6 s).
+    tile's work needs (pass 1 of a 700² raster on 16 tiles: 31.9 s against 26.6 s). The
+    objects alive when the pass starts are frozen out of the garbage collector, so that
+    each tile's collection looks at the pass's own objects only (16.1 s against 17.8 s).
     Whichever thread computes a state, the numbers are the same (tested)."""
     order = sorted(range(len(tiles)), key=lambda i: _window_shape(tiles[i]))
     pool = (ThreadPoolExecutor(1, thread_name_prefix="geogp-state") if available_cores() > 1
@@ -176,6 +178,8 @@ def _in_process(est: LatticeRegressor, fn: Callable[..., Any], raster: np.ndarra
             keep(i, future.result())
 
     # both cores run tiles' work: a BLAS call on two threads would leave one spinning
+    gc.collect()
+    gc.freeze()  # what exists now is not a tile's garbage: each tile's collection skips it
     with single_blas_thread():
         try:
             for i in order:
@@ -192,6 +196,7 @@ def _in_process(est: LatticeRegressor, fn: Callable[..., Any], raster: np.ndarra
         finally:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
+            gc.unfreeze()
 
 
 class KeptStates:

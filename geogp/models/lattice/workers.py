@@ -177,9 +177,9 @@ def _in_process(est: LatticeRegressor, fn: Callable[..., Any], raster: np.ndarra
             i, future = pending.pop()
             keep(i, future.result())
 
-    # both cores run tiles' work: a BLAS call on two threads would leave one spinning
     gc.collect()
     gc.freeze()  # what exists now is not a tile's garbage: each tile's collection skips it
+    # both cores run tiles' work: a BLAS call on two threads would leave one spinning
     with single_blas_thread():
         try:
             for i in order:

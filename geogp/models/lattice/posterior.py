@@ -342,9 +342,16 @@ def tile_statistics(est: LatticeRegressor, raster: np.ndarray, tile: PosteriorTi
     def columns(rr, cc):  # [Φ, X] at tile cells
         return est._columns(rr + oy, cc + ox)
 
+    if not keep:  # the core's observed cells, and where they sit in the extended core
+        c = cells[in_core(cells, shape, tile)]
+        r, q = np.divmod(c, shape[1])
+        m_mat = core_gram(problem.ptw[c], s[(r - core[0].start) * ex + q - core[1].start],
+                          float(np.exp(2.0 * params["log_noise"])),
+                          problem.weight[c] if problem.weight.size else None)
+    # drop the right-hand sides (a copy: a view would keep the (n, 1 + k + p) array alive)
+    problem = dataclasses.replace(problem, ptw=np.zeros((0, problem.ptw.shape[1])))
     if keep:  # one tile: its steps on the progress bar, and the factor freed early
         advance(est.progress)
-        problem = dataclasses.replace(problem, ptw=np.zeros((0, problem.ptw.shape[1])))
         z = selected_inverse(problem, b_vals, est.ordering, release=True)
         advance(est.progress)
         state = core_state(shape, core, s, columns,
@@ -355,16 +362,8 @@ def tile_statistics(est: LatticeRegressor, raster: np.ndarray, tile: PosteriorTi
         return m_mat, logdet_sigma, state, (
             problem.pattern, np.asarray(b_vals), problem.solve.backend == "dense",
             mid_lattice(shape, mid)[1] if problem.has_mid else None)
-    # the core's observed cells, and where they sit in the extended core
-    c = cells[in_core(cells, shape, tile)]
-    r, q = np.divmod(c, shape[1])
-    m_mat = core_gram(problem.ptw[c], s[(r - core[0].start) * ex + q - core[1].start],
-                      float(np.exp(2.0 * params["log_noise"])),
-                      problem.weight[c] if problem.weight.size else None)
-    # drop the right-hand sides (a copy: a view would keep the (n, 1 + k + p) array alive)
-    problem = dataclasses.replace(problem, ptw=np.zeros((0, problem.ptw.shape[1])))
-    detach = functools.partial(_detach, problem, b_vals, est.ordering,
-                               (shape, mid, core, s, columns))
+    detach = functools.partial(_detach, problem, b_vals, est.ordering, shape, mid, core, s,
+                               columns)
     if later:
         return m_mat, detach
     del problem, b_vals, s
@@ -374,12 +373,11 @@ def tile_statistics(est: LatticeRegressor, raster: np.ndarray, tile: PosteriorTi
     return m_mat, state
 
 
-def _detach(problem: Any, b_vals: np.ndarray, ordering: str,
-            where: tuple) -> Callable[[], CoreState]:
-    """The function computing a tile's state from a copy of its factor taken now
-    (:func:`tile_statistics` with ``later``). ``where``: (tile lattice shape, mid-scale
-    factor, core, S at the extended core, the columns' function)."""
-    shape, mid, core, s, columns = where
+def _detach(problem: Any, b_vals: np.ndarray, ordering: str, shape: tuple[int, int],
+            mid: int | None, core: tuple[slice, slice], s: np.ndarray,
+            columns: Callable) -> Callable[[], CoreState]:
+    """The function computing a tile's state (:func:`_tile_state`) from a copy of its factor
+    taken now (:func:`tile_statistics` with ``later``)."""
     # the pattern without its analysis: a pending state must not keep a factor alive
     return functools.partial(_tile_state, problem.pattern.without_cache(), shape, mid, core, s,
                              columns, inverse_later(problem, b_vals, ordering))

@@ -144,8 +144,9 @@ def sparse_pass(est: LatticeRegressor, fn: Callable[..., Any], raster: np.ndarra
 def _in_process(est: LatticeRegressor, fn: Callable[..., Any], raster: np.ndarray, tiles: list,
                 args: tuple, small: list, kept: KeptStates,
                 report: Callable[[str, int, int], object] | None) -> None:
-    """Pass 1 in this process. Tiles of one window shape run one after another, sharing the
-    lattice's pattern and its symbolic analysis (geogp.models.lattice.gmrf.make_problem).
+    """Pass 1 in this process, tile after tile. Their windows have one shape
+    (:func:`~geogp.models.lattice.tiled.posterior_tiles`), so they share the lattice's pattern
+    and its symbolic analysis (geogp.models.lattice.gmrf.make_problem).
     With a second core, a tile's state (its selected inversion, which releases the GIL) is
     computed in a background thread while the next tile is factorised and solved: one state
     at a time, from a copy of the factor taken once the previous state is done, so that at
@@ -157,7 +158,6 @@ def _in_process(est: LatticeRegressor, fn: Callable[..., Any], raster: np.ndarra
     objects alive when the pass starts are frozen out of the garbage collector, so that
     each tile's collection looks at the pass's own objects only (16.1 s against 17.8 s).
     Whichever thread computes a state, the numbers are the same (tested)."""
-    order = sorted(range(len(tiles)), key=lambda i: _window_shape(tiles[i]))
     pool = (ThreadPoolExecutor(1, thread_name_prefix="geogp-state") if available_cores() > 1
             else None)
     pending: list = []  # [(tile index, future of its state)]: at most one
@@ -182,8 +182,8 @@ def _in_process(est: LatticeRegressor, fn: Callable[..., Any], raster: np.ndarra
     # both cores run tiles' work: a BLAS call on two threads would leave one spinning
     with single_blas_thread():
         try:
-            for i in order:
-                small[i], detach = fn(est, raster, tiles[i], *args, later=True)
+            for i, tile in enumerate(tiles):
+                small[i], detach = fn(est, raster, tile, *args, later=True)
                 settle()
                 compute = detach()  # the factor's copy, before the next tile refactorises it
                 del detach
@@ -264,10 +264,6 @@ def _first(result):
 
 def _apply_to_state(result, fn, *args):
     return fn(result[1], *args)
-
-
-def _window_shape(tile) -> tuple:
-    return tuple(w.stop - w.start for w in tile.window)
 
 
 def _rebased(tile):

@@ -328,3 +328,61 @@ def test_robust_predictive_is_tempered_on_gap_folds_where_its_sds_are_too_small(
     assert np.mean(z < 1.96) < 0.7  # untempered
     right = fit(1.0, 2)
     assert right.gross_errors()["temperature"] < 1.1
+
+
+@pytest.mark.skipif(not HAVE_CHOLMOD, reason="needs CHOLMOD")
+def test_robust_posteriors_keep_the_lattice_factor_and_give_the_same_fit(monkeypatch):
+    """The reweighting steps' posteriors (and the temperature's folds) share the whole
+    lattice's pattern: analysed once before the refit of θ and once after it, where each
+    posterior analysed it again before; the fit is the same to rounding."""
+    from geogp.linalg import _sksparse
+
+    rng, f, clean, axes = _clouded_field(2)
+    obs = np.isfinite(clean)
+    hit = ndimage.binary_dilation(~obs, np.ones((5, 5), bool)) & obs & (rng.random(f.shape) < 0.3)
+    dirty = clean.copy()
+    dirty[hit] -= rng.uniform(1.0, 3.0, hit.sum())
+    analysed = []
+
+    def counting(analyse):
+        def analyze(self, pattern):
+            analysed.append(pattern.n)
+            return analyse(self, pattern)
+        return analyze
+
+    for cls in _sksparse.CholmodBackend.__subclasses__():
+        monkeypatch.setattr(cls, "analyze", counting(cls.analyze))
+    fits = {}
+    for hold in (True, False):
+        analysed.clear()
+        monkeypatch.setattr(lm.LatticeRegressor, "_holds_factor",
+                            lambda self, shape, _h=hold: bool(self.robust) and _h)
+        est = lm.LatticeRegressor(robust=True).fit_grid(axes, dirty)
+        whole = max(analysed)  # the whole lattice's unknowns: the largest pattern
+        fits[hold] = (est, analysed.count(whole))  # with the fitting tile's where it is whole
+    (held, n_held), (freed, n_freed) = fits[True], fits[False]
+    posteriors = 1 + lm.regressor.ROBUST_STEPS + lm.regressor.ROBUST_TEMPER_FOLDS
+    assert n_freed - n_held == posteriors - 2, (n_held, n_freed)  # the fits' own are equal
+    np.testing.assert_allclose(held.posterior_.mean, freed.posterior_.mean, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(held.posterior_.var, freed.posterior_.var, rtol=1e-9)
+    np.testing.assert_allclose(held.obs_weight_[obs], freed.obs_weight_[obs], atol=1e-9)
+    assert held.temperature_ == freed.temperature_
+
+
+def test_robust_estimate_counts_the_held_factor_only_where_it_fits():
+    from geogp.models.lattice.memory import FACTOR_COPIES, factor_bytes
+
+    shape = (300, 500)
+    plain = lm.LatticeRegressor().cost_estimate(shape)
+    est = lm.LatticeRegressor(robust=True)
+    cost = est.cost_estimate(shape)
+    assert plain["tiles"] == cost["tiles"] == 1 and cost["holds_factor"]
+    m = int(est.margin)
+    cells = (shape[0] + 2 * m) * (shape[1] + 2 * m)
+    held = factor_bytes(cells, est._alpha(), est.mid_factor(shape) is not None) / FACTOR_COPIES
+    assert cost["bytes"] == pytest.approx(plain["bytes"] + held, rel=1e-12)
+    # a limit the plain fit meets but not the held factor: nothing held, the same estimate
+    tight = lm.LatticeRegressor(robust=True, max_bytes=plain["bytes"] + 0.5 * held)
+    cost = tight.cost_estimate(shape)
+    assert not cost["holds_factor"] and cost["bytes"] == pytest.approx(plain["bytes"])
+    tight.check_memory(shape)  # not refused for it

@@ -53,7 +53,8 @@ FILL = {1: 2.6, 2: 6.5, 3: 11.8}
 # with the mid-scale level's coupling, as a multiple of FILL[2], rounded up (benchmarks/README.md)
 MID_FILL = 1.55
 # bytes per stored entry of the factor (value + row index), times the copies alive at once
-BYTES_PER_FACTOR_ENTRY = 3 * 12.0
+FACTOR_COPIES = 3
+BYTES_PER_FACTOR_ENTRY = FACTOR_COPIES * 12.0
 # n_t × (1 + k + p) float64 arrays alive at once during a tile's sparse work (Pᵀ[y, Φ, X], S at
 # the kept cells, a block of solutions; then S and F − S_F)
 DENSE_COPIES = 3

@@ -119,15 +119,17 @@ class LargeScaleFit(NamedTuple):
 
 
 def lattice_posterior(model: LatticeRegressor, params: dict, obs: np.ndarray, ys: np.ndarray,
-                      tiles: list,
-                      client: Client | None = None) -> LatticePosterior:
+                      tiles: list, client: Client | None = None,
+                      hold: bool = False) -> LatticePosterior:
     """The posterior of the fitted lattice ``model`` at the stage-1 θ ``params``: mean,
     variances and neighbour covariances on the whole lattice, after stage 2 has fitted the
     large scales and c. Tile by tile (:mod:`geogp.models.lattice.tiled`; on ``client``'s
     dask workers when given, :mod:`geogp.models.lattice.workers`), or as one tile, the whole
     lattice. ``model`` is only read (its problem builders and settings); ``obs`` (raster
     shape) and ``ys`` (standardised observed values) are the data. The steps (or tiles) are
-    reported to ``model.progress`` (:mod:`geogp.core.progress`)."""
+    reported to ``model.progress`` (:mod:`geogp.core.progress`). ``hold``: keep the whole
+    lattice's factor (and its symbolic analysis) for the next posterior of the same lattice
+    (:meth:`LatticePosteriorMixin._posterior`)."""
     single, n, progress = len(tiles) == 1, len(tiles), getattr(model, "progress", None)
     if single:
         start_phase(progress, "posterior on the whole lattice", WHOLE_STEPS)
@@ -142,7 +144,7 @@ def lattice_posterior(model: LatticeRegressor, params: dict, obs: np.ndarray, ys
     # the cores (one tile: exact, with log|Σ_g|), and the states its moments need
     if single:
         m_mat, logdet_sigma, state, sampler = tile_statistics(
-            model, raster, tiles[0], params, keep=True)
+            model, raster, tiles[0], params, keep=True, release=not hold)
         kept = contextlib.nullcontext()
     else:
         check_state_disk(tiles, model._n_columns(), client)
@@ -258,22 +260,28 @@ class LatticePosteriorMixin:
 
     params_: dict[str, float]  # the fitted θ (set by the estimator's fit)
 
-    def _posterior(self, obs: np.ndarray, ys: np.ndarray) -> None:
+    def _posterior(self, obs: np.ndarray, ys: np.ndarray, hold: bool = False) -> None:
         """Compute the posterior at ``params_`` (the stage-1 θ) and keep it: the fitted
         attributes ``params_`` (stage 2's θ), ``local_scale_``, ``report_large_``,
         ``log_likelihood_``, ``n_obs_``, ``beta_``, ``large_coef_``, ``posterior_tiles_``
         and ``posterior_``: :class:`~geogp.models.lattice.state.Whole` (with its factored
         covariance) or, on tiles, :class:`~geogp.models.lattice.state.Tiled` (with the
         observed cells and D A⁻¹ D, from which a tile's covariance is rebuilt:
-        :func:`tile_sampler`, placement)."""
+        :func:`tile_sampler`, placement).
+
+        ``hold``: keep the lattice's pattern, symbolic analysis and factor for the next
+        posterior of the same lattice (a robust fit's reweighting steps: the analysis costs
+        about two factorisations), one factor more at the whole lattice's peak; the caller
+        frees them (:func:`~geogp.models.lattice.gmrf.clear_shared_lattice`)."""
         tiles, self.plan_workers_ = self.tile_plan(obs.shape)
         self._stage1_params = dict(self.params_)
         # workers on this machine take the tiles only where their tiles together fit the limit
         on_cluster = len(tiles) > 1 and (self.plan_workers_ > 0
                                          or not local_workers(self.scheduler))
         with dask_client(self.scheduler if on_cluster else None) as client:
-            post = lattice_posterior(self, self._stage1_params, obs, ys, tiles, client)
-        clear_shared_lattice()
+            post = lattice_posterior(self, self._stage1_params, obs, ys, tiles, client, hold)
+        if not hold:
+            clear_shared_lattice()
         self.posterior_tiles_ = post.n_tiles
         self.params_, self.local_scale_ = post.params, post.local_scale
         self.report_large_, self.log_likelihood_ = post.report_large, post.log_likelihood
@@ -319,11 +327,14 @@ def tile_problem(est: LatticeRegressor, raster: np.ndarray, tile: PosteriorTile,
 
 
 def tile_statistics(est: LatticeRegressor, raster: np.ndarray, tile: PosteriorTile, params: dict,
-                    keep: bool = False, later: bool = False) -> tuple[np.ndarray, Any]:
+                    keep: bool = False, later: bool = False,
+                    release: bool = True) -> tuple[np.ndarray, Any]:
     """Pass 1 of a tile, its sparse work at the stage-1 θ: (its core's part of M
     (:func:`~geogp.models.lattice.tiled.core_gram`), its core's state
     (:func:`~geogp.models.lattice.tiled.core_state`, F − S_F in float32)). With ``keep`` (one
-    tile, the whole lattice): (M, log|Σ_g|, the state in float64, what samples need).
+    tile, the whole lattice): (M, log|Σ_g|, the state in float64, what samples need), the
+    factor freed before the state is built unless ``release`` is False (the pattern analysed
+    again by the next factorisation).
 
     ``later`` (tiles run one after another in this process): the state's place holds a
     function that copies the tile's factor and returns the function computing the state (its
@@ -352,7 +363,7 @@ def tile_statistics(est: LatticeRegressor, raster: np.ndarray, tile: PosteriorTi
     problem = dataclasses.replace(problem, ptw=np.zeros((0, problem.ptw.shape[1])))
     if keep:  # one tile: its steps on the progress bar, and the factor freed early
         advance(est.progress)
-        z = selected_inverse(problem, b_vals, est.ordering, release=True)
+        z = selected_inverse(problem, b_vals, est.ordering, release=release)
         advance(est.progress)
         state = core_state(shape, core, s, columns,
                            field_covariance(problem.pattern, z, shape, mid),

@@ -49,12 +49,15 @@ from geogp.models.lattice.gmrf import (
     PARAMS_MID,
     RANGE_MAX_EXTENTS,
     LatticeProblem,
+    clear_shared_lattice,
     fourier_features,
     log_range_cap,
     low_frequencies,
     make_problem,
 )
 from geogp.models.lattice.memory import (
+    FACTOR_COPIES,
+    factor_bytes,
     lattice_bytes,
     lattice_seconds,
     plan_tiles,
@@ -333,6 +336,12 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
                                self._n_columns(n_covariates, raster_shape), here)
         robust = bool(self.robust)  # one more fit of θ, and one posterior per EM step
         fits, posteriors = 1 + robust, 1 + robust * ROBUST_STEPS
+        hold = 0.0  # a robust fit's posteriors keep the whole lattice's factor, if it fits
+        if robust and len(cells) == 1:
+            hold = factor_bytes(cells[0], self._alpha(),
+                                self.mid_factor(raster_shape) is not None) / FACTOR_COPIES
+            hold = hold if needed + hold <= self.max_bytes else 0.0
+        needed += hold
         refits = len(self._smoother_candidates()) + (
             self.mid_scale == "auto" and self.mid_factor(raster_shape) is not None)
         # varying="auto" skips the stage where it would not fit (_roughness_varies)
@@ -343,7 +352,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
                 VARYING_AUTO_MAX_CELLS):  # when the data ask for it, and one more posterior
             refits += VARYING_FIT_COST + 1
         return {"tiles": len(cells), "bytes": max(needed, stage), "local_workers": here,
-                "varying_stage": stage > needed,
+                "varying_stage": stage > needed, "holds_factor": hold > 0.0,
                 "seconds": lattice_seconds(sum(cells), workers, fits, posteriors),
                 "seconds_most": lattice_seconds(sum(cells), workers, fits + refits,
                                                 posteriors)}
@@ -460,8 +469,9 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
                 and self._smoother_wins(local, tiles)
                 and self._fit_smoother(obs, ys, trend, tiles)):
             release_memory()  # glibc keeps the freed heap of the tiles' factors
-            # stage 2 (large scales, inside the posterior's factorisation) and the posterior
-            self._posterior(obs, ys)
+            # stage 2 (large scales, inside the posterior's factorisation) and the posterior;
+            # a robust fit's reweighting steps factorise the same lattice again
+            self._posterior(obs, ys, hold=self._holds_factor(obs.shape))
         if self.varying == "auto" and self._roughness_varies(obs, ys):
             self._fit_varying(obs, ys, trend)
             release_memory()
@@ -605,6 +615,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         em = Contamination.start(ys)
         optimize, self.temperature_ = self.optimize, 1.0
         noise = self.noise_var_  # σ² of the posterior the next E-step reads
+        hold = self._holds_factor(obs.shape)
         try:
             for step in range(ROBUST_STEPS):
                 em.step(self.posterior_.mean[cells], self.posterior_.var[cells], ys, noise,
@@ -612,28 +623,41 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
                 self.obs_weight_ = np.full(obs.shape, np.nan)
                 self.obs_weight_[obs] = em.weight
                 if step + 1 == ROBUST_REFIT_AFTER and self.optimize:
+                    clear_shared_lattice()  # the fitting tiles' factors instead of the lattice's
                     _, local, self.report_ = self._fit_local_field(obs, em.target, trend, tiles)
                     self.params_ = {**self.params_, **local}
                     release_memory()
-                self._posterior(obs, em.target)
+                # every step's lattice has one pattern: analysed once, its factor kept between
+                self._posterior(obs, em.target, hold=hold and step + 1 < ROBUST_STEPS)
                 noise = self.noise_var_
                 if step + 1 == ROBUST_REFIT_AFTER < ROBUST_STEPS:  # the next posteriors use it
-                    self.temperature_ = self._temperature(obs, ys, em)
+                    self.temperature_ = self._temperature(obs, ys, em, hold)
                     self.params_ = {k: v + math.log(self.temperature_) if k in _VARIANCE_KEYS
                                     else v for k, v in self.params_.items()}
                     self.optimize = False  # stage 2 keeps the tempered θ (c = 1)
         finally:
             self.optimize = optimize
+            clear_shared_lattice()
         self.contamination_ = em
 
-    def _temperature(self, obs: np.ndarray, ys: np.ndarray, em: Contamination) -> float:
+    def _holds_factor(self, raster_shape: tuple[int, int]) -> bool:
+        """Whether a robust fit's posteriors keep the whole lattice's factor between them
+        (one symbolic analysis for all): one posterior tile, and one more factor within
+        ``max_bytes`` (:meth:`cost_estimate`)."""
+        n_cov = 0 if self._covariates is None else self._covariates.shape[0]
+        return bool(self.robust) and self.cost_estimate(raster_shape,
+                                                        n_covariates=n_cov)["holds_factor"]
+
+    def _temperature(self, obs: np.ndarray, ys: np.ndarray, em: Contamination,
+                     hold: bool = False) -> float:
         """``robust``: the factor by which the predictive sds must grow for 95 % of clean
         observed values hidden under the raster's own gap shapes
         (:func:`~geogp.core.folds.gap_folds`, :data:`ROBUST_TEMPER_FOLDS` of them) to fall in
         the 95 % intervals, at the current θ and weights (the posterior of each fold, θ kept):
         the GVI predictive's temperature, fitted rather than assumed. Never below 1, and 1
         unless the folds show it beyond their own noise
-        (:func:`~geogp.core.calibration.interval_scale`)."""
+        (:func:`~geogp.core.calibration.interval_scale`). ``hold``: the folds' posteriors
+        keep the lattice's factor (:meth:`_holds_factor`)."""
         try:
             folds = gap_folds(obs, ROBUST_TEMPER_FOLDS, seed=0) if ROBUST_TEMPER_FOLDS else []
         except InputError:  # no gap to move (a complete raster): nothing to check on
@@ -643,7 +667,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             part = copy.copy(self)
             part.optimize, part.progress, part.tile_progress = False, None, None
             kept = ~hidden[obs]
-            part._posterior(obs & ~hidden, em.target[kept])
+            part._posterior(obs & ~hidden, em.target[kept], hold=hold)
             at = self._observed_cells(hidden)
             sd = np.sqrt(part.posterior_.var[at] + part.noise_var_)
             clean = em.clean[~kept] > 0.5  # gross errors would widen it for the wrong reason

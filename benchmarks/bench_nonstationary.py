@@ -18,6 +18,17 @@ the mountains (the roughest fifth, above 500 m) and across the coast. ``geogp.fi
 varying=None)`` (one range and sd) against ``geogp.fit(da)`` (the default, ``varying="auto"``,
 which lets them vary here, and says so), with their wall times.
 
+``active``: the thesis's active-learning protocol (§4.4.2), in 2-D and on the lattice. On
+draws of the ``step`` and ``disc`` warps (48², the truth above), half of the cells are a test
+set, 15 % are measured at first and the rest are where sites may go. Each model (one range and
+sd, ``varying=True``) is fitted to the first measurements through ``geogp.fit``, places 60
+sites with its default criterion (``suggest_sites``: total variance reduction), and the sites'
+values are added with ``add_observations`` (the hyperparameters kept, the posterior updated
+exactly). The test cells' latent RMSE and NLPD are printed after 0, 20, 40 and 60 sites, for
+each model with its own sites and with random ones, with the share of sites in the rough half
+of the field. The thesis learnt the hyperparameters on a separate draw of the process; here
+each model learns them from its first measurements, as a user's would.
+
 ``memory``: peak resident memory and time of ``varying=True`` (or ``--stationary``; with
 ``--levels`` the front end's mid-scale level and large scales) on an n × n smoothed-noise
 raster, 30 % missing, in a fresh process of its own (VmHWM), against the estimate made before
@@ -28,6 +39,7 @@ Usage::
     .venv/bin/python benchmarks/bench_nonstationary.py simulated --seeds 0 1 2
     .venv/bin/python benchmarks/bench_nonstationary.py topobathy
     .venv/bin/python benchmarks/bench_nonstationary.py memory --n 500 700
+    .venv/bin/python benchmarks/bench_nonstationary.py active [--kinds step disc --seeds 0 1 2]
 """
 
 from __future__ import annotations
@@ -199,6 +211,85 @@ def topobathy(args) -> None:
         print(f"    model_reason_: {model.model_reason_}")
 
 
+def active(args) -> None:
+    """The thesis's active-learning protocol (§4.4.2) in 2-D: each model places sites on a
+    warped field from its own posterior, and the test cells' scores are tracked as the
+    sites' values are added (hyperparameters kept)."""
+    import warnings
+
+    import pandas as pd
+    import xarray as xr
+
+    import geogp
+
+    n, k_max = args.n, args.sites
+    checkpoints = sorted({0, *range(args.every, k_max + 1, args.every)})
+    pooled: dict = {}  # (model, picks, k) -> [(truth, mean, sd)] over the fields
+    share: dict = {}  # (model) -> [fraction of its sites in the rough half]
+    fit_s: dict = {}
+    for kind in args.kinds:
+        for seed in args.seeds:
+            f, y, s, _, _ = simulate(n, seed, kind)
+            rng = np.random.default_rng(200 + seed)
+            test = rng.random(f.shape) < 0.5  # scored, never measured
+            start = ~test & (rng.random(f.shape) < args.initial / 0.5)  # measured at first
+            pool = ~test & ~start  # where sites may go
+            coords = {"y": 1000.0 * (n - 1 - np.arange(n)), "x": 1000.0 * np.arange(n)}
+            da = xr.DataArray(np.where(start, y, np.nan)[::-1], dims=("y", "x"),
+                              coords=coords).rio.write_crs("EPSG:32633")
+
+            def on_raster(a):  # the field's (row = y index) array on da's grid
+                return a[::-1]
+
+            picks = {"random": np.flatnonzero(on_raster(pool).ravel())}
+            rng.shuffle(picks["random"])
+            models = {}
+            for name, kw in (("stationary", {"varying": None}), ("varying", {"varying": True})):
+                t0 = time.perf_counter()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    models[name] = geogp.fit(da, **kw)
+                    sites = models[name].suggest_sites(k_max, exclude=~on_raster(pool))
+                fit_s.setdefault(name, []).append(time.perf_counter() - t0)
+                picks[name] = sites["index"].to_numpy()
+                share.setdefault(name, []).append(float(np.mean(
+                    on_raster(s).ravel()[picks[name]] < 0.5)))
+            share.setdefault("random", []).append(float(np.mean(
+                on_raster(s).ravel()[picks["random"][:k_max]] < 0.5)))
+            truth, values = on_raster(f), on_raster(y)
+            cell_y, cell_x = np.meshgrid(coords["y"], coords["x"], indexing="ij")
+            for name, model in models.items():
+                for which in (name, "random"):
+                    for k in checkpoints:
+                        at = picks[which][:k]
+                        m = model if k == 0 else model.add_observations(pd.DataFrame({
+                            "x": cell_x.ravel()[at], "y": cell_y.ravel()[at],
+                            "value": values.ravel()[at]}))
+                        pred = m.predict()
+                        r = on_raster(test)
+                        pooled.setdefault((name, which, k), []).append(
+                            (truth[r], pred["mean"].values[r], pred["std_latent"].values[r]))
+            print(f"{kind} seed {seed}: sites in the rough half: " + ", ".join(
+                f"{key} {share[key][-1]:.2f}" for key in ("stationary", "varying", "random")),
+                flush=True)
+    print(f"pooled over {len(args.kinds) * len(args.seeds)} fields ({n}², {args.initial:.0%} "
+          f"of the cells measured at first, sites from the other unmeasured half): test "
+          f"RMSE / NLPD of the latent field after k sites")
+    for name in ("stationary", "varying"):
+        for which in (name, "random"):
+            row = []
+            for k in checkpoints:
+                t, mu, sd = (np.concatenate(a) for a in zip(*pooled[(name, which, k)], strict=True))
+                nlpd = float(np.mean(0.5 * np.log(2 * np.pi * sd**2) + 0.5 * ((t - mu) / sd)**2))
+                row.append(f"{k}: {rmse(t, mu):.4f} / {nlpd:.3f}")
+            label = f"{name} model, {'its own' if which == name else 'random'} sites"
+            print(f"  {label:<28} " + " | ".join(row))
+    print("  sites in the rough half (s < 0.5): " + ", ".join(
+        f"{key} {np.mean(v):.2f}" for key, v in share.items()))
+    print("  fit and placement per field: " + ", ".join(
+        f"{key} {np.mean(v):.1f} s" for key, v in fit_s.items()))
+
+
 _MEMORY = r"""
 import json, sys, time
 import numpy as np
@@ -255,8 +346,17 @@ def main() -> None:
     c.add_argument("--levels", action="store_true",
                    help="the front end's mid-scale level and large scales (mid_scale and "
                         "large_scale 'auto')")
+    d = sub.add_parser("active")
+    d.add_argument("--kinds", nargs="+", default=["step", "disc"])
+    d.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    d.add_argument("--n", type=int, default=48)
+    d.add_argument("--initial", type=float, default=0.15,
+                   help="fraction of the cells measured at first")
+    d.add_argument("--sites", type=int, default=60)
+    d.add_argument("--every", type=int, default=20)
     args = ap.parse_args()
-    {"simulated": simulated, "topobathy": topobathy, "memory": memory}[args.study](args)
+    {"simulated": simulated, "topobathy": topobathy, "memory": memory,
+     "active": active}[args.study](args)
 
 
 if __name__ == "__main__":

@@ -389,3 +389,21 @@ def test_kernel_outputs_are_float64():
 def test_make_kernel_rejects_lengthscale_of_wrong_length():
     with pytest.raises(InputError, match=r"per input dimension \(D=2\); got shape \(3,\)"):
         gk.make_kernel("matern32", n_dims=2, lengthscale=[0.1, 0.2, 0.3])
+
+
+def test_scaled_kernels_multiply_covariance_and_spectral_density():
+    """k.scaled(c) is c·k for every kind (the robust fits' tempered predictive)."""
+    from geogp.core.kernels import ProductKernel
+
+    rng = np.random.default_rng(3)
+    x, xi = rng.normal(size=(6, 2)), rng.normal(size=(5, 2))
+    base = geogp.Matern32(lengthscale=[0.5, 2.0], variance=1.5)
+    total = base + geogp.SquaredExponential(lengthscale=0.3, variance=0.2)
+    for k in (base, total, ProductKernel((base, geogp.Matern12(lengthscale=0.7)))):
+        s = k.scaled(2.5)
+        assert type(s) is type(k)
+        np.testing.assert_allclose(s(x, x), 2.5 * np.asarray(k(x, x)), rtol=1e-13)
+        assert float(s.variance_at_zero) == pytest.approx(2.5 * float(k.variance_at_zero))
+    for k in (base, total):
+        np.testing.assert_allclose(k.scaled(2.5).spectral_density(xi),
+                                   2.5 * np.asarray(k.spectral_density(xi)), rtol=1e-13)

@@ -77,6 +77,11 @@ class Kernel:
         X2 = _as_points(X2)
         return self.evaluate(X1[:, None, :] - X2[None, :, :])
 
+    def scaled(self, factor: float) -> Kernel:
+        """The same kernel times ``factor`` > 0: k'(r) = factor · k(r), its spectral density
+        likewise (a tempered predictive: every variance of a model grows by one factor)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be scaled.")
+
     def __add__(self, other: Kernel) -> SumKernel:
         if not isinstance(other, Kernel):
             return NotImplemented
@@ -132,6 +137,10 @@ class StationaryKernel(Kernel):
     def variance_at_zero(self) -> jax.Array:
         """k(0) = σ_f²."""
         return self.variance
+
+    def scaled(self, factor: float) -> StationaryKernel:
+        """See :meth:`Kernel.scaled`: σ_f² times ``factor``."""
+        return type(self).tree_unflatten(None, (self.lengthscale, self.variance * factor))
 
     def _ell(self, d: int):
         return jnp.broadcast_to(self.lengthscale, (d,))
@@ -287,6 +296,10 @@ class SumKernel(_CompositeKernel):
     def variance_at_zero(self) -> jax.Array:
         return sum(p.variance for p in self.parts)
 
+    def scaled(self, factor: float) -> SumKernel:
+        """See :meth:`Kernel.scaled`: every part's σ_f² times ``factor``."""
+        return SumKernel(tuple(p.scaled(factor) for p in self.parts))
+
     def evaluate(self, r: ArrayLike) -> jax.Array:
         return sum(p.evaluate(r) for p in self.parts)
 
@@ -385,6 +398,10 @@ class ProductKernel(_CompositeKernel):
         for p in self.parts[1:]:
             out = out * p.variance_at_zero
         return out
+
+    def scaled(self, factor: float) -> ProductKernel:
+        """See :meth:`Kernel.scaled`: the first factor's variance times ``factor``."""
+        return ProductKernel((self.parts[0].scaled(factor), *self.parts[1:]))
 
     def evaluate(self, r: ArrayLike) -> jax.Array:
         """k(r) = ∏_i k_i(r) for difference vectors r of shape (..., D); returns shape (...)."""

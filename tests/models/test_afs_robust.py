@@ -11,7 +11,7 @@ import pytest
 import geogp
 from geogp.core.robust import Contamination, gap_distance_class
 from geogp.exceptions import InputError
-from geogp.models.afs import AFSRegressor
+from geogp.models.afs import AFSRegressor, fitting
 from geogp.models.afs.fitting import ROBUST_STEPS
 
 
@@ -67,7 +67,8 @@ def test_at_fixed_theta_the_em_equals_a_dense_implementation_on_points(rng):
 
 
 @pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")  # a coarse, fixed θ
-def test_at_fixed_theta_the_em_equals_a_dense_implementation_on_a_raster(rng):
+def test_at_fixed_theta_the_em_equals_a_dense_implementation_on_a_raster(rng, monkeypatch):
+    monkeypatch.setattr(fitting, "ROBUST_TEMPER_FOLDS", 0)  # the dense EM is not tempered
     ay, ax = np.linspace(-1.0, 1.0, 21), np.linspace(-1.0, 1.0, 24)
     Y, Xg = np.meshgrid(ay, ax, indexing="ij")
     pts = np.column_stack([Y.ravel(), Xg.ravel()])
@@ -144,3 +145,61 @@ def test_the_front_end_maps_a_robust_afs_fits_weights(rng, tmp_path):
                                rtol=1e-10)
     with pytest.raises(InputError, match="robust=True"):
         again.observation_weight()
+
+
+def _clouded_raster(rng, n=40):
+    """A rough random field (40 random waves of wavelength ~1) under three clouds, noise 0.1."""
+    ay = ax = np.linspace(-1.0, 1.0, n)
+    Y, Xg = np.meshgrid(ay, ax, indexing="ij")
+    omega, phase = 6.0 * rng.standard_normal((40, 2)), rng.uniform(0, 2 * np.pi, 40)
+    f = np.sqrt(2.0 / 40) * np.cos(Y[..., None] * omega[:, 0] + Xg[..., None] * omega[:, 1]
+                                   + phase).sum(axis=-1)
+    v = f + 0.1 * rng.standard_normal(f.shape)
+    for y0, x0 in ((5, 6), (22, 25), (28, 4)):  # clouds, whose shapes the folds move
+        v[y0:y0 + 8, x0:x0 + 9] = np.nan
+    return [ay, ax], f, v
+
+
+@pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")  # a fixed θ
+def test_tempering_scales_every_variance_and_keeps_the_mean(rng):
+    axes, _, v = _clouded_raster(rng)
+    est = AFSRegressor(n_freq=(11, 11), optimize=False, lengthscale=0.4, noise=0.01,
+                       stats_method="dense").fit_grid(axes, v)
+    before = est.predict_grid(axes)
+    est._temper(1.7, None)
+    after = est.predict_grid(axes)
+    np.testing.assert_allclose(after.mean, before.mean, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(after.var_latent / before.var_latent, 1.7**2, rtol=1e-9)
+    np.testing.assert_allclose(after.var_observed / before.var_observed, 1.7**2, rtol=1e-9)
+    assert est.temperature_ == 1.7
+
+
+@pytest.mark.filterwarnings("ignore::geogp.exceptions.ApproximationWarning")
+def test_robust_raster_predictive_is_tempered_on_gap_folds_where_its_sds_are_too_small(
+        rng, monkeypatch):
+    """θ fixed with the signal's variance 0.2² of the field's: the gaps' intervals cover
+    about half of the truth; the gap-shaped folds find a temperature well above 1, and the
+    coverage comes back most of the way (the folds' small clouds are easier than the
+    raster's large ones). Scattered points are not tempered."""
+    axes, f, v = _clouded_raster(rng)
+    gaps = ~np.isfinite(v)
+
+    def fit(folds):
+        monkeypatch.setattr(fitting, "ROBUST_TEMPER_FOLDS", folds)
+        kw = {"n_freq": (21, 21), "optimize": False, "lengthscale": 0.3, "variance": 0.04,
+              "noise": 0.01}
+        return AFSRegressor(robust=True, **kw).fit_grid(axes, v)
+
+    def coverage(p):
+        return np.mean(np.abs(p.mean - f)[gaps] < 1.96 * np.sqrt(p.var_latent[gaps]))
+
+    narrow, plain = fit(2), fit(0)
+    t = narrow.gross_errors()["temperature"]
+    assert plain.gross_errors()["temperature"] == 1.0
+    assert 1.5 <= t <= 3.0, t
+    a, b = narrow.predict_grid(axes), plain.predict_grid(axes)
+    assert coverage(b) < 0.65 and coverage(a) > 0.75, (coverage(b), coverage(a))  # 0.54, 0.77
+    X, _, y, _ = _points(rng, n=200)
+    pts = AFSRegressor(robust=True, n_freq=(9, 9), optimize=False, lengthscale=0.3,
+                       noise=0.05).fit(X, y)
+    assert pts.gross_errors()["temperature"] == 1.0

@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # annotations only
     from geogp.models.afs.regressor import AFSRegressor
 
 __all__ = ["AdaptiveWindowFit", "MAX_REFITS", "SUM_SPREAD", "ROBUST_STEPS",
-           "ROBUST_REFIT_AFTER"]
+           "ROBUST_REFIT_AFTER", "ROBUST_TEMPER_FOLDS"]
 
 MAX_REFITS = 3  # at most this many refits on a wider window (alias_tol)
 SUM_SPREAD = 9.0  # a sum's parts start at the pilot lengthscale ×/÷ 3 (two parts)
@@ -61,6 +61,9 @@ SUM_SPREAD = 9.0  # a sum's parts start at the pilot lengthscale ×/÷ 3 (two pa
 # again (as the lattice model's)
 ROBUST_STEPS = 5
 ROBUST_REFIT_AFTER = 4
+# ... and, on a raster, the gap-shaped folds its predictive's temperature is fitted on after
+# the refit (one data pass and posterior each; 0: no temperature), as the lattice model's
+ROBUST_TEMPER_FOLDS = 2
 
 
 class AdaptiveWindowFit:
@@ -228,14 +231,17 @@ class AdaptiveWindowFit:
                                         self.kernel_.variance_at_zero, self.detrended_stats())
 
     def _reweight(self, ys: np.ndarray, classes: np.ndarray, make_stats: Callable,
-                  projection: Callable, predict_observed: Callable, relearn: Callable) -> None:
+                  projection: Callable, predict_observed: Callable, relearn: Callable,
+                  temperature: Callable[[Contamination], float] | None = None) -> None:
         """``robust``: the EM of :mod:`geogp.core.robust` from the plain fit. Each step reads
         the data once more into weighted statistics (``make_stats(ff, weights, targets)``)
         and takes the posterior on the same features; after :data:`ROBUST_REFIT_AFTER` steps
         the whole fit runs again on the weighted data (``relearn(make_stats, projection)``:
         window, θ, posterior). ``predict_observed()``: the posterior's (mean, latent variance)
         at the observations, standardised; ``projection(weights)``: the iterative posterior's
-        noise projection with those weights."""
+        noise projection with those weights. ``temperature(em)``: after the refit's step, the factor
+        (≥ 1) every sd must grow by (gap-shaped folds; rasters only): the kernel's variance
+        and the noise grow by its square, which moves no mean (``temperature_``)."""
         announce_fit(self.progress, "robust refit", (
             f"robust: {ROBUST_STEPS} reweighting steps (one data pass and posterior each), "
             f"the fit run again on the weighted data after {ROBUST_REFIT_AFTER}"),
@@ -258,9 +264,21 @@ class AdaptiveWindowFit:
                 self.stats_ = weighted(self.features_)
                 seconds += time.perf_counter() - t0
                 self._set_posterior(projection(em.weight))
+            if step + 1 == ROBUST_REFIT_AFTER < ROBUST_STEPS and temperature is not None:
+                self._temper(temperature(em), projection(em.weight))  # the next steps use it
         self.stats_time_s_ = seconds  # every data pass, the plain fit's included
         self.obs_weight_, self.contamination_ = em.weight, em
         warn_if_poor(self.diagnostics_, stacklevel=4)
+
+    def _temper(self, factor: float, noise_projection: Any) -> None:
+        """Every variance of the model (the kernel's, the noise) times ``factor``²: the
+        posterior's mean stays, its variances grow by ``factor``² (the statistics do not
+        depend on θ, so the posterior is taken again from them)."""
+        self.temperature_ = float(factor)
+        if factor != 1.0:
+            self.kernel_ = self.kernel_.scaled(factor**2)
+            self.noise_ = self.noise_ * factor**2
+            self._set_posterior(noise_projection)
 
     def _alias_tol(self):
         tol = self.alias_tol

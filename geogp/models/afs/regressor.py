@@ -11,12 +11,15 @@ kernel sum, refits) is its base class :class:`~geogp.models.afs.fitting.Adaptive
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from geogp.core.calibration import interval_scale
+from geogp.core.folds import gap_folds
 from geogp.core.robust import gap_distance_class
 from geogp.core.trend import monomial_powers
 from geogp.core.validation import as_points, as_targets, check_same_length, warn_if_lonlat
@@ -29,6 +32,7 @@ from geogp.features.fourier_statistics import (
     grid_noise_projection,
     points_noise_projection,
 )
+from geogp.models.afs import fitting as afs_fitting
 from geogp.models.afs import predict as afs_predict
 from geogp.models.afs import sampling as afs_sampling
 from geogp.models.afs.derived import Derived
@@ -313,11 +317,36 @@ class AFSRegressor(AdaptiveWindowFit):
             mean, var = afs_predict.on_grid(self, saxes, "raise")
             return mean[obs], var[obs]
 
+        def temperature(em) -> float:
+            """The factor the sds need for 95 % of the clean observed values hidden under
+            the raster's own gap shapes (``ROBUST_TEMPER_FOLDS`` folds) to fall in their
+            intervals, at the current θ and weights (each fold's posterior from its own data
+            pass); never below 1 (:func:`~geogp.core.calibration.interval_scale`)."""
+            n_folds = afs_fitting.ROBUST_TEMPER_FOLDS
+            try:
+                folds = gap_folds(obs, n_folds, seed=0) if n_folds else []
+            except InputError:  # a complete raster: no gap to move
+                return 1.0
+            z = []
+            for hidden in folds:
+                kept = ~hidden[obs]
+                part = copy.copy(self)
+                part.stats_ = make_stats(self.features_, em.weight,
+                                         np.where(kept, em.target, np.nan))
+                seen = np.where(hidden, np.nan, values)
+                part._set_posterior(lambda S, rng, seen=seen: grid_noise_projection(
+                    self.features_, saxes, seen, S, rng, chunk, _on_cells(obs, em.weight)))
+                mean, var = afs_predict.on_grid(part, saxes, "raise")
+                sd = np.sqrt(var[hidden] + part.noise_)
+                clean = em.clean[~kept] > 0.5  # gross errors would widen it for the wrong reason
+                z.append(((values_std[hidden] - mean[hidden]) / sd)[clean])
+            return interval_scale(np.concatenate(z)) if z else 1.0
+
         self._robust_fields(None)
         learn(make_stats, projection())
         if self.robust:
             self._reweight(values_std[obs], gap_distance_class(obs), make_stats, projection,
-                           at_cells, learn)
+                           at_cells, learn, temperature)
             self._fitted_cells = (axes, obs)
         return self
 
@@ -325,6 +354,7 @@ class AFSRegressor(AdaptiveWindowFit):
         """Reset what a robust fit sets (a plain refit of the same estimator has none)."""
         self.obs_weight_ = self.contamination_ = value
         self._fitted_points = self._fitted_cells = value
+        self.temperature_ = 1.0
 
     def observation_weight(self, points: ArrayLike) -> np.ndarray:
         """(P,) the weight a ``robust`` fit gave the observation at each of ``points`` (P, D),
@@ -361,7 +391,8 @@ class AFSRegressor(AdaptiveWindowFit):
         """The fitted gross-error model in data units (``robust=True``): ``prior`` (the
         probability per distance class to the nearest gap; scattered points use the first
         only), ``shift`` and ``sd`` of the gross errors, and ``flagged``, the observations
-        more likely gross errors than not."""
+        more likely gross errors than not, and ``temperature``, the factor the sds were
+        widened by (gap-shaped folds of a raster; 1 on scattered points)."""
         check_fitted(self, "posterior_")
         em = getattr(self, "contamination_", None)
         if em is None:
@@ -369,7 +400,7 @@ class AFSRegressor(AdaptiveWindowFit):
                              "the posterior, not the gross-error model.")
         return {"prior": np.asarray(em.prior), "shift": em.shift * self.scaler_.y_scale,
                 "sd": float(np.sqrt(em.var)) * self.scaler_.y_scale,
-                "flagged": int(np.sum(em.clean < 0.5))}
+                "flagged": int(np.sum(em.clean < 0.5)), "temperature": self.temperature_}
 
     @staticmethod
     def _check_counts(n, d):

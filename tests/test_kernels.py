@@ -407,3 +407,6 @@ def test_scaled_kernels_multiply_covariance_and_spectral_density():
     for k in (base, total):
         np.testing.assert_allclose(k.scaled(2.5).spectral_density(xi),
                                    2.5 * np.asarray(k.spectral_density(xi)), rtol=1e-13)
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(InputError, match="scale factor"):
+            total.scaled(bad)

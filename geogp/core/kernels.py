@@ -82,6 +82,12 @@ class Kernel:
         likewise (a tempered predictive: every variance of a model grows by one factor)."""
         raise NotImplementedError(f"{type(self).__name__} cannot be scaled.")
 
+    @staticmethod
+    def _check_factor(factor: float) -> float:
+        if isinstance(factor, bool) or not (np.isfinite(factor) and factor > 0):
+            raise InputError(f"a kernel's scale factor must be finite and > 0; got {factor!r}.")
+        return float(factor)
+
     def __add__(self, other: Kernel) -> SumKernel:
         if not isinstance(other, Kernel):
             return NotImplemented
@@ -140,7 +146,8 @@ class StationaryKernel(Kernel):
 
     def scaled(self, factor: float) -> StationaryKernel:
         """See :meth:`Kernel.scaled`: σ_f² times ``factor``."""
-        return type(self).tree_unflatten(None, (self.lengthscale, self.variance * factor))
+        return type(self).tree_unflatten(None, (self.lengthscale,
+                                                self.variance * self._check_factor(factor)))
 
     def _ell(self, d: int):
         return jnp.broadcast_to(self.lengthscale, (d,))

@@ -166,7 +166,8 @@ def test_tempering_scales_every_variance_and_keeps_the_mean(rng):
     est = AFSRegressor(n_freq=(11, 11), optimize=False, lengthscale=0.4, noise=0.01,
                        stats_method="dense").fit_grid(axes, v)
     before = est.predict_grid(axes)
-    est._temper(1.7, None)
+    est._temper(1.7)
+    est._set_posterior()
     after = est.predict_grid(axes)
     np.testing.assert_allclose(after.mean, before.mean, rtol=0, atol=1e-10)
     np.testing.assert_allclose(after.var_latent / before.var_latent, 1.7**2, rtol=1e-9)

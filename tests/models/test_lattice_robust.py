@@ -358,6 +358,7 @@ def test_robust_posteriors_keep_the_lattice_factor_and_give_the_same_fit(monkeyp
         monkeypatch.setattr(lm.LatticeRegressor, "_holds_factor",
                             lambda self, shape, _h=hold: bool(self.robust) and _h)
         est = lm.LatticeRegressor(robust=True).fit_grid(axes, dirty)
+        assert lm.gmrf._SHARED == {}  # nothing held once the fit is done
         whole = max(analysed)  # the whole lattice's unknowns: the largest pattern
         fits[hold] = (est, analysed.count(whole))  # with the fitting tile's where it is whole
     (held, n_held), (freed, n_freed) = fits[True], fits[False]

@@ -239,18 +239,23 @@ class AdaptiveWindowFit:
         the whole fit runs again on the weighted data (``relearn(make_stats, projection)``:
         window, θ, posterior). ``predict_observed()``: the posterior's (mean, latent variance)
         at the observations, standardised; ``projection(weights)``: the iterative posterior's
-        noise projection with those weights. ``temperature(em)``: after the refit's step, the factor
-        (≥ 1) every sd must grow by (gap-shaped folds; rasters only): the kernel's variance
-        and the noise grow by its square, which moves no mean (``temperature_``)."""
+        noise projection with those weights. ``temperature(em)``: after the refit's step, the
+        factor (≥ 1) every sd must grow by (gap-shaped folds; rasters only): from the next
+        step's posterior on, the kernel's variance and the noise grow by its square, which
+        moves no mean (``temperature_``); that step's E-step reads the untempered one."""
         announce_fit(self.progress, "robust refit", (
             f"robust: {ROBUST_STEPS} reweighting steps (one data pass and posterior each), "
             f"the fit run again on the weighted data after {ROBUST_REFIT_AFTER}"),
             "statistics + compile")
         em = Contamination.start(ys)
         plain_report, seconds = self.report_, self.stats_time_s_
+        factor = None  # the temperature, applied after the next E-step (as the lattice's)
         for step in range(ROBUST_STEPS):
             mean, var = predict_observed()
             em.step(mean, var, ys, self.noise_, classes)
+            if factor is not None:  # this step's posterior is the tempered one
+                self._temper(factor)
+                factor = None
 
             def weighted(ff, w=em.weight, t=em.target):
                 return make_stats(ff, w, t)
@@ -265,20 +270,19 @@ class AdaptiveWindowFit:
                 seconds += time.perf_counter() - t0
                 self._set_posterior(projection(em.weight))
             if step + 1 == ROBUST_REFIT_AFTER < ROBUST_STEPS and temperature is not None:
-                self._temper(temperature(em), projection(em.weight))  # the next steps use it
+                factor = temperature(em)
         self.stats_time_s_ = seconds  # every data pass, the plain fit's included
         self.obs_weight_, self.contamination_ = em.weight, em
         warn_if_poor(self.diagnostics_, stacklevel=4)
 
-    def _temper(self, factor: float, noise_projection: Any) -> None:
+    def _temper(self, factor: float) -> None:
         """Every variance of the model (the kernel's, the noise) times ``factor``²: the
-        posterior's mean stays, its variances grow by ``factor``² (the statistics do not
-        depend on θ, so the posterior is taken again from them)."""
+        posterior taken next (``_set_posterior``, from the same statistics) has the same
+        mean and every variance times ``factor``²."""
         self.temperature_ = float(factor)
         if factor != 1.0:
             self.kernel_ = self.kernel_.scaled(factor**2)
             self.noise_ = self.noise_ * factor**2
-            self._set_posterior(noise_projection)
 
     def _alias_tol(self):
         tol = self.alias_tol

@@ -374,7 +374,11 @@ _SHARED: dict = {}
 
 
 def clear_shared_lattice() -> None:
-    """Forget :func:`make_problem`'s shared lattice (and the factor its pattern holds)."""
+    """Forget :func:`make_problem`'s shared lattice and free the factor its pattern holds (a
+    posterior's sampler may keep the pattern: it factorises again when next used)."""
+    parts = _SHARED.get("parts")
+    if parts is not None:
+        parts["pattern"].release_factors()
     _SHARED.clear()
 
 

@@ -279,7 +279,12 @@ class LatticePosteriorMixin:
         on_cluster = len(tiles) > 1 and (self.plan_workers_ > 0
                                          or not local_workers(self.scheduler))
         with dask_client(self.scheduler if on_cluster else None) as client:
-            post = lattice_posterior(self, self._stage1_params, obs, ys, tiles, client, hold)
+            try:
+                post = lattice_posterior(self, self._stage1_params, obs, ys, tiles, client,
+                                         hold)
+            except BaseException:  # a failed posterior holds nothing
+                clear_shared_lattice()
+                raise
         if not hold:
             clear_shared_lattice()
         self.posterior_tiles_ = post.n_tiles

@@ -624,6 +624,7 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
                 self.obs_weight_[obs] = em.weight
                 if step + 1 == ROBUST_REFIT_AFTER and self.optimize:
                     clear_shared_lattice()  # the fitting tiles' factors instead of the lattice's
+                    # (the released factor is refactorised if the posterior's sampler is used)
                     _, local, self.report_ = self._fit_local_field(obs, em.target, trend, tiles)
                     self.params_ = {**self.params_, **local}
                     release_memory()

@@ -107,7 +107,8 @@ def add_fit_parser(subparsers: argparse._SubParsersAction, epilog: str) -> argpa
     fit.add_argument("--robust", action="store_true",
                      help="lattice and AFS models: a noise model with gross errors "
                           "(cloud-mask leaks, spikes), learnt by EM and down-weighted; on the "
-                          "lattice model 3-4.5x the time of a plain fit (docs/gvi.md)")
+                          "lattice model 3-4x the time of a plain fit on clean data, "
+                          "faster than it on contaminated data (docs/gvi.md)")
     fit.add_argument("--local-range", action="store_true",
                      help="lattice model: let the range and sd vary over the raster (rough "
                           "and smooth terrain alike; varying=True, docs/lattice.md; without "

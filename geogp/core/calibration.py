@@ -5,9 +5,14 @@ docs/gvi.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-__all__ = ["interval_scale", "Z95", "MIN_HIDDEN", "ERRORS_PER_INDEPENDENT"]
+from geogp.core.folds import gap_folds
+from geogp.exceptions import InputError
+
+__all__ = ["interval_scale", "fold_temperature", "Z95", "MIN_HIDDEN", "ERRORS_PER_INDEPENDENT"]
 
 # the standard normal's 97.5 % quantile: a 95 % interval is mean ± Z95 sd
 Z95 = 1.959963984540054
@@ -32,3 +37,17 @@ def interval_scale(z: np.ndarray) -> float:
     n_eff = z.size / ERRORS_PER_INDEPENDENT
     level = 0.95 - 2.0 * np.sqrt(0.95 * 0.05 / n_eff)
     return max(1.0, float(np.quantile(z, level)) / Z95)
+
+
+def fold_temperature(observed: np.ndarray, n_folds: int,
+                     errors: Callable[[np.ndarray], np.ndarray]) -> float:
+    """:func:`interval_scale` of the standardised errors ``errors(hidden)`` of the values
+    hidden in each of ``n_folds`` gap-shaped folds of the raster ``observed``
+    (:func:`~geogp.core.folds.gap_folds`, seed 0): a robust fit's temperature. 1.0 without
+    folds, or on a raster with no gap to move."""
+    try:
+        folds = gap_folds(observed, n_folds, seed=0) if n_folds else []
+    except InputError:  # a complete raster: nothing to check on
+        return 1.0
+    z = [errors(hidden) for hidden in folds]
+    return interval_scale(np.concatenate(z)) if z else 1.0

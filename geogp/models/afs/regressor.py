@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from geogp.core.calibration import interval_scale
-from geogp.core.folds import gap_folds
+from geogp.core.calibration import fold_temperature
 from geogp.core.robust import gap_distance_class
 from geogp.core.trend import monomial_powers
 from geogp.core.validation import as_points, as_targets, check_same_length, warn_if_lonlat
@@ -305,9 +304,9 @@ class AFSRegressor(AdaptiveWindowFit):
 
         chunk = self.chunk_bytes
 
-        def projection(weights=None):
+        def projection(weights=None, seen=values):  # seen: the raster, NaN where unobserved
             cells = None if weights is None else _on_cells(obs, weights)
-            return lambda S, rng: grid_noise_projection(self.features_, saxes, values, S, rng,
+            return lambda S, rng: grid_noise_projection(self.features_, saxes, seen, S, rng,
                                                         chunk, cells)
 
         def learn(stats, proj):
@@ -321,26 +320,19 @@ class AFSRegressor(AdaptiveWindowFit):
             """The factor the sds need for 95 % of the clean observed values hidden under
             the raster's own gap shapes (``ROBUST_TEMPER_FOLDS`` folds) to fall in their
             intervals, at the current θ and weights (each fold's posterior from its own data
-            pass); never below 1 (:func:`~geogp.core.calibration.interval_scale`)."""
-            n_folds = afs_fitting.ROBUST_TEMPER_FOLDS
-            try:
-                folds = gap_folds(obs, n_folds, seed=0) if n_folds else []
-            except InputError:  # a complete raster: no gap to move
-                return 1.0
-            z = []
-            for hidden in folds:
+            pass; :func:`~geogp.core.calibration.fold_temperature`)."""
+            def errors(hidden: np.ndarray) -> np.ndarray:
                 kept = ~hidden[obs]
                 part = copy.copy(self)
                 part.stats_ = make_stats(self.features_, em.weight,
                                          np.where(kept, em.target, np.nan))
-                seen = np.where(hidden, np.nan, values)
-                part._set_posterior(lambda S, rng, seen=seen: grid_noise_projection(
-                    self.features_, saxes, seen, S, rng, chunk, _on_cells(obs, em.weight)))
+                part._set_posterior(projection(em.weight, np.where(hidden, np.nan, values)))
                 mean, var = afs_predict.on_grid(part, saxes, "raise")
                 sd = np.sqrt(var[hidden] + part.noise_)
                 clean = em.clean[~kept] > 0.5  # gross errors would widen it for the wrong reason
-                z.append(((values_std[hidden] - mean[hidden]) / sd)[clean])
-            return interval_scale(np.concatenate(z)) if z else 1.0
+                return ((values_std[hidden] - mean[hidden]) / sd)[clean]
+
+            return fold_temperature(obs, afs_fitting.ROBUST_TEMPER_FOLDS, errors)
 
         self._robust_fields(None)
         learn(make_stats, projection())

@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING
 import jax.numpy as jnp
 import numpy as np
 
-from geogp.core.calibration import interval_scale
-from geogp.core.folds import gap_folds
+from geogp.core.calibration import fold_temperature
 from geogp.core.grid_checks import NEARLY_REGULAR_TOLERANCE, spacing_variation
 from geogp.core.optimize import FitReport
 from geogp.core.progress import announce_fit
@@ -465,19 +464,20 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         self.varying_spread_, self.varying_reason_ = None, None
         if forced:
             tiles = self._fit_varying(obs, ys, trend)
+        hold = self._holds_factor(obs.shape)  # robust: the posteriors share one factor
         if not (self._smoother_candidates() and not forced
                 and self._smoother_wins(local, tiles)
                 and self._fit_smoother(obs, ys, trend, tiles)):
             release_memory()  # glibc keeps the freed heap of the tiles' factors
             # stage 2 (large scales, inside the posterior's factorisation) and the posterior;
             # a robust fit's reweighting steps factorise the same lattice again
-            self._posterior(obs, ys, hold=self._holds_factor(obs.shape))
+            self._posterior(obs, ys, hold=hold)
         if self.varying == "auto" and self._roughness_varies(obs, ys):
             self._fit_varying(obs, ys, trend)
             release_memory()
             self._posterior(obs, ys)
         if self.robust:
-            self._reweight(obs, ys, trend, tiles)
+            self._reweight(obs, ys, trend, tiles, hold)
         return self
 
     def _roughness_varies(self, obs, ys) -> bool:
@@ -605,8 +605,9 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             out.append(np.exp(float(self.params_[key]) + dev) * unit)
         return out[0], out[1]
 
-    def _reweight(self, obs, ys, trend, tiles) -> None:
-        """``robust``: the EM of :mod:`geogp.core.robust` from the plain fit."""
+    def _reweight(self, obs, ys, trend, tiles, hold: bool) -> None:
+        """``robust``: the EM of :mod:`geogp.core.robust` from the plain fit; ``hold``: its
+        posteriors keep the lattice's factor between them (:meth:`_holds_factor`)."""
         announce_fit(self.progress, "robust refit", (
             f"robust: {ROBUST_STEPS} reweighting steps (one posterior each), θ fitted again "
             f"after {ROBUST_REFIT_AFTER}"), "setup + compile")
@@ -615,7 +616,6 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         em = Contamination.start(ys)
         optimize, self.temperature_ = self.optimize, 1.0
         noise = self.noise_var_  # σ² of the posterior the next E-step reads
-        hold = self._holds_factor(obs.shape)
         try:
             for step in range(ROBUST_STEPS):
                 em.step(self.posterior_.mean[cells], self.posterior_.var[cells], ys, noise,
@@ -657,14 +657,9 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
         the 95 % intervals, at the current θ and weights (the posterior of each fold, θ kept):
         the GVI predictive's temperature, fitted rather than assumed. Never below 1, and 1
         unless the folds show it beyond their own noise
-        (:func:`~geogp.core.calibration.interval_scale`). ``hold``: the folds' posteriors
+        (:func:`~geogp.core.calibration.fold_temperature`). ``hold``: the folds' posteriors
         keep the lattice's factor (:meth:`_holds_factor`)."""
-        try:
-            folds = gap_folds(obs, ROBUST_TEMPER_FOLDS, seed=0) if ROBUST_TEMPER_FOLDS else []
-        except InputError:  # no gap to move (a complete raster): nothing to check on
-            return 1.0
-        z = []
-        for hidden in folds:
+        def errors(hidden: np.ndarray) -> np.ndarray:
             part = copy.copy(self)
             part.optimize, part.progress, part.tile_progress = False, None, None
             kept = ~hidden[obs]
@@ -672,8 +667,9 @@ class LatticeRegressor(LatticeOutputsMixin, LatticePosteriorMixin):
             at = self._observed_cells(hidden)
             sd = np.sqrt(part.posterior_.var[at] + part.noise_var_)
             clean = em.clean[~kept] > 0.5  # gross errors would widen it for the wrong reason
-            z.append(((ys[~kept] - part.posterior_.mean[at]) / sd)[clean])
-        return interval_scale(np.concatenate(z)) if z else 1.0
+            return ((ys[~kept] - part.posterior_.mean[at]) / sd)[clean]
+
+        return fold_temperature(obs, ROBUST_TEMPER_FOLDS, errors)
 
     def observation_weight(self, points: ArrayLike) -> np.ndarray:
         """(P,) the weight a ``robust`` fit gave the observed cell at each of ``points``

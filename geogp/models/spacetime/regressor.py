@@ -115,7 +115,7 @@ CALIBRATION_FOLDS = 2
 # stop L-BFGS, converged, once the objective (per observation) fell by less than this over
 # that many iterations: on stacks a weakly identified parameter (a time scale far beyond the
 # series) drifts along a flat ridge for dozens of evaluations that change nothing else
-STALL = (10, 1e-5)
+STALL = (5, 1e-5)
 # windows to compute before a second thread (and its own compiled likelihood) pays
 MIN_THREADED_ITEMS = 4
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The image-stack peers of stack_peers.py, each in its own environment (never geogp's):
 #   - R (Debian's r-base-core) with gapfill's dependencies from Debian, and gapfill itself in
-#     benchmarks/peers/.rlib: from CRAN, or from a source directory ($GAPFILL_SRC, e.g. a clone
-#     of https://github.com/florafauna/gapfill: its gapfill/ folder), or GitHub's tarball;
+#     benchmarks/peers/.rlib: from a source directory when $GAPFILL_SRC names one (e.g. a clone
+#     of https://github.com/florafauna/gapfill: its gapfill/ folder), else from CRAN, else
+#     from GitHub's tarball;
 #   - pyDINEOF (PyPI) in benchmarks/peers/.venv-dineof.
 #
 #   bash benchmarks/peers/setup_stack_peers.sh                       # as root, for apt-get
@@ -12,10 +13,12 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 RLIB="$HERE/.rlib"
 PY="${PYTHON:-python3}"
 
-if ! command -v Rscript > /dev/null; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-        r-base-core r-base-dev r-cran-rcpp r-cran-foreach r-cran-ggplot2 r-cran-fields \
-        r-cran-quantreg
+# R, a compiler for gapfill's C++ and its dependencies; python3-venv for pyDINEOF's venv
+APT=(r-base-core r-base-dev r-cran-rcpp r-cran-foreach r-cran-ggplot2 r-cran-fields
+     r-cran-quantreg python3-venv)
+if ! dpkg -s "${APT[@]}" > /dev/null 2>&1; then
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${APT[@]}"
 fi
 mkdir -p "$RLIB"
 if [ ! -d "$RLIB/gapfill" ]; then
@@ -32,7 +35,9 @@ if [ ! -d "$RLIB/gapfill" ]; then
 fi
 Rscript -e "library('gapfill', lib.loc = '$RLIB'); cat('gapfill', format(packageVersion('gapfill', lib.loc = '$RLIB')), '\n')"
 
-if [ ! -x "$HERE/.venv-dineof/bin/python" ]; then
+# a venv left without pip by an earlier failed attempt is made again
+if ! "$HERE/.venv-dineof/bin/python" -m pip --version > /dev/null 2>&1; then
+    rm -rf "$HERE/.venv-dineof"
     "$PY" -m venv "$HERE/.venv-dineof"
 fi
 "$HERE/.venv-dineof/bin/python" -m pip install --quiet pyDINEOF==0.1.1

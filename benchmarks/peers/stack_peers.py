@@ -12,17 +12,23 @@ Every method is scored with the same code: RMSE, and CRPS and 95 % coverage of t
 value where it gives an sd (geogp only).
 
 - ``spacetime``: ``geogp.fit(stack)`` with the defaults (the space-time lattice model).
-- ``per image``: ``geogp.fit(stack, model="lattice")``, one fit per date (slow: not run
+- ``two-stages``: the large scales first (``bench_spacetime.two_stages``: the joint model on
+  ``--block`` × ``--block`` block means, then on the residuals; not geogp's default).
+- ``per-image``: ``geogp.fit(stack, model="lattice")``, one fit per date (slow: not run
   unless ``--methods`` names it).
 - ``gapfill``: ``Gapfill()`` with the package's defaults and ``clipRange = c(0, 1)``
   (``gapfill_stack.R``, through ``Rscript``), from ``setup_stack_peers.sh``'s library.
 - ``DINEOF``: pyDINEOF's ``run_2D`` with up to 10 EOF modes (3 on 10 dates: its Krylov
   space must be smaller than the dates; ``dineof_stack.py`` in ``.venv-dineof``); it fits
-  log values and leaves cells it never saw (or saw only at ≤ 0) empty, where the date's mean
-  stands in (the count is printed).
-- ``linear in time``: each cell's series interpolated linearly between its observed dates
-  (held constant beyond the first and last); ``same day, linear across years`` (NDVI): the
-  same per day of year, across the years (where a day was never seen, the former).
+  log values and leaves cells it never saw (or saw only at ≤ 0) empty. It is also scored on
+  the cells it filled.
+- ``linear in time``: each cell's series interpolated linearly in time (days) between its
+  observed dates (held constant beyond the first and last); ``same day, linear across years``
+  (NDVI): the same per day of year, across the years (where a day was never seen, the
+  former).
+
+Where a method leaves a scored cell empty, the date's mean of the observed values stands in
+(one rule for all; the count is printed).
 
 A peer whose environment is missing is skipped with a line that says how to set it up::
 
@@ -59,10 +65,11 @@ from bench_spacetime import (  # noqa: E402
     ndvi_stack,
     sst_hidden,
     sst_stack,
+    two_stages,
 )
 
 RLIB = os.path.join(HERE, ".rlib")
-METHODS = ("spacetime", "linear", "DINEOF", "gapfill", "per image")
+METHODS = ("spacetime", "two-stages", "linear", "DINEOF", "gapfill", "per-image")
 DINEOF_PY = os.path.join(HERE, ".venv-dineof", "bin", "python")
 
 
@@ -75,13 +82,13 @@ def r_index(cells: tuple[np.ndarray, np.ndarray, np.ndarray], n_doy: int, ny: in
     return 1 + col + nx * (row + ny * (doy + n_doy * year))
 
 
-def linear_in_time(values: np.ndarray) -> np.ndarray:
-    """Each cell's series (axis 0) interpolated linearly over the date index between its
+def linear_in_time(values: np.ndarray, days: np.ndarray) -> np.ndarray:
+    """Each cell's series (axis 0, at ``days``) interpolated linearly in time between its
     observed dates, constant beyond them; NaN where a cell was never observed."""
     t = values.shape[0]
     flat = values.reshape(t, -1)
     out = np.full_like(flat, np.nan)
-    steps = np.arange(t)
+    steps = np.asarray(days, dtype=np.float64)
     for j in range(flat.shape[1]):
         seen = np.isfinite(flat[:, j])
         if seen.any():
@@ -142,11 +149,11 @@ class Table:
         print(pd.DataFrame(self.rows).set_index("method").round(4).to_string())
 
 
-def geogp_fits(table: Table, label: str, train, cells, y, methods) -> None:
-    """geogp's space-time default and image by image (those in ``methods``) on ``train``,
-    scored at ``cells``."""
-    fits = [("spacetime", {"model": "spacetime"}), ("per image", {"model": "lattice"})]
-    for method, kw in fits:
+def geogp_fits(table: Table, label: str, train, cells, y, methods, block: int = 4) -> None:
+    """geogp's space-time default, the large scales first (``bench_spacetime.two_stages``) and
+    image by image (those in ``methods``) on ``train``, scored at ``cells``."""
+    for method, kw in (("spacetime", {"model": "spacetime"}),
+                       ("per-image", {"model": "lattice"})):
         if method not in methods:
             continue
         with warnings.catch_warnings():
@@ -156,20 +163,42 @@ def geogp_fits(table: Table, label: str, train, cells, y, methods) -> None:
             secs = time.perf_counter() - t0
         table.add(f"{method} {label}", y, pred["mean"].values[cells], secs,
                   pred["std"].values[cells])
+    if "two-stages" in methods:
+        t0 = time.perf_counter()
+        big, big_sd, fine = two_stages(train, block)
+        secs = time.perf_counter() - t0
+        table.add(f"two-stages {label}", y, (big + fine["mean"].values)[cells], secs,
+                  np.sqrt(fine["std"].values ** 2 + big_sd**2)[cells])
+
+
+def stand_in(fill: np.ndarray, values: np.ndarray, cells, name: str) -> np.ndarray:
+    """``fill`` with its empty cells replaced by their date's mean of ``values``, the one
+    stand-in for every method that leaves cells empty; says how many."""
+    lost = ~np.isfinite(fill)
+    if lost.any():
+        print(f"# {name} left {int(lost.sum())} of the {fill.size} scored cells empty: their "
+              f"date's mean stands in", flush=True)
+        fill = fill.copy()
+        fill[lost] = np.nanmean(values, axis=(1, 2))[cells[0][lost]]
+    return fill
 
 
 def dineof_fill(values: np.ndarray, times: np.ndarray, cells) -> tuple[np.ndarray, float]:
-    """DINEOF's values at ``cells`` (Krylov space and modes within what the dates allow), and
-    its time; where it left a cell empty, the date's mean (the count is printed)."""
+    """DINEOF's values at ``cells`` (NaN where it left them empty; Krylov space and modes
+    within what the dates allow), and its time."""
     ncv = min(20, values.shape[0] - 1)
     fill, secs = run_dineof(values, times, nev=min(10, ncv - 6), ncv=ncv)
-    fill = fill[cells]
-    lost = ~np.isfinite(fill)  # cells it never saw, or saw only at ≤ 0 (it fits log values)
-    if lost.any():
-        print(f"# DINEOF left {int(lost.sum())} of the scored cells empty: their date's mean "
-              f"stands in")
-        fill[lost] = np.nanmean(values, axis=(1, 2))[cells[0][lost]]
-    return fill, secs
+    return fill[cells], secs
+
+
+def add_dineof(table: Table, label: str, values, times, cells, y) -> None:
+    """DINEOF on every scored cell (the stand-in where it left one empty) and on those it
+    filled."""
+    fill, secs = dineof_fill(values, times, cells)
+    table.add(f"DINEOF {label}", y, stand_in(fill, values, cells, "DINEOF"), secs)
+    done = np.isfinite(fill)
+    if not done.all():
+        table.add(f"DINEOF, the cells it filled {label}", y[done], fill[done], secs)
 
 
 def run_ndvi(args, table: Table, have_r: bool, have_dineof: bool) -> None:
@@ -192,27 +221,28 @@ def run_ndvi(args, table: Table, have_r: bool, have_dineof: bool) -> None:
         print(f"# NDVI {pct} % masked: {int(hidden.sum())} hidden cells, {y.size} scored; "
               f"{machine()}", flush=True)
         train = ndvi_stack(a, masked)
-        geogp_fits(table, label, train, cells, y, args.methods)
+        geogp_fits(table, label, train, cells, y, args.methods, args.block)
+        days = (train["time"].values - train["time"].values[0]) / np.timedelta64(1, "D")
         if "linear" in args.methods:
             t0 = time.perf_counter()
-            lin = linear_in_time(masked)[cells]
-            lin = np.where(np.isfinite(lin), lin, np.nanmean(masked))
+            lin = stand_in(linear_in_time(masked, days)[cells], masked, cells, "linear")
             table.add(f"linear in time {label}", y, lin, time.perf_counter() - t0)
             t0 = time.perf_counter()  # the same day of year, linear across the years
             n_year = masked.shape[0] // n_doy
             by_doy = masked.reshape(n_year, n_doy, -1).transpose(1, 0, 2)
-            across = np.stack([linear_in_time(d) for d in by_doy]).transpose(1, 0, 2)
-            across = across.reshape(masked.shape)[cells]
+            years = days.reshape(n_year, n_doy).T
+            across = np.stack([linear_in_time(d, yr) for d, yr in zip(by_doy, years,
+                                                                      strict=True)])
+            across = across.transpose(1, 0, 2).reshape(masked.shape)[cells]
             table.add(f"same day, linear across years {label}", y,
                       np.where(np.isfinite(across), across, lin), time.perf_counter() - t0)
         if have_dineof and "DINEOF" in args.methods:
-            fill, secs = dineof_fill(masked, train["time"].values, cells)
-            table.add(f"DINEOF {label}", y, fill, secs)
+            add_dineof(table, label, masked, train["time"].values, cells, y)
         if have_r and "gapfill" in args.methods:
             fill, check, secs = run_gapfill(rda, pct, r_index(cells, n_doy, *masked.shape[1:]))
             if not np.allclose(check, y):
                 raise SystemExit("gapfill_stack.R read other cells than this script scores")
-            table.add(f"gapfill {label}", y, fill, secs)
+            table.add(f"gapfill {label}", y, stand_in(fill, masked, cells, "gapfill"), secs)
 
 
 def run_sst(args, table: Table, have_dineof: bool) -> None:
@@ -225,16 +255,14 @@ def run_sst(args, table: Table, have_dineof: bool) -> None:
     y = v[cells]
     train = da.where(~hidden)
     print(f"# SST {v.shape}: {y.size} hidden cells; {machine()}", flush=True)
-    geogp_fits(table, "SST", train, cells, y, args.methods)
+    geogp_fits(table, "SST", train, cells, y, args.methods, args.block)
+    days = (train["time"].values - train["time"].values[0]) / np.timedelta64(1, "D")
     if "linear" in args.methods:
         t0 = time.perf_counter()
-        lin = linear_in_time(train.values)[cells]
-        table.add("linear in time SST", y,
-                  np.where(np.isfinite(lin), lin, np.nanmean(train.values)),
-                  time.perf_counter() - t0)
+        lin = stand_in(linear_in_time(train.values, days)[cells], train.values, cells, "linear")
+        table.add("linear in time SST", y, lin, time.perf_counter() - t0)
     if have_dineof and "DINEOF" in args.methods:
-        fill, secs = dineof_fill(train.values, train["time"].values, cells)
-        table.add("DINEOF SST", y, fill, secs)
+        add_dineof(table, "SST", train.values, train["time"].values, cells, y)
 
 
 def main() -> None:
@@ -251,10 +279,12 @@ def main() -> None:
     ap.add_argument("--cells", type=int, default=10_000,
                     help="NDVI hidden cells scored per mask (a seeded sample; 0: all)")
     ap.add_argument("--methods", nargs="+", default=list(METHODS[:-1]), choices=METHODS,
-                    help="what to run (default: all but per image)")
+                    help="what to run (default: all but per-image)")
+    ap.add_argument("--block", type=int, default=4, help="two-stages: the coarse blocks' side")
     args = ap.parse_args()
     have_r = shutil.which("Rscript") is not None and os.path.isdir(os.path.join(RLIB, "gapfill"))
-    have_dineof = os.path.exists(DINEOF_PY)
+    have_dineof = os.path.exists(DINEOF_PY) and subprocess.run(
+        [DINEOF_PY, "-c", "import pydineof"], check=False, capture_output=True).returncode == 0
     for name, ok in (("gapfill", have_r), ("DINEOF", have_dineof)):
         if not ok:
             print(f"# {name} skipped: run benchmarks/peers/setup_stack_peers.sh first")

@@ -227,6 +227,15 @@ def sst_stack(path):
     return sst.rio.write_crs(4326), sea
 
 
+def timed_fit(train: xr.DataArray, **kw):
+    """(``geogp.fit(train, **kw).predict()``, its wall time in seconds), warnings silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t0 = time.perf_counter()
+        pred = geogp.fit(train, **kw).predict()
+        return pred, time.perf_counter() - t0
+
+
 def layout(args) -> dict:
     """The space-time model's tile and halo when given (``--tile``, ``--halo``)."""
     return {k: getattr(args, k) for k in ("tile", "halo") if getattr(args, k) is not None}
@@ -263,11 +272,7 @@ def run_sst(args):
                        ("per image", {"model": "lattice"})):
         if method not in args.methods:
             continue
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            t0 = time.perf_counter()
-            pred = geogp.fit(train, **kw).predict()
-            secs = time.perf_counter() - t0
+        pred, secs = timed_fit(train, **kw)
         rows.append(scores(method, v, v, pred["mean"].values, pred["std"].values, hidden,
                            dist, since, secs))
         print(pd.DataFrame(rows[-1:]).set_index("method").round(4).to_string(), flush=True)
@@ -508,11 +513,7 @@ def run_ndvi(args):
         for method, kw in (("spacetime", joint), ("per image", {"model": "lattice"})):
             if method not in args.methods:
                 continue
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                t0 = time.perf_counter()
-                pred = geogp.fit(train, **kw).predict()
-                secs = time.perf_counter() - t0
+            pred, secs = timed_fit(train, **kw)
             rows.append(scores(f"{method} {pct}%", truth, truth, pred["mean"].values,
                                pred["std"].values, hidden, dist, since, secs))
             print(pd.DataFrame(rows[-1:]).set_index("method").round(4).to_string(), flush=True)

@@ -47,14 +47,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 
 import numpy as np
 import pandas as pd
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-import geogp  # noqa: E402
 from geogp.core.metrics import crps_gaussian  # noqa: E402
 
 from bench_spacetime import (  # noqa: E402
@@ -65,6 +63,7 @@ from bench_spacetime import (  # noqa: E402
     ndvi_stack,
     sst_hidden,
     sst_stack,
+    timed_fit,
     two_stages,
 )
 
@@ -156,11 +155,7 @@ def geogp_fits(table: Table, label: str, train, cells, y, methods, block: int = 
                        ("per-image", {"model": "lattice"})):
         if method not in methods:
             continue
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            t0 = time.perf_counter()
-            pred = geogp.fit(train, **kw).predict()
-            secs = time.perf_counter() - t0
+        pred, secs = timed_fit(train, **kw)
         table.add(f"{method} {label}", y, pred["mean"].values[cells], secs,
                   pred["std"].values[cells])
     if "two-stages" in methods:

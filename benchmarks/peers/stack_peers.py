@@ -81,13 +81,13 @@ def r_index(cells: tuple[np.ndarray, np.ndarray, np.ndarray], n_doy: int, ny: in
     return 1 + col + nx * (row + ny * (doy + n_doy * year))
 
 
-def linear_in_time(values: np.ndarray, days: np.ndarray) -> np.ndarray:
-    """Each cell's series (axis 0, at ``days``) interpolated linearly in time between its
-    observed dates, constant beyond them; NaN where a cell was never observed."""
+def linear_in_time(values: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Each cell's series (axis 0, at the datetime64 ``times``) interpolated linearly in time
+    between its observed dates, constant beyond them; NaN where a cell was never observed."""
     t = values.shape[0]
     flat = values.reshape(t, -1)
     out = np.full_like(flat, np.nan)
-    steps = np.asarray(days, dtype=np.float64)
+    steps = (times - times[0]) / np.timedelta64(1, "D")
     for j in range(flat.shape[1]):
         seen = np.isfinite(flat[:, j])
         if seen.any():
@@ -160,10 +160,8 @@ def geogp_fits(table: Table, label: str, train, cells, y, methods, block: int = 
                   pred["std"].values[cells])
     if "two-stages" in methods:
         t0 = time.perf_counter()
-        big, big_sd, fine = two_stages(train, block)
-        secs = time.perf_counter() - t0
-        table.add(f"two-stages {label}", y, (big + fine["mean"].values)[cells], secs,
-                  np.sqrt(fine["std"].values ** 2 + big_sd**2)[cells])
+        _, _, mean, sd = two_stages(train, block)
+        table.add(f"two-stages {label}", y, mean[cells], time.perf_counter() - t0, sd[cells])
 
 
 def stand_in(fill: np.ndarray, values: np.ndarray, cells, name: str) -> np.ndarray:
@@ -178,18 +176,12 @@ def stand_in(fill: np.ndarray, values: np.ndarray, cells, name: str) -> np.ndarr
     return fill
 
 
-def dineof_fill(values: np.ndarray, times: np.ndarray, cells) -> tuple[np.ndarray, float]:
-    """DINEOF's values at ``cells`` (NaN where it left them empty; Krylov space and modes
-    within what the dates allow), and its time."""
+def add_dineof(table: Table, label: str, values, times, cells, y) -> None:
+    """DINEOF (Krylov space and modes within what the dates allow) on every scored cell (the
+    stand-in where it left one empty) and on those it filled."""
     ncv = min(20, values.shape[0] - 1)
     fill, secs = run_dineof(values, times, nev=min(10, ncv - 6), ncv=ncv)
-    return fill[cells], secs
-
-
-def add_dineof(table: Table, label: str, values, times, cells, y) -> None:
-    """DINEOF on every scored cell (the stand-in where it left one empty) and on those it
-    filled."""
-    fill, secs = dineof_fill(values, times, cells)
+    fill = fill[cells]
     table.add(f"DINEOF {label}", y, stand_in(fill, values, cells, "DINEOF"), secs)
     done = np.isfinite(fill)
     if not done.all():
@@ -217,22 +209,22 @@ def run_ndvi(args, table: Table, have_r: bool, have_dineof: bool) -> None:
               f"{machine()}", flush=True)
         train = ndvi_stack(a, masked)
         geogp_fits(table, label, train, cells, y, args.methods, args.block)
-        days = (train["time"].values - train["time"].values[0]) / np.timedelta64(1, "D")
+        times = train["time"].values
         if "linear" in args.methods:
             t0 = time.perf_counter()
-            lin = stand_in(linear_in_time(masked, days)[cells], masked, cells, "linear")
+            lin = stand_in(linear_in_time(masked, times)[cells], masked, cells, "linear")
             table.add(f"linear in time {label}", y, lin, time.perf_counter() - t0)
             t0 = time.perf_counter()  # the same day of year, linear across the years
             n_year = masked.shape[0] // n_doy
             by_doy = masked.reshape(n_year, n_doy, -1).transpose(1, 0, 2)
-            years = days.reshape(n_year, n_doy).T
+            years = times.reshape(n_year, n_doy).T
             across = np.stack([linear_in_time(d, yr) for d, yr in zip(by_doy, years,
                                                                       strict=True)])
             across = across.transpose(1, 0, 2).reshape(masked.shape)[cells]
             table.add(f"same day, linear across years {label}", y,
                       np.where(np.isfinite(across), across, lin), time.perf_counter() - t0)
         if have_dineof and "DINEOF" in args.methods:
-            add_dineof(table, label, masked, train["time"].values, cells, y)
+            add_dineof(table, label, masked, times, cells, y)
         if have_r and "gapfill" in args.methods:
             fill, check, secs = run_gapfill(rda, pct, r_index(cells, n_doy, *masked.shape[1:]))
             if not np.allclose(check, y):
@@ -251,13 +243,13 @@ def run_sst(args, table: Table, have_dineof: bool) -> None:
     train = da.where(~hidden)
     print(f"# SST {v.shape}: {y.size} hidden cells; {machine()}", flush=True)
     geogp_fits(table, "SST", train, cells, y, args.methods, args.block)
-    days = (train["time"].values - train["time"].values[0]) / np.timedelta64(1, "D")
+    values, times = train.values, train["time"].values
     if "linear" in args.methods:
         t0 = time.perf_counter()
-        lin = stand_in(linear_in_time(train.values, days)[cells], train.values, cells, "linear")
+        lin = stand_in(linear_in_time(values, times)[cells], values, cells, "linear")
         table.add("linear in time SST", y, lin, time.perf_counter() - t0)
     if have_dineof and "DINEOF" in args.methods:
-        add_dineof(table, "SST", train.values, train["time"].values, cells, y)
+        add_dineof(table, "SST", values, times, cells, y)
 
 
 def main() -> None:

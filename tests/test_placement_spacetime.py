@@ -32,7 +32,7 @@ NEXT = 56.0
 def _fixed(shape, seed, **kw):
     """A space-time model at the true θ on a simulated stack (no refit), its grid axes set."""
     _, y, times = _stack(shape=shape, times=TIMES, seed=seed)
-    kw = {"calibrate": False, "local_scale": False, **kw}
+    kw = {"calibrate": False, "local_scale": False, "large_scales": None, **kw}
     est = SpaceTimeRegressor(optimize=False,
                              params=_standardised(THETA, float(np.nanstd(y))), **kw)
     est.fit(y, times)

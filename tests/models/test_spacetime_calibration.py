@@ -103,7 +103,7 @@ def test_the_tiles_own_variance_factor_finds_what_theta_misses_before_the_folds_
     """The same θ, every sd 2.5× too small, with local_scale (the default): each tile's REML
     factor restores the sds (2.5 within 10 %), and the folds then find nothing to widen."""
     _, y, times = _stack(shape=(24, 24), seed=7)
-    kw = {"tile": 14, "halo": 4, "optimize": False, "params": _narrow(y)}
+    kw = {"tile": 14, "halo": 4, "optimize": False, "params": _narrow(y), "large_scales": None}
     plain = SpaceTimeRegressor(calibrate=False, local_scale=False, **kw).fit(y, times)
     local = SpaceTimeRegressor(**kw).fit(y, times)
     ratio = local.sd_observed_ / plain.sd_observed_

@@ -102,7 +102,7 @@ def _fixed(stack, **kw):
     _, y, times = stack
     scale = float(np.nanstd(y))
     # the exact posterior at θ, as the references have it
-    kw = {"calibrate": False, "local_scale": False, **kw}
+    kw = {"calibrate": False, "local_scale": False, "large_scales": None, **kw}
     est = SpaceTimeRegressor(optimize=False, params=_standardised(THETA, scale), **kw)
     return est.fit(y, times)
 

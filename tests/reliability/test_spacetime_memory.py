@@ -86,7 +86,9 @@ def test_a_fit_allocates_three_stacks_of_its_own(monkeypatch):
     v[rng.random(v.shape) < 0.35] = np.nan
     stack = v.nbytes
     theta = {k: math.log(2.0) for k in regressor.PARAMS}
-    est = SpaceTimeRegressor(optimize=False, params=theta, calibrate=False)
+    # the cells' model's own stacks (the large scales' model holds window-sized structures,
+    # which the estimate's window term counts, and stacks a block's area smaller)
+    est = SpaceTimeRegressor(optimize=False, params=theta, calibrate=False, large_scales=None)
     est.fit(v[:, :40, :40], np.arange(46) * 8.0)  # the modules it imports, before tracing
     tracemalloc.start()
     try:

@@ -150,7 +150,8 @@ class SpaceTimeFamily(Family[SpaceTimeDate]):
                 "time_scale_days": math.exp(p["log_tau"]),
                 "sd_offset": math.exp(p["log_sd_offset"]) * scale,
                 "time_scale_offset_days": math.exp(p["log_tau_offset"]),
-                "interval_scale": float(model.interval_scale_)}
+                "interval_scale": float(model.interval_scale_),
+                "large_scales_block_cells": int(model.block_)}
 
     def series_words(self, est: SpaceTimeDate, length: Callable[[float], str]) -> str:
         h = self.hyperparameters(est)
@@ -160,8 +161,8 @@ class SpaceTimeFamily(Family[SpaceTimeDate]):
                 f"persistent field: range {length(h['range_persistent'])}, sd "
                 f"{h['sd_persistent']:.4g}; dates' offsets: sd {h['sd_offset']:.4g}, time "
                 f"scale {h['time_scale_offset_days']:.3g} days; noise sd {h['noise_sd']:.4g}; "
-                f"{_widened(h['interval_scale'])}a space-time lattice of {ny} × {nx} cells × "
-                f"{t} dates")
+                f"{_widened(h['interval_scale'])}{_large(est.model)}a space-time lattice of "
+                f"{ny} × {nx} cells × {t} dates")
 
     def slices_to_arrays(self, estimators: list, arrays: dict) -> list[dict]:
         init = clean({n: getattr(estimators[0].model, n) for n in init_names(SpaceTimeRegressor)})
@@ -176,6 +177,11 @@ class SpaceTimeFamily(Family[SpaceTimeDate]):
     def unknowns(self, est: SpaceTimeDate, n_features: int | str | None) -> str:
         t, ny, nx = est.model.shape_
         return f", a space-time lattice of {ny} × {nx} cells × {t} dates"
+
+
+def _large(model: SpaceTimeRegressor) -> str:
+    k = model.block_
+    return "" if not k else f"large scales from {k} × {k}-cell block means; "
 
 
 def _widened(factor: float) -> str:

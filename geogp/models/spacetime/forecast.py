@@ -10,6 +10,8 @@ in the posterior tile whose core holds s (one solve with that tile's factor, zer
 window: the tiles' own approximation), so that its diagonal is the forecast's variance.
 Measurements at sites s_1, …, s_k condition C as on the lattice model (Woodbury):
 C_k = C − Σ_j v_j v_jᵀ/d_j, v_j = C_{j−1} e_{s_j}, d_j = (v_j)_{s_j} + σ_{s_j}².
+Where the model has large scales, their latent variance at each cell is added to C's diagonal
+(independent from cell to cell: a site reduces it where it stands).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 
 from geogp.linalg.sites import SiteConditioned
 from geogp.models.spacetime.gmrf import DateCovariance, make_problem
+from geogp.models.spacetime.large import Upsampler
 from geogp.models.spacetime.regressor import (
     BYTES_PER_WINDOW_UNKNOWN,
     SpaceTimeForecast,
@@ -85,6 +88,12 @@ class ForecastCovariance(SiteConditioned):
         self.noise = np.maximum(observed**2 - latent**2, 0.0)
         self._g = np.sqrt(self.noise / math.exp(2.0 * model.params_["log_noise"]))
         self._var0 = latent**2
+        # the large scales' variance (docs/spacetime.md, "Large scales") enters as each cell's
+        # own: a site reduces it where it stands, not across the block it shares
+        self._large = np.zeros(self.n)
+        if model.coarse_ is not None:
+            _, sd = model._large_moments(np.array([forecast.time]))
+            self._large = Upsampler((ny, nx), model.block_).up(sd[0]).ravel() ** 2
         self._held: OrderedDict[int, tuple[DateCovariance, int]] = OrderedDict()
         self._v = np.zeros((0, self.n))
         self._d = np.zeros(0)
@@ -136,7 +145,9 @@ class ForecastCovariance(SiteConditioned):
             e = np.zeros((window.size, which.size))
             e[local, np.arange(which.size)] = 1.0
             out[np.ix_(window, which)] = self._tile(int(i)).apply(e)
-        return out * self._g[:, None] * self._g[cells][None, :]
+        out *= self._g[:, None] * self._g[cells][None, :]
+        out[cells, np.arange(cells.size)] += self._large[cells]
+        return out
 
     def apply(self, x: np.ndarray) -> np.ndarray:
         """C_k x for x (n, m): each tile's core from one solve over its window."""
@@ -150,6 +161,7 @@ class ForecastCovariance(SiteConditioned):
             rows, cols = np.mgrid[w.cy0:w.cy1, w.cx0:w.cx1]
             out[(rows * self.shape[1] + cols).ravel()] = core.reshape(-1, gx.shape[1])
         out *= self._g[:, None]
+        out += self._large[:, None] * x
         if self._d.size:
             out -= self._v.T @ ((self._v @ x) / self._d[:, None])
         return out

@@ -33,6 +33,7 @@ from geogp.models.spacetime.gmrf import (
     posterior,
     prior_draws,
 )
+from geogp.models.spacetime.large import Upsampler, add_deviations, block_means
 
 if TYPE_CHECKING:  # annotations only
     from distributed import Client
@@ -167,6 +168,11 @@ class SpaceTimeRegressor:
         max_bytes: refuse, before allocating, a stack whose :meth:`memory_estimate` exceeds
             this.
         progress: ``progress(done, total)`` after each tile.
+        large_scales: the side ``k`` of the blocks whose means a coarse joint model fits
+            first (:mod:`geogp.models.spacetime.large`): its posterior is the cells'
+            model's prior mean, so a date's anomaly at scales beyond a tile reaches the
+            cells deep in its clouds. ``"auto"``: the tile's side, when the raster needs more
+            than one tile and the coarse grid is at least 2 × 2 blocks; None: no coarse model.
 
     Attributes:
         params_: θ (model units). loc_, scale_: the standardisation. fit_report_: L-BFGS's.
@@ -175,6 +181,9 @@ class SpaceTimeRegressor:
         mean_, sd_latent_: (T, n_y, n_x) the posterior at the fitted dates, data units.
         noise_sd_: (n_y, n_x) the sd of a new observation's noise (σ widened as the
         variances are), so that sd_observed_ = √(sd_latent_² + noise_sd_²).
+        block_: the large scales' block side (0: none). coarse_: their model (a
+            :class:`SpaceTimeRegressor` of the standardised stack's block means) or None;
+            ``values_`` then holds the standardised stack less its interpolated mean.
     """
 
     axes_: list[np.ndarray]  # the raster's (y, x) model coordinates, set by its family
@@ -186,7 +195,8 @@ class SpaceTimeRegressor:
                  local_scale: bool = True, calibrate: bool = True,
                  threads: int | str = "auto", scheduler: str | Client | None = "auto",
                  max_bytes: float = 4 * 2**30,
-                 progress: Callable[[int, int], None] | None = None) -> None:
+                 progress: Callable[[int, int], None] | None = None,
+                 large_scales: int | str | None = "auto") -> None:
         self.tile, self.halo = tile, halo
         self.fit_size, self.fit_windows = fit_size, fit_windows
         self.maxiter, self.optimize, self.params = maxiter, optimize, params
@@ -194,6 +204,7 @@ class SpaceTimeRegressor:
         self.threads = threads
         self.scheduler = scheduler
         self.max_bytes, self.progress = max_bytes, progress
+        self.large_scales = large_scales
 
     def _threads(self) -> int:
         return min(available_cores(), 4) if self.threads == "auto" else int(self.threads)
@@ -208,8 +219,12 @@ class SpaceTimeRegressor:
         side = max(auto_side(t) if v == "auto" else int(v) for v in (self.tile, self.fit_size))
         unknowns = min(side, ny) * min(side, nx) * (t + 1) + t
         held = max(self._threads(), self.fit_windows if self.optimize else 1)
+        # the large scales' model runs before the cells' posterior: its windows are never
+        # held beside the tiles, and its stacks are a block's area smaller
+        k = side if self.large_scales == "auto" else int(self.large_scales or 0)
+        coarse = math.ceil(ny / k) * math.ceil(nx / k) if k else 0
         return (BASE_BYTES + BYTES_PER_WINDOW_UNKNOWN * unknowns * held
-                + STACK_COPIES * 8.0 * t * ny * nx)
+                + STACK_COPIES * 8.0 * t * (ny * nx + coarse))
 
     def check_memory(self, shape: tuple[int, int, int]) -> None:
         """Refuse a stack whose :meth:`memory_estimate` exceeds ``max_bytes``."""
@@ -233,6 +248,8 @@ class SpaceTimeRegressor:
                              f"{self.max_bytes!r}.")
         if self.threads != "auto":
             _count(self.threads, "threads", 1)
+        if self.large_scales not in ("auto", None):
+            _count(self.large_scales, "large_scales", 2)
         for name, low in (("fit_windows", 1), ("maxiter", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
@@ -280,9 +297,52 @@ class SpaceTimeRegressor:
                 _loss, params, args=tuple(problems), unconstrained=PARAMS,
                 maxiter=self.maxiter, bounds=self._bounds(), stall=STALL)
         self.params_ = {k: float(v) for k, v in params.items()}
+        self.block_ = self._large_block()
+        self.coarse_ = self._fit_large() if self.block_ else None
         self.interval_scale_ = self._interval_scale() if self.calibrate else 1.0
         self.mean_, self.sd_latent_, self.noise_sd_ = self._moments(self.times_, self._block)
         return self
+
+    def _large_block(self) -> int:
+        """The large scales' block side: ``large_scales``, or with ``"auto"`` the tile's side
+        where the raster needs more than one tile and holds at least 2 × 2 blocks (0: none)."""
+        ny, nx = self.shape_[1:]
+        if self.large_scales is None:
+            return 0
+        if self.large_scales != "auto":
+            return _count(self.large_scales, "large_scales", 2)
+        k = self.tile_
+        several = len(windows((ny, nx), self.tile_, self.halo_)) > 1
+        return k if several and ny > k and nx > k else 0
+
+    def _fit_large(self) -> SpaceTimeRegressor | None:
+        """Fit the coarse model to the standardised stack's block means, at θ's own options
+        (no large scales of its own), and subtract its mean, interpolated to the cells, from
+        ``values_``; None (and ``block_`` 0) where the blocks hold too few values."""
+        k = self.block_
+        coarse_values = block_means(self.values_, k)
+        if np.isfinite(coarse_values).sum() < 10 or min(coarse_values.shape[1:]) < 2:
+            self.block_ = 0
+            return None
+        coarse = SpaceTimeRegressor(
+            fit_windows=self.fit_windows, maxiter=self.maxiter, ordering=self.ordering,
+            local_scale=self.local_scale, calibrate=self.calibrate, threads=self.threads,
+            scheduler=self.scheduler, max_bytes=self.max_bytes, large_scales=None)
+        coarse.fit(coarse_values, self.times_, (float(k), k * self.h_[1]))
+        up = Upsampler(self.shape_[1:], k)
+        for i, plane in enumerate(coarse.mean_):
+            self.values_[i] -= up.up(plane)  # in place; NaN stays missing
+        return coarse
+
+    def _large_moments(self, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The coarse model's (mean, latent sd) at ``times`` (its own fitted moments at the
+        fitted dates), (len(times), c_y, c_x), in the cells' model's standardised units."""
+        coarse = self.coarse_
+        assert coarse is not None
+        if np.array_equal(times, coarse.times_):
+            return coarse.mean_, coarse.sd_latent_
+        mean, latent, _ = coarse.predict_dates(times)
+        return mean, latent
 
     @property
     def sd_observed_(self) -> np.ndarray:
@@ -467,10 +527,15 @@ class SpaceTimeRegressor:
         local = (_scale_map((ny, nx), tiles, scales) if self.local_scale
                  else np.ones((ny, nx)))
         wide = self.scale_ * self.interval_scale_
-        mean *= self.scale_
-        mean += self.loc_
         np.maximum(var, 0.0, out=var)
         var *= local * wide**2
+        if self.coarse_ is not None:  # the prior mean the tiles' data were taken from
+            up = Upsampler((ny, nx), self.block_)
+            for i, (m, s) in enumerate(zip(*self._large_moments(times[keep]), strict=True)):
+                mean[i] += up.up(m)
+                var[i] += (self.scale_ * up.up(s)) ** 2
+        mean *= self.scale_
+        mean += self.loc_
         latent = np.sqrt(var, out=var)
         return mean, latent, wide * np.sqrt(math.exp(2.0 * p["log_noise"]) * local)
 
@@ -538,6 +603,11 @@ class SpaceTimeRegressor:
         wide = self.scale_ * self.interval_scale_
         factor = self.noise_sd_ / (wide * noise_sd)
         out *= wide * factor
+        if self.coarse_ is not None:  # the large scales' own draws, independent of the cells'
+            large = self.coarse_.sample(int(n), seed=rng)
+            large -= self.coarse_.mean_[None]
+            add_deviations(out, large, self.coarse_.sd_latent_,
+                           Upsampler(self.shape_[1:], self.block_), self.scale_)
         if observed:
             noise = rng.standard_normal(out.shape)
             noise *= self.noise_sd_

@@ -1,0 +1,205 @@
+"""#43: the space-time model's large scales (geogp/models/spacetime/large.py): a coarse joint
+model of the block means, whose posterior the cells' model takes as its prior mean."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import geogp
+from geogp.exceptions import InputError, ReadError
+from geogp.models.spacetime import SpaceTimeRegressor
+from geogp.models.spacetime.forecast import ForecastCovariance
+from geogp.models.spacetime.large import (
+    MIN_BLOCK_FRACTION,
+    Upsampler,
+    block_means,
+    interpolation_weights,
+)
+from tests.models.test_spacetime_estimator import THETA, _as_da, _stack, _standardised
+
+pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.MissingCRSWarning")
+
+
+def test_block_means_are_the_observed_means_of_each_block_or_nan_where_too_few():
+    rng = np.random.default_rng(0)
+    values = rng.standard_normal((3, 11, 9))
+    values[rng.random(values.shape) < 0.6] = np.nan
+    out = block_means(values, 4)
+    assert out.shape == (3, 3, 3)
+    for t in range(3):
+        for i in range(3):
+            for j in range(3):
+                block = values[t, 4 * i:4 * i + 4, 4 * j:4 * j + 4]
+                seen = block[np.isfinite(block)]
+                if seen.size >= max(1, MIN_BLOCK_FRACTION * block.size):
+                    assert out[t, i, j] == pytest.approx(seen.mean(), rel=1e-12)
+                else:
+                    assert np.isnan(out[t, i, j])
+
+
+def test_interpolation_is_linear_between_the_blocks_centres_and_constant_beyond():
+    w = interpolation_weights(11, 4)  # blocks 0–3, 4–7, 8–10: centres 1.5, 5.5, 9
+    np.testing.assert_allclose(w.sum(axis=1), 1.0)
+    centres = np.array([1.5, 5.5, 9.0])
+    cells = np.arange(11.0)
+    inside = (cells >= 1.5) & (cells <= 9.0)
+    np.testing.assert_allclose((w @ (2.0 * centres - 3.0))[inside], 2.0 * cells[inside] - 3.0)
+    np.testing.assert_allclose(w[0], w[1])  # beyond the first centre: its value
+    np.testing.assert_allclose(w[10], [0.0, 0.0, 1.0])
+    up = Upsampler((11, 7), 4)
+    plane = np.arange(6.0).reshape(3, 2)
+    np.testing.assert_allclose(up.matrix() @ plane.ravel(), up.up(plane).ravel())
+
+
+def _fit(y, times, **kw):
+    scale = float(np.nanstd(y))
+    kw = {"optimize": False, "params": _standardised(THETA, scale), "calibrate": False, **kw}
+    return SpaceTimeRegressor(**kw).fit(y, times)
+
+
+@pytest.fixture(scope="module")
+def large():
+    """A 36 × 40 stack of 8 dates on 12-cell tiles (large scales from 12 × 12 blocks)."""
+    _, y, times = _stack(shape=(36, 40), seed=3)
+    return y, times, _fit(y, times, tile=12, halo=3)
+
+
+def test_the_moments_are_the_coarse_models_plus_the_cells_model_of_the_rest(large):
+    """mean = the coarse mean interpolated + the cells' posterior of the standardised stack
+    less it, at θ; latent variance = the two latent variances summed (independent), each
+    widened as its own model says."""
+    y, times, est = large
+    assert est.block_ == 12 and est.coarse_ is not None
+    coarse = est.coarse_
+    standard = (y - est.loc_) / est.scale_
+    np.testing.assert_allclose(coarse.values_ * coarse.scale_ + coarse.loc_,
+                               block_means(standard, 12), rtol=1e-12, equal_nan=True)
+    up = Upsampler(y.shape[1:], 12)
+    big = np.stack([up.up(p) for p in coarse.mean_])
+    big_sd = np.stack([up.up(p) for p in coarse.sd_latent_])
+    rest = (standard - big) * est.scale_ + est.loc_  # the stack less the large scales
+    cells = _fit(rest, times, tile=12, halo=3, large_scales=None)
+    np.testing.assert_allclose(est.mean_, cells.mean_ + est.scale_ * big, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(est.sd_latent_**2, cells.sd_latent_**2 + (est.scale_ * big_sd)**2,
+                               rtol=1e-9)
+    np.testing.assert_allclose(est.noise_sd_, cells.noise_sd_, rtol=1e-9)
+
+
+def test_a_dates_large_anomaly_reaches_the_cells_deep_in_its_cloud():
+    """Each date shifted by its own smooth large-scale anomaly (a plane, tilted and offset
+    differently every date, independent between dates), and a 20 × 20 cloud over the centre
+    of one date:
+    on 12-cell tiles no tile sees beyond its 3-cell halo, so without the large scales the
+    cloud's centre has only the other dates; with them it has the date's own anomaly."""
+    f, y, times = _stack(shape=(48, 48), seed=5, cloud=0.1)
+    rng = np.random.default_rng(6)
+    yy, xx = np.meshgrid(np.arange(48) / 47.0, np.arange(48) / 47.0, indexing="ij")
+    tilt = 2.0 * rng.standard_normal((times.size, 3))
+    truth_shift = (tilt[:, :1, None] * yy + tilt[:, 1:2, None] * xx + tilt[:, 2:, None])
+    y = y + truth_shift
+    clean = f + truth_shift
+    y[4, 14:34, 14:34] = np.nan
+    deep = np.zeros(y.shape, bool)
+    deep[4, 19:29, 19:29] = True
+    err = {}
+    for large_scales in ("auto", None):
+        est = _fit(y, times, tile=12, halo=3, large_scales=large_scales)
+        err[large_scales] = math.sqrt(np.mean((est.mean_ - clean)[deep] ** 2))
+    assert err["auto"] < 0.5 * err[None], err
+
+
+def test_predict_dates_and_the_forecast_carry_the_large_scales(large):
+    """At a fitted date predict_dates gives the fitted moments; after the series the forecast
+    is the coarse model's forecast interpolated plus the cells' model's of the rest, and the
+    placement covariance starts from that variance, its columns consistent with it."""
+    y, times, est = large
+    mean, latent, _ = est.predict_dates(times[[2, 5]])
+    np.testing.assert_allclose(mean, est.mean_[[2, 5]], rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(latent, est.sd_latent_[[2, 5]], rtol=1e-8)
+    nxt = float(times[-1] + 8.0)
+    fc = est.forecast(nxt)
+    cm, cs, _ = est.coarse_.predict_dates([nxt])
+    up = Upsampler(y.shape[1:], 12)
+    rest = est.values_ * est.scale_ + est.loc_  # the stack less the large scales
+    cells = _fit(rest, times, tile=12, halo=3, large_scales=None).forecast(nxt)
+    np.testing.assert_allclose(fc.mean, cells.mean + est.scale_ * up.up(cm[0]), rtol=1e-9)
+    np.testing.assert_allclose(fc.sd_latent**2,
+                               cells.sd_latent**2 + (est.scale_ * up.up(cs[0]))**2, rtol=1e-9)
+    cov = ForecastCovariance(fc)
+    np.testing.assert_allclose(cov.variance(), (fc.sd_latent.ravel() / est.scale_) ** 2,
+                               rtol=1e-9)
+    sites = np.array([5, 700, 1300])
+    cols = cov.prior_columns(sites)
+    np.testing.assert_allclose(cols[sites, np.arange(3)], cov.variance()[sites], rtol=1e-9)
+    x = np.random.default_rng(0).standard_normal((cov.n, 2))
+    np.testing.assert_allclose(cov.apply(x)[sites], (cols.T @ x), rtol=1e-9, atol=1e-12)
+
+
+def test_samples_spread_as_the_sds_say_with_the_large_scales(large):
+    """The coarse model's draws (independent of the cells') add to the cells' draws: the
+    samples' variance reproduces sd_latent_² (within Monte-Carlo error)."""
+    est = large[2]
+    draws = est.sample(600, seed=2)
+    ratio = draws.var(axis=0) / est.sd_latent_**2
+    assert abs(ratio.mean() - 1.0) < 0.03, ratio.mean()
+    bound = 5 * est.sd_latent_.max() / math.sqrt(600)
+    assert np.abs(np.mean(draws, axis=0) - est.mean_).max() < bound
+
+
+def test_one_tile_has_no_large_scales_and_bad_sides_are_refused():
+    _, y, times = _stack(shape=(18, 20), seed=1)
+    assert _fit(y, times).block_ == 0  # one tile covers the raster
+    for bad in (1, "big", 2.5, True):
+        with pytest.raises(InputError, match="large_scales"):
+            SpaceTimeRegressor(large_scales=bad).fit(y, times)
+    small, large_ = (SpaceTimeRegressor(tile=12, large_scales=k).memory_estimate((8, 400, 400))
+                     for k in (None, 4))
+    assert large_ - small == pytest.approx(4.5 * 8 * 8 * 100 * 100, rel=1e-9)
+
+
+def test_a_saved_model_with_large_scales_predicts_samples_and_forecasts_the_same(large,
+                                                                                  tmp_path):
+    y, times, _ = large
+    scale = float(np.nanstd(y))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = geogp.fit(_as_da(y, times), model="spacetime", optimize=False, tile=12,
+                          halo=3, params=_standardised(THETA, scale))
+    assert model.estimators_[0].model.block_ == 12
+    model.save(tmp_path / "m.npz")
+    again = geogp.load_model(tmp_path / "m.npz")
+    before, after = model.predict(), again.predict()
+    for name in ("mean", "std", "std_latent"):
+        np.testing.assert_allclose(after[name].values, before[name].values, rtol=1e-12)
+    np.testing.assert_allclose(again.sample(5, seed=1).values, model.sample(5, seed=1).values,
+                               rtol=1e-9, atol=1e-9)
+    t = before["time"].values[-1] + np.timedelta64(8, "D")
+    np.testing.assert_allclose(again.predict(time=t)["std"].values,
+                               model.predict(time=t)["std"].values, rtol=1e-9)
+
+
+def test_a_model_file_whose_block_and_coarse_model_disagree_is_refused(large, tmp_path,
+                                                                       monkeypatch):
+    from geogp.models.spacetime import family as st_family
+    from geogp.models.spacetime.codec import save_series
+
+    y, times, _ = large
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = geogp.fit(_as_da(y, times), model="spacetime", optimize=False, tile=12,
+                          halo=3, params=_standardised(THETA, float(np.nanstd(y))))
+
+    def damaged(dates, arrays, init):
+        out = save_series(dates, arrays, init)
+        out[0]["coarse"] = None
+        return out
+
+    monkeypatch.setattr(st_family, "save_series", damaged)
+    model.save(tmp_path / "bad.npz")
+    monkeypatch.undo()
+    with pytest.raises(ReadError, match="disagree"):
+        geogp.load_model(tmp_path / "bad.npz")

@@ -3,6 +3,7 @@ model of the block means, whose posterior the cells' model takes as its prior me
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 
@@ -16,7 +17,9 @@ from geogp.models.spacetime.forecast import ForecastCovariance
 from geogp.models.spacetime.large import (
     MIN_BLOCK_FRACTION,
     Upsampler,
+    _spans,
     block_means,
+    block_step,
     interpolation_weights,
 )
 from tests.models.test_spacetime_estimator import THETA, _as_da, _stack, _standardised
@@ -24,16 +27,27 @@ from tests.models.test_spacetime_estimator import THETA, _as_da, _stack, _standa
 pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.MissingCRSWarning")
 
 
+def test_blocks_are_of_about_k_cells_without_a_sliver_at_the_edge():
+    for n, k in ((100, 16), (11, 4), (37, 12), (12, 12), (5, 12)):
+        spans = _spans(n, k)
+        sizes = [b - a for a, b in spans]
+        assert spans[0][0] == 0 and spans[-1][1] == n
+        assert all(a == b0 for (_, b0), (a, _) in itertools.pairwise(spans))  # contiguous
+        assert len(spans) == max(1, round(n / k)) and max(sizes) - min(sizes) <= 1
+        assert block_step(n, k) == pytest.approx(n / len(spans))
+
+
 def test_block_means_are_the_observed_means_of_each_block_or_nan_where_too_few():
     rng = np.random.default_rng(0)
     values = rng.standard_normal((3, 11, 9))
     values[rng.random(values.shape) < 0.6] = np.nan
     out = block_means(values, 4)
-    assert out.shape == (3, 3, 3)
+    rows, cols = _spans(11, 4), _spans(9, 4)
+    assert out.shape == (3, len(rows), len(cols))
     for t in range(3):
-        for i in range(3):
-            for j in range(3):
-                block = values[t, 4 * i:4 * i + 4, 4 * j:4 * j + 4]
+        for i, (y0, y1) in enumerate(rows):
+            for j, (x0, x1) in enumerate(cols):
+                block = values[t, y0:y1, x0:x1]
                 seen = block[np.isfinite(block)]
                 if seen.size >= max(1, MIN_BLOCK_FRACTION * block.size):
                     assert out[t, i, j] == pytest.approx(seen.mean(), rel=1e-12)
@@ -42,11 +56,11 @@ def test_block_means_are_the_observed_means_of_each_block_or_nan_where_too_few()
 
 
 def test_interpolation_is_linear_between_the_blocks_centres_and_constant_beyond():
-    w = interpolation_weights(11, 4)  # blocks 0–3, 4–7, 8–10: centres 1.5, 5.5, 9
+    w = interpolation_weights(11, 4)  # blocks 0–3, 4–6, 7–10: centres 1.5, 5, 8.5
     np.testing.assert_allclose(w.sum(axis=1), 1.0)
-    centres = np.array([1.5, 5.5, 9.0])
+    centres = np.array([1.5, 5.0, 8.5])
     cells = np.arange(11.0)
-    inside = (cells >= 1.5) & (cells <= 9.0)
+    inside = (cells >= 1.5) & (cells <= 8.5)
     np.testing.assert_allclose((w @ (2.0 * centres - 3.0))[inside], 2.0 * cells[inside] - 3.0)
     np.testing.assert_allclose(w[0], w[1])  # beyond the first centre: its value
     np.testing.assert_allclose(w[10], [0.0, 0.0, 1.0])

@@ -17,21 +17,29 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["MIN_BLOCK_FRACTION", "block_means", "interpolation_weights", "Upsampler",
-           "add_deviations"]
+__all__ = ["MIN_BLOCK_FRACTION", "block_means", "block_step", "interpolation_weights",
+           "Upsampler", "add_deviations"]
 
 # a block's mean is a coarse observation when at least this share of its cells is observed
 MIN_BLOCK_FRACTION = 0.25
 
 
 def _spans(n: int, k: int) -> list[tuple[int, int]]:
-    """The blocks of ``k`` cells along an axis of ``n`` (the last one shorter)."""
-    return [(s, min(s + k, n)) for s in range(0, n, k)]
+    """About ``k`` cells a block along an axis of ``n``: round(n / k) blocks of sizes that
+    differ by at most one cell (no sliver of a block at the far edge, whose mean would be
+    far noisier than the others')."""
+    edges = np.round(np.linspace(0, n, max(1, round(n / k)) + 1)).astype(int)
+    return list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))
+
+
+def block_step(n: int, k: int) -> float:
+    """The coarse grid's step along an axis of ``n`` cells, in cells (its blocks' mean size)."""
+    return n / len(_spans(n, k))
 
 
 def block_means(values: np.ndarray, k: int) -> np.ndarray:
-    """(T, ⌈n_y/k⌉, ⌈n_x/k⌉) the means of the observed values of ``values`` (T, n_y, n_x) in
-    blocks of ``k`` × ``k`` cells (shorter at the far edges), date by date; NaN where fewer than
+    """(T, c_y, c_x) the means of the observed values of ``values`` (T, n_y, n_x) in blocks of
+    about ``k`` × ``k`` cells (:func:`_spans`), date by date; NaN where fewer than
     :data:`MIN_BLOCK_FRACTION` of a block's cells are observed."""
     t = values.shape[0]
     rows, cols = _spans(values.shape[1], k), _spans(values.shape[2], k)
@@ -48,8 +56,8 @@ def block_means(values: np.ndarray, k: int) -> np.ndarray:
 
 
 def interpolation_weights(n: int, k: int) -> np.ndarray:
-    """(n, ⌈n/k⌉) linear interpolation from the blocks' centres to the cells of an axis of
-    ``n`` cells, constant beyond the outer centres (each row sums to 1)."""
+    """(n, c) linear interpolation from the blocks' centres (:func:`_spans`) to the cells of an
+    axis of ``n`` cells, constant beyond the outer centres (each row sums to 1)."""
     centres = np.array([(a + b - 1) / 2.0 for a, b in _spans(n, k)])
     eye = np.eye(centres.size)
     return np.stack([np.interp(np.arange(n), centres, eye[i]) for i in range(centres.size)],

@@ -33,7 +33,7 @@ from geogp.models.spacetime.gmrf import (
     posterior,
     prior_draws,
 )
-from geogp.models.spacetime.large import Upsampler, add_deviations, block_means
+from geogp.models.spacetime.large import Upsampler, add_deviations, block_means, block_step
 
 if TYPE_CHECKING:  # annotations only
     from distributed import Client
@@ -328,7 +328,9 @@ class SpaceTimeRegressor:
             fit_windows=self.fit_windows, maxiter=self.maxiter, ordering=self.ordering,
             local_scale=self.local_scale, calibrate=self.calibrate, threads=self.threads,
             scheduler=self.scheduler, max_bytes=self.max_bytes, large_scales=None)
-        coarse.fit(coarse_values, self.times_, (float(k), k * self.h_[1]))
+        ny, nx = self.shape_[1:]
+        coarse.fit(coarse_values, self.times_,
+                   (block_step(ny, k), block_step(nx, k) * self.h_[1]))
         up = Upsampler(self.shape_[1:], k)
         for i, plane in enumerate(coarse.mean_):
             self.values_[i] -= up.up(plane)  # in place; NaN stays missing

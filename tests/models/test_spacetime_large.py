@@ -18,6 +18,7 @@ from geogp.models.spacetime.large import (
     MIN_BLOCK_FRACTION,
     Upsampler,
     _spans,
+    add_deviations,
     block_means,
     block_step,
     interpolation_weights,
@@ -129,7 +130,7 @@ def test_a_dates_large_anomaly_reaches_the_cells_deep_in_its_cloud():
 def test_predict_dates_and_the_forecast_carry_the_large_scales(large):
     """At a fitted date predict_dates gives the fitted moments; after the series the forecast
     is the coarse model's forecast interpolated plus the cells' model's of the rest, and the
-    placement covariance starts from that variance, its columns consistent with it."""
+    placement covariance's columns are consistent with its variance."""
     y, times, est = large
     mean, latent, _ = est.predict_dates(times[[2, 5]])
     np.testing.assert_allclose(mean, est.mean_[[2, 5]], rtol=1e-8, atol=1e-8)
@@ -144,13 +145,32 @@ def test_predict_dates_and_the_forecast_carry_the_large_scales(large):
     np.testing.assert_allclose(fc.sd_latent**2,
                                cells.sd_latent**2 + (est.scale_ * up.up(cs[0]))**2, rtol=1e-9)
     cov = ForecastCovariance(fc)
-    np.testing.assert_allclose(cov.variance(), (fc.sd_latent.ravel() / est.scale_) ** 2,
-                               rtol=1e-9)
     sites = np.array([5, 700, 1300])
     cols = cov.prior_columns(sites)
     np.testing.assert_allclose(cols[sites, np.arange(3)], cov.variance()[sites], rtol=1e-9)
     x = np.random.default_rng(0).standard_normal((cov.n, 2))
     np.testing.assert_allclose(cov.apply(x)[sites], (cols.T @ x), rtol=1e-9, atol=1e-12)
+
+
+def test_interpolated_deviations_have_the_sd_maps_variance_between_the_centres():
+    """Draws of a coarse field correlated more along x than y (its sd varying), interpolated by
+    add_deviations: every cell's variance is (W_y sd W_xᵀ)² within Monte-Carlo error, also
+    midway between the centres, where plain interpolation of the draws falls short."""
+    rng = np.random.default_rng(1)
+    cy, cx, n = 5, 6, 20_000
+    iy, ix = np.meshgrid(np.arange(cy), np.arange(cx), indexing="ij")
+    corr = np.exp(-np.abs(iy.ravel()[:, None] - iy.ravel()[None]) / 0.7
+                  - np.abs(ix.ravel()[:, None] - ix.ravel()[None]) / 2.5)
+    sd = 0.5 + rng.random((1, cy, cx))
+    z = (np.linalg.cholesky(corr) @ rng.standard_normal((cy * cx, n))).T.reshape(n, 1, cy, cx)
+    up = Upsampler((5 * 8, 6 * 8), 8)
+    out = np.zeros((n, 1, 40, 48))
+    add_deviations(out, z * sd[None], sd, up, 2.0)
+    want = (2.0 * up.up(sd[0])) ** 2
+    ratio = out[:, 0].var(axis=0) / want
+    assert np.abs(ratio - 1.0).max() < 0.05, (ratio.min(), ratio.max())
+    plain = np.stack([up.up(d) for d in z[:2000, 0] * sd[0]]).var(axis=0) / (want / 4.0)
+    assert plain.min() < 0.8  # what the rescaling repairs
 
 
 def test_samples_spread_as_the_sds_say_with_the_large_scales(large):
@@ -217,3 +237,56 @@ def test_a_model_file_whose_block_and_coarse_model_disagree_is_refused(large, tm
     monkeypatch.undo()
     with pytest.raises(ReadError, match="disagree"):
         geogp.load_model(tmp_path / "bad.npz")
+
+
+def test_a_folds_large_scales_leave_its_hidden_values_out(large):
+    """The folds that calibrate the intervals see the large scales without the values they
+    hide: the block means the fold touches are averaged again without them, and the coarse
+    posterior at its θ follows (against a coarse model fitted to those block means at that
+    θ)."""
+    y, times, est = large
+    w = est._calibration_windows()[0]
+    hidden = np.zeros((times.size, *w.shape), bool)
+    hidden[2, 3:11, 4:12] = hidden[5, 0:6, 6:12] = True
+    hidden &= np.isfinite(est.values_[:, w.y0:w.y1, w.x0:w.x1])
+    mean, latent = est._large_without([(w, hidden)])
+    standard = (y - est.loc_) / est.scale_
+    full = np.zeros(y.shape, bool)
+    full[:, w.y0:w.y1, w.x0:w.x1] = hidden
+    coarse = est.coarse_
+    again = SpaceTimeRegressor(optimize=False, params=coarse.params_, calibrate=False,
+                               tile=12, halo=3, large_scales=None)
+    again.fit(block_means(np.where(full, np.nan, standard), 12), times,
+              (coarse.unit_, coarse.h_[1] * coarse.unit_))
+    np.testing.assert_allclose(mean, again.mean_, rtol=1e-9, atol=1e-9)
+    # the sds through the coarse model itself (its tiles' variance factors are shrunk towards
+    # 1, which is not invariant to a refit's own standardisation)
+    reference = (block_means(np.where(full, np.nan, standard), 12) - coarse.loc_) / coarse.scale_
+    _, sd, _ = coarse._moments(times, lambda w: reference[:, w.y0:w.y1, w.x0:w.x1])
+    np.testing.assert_allclose(latent, sd, rtol=1e-9)
+    assert np.abs(mean - coarse.mean_).max() > 1e-3  # the hidden values did move it
+
+
+def test_a_model_file_from_before_the_large_scales_loads(tmp_path, monkeypatch):
+    from geogp.models.spacetime import family as st_family
+    from geogp.models.spacetime.codec import save_series
+
+    _, y, times = _stack(shape=(18, 20), seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = geogp.fit(_as_da(y, times), model="spacetime", optimize=False,
+                          params=_standardised(THETA, float(np.nanstd(y))))
+
+    def old_layout(dates, arrays, init):
+        out = save_series(dates, arrays, init)
+        del out[0]["block"], out[0]["coarse"]
+        out[0]["init"].pop("large_scales")
+        return out
+
+    monkeypatch.setattr(st_family, "save_series", old_layout)
+    model.save(tmp_path / "old.npz")
+    monkeypatch.undo()
+    again = geogp.load_model(tmp_path / "old.npz")
+    assert again.estimators_[0].model.block_ == 0
+    np.testing.assert_allclose(again.predict()["std"].values, model.predict()["std"].values,
+                               rtol=1e-12)

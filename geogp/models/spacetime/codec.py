@@ -17,6 +17,7 @@ from geogp.core.optimize import FitReport
 from geogp.exceptions import ReadError
 from geogp.linalg.solvers import Solver
 from geogp.models.spacetime.gmrf import PARAMS
+from geogp.models.spacetime.large import spans
 from geogp.models.spacetime.regressor import SpaceTimeDate, SpaceTimeRegressor
 from geogp.persist.checks import Arrays, clean, estimator_from_init, init_names, require
 
@@ -123,12 +124,16 @@ def _load_model(head: dict, z: Arrays, pre: str, accepted_init: Collection[str],
     # files before 2026-11-30 had no large scales
     model.block_ = _count(head, "block", 0, where) if "block" in head else 0
     coarse = require(head, "coarse", "dict", where, nullable=True) if "coarse" in head else None
-    if (coarse is None) != (model.block_ == 0):
+    if (coarse is None) != (model.block_ == 0) or model.block_ == 1:
         raise ReadError(f"model file {where}: 'block' and 'coarse' disagree.")
     model.coarse_ = None if coarse is None else _load_model(
         coarse, z, f"{pre}coarse/", accepted_init, f"{where} (large scales)")
-    if model.coarse_ is not None and not np.array_equal(model.coarse_.times_, model.times_):
-        raise ReadError(f"model file {where}: the large scales' dates differ from the stack's.")
+    if model.coarse_ is not None:
+        grid = (t, len(spans(ny, model.block_)), len(spans(nx, model.block_)))
+        if (model.coarse_.shape_ != grid or model.coarse_.block_
+                or not np.array_equal(model.coarse_.times_, model.times_)):
+            raise ReadError(f"model file {where}: the large scales' model is not the "
+                            f"{grid[1]} × {grid[2]} blocks of this stack's {t} dates.")
     rep = require(head, "report", "dict", where, nullable=True)
     model.fit_report_ = None
     if rep is not None:

@@ -3,22 +3,24 @@ posterior the cells' model takes as its prior mean (docs/spacetime.md, "Large sc
 
 A tile of the cells' model sees its window and a halo of a few cells. Deep in a large cloud
 nothing of the date's own data is in reach, so the date's anomaly at scales beyond a tile
-comes from the dates around it alone. The coarse model sees the whole raster in each of its
-tiles (a block of k × k cells is one coarse cell), so it carries those scales in from wherever
-the date was observed. Its mean is interpolated bilinearly to the cells and subtracted before
-the cells' posterior; its latent sd adds to theirs in quadrature (the two treated as
+comes from the dates around it alone. In the coarse model a block of k × k cells is one
+coarse cell, so its tiles reach k times further, and it carries those scales in from wherever
+the date was observed (on a raster of many blocks the coarse model is tiled too, each tile
+with a halo of blocks). Its mean is interpolated bilinearly to the cells and subtracted
+before the cells' posterior; its latent sd adds to theirs in quadrature (the two treated as
 independent).
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["MIN_BLOCK_FRACTION", "block_means", "block_step", "interpolation_weights",
-           "Upsampler", "add_deviations"]
+__all__ = ["MIN_BLOCK_FRACTION", "block_mean", "block_means", "block_step", "spans",
+           "interpolation_weights", "Upsampler", "add_deviations"]
 
 # a block's mean is a coarse observation when at least this share of its cells is observed
 MIN_BLOCK_FRACTION = 0.25
@@ -46,13 +48,25 @@ def block_means(values: np.ndarray, k: int) -> np.ndarray:
     out = np.full((t, len(rows), len(cols)), np.nan)
     for i, (y0, y1) in enumerate(rows):
         for j, (x0, x1) in enumerate(cols):
-            block = values[:, y0:y1, x0:x1].reshape(t, -1)
-            seen = np.isfinite(block).sum(axis=1)
-            enough = seen >= max(1, MIN_BLOCK_FRACTION * block.shape[1])
-            with warnings.catch_warnings():  # all-missing dates: NaN, as intended
-                warnings.simplefilter("ignore", RuntimeWarning)
-                out[enough, i, j] = np.nanmean(block[enough], axis=1)
+            out[:, i, j] = block_mean(values[:, y0:y1, x0:x1])
     return out
+
+
+def block_mean(block: np.ndarray) -> np.ndarray:
+    """(T,) one block's mean (T, b_y, b_x) at each date: NaN where fewer than
+    :data:`MIN_BLOCK_FRACTION` of its cells are observed."""
+    flat = block.reshape(block.shape[0], -1)
+    out = np.full(block.shape[0], np.nan)
+    enough = np.isfinite(flat).sum(axis=1) >= max(1, MIN_BLOCK_FRACTION * flat.shape[1])
+    with warnings.catch_warnings():  # all-missing dates: NaN, as intended
+        warnings.simplefilter("ignore", RuntimeWarning)
+        out[enough] = np.nanmean(flat[enough], axis=1)
+    return out
+
+
+def spans(n: int, k: int) -> list[tuple[int, int]]:
+    """The blocks (start, stop) of about ``k`` cells along an axis of ``n`` (:func:`_spans`)."""
+    return _spans(n, k)
 
 
 def interpolation_weights(n: int, k: int) -> np.ndarray:
@@ -72,9 +86,11 @@ class Upsampler:
     def __init__(self, shape: tuple[int, int], k: int) -> None:
         self.wy, self.wx = interpolation_weights(shape[0], k), interpolation_weights(shape[1], k)
 
-    def up(self, plane: np.ndarray) -> np.ndarray:
-        """(n_y, n_x) the coarse ``plane`` (c_y, c_x) at the cells."""
-        return self.wy @ plane @ self.wx.T
+    def up(self, plane: np.ndarray, rows: slice = slice(None), cols: slice = slice(None)
+           ) -> np.ndarray:
+        """The coarse ``plane`` (c_y, c_x) at the cells (n_y, n_x), or at ``rows`` × ``cols``
+        of them."""
+        return self.wy[rows] @ plane @ self.wx[cols].T
 
     def matrix(self) -> sp.csr_matrix:
         """U (n_y n_x, c_y c_x), at most four non-zeros a row."""
@@ -96,11 +112,12 @@ def add_deviations(out: np.ndarray, deviations: np.ndarray, sd: np.ndarray, up: 
     flat = z.reshape(-1, *z.shape[2:])
 
     def corr(a: np.ndarray, b: np.ndarray) -> float:
-        return float(np.clip(np.mean(a * b) / np.sqrt(np.mean(a * a) * np.mean(b * b)), -1, 1)
-                     ) if a.size else 0.0
+        norm = math.sqrt(float(np.mean(a * a)) * float(np.mean(b * b))) if a.size else 0.0
+        return float(np.clip(np.mean(a * b) / norm, -1.0, 1.0)) if norm > 0 else 0.0
 
     r_y, r_x = corr(flat[:, 1:], flat[:, :-1]), corr(flat[:, :, 1:], flat[:, :, :-1])
-    r_d = corr(flat[:, 1:, 1:], flat[:, :-1, :-1])
+    # the two diagonals' pairs, each half of the diagonal terms
+    r_d = (corr(flat[:, 1:, 1:], flat[:, :-1, :-1]) + corr(flat[:, 1:, :-1], flat[:, :-1, 1:])) / 2
     # the variance of Σ_ij w_i w_j r_ij z along rows and columns: each axis has at most two
     # non-zero weights a row (a, 1 − a), so var = (a² + b² + 2ab r) per axis; the diagonal
     # pairs take r_d

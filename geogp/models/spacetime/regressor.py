@@ -33,7 +33,14 @@ from geogp.models.spacetime.gmrf import (
     posterior,
     prior_draws,
 )
-from geogp.models.spacetime.large import Upsampler, add_deviations, block_means, block_step
+from geogp.models.spacetime.large import (
+    Upsampler,
+    add_deviations,
+    block_mean,
+    block_means,
+    block_step,
+    spans,
+)
 
 if TYPE_CHECKING:  # annotations only
     from distributed import Client
@@ -221,7 +228,8 @@ class SpaceTimeRegressor:
         held = max(self._threads(), self.fit_windows if self.optimize else 1)
         # the large scales' model runs before the cells' posterior: its windows are never
         # held beside the tiles, and its stacks are a block's area smaller
-        k = side if self.large_scales == "auto" else int(self.large_scales or 0)
+        k = ((auto_side(t) if self.tile == "auto" else int(self.tile))
+             if self.large_scales == "auto" else int(self.large_scales or 0))
         coarse = math.ceil(ny / k) * math.ceil(nx / k) if k else 0
         return (BASE_BYTES + BYTES_PER_WINDOW_UNKNOWN * unknowns * held
                 + STACK_COPIES * 8.0 * t * (ny * nx + coarse))
@@ -316,8 +324,9 @@ class SpaceTimeRegressor:
         return k if several and ny > k and nx > k else 0
 
     def _fit_large(self) -> SpaceTimeRegressor | None:
-        """Fit the coarse model to the standardised stack's block means, at θ's own options
-        (no large scales of its own), and subtract its mean, interpolated to the cells, from
+        """Fit the coarse model to the standardised stack's block means (its own θ, learnt
+        even where the cells' θ is given; the same windows' sides and options, no large
+        scales of its own), and subtract its mean, interpolated to the cells, from
         ``values_``; None (and ``block_`` 0) where the blocks hold too few values."""
         k = self.block_
         coarse_values = block_means(self.values_, k)
@@ -325,6 +334,7 @@ class SpaceTimeRegressor:
             self.block_ = 0
             return None
         coarse = SpaceTimeRegressor(
+            tile=self.tile, halo=self.halo, fit_size=self.fit_size,  # windows no larger
             fit_windows=self.fit_windows, maxiter=self.maxiter, ordering=self.ordering,
             local_scale=self.local_scale, calibrate=self.calibrate, threads=self.threads,
             scheduler=self.scheduler, max_bytes=self.max_bytes, large_scales=None)
@@ -394,9 +404,11 @@ class SpaceTimeRegressor:
     def _interval_scale(self) -> float:
         """The factor the sds need for 95 % coverage of values hidden under other dates'
         clouds (:func:`stack_gap_folds`) in windows spread over the raster
-        (:meth:`_calibration_windows`), at the fitted θ."""
+        (:meth:`_calibration_windows`), at the fitted θ. With the large scales, each fold's
+        are the coarse model's posterior without the fold's hidden values (its θ kept), and
+        the hidden values' errors are scaled by both models' variances, as the sds are."""
         noise = math.exp(2.0 * self.params_["log_noise"])
-        jobs = []
+        picked = []
         for k, w in enumerate(self._calibration_windows()):
             block = self.values_[:, w.y0:w.y1, w.x0:w.x1]
             try:
@@ -404,22 +416,68 @@ class SpaceTimeRegressor:
                                         seed=k)
             except InputError:  # no cloud of one date over another's data
                 continue
-            for hidden in folds:
-                kept = int((np.isfinite(block) & ~hidden).sum())
-                if kept >= 10:
-                    jobs.append((block, hidden, kept))
+            picked += [(f, w, hidden) for f, hidden in enumerate(folds)
+                       if int((np.isfinite(block) & ~hidden).sum()) >= 10]
+        jobs = []
+        for f in range(CALIBRATION_FOLDS):
+            fold = [(w, hidden) for g, w, hidden in picked if g == f]
+            large = self._large_without(fold) if self.coarse_ is not None else None
+            for w, hidden in fold:
+                block, extra = self.values_[:, w.y0:w.y1, w.x0:w.x1], 0.0
+                if large is not None:  # the stack less the fold's own large scales
+                    rows, cols = slice(w.y0, w.y1), slice(w.x0, w.x1)
+                    up = Upsampler(self.shape_[1:], self.block_)
+                    block = block + np.stack([up.up(a - b, rows, cols) for a, b in
+                                              zip(self.coarse_.mean_, large[0], strict=True)])
+                    extra = np.stack([up.up(s, rows, cols) ** 2 for s in large[1]])
+                jobs.append((block, hidden, int((np.isfinite(block) & ~hidden).sum()), extra))
 
         def errors(job: tuple, slot: int) -> np.ndarray:
-            block, hidden, kept = job
+            block, hidden, kept, extra = job
             train = np.where(hidden, np.nan, block)
             problem = self._problem(Window.over(block.shape), train, slot=slot)
             m, v, _, scale2 = posterior(self.params_, problem, ordering=self.ordering)
             c2 = _shrunk(scale2, kept) if self.local_scale else 1.0
-            z = (block - m.reshape(block.shape)) / np.sqrt(c2 * (v.reshape(block.shape) + noise))
+            z = (block - m.reshape(block.shape)) / np.sqrt(
+                c2 * (v.reshape(block.shape) + noise) + extra)
             return z[hidden]
 
         found = list(self._in_threads(errors, jobs))
         return interval_scale(np.concatenate(found)) if found else 1.0
+
+    def _large_without(self, fold: list[tuple[Window, np.ndarray]]
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """The coarse model's posterior (mean, latent sd), (T, c_y, c_x) in the cells' model's
+        standardised units, with the values ``fold`` hides (each window's mask) left out of
+        the block means: the blocks they touch are averaged again from the stack without
+        them, and the coarse posterior is computed at its fitted θ."""
+        coarse, k = self.coarse_, self.block_
+        assert coarse is not None
+        ny, nx = self.shape_[1:]
+        up = Upsampler((ny, nx), k)
+        rows, cols = spans(ny, k), spans(nx, k)
+        touched: dict[tuple[int, int], np.ndarray] = {}
+        for w, hidden in fold:
+            for i, (y0, y1) in enumerate(rows):
+                for j, (x0, x1) in enumerate(cols):
+                    ya, yb, xa, xb = max(y0, w.y0), min(y1, w.y1), max(x0, w.x0), min(x1, w.x1)
+                    if ya >= yb or xa >= xb:
+                        continue
+                    part = hidden[:, ya - w.y0:yb - w.y0, xa - w.x0:xb - w.x0]
+                    if part.any():
+                        mask = touched.setdefault(
+                            (i, j), np.zeros((self.shape_[0], y1 - y0, x1 - x0), bool))
+                        mask[:, ya - y0:yb - y0, xa - x0:xb - x0] |= part
+        values = coarse.values_.copy()  # the coarse model's standardised block means
+        for (i, j), mask in touched.items():
+            (y0, y1), (x0, x1) = rows[i], cols[j]
+            block = self.values_[:, y0:y1, x0:x1] + np.stack(
+                [up.up(p, slice(y0, y1), slice(x0, x1)) for p in coarse.mean_])
+            values[:, i, j] = (block_mean(np.where(mask, np.nan, block)) - coarse.loc_
+                               ) / coarse.scale_
+        mean, latent, _ = coarse._moments(coarse.times_,
+                                          lambda w: values[:, w.y0:w.y1, w.x0:w.x1])
+        return mean, latent
 
     def _in_threads(self, fn: Callable, items: list):
         """``fn(item, slot)`` for each item, ``threads`` at once, each call in a pattern slot

@@ -172,6 +172,14 @@ def test_the_fit_finds_a_likelihood_at_least_the_true_parameters_and_near_them(s
         assert abs(est.params_[key] - truth[key]) < math.log(1.6), key
 
 
+def _front(y, times, **kw):
+    """``geogp.fit`` on the stack at the true θ (no refit), warnings silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return geogp.fit(_as_da(y, times), model="spacetime", optimize=False,
+                         params=_standardised(THETA, float(np.nanstd(y))), **kw)
+
+
 def _as_da(y, times, dim="time"):
     coords = {"y": 500.0 - 30.0 * np.arange(y.shape[1]), "x": 30.0 * np.arange(y.shape[2])}
     if times is not None:
@@ -326,11 +334,7 @@ def test_a_model_file_that_kept_every_dates_observation_sd_loads_the_same(stack,
     from geogp.models.spacetime.codec import save_series
 
     _, y, times = stack
-    scale = float(np.nanstd(y))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = geogp.fit(_as_da(y, times), model="spacetime", optimize=False, tile=10,
-                          halo=3, params=_standardised(THETA, scale))
+    model = _front(y, times, tile=10, halo=3)
     est = model.estimators_[0].model
     assert est.noise_sd_.shape == y.shape[1:]
     assert np.ptp(est.noise_sd_) > 0  # the tiles' variance factors differ

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -23,7 +22,7 @@ from geogp.models.spacetime.large import (
     block_step,
     interpolation_weights,
 )
-from tests.models.test_spacetime_estimator import THETA, _as_da, _stack, _standardised
+from tests.models.test_spacetime_estimator import THETA, _front, _stack, _standardised
 
 pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.MissingCRSWarning")
 
@@ -198,11 +197,7 @@ def test_one_tile_has_no_large_scales_and_bad_sides_are_refused():
 def test_a_saved_model_with_large_scales_predicts_samples_and_forecasts_the_same(large,
                                                                                   tmp_path):
     y, times, _ = large
-    scale = float(np.nanstd(y))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = geogp.fit(_as_da(y, times), model="spacetime", optimize=False, tile=12,
-                          halo=3, params=_standardised(THETA, scale))
+    model = _front(y, times, tile=12, halo=3)
     assert model.estimators_[0].model.block_ == 12
     model.save(tmp_path / "m.npz")
     again = geogp.load_model(tmp_path / "m.npz")
@@ -222,10 +217,7 @@ def test_a_model_file_whose_block_and_coarse_model_disagree_is_refused(large, tm
     from geogp.models.spacetime.codec import save_series
 
     y, times, _ = large
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = geogp.fit(_as_da(y, times), model="spacetime", optimize=False, tile=12,
-                          halo=3, params=_standardised(THETA, float(np.nanstd(y))))
+    model = _front(y, times, tile=12, halo=3)
 
     def damaged(dates, arrays, init):
         out = save_series(dates, arrays, init)
@@ -272,10 +264,7 @@ def test_a_model_file_from_before_the_large_scales_loads(tmp_path, monkeypatch):
     from geogp.models.spacetime.codec import save_series
 
     _, y, times = _stack(shape=(18, 20), seed=1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = geogp.fit(_as_da(y, times), model="spacetime", optimize=False,
-                          params=_standardised(THETA, float(np.nanstd(y))))
+    model = _front(y, times)
 
     def old_layout(dates, arrays, init):
         out = save_series(dates, arrays, init)

@@ -16,11 +16,11 @@ from geogp.models.spacetime.forecast import ForecastCovariance
 from geogp.models.spacetime.large import (
     MIN_BLOCK_FRACTION,
     Upsampler,
-    _spans,
     add_deviations,
     block_means,
     block_step,
     interpolation_weights,
+    spans,
 )
 from tests.models.test_spacetime_estimator import THETA, _front, _stack, _standardised
 
@@ -29,12 +29,12 @@ pytestmark = pytest.mark.filterwarnings("ignore::geogp.exceptions.MissingCRSWarn
 
 def test_blocks_are_of_about_k_cells_without_a_sliver_at_the_edge():
     for n, k in ((100, 16), (11, 4), (37, 12), (12, 12), (5, 12)):
-        spans = _spans(n, k)
-        sizes = [b - a for a, b in spans]
-        assert spans[0][0] == 0 and spans[-1][1] == n
-        assert all(a == b0 for (_, b0), (a, _) in itertools.pairwise(spans))  # contiguous
-        assert len(spans) == max(1, round(n / k)) and max(sizes) - min(sizes) <= 1
-        assert block_step(n, k) == pytest.approx(n / len(spans))
+        blocks = spans(n, k)
+        sizes = [b - a for a, b in blocks]
+        assert blocks[0][0] == 0 and blocks[-1][1] == n
+        assert all(a == b0 for (_, b0), (a, _) in itertools.pairwise(blocks))  # contiguous
+        assert len(blocks) == max(1, round(n / k)) and max(sizes) - min(sizes) <= 1
+        assert block_step(n, k) == pytest.approx(n / len(blocks))
 
 
 def test_block_means_are_the_observed_means_of_each_block_or_nan_where_too_few():
@@ -42,7 +42,7 @@ def test_block_means_are_the_observed_means_of_each_block_or_nan_where_too_few()
     values = rng.standard_normal((3, 11, 9))
     values[rng.random(values.shape) < 0.6] = np.nan
     out = block_means(values, 4)
-    rows, cols = _spans(11, 4), _spans(9, 4)
+    rows, cols = spans(11, 4), spans(9, 4)
     assert out.shape == (3, len(rows), len(cols))
     for t in range(3):
         for i, (y0, y1) in enumerate(rows):

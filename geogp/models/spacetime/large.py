@@ -26,25 +26,25 @@ __all__ = ["MIN_BLOCK_FRACTION", "block_mean", "block_means", "block_step", "spa
 MIN_BLOCK_FRACTION = 0.25
 
 
-def _spans(n: int, k: int) -> list[tuple[int, int]]:
-    """About ``k`` cells a block along an axis of ``n``: round(n / k) blocks of sizes that
-    differ by at most one cell (no sliver of a block at the far edge, whose mean would be
-    far noisier than the others')."""
+def spans(n: int, k: int) -> list[tuple[int, int]]:
+    """The blocks (start, stop) of about ``k`` cells along an axis of ``n``: round(n / k) of
+    them, their sizes within one cell (no sliver of a block at the far edge, whose mean would
+    be far noisier than the others')."""
     edges = np.round(np.linspace(0, n, max(1, round(n / k)) + 1)).astype(int)
     return list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))
 
 
 def block_step(n: int, k: int) -> float:
     """The coarse grid's step along an axis of ``n`` cells, in cells (its blocks' mean size)."""
-    return n / len(_spans(n, k))
+    return n / len(spans(n, k))
 
 
 def block_means(values: np.ndarray, k: int) -> np.ndarray:
     """(T, c_y, c_x) the means of the observed values of ``values`` (T, n_y, n_x) in blocks of
-    about ``k`` × ``k`` cells (:func:`_spans`), date by date; NaN where fewer than
+    about ``k`` × ``k`` cells (:func:`spans`), date by date; NaN where fewer than
     :data:`MIN_BLOCK_FRACTION` of a block's cells are observed."""
     t = values.shape[0]
-    rows, cols = _spans(values.shape[1], k), _spans(values.shape[2], k)
+    rows, cols = spans(values.shape[1], k), spans(values.shape[2], k)
     out = np.full((t, len(rows), len(cols)), np.nan)
     for i, (y0, y1) in enumerate(rows):
         for j, (x0, x1) in enumerate(cols):
@@ -64,15 +64,10 @@ def block_mean(block: np.ndarray) -> np.ndarray:
     return out
 
 
-def spans(n: int, k: int) -> list[tuple[int, int]]:
-    """The blocks (start, stop) of about ``k`` cells along an axis of ``n`` (:func:`_spans`)."""
-    return _spans(n, k)
-
-
 def interpolation_weights(n: int, k: int) -> np.ndarray:
-    """(n, c) linear interpolation from the blocks' centres (:func:`_spans`) to the cells of an
+    """(n, c) linear interpolation from the blocks' centres (:func:`spans`) to the cells of an
     axis of ``n`` cells, constant beyond the outer centres (each row sums to 1)."""
-    centres = np.array([(a + b - 1) / 2.0 for a, b in _spans(n, k)])
+    centres = np.array([(a + b - 1) / 2.0 for a, b in spans(n, k)])
     eye = np.eye(centres.size)
     return np.stack([np.interp(np.arange(n), centres, eye[i]) for i in range(centres.size)],
                     axis=1)

@@ -419,14 +419,14 @@ class SpaceTimeRegressor:
             picked += [(f, w, hidden) for f, hidden in enumerate(folds)
                        if int((np.isfinite(block) & ~hidden).sum()) >= 10]
         jobs = []
+        up = Upsampler(self.shape_[1:], self.block_) if self.coarse_ is not None else None
         for f in range(CALIBRATION_FOLDS):
             fold = [(w, hidden) for g, w, hidden in picked if g == f]
             large = self._large_without(fold) if self.coarse_ is not None else None
             for w, hidden in fold:
                 block, extra = self.values_[:, w.y0:w.y1, w.x0:w.x1], 0.0
-                if large is not None:  # the stack less the fold's own large scales
+                if large is not None and up is not None:  # less the fold's own large scales
                     rows, cols = slice(w.y0, w.y1), slice(w.x0, w.x1)
-                    up = Upsampler(self.shape_[1:], self.block_)
                     block = block + np.stack([up.up(a - b, rows, cols) for a, b in
                                               zip(self.coarse_.mean_, large[0], strict=True)])
                     extra = np.stack([up.up(s, rows, cols) ** 2 for s in large[1]])
